@@ -1,0 +1,19 @@
+# Project-wide compiler settings, applied to every target through ggufd_options.
+add_library(ggufd_options INTERFACE)
+target_compile_options(ggufd_options INTERFACE -Wall -Wextra -Wshadow=local -Wnon-virtual-dtor)
+if(GGUFD_WERROR)
+    target_compile_options(ggufd_options INTERFACE -Werror)
+endif()
+# Sources include each other from the repository root: "gguf/file.h", "engine/kernels/...".
+target_include_directories(ggufd_options INTERFACE ${PROJECT_SOURCE_DIR})
+
+if(GGUFD_SANITIZE)
+    set(_san "-fsanitize=${GGUFD_SANITIZE}")
+    target_compile_options(ggufd_options INTERFACE ${_san} -fno-omit-frame-pointer -fno-sanitize-recover=all)
+    target_link_options(ggufd_options INTERFACE ${_san})
+endif()
+
+# One helper so every library and executable gets the same treatment.
+function(ggufd_target name)
+    target_link_libraries(${name} PRIVATE ggufd_options)
+endfunction()
