@@ -1,0 +1,157 @@
+#include "engine/model/random_model.h"
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "engine/kernels/formats.h"
+
+namespace ggufd::model {
+namespace {
+
+// splitmix64: fast, well mixed, and reproducible across platforms (std distributions are not).
+class Rng {
+  public:
+    explicit Rng(uint64_t seed) : state_(seed) {}
+    uint64_t next() {
+        uint64_t z = (state_ += 0x9e3779b97f4a7c15ull);
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+        return z ^ (z >> 31);
+    }
+    // Approximately normal: the sum of four uniforms, centred and scaled to unit variance.
+    float normal() {
+        float s = 0;
+        for (int i = 0; i < 4; ++i) s += static_cast<float>(next() >> 40) * 0x1p-24f;
+        return (s - 2.0f) * 1.7320508f;
+    }
+
+  private:
+    uint64_t state_;
+};
+
+std::string utf8(uint32_t cp) {
+    std::string s;
+    if (cp < 0x80) {
+        s += static_cast<char>(cp);
+    } else if (cp < 0x800) {
+        s += static_cast<char>(0xc0 | (cp >> 6));
+        s += static_cast<char>(0x80 | (cp & 0x3f));
+    } else {
+        s += static_cast<char>(0xe0 | (cp >> 12));
+        s += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
+        s += static_cast<char>(0x80 | (cp & 0x3f));
+    }
+    return s;
+}
+
+void add_matrix(gguf::Writer& w, Rng& rng, const std::string& name, gguf::TensorType type,
+                int64_t cols, int64_t rows, float stddev) {
+    const gguf::TypeInfo& info = gguf::type_info(type);
+    if (cols % info.block_size != 0) {
+        throw gguf::Error("random model: tensor '" + name + "' has rows of " +
+                          std::to_string(cols) + " elements, not a multiple of the " +
+                          std::string(info.name) + " block size " +
+                          std::to_string(info.block_size));
+    }
+    const kernels::FormatKernels& k = kernels::kernels_for(type);
+    if (!k.from_float)
+        throw gguf::Error("random model: cannot quantize to " + std::string(info.name));
+    const uint64_t row_bytes = gguf::row_bytes(type, static_cast<uint64_t>(cols));
+    std::vector<uint8_t> data(row_bytes * static_cast<uint64_t>(rows));
+    std::vector<float> row(static_cast<size_t>(cols));
+    for (int64_t r = 0; r < rows; ++r) {
+        for (float& x : row) x = rng.normal() * stddev;
+        k.from_float(row.data(), data.data() + static_cast<uint64_t>(r) * row_bytes, cols);
+    }
+    w.add_tensor(name, type, {cols, rows}, data);
+}
+
+}  // namespace
+
+void add_byte_level_vocab(gguf::Writer& w) {
+    // GPT-2's byte-to-unicode mapping: printable bytes stand for themselves, the others are
+    // shifted to code points from 256 up, so every token is visible text.
+    std::vector<std::string> tokens;
+    uint32_t shifted = 0;
+    for (uint32_t b = 0; b < 256; ++b) {
+        const bool printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174);
+        tokens.push_back(utf8(printable ? b : 256 + shifted++));
+    }
+    std::vector<int32_t> types(256, 1);  // normal
+    tokens.push_back("<|begin_of_text|>");
+    tokens.push_back("<|end_of_text|>");
+    types.push_back(3);  // control
+    types.push_back(3);
+    w.set("tokenizer.ggml.model", "gpt2");
+    w.set("tokenizer.ggml.pre", "default");
+    w.set("tokenizer.ggml.tokens", gguf::Array{tokens});
+    w.set("tokenizer.ggml.token_type", gguf::Array{types});
+    w.set("tokenizer.ggml.merges", gguf::Array{std::vector<std::string>{}});
+    w.set("tokenizer.ggml.bos_token_id", uint32_t{256});
+    w.set("tokenizer.ggml.eos_token_id", uint32_t{257});
+    w.set("tokenizer.ggml.add_bos_token", true);
+}
+
+gguf::Writer make_random_model(const RandomModelSpec& s) {
+    if (s.n_head == 0 || s.n_embd % s.n_head != 0) {
+        throw gguf::Error("random model: n_embd must be a multiple of n_head");
+    }
+    if (s.n_head_kv == 0 || s.n_head % s.n_head_kv != 0) {
+        throw gguf::Error("random model: n_head_kv must divide n_head");
+    }
+    gguf::Writer w;
+    w.set("general.architecture", "llama");
+    w.set("general.name", s.name);
+    w.set("general.quantization_version", uint32_t{2});
+    w.set("llama.context_length", s.n_ctx);
+    w.set("llama.embedding_length", s.n_embd);
+    w.set("llama.block_count", s.n_layer);
+    w.set("llama.feed_forward_length", s.n_ff);
+    w.set("llama.attention.head_count", s.n_head);
+    w.set("llama.attention.head_count_kv", s.n_head_kv);
+    w.set("llama.rope.dimension_count", s.n_embd / s.n_head);
+    w.set("llama.rope.freq_base", s.rope_freq_base);
+    w.set("llama.attention.layer_norm_rms_epsilon", s.rms_eps);
+    if (s.vocab) {
+        for (const gguf::KeyValue& kv : s.vocab->metadata().entries()) {
+            if (kv.key.starts_with("tokenizer.")) w.set(kv.key, kv.value);
+        }
+    } else {
+        add_byte_level_vocab(w);
+    }
+    const gguf::Value* tokens = nullptr;
+    for (const gguf::KeyValue& kv : w.metadata()) {
+        if (kv.key == "tokenizer.ggml.tokens") tokens = &kv.value;
+    }
+    if (!tokens || !tokens->is_array() || tokens->as_array().size() == 0) {
+        throw gguf::Error("random model: the vocabulary file has no tokenizer.ggml.tokens");
+    }
+    const auto n_vocab = static_cast<int64_t>(tokens->as_array().size());
+    w.set("llama.vocab_size", static_cast<uint32_t>(n_vocab));
+
+    Rng rng(s.seed);
+    const int64_t embd = s.n_embd, ff = s.n_ff;
+    const int64_t head_dim = embd / s.n_head, kv_dim = head_dim * s.n_head_kv;
+    const float sd = 1.0f / std::sqrt(static_cast<float>(embd));
+    const std::vector<float> ones_embd(static_cast<size_t>(embd), 1.0f);
+    add_matrix(w, rng, "token_embd.weight", s.type, embd, n_vocab, 1.0f);
+    w.add_tensor("output_norm.weight", {embd}, ones_embd);
+    add_matrix(w, rng, "output.weight", s.output_type.value_or(s.type), embd, n_vocab, sd);
+    for (uint32_t l = 0; l < s.n_layer; ++l) {
+        const std::string p = "blk." + std::to_string(l) + ".";
+        w.add_tensor(p + "attn_norm.weight", {embd}, ones_embd);
+        add_matrix(w, rng, p + "attn_q.weight", s.type, embd, embd, sd);
+        add_matrix(w, rng, p + "attn_k.weight", s.type, embd, kv_dim, sd);
+        add_matrix(w, rng, p + "attn_v.weight", s.type, embd, kv_dim, sd);
+        add_matrix(w, rng, p + "attn_output.weight", s.type, embd, embd, sd);
+        w.add_tensor(p + "ffn_norm.weight", {embd}, ones_embd);
+        add_matrix(w, rng, p + "ffn_gate.weight", s.type, embd, ff, sd);
+        add_matrix(w, rng, p + "ffn_up.weight", s.type, embd, ff, sd);
+        add_matrix(w, rng, p + "ffn_down.weight", s.type, ff, embd,
+                   1.0f / std::sqrt(static_cast<float>(ff)));
+    }
+    return w;
+}
+
+}  // namespace ggufd::model

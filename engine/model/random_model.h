@@ -1,0 +1,40 @@
+// Random-weight llama models, written as GGUF: for tests, benchmarks at realistic sizes (e.g. a
+// 1.1B model in Q4_0) without downloading one, and the server's built-in demo model.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "gguf/file.h"
+#include "gguf/writer.h"
+
+namespace ggufd::model {
+
+struct RandomModelSpec {
+    std::string name = "random";
+    uint32_t n_embd = 256;
+    uint32_t n_layer = 2;
+    uint32_t n_head = 4;
+    uint32_t n_head_kv = 2;
+    uint32_t n_ff = 768;
+    uint32_t n_ctx = 2048;
+    float rms_eps = 1e-5f;
+    float rope_freq_base = 10000.0f;
+    gguf::TensorType type = gguf::TensorType::F32;  // every matrix...
+    std::optional<gguf::TensorType> output_type;    // ...except the output head, when given
+    uint64_t seed = 42;
+    // Copy the tokenizer.* keys (vocabulary, merges, special ids, chat template) from this file;
+    // without one, a byte-level vocabulary of 256 byte tokens plus BOS and EOS is built.
+    const gguf::File* vocab = nullptr;
+};
+
+// Builds the model in memory; throws gguf::Error when a dimension does not fit the type's block
+// size or the heads do not divide the embedding.
+gguf::Writer make_random_model(const RandomModelSpec& spec);
+
+// The byte-level vocabulary on its own (tokenizer.* keys), as GPT-2's byte-to-unicode mapping
+// with no merges: every byte is one token.
+void add_byte_level_vocab(gguf::Writer& w);
+
+}  // namespace ggufd::model
