@@ -9,9 +9,13 @@
 
 namespace ggufd::run {
 
+int cmd_logits(Args args);
+
 std::span<const Command> commands() {
-    // Subcommands are added here as their modules land.
-    static const std::array<Command, 0> table{};
+    static const std::array table = {
+        Command{"logits", "logits --model M --tokens-file F --out OUT.f32 [--threads N]",
+                cmd_logits},
+    };
     return table;
 }
 
