@@ -45,8 +45,8 @@ constexpr std::array kTypes = {
 };
 
 constexpr std::array<std::string_view, kValueTypeCount> kValueTypeNames = {
-    "uint8", "int8", "uint16", "int16", "uint32", "int32", "float32",
-    "bool",  "string", "array", "uint64", "int64", "float64"};
+    "uint8", "int8",   "uint16", "int16",  "uint32", "int32",  "float32",
+    "bool",  "string", "array",  "uint64", "int64",  "float64"};
 
 constexpr std::array<size_t, kValueTypeCount> kValueTypeSizes = {1, 1, 2, 2, 4, 4, 4,
                                                                  1, 0, 0, 8, 8, 8};
@@ -66,7 +66,9 @@ const TypeInfo* find_type(uint32_t id) {
     return it == kTypes.end() ? nullptr : &*it;
 }
 
-const TypeInfo& type_info(TensorType type) { return *find_type(static_cast<uint32_t>(type)); }
+const TypeInfo& type_info(TensorType type) {
+    return *find_type(static_cast<uint32_t>(type));
+}
 
 std::optional<TensorType> type_from_name(std::string_view name) {
     for (const TypeInfo& t : kTypes) {
@@ -75,7 +77,9 @@ std::optional<TensorType> type_from_name(std::string_view name) {
     return std::nullopt;
 }
 
-std::span<const TypeInfo> all_types() { return kTypes; }
+std::span<const TypeInfo> all_types() {
+    return kTypes;
+}
 
 std::string_view value_type_name(ValueType type) {
     auto i = static_cast<uint32_t>(type);

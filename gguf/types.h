@@ -50,9 +50,9 @@ enum class TensorType : uint32_t {
 struct TypeInfo {
     TensorType type;
     std::string_view name;
-    uint32_t block_size;  // elements per block
+    uint32_t block_size;   // elements per block
     uint32_t block_bytes;  // bytes per block
-    bool quantized;  // true for block formats (not plain ints or floats)
+    bool quantized;        // true for block formats (not plain ints or floats)
 };
 
 // The row for an on-disk type id, or nullptr when the id names no known type.
@@ -64,7 +64,9 @@ std::optional<TensorType> type_from_name(std::string_view name);
 // All rows, in id order.
 std::span<const TypeInfo> all_types();
 
-inline std::string_view type_name(TensorType type) { return type_info(type).name; }
+inline std::string_view type_name(TensorType type) {
+    return type_info(type).name;
+}
 
 // Bytes needed by a row of `n_elements` elements; n_elements must be a multiple of the block size.
 inline uint64_t row_bytes(TensorType type, uint64_t n_elements) {

@@ -9,7 +9,7 @@ packages=(
   nlohmann-json3-dev libspdlog-dev libfmt-dev
   prometheus-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  clang lld libclang-rt-14-dev
+  clang lld libclang-rt-14-dev clang-format
   curl python3
 )
 

@@ -1,0 +1,268 @@
+#include "config/config.h"
+
+#include <boost/program_options.hpp>
+
+#include <charconv>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+extern char** environ;
+
+namespace ggufd::config {
+namespace po = boost::program_options;
+
+namespace {
+
+constexpr const char* kVersion = "ggufd 0.1.0";
+constexpr std::string_view kEnvPrefix = "GGUFD_";
+
+// Every setting is read as text by program_options and converted here, so a bad value gets one
+// message format whatever its source.
+po::options_description settings_description() {
+    po::options_description d(
+        "Settings (also GGUFD_<NAME> in the environment, or NAME = value in --config)");
+    // clang-format off
+    d.add_options()
+        ("model,m", po::value<std::vector<std::string>>(), "model to serve: PATH or NAME=PATH (repeatable; GGUFD_MODEL takes a comma-separated list)")
+        ("host", po::value<std::string>(), "address to listen on (default 127.0.0.1)")
+        ("port", po::value<std::string>(), "TCP port (default 8080)")
+        ("threads,t", po::value<std::string>(), "inference threads (default: physical cores)")
+        ("parallel", po::value<std::string>(), "concurrent sequences per model (default 4)")
+        ("ctx-size,c", po::value<std::string>(), "context tokens per sequence (default: the model's, at most 4096)")
+        ("batch-size,b", po::value<std::string>(), "token budget of one engine step (default 512)")
+        ("api-key", po::value<std::string>(), "require this bearer token on API requests")
+        ("log-format", po::value<std::string>(), "text or json (default text)")
+        ("log-level", po::value<std::string>(), "trace, debug, info, warn, error (default info)");
+    // clang-format on
+    return d;
+}
+
+po::options_description command_line_description() {
+    po::options_description d = settings_description();
+    d.add_options()("config", po::value<std::string>(), "read settings from this file")(
+        "help,h", "print this help and exit")("version", "print the version and exit");
+    return d;
+}
+
+std::string env_name(const std::string& option) {
+    std::string out(kEnvPrefix);
+    for (char c : option)
+        out += c == '-' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    return out;
+}
+
+template <typename Int>
+Int parse_int(const std::string& text, const std::string& setting, const std::string& source,
+              long long min, long long max) {
+    long long v = 0;
+    const char* end = text.data() + text.size();
+    auto [p, ec] = std::from_chars(text.data(), end, v);
+    if (ec != std::errc() || p != end || text.empty()) {
+        throw ConfigError("invalid " + setting + " (from " + source + "): '" + text +
+                          "' is not an integer");
+    }
+    if (v < min || v > max) {
+        throw ConfigError("invalid " + setting + " (from " + source + "): " + text +
+                          " is out of range " + std::to_string(min) + ".." + std::to_string(max));
+    }
+    return static_cast<Int>(v);
+}
+
+std::vector<std::string> split_commas(const std::string& s) {
+    std::vector<std::string> out;
+    std::stringstream in(s);
+    std::string item;
+    while (std::getline(in, item, ',')) {
+        if (!item.empty()) out.push_back(item);
+    }
+    return out;
+}
+
+}  // namespace
+
+std::string to_string(LogFormat format) {
+    return format == LogFormat::json ? "json" : "text";
+}
+
+std::map<std::string, std::string> process_environment() {
+    std::map<std::string, std::string> env;
+    for (char** e = environ; e && *e; ++e) {
+        std::string_view kv(*e);
+        const size_t eq = kv.find('=');
+        if (eq != std::string_view::npos) env.emplace(kv.substr(0, eq), kv.substr(eq + 1));
+    }
+    return env;
+}
+
+ModelSpec parse_model_spec(const std::string& text) {
+    if (text.empty()) throw ConfigError("invalid model: empty value");
+    ModelSpec spec;
+    const size_t eq = text.find('=');
+    if (eq == std::string::npos) {
+        spec.path = text;
+        spec.name = std::filesystem::path(text).stem().string();
+    } else {
+        spec.name = text.substr(0, eq);
+        spec.path = text.substr(eq + 1);
+    }
+    if (spec.name.empty() || spec.path.empty()) {
+        throw ConfigError("invalid model '" + text + "': expected PATH or NAME=PATH");
+    }
+    for (char c : spec.name) {
+        const bool ok = std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' ||
+                        c == '.' || c == ':';
+        if (!ok) {
+            throw ConfigError("invalid model name '" + spec.name +
+                              "': use letters, digits and - _ . : only");
+        }
+    }
+    return spec;
+}
+
+void validate(const Config& c, const Sources& sources) {
+    auto from = [&](const std::string& key) {
+        auto it = sources.find(key);
+        return it == sources.end() ? std::string("default") : it->second;
+    };
+    std::set<std::string> names;
+    for (const ModelSpec& m : c.models) {
+        if (!names.insert(m.name).second) {
+            throw ConfigError("invalid model (from " + from("model") + "): the name '" + m.name +
+                              "' is used twice; give each model its own NAME=PATH");
+        }
+    }
+    if (c.host.empty()) throw ConfigError("invalid host (from " + from("host") + "): empty");
+    if (c.threads < 0)
+        throw ConfigError("invalid threads (from " + from("threads") + "): must be >= 0");
+    if (c.parallel < 1)
+        throw ConfigError("invalid parallel (from " + from("parallel") + "): must be >= 1");
+    if (c.ctx_size < 0)
+        throw ConfigError("invalid ctx-size (from " + from("ctx-size") + "): must be >= 0");
+    if (c.batch_size < 1)
+        throw ConfigError("invalid batch-size (from " + from("batch-size") + "): must be >= 1");
+    static const std::set<std::string> kLevels = {"trace", "debug",    "info", "warn",
+                                                  "error", "critical", "off"};
+    if (!kLevels.contains(c.log_level)) {
+        throw ConfigError("invalid log-level (from " + from("log-level") + "): '" + c.log_level +
+                          "' is not one of trace, debug, info, warn, error, critical, off");
+    }
+}
+
+LoadResult load(int argc, const char* const* argv, const std::map<std::string, std::string>& env) {
+    LoadResult result;
+    po::variables_map vm;
+    const po::options_description cli = command_line_description();
+    const po::options_description settings = settings_description();
+
+    // Highest precedence first: program_options keeps the first value stored for each option.
+    po::parsed_options from_cli(&cli);
+    try {
+        from_cli = po::command_line_parser(argc, argv).options(cli).run();
+        po::store(from_cli, vm);
+    } catch (const po::error& e) {
+        throw ConfigError(std::string("command line: ") + e.what());
+    }
+    if (vm.count("help")) {
+        std::ostringstream out;
+        out << "usage: ggufd [options]\n" << cli;
+        result.exit_now = true;
+        result.message = out.str();
+        return result;
+    }
+    if (vm.count("version")) {
+        result.exit_now = true;
+        result.message = kVersion;
+        return result;
+    }
+    for (const auto& opt : from_cli.options)
+        result.sources.emplace(opt.string_key, "--" + opt.string_key);
+
+    // Environment: GGUFD_<NAME> for each setting; other GGUFD_ variables belong to tools and tests.
+    std::map<std::string, std::string> env_options;
+    for (const auto& opt : settings.options()) {
+        const std::string& name = opt->long_name();
+        auto it = env.find(env_name(name));
+        if (it == env.end()) continue;
+        env_options.emplace(name, it->second);
+    }
+    if (auto it = env.find("GGUFD_CONFIG"); it != env.end())
+        env_options.emplace("config", it->second);
+    for (const auto& [name, value] : env_options) {
+        if (vm.count(name)) continue;  // the command line wins
+        if (name == "model") {
+            vm.emplace(name, po::variable_value(boost::any(split_commas(value)), false));
+        } else {
+            vm.emplace(name, po::variable_value(boost::any(value), false));
+        }
+        result.sources.emplace(name, env_name(name));
+    }
+
+    // Config file, lowest precedence above the defaults.
+    if (vm.count("config")) {
+        const std::string path = vm["config"].as<std::string>();
+        result.config.config_file = path;
+        std::ifstream in(path);
+        if (!in) throw ConfigError("config: cannot read config file '" + path + "'");
+        po::parsed_options from_file(&settings);
+        try {
+            from_file = po::parse_config_file(in, settings, false);
+        } catch (const po::error& e) {
+            throw ConfigError("config file '" + path + "': " + e.what());
+        }
+        // Settings already given on the command line or in the environment win over the file.
+        std::erase_if(from_file.options,
+                      [&](const po::option& opt) { return vm.count(opt.string_key) > 0; });
+        for (const auto& opt : from_file.options)
+            result.sources.emplace(opt.string_key, "config file " + path);
+        try {
+            po::store(from_file, vm);
+        } catch (const po::error& e) {
+            throw ConfigError("config file '" + path + "': " + e.what());
+        }
+    }
+
+    Config& c = result.config;
+    auto text = [&](const char* name) -> const std::string* {
+        return vm.count(name) ? &vm[name].as<std::string>() : nullptr;
+    };
+    auto source = [&](const char* name) {
+        return result.sources.count(name) ? result.sources.at(name) : "default";
+    };
+    if (vm.count("model")) {
+        for (const std::string& m : vm["model"].as<std::vector<std::string>>()) {
+            try {
+                c.models.push_back(parse_model_spec(m));
+            } catch (const ConfigError& e) {
+                throw ConfigError(std::string(e.what()) + " (from " + source("model") + ")");
+            }
+        }
+    }
+    if (auto* v = text("host")) c.host = *v;
+    if (auto* v = text("port")) c.port = parse_int<uint16_t>(*v, "port", source("port"), 1, 65535);
+    if (auto* v = text("threads"))
+        c.threads = parse_int<int>(*v, "threads", source("threads"), 0, 1024);
+    if (auto* v = text("parallel"))
+        c.parallel = parse_int<int>(*v, "parallel", source("parallel"), 1, 1024);
+    if (auto* v = text("ctx-size"))
+        c.ctx_size = parse_int<int>(*v, "ctx-size", source("ctx-size"), 0, 1 << 24);
+    if (auto* v = text("batch-size"))
+        c.batch_size = parse_int<int>(*v, "batch-size", source("batch-size"), 1, 1 << 20);
+    if (auto* v = text("api-key")) c.api_key = *v;
+    if (auto* v = text("log-level")) c.log_level = *v;
+    if (auto* v = text("log-format")) {
+        if (*v == "text")
+            c.log_format = LogFormat::text;
+        else if (*v == "json")
+            c.log_format = LogFormat::json;
+        else
+            throw ConfigError("invalid log-format (from " + source("log-format") + "): '" + *v +
+                              "' is not text or json");
+    }
+    validate(c, result.sources);
+    return result;
+}
+
+}  // namespace ggufd::config

@@ -1,0 +1,68 @@
+// The daemon's one typed configuration. Sources, lowest to highest precedence: built-in defaults,
+// a config file (`--config FILE`, INI-style `key = value` with the long flag names), environment
+// variables GGUFD_<FLAG_NAME>, and command-line flags. Plain data: no behaviour beyond parsing
+// and validation.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace ggufd::config {
+
+// A bad setting: the message names the setting, where it came from and why it is wrong.
+class ConfigError : public std::runtime_error {
+  public:
+    using std::runtime_error::runtime_error;
+};
+
+enum class LogFormat { text, json };
+
+struct ModelSpec {
+    std::string name;  // what clients put in "model"; defaults to the file's stem
+    std::string path;
+    bool operator==(const ModelSpec&) const = default;
+};
+
+struct Config {
+    std::vector<ModelSpec> models;
+    std::string host = "127.0.0.1";
+    uint16_t port = 8080;
+    int threads = 0;          // inference threads; 0 = one per physical core
+    int parallel = 4;         // concurrent sequences (slots) per model
+    int ctx_size = 0;         // tokens of context per slot; 0 = the model's, capped at 4096
+    int batch_size = 512;     // token budget of one engine step
+    std::string api_key;      // empty = no authentication; never logged
+    std::string config_file;  // the file the settings were read from, if any
+    LogFormat log_format = LogFormat::text;
+    std::string log_level = "info";
+};
+
+// Where each setting's value came from, for messages: "--port", "GGUFD_PORT", "config file x".
+using Sources = std::map<std::string, std::string>;
+
+struct LoadResult {
+    Config config;
+    Sources sources;
+    bool exit_now = false;  // --help or --version was asked for; `message` holds the text
+    std::string message;
+};
+
+// Builds the configuration. `env` holds the environment (name -> value); only GGUFD_* names that
+// match a setting are read, others are ignored. Throws ConfigError.
+LoadResult load(int argc, const char* const* argv, const std::map<std::string, std::string>& env);
+
+// The process environment as a map, for load().
+std::map<std::string, std::string> process_environment();
+
+// Checks ranges and combinations; the message names the first bad setting. Throws ConfigError.
+void validate(const Config& config, const Sources& sources = {});
+
+// "NAME=PATH" or "PATH" (name = file stem) -> ModelSpec. Throws ConfigError.
+ModelSpec parse_model_spec(const std::string& text);
+
+std::string to_string(LogFormat format);
+
+}  // namespace ggufd::config

@@ -1,0 +1,62 @@
+#include "config/logging.h"
+
+#include <spdlog/pattern_formatter.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <nlohmann/json.hpp>
+
+namespace ggufd::config {
+namespace {
+
+// One JSON object per line: {"time": ISO-8601 UTC with ms, "level", "logger", "message"}. The
+// message is escaped by nlohmann so any text (quotes, newlines, invalid UTF-8) stays one line.
+class JsonFormatter final : public spdlog::formatter {
+  public:
+    void format(const spdlog::details::log_msg& msg, spdlog::memory_buf_t& dest) override {
+        using namespace std::chrono;
+        const auto ms = duration_cast<milliseconds>(msg.time.time_since_epoch()).count();
+        const std::time_t secs = static_cast<std::time_t>(ms / 1000);
+        std::tm tm{};
+        gmtime_r(&secs, &tm);
+        char when[40];
+        const size_t n = std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S", &tm);
+        std::snprintf(when + n, sizeof when - n, ".%03dZ", static_cast<int>(ms % 1000));
+
+        nlohmann::ordered_json line;
+        line["time"] = when;
+        const auto level = spdlog::level::to_string_view(msg.level);
+        line["level"] = std::string(level.data(), level.size());
+        line["logger"] = std::string(msg.logger_name.data(), msg.logger_name.size());
+        line["message"] = std::string(msg.payload.data(), msg.payload.size());
+        const std::string text =
+            line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+        dest.append(text.data(), text.data() + text.size());
+        dest.push_back('\n');
+    }
+    std::unique_ptr<spdlog::formatter> clone() const override {
+        return std::make_unique<JsonFormatter>();
+    }
+};
+
+}  // namespace
+
+std::unique_ptr<spdlog::formatter> make_formatter(LogFormat format) {
+    if (format == LogFormat::json) return std::make_unique<JsonFormatter>();
+    return std::make_unique<spdlog::pattern_formatter>("%Y-%m-%d %H:%M:%S.%e %^%-5l%$ %v");
+}
+
+void setup_logging(LogFormat format, std::string_view level) {
+    const auto lvl = spdlog::level::from_str(std::string(level));
+    if (lvl == spdlog::level::off && level != "off") {
+        throw ConfigError("invalid log-level: '" + std::string(level) + "'");
+    }
+    spdlog::drop("ggufd");  // setting up twice (tests, reloads) replaces the logger
+    auto logger = spdlog::stderr_color_mt("ggufd");
+    logger->set_formatter(make_formatter(format));
+    logger->set_level(lvl);
+    spdlog::set_default_logger(logger);
+}
+
+}  // namespace ggufd::config

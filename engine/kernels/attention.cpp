@@ -1,0 +1,141 @@
+#include "engine/kernels/attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "engine/kernels/ops_kernels.h"
+#include "engine/kernels/threadpool.h"
+
+namespace ggufd::kernels {
+
+int64_t attention_scratch_floats(int64_t head_dim, int64_t n_heads) {
+    return n_heads * head_dim + n_heads * kAttentionBlock + head_dim + 2 * kAttentionBlock +
+           2 * n_heads;
+}
+
+float alibi_slope(int64_t head, int64_t n_head, float max_bias) {
+    if (max_bias <= 0.0f) return 1.0f;
+    // Heads up to the largest power of two get 2^(-max_bias * (h+1) / n_pow2); the rest take the
+    // odd steps of the half-bias sequence (ggml's rule, from the ALiBi paper's slope scheme).
+    int64_t n_pow2 = 1;
+    while (n_pow2 * 2 <= n_head) n_pow2 *= 2;
+    const float base_lo = std::pow(2.0f, -max_bias / static_cast<float>(n_pow2));
+    const float base_hi = std::pow(2.0f, -(max_bias / 2.0f) / static_cast<float>(n_pow2));
+    return head < n_pow2 ? std::pow(base_lo, static_cast<float>(head + 1))
+                         : std::pow(base_hi, static_cast<float>(2 * (head - n_pow2) + 1));
+}
+
+namespace {
+
+void require(bool ok, const std::string& what) {
+    if (!ok) throw std::invalid_argument("attention: " + what);
+}
+
+void check_view(const KvView& view, const AttentionParams& p, const char* name) {
+    const std::string n = name;
+    require(view.data != nullptr, n + " data is null");
+    require(view.n_cells >= 0, n + " has a negative cell count");
+    require(view.head_stride >= p.head_dim, n + " head_stride is smaller than head_dim");
+    require(view.cell_stride >= (p.n_head_kv - 1) * view.head_stride + p.head_dim,
+            n + " cell_stride is smaller than one cell");
+}
+
+}  // namespace
+
+void attention_with(const OpKernels& kernels, const float* q, const int32_t* q_pos,
+                    int64_t n_tokens, const KvView& k, const KvView& v, const KvCellList& cells,
+                    const AttentionParams& p, float* out, ThreadPool* pool) {
+    require(p.n_head > 0 && p.n_head_kv > 0 && p.head_dim > 0,
+            "head counts and head_dim must be > 0");
+    require(p.n_head % p.n_head_kv == 0, "n_head must be a multiple of n_head_kv");
+    require(std::isfinite(p.scale), "scale must be finite");
+    require(p.softcap >= 0.0f && std::isfinite(p.softcap), "softcap must be >= 0");
+    require(n_tokens >= 0 && cells.count >= 0, "negative token or cell count");
+    if (n_tokens == 0) return;
+    require(q != nullptr && q_pos != nullptr && out != nullptr, "null query, position or output");
+    check_view(k, p, "K");
+    check_view(v, p, "V");
+    if (cells.count > 0) require(cells.pos != nullptr, "cell positions are null");
+    const int64_t n_storage = std::min(k.n_cells, v.n_cells);
+    if (cells.index) {
+        for (int64_t j = 0; j < cells.count; ++j) {
+            require(cells.index[j] >= 0 && cells.index[j] < n_storage,
+                    "cell index " + std::to_string(cells.index[j]) + " out of range");
+        }
+    } else {
+        require(cells.count <= n_storage, "more cells listed than the cache holds");
+    }
+
+    std::vector<float> slopes;
+    if (p.max_bias > 0.0f) {
+        slopes.resize(static_cast<size_t>(p.n_head));
+        for (int64_t h = 0; h < p.n_head; ++h) slopes[h] = alibi_slope(h, p.n_head, p.max_bias);
+    }
+    const AttentionJob job{
+        .head_dim = p.head_dim,
+        .k_data = k.data,
+        .v_data = v.data,
+        .k_f16 = k.type == KvType::f16,
+        .v_f16 = v.type == KvType::f16,
+        .k_cell_stride = k.cell_stride,
+        .k_head_stride = k.head_stride,
+        .v_cell_stride = v.cell_stride,
+        .v_head_stride = v.head_stride,
+        .cell_index = cells.index,
+        .cell_pos = cells.pos,
+        .n_cells = cells.count,
+        .scale = p.scale,
+        .softcap = p.softcap,
+        .causal = p.causal,
+        .head_slopes = slopes.empty() ? nullptr : slopes.data(),
+    };
+
+    // Query heads sharing a KV head are done together so each K/V row is loaded once for all of
+    // them; the group is split further only when there would be too few tasks for the threads.
+    const int64_t group = p.n_head / p.n_head_kv;
+    const int64_t threads = pool ? pool->size() : 1;
+    const int64_t base_tasks = n_tokens * p.n_head_kv;
+    const int64_t splits =
+        std::clamp((4 * threads + base_tasks - 1) / base_tasks, int64_t{1}, group);
+    const int64_t heads_per_task = (group + splits - 1) / splits;
+    const int64_t head_stride = p.n_head * p.head_dim;  // floats per token in q and out
+
+    auto run = [&](int64_t begin, int64_t end, int) {
+        thread_local std::vector<float> scratch;
+        scratch.resize(static_cast<size_t>(attention_scratch_floats(p.head_dim, heads_per_task)));
+        for (int64_t i = begin; i < end; ++i) {
+            const int64_t split = i % splits;
+            const int64_t kv_head = (i / splits) % p.n_head_kv;
+            const int64_t t = i / (splits * p.n_head_kv);
+            const int64_t first = kv_head * group + split * heads_per_task;
+            const int64_t last = std::min(kv_head * group + group, first + heads_per_task);
+            if (first >= last) continue;
+            const AttentionTask task{
+                .q = q + t * head_stride,
+                .out = out + t * head_stride,
+                .head_begin = first,
+                .head_end = last,
+                .kv_head = kv_head,
+                .q_pos = q_pos[t],
+            };
+            kernels.attention(job, task, scratch.data());
+        }
+    };
+    const int64_t n_tasks = base_tasks * splits;
+    if (pool && pool->size() > 1 && n_tasks > 1) {
+        pool->parallel_for(n_tasks, run);
+    } else {
+        run(0, n_tasks, 0);
+    }
+}
+
+void attention(const float* q, const int32_t* q_pos, int64_t n_tokens, const KvView& k,
+               const KvView& v, const KvCellList& cells, const AttentionParams& params, float* out,
+               ThreadPool* pool) {
+    attention_with(active_op_kernels(), q, q_pos, n_tokens, k, v, cells, params, out, pool);
+}
+
+}  // namespace ggufd::kernels

@@ -1,0 +1,54 @@
+// Scaled dot-product attention of one sequence's queries over its cells of a KV cache, with
+// grouped-query attention, causal masking by position, optional logit soft-cap and ALiBi.
+// K and V are read in place from the cache (F32 or F16); the cells a sequence owns are given as a
+// list, so a cache that interleaves several sequences needs no copy.
+#pragma once
+
+#include <cstdint>
+
+namespace ggufd::kernels {
+
+class ThreadPool;
+
+enum class KvType { f32, f16 };
+
+// One layer's K (or V) storage: element [cell][kv_head][d] is at
+// data + cell * cell_stride + kv_head * head_stride + d (strides in elements).
+struct KvView {
+    const void* data = nullptr;
+    KvType type = KvType::f32;
+    int64_t n_cells = 0;  // storage cells, bounds the cell indices
+    int64_t cell_stride = 0;
+    int64_t head_stride = 0;
+};
+
+// The cells the sequence attends to, in any order: list entry j is storage cell index[j]
+// (index == nullptr: cell j) holding the token at position pos[j].
+struct KvCellList {
+    const int32_t* index = nullptr;
+    const int32_t* pos = nullptr;
+    int64_t count = 0;
+};
+
+struct AttentionParams {
+    int64_t n_head = 0;
+    int64_t n_head_kv =
+        0;  // n_head must be a multiple; query head h reads kv head h / (n_head / n_head_kv)
+    int64_t head_dim = 0;
+    float scale = 0.0f;     // logit scale, usually 1 / sqrt(head_dim)
+    float softcap = 0.0f;   // > 0: logits become softcap * tanh(q.k * scale / softcap) (Gemma 2)
+    float max_bias = 0.0f;  // > 0: ALiBi with ggml's per-head slopes from this maximum bias
+    bool causal = true;     // a query at position p sees the cells with pos <= p
+};
+
+// out[t][h][d] = sum_j softmax_j(logit(t, h, j)) * V[cell j][h / group][d] for queries
+// q [n_tokens][n_head][head_dim] at q_pos[t]. A query that sees no cell gets zeros. Work is split
+// over (token, kv head, group of query heads) on the pool when one is given.
+void attention(const float* q, const int32_t* q_pos, int64_t n_tokens, const KvView& k,
+               const KvView& v, const KvCellList& cells, const AttentionParams& params, float* out,
+               ThreadPool* pool = nullptr);
+
+// The ALiBi slope ggml gives query head h of n_head for a maximum bias (1 when max_bias <= 0).
+float alibi_slope(int64_t head, int64_t n_head, float max_bias);
+
+}  // namespace ggufd::kernels

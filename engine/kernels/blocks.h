@@ -1,0 +1,157 @@
+// Block layouts of the ggml quantization formats, byte for byte as GGUF files store them
+// (little-endian; fp16 fields kept as raw uint16_t bits). Each struct is asserted against the
+// block size in gguf/types.h so a layout slip fails the build rather than reading garbage.
+#pragma once
+
+#include <cstdint>
+
+#include "gguf/types.h"
+
+namespace ggufd::kernels {
+
+// Elements per block of the legacy formats and per super-block of the K-quants.
+inline constexpr int kQK = 32;
+inline constexpr int kQKK = 256;
+
+#pragma pack(push, 1)
+
+// y = d * (q - 8), q 4-bit; element j in the low nibble of qs[j], element j+16 in its high nibble.
+struct BlockQ4_0 {
+    uint16_t d;
+    uint8_t qs[kQK / 2];
+};
+
+// y = d * q + m.
+struct BlockQ4_1 {
+    uint16_t d;
+    uint16_t m;
+    uint8_t qs[kQK / 2];
+};
+
+// y = d * (q - 16), q 5-bit: low 4 bits as Q4_0, bit 4 of element j in bit j of qh.
+struct BlockQ5_0 {
+    uint16_t d;
+    uint8_t qh[4];
+    uint8_t qs[kQK / 2];
+};
+
+struct BlockQ5_1 {
+    uint16_t d;
+    uint16_t m;
+    uint8_t qh[4];
+    uint8_t qs[kQK / 2];
+};
+
+struct BlockQ8_0 {
+    uint16_t d;
+    int8_t qs[kQK];
+};
+
+// s = d * sum(qs), stored so dot products with offset formats need no extra pass.
+struct BlockQ8_1 {
+    uint16_t d;
+    uint16_t s;
+    int8_t qs[kQK];
+};
+
+// 16 sub-blocks of 16: y = d * (scales & 15) * q - dmin * (scales >> 4), q 2-bit.
+struct BlockQ2_K {
+    uint8_t scales[kQKK / 16];
+    uint8_t qs[kQKK / 4];
+    uint16_t d;
+    uint16_t dmin;
+};
+
+// 16 sub-blocks of 16 with 6-bit signed scales (offset 32); q 3-bit = 2 low bits in qs + hmask.
+struct BlockQ3_K {
+    uint8_t hmask[kQKK / 8];
+    uint8_t qs[kQKK / 4];
+    uint8_t scales[12];
+    uint16_t d;
+};
+
+// 8 sub-blocks of 32 with 6-bit scale and min each, packed in 12 bytes.
+struct BlockQ4_K {
+    uint16_t d;
+    uint16_t dmin;
+    uint8_t scales[12];
+    uint8_t qs[kQKK / 2];
+};
+
+struct BlockQ5_K {
+    uint16_t d;
+    uint16_t dmin;
+    uint8_t scales[12];
+    uint8_t qh[kQKK / 8];
+    uint8_t qs[kQKK / 2];
+};
+
+// 16 sub-blocks of 16 with int8 scales; q 6-bit (offset 32) = 4 bits in ql + 2 bits in qh.
+struct BlockQ6_K {
+    uint8_t ql[kQKK / 2];
+    uint8_t qh[kQKK / 4];
+    int8_t scales[kQKK / 16];
+    uint16_t d;
+};
+
+// The activation side of K-quant dot products: bsums[i] = sum of qs[16i .. 16i+15].
+struct BlockQ8_K {
+    float d;
+    int8_t qs[kQKK];
+    int16_t bsums[kQKK / 16];
+};
+
+// Q4_0's layout with a non-linear 16-entry codebook instead of q - 8.
+struct BlockIQ4_NL {
+    uint16_t d;
+    uint8_t qs[kQK / 2];
+};
+
+// 8 sub-blocks of 32, 6-bit scales (offset 32): low 4 bits in scales_l, high 2 in scales_h.
+struct BlockIQ4_XS {
+    uint16_t d;
+    uint16_t scales_h;
+    uint8_t scales_l[kQKK / 64];
+    uint8_t qs[kQKK / 2];
+};
+
+// Ternary: 240 trits packed 5 per byte in qs, 16 packed 4 per byte in qh.
+struct BlockTQ1_0 {
+    uint8_t qs[(kQKK - 4 * kQKK / 64) / 5];
+    uint8_t qh[kQKK / 64];
+    uint16_t d;
+};
+
+// Ternary: 2 bits per trit.
+struct BlockTQ2_0 {
+    uint8_t qs[kQKK / 4];
+    uint16_t d;
+};
+
+#pragma pack(pop)
+
+// gguf/types.h keeps its table in a .cpp, so the sizes are asserted here as literals and the
+// format table (formats.cpp) checks them against type_info() once more in the tests.
+static_assert(sizeof(BlockQ4_0) == 18);
+static_assert(sizeof(BlockQ4_1) == 20);
+static_assert(sizeof(BlockQ5_0) == 22);
+static_assert(sizeof(BlockQ5_1) == 24);
+static_assert(sizeof(BlockQ8_0) == 34);
+static_assert(sizeof(BlockQ8_1) == 36);
+static_assert(sizeof(BlockQ2_K) == 84);
+static_assert(sizeof(BlockQ3_K) == 110);
+static_assert(sizeof(BlockQ4_K) == 144);
+static_assert(sizeof(BlockQ5_K) == 176);
+static_assert(sizeof(BlockQ6_K) == 210);
+static_assert(sizeof(BlockQ8_K) == 292);
+static_assert(sizeof(BlockIQ4_NL) == 18);
+static_assert(sizeof(BlockIQ4_XS) == 136);
+static_assert(sizeof(BlockTQ1_0) == 54);
+static_assert(sizeof(BlockTQ2_0) == 66);
+
+// The non-linear IQ4 codebook. These 16 values are part of the IQ4_NL / IQ4_XS format
+// definition (ggml's kvalues_iq4nl); a file's 4-bit indices mean nothing without them.
+inline constexpr int8_t kIQ4Codebook[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                            1,    13,   25,  38,  53,  69,  89,  113};
+
+}  // namespace ggufd::kernels

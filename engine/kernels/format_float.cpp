@@ -1,0 +1,74 @@
+// F32, F16 and BF16 rows. Their dot products take F32 activations: converting the activations
+// to half precision would cost accuracy and buy nothing, since these kernels are limited by
+// streaming the weights, not by arithmetic.
+#include <cstring>
+
+#include "engine/kernels/format_rows.h"
+
+namespace ggufd::kernels::detail {
+namespace {
+
+void f32_to_float(const void* blocks, float* out, int64_t n) {
+    std::memcpy(out, blocks, static_cast<size_t>(n) * sizeof(float));
+}
+void f32_from_float(const float* in, void* blocks, int64_t n) {
+    std::memcpy(blocks, in, static_cast<size_t>(n) * sizeof(float));
+}
+float f32_dot(int64_t n, const void* w, const void* a) {
+    const auto* x = static_cast<const float*>(w);
+    const auto* y = static_cast<const float*>(a);
+    double sum = 0;
+    for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i]) * y[i];
+    return static_cast<float>(sum);
+}
+
+void f16_to_float(const void* blocks, float* out, int64_t n) {
+    const auto* h = static_cast<const uint16_t*>(blocks);
+    for (int64_t i = 0; i < n; ++i) out[i] = fp16_to_fp32(h[i]);
+}
+void f16_from_float(const float* in, void* blocks, int64_t n) {
+    auto* h = static_cast<uint16_t*>(blocks);
+    for (int64_t i = 0; i < n; ++i) h[i] = fp32_to_fp16(in[i]);
+}
+float f16_dot(int64_t n, const void* w, const void* a) {
+    const auto* x = static_cast<const uint16_t*>(w);
+    const auto* y = static_cast<const float*>(a);
+    double sum = 0;
+    for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(fp16_to_fp32(x[i])) * y[i];
+    return static_cast<float>(sum);
+}
+
+void bf16_to_float(const void* blocks, float* out, int64_t n) {
+    const auto* h = static_cast<const uint16_t*>(blocks);
+    for (int64_t i = 0; i < n; ++i) out[i] = bf16_to_fp32(h[i]);
+}
+void bf16_from_float(const float* in, void* blocks, int64_t n) {
+    auto* h = static_cast<uint16_t*>(blocks);
+    for (int64_t i = 0; i < n; ++i) h[i] = fp32_to_bf16(in[i]);
+}
+float bf16_dot(int64_t n, const void* w, const void* a) {
+    const auto* x = static_cast<const uint16_t*>(w);
+    const auto* y = static_cast<const float*>(a);
+    double sum = 0;
+    for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(bf16_to_fp32(x[i])) * y[i];
+    return static_cast<float>(sum);
+}
+
+using gguf::TensorType;
+
+const FormatRow kRows[] = {
+    {TensorType::F32, f32_to_float, f32_from_float, TensorType::F32, f32_dot,
+     multi_dot_by_rows<f32_dot>},
+    {TensorType::F16, f16_to_float, f16_from_float, TensorType::F32, f16_dot,
+     multi_dot_by_rows<f16_dot>},
+    {TensorType::BF16, bf16_to_float, bf16_from_float, TensorType::F32, bf16_dot,
+     multi_dot_by_rows<bf16_dot>},
+};
+
+}  // namespace
+
+std::span<const FormatRow> float_format_rows() {
+    return kRows;
+}
+
+}  // namespace ggufd::kernels::detail

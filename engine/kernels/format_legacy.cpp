@@ -1,0 +1,310 @@
+// The 32-element block formats Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1 and IQ4_NL. All of them take
+// Q8_0 activations: the offset formats (Q4_1, Q5_1) need the activation block sums, which the
+// kernels add up from the int8 values exactly instead of reading Q8_1's fp16-rounded copy.
+#include <algorithm>
+#include <cmath>
+
+#include "engine/kernels/blocks.h"
+#include "engine/kernels/format_rows.h"
+#include "engine/kernels/quant_util.h"
+
+namespace ggufd::kernels::detail {
+namespace {
+
+// ---- 4- and 5-bit codes: element j of a block is in the low nibble of qs[j % 16] for j < 16,
+// the high nibble for j >= 16; Q5's fifth bit of element j is bit j of the 32-bit qh.
+
+inline int nibble(const uint8_t* qs, int j) {
+    return j < kQK / 2 ? (qs[j] & 0x0f) : (qs[j - kQK / 2] >> 4);
+}
+inline int high_bit(const uint8_t* qh, int j) {
+    return (qh[j / 8] >> (j % 8)) & 1;
+}
+void pack_nibbles(const int* q, uint8_t* qs) {
+    for (int j = 0; j < kQK / 2; ++j) {
+        qs[j] = static_cast<uint8_t>(q[j] | (q[j + kQK / 2] << 4));
+    }
+}
+void pack_high_bits(const int* q, uint8_t* qh) {
+    for (int k = 0; k < 4; ++k) qh[k] = 0;
+    for (int j = 0; j < kQK; ++j) qh[j / 8] |= static_cast<uint8_t>(((q[j] >> 4) & 1) << (j % 8));
+}
+
+// Symmetric formats map the element of largest magnitude to the most negative code, which has
+// one more step than the positive side: d = that element / -(levels / 2).
+void quantize_symmetric(const float* x, int levels, uint16_t* d_out, int* q) {
+    const float extreme = signed_abs_max(x, kQK);
+    const int half_levels = levels / 2;
+    const RoundedHalf d = round_half(extreme / -static_cast<float>(half_levels));
+    *d_out = d.bits;
+    const float id = d.value != 0 ? 1.0f / d.value : 0.0f;
+    for (int j = 0; j < kQK; ++j) {
+        q[j] = std::clamp(static_cast<int>(std::lround(x[j] * id)) + half_levels, 0, levels - 1);
+    }
+}
+
+// Offset formats: y = d * q + m with m the block minimum.
+void quantize_offset(const float* x, int levels, uint16_t* d_out, uint16_t* m_out, int* q) {
+    float lo = x[0], hi = x[0];
+    for (int j = 1; j < kQK; ++j) {
+        lo = std::min(lo, x[j]);
+        hi = std::max(hi, x[j]);
+    }
+    const RoundedHalf d = round_half((hi - lo) / static_cast<float>(levels - 1));
+    const RoundedHalf m = round_half(lo);
+    *d_out = d.bits;
+    *m_out = m.bits;
+    const float id = d.value != 0 ? 1.0f / d.value : 0.0f;
+    for (int j = 0; j < kQK; ++j) {
+        q[j] = std::clamp(static_cast<int>(std::lround((x[j] - m.value) * id)), 0, levels - 1);
+    }
+}
+
+// ---- Q4_0
+void q4_0_to_float(const void* blocks, float* out, int64_t n) {
+    const auto* b = blocks_of<BlockQ4_0>(blocks);
+    for (int64_t i = 0; i < n / kQK; ++i, out += kQK) {
+        const float d = half(b[i].d);
+        for (int j = 0; j < kQK; ++j) out[j] = d * static_cast<float>(nibble(b[i].qs, j) - 8);
+    }
+}
+void q4_0_from_float(const float* in, void* blocks, int64_t n) {
+    auto* b = static_cast<BlockQ4_0*>(blocks);
+    int q[kQK];
+    for (int64_t i = 0; i < n / kQK; ++i, in += kQK) {
+        quantize_symmetric(in, 16, &b[i].d, q);
+        pack_nibbles(q, b[i].qs);
+    }
+}
+float q4_0_dot(int64_t n, const void* w, const void* a) {
+    const auto* x = blocks_of<BlockQ4_0>(w);
+    const auto* y = blocks_of<BlockQ8_0>(a);
+    double sum = 0;
+    for (int64_t i = 0; i < n / kQK; ++i) {
+        int isum = 0;
+        for (int j = 0; j < kQK; ++j) isum += (nibble(x[i].qs, j) - 8) * y[i].qs[j];
+        sum += static_cast<double>(half(x[i].d)) * half(y[i].d) * isum;
+    }
+    return static_cast<float>(sum);
+}
+
+// ---- Q4_1
+void q4_1_to_float(const void* blocks, float* out, int64_t n) {
+    const auto* b = blocks_of<BlockQ4_1>(blocks);
+    for (int64_t i = 0; i < n / kQK; ++i, out += kQK) {
+        const float d = half(b[i].d), m = half(b[i].m);
+        for (int j = 0; j < kQK; ++j) out[j] = d * static_cast<float>(nibble(b[i].qs, j)) + m;
+    }
+}
+void q4_1_from_float(const float* in, void* blocks, int64_t n) {
+    auto* b = static_cast<BlockQ4_1*>(blocks);
+    int q[kQK];
+    for (int64_t i = 0; i < n / kQK; ++i, in += kQK) {
+        quantize_offset(in, 16, &b[i].d, &b[i].m, q);
+        pack_nibbles(q, b[i].qs);
+    }
+}
+float q4_1_dot(int64_t n, const void* w, const void* a) {
+    const auto* x = blocks_of<BlockQ4_1>(w);
+    const auto* y = blocks_of<BlockQ8_0>(a);
+    double sum = 0;
+    for (int64_t i = 0; i < n / kQK; ++i) {
+        int isum = 0, asum = 0;
+        for (int j = 0; j < kQK; ++j) {
+            isum += nibble(x[i].qs, j) * y[i].qs[j];
+            asum += y[i].qs[j];
+        }
+        const double da = half(y[i].d);
+        sum += da * (static_cast<double>(half(x[i].d)) * isum +
+                     static_cast<double>(half(x[i].m)) * asum);
+    }
+    return static_cast<float>(sum);
+}
+
+// ---- Q5_0
+inline int q5_code(const uint8_t* qs, const uint8_t* qh, int j) {
+    return nibble(qs, j) | (high_bit(qh, j) << 4);
+}
+void q5_0_to_float(const void* blocks, float* out, int64_t n) {
+    const auto* b = blocks_of<BlockQ5_0>(blocks);
+    for (int64_t i = 0; i < n / kQK; ++i, out += kQK) {
+        const float d = half(b[i].d);
+        for (int j = 0; j < kQK; ++j) {
+            out[j] = d * static_cast<float>(q5_code(b[i].qs, b[i].qh, j) - 16);
+        }
+    }
+}
+void q5_0_from_float(const float* in, void* blocks, int64_t n) {
+    auto* b = static_cast<BlockQ5_0*>(blocks);
+    int q[kQK], low[kQK];
+    for (int64_t i = 0; i < n / kQK; ++i, in += kQK) {
+        quantize_symmetric(in, 32, &b[i].d, q);
+        for (int j = 0; j < kQK; ++j) low[j] = q[j] & 0x0f;
+        pack_nibbles(low, b[i].qs);
+        pack_high_bits(q, b[i].qh);
+    }
+}
+float q5_0_dot(int64_t n, const void* w, const void* a) {
+    const auto* x = blocks_of<BlockQ5_0>(w);
+    const auto* y = blocks_of<BlockQ8_0>(a);
+    double sum = 0;
+    for (int64_t i = 0; i < n / kQK; ++i) {
+        int isum = 0;
+        for (int j = 0; j < kQK; ++j) isum += (q5_code(x[i].qs, x[i].qh, j) - 16) * y[i].qs[j];
+        sum += static_cast<double>(half(x[i].d)) * half(y[i].d) * isum;
+    }
+    return static_cast<float>(sum);
+}
+
+// ---- Q5_1
+void q5_1_to_float(const void* blocks, float* out, int64_t n) {
+    const auto* b = blocks_of<BlockQ5_1>(blocks);
+    for (int64_t i = 0; i < n / kQK; ++i, out += kQK) {
+        const float d = half(b[i].d), m = half(b[i].m);
+        for (int j = 0; j < kQK; ++j) {
+            out[j] = d * static_cast<float>(q5_code(b[i].qs, b[i].qh, j)) + m;
+        }
+    }
+}
+void q5_1_from_float(const float* in, void* blocks, int64_t n) {
+    auto* b = static_cast<BlockQ5_1*>(blocks);
+    int q[kQK], low[kQK];
+    for (int64_t i = 0; i < n / kQK; ++i, in += kQK) {
+        quantize_offset(in, 32, &b[i].d, &b[i].m, q);
+        for (int j = 0; j < kQK; ++j) low[j] = q[j] & 0x0f;
+        pack_nibbles(low, b[i].qs);
+        pack_high_bits(q, b[i].qh);
+    }
+}
+float q5_1_dot(int64_t n, const void* w, const void* a) {
+    const auto* x = blocks_of<BlockQ5_1>(w);
+    const auto* y = blocks_of<BlockQ8_0>(a);
+    double sum = 0;
+    for (int64_t i = 0; i < n / kQK; ++i) {
+        int isum = 0, asum = 0;
+        for (int j = 0; j < kQK; ++j) {
+            isum += q5_code(x[i].qs, x[i].qh, j) * y[i].qs[j];
+            asum += y[i].qs[j];
+        }
+        const double da = half(y[i].d);
+        sum += da * (static_cast<double>(half(x[i].d)) * isum +
+                     static_cast<double>(half(x[i].m)) * asum);
+    }
+    return static_cast<float>(sum);
+}
+
+// ---- Q8_0 (weights and the activations of every format above)
+void q8_0_to_float(const void* blocks, float* out, int64_t n) {
+    const auto* b = blocks_of<BlockQ8_0>(blocks);
+    for (int64_t i = 0; i < n / kQK; ++i, out += kQK) {
+        const float d = half(b[i].d);
+        for (int j = 0; j < kQK; ++j) out[j] = d * static_cast<float>(b[i].qs[j]);
+    }
+}
+// Codes stay within [-127, 127] so the SIMD kernels may negate them without overflow.
+void quantize_q8(const float* x, uint16_t* d_out, int8_t* qs) {
+    const RoundedHalf d = round_half(abs_max(x, kQK) / 127.0f);
+    *d_out = d.bits;
+    const float id = d.value != 0 ? 1.0f / d.value : 0.0f;
+    for (int j = 0; j < kQK; ++j) {
+        qs[j] =
+            static_cast<int8_t>(std::clamp(static_cast<int>(std::lround(x[j] * id)), -127, 127));
+    }
+}
+void q8_0_from_float(const float* in, void* blocks, int64_t n) {
+    auto* b = static_cast<BlockQ8_0*>(blocks);
+    for (int64_t i = 0; i < n / kQK; ++i, in += kQK) quantize_q8(in, &b[i].d, b[i].qs);
+}
+float q8_0_dot(int64_t n, const void* w, const void* a) {
+    const auto* x = blocks_of<BlockQ8_0>(w);
+    const auto* y = blocks_of<BlockQ8_0>(a);
+    double sum = 0;
+    for (int64_t i = 0; i < n / kQK; ++i) {
+        int isum = 0;
+        for (int j = 0; j < kQK; ++j) isum += x[i].qs[j] * y[i].qs[j];
+        sum += static_cast<double>(half(x[i].d)) * half(y[i].d) * isum;
+    }
+    return static_cast<float>(sum);
+}
+
+// ---- Q8_1
+void q8_1_to_float(const void* blocks, float* out, int64_t n) {
+    const auto* b = blocks_of<BlockQ8_1>(blocks);
+    for (int64_t i = 0; i < n / kQK; ++i, out += kQK) {
+        const float d = half(b[i].d);
+        for (int j = 0; j < kQK; ++j) out[j] = d * static_cast<float>(b[i].qs[j]);
+    }
+}
+void q8_1_from_float(const float* in, void* blocks, int64_t n) {
+    auto* b = static_cast<BlockQ8_1*>(blocks);
+    for (int64_t i = 0; i < n / kQK; ++i, in += kQK) {
+        quantize_q8(in, &b[i].d, b[i].qs);
+        int sum = 0;
+        for (int j = 0; j < kQK; ++j) sum += b[i].qs[j];
+        b[i].s = fp32_to_fp16(half(b[i].d) * static_cast<float>(sum));
+    }
+}
+float q8_1_dot(int64_t n, const void* w, const void* a) {
+    const auto* x = blocks_of<BlockQ8_1>(w);
+    const auto* y = blocks_of<BlockQ8_0>(a);
+    double sum = 0;
+    for (int64_t i = 0; i < n / kQK; ++i) {
+        int isum = 0;
+        for (int j = 0; j < kQK; ++j) isum += x[i].qs[j] * y[i].qs[j];
+        sum += static_cast<double>(half(x[i].d)) * half(y[i].d) * isum;
+    }
+    return static_cast<float>(sum);
+}
+
+// ---- IQ4_NL
+void iq4_nl_to_float(const void* blocks, float* out, int64_t n) {
+    const auto* b = blocks_of<BlockIQ4_NL>(blocks);
+    for (int64_t i = 0; i < n / kQK; ++i, out += kQK) {
+        const float d = half(b[i].d);
+        for (int j = 0; j < kQK; ++j) out[j] = d * kIQ4Codebook[nibble(b[i].qs, j)];
+    }
+}
+void iq4_nl_from_float(const float* in, void* blocks, int64_t n) {
+    auto* b = static_cast<BlockIQ4_NL*>(blocks);
+    int q[kQK];
+    for (int64_t i = 0; i < n / kQK; ++i, in += kQK) {
+        const float scale = fit_codebook_scale(in, kQK, q);
+        const RoundedHalf d = round_half(scale);
+        b[i].d = d.bits;
+        assign_codebook(in, kQK, d.value, q);
+        pack_nibbles(q, b[i].qs);
+    }
+}
+float iq4_nl_dot(int64_t n, const void* w, const void* a) {
+    const auto* x = blocks_of<BlockIQ4_NL>(w);
+    const auto* y = blocks_of<BlockQ8_0>(a);
+    double sum = 0;
+    for (int64_t i = 0; i < n / kQK; ++i) {
+        int isum = 0;
+        for (int j = 0; j < kQK; ++j) isum += kIQ4Codebook[nibble(x[i].qs, j)] * y[i].qs[j];
+        sum += static_cast<double>(half(x[i].d)) * half(y[i].d) * isum;
+    }
+    return static_cast<float>(sum);
+}
+
+using gguf::TensorType;
+constexpr TensorType kAct = TensorType::Q8_0;
+
+const FormatRow kRows[] = {
+    {TensorType::Q4_0, q4_0_to_float, q4_0_from_float, kAct, q4_0_dot, multi_dot_by_rows<q4_0_dot>},
+    {TensorType::Q4_1, q4_1_to_float, q4_1_from_float, kAct, q4_1_dot, multi_dot_by_rows<q4_1_dot>},
+    {TensorType::Q5_0, q5_0_to_float, q5_0_from_float, kAct, q5_0_dot, multi_dot_by_rows<q5_0_dot>},
+    {TensorType::Q5_1, q5_1_to_float, q5_1_from_float, kAct, q5_1_dot, multi_dot_by_rows<q5_1_dot>},
+    {TensorType::Q8_0, q8_0_to_float, q8_0_from_float, kAct, q8_0_dot, multi_dot_by_rows<q8_0_dot>},
+    {TensorType::Q8_1, q8_1_to_float, q8_1_from_float, kAct, q8_1_dot, multi_dot_by_rows<q8_1_dot>},
+    {TensorType::IQ4_NL, iq4_nl_to_float, iq4_nl_from_float, kAct, iq4_nl_dot,
+     multi_dot_by_rows<iq4_nl_dot>},
+};
+
+}  // namespace
+
+std::span<const FormatRow> legacy_format_rows() {
+    return kRows;
+}
+
+}  // namespace ggufd::kernels::detail

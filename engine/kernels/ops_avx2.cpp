@@ -1,0 +1,55 @@
+// The operations for AVX2 + FMA + F16C (8 floats per vector), instantiated from the shared generic
+// sources. Only called when cpu_features() reports the instruction set; see ops_simd_avx2.h.
+#include "engine/kernels/ops_kernels.h"
+
+#if defined(__x86_64__)
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+#include "engine/kernels/ops_simd_avx2.h"
+
+namespace ggufd::kernels {
+namespace avx2 {
+
+// The generic operations first: the attention kernel builds on them.
+#include "engine/kernels/ops_generic.inc"
+
+#include "engine/kernels/ops_attention.inc"
+
+}  // namespace avx2
+
+const OpKernels* avx2_op_kernels() {
+    static const OpKernels table{
+        .rms_norm = avx2::k_rms_norm,
+        .layer_norm = avx2::k_layer_norm,
+        .softmax = avx2::k_softmax,
+        .silu = avx2::k_silu,
+        .gelu = avx2::k_gelu,
+        .gelu_erf = avx2::k_gelu_erf,
+        .swiglu = avx2::k_swiglu,
+        .add = avx2::k_add,
+        .mul = avx2::k_mul,
+        .scale = avx2::k_scale,
+        .f32_to_f16 = avx2::k_f32_to_f16,
+        .f16_to_f32 = avx2::k_f16_to_f32,
+        .argmax = avx2::k_argmax,
+        .rope_normal = avx2::k_rope_normal,
+        .rope_neox = avx2::k_rope_neox,
+        .attention = avx2::k_attention,
+    };
+    return &table;
+}
+
+}  // namespace ggufd::kernels
+
+#else
+
+namespace ggufd::kernels {
+const OpKernels* avx2_op_kernels() {
+    return nullptr;
+}
+}  // namespace ggufd::kernels
+
+#endif

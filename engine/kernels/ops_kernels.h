@@ -1,0 +1,103 @@
+// Internal: the per-instruction-set tables behind ops.h and attention.h. Each SIMD level fills
+// one table; the public functions use the best level the CPU (and GGUFD_CPU_LIMIT) allows, and
+// tests call every level the machine supports against the scalar one.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace ggufd::kernels {
+
+enum class SimdLevel { scalar, avx2, avx512 };
+
+const char* simd_level_name(SimdLevel level);
+// True when cpu_features() (which honours GGUFD_CPU_LIMIT) allows the level.
+bool simd_level_supported(SimdLevel level);
+// Every supported level, scalar first.
+std::vector<SimdLevel> supported_simd_levels();
+SimdLevel best_simd_level();
+
+// One attention work item: one query token, one KV head, and a contiguous range of the query
+// heads that share that KV head (grouped-query attention).
+struct AttentionTask {
+    const float* q;      // [n_head][head_dim] of this token
+    float* out;          // [n_head][head_dim] of this token
+    int64_t head_begin;  // query heads [head_begin, head_end), all mapped to kv_head
+    int64_t head_end;
+    int64_t kv_head;
+    int32_t q_pos;
+};
+
+// Everything that is the same for all tasks of one attention call.
+struct AttentionJob {
+    int64_t head_dim;
+    const void* k_data;
+    const void* v_data;
+    bool k_f16;
+    bool v_f16;
+    int64_t k_cell_stride, k_head_stride;  // in elements
+    int64_t v_cell_stride, v_head_stride;
+    const int32_t* cell_index;  // nullptr: cell i is storage cell i
+    const int32_t* cell_pos;
+    int64_t n_cells;  // cells in the list
+    float scale;
+    float softcap;  // 0: off
+    bool causal;
+    const float* head_slopes;  // ALiBi slope per query head, nullptr: off
+};
+
+// Cells scored per block by the SIMD attention kernels.
+constexpr int64_t kAttentionBlock = 64;
+
+// Scratch floats one AttentionTask of `n_heads` query heads needs.
+int64_t attention_scratch_floats(int64_t head_dim, int64_t n_heads);
+
+struct OpKernels {
+    void (*rms_norm)(const float* x, const float* weight, float* y, int64_t n, float eps);
+    void (*layer_norm)(const float* x, const float* weight, const float* bias, float* y, int64_t n,
+                       float eps);
+    void (*softmax)(const float* x, const float* mask, float* y, int64_t n, float scale,
+                    float slope);
+    void (*silu)(const float* x, float* y, int64_t n);
+    void (*gelu)(const float* x, float* y, int64_t n);
+    void (*gelu_erf)(const float* x, float* y, int64_t n);
+    void (*swiglu)(const float* gate, const float* up, float* y, int64_t n);
+    void (*add)(const float* a, const float* b, float* y, int64_t n);
+    void (*mul)(const float* a, const float* b, float* y, int64_t n);
+    void (*scale)(const float* x, float s, float* y, int64_t n);
+    void (*f32_to_f16)(const float* x, uint16_t* y, int64_t n);
+    void (*f16_to_f32)(const uint16_t* x, float* y, int64_t n);
+    int64_t (*argmax)(const float* x, int64_t n);
+    // Rotates the first 2 * n_pairs values of one head. Normal mode pairs (2i, 2i+1) and takes
+    // cos/sin duplicated per pair (2 * n_pairs entries); NeoX pairs (i, i + n_pairs) and takes
+    // one cos/sin per pair.
+    void (*rope_normal)(float* x, const float* cos_dup, const float* sin_dup, int64_t n_pairs);
+    void (*rope_neox)(float* x, const float* cos, const float* sin, int64_t n_pairs);
+    void (*attention)(const AttentionJob& job, const AttentionTask& task, float* scratch);
+};
+
+const OpKernels& op_kernels(SimdLevel level);  // throws std::invalid_argument if unsupported
+const OpKernels& active_op_kernels();          // best_simd_level(), chosen once
+
+struct RopeParams;  // ops.h
+struct KvView;      // attention.h
+struct KvCellList;
+struct AttentionParams;
+class ThreadPool;
+
+// rope() with an explicit table, so tests can run every level.
+void rope_with(const OpKernels& kernels, float* x, int64_t n_tokens, int64_t n_heads,
+               int64_t head_dim, const int32_t* positions, const RopeParams& params,
+               ThreadPool* pool, int64_t token_stride);
+
+// attention() with an explicit table.
+void attention_with(const OpKernels& kernels, const float* q, const int32_t* q_pos,
+                    int64_t n_tokens, const KvView& k, const KvView& v, const KvCellList& cells,
+                    const AttentionParams& params, float* out, ThreadPool* pool);
+
+// Defined by the per-level translation units; nullptr when the compiler cannot build them.
+const OpKernels* scalar_op_kernels();
+const OpKernels* avx2_op_kernels();
+const OpKernels* avx512_op_kernels();
+
+}  // namespace ggufd::kernels

@@ -1,0 +1,215 @@
+// The scalar operations: the fallback on CPUs without AVX2 and the baseline every SIMD level is
+// tested against. Straight loops; reductions accumulate in double. Where llama.cpp's ggml fixes a
+// formula (norm order of operations, rope angles, GELU constant) these follow it so the engine
+// can be compared with llama.cpp logits.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "engine/kernels/float16.h"
+#include "engine/kernels/ops_kernels.h"
+
+namespace ggufd::kernels {
+
+namespace {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps) {
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i]) * x[i];
+    const float mean = static_cast<float>(sum / static_cast<double>(n));
+    const float s = 1.0f / std::sqrt(mean + eps);
+    for (int64_t i = 0; i < n; ++i) y[i] = w ? (x[i] * s) * w[i] : x[i] * s;
+}
+
+void layer_norm(const float* x, const float* w, const float* b, float* y, int64_t n, float eps) {
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; ++i) sum += x[i];
+    const float mean = static_cast<float>(sum / static_cast<double>(n));
+    double sum2 = 0.0;
+    for (int64_t i = 0; i < n; ++i) {
+        y[i] = x[i] - mean;
+        sum2 += static_cast<double>(y[i]) * y[i];
+    }
+    const float variance = static_cast<float>(sum2 / static_cast<double>(n));
+    const float s = 1.0f / std::sqrt(variance + eps);
+    for (int64_t i = 0; i < n; ++i) {
+        float v = y[i] * s;
+        if (w) v *= w[i];
+        if (b) v += b[i];
+        y[i] = v;
+    }
+}
+
+void softmax(const float* x, const float* mask, float* y, int64_t n, float scale, float slope) {
+    float maxv = kNegInf;
+    for (int64_t i = 0; i < n; ++i) {
+        y[i] = x[i] * scale + (mask ? slope * mask[i] : 0.0f);
+        maxv = std::max(maxv, y[i]);
+    }
+    if (maxv == kNegInf) {  // everything masked: no distribution, give zeros
+        std::fill(y, y + n, 0.0f);
+        return;
+    }
+    double total = 0.0;
+    for (int64_t i = 0; i < n; ++i) {
+        y[i] = std::exp(y[i] - maxv);
+        total += y[i];
+    }
+    const float inv = static_cast<float>(1.0 / total);
+    for (int64_t i = 0; i < n; ++i) y[i] *= inv;
+}
+
+float silu1(float x) {
+    return x / (1.0f + std::exp(-x));
+}
+
+void silu(const float* x, float* y, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) y[i] = silu1(x[i]);
+}
+
+void gelu(const float* x, float* y, int64_t n) {
+    constexpr float kSqrt2OverPi = 0.7978845608028654f;
+    for (int64_t i = 0; i < n; ++i) {
+        const float v = x[i];
+        y[i] = 0.5f * v * (1.0f + std::tanh(kSqrt2OverPi * v * (1.0f + 0.044715f * v * v)));
+    }
+}
+
+void gelu_erf(const float* x, float* y, int64_t n) {
+    constexpr float kInvSqrt2 = 0.7071067811865476f;
+    for (int64_t i = 0; i < n; ++i) y[i] = 0.5f * x[i] * (1.0f + std::erf(x[i] * kInvSqrt2));
+}
+
+void swiglu(const float* gate, const float* up, float* y, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) y[i] = silu1(gate[i]) * up[i];
+}
+
+void add(const float* a, const float* b, float* y, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) y[i] = a[i] + b[i];
+}
+
+void mul(const float* a, const float* b, float* y, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) y[i] = a[i] * b[i];
+}
+
+void scale(const float* x, float s, float* y, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) y[i] = x[i] * s;
+}
+
+void f32_to_f16(const float* x, uint16_t* y, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) y[i] = fp32_to_fp16(x[i]);
+}
+
+void f16_to_f32(const uint16_t* x, float* y, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) y[i] = fp16_to_fp32(x[i]);
+}
+
+int64_t argmax(const float* x, int64_t n) {
+    int64_t best = -1;
+    for (int64_t i = 0; i < n; ++i) {
+        if (std::isnan(x[i])) continue;
+        if (best < 0 || x[i] > x[best]) best = i;
+    }
+    return best < 0 ? 0 : best;
+}
+
+void rope_normal(float* x, const float* cos_dup, const float* sin_dup, int64_t n_pairs) {
+    for (int64_t i = 0; i < n_pairs; ++i) {
+        const float c = cos_dup[2 * i], s = sin_dup[2 * i];
+        const float x0 = x[2 * i], x1 = x[2 * i + 1];
+        x[2 * i] = x0 * c - x1 * s;
+        x[2 * i + 1] = x0 * s + x1 * c;
+    }
+}
+
+void rope_neox(float* x, const float* cos, const float* sin, int64_t n_pairs) {
+    for (int64_t i = 0; i < n_pairs; ++i) {
+        const float x0 = x[i], x1 = x[i + n_pairs];
+        x[i] = x0 * cos[i] - x1 * sin[i];
+        x[i + n_pairs] = x0 * sin[i] + x1 * cos[i];
+    }
+}
+
+const float* kv_row(const void* base, bool f16, int64_t offset, int64_t n, float* tmp) {
+    if (!f16) return static_cast<const float*>(base) + offset;
+    f16_to_f32(static_cast<const uint16_t*>(base) + offset, tmp, n);
+    return tmp;
+}
+
+// Two passes per head in double: all logits, then the weighted sum of values.
+void attention(const AttentionJob& job, const AttentionTask& task, float* scratch) {
+    const int64_t dim = job.head_dim;
+    float* row = scratch;
+    std::vector<double> logits(static_cast<size_t>(job.n_cells));
+    std::vector<double> out(static_cast<size_t>(dim));
+    auto storage_cell = [&](int64_t j) { return job.cell_index ? job.cell_index[j] : j; };
+    for (int64_t h = task.head_begin; h < task.head_end; ++h) {
+        const float* q = task.q + h * dim;
+        const double slope = job.head_slopes ? job.head_slopes[h] : 0.0;
+        double maxv = -std::numeric_limits<double>::infinity();
+        for (int64_t j = 0; j < job.n_cells; ++j) {
+            const int32_t pos = job.cell_pos[j];
+            if (job.causal && pos > task.q_pos) {
+                logits[j] = -std::numeric_limits<double>::infinity();
+                continue;
+            }
+            const float* k = kv_row(
+                job.k_data, job.k_f16,
+                storage_cell(j) * job.k_cell_stride + task.kv_head * job.k_head_stride, dim, row);
+            double s = 0.0;
+            for (int64_t d = 0; d < dim; ++d) s += static_cast<double>(q[d]) * k[d];
+            s *= job.scale;
+            if (job.softcap > 0.0f) s = job.softcap * std::tanh(s / job.softcap);
+            s -= slope * std::fabs(static_cast<double>(task.q_pos) - pos);
+            logits[j] = s;
+            maxv = std::max(maxv, s);
+        }
+        std::fill(out.begin(), out.end(), 0.0);
+        double total = 0.0;
+        if (maxv != -std::numeric_limits<double>::infinity()) {
+            for (int64_t j = 0; j < job.n_cells; ++j) {
+                if (logits[j] == -std::numeric_limits<double>::infinity()) continue;
+                const double p = std::exp(logits[j] - maxv);
+                total += p;
+                const float* v =
+                    kv_row(job.v_data, job.v_f16,
+                           storage_cell(j) * job.v_cell_stride + task.kv_head * job.v_head_stride,
+                           dim, row);
+                for (int64_t d = 0; d < dim; ++d) out[d] += p * v[d];
+            }
+        }
+        float* dst = task.out + h * dim;
+        for (int64_t d = 0; d < dim; ++d) {
+            dst[d] = total > 0.0 ? static_cast<float>(out[d] / total) : 0.0f;
+        }
+    }
+}
+
+}  // namespace
+
+const OpKernels* scalar_op_kernels() {
+    static const OpKernels table{
+        .rms_norm = rms_norm,
+        .layer_norm = layer_norm,
+        .softmax = softmax,
+        .silu = silu,
+        .gelu = gelu,
+        .gelu_erf = gelu_erf,
+        .swiglu = swiglu,
+        .add = add,
+        .mul = mul,
+        .scale = scale,
+        .f32_to_f16 = f32_to_f16,
+        .f16_to_f32 = f16_to_f32,
+        .argmax = argmax,
+        .rope_normal = rope_normal,
+        .rope_neox = rope_neox,
+        .attention = attention,
+    };
+    return &table;
+}
+
+}  // namespace ggufd::kernels

@@ -1,0 +1,161 @@
+// Internal: 8-lane float primitives for AVX2 + FMA + F16C, written so that ops_generic.inc and
+// ops_attention.inc can express each operation once for every vector width. Every function
+// carries the target attribute itself: the binary stays runnable on any x86-64, and the caller
+// (ops_avx2.cpp) picks these only after checking the CPU.
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+
+#define GGUFD_SIMD_FN static inline __attribute__((target("avx2,fma,f16c"), always_inline))
+// For member functions of the functor structs in ops_generic.inc.
+#define GGUFD_SIMD_INLINE inline __attribute__((target("avx2,fma,f16c"), always_inline))
+#define GGUFD_SIMD_KERNEL __attribute__((target("avx2,fma,f16c")))
+
+namespace ggufd::kernels::avx2 {
+
+using vf = __m256;
+constexpr int kLanes = 8;
+
+GGUFD_SIMD_FN vf vset(float x) {
+    return _mm256_set1_ps(x);
+}
+GGUFD_SIMD_FN vf vzero() {
+    return _mm256_setzero_ps();
+}
+GGUFD_SIMD_FN vf vload(const float* p) {
+    return _mm256_loadu_ps(p);
+}
+GGUFD_SIMD_FN void vstore(float* p, vf v) {
+    _mm256_storeu_ps(p, v);
+}
+
+GGUFD_SIMD_FN __m256i tail_mask(int64_t n) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n)),
+                              _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+// First n (< kLanes) floats, the other lanes zero; never touches memory past p + n.
+GGUFD_SIMD_FN vf vload_part(const float* p, int64_t n) {
+    return _mm256_maskload_ps(p, tail_mask(n));
+}
+GGUFD_SIMD_FN void vstore_part(float* p, vf v, int64_t n) {
+    _mm256_maskstore_ps(p, tail_mask(n), v);
+}
+// Lanes from n on replaced by `fill`.
+GGUFD_SIMD_FN vf vfill_tail(vf v, int64_t n, float fill) {
+    return _mm256_blendv_ps(_mm256_set1_ps(fill), v, _mm256_castsi256_ps(tail_mask(n)));
+}
+
+GGUFD_SIMD_FN vf vload_f16(const uint16_t* p) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+GGUFD_SIMD_FN vf vload_f16_part(const uint16_t* p, int64_t n) {
+    uint16_t tmp[kLanes] = {};
+    std::memcpy(tmp, p, static_cast<size_t>(n) * sizeof(uint16_t));
+    return vload_f16(tmp);
+}
+GGUFD_SIMD_FN void vstore_f16(uint16_t* p, vf v) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+}
+GGUFD_SIMD_FN void vstore_f16_part(uint16_t* p, vf v, int64_t n) {
+    uint16_t tmp[kLanes];
+    vstore_f16(tmp, v);
+    std::memcpy(p, tmp, static_cast<size_t>(n) * sizeof(uint16_t));
+}
+
+GGUFD_SIMD_FN vf vadd(vf a, vf b) {
+    return _mm256_add_ps(a, b);
+}
+GGUFD_SIMD_FN vf vsub(vf a, vf b) {
+    return _mm256_sub_ps(a, b);
+}
+GGUFD_SIMD_FN vf vmul(vf a, vf b) {
+    return _mm256_mul_ps(a, b);
+}
+GGUFD_SIMD_FN vf vdiv(vf a, vf b) {
+    return _mm256_div_ps(a, b);
+}
+GGUFD_SIMD_FN vf vfma(vf a, vf b, vf c) {
+    return _mm256_fmadd_ps(a, b, c);
+}  // a*b + c
+GGUFD_SIMD_FN vf vfnma(vf a, vf b, vf c) {
+    return _mm256_fnmadd_ps(a, b, c);
+}  // c - a*b
+// Lane-wise maximum that keeps `acc` when x is NaN.
+GGUFD_SIMD_FN vf vmax(vf x, vf acc) {
+    return _mm256_max_ps(x, acc);
+}
+GGUFD_SIMD_FN vf vmin(vf x, vf acc) {
+    return _mm256_min_ps(x, acc);
+}
+GGUFD_SIMD_FN vf vabs(vf x) {
+    return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x);
+}
+// |mag| with the sign of `sign`.
+GGUFD_SIMD_FN vf vcopysign(vf mag, vf sign) {
+    const vf sign_bit = _mm256_set1_ps(-0.0f);
+    return _mm256_or_ps(_mm256_andnot_ps(sign_bit, mag), _mm256_and_ps(sign_bit, sign));
+}
+
+GGUFD_SIMD_FN float vsum(vf v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+GGUFD_SIMD_FN float vmax_all(vf v) {
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_max_ss(m, _mm_movehdup_ps(m));
+    return _mm_cvtss_f32(m);
+}
+
+// (x0, x1, x2, x3, ...) -> (x1, x0, x3, x2, ...)
+GGUFD_SIMD_FN vf vswap_pairs(vf x) {
+    return _mm256_permute_ps(x, 0xb1);
+}
+// a*b - c in even lanes, a*b + c in odd lanes.
+GGUFD_SIMD_FN vf vfmaddsub(vf a, vf b, vf c) {
+    return _mm256_fmaddsub_ps(a, b, c);
+}
+
+// e^x: x = n ln2 + r with |r| <= ln2/2, e^r by its degree-7 Taylor polynomial (relative error
+// below 1e-8 on that interval), 2^n put into the exponent bits. Results below 2^-126 flush to 0,
+// above FLT_MAX become +inf, NaN stays NaN; x in (88.37, 88.72] saturates at e^88.37 so that n
+// stays <= 127.
+GGUFD_SIMD_FN vf vexp(vf x) {
+    // ln 2 split as 355/512 (exact in float) plus the remainder, so n * hi is exact.
+    const vf ln2_hi = _mm256_set1_ps(0.693359375f);
+    const vf ln2_lo = _mm256_set1_ps(-2.12194440e-4f);
+    // Clamp so 2^n stays a normal float; vmin/vmax put x second so NaN passes through.
+    const vf xc =
+        _mm256_max_ps(_mm256_set1_ps(-87.3365448f), _mm256_min_ps(_mm256_set1_ps(88.37f), x));
+    const vf n = _mm256_round_ps(_mm256_mul_ps(xc, _mm256_set1_ps(1.44269504f)),
+                                 _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    vf r = _mm256_fnmadd_ps(n, ln2_hi, xc);
+    r = _mm256_fnmadd_ps(n, ln2_lo, r);
+    vf p = _mm256_set1_ps(1.0f / 5040.0f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 720.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    const __m256i bits =
+        _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    vf result = _mm256_mul_ps(p, _mm256_castsi256_ps(bits));
+    const vf underflow = _mm256_cmp_ps(x, _mm256_set1_ps(-87.3365448f), _CMP_LT_OQ);
+    const vf overflow = _mm256_cmp_ps(x, _mm256_set1_ps(88.7228394f), _CMP_GT_OQ);
+    result = _mm256_andnot_ps(underflow, result);
+    return _mm256_blendv_ps(result, _mm256_set1_ps(__builtin_inff()), overflow);
+}
+
+// Lanes where x is NaN get `value`, the others keep `v`.
+GGUFD_SIMD_FN vf vwhere_nan(vf x, vf v, vf value) {
+    return _mm256_blendv_ps(v, value, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+}
+
+}  // namespace ggufd::kernels::avx2

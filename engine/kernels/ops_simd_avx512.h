@@ -1,0 +1,142 @@
+// Internal: 16-lane float primitives for AVX-512 (F, BW, VL), the same set as ops_simd_avx2.h.
+// Tails use mask registers, so partial loads and stores never touch memory past the end.
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstdint>
+
+#define GGUFD_SIMD_FN \
+    static inline __attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma,f16c"), always_inline))
+// For member functions of the functor structs in ops_generic.inc.
+#define GGUFD_SIMD_INLINE \
+    inline __attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma,f16c"), always_inline))
+#define GGUFD_SIMD_KERNEL __attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma,f16c")))
+
+namespace ggufd::kernels::avx512 {
+
+using vf = __m512;
+constexpr int kLanes = 16;
+
+GGUFD_SIMD_FN vf vset(float x) {
+    return _mm512_set1_ps(x);
+}
+GGUFD_SIMD_FN vf vzero() {
+    return _mm512_setzero_ps();
+}
+GGUFD_SIMD_FN vf vload(const float* p) {
+    return _mm512_loadu_ps(p);
+}
+GGUFD_SIMD_FN void vstore(float* p, vf v) {
+    _mm512_storeu_ps(p, v);
+}
+
+GGUFD_SIMD_FN __mmask16 tail_mask(int64_t n) {
+    return static_cast<__mmask16>((1u << static_cast<unsigned>(n)) - 1u);
+}
+GGUFD_SIMD_FN vf vload_part(const float* p, int64_t n) {
+    return _mm512_maskz_loadu_ps(tail_mask(n), p);
+}
+GGUFD_SIMD_FN void vstore_part(float* p, vf v, int64_t n) {
+    _mm512_mask_storeu_ps(p, tail_mask(n), v);
+}
+GGUFD_SIMD_FN vf vfill_tail(vf v, int64_t n, float fill) {
+    return _mm512_mask_mov_ps(_mm512_set1_ps(fill), tail_mask(n), v);
+}
+
+GGUFD_SIMD_FN vf vload_f16(const uint16_t* p) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+GGUFD_SIMD_FN vf vload_f16_part(const uint16_t* p, int64_t n) {
+    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(tail_mask(n), p));
+}
+GGUFD_SIMD_FN void vstore_f16(uint16_t* p, vf v) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p),
+                        _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+}
+GGUFD_SIMD_FN void vstore_f16_part(uint16_t* p, vf v, int64_t n) {
+    _mm256_mask_storeu_epi16(p, tail_mask(n),
+                             _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+}
+
+GGUFD_SIMD_FN vf vadd(vf a, vf b) {
+    return _mm512_add_ps(a, b);
+}
+GGUFD_SIMD_FN vf vsub(vf a, vf b) {
+    return _mm512_sub_ps(a, b);
+}
+GGUFD_SIMD_FN vf vmul(vf a, vf b) {
+    return _mm512_mul_ps(a, b);
+}
+GGUFD_SIMD_FN vf vdiv(vf a, vf b) {
+    return _mm512_div_ps(a, b);
+}
+GGUFD_SIMD_FN vf vfma(vf a, vf b, vf c) {
+    return _mm512_fmadd_ps(a, b, c);
+}
+GGUFD_SIMD_FN vf vfnma(vf a, vf b, vf c) {
+    return _mm512_fnmadd_ps(a, b, c);
+}
+// Same NaN behaviour as the AVX2 versions: the second operand wins when either is NaN.
+GGUFD_SIMD_FN vf vmax(vf x, vf acc) {
+    return _mm512_max_ps(x, acc);
+}
+GGUFD_SIMD_FN vf vmin(vf x, vf acc) {
+    return _mm512_min_ps(x, acc);
+}
+GGUFD_SIMD_FN vf vabs(vf x) {
+    return _mm512_abs_ps(x);
+}
+GGUFD_SIMD_FN vf vcopysign(vf mag, vf sign) {
+    const __m512i sign_bit = _mm512_set1_epi32(static_cast<int>(0x80000000u));
+    // (sign & sign_bit) | (mag & ~sign_bit)
+    return _mm512_castsi512_ps(_mm512_ternarylogic_epi32(sign_bit, _mm512_castps_si512(sign),
+                                                         _mm512_castps_si512(mag), 0xca));
+}
+
+GGUFD_SIMD_FN float vsum(vf v) {
+    return _mm512_reduce_add_ps(v);
+}
+GGUFD_SIMD_FN float vmax_all(vf v) {
+    return _mm512_reduce_max_ps(v);
+}
+
+GGUFD_SIMD_FN vf vswap_pairs(vf x) {
+    return _mm512_permute_ps(x, 0xb1);
+}
+GGUFD_SIMD_FN vf vfmaddsub(vf a, vf b, vf c) {
+    return _mm512_fmaddsub_ps(a, b, c);
+}
+
+// e^x, same method and limits as avx2::vexp.
+GGUFD_SIMD_FN vf vexp(vf x) {
+    const vf ln2_hi = _mm512_set1_ps(0.693359375f);
+    const vf ln2_lo = _mm512_set1_ps(-2.12194440e-4f);
+    const vf xc =
+        _mm512_max_ps(_mm512_set1_ps(-87.3365448f), _mm512_min_ps(_mm512_set1_ps(88.37f), x));
+    const vf n = _mm512_roundscale_ps(_mm512_mul_ps(xc, _mm512_set1_ps(1.44269504f)),
+                                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    vf r = _mm512_fnmadd_ps(n, ln2_hi, xc);
+    r = _mm512_fnmadd_ps(n, ln2_lo, r);
+    vf p = _mm512_set1_ps(1.0f / 5040.0f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    const __m512i bits =
+        _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
+    vf result = _mm512_mul_ps(p, _mm512_castsi512_ps(bits));
+    const __mmask16 underflow = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.3365448f), _CMP_LT_OQ);
+    const __mmask16 overflow = _mm512_cmp_ps_mask(x, _mm512_set1_ps(88.7228394f), _CMP_GT_OQ);
+    result = _mm512_mask_mov_ps(result, underflow, _mm512_setzero_ps());
+    return _mm512_mask_mov_ps(result, overflow, _mm512_set1_ps(__builtin_inff()));
+}
+
+GGUFD_SIMD_FN vf vwhere_nan(vf x, vf v, vf value) {
+    return _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), value);
+}
+
+}  // namespace ggufd::kernels::avx512

@@ -1,0 +1,233 @@
+#include "engine/model/context.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <stdexcept>
+#include <string>
+
+#include "engine/kernels/formats.h"
+#include "engine/kernels/matmul.h"
+#include "engine/kernels/ops.h"
+
+namespace ggufd::model {
+namespace {
+
+constexpr int kDefaultContextCap = 4096;
+constexpr int64_t kRowsPerTask = 16;
+
+kernels::RopeParams rope_params(const HParams& hp) {
+    kernels::RopeParams p;
+    p.n_rot = hp.n_rot;
+    p.mode = hp.rope_ordering == RopeOrdering::neox ? kernels::RopeMode::neox
+                                                    : kernels::RopeMode::normal;
+    p.freq_base = hp.rope_freq_base;
+    p.freq_scale = hp.rope_scaling == RopeScaling::none ? 1.0f : 1.0f / hp.rope_scale_factor;
+    if (hp.rope_scaling == RopeScaling::yarn) {
+        p.ext_factor = hp.yarn_ext_factor < 0.0f ? 1.0f : hp.yarn_ext_factor;
+    }
+    p.attn_factor = hp.yarn_attn_factor;
+    p.beta_fast = hp.yarn_beta_fast;
+    p.beta_slow = hp.yarn_beta_slow;
+    p.n_ctx_orig = static_cast<int32_t>(hp.rope_n_ctx_orig);
+    return p;
+}
+
+template <typename T>
+T* grow(std::vector<T>& v, size_t n) {
+    if (v.size() < n) v.resize(n);
+    return v.data();
+}
+
+}  // namespace
+
+int default_context_size(const HParams& hp, int requested) {
+    if (requested > 0) return requested;
+    const int train = hp.n_ctx_train > 0
+                          ? static_cast<int>(std::min<uint32_t>(hp.n_ctx_train, 1u << 30))
+                          : kDefaultContextCap;
+    return std::min(train, kDefaultContextCap);
+}
+
+Context::Context(std::shared_ptr<const Model> model, const ContextParams& params)
+    : model_(std::move(model)),
+      pool_(params.n_threads),
+      kv_(model_->hparams(), params.n_seq, default_context_size(model_->hparams(), params.n_ctx),
+          params.kv_type) {
+    cell_positions_.resize(static_cast<size_t>(kv_.n_ctx()));
+    std::iota(cell_positions_.begin(), cell_positions_.end(), 0);
+}
+
+void Context::validate(std::span<const BatchToken> batch) const {
+    const int32_t n_vocab = this->n_vocab();
+    std::vector<int32_t> next(static_cast<size_t>(kv_.n_seq()));
+    for (int s = 0; s < kv_.n_seq(); ++s) next[static_cast<size_t>(s)] = kv_.length(s);
+    for (size_t i = 0; i < batch.size(); ++i) {
+        const BatchToken& t = batch[i];
+        const std::string at = "batch token " + std::to_string(i) + ": ";
+        if (t.seq < 0 || t.seq >= kv_.n_seq()) {
+            throw std::invalid_argument(at + "sequence " + std::to_string(t.seq) +
+                                        " does not exist");
+        }
+        if (t.token < 0 || t.token >= n_vocab) {
+            throw std::invalid_argument(at + "token id " + std::to_string(t.token) +
+                                        " is outside the vocabulary (" + std::to_string(n_vocab) +
+                                        ")");
+        }
+        int32_t& expect = next[static_cast<size_t>(t.seq)];
+        if (t.pos != expect) {
+            throw std::invalid_argument(at + "position " + std::to_string(t.pos) +
+                                        " does not continue sequence " + std::to_string(t.seq) +
+                                        " (next position " + std::to_string(expect) + ")");
+        }
+        if (expect >= kv_.n_ctx()) {
+            throw std::invalid_argument(at + "sequence " + std::to_string(t.seq) +
+                                        " is full (context " + std::to_string(kv_.n_ctx()) + ")");
+        }
+        ++expect;
+    }
+}
+
+void Context::linear(const gguf::TensorInfo& w, const float* x, int64_t n, float* y) {
+    const int64_t cols = w.ne[0], rows = w.ne[1];
+    void* buffer = grow(act_, kernels::activation_buffer_bytes(w.type, cols, n));
+    const kernels::PreparedActivations act =
+        kernels::prepare_activations(w.type, x, n, cols, cols, buffer);
+    pool_.parallel_for(rows, kRowsPerTask, [&](int64_t r0, int64_t r1, int) {
+        kernels::matmul_rows(w.type, w.data, rows, cols, act, y, rows, r0, r1);
+    });
+}
+
+void Context::eval(std::span<const BatchToken> batch_in, std::vector<float>& logits) {
+    logits.clear();
+    if (batch_in.empty()) return;
+    validate(batch_in);
+
+    const HParams& hp = model_->hparams();
+    const Weights& w = model_->weights();
+    const int64_t n = static_cast<int64_t>(batch_in.size());
+    const int64_t embd = hp.n_embd;
+    const int64_t q_dim = int64_t{hp.head_dim_k} * hp.n_head;
+    const int64_t k_dim = hp.n_embd_k_gqa(), v_dim = hp.n_embd_v_gqa();
+    const int64_t att_dim = int64_t{hp.head_dim_v} * hp.n_head;
+    const kernels::RopeParams rope = rope_params(hp);
+
+    // Work in an order where each sequence's tokens are contiguous, as attention wants them.
+    std::vector<size_t> order(batch_in.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t a, size_t b) { return batch_in[a].seq < batch_in[b].seq; });
+    std::vector<BatchToken> batch(order.size());
+    std::vector<int32_t> positions(order.size());
+    for (size_t i = 0; i < order.size(); ++i) {
+        batch[i] = batch_in[order[i]];
+        positions[i] = batch[i].pos;
+    }
+    struct Group {
+        int32_t seq;
+        int64_t begin, count;
+    };
+    std::vector<Group> groups;
+    for (int64_t i = 0; i < n; ++i) {
+        if (groups.empty() || groups.back().seq != batch[static_cast<size_t>(i)].seq) {
+            groups.push_back({batch[static_cast<size_t>(i)].seq, i, 0});
+        }
+        ++groups.back().count;
+    }
+
+    float* x = grow(x_, static_cast<size_t>(n * embd));
+    float* xn = grow(xn_, static_cast<size_t>(n * std::max(embd, att_dim)));
+    float* q = grow(q_, static_cast<size_t>(n * q_dim));
+    float* k = grow(k_, static_cast<size_t>(n * k_dim));
+    float* v = grow(v_, static_cast<size_t>(n * v_dim));
+    float* att = grow(att_, static_cast<size_t>(n * att_dim));
+    float* tmp = grow(tmp_, static_cast<size_t>(n * embd));
+    float* gate = grow(gate_, static_cast<size_t>(n * hp.n_ff));
+    float* up = grow(up_, static_cast<size_t>(n * hp.n_ff));
+
+    // Token embeddings: one row of token_embd per token, converted to float.
+    const kernels::FormatKernels& emb = kernels::kernels_for(w.tok_embd->type);
+    const uint64_t emb_row = w.tok_embd->row_bytes();
+    for (int64_t i = 0; i < n; ++i) {
+        emb.to_float(
+            w.tok_embd->data + static_cast<uint64_t>(batch[static_cast<size_t>(i)].token) * emb_row,
+            x + i * embd, embd);
+    }
+
+    kernels::AttentionParams ap;
+    ap.n_head = hp.n_head;
+    ap.n_head_kv = hp.n_head_kv;
+    ap.head_dim = hp.head_dim_k;
+    ap.scale = 1.0f / std::sqrt(static_cast<float>(hp.head_dim_k));
+
+    for (uint32_t il = 0; il < hp.n_layer; ++il) {
+        const LayerWeights& l = w.layers[il];
+        const int layer = static_cast<int>(il);
+
+        // Attention block.
+        kernels::rms_norm_rows(x, model_->vector_weight(l.attn_norm), xn, n, embd, hp.rms_eps,
+                               &pool_);
+        linear(*l.wq, xn, n, q);
+        linear(*l.wk, xn, n, k);
+        linear(*l.wv, xn, n, v);
+        if (l.bq) kernels::add_bias(q, model_->vector_weight(l.bq), q, n, q_dim, &pool_);
+        if (l.bk) kernels::add_bias(k, model_->vector_weight(l.bk), k, n, k_dim, &pool_);
+        if (l.bv) kernels::add_bias(v, model_->vector_weight(l.bv), v, n, v_dim, &pool_);
+        kernels::rope(q, n, hp.n_head, hp.head_dim_k, positions.data(), rope, &pool_);
+        kernels::rope(k, n, hp.n_head_kv, hp.head_dim_k, positions.data(), rope, &pool_);
+
+        for (int64_t i = 0; i < n; ++i) {
+            const BatchToken& t = batch[static_cast<size_t>(i)];
+            void* kc = kv_.k_cell(layer, t.seq, t.pos);
+            void* vc = kv_.v_cell(layer, t.seq, t.pos);
+            if (kv_.type() == kernels::KvType::f16) {
+                kernels::f32_to_f16(k + i * k_dim, static_cast<uint16_t*>(kc), k_dim);
+                kernels::f32_to_f16(v + i * v_dim, static_cast<uint16_t*>(vc), v_dim);
+            } else {
+                std::copy_n(k + i * k_dim, k_dim, static_cast<float*>(kc));
+                std::copy_n(v + i * v_dim, v_dim, static_cast<float*>(vc));
+            }
+        }
+        for (const Group& g : groups) {
+            kernels::KvCellList cells;
+            cells.pos = cell_positions_.data();
+            cells.count = batch[static_cast<size_t>(g.begin + g.count - 1)].pos + 1;
+            kernels::attention(q + g.begin * q_dim, positions.data() + g.begin, g.count,
+                               kv_.k_view(layer, g.seq), kv_.v_view(layer, g.seq), cells, ap,
+                               att + g.begin * att_dim, &pool_);
+        }
+        linear(*l.wo, att, n, tmp);
+        kernels::add(x, tmp, x, n * embd, &pool_);
+
+        // Feed-forward block (SwiGLU).
+        kernels::rms_norm_rows(x, model_->vector_weight(l.ffn_norm), xn, n, embd, hp.rms_eps,
+                               &pool_);
+        linear(*l.ffn_gate, xn, n, gate);
+        linear(*l.ffn_up, xn, n, up);
+        kernels::swiglu(gate, up, gate, n * hp.n_ff, &pool_);
+        linear(*l.ffn_down, gate, n, tmp);
+        kernels::add(x, tmp, x, n * embd, &pool_);
+    }
+
+    for (const Group& g : groups) {
+        kv_.set_length(g.seq, batch[static_cast<size_t>(g.begin + g.count - 1)].pos + 1);
+    }
+
+    // Output head for the positions that asked, in the caller's batch order.
+    std::vector<int64_t> rows;  // rows of x (in sorted order) in caller order
+    std::vector<int64_t> sorted_index(batch_in.size());
+    for (size_t i = 0; i < order.size(); ++i) sorted_index[order[i]] = static_cast<int64_t>(i);
+    for (size_t i = 0; i < batch_in.size(); ++i) {
+        if (batch_in[i].logits) rows.push_back(sorted_index[i]);
+    }
+    if (rows.empty()) return;
+    const int64_t m = static_cast<int64_t>(rows.size());
+    for (int64_t r = 0; r < m; ++r) {
+        kernels::rms_norm(x + rows[static_cast<size_t>(r)] * embd,
+                          model_->vector_weight(w.output_norm), xn + r * embd, embd, hp.rms_eps);
+    }
+    logits.resize(static_cast<size_t>(m) * hp.n_vocab);
+    linear(*w.output, xn, m, logits.data());
+}
+
+}  // namespace ggufd::model

@@ -1,0 +1,68 @@
+// Evaluation of a model over a KV cache: one call runs a batch that mixes several sequences, each
+// with any number of new tokens (prefill chunks of some, one decode token of others), and returns
+// logits for the positions asked. Continuous batching is built on this; a single sequence is a
+// batch of one.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "engine/kernels/threadpool.h"
+#include "engine/model/kv_cache.h"
+#include "engine/model/model.h"
+
+namespace ggufd::model {
+
+struct ContextParams {
+    int n_seq = 1;      // sequences (slots) the KV cache holds
+    int n_ctx = 0;      // cells per sequence; 0 = the model's training context, at most 4096
+    int n_threads = 0;  // 0 = physical cores
+    kernels::KvType kv_type = kernels::KvType::f16;
+};
+
+// One new token of a sequence. A sequence's tokens in a batch must continue it: positions
+// length, length+1, ... in batch order.
+struct BatchToken {
+    int32_t seq = 0;
+    int32_t token = 0;
+    int32_t pos = 0;
+    bool logits = false;  // return this position's logits
+};
+
+class Context {
+  public:
+    Context(std::shared_ptr<const Model> model, const ContextParams& params);
+
+    const Model& model() const { return *model_; }
+    KvCache& kv() { return kv_; }
+    const KvCache& kv() const { return kv_; }
+    kernels::ThreadPool& pool() { return pool_; }
+    int32_t n_vocab() const { return static_cast<int32_t>(model_->hparams().n_vocab); }
+
+    // Evaluates the batch, appends its tokens to their sequences, and fills `logits` with one row
+    // of n_vocab floats per token that asked for logits, in batch order. Throws
+    // std::invalid_argument (and changes nothing) for an invalid token id, sequence, position or
+    // a sequence that would outgrow its context.
+    void eval(std::span<const BatchToken> batch, std::vector<float>& logits);
+
+  private:
+    // Y[n][rows] = X[n][cols] . W^T over the pool.
+    void linear(const gguf::TensorInfo& w, const float* x, int64_t n, float* y);
+    void validate(std::span<const BatchToken> batch) const;
+
+    std::shared_ptr<const Model> model_;
+    kernels::ThreadPool pool_;
+    KvCache kv_;
+    std::vector<int32_t>
+        cell_positions_;  // 0, 1, 2, ...: a sequence's cells hold positions in order
+
+    // Scratch reused across calls (grown, never shrunk).
+    std::vector<float> x_, xn_, q_, k_, v_, att_, tmp_, gate_, up_;
+    std::vector<uint8_t> act_;
+};
+
+// The context size a model gets when the caller asks for `requested` (0 = default).
+int default_context_size(const HParams& hp, int requested);
+
+}  // namespace ggufd::model

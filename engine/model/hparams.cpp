@@ -1,0 +1,119 @@
+#include "engine/model/hparams.h"
+
+#include <array>
+#include <cmath>
+
+namespace ggufd::model {
+namespace {
+
+// How an architecture differs from the llama description; everything else is shared.
+struct ArchTraits {
+    std::string_view name;
+    RopeOrdering rope_ordering;
+    bool qkv_bias;
+};
+
+constexpr std::array kArchitectures = {
+    ArchTraits{"llama", RopeOrdering::normal, false},
+    ArchTraits{"qwen2", RopeOrdering::neox, true},
+};
+
+const ArchTraits* find_arch(std::string_view arch) {
+    for (const ArchTraits& a : kArchitectures) {
+        if (a.name == arch) return &a;
+    }
+    return nullptr;
+}
+
+[[noreturn]] void refuse(const std::string& why) {
+    throw gguf::Error("model: " + why);
+}
+
+}  // namespace
+
+bool is_supported_architecture(const std::string& arch) {
+    return find_arch(arch) != nullptr;
+}
+
+HParams read_hparams(const gguf::File& f) {
+    HParams hp;
+    hp.arch = f.architecture();
+    const ArchTraits* traits = find_arch(hp.arch);
+    if (!traits)
+        refuse("architecture '" + hp.arch + "' is not supported (supported: llama, qwen2)");
+    const std::string p = hp.arch + ".";
+
+    hp.n_ctx_train = f.get<uint32_t>(p + "context_length");
+    hp.n_embd = f.get<uint32_t>(p + "embedding_length");
+    hp.n_layer = f.get<uint32_t>(p + "block_count");
+    hp.n_ff = f.get<uint32_t>(p + "feed_forward_length");
+    hp.n_head = f.get<uint32_t>(p + "attention.head_count");
+    hp.n_head_kv = f.get_or<uint32_t>(p + "attention.head_count_kv", hp.n_head);
+    hp.rms_eps = f.get<float>(p + "attention.layer_norm_rms_epsilon");
+
+    if (hp.n_embd == 0) refuse(p + "embedding_length is 0");
+    if (hp.n_layer == 0) refuse(p + "block_count is 0");
+    if (hp.n_ff == 0) refuse(p + "feed_forward_length is 0");
+    if (hp.n_head == 0) refuse(p + "attention.head_count is 0");
+    if (hp.n_head_kv == 0 || hp.n_head % hp.n_head_kv != 0) {
+        refuse(p + "attention.head_count_kv (" + std::to_string(hp.n_head_kv) +
+               ") must divide attention.head_count (" + std::to_string(hp.n_head) + ")");
+    }
+    if (!(hp.rms_eps > 0.0f) || !std::isfinite(hp.rms_eps)) {
+        refuse(p + "attention.layer_norm_rms_epsilon must be a positive number");
+    }
+
+    const bool explicit_heads = f.metadata().contains(p + "attention.key_length");
+    if (!explicit_heads && hp.n_embd % hp.n_head != 0) {
+        refuse(p + "embedding_length (" + std::to_string(hp.n_embd) +
+               ") is not a multiple of attention.head_count (" + std::to_string(hp.n_head) + ")");
+    }
+    hp.head_dim_k = f.get_or<uint32_t>(p + "attention.key_length", hp.n_embd / hp.n_head);
+    hp.head_dim_v = f.get_or<uint32_t>(p + "attention.value_length", hp.head_dim_k);
+    if (hp.head_dim_k == 0 || hp.head_dim_v == 0) refuse("attention head size is 0");
+
+    hp.n_rot = f.get_or<uint32_t>(p + "rope.dimension_count", hp.head_dim_k);
+    if (hp.n_rot > hp.head_dim_k || hp.n_rot % 2 != 0) {
+        refuse(p + "rope.dimension_count (" + std::to_string(hp.n_rot) +
+               ") must be even and at most the head size (" + std::to_string(hp.head_dim_k) + ")");
+    }
+    hp.rope_ordering = traits->rope_ordering;
+    hp.qkv_bias = traits->qkv_bias;
+    hp.rope_freq_base = f.get_or<float>(p + "rope.freq_base", 10000.0f);
+    if (!(hp.rope_freq_base > 0.0f)) refuse(p + "rope.freq_base must be positive");
+
+    // Scaling: the newer rope.scaling.* keys, or the older rope.scale_linear.
+    const std::string scaling = f.get_or<std::string>(p + "rope.scaling.type", "");
+    if (scaling == "linear")
+        hp.rope_scaling = RopeScaling::linear;
+    else if (scaling == "yarn")
+        hp.rope_scaling = RopeScaling::yarn;
+    else if (scaling.empty() || scaling == "none")
+        hp.rope_scaling = RopeScaling::none;
+    else
+        refuse(p + "rope.scaling.type '" + scaling + "' is not supported (none, linear, yarn)");
+    hp.rope_scale_factor = f.get_or<float>(p + "rope.scaling.factor", 0.0f);
+    if (hp.rope_scale_factor == 0.0f) {
+        hp.rope_scale_factor = f.get_or<float>(p + "rope.scale_linear", 1.0f);
+        if (hp.rope_scale_factor != 1.0f && scaling.empty()) hp.rope_scaling = RopeScaling::linear;
+    }
+    if (!(hp.rope_scale_factor > 0.0f)) refuse(p + "rope scaling factor must be positive");
+    if (hp.rope_scaling == RopeScaling::none) hp.rope_scale_factor = 1.0f;
+    hp.rope_n_ctx_orig =
+        f.get_or<uint32_t>(p + "rope.scaling.original_context_length", hp.n_ctx_train);
+
+    // The vocabulary size: explicit key, else the token list, else the embedding matrix.
+    if (auto v = f.get_optional<uint32_t>(p + "vocab_size")) {
+        hp.n_vocab = *v;
+    } else if (const gguf::Value* tokens = f.metadata().find("tokenizer.ggml.tokens");
+               tokens && tokens->is_array()) {
+        hp.n_vocab = static_cast<uint32_t>(tokens->as_array().size());
+    } else if (const gguf::TensorInfo* emb = f.find_tensor("token_embd.weight")) {
+        hp.n_vocab = static_cast<uint32_t>(emb->ne[1]);
+    }
+    if (hp.n_vocab == 0)
+        refuse("vocabulary size unknown (no " + p + "vocab_size, tokens or embeddings)");
+    return hp;
+}
+
+}  // namespace ggufd::model

@@ -1,0 +1,57 @@
+// Hyperparameters of a transformer, read from GGUF metadata ("<arch>.*" keys) with the defaults
+// the specification gives, and checked for consistency before any weight is touched.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "gguf/file.h"
+
+namespace ggufd::model {
+
+enum class RopeOrdering {
+    normal,  // rotate adjacent pairs (x0, x1), (x2, x3), ... (llama)
+    neox,    // rotate pairs split by half: (x0, x_{n/2}), ... (qwen2, gptneox, phi3, ...)
+};
+
+enum class RopeScaling { none, linear, yarn };
+
+struct HParams {
+    std::string arch;
+    uint32_t n_vocab = 0;
+    uint32_t n_ctx_train = 0;  // context length the model was trained with
+    uint32_t n_embd = 0;
+    uint32_t n_layer = 0;
+    uint32_t n_ff = 0;
+    uint32_t n_head = 0;
+    uint32_t n_head_kv = 0;
+    uint32_t head_dim_k = 0;  // size of one key/query head
+    uint32_t head_dim_v = 0;  // size of one value head
+    uint32_t n_rot = 0;       // leading dimensions of each head that RoPE rotates
+    float rms_eps = 1e-5f;
+
+    RopeOrdering rope_ordering = RopeOrdering::normal;
+    float rope_freq_base = 10000.0f;
+    RopeScaling rope_scaling = RopeScaling::none;
+    float rope_scale_factor = 1.0f;  // context extension factor; frequencies scale by 1/factor
+    uint32_t rope_n_ctx_orig = 0;    // original context for YaRN
+    float yarn_beta_fast = 32.0f;
+    float yarn_beta_slow = 1.0f;
+    float yarn_ext_factor = -1.0f;  // < 0: derived from the scaling as the reference does
+    float yarn_attn_factor = 1.0f;
+
+    bool qkv_bias = false;  // qwen2-style biases on the Q, K, V projections
+
+    uint32_t n_embd_k_gqa() const { return head_dim_k * n_head_kv; }
+    uint32_t n_embd_v_gqa() const { return head_dim_v * n_head_kv; }
+    uint32_t n_gqa() const { return n_head / n_head_kv; }
+};
+
+// Reads and validates the hyperparameters of a supported architecture. Throws gguf::Error naming
+// the missing or inconsistent key; unsupported architectures are refused by name.
+HParams read_hparams(const gguf::File& file);
+
+// Architectures read_hparams accepts.
+bool is_supported_architecture(const std::string& arch);
+
+}  // namespace ggufd::model

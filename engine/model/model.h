@@ -1,0 +1,40 @@
+// A loaded model: the mapped GGUF file, its hyperparameters and its weights bound in place. One
+// Model is shared read-only by every sequence and thread (hold it by shared_ptr<const Model>).
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/model/hparams.h"
+#include "engine/model/weights.h"
+#include "gguf/file.h"
+
+namespace ggufd::model {
+
+class Model {
+  public:
+    // Maps, validates and binds a model file; every weight's type must have kernels. Throws
+    // gguf::Error saying what is wrong (missing key, bad shape, unsupported tensor type...).
+    static std::shared_ptr<const Model> load(const std::filesystem::path& path);
+    // The same over an already opened file (taken over by the model).
+    static std::shared_ptr<const Model> from_file(gguf::File file);
+
+    const gguf::File& file() const { return file_; }
+    const HParams& hparams() const { return hparams_; }
+    const Weights& weights() const { return weights_; }
+
+    // 1-D weights (norms, biases) as float, converted once at load whatever their stored type.
+    const float* vector_weight(const gguf::TensorInfo* t) const;
+
+  private:
+    Model(gguf::File file);
+
+    gguf::File file_;
+    HParams hparams_;
+    Weights weights_;
+    std::vector<std::pair<const gguf::TensorInfo*, std::vector<float>>> vectors_;
+};
+
+}  // namespace ggufd::model

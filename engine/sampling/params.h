@@ -1,0 +1,34 @@
+// What a request asks of sampling and stopping: plain data shared by the HTTP layer (which fills
+// it from JSON) and the engine (which obeys it). Defaults follow OpenAI's API.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace ggufd::sampling {
+
+struct SamplingParams {
+    float temperature = 1.0f;        // 0 = greedy (argmax)
+    int32_t top_k = 0;               // 0 = off
+    float top_p = 1.0f;              // 1 = off
+    float min_p = 0.0f;              // 0 = off
+    float typical_p = 1.0f;          // 1 = off
+    float repeat_penalty = 1.0f;     // 1 = off; divides positive / multiplies negative logits
+    int32_t penalty_last_n = 64;     // window of recent tokens the penalties look at; -1 = all
+    float presence_penalty = 0.0f;   // subtracted once from tokens present in the window
+    float frequency_penalty = 0.0f;  // subtracted per occurrence in the window
+    std::vector<std::pair<int32_t, float>> logit_bias;  // token id -> added to its logit
+    std::optional<uint64_t> seed;                       // same seed + same request = same output
+    int32_t top_logprobs = -1;  // -1 = no logprobs; N >= 0 = chosen token's and top N alternatives'
+};
+
+struct StopParams {
+    int32_t max_tokens = -1;        // -1 = until the context is full or a stop condition
+    std::vector<std::string> stop;  // stop strings; the matched text is not emitted
+    bool ignore_eos = false;        // keep going past end-of-generation tokens
+};
+
+}  // namespace ggufd::sampling

@@ -1,0 +1,73 @@
+// The contract between the HTTP layer and a model's scheduler: a request to generate, and the
+// events that flow back. The server implements GenerationSink; the scheduler calls it from its
+// own thread, so implementations must hand the events over (e.g. post to the session's strand)
+// and never block.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/sampling/params.h"
+
+namespace ggufd::scheduler {
+
+enum class FinishReason { stop, length, cancelled, error };
+
+struct TokenLogprob {
+    int32_t token = 0;
+    std::string text;  // the token's bytes (may be part of a UTF-8 character)
+    float logprob = 0.0f;
+};
+
+// One step of output for one request: text is complete UTF-8 (a character split across tokens
+// is held back until whole); it may be empty when a token only started a character or is being
+// held back because it could start a stop string.
+struct TokenEvent {
+    std::string text;
+    int32_t token = 0;
+    std::vector<TokenLogprob> logprobs;  // chosen token first, then the top alternatives
+};
+
+struct Usage {
+    int32_t prompt_tokens = 0;
+    int32_t completion_tokens = 0;
+    int32_t cached_prompt_tokens = 0;  // reused from a slot's KV prefix
+    double time_to_first_token_s = 0.0;
+};
+
+class GenerationSink {
+  public:
+    virtual ~GenerationSink() = default;
+    // Called once the request has a slot and its prompt is being processed.
+    virtual void on_started() {}
+    virtual void on_token(const TokenEvent& event) = 0;
+    // Last call for the request. `error` holds the message when reason == error.
+    virtual void on_finish(FinishReason reason, const Usage& usage, const std::string& error) = 0;
+    // Polled by the scheduler each step: a true answer frees the request's slot.
+    virtual bool cancelled() const = 0;
+};
+
+struct GenerationRequest {
+    std::vector<int32_t> prompt;
+    sampling::SamplingParams sampling;
+    sampling::StopParams stop;
+    std::shared_ptr<GenerationSink> sink;
+};
+
+enum class SubmitResult {
+    accepted,
+    queue_full,       // answer 503 with Retry-After
+    prompt_too_long,  // answer 400: the prompt does not fit the context
+};
+
+// What the server needs of a model's scheduler.
+class Generator {
+  public:
+    virtual ~Generator() = default;
+    virtual SubmitResult submit(GenerationRequest request) = 0;
+    virtual int32_t context_size() const = 0;  // tokens per sequence
+};
+
+}  // namespace ggufd::scheduler

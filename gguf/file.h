@@ -1,0 +1,154 @@
+// Reading GGUF files: the file is mapped read-only and shared (one copy of the weights in the page
+// cache however many times it is opened); metadata is parsed into owned values, tensors point
+// into the mapping. Opening validates the whole structure, so every later access is in bounds.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "gguf/error.h"
+#include "gguf/types.h"
+#include "gguf/value.h"
+
+namespace gguf {
+
+inline constexpr uint32_t kDefaultAlignment = 32;
+inline constexpr size_t kMaxTensorNameBytes = 64;
+inline constexpr size_t kMaxKeyBytes = 65535;
+inline constexpr uint32_t kMaxDims = 4;
+
+struct TensorInfo {
+    std::string name;
+    TensorType type = TensorType::F32;
+    uint32_t n_dims = 0;
+    std::array<int64_t, kMaxDims> ne = {1, 1, 1, 1};  // ggml order: ne[0] varies fastest
+    uint64_t offset = 0;       // relative to the start of the data section, as stored
+    uint64_t file_offset = 0;  // absolute position in the file
+    uint64_t n_elements = 0;
+    uint64_t n_bytes = 0;
+    const uint8_t* data = nullptr;  // into the file's mapping; valid while the File lives
+
+    std::span<const uint8_t> bytes() const { return {data, static_cast<size_t>(n_bytes)}; }
+    // Bytes of one row of ne[0] elements.
+    uint64_t row_bytes() const { return gguf::row_bytes(type, static_cast<uint64_t>(ne[0])); }
+    std::string shape_string() const;  // "[4096, 32000]"
+};
+
+struct KeyValue {
+    std::string key;
+    Value value;
+};
+
+// Metadata in file order, with lookup by key.
+class Metadata {
+  public:
+    void add(std::string key, Value value);  // throws Error on a duplicate key
+    const std::vector<KeyValue>& entries() const { return entries_; }
+    size_t size() const { return entries_.size(); }
+    const Value* find(std::string_view key) const;
+    bool contains(std::string_view key) const { return find(key) != nullptr; }
+
+    // Required key: throws Error naming the key when missing or of an unsuitable type.
+    template <typename T>
+    T get(std::string_view key) const {
+        const Value* v = find(key);
+        if (!v) throw Error("required metadata key '" + std::string(key) + "' is missing");
+        return v->as<T>("metadata key '" + std::string(key) + "'");
+    }
+    // Optional key: nullopt when missing, throws when present with an unsuitable type.
+    template <typename T>
+    std::optional<T> get_optional(std::string_view key) const {
+        const Value* v = find(key);
+        if (!v) return std::nullopt;
+        return v->as<T>("metadata key '" + std::string(key) + "'");
+    }
+    template <typename T>
+    T get_or(std::string_view key, T fallback) const {
+        return get_optional<T>(key).value_or(std::move(fallback));
+    }
+    // Array-valued key converted element-wise; throws when missing or mistyped.
+    template <typename T>
+    std::vector<T> get_array(std::string_view key) const {
+        const Value* v = find(key);
+        if (!v) throw Error("required metadata key '" + std::string(key) + "' is missing");
+        const std::string what = "metadata key '" + std::string(key) + "'";
+        if (!v->is_array())
+            detail::throw_conversion(what, value_type_name(v->type()), "array", "wrong type");
+        return v->as_array().to_vector<T>(what);
+    }
+
+  private:
+    std::vector<KeyValue> entries_;
+    std::unordered_map<std::string, size_t> index_;
+};
+
+class File {
+  public:
+    // Maps and validates a file; throws Error saying what is wrong and where.
+    static File open(const std::filesystem::path& path);
+    // Parses bytes held in memory (tests, fuzzing, files received over other channels).
+    static File from_bytes(std::vector<uint8_t> bytes, std::string name = "<memory>");
+
+    File(File&&) noexcept;
+    File& operator=(File&&) noexcept;
+    ~File();
+
+    const std::string& name() const { return name_; }  // the path, or the name given
+    uint32_t version() const { return version_; }
+    uint64_t alignment() const { return alignment_; }
+    uint64_t data_offset() const { return data_offset_; }  // start of the tensor data section
+    uint64_t file_size() const;
+
+    const Metadata& metadata() const { return metadata_; }
+    template <typename T>
+    T get(std::string_view key) const {
+        return metadata_.get<T>(key);
+    }
+    template <typename T>
+    std::optional<T> get_optional(std::string_view key) const {
+        return metadata_.get_optional<T>(key);
+    }
+    template <typename T>
+    T get_or(std::string_view key, T fallback) const {
+        return metadata_.get_or<T>(key, std::move(fallback));
+    }
+    template <typename T>
+    std::vector<T> get_array(std::string_view key) const {
+        return metadata_.get_array<T>(key);
+    }
+
+    // general.architecture (validated present at open).
+    const std::string& architecture() const;
+
+    const std::vector<TensorInfo>& tensors() const { return tensors_; }
+    const TensorInfo* find_tensor(std::string_view name) const;
+    const TensorInfo& tensor(std::string_view name) const;  // throws Error when absent
+
+  private:
+    struct Storage;
+    File();
+    void parse();
+
+    std::unique_ptr<Storage> storage_;
+    std::string name_;
+    uint32_t version_ = 0;
+    uint64_t alignment_ = kDefaultAlignment;
+    uint64_t data_offset_ = 0;
+    Metadata metadata_;
+    std::vector<TensorInfo> tensors_;
+    std::unordered_map<std::string, size_t> tensor_index_;
+};
+
+// True when `key` obeys the spec: ASCII lower_snake_case segments separated by '.', at most
+// 65535 bytes, no empty segment.
+bool is_valid_key(std::string_view key);
+
+}  // namespace gguf

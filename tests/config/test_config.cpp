@@ -1,0 +1,180 @@
+#include <gtest/gtest.h>
+
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
+
+#include <unistd.h>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "config/config.h"
+#include "config/logging.h"
+
+namespace {
+
+using ggufd::config::Config;
+using ggufd::config::ConfigError;
+using Env = std::map<std::string, std::string>;
+
+ggufd::config::LoadResult load(std::vector<std::string> args, const Env& env = {}) {
+    args.insert(args.begin(), "ggufd");
+    std::vector<const char*> argv;
+    for (const auto& a : args) argv.push_back(a.c_str());
+    return ggufd::config::load(static_cast<int>(argv.size()), argv.data(), env);
+}
+
+std::string error_of(std::vector<std::string> args, const Env& env = {}) {
+    try {
+        load(std::move(args), env);
+    } catch (const ConfigError& e) {
+        return e.what();
+    }
+    return "";
+}
+
+class TempFile {
+  public:
+    explicit TempFile(const std::string& text)
+        : path_("/tmp/ggufd-config-" + std::to_string(getpid()) + "-" + std::to_string(counter_++) +
+                ".conf") {
+        std::ofstream(path_) << text;
+    }
+    ~TempFile() { std::remove(path_.c_str()); }
+    const std::string& path() const { return path_; }
+
+  private:
+    static inline int counter_ = 0;
+    std::string path_;
+};
+
+TEST(Config, Defaults) {
+    const Config c = load({}).config;
+    EXPECT_EQ(c.host, "127.0.0.1");
+    EXPECT_EQ(c.port, 8080);
+    EXPECT_EQ(c.threads, 0);
+    EXPECT_EQ(c.ctx_size, 0);
+    EXPECT_TRUE(c.models.empty());
+    EXPECT_EQ(c.log_format, ggufd::config::LogFormat::text);
+}
+
+TEST(Config, CommandLineFlags) {
+    const Config c =
+        load({"--model", "a.gguf", "-m", "chat=/models/x.gguf", "--port", "9000", "--host",
+              "0.0.0.0", "-t", "3", "--parallel", "8", "-c", "2048", "--log-format", "json"})
+            .config;
+    ASSERT_EQ(c.models.size(), 2u);
+    EXPECT_EQ(c.models[0], (ggufd::config::ModelSpec{"a", "a.gguf"}));
+    EXPECT_EQ(c.models[1], (ggufd::config::ModelSpec{"chat", "/models/x.gguf"}));
+    EXPECT_EQ(c.port, 9000);
+    EXPECT_EQ(c.host, "0.0.0.0");
+    EXPECT_EQ(c.threads, 3);
+    EXPECT_EQ(c.parallel, 8);
+    EXPECT_EQ(c.ctx_size, 2048);
+    EXPECT_EQ(c.log_format, ggufd::config::LogFormat::json);
+}
+
+TEST(Config, PrecedenceFileEnvironmentFlags) {
+    TempFile file(
+        "# settings\nport = 7000\nhost = 10.0.0.1\nparallel = 2\nmodel = f=/f.gguf\nmodel = "
+        "g=/g.gguf\n");
+    const Env env = {{"GGUFD_PORT", "7100"}, {"GGUFD_PARALLEL", "3"}, {"GGUFD_CPU_LIMIT", "avx2"}};
+    auto r = load({"--config", file.path(), "--port", "7200"}, env);
+    EXPECT_EQ(r.config.port, 7200);         // flag beats environment and file
+    EXPECT_EQ(r.config.parallel, 3);        // environment beats file
+    EXPECT_EQ(r.config.host, "10.0.0.1");   // file beats default
+    ASSERT_EQ(r.config.models.size(), 2u);  // repeated keys in the file
+    EXPECT_EQ(r.sources["port"], "--port");
+    EXPECT_EQ(r.sources["parallel"], "GGUFD_PARALLEL");
+    EXPECT_EQ(r.sources["host"], "config file " + file.path());
+
+    // Models from a higher source replace the file's list rather than merging with it.
+    r = load({"--config", file.path()}, {{"GGUFD_MODEL", "a=/a.gguf,b=/b.gguf"}});
+    ASSERT_EQ(r.config.models.size(), 2u);
+    EXPECT_EQ(r.config.models[0].name, "a");
+    EXPECT_EQ(r.config.models[1].path, "/b.gguf");
+}
+
+TEST(Config, ConfigFileFromEnvironment) {
+    TempFile file("ctx-size = 1024\n");
+    EXPECT_EQ(load({}, {{"GGUFD_CONFIG", file.path()}}).config.ctx_size, 1024);
+}
+
+TEST(Config, ErrorsNameSettingSourceAndReason) {
+    std::string e = error_of({"--port", "70000"});
+    EXPECT_NE(e.find("port"), std::string::npos) << e;
+    EXPECT_NE(e.find("--port"), std::string::npos) << e;
+    EXPECT_NE(e.find("out of range 1..65535"), std::string::npos) << e;
+
+    e = error_of({}, {{"GGUFD_THREADS", "many"}});
+    EXPECT_NE(e.find("threads"), std::string::npos) << e;
+    EXPECT_NE(e.find("GGUFD_THREADS"), std::string::npos) << e;
+    EXPECT_NE(e.find("not an integer"), std::string::npos) << e;
+
+    TempFile bad_key("prot = 80\n");
+    e = error_of({"--config", bad_key.path()});
+    EXPECT_NE(e.find("prot"), std::string::npos) << e;
+
+    TempFile bad_value("parallel = 0\n");
+    e = error_of({"--config", bad_value.path()});
+    EXPECT_NE(e.find("parallel"), std::string::npos) << e;
+    EXPECT_NE(e.find("config file"), std::string::npos) << e;
+
+    EXPECT_NE(error_of({"--log-format", "xml"}).find("log-format"), std::string::npos);
+    EXPECT_NE(error_of({"--log-level", "loud"}).find("log-level"), std::string::npos);
+    EXPECT_NE(error_of({"--no-such-flag"}).find("no-such-flag"), std::string::npos);
+    EXPECT_NE(error_of({"--config", "/nonexistent.conf"}).find("/nonexistent.conf"),
+              std::string::npos);
+    EXPECT_NE(error_of({"-m", "a=/x.gguf", "-m", "a=/y.gguf"}).find("used twice"),
+              std::string::npos);
+    EXPECT_NE(error_of({"-m", "=x.gguf"}).find("NAME=PATH"), std::string::npos);
+    EXPECT_NE(error_of({"-m", "../etc/passwd=x"}).find("model name"), std::string::npos);
+}
+
+TEST(Config, HelpAndVersion) {
+    auto r = load({"--help"});
+    EXPECT_TRUE(r.exit_now);
+    EXPECT_NE(r.message.find("--ctx-size"), std::string::npos);
+    r = load({"--version"});
+    EXPECT_TRUE(r.exit_now);
+    EXPECT_NE(r.message.find("ggufd"), std::string::npos);
+}
+
+TEST(Logging, JsonFormatIsOneObjectPerLine) {
+    std::ostringstream out;
+    auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(out);
+    sink->set_formatter(ggufd::config::make_formatter(ggufd::config::LogFormat::json));
+    spdlog::logger logger("test", sink);
+    logger.info("model \"{}\" loaded\nin {} ms", "a", 12);
+    logger.warn("second");
+    std::istringstream lines(out.str());
+    std::string line;
+    std::vector<nlohmann::json> parsed;
+    while (std::getline(lines, line)) parsed.push_back(nlohmann::json::parse(line));
+    ASSERT_EQ(parsed.size(), 2u);
+    EXPECT_EQ(parsed[0]["message"], "model \"a\" loaded\nin 12 ms");
+    EXPECT_EQ(parsed[0]["level"], "info");
+    EXPECT_EQ(parsed[1]["level"], "warning");
+    EXPECT_EQ(parsed[0]["logger"], "test");
+    EXPECT_TRUE(parsed[0]["time"].get<std::string>().ends_with("Z"));
+}
+
+TEST(Logging, TextFormatIsHumanReadable) {
+    std::ostringstream out;
+    auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(out);
+    sink->set_formatter(ggufd::config::make_formatter(ggufd::config::LogFormat::text));
+    spdlog::logger logger("test", sink);
+    logger.info("hello {}", 1);
+    EXPECT_NE(out.str().find("info  hello 1"), std::string::npos) << out.str();
+    EXPECT_EQ(out.str().front(), '2');  // starts with the date
+}
+
+TEST(Logging, SetupRejectsUnknownLevelAndCanBeRepeated) {
+    EXPECT_THROW(ggufd::config::setup_logging(ggufd::config::LogFormat::text, "loud"), ConfigError);
+    ggufd::config::setup_logging(ggufd::config::LogFormat::json, "warn");
+    ggufd::config::setup_logging(ggufd::config::LogFormat::text, "debug");
+    EXPECT_EQ(spdlog::default_logger()->level(), spdlog::level::debug);
+}
+
+}  // namespace

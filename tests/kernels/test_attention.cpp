@@ -1,0 +1,364 @@
+#include "engine/kernels/attention.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "engine/kernels/float16.h"
+#include "engine/kernels/ops_kernels.h"
+#include "engine/kernels/threadpool.h"
+#include "tests/kernels/ops_test_util.h"
+
+namespace ggufd::kernels {
+namespace {
+
+using testing_util::all_close;
+using testing_util::random_floats;
+
+// A KV cache layer [n_cells][n_head_kv][head_dim] in F32 or F16 (the F16 copy rounds the data,
+// and the F32 values are replaced by the rounded ones so both types hold the same numbers).
+struct Cache {
+    KvType type;
+    int64_t n_cells, n_head_kv, head_dim;
+    std::vector<float> f32;
+    std::vector<uint16_t> f16;
+
+    Cache(KvType t, int64_t cells, int64_t heads, int64_t dim, uint32_t seed, float range = 1.0f)
+        : type(t), n_cells(cells), n_head_kv(heads), head_dim(dim) {
+        f32 = random_floats(static_cast<size_t>(cells * heads * dim), seed, -range, range);
+        f16.resize(f32.size());
+        for (size_t i = 0; i < f32.size(); ++i) {
+            f16[i] = fp32_to_fp16(f32[i]);
+            f32[i] = fp16_to_fp32(f16[i]);
+        }
+    }
+    float at(int64_t cell, int64_t head, int64_t d) const {
+        return f32[static_cast<size_t>((cell * n_head_kv + head) * head_dim + d)];
+    }
+    void set(int64_t cell, int64_t head, int64_t d, float value) {
+        const size_t i = static_cast<size_t>((cell * n_head_kv + head) * head_dim + d);
+        f16[i] = fp32_to_fp16(value);
+        f32[i] = fp16_to_fp32(f16[i]);
+    }
+    KvView view() const {
+        return KvView{.data = type == KvType::f16 ? static_cast<const void*>(f16.data())
+                                                  : static_cast<const void*>(f32.data()),
+                      .type = type,
+                      .n_cells = n_cells,
+                      .cell_stride = n_head_kv * head_dim,
+                      .head_stride = head_dim};
+    }
+};
+
+// Textbook attention in double, independent of the kernels.
+std::vector<float> naive_attention(const std::vector<float>& q, const std::vector<int32_t>& q_pos,
+                                   const Cache& k, const Cache& v,
+                                   const std::vector<int32_t>& index,
+                                   const std::vector<int32_t>& cell_pos, const AttentionParams& p) {
+    const int64_t n_tokens = static_cast<int64_t>(q_pos.size());
+    const int64_t group = p.n_head / p.n_head_kv;
+    std::vector<float> out(static_cast<size_t>(n_tokens * p.n_head * p.head_dim), 0.0f);
+    for (int64_t t = 0; t < n_tokens; ++t) {
+        for (int64_t h = 0; h < p.n_head; ++h) {
+            const int64_t g = h / group;
+            std::vector<double> w(cell_pos.size(), 0.0);
+            std::vector<bool> seen(cell_pos.size(), false);
+            double maxv = -1e300;
+            for (size_t j = 0; j < cell_pos.size(); ++j) {
+                if (p.causal && cell_pos[j] > q_pos[t]) continue;
+                const int64_t cell = index.empty() ? static_cast<int64_t>(j) : index[j];
+                double s = 0;
+                for (int64_t d = 0; d < p.head_dim; ++d) {
+                    s += static_cast<double>(q[(t * p.n_head + h) * p.head_dim + d]) *
+                         k.at(cell, g, d);
+                }
+                s *= p.scale;
+                if (p.softcap > 0) s = p.softcap * std::tanh(s / p.softcap);
+                if (p.max_bias > 0) {
+                    s -= alibi_slope(h, p.n_head, p.max_bias) * std::abs(q_pos[t] - cell_pos[j]);
+                }
+                w[j] = s;
+                seen[j] = true;
+                maxv = std::max(maxv, s);
+            }
+            double total = 0;
+            for (size_t j = 0; j < w.size(); ++j) {
+                w[j] = seen[j] ? std::exp(w[j] - maxv) : 0.0;
+                total += w[j];
+            }
+            for (int64_t d = 0; d < p.head_dim; ++d) {
+                double acc = 0;
+                for (size_t j = 0; j < w.size(); ++j) {
+                    if (!seen[j]) continue;
+                    const int64_t cell = index.empty() ? static_cast<int64_t>(j) : index[j];
+                    acc += w[j] * v.at(cell, g, d);
+                }
+                out[(t * p.n_head + h) * p.head_dim + d] =
+                    total > 0 ? static_cast<float>(acc / total) : 0.0f;
+            }
+        }
+    }
+    return out;
+}
+
+struct Problem {
+    AttentionParams p;
+    int64_t n_tokens;
+    int64_t n_cells;
+    std::vector<float> q;
+    std::vector<int32_t> q_pos, cell_pos, index;
+
+    // Cells hold positions 0..n_cells-1; the queries are the last n_tokens of them.
+    Problem(int64_t n_head, int64_t n_head_kv, int64_t head_dim, int64_t tokens, int64_t cells,
+            uint32_t seed)
+        : n_tokens(tokens), n_cells(cells) {
+        p.n_head = n_head;
+        p.n_head_kv = n_head_kv;
+        p.head_dim = head_dim;
+        p.scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+        q = random_floats(static_cast<size_t>(tokens * n_head * head_dim), seed, -2, 2);
+        cell_pos.resize(static_cast<size_t>(cells));
+        std::iota(cell_pos.begin(), cell_pos.end(), 0);
+        for (int64_t t = 0; t < tokens; ++t) {
+            q_pos.push_back(static_cast<int32_t>(std::max<int64_t>(0, cells - tokens + t)));
+        }
+    }
+    KvCellList list() const {
+        return KvCellList{.index = index.empty() ? nullptr : index.data(),
+                          .pos = cell_pos.data(),
+                          .count = static_cast<int64_t>(cell_pos.size())};
+    }
+    std::vector<float> run(const OpKernels& kernels, const Cache& k, const Cache& v,
+                           ThreadPool* pool = nullptr) const {
+        std::vector<float> out(q.size(), -1.0f);
+        attention_with(kernels, q.data(), q_pos.data(), n_tokens, k.view(), v.view(), list(), p,
+                       out.data(), pool);
+        return out;
+    }
+};
+
+TEST(Attention, ScalarMatchesNaiveReference) {
+    for (KvType type : {KvType::f32, KvType::f16}) {
+        Problem s(8, 2, 24, 3, 40, 1);
+        Cache k(type, 40, 2, 24, 2), v(type, 40, 2, 24, 3);
+        const auto want = naive_attention(s.q, s.q_pos, k, v, s.index, s.cell_pos, s.p);
+        EXPECT_TRUE(all_close(s.run(op_kernels(SimdLevel::scalar), k, v), want, 1e-5, 1e-6));
+    }
+}
+
+TEST(Attention, EveryLevelMatchesNaiveReference) {
+    struct Shape {
+        int64_t n_head, n_head_kv, head_dim;
+    };
+    const Shape shapes[] = {{4, 4, 64},  {8, 2, 80}, {6, 3, 96}, {4, 1, 128},
+                            {2, 1, 256}, {3, 3, 17}, {2, 2, 3},  {8, 1, 1}};
+    const int64_t cell_counts[] = {1, 2, 15, 63, 64, 65, 130, 300};
+    uint32_t seed = 100;
+    for (const Shape& shape : shapes) {
+        for (int64_t cells : cell_counts) {
+            for (KvType type : {KvType::f32, KvType::f16}) {
+                ++seed;
+                const int64_t tokens = 1 + seed % 3;
+                Problem s(shape.n_head, shape.n_head_kv, shape.head_dim, tokens, cells, seed);
+                Cache k(type, cells, shape.n_head_kv, shape.head_dim, seed + 1);
+                Cache v(type, cells, shape.n_head_kv, shape.head_dim, seed + 2);
+                const auto want = naive_attention(s.q, s.q_pos, k, v, s.index, s.cell_pos, s.p);
+                for (SimdLevel level : supported_simd_levels()) {
+                    SCOPED_TRACE(std::string(simd_level_name(level)) + " heads " +
+                                 std::to_string(shape.n_head) + "/" +
+                                 std::to_string(shape.n_head_kv) + " dim " +
+                                 std::to_string(shape.head_dim) + " cells " +
+                                 std::to_string(cells) + (type == KvType::f16 ? " f16" : " f32"));
+                    ASSERT_TRUE(all_close(s.run(op_kernels(level), k, v), want, 2e-5, 2e-6));
+                }
+            }
+        }
+    }
+}
+
+TEST(Attention, SoftcapAlibiAndNonCausalMatchReference) {
+    uint32_t seed = 7;
+    for (int variant = 0; variant < 4; ++variant) {
+        Problem s(8, 4, 64, 4, 150, ++seed);
+        if (variant == 0) s.p.softcap = 5.0f;
+        if (variant == 1) s.p.max_bias = 8.0f;
+        if (variant == 2) s.p.causal = false;
+        if (variant == 3) {
+            s.p.softcap = 2.0f;
+            s.p.max_bias = 8.0f;
+            s.p.scale = 3.0f;  // pushes logits into the cap
+        }
+        Cache k(KvType::f16, 150, 4, 64, ++seed), v(KvType::f16, 150, 4, 64, ++seed);
+        const auto want = naive_attention(s.q, s.q_pos, k, v, s.index, s.cell_pos, s.p);
+        for (SimdLevel level : supported_simd_levels()) {
+            EXPECT_TRUE(all_close(s.run(op_kernels(level), k, v), want, 5e-5, 5e-6))
+                << simd_level_name(level) << " variant " << variant;
+        }
+    }
+}
+
+TEST(Attention, LargeLogitsStayFinite) {
+    // q.k around +-1000: a naive exp would overflow; the running maximum must absorb it.
+    Problem s(4, 2, 32, 2, 100, 9);
+    for (auto& x : s.q) x *= 30.0f;
+    Cache k(KvType::f32, 100, 2, 32, 10, 6.0f), v(KvType::f32, 100, 2, 32, 11);
+    s.p.scale = 1.0f;
+    const auto want = naive_attention(s.q, s.q_pos, k, v, s.index, s.cell_pos, s.p);
+    for (SimdLevel level : supported_simd_levels()) {
+        const auto got = s.run(op_kernels(level), k, v);
+        for (float x : got) ASSERT_TRUE(std::isfinite(x));
+        EXPECT_TRUE(all_close(got, want, 1e-4, 1e-4)) << simd_level_name(level);
+    }
+}
+
+TEST(Attention, OneKeyReturnsItsValue) {
+    for (SimdLevel level : supported_simd_levels()) {
+        for (KvType type : {KvType::f32, KvType::f16}) {
+            Problem s(4, 2, 80, 1, 1, 3);
+            Cache k(type, 1, 2, 80, 4), v(type, 1, 2, 80, 5);
+            const auto out = s.run(op_kernels(level), k, v);
+            for (int64_t h = 0; h < 4; ++h) {
+                for (int64_t d = 0; d < 80; ++d) {
+                    ASSERT_NEAR(out[h * 80 + d], v.at(0, h / 2, d), 1e-6) << simd_level_name(level);
+                }
+            }
+        }
+    }
+}
+
+TEST(Attention, GroupedQueryEqualsMultiHeadWithRepeatedKv) {
+    const int64_t n_head = 8, n_head_kv = 2, dim = 64, cells = 77;
+    Problem gqa(n_head, n_head_kv, dim, 2, cells, 31);
+    Cache k(KvType::f16, cells, n_head_kv, dim, 32), v(KvType::f16, cells, n_head_kv, dim, 33);
+    // The same cache with every kv head repeated for each query head of its group.
+    Cache k_mha(KvType::f16, cells, n_head, dim, 1), v_mha(KvType::f16, cells, n_head, dim, 1);
+    for (int64_t c = 0; c < cells; ++c) {
+        for (int64_t h = 0; h < n_head; ++h) {
+            for (int64_t d = 0; d < dim; ++d) {
+                k_mha.set(c, h, d, k.at(c, h / 4, d));
+                v_mha.set(c, h, d, v.at(c, h / 4, d));
+            }
+        }
+    }
+    Problem mha = gqa;
+    mha.p.n_head_kv = n_head;
+    for (SimdLevel level : supported_simd_levels()) {
+        const auto a = gqa.run(op_kernels(level), k, v);
+        const auto b = mha.run(op_kernels(level), k_mha, v_mha);
+        EXPECT_TRUE(all_close(a, b, 1e-6, 1e-7)) << simd_level_name(level);
+    }
+}
+
+TEST(Attention, CausalMaskIgnoresFutureCells) {
+    const int64_t cells = 90;
+    Problem s(4, 4, 32, 3, cells, 41);
+    s.q_pos = {20, 50, 51};  // cells after each position are in the future
+    Cache k(KvType::f32, cells, 4, 32, 42), v(KvType::f32, cells, 4, 32, 43);
+    for (SimdLevel level : supported_simd_levels()) {
+        const auto before = s.run(op_kernels(level), k, v);
+        Cache k2 = k, v2 = v;
+        for (int64_t c = 52; c < cells; ++c) {
+            for (int64_t h = 0; h < 4; ++h) {
+                for (int64_t d = 0; d < 32; ++d) {
+                    k2.set(c, h, d, 1000.0f);
+                    v2.set(c, h, d, -5000.0f);
+                }
+            }
+        }
+        EXPECT_EQ(s.run(op_kernels(level), k2, v2), before) << simd_level_name(level);
+    }
+}
+
+TEST(Attention, CellListOrderAndPlacementDoNotMatter) {
+    // The sequence's cells scattered through a larger cache, listed in shuffled order.
+    const int64_t storage = 200, used = 120;
+    Problem contiguous(8, 2, 64, 2, used, 51);
+    Cache k(KvType::f16, storage, 2, 64, 52), v(KvType::f16, storage, 2, 64, 53);
+    std::vector<int32_t> slots(storage);
+    std::iota(slots.begin(), slots.end(), 0);
+    std::mt19937 rng(54);
+    std::shuffle(slots.begin(), slots.end(), rng);
+    slots.resize(used);
+    // A compact cache where cell j holds what slot[j] holds in the big one.
+    Cache k_compact(KvType::f16, used, 2, 64, 1), v_compact(KvType::f16, used, 2, 64, 1);
+    for (int64_t j = 0; j < used; ++j) {
+        for (int64_t h = 0; h < 2; ++h) {
+            for (int64_t d = 0; d < 64; ++d) {
+                k_compact.set(j, h, d, k.at(slots[j], h, d));
+                v_compact.set(j, h, d, v.at(slots[j], h, d));
+            }
+        }
+    }
+    Problem scattered = contiguous;
+    scattered.index = slots;
+    for (SimdLevel level : supported_simd_levels()) {
+        const auto a = contiguous.run(op_kernels(level), k_compact, v_compact);
+        const auto b = scattered.run(op_kernels(level), k, v);
+        EXPECT_EQ(a, b) << simd_level_name(level);
+    }
+}
+
+TEST(Attention, QueryThatSeesNothingGetsZeros) {
+    Problem s(2, 1, 16, 1, 10, 61);
+    std::iota(s.cell_pos.begin(), s.cell_pos.end(), 100);  // all after the query
+    s.q_pos = {5};
+    Cache k(KvType::f32, 10, 1, 16, 62), v(KvType::f32, 10, 1, 16, 63);
+    for (SimdLevel level : supported_simd_levels()) {
+        for (float x : s.run(op_kernels(level), k, v)) ASSERT_EQ(x, 0.0f);
+    }
+}
+
+TEST(Attention, ThreadPoolGivesIdenticalResults) {
+    ThreadPool pool(3);
+    for (int64_t tokens : {1, 7}) {
+        Problem s(32, 4, 64, tokens, 333, 71);
+        Cache k(KvType::f16, 333, 4, 64, 72), v(KvType::f16, 333, 4, 64, 73);
+        const OpKernels& kernels = active_op_kernels();
+        EXPECT_EQ(s.run(kernels, k, v, &pool), s.run(kernels, k, v));
+    }
+}
+
+TEST(Attention, RejectsBadArguments) {
+    Problem s(6, 4, 16, 1, 10, 81);  // 6 is not a multiple of 4
+    Cache k(KvType::f32, 10, 4, 16, 82), v(KvType::f32, 10, 4, 16, 83);
+    std::vector<float> out(s.q.size());
+    auto call = [&](const Problem& setup, const KvView& kv, const KvView& vv) {
+        attention(setup.q.data(), setup.q_pos.data(), setup.n_tokens, kv, vv, setup.list(), setup.p,
+                  out.data());
+    };
+    EXPECT_THROW(call(s, k.view(), v.view()), std::invalid_argument);
+    Problem ok(4, 4, 16, 1, 10, 84);
+    EXPECT_NO_THROW(call(ok, k.view(), v.view()));
+    Problem bad_index = ok;
+    bad_index.index = {0, 1, 2, 3, 4, 5, 6, 7, 8, 10};  // 10 is past the cache
+    EXPECT_THROW(call(bad_index, k.view(), v.view()), std::invalid_argument);
+    Problem too_many(4, 4, 16, 1, 11, 85);  // 11 cells listed, 10 stored
+    EXPECT_THROW(call(too_many, k.view(), v.view()), std::invalid_argument);
+    KvView narrow = k.view();
+    narrow.head_stride = 8;  // smaller than head_dim
+    EXPECT_THROW(call(ok, narrow, v.view()), std::invalid_argument);
+    KvView null_data = k.view();
+    null_data.data = nullptr;
+    EXPECT_THROW(call(ok, null_data, v.view()), std::invalid_argument);
+}
+
+TEST(Attention, AlibiSlopesFollowGgml) {
+    // 8 heads (a power of two), max_bias 8: slope of head h is 2^-(h+1).
+    for (int64_t h = 0; h < 8; ++h) {
+        EXPECT_FLOAT_EQ(alibi_slope(h, 8, 8.0f), std::pow(2.0f, -static_cast<float>(h + 1)));
+    }
+    // 12 heads: the first 8 as above, then odd steps of the half-bias sequence 2^-(0.5 (2k+1)).
+    EXPECT_FLOAT_EQ(alibi_slope(8, 12, 8.0f), std::pow(2.0f, -0.5f));
+    EXPECT_FLOAT_EQ(alibi_slope(9, 12, 8.0f), std::pow(2.0f, -1.5f));
+    EXPECT_EQ(alibi_slope(3, 8, 0.0f), 1.0f);
+}
+
+}  // namespace
+}  // namespace ggufd::kernels

@@ -1,0 +1,243 @@
+#include "engine/kernels/threadpool.h"
+
+#include <gtest/gtest.h>
+
+#include <dirent.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include <atomic>
+#include <chrono>
+#include <fstream>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace ggufd::kernels {
+namespace {
+
+// Runs parallel_for and checks every task ran exactly once with a valid thread index.
+void expect_each_task_once(ThreadPool& pool, int64_t n, int64_t chunk) {
+    std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+    std::atomic<int> bad_thread{0};
+    std::atomic<int> bad_range{0};
+    pool.parallel_for(n, chunk, [&](int64_t begin, int64_t end, int thread) {
+        if (thread < 0 || thread >= pool.size()) bad_thread.fetch_add(1);
+        if (begin < 0 || end > n || begin >= end || (chunk > 0 && end - begin > chunk)) {
+            bad_range.fetch_add(1);
+            return;
+        }
+        for (int64_t i = begin; i < end; ++i) hits[static_cast<size_t>(i)].fetch_add(1);
+    });
+    EXPECT_EQ(bad_thread.load(), 0);
+    EXPECT_EQ(bad_range.load(), 0);
+    for (int64_t i = 0; i < n; ++i) {
+        ASSERT_EQ(hits[static_cast<size_t>(i)].load(), 1) << "task " << i << " of " << n;
+    }
+}
+
+TEST(ThreadPool, RunsEveryTaskExactlyOnce) {
+    for (int threads : {1, 2, 3, 4}) {
+        ThreadPool pool(threads);
+        ASSERT_EQ(pool.size(), threads);
+        for (int64_t n : {1, 2, 3, 7, 64, 100, 1000, 4099}) {
+            for (int64_t chunk : {0, 1, 3, 64, 5000}) {
+                SCOPED_TRACE("threads=" + std::to_string(threads) + " n=" + std::to_string(n) +
+                             " chunk=" + std::to_string(chunk));
+                expect_each_task_once(pool, n, chunk);
+            }
+        }
+    }
+}
+
+TEST(ThreadPool, EmptyRangeDoesNothing) {
+    ThreadPool pool(2);
+    int calls = 0;
+    pool.parallel_for(0, [&](int64_t, int64_t, int) { ++calls; });
+    pool.parallel_for(-5, [&](int64_t, int64_t, int) { ++calls; });
+    EXPECT_EQ(calls, 0);
+}
+
+TEST(ThreadPool, SingleChunkRunsOnTheCaller) {
+    ThreadPool pool(3);
+    const auto caller = std::this_thread::get_id();
+    std::thread::id ran_on;
+    int index = -1;
+    pool.parallel_for(10, 10, [&](int64_t, int64_t, int thread) {
+        ran_on = std::this_thread::get_id();
+        index = thread;
+    });
+    EXPECT_EQ(ran_on, caller);
+    EXPECT_EQ(index, 0);
+}
+
+TEST(ThreadPool, WorkersShareTheWork) {
+    // With tasks that wait until two distinct threads have started, the job can only finish if
+    // at least one worker takes part besides the caller.
+    ThreadPool pool(2);
+    std::atomic<int> started{0};
+    std::vector<std::atomic<int>> by_thread(2);
+    pool.parallel_for(2, 1, [&](int64_t, int64_t, int thread) {
+        by_thread[static_cast<size_t>(thread)].fetch_add(1);
+        started.fetch_add(1);
+        while (started.load() < 2) std::this_thread::yield();
+    });
+    EXPECT_EQ(by_thread[0].load(), 1);
+    EXPECT_EQ(by_thread[1].load(), 1);
+}
+
+TEST(ThreadPool, SumsManySmallJobsCorrectly) {
+    // Many back-to-back dispatches: the pattern of a decode step, and the one where a worker
+    // still finishing job k could race with job k+1 being posted.
+    ThreadPool pool(3);
+    for (int round = 0; round < 3000; ++round) {
+        const int64_t n = 1 + round % 97;
+        std::atomic<int64_t> sum{0};
+        pool.parallel_for(n, 1 + round % 5, [&](int64_t begin, int64_t end, int) {
+            int64_t local = 0;
+            for (int64_t i = begin; i < end; ++i) local += i + 1;
+            sum.fetch_add(local);
+        });
+        ASSERT_EQ(sum.load(), n * (n + 1) / 2) << "round " << round;
+    }
+}
+
+TEST(ThreadPool, PropagatesExceptionsAndStaysUsable) {
+    ThreadPool pool(3);
+    for (int attempt = 0; attempt < 20; ++attempt) {
+        std::atomic<int> ran{0};
+        try {
+            pool.parallel_for(100, 1, [&](int64_t begin, int64_t, int) {
+                ran.fetch_add(1);
+                if (begin == 37) throw std::runtime_error("task 37 failed");
+            });
+            FAIL() << "no exception";
+        } catch (const std::runtime_error& e) {
+            EXPECT_STREQ(e.what(), "task 37 failed");
+        }
+        EXPECT_GE(ran.load(), 1);
+        expect_each_task_once(pool, 500, 7);
+    }
+}
+
+TEST(ThreadPool, ExceptionFromSingleThreadPool) {
+    ThreadPool pool(1);
+    EXPECT_THROW(pool.parallel_for(10, [](int64_t, int64_t, int) { throw std::logic_error("x"); }),
+                 std::logic_error);
+}
+
+TEST(ThreadPool, NestedCallsRunInline) {
+    ThreadPool pool(3);
+    std::vector<std::atomic<int>> hits(50 * 20);
+    std::atomic<int> wrong_thread{0};
+    pool.parallel_for(50, 1, [&](int64_t begin, int64_t end, int outer_thread) {
+        for (int64_t i = begin; i < end; ++i) {
+            pool.parallel_for(20, 3, [&](int64_t b, int64_t e, int inner_thread) {
+                if (inner_thread != outer_thread) wrong_thread.fetch_add(1);
+                for (int64_t j = b; j < e; ++j) hits[static_cast<size_t>(i * 20 + j)].fetch_add(1);
+            });
+        }
+    });
+    EXPECT_EQ(wrong_thread.load(), 0);
+    for (auto& h : hits) ASSERT_EQ(h.load(), 1);
+}
+
+TEST(ThreadPool, ConcurrentCallersAreSerialisedCorrectly) {
+    ThreadPool pool(2);
+    std::vector<std::thread> callers;
+    std::atomic<int> failures{0};
+    for (int c = 0; c < 4; ++c) {
+        callers.emplace_back([&, c] {
+            for (int round = 0; round < 200; ++round) {
+                const int64_t n = 10 + (round * 7 + c) % 300;
+                std::atomic<int64_t> sum{0};
+                pool.parallel_for(n, 4, [&](int64_t begin, int64_t end, int) {
+                    for (int64_t i = begin; i < end; ++i) sum.fetch_add(i);
+                });
+                if (sum.load() != n * (n - 1) / 2) failures.fetch_add(1);
+            }
+        });
+    }
+    for (auto& t : callers) t.join();
+    EXPECT_EQ(failures.load(), 0);
+}
+
+TEST(ThreadPool, CurrentThreadIndexMatchesTheTaskArgument) {
+    ThreadPool pool(3);
+    std::atomic<int> mismatches{0};
+    pool.parallel_for(300, 1, [&](int64_t, int64_t, int thread) {
+        if (ThreadPool::current_thread_index() != thread) mismatches.fetch_add(1);
+    });
+    EXPECT_EQ(mismatches.load(), 0);
+    EXPECT_EQ(ThreadPool::current_thread_index(), 0);
+}
+
+TEST(ThreadPool, CreateAndDestroyRepeatedly) {
+    // Shutdown must join both spinning and sleeping workers, and a pool destroyed right after a
+    // job must not leave a worker touching it.
+    for (int i = 0; i < 50; ++i) {
+        ThreadPool pool(1 + i % 4);
+        if (i % 2 == 0) expect_each_task_once(pool, 33, 2);
+        if (i % 10 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+}
+
+TEST(ThreadPool, RejectsNegativeThreadCount) {
+    EXPECT_THROW(ThreadPool(-1), std::invalid_argument);
+}
+
+TEST(ThreadPool, DefaultSizeIsPhysicalCores) {
+    const int cores = physical_core_count();
+    EXPECT_GE(cores, 1);
+    const unsigned hw = std::thread::hardware_concurrency();
+    if (hw > 0) {
+        EXPECT_LE(cores, static_cast<int>(hw));
+    }
+    ThreadPool pool;
+    EXPECT_EQ(pool.size(), cores);
+}
+
+// States ('R', 'S', ...) of this process's threads other than the calling one.
+std::vector<char> other_thread_states() {
+    std::vector<char> states;
+    const long self = syscall(SYS_gettid);
+    DIR* dir = opendir("/proc/self/task");
+    if (!dir) return states;
+    while (dirent* entry = readdir(dir)) {
+        const std::string name = entry->d_name;
+        if (name == "." || name == ".." || std::stol(name) == self) continue;
+        std::ifstream stat("/proc/self/task/" + name + "/stat");
+        std::string line;
+        std::getline(stat, line);
+        const auto paren = line.rfind(')');
+        if (paren != std::string::npos && paren + 2 < line.size())
+            states.push_back(line[paren + 2]);
+    }
+    closedir(dir);
+    return states;
+}
+
+TEST(ThreadPool, IdleWorkersStopSpinning) {
+    if (DIR* dir = opendir("/proc/self/task")) {
+        closedir(dir);
+    } else {
+        GTEST_SKIP() << "no /proc/self/task";
+    }
+    const size_t before = other_thread_states().size();
+    ThreadPool pool(3);
+    expect_each_task_once(pool, 100, 1);
+    // Workers spin for a fraction of a millisecond and then sleep; allow ample time for that.
+    bool all_asleep = false;
+    for (int i = 0; i < 1000 && !all_asleep; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        const auto states = other_thread_states();
+        int sleeping = 0;
+        for (char s : states) sleeping += s == 'S';
+        all_asleep = states.size() == before + 2 && sleeping == static_cast<int>(states.size());
+    }
+    EXPECT_TRUE(all_asleep);
+    expect_each_task_once(pool, 100, 1);  // and they wake up again
+}
+
+}  // namespace
+}  // namespace ggufd::kernels

@@ -1,0 +1,62 @@
+// gguf-inspect FILE [--json] [--validate]: show what a GGUF file holds, or check that it is valid.
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "gguf/file.h"
+#include "gguf/inspect.h"
+
+namespace {
+
+int usage() {
+    std::fprintf(stderr,
+                 "usage: gguf-inspect FILE [--json] [--validate] [--array-items N]\n"
+                 "  --json          print one JSON document instead of text\n"
+                 "  --validate      only check the file: exit 0 if valid, 1 with the error if not\n"
+                 "  --array-items N entries of long arrays to show (default 8)\n");
+    return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    std::string path;
+    bool json = false, validate = false;
+    size_t array_items = 8;
+    for (int i = 1; i < argc; ++i) {
+        const std::string arg = argv[i];
+        if (arg == "--json")
+            json = true;
+        else if (arg == "--validate")
+            validate = true;
+        else if (arg == "--array-items" && i + 1 < argc)
+            array_items = std::stoul(argv[++i]);
+        else if (arg == "-h" || arg == "--help")
+            return usage();
+        else if (!arg.starts_with("--") && path.empty())
+            path = arg;
+        else
+            return usage();
+    }
+    if (path.empty()) return usage();
+
+    try {
+        const gguf::File file = gguf::File::open(path);
+        if (validate) {
+            std::printf("%s: valid GGUF v%u, %zu metadata entries, %zu tensors\n", path.c_str(),
+                        file.version(), file.metadata().size(), file.tensors().size());
+            return 0;
+        }
+        if (json) {
+            std::printf("%s\n", gguf::describe_json(file, array_items)
+                                    .dump(2, ' ', false, nlohmann::json::error_handler_t::replace)
+                                    .c_str());
+        } else {
+            std::fputs(gguf::describe_text(file, array_items).c_str(), stdout);
+        }
+        return 0;
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "gguf-inspect: %s\n", e.what());
+        return 1;
+    }
+}
