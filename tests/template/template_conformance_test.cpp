@@ -1,0 +1,124 @@
+// Every case of ../shared/conformance/chat_templates/cases.jsonl (rendered by real Jinja2 the
+// way Hugging Face renders chat templates) must render to exactly `expected`, or fail where the
+// case records an `error`.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "engine/template/chat_template.h"
+#include "tests/support/conformance.h"
+
+namespace {
+
+using ggufd::tmpl::RenderOptions;
+using ggufd::tmpl::Template;
+using ggufd::tmpl::TemplateError;
+
+struct Case {
+    std::string name;  // test name: template and case, sanitized
+    std::string template_file;
+    nlohmann::ordered_json context;
+    bool expect_error = false;
+    std::string expected;
+};
+
+// Keeps gtest from dumping the struct's bytes when naming a failing case.
+void PrintTo(const Case& c, std::ostream* os) {
+    *os << c.name;
+}
+
+std::string sanitize(const std::string& s) {
+    std::string out;
+    for (char c : s) out += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+    return out;
+}
+
+std::vector<Case> load_cases() {
+    std::vector<Case> cases;
+    std::filesystem::path dir = ggufd::testing::conformance_dir();
+    if (dir.empty()) return cases;
+    std::ifstream in(dir / "chat_templates" / "cases.jsonl");
+    std::string line;
+    while (std::getline(in, line)) {
+        if (line.empty()) continue;
+        auto j = nlohmann::ordered_json::parse(line);
+        Case c;
+        c.template_file = j.at("template").get<std::string>();
+        std::string stem = c.template_file.substr(0, c.template_file.rfind('.'));
+        c.name = sanitize(stem + "__" + j.at("case").get<std::string>());
+        c.context = j.at("context");
+        if (j.contains("error")) {
+            c.expect_error = true;
+        } else {
+            c.expected = j.at("expected").get<std::string>();
+        }
+        cases.push_back(std::move(c));
+    }
+    return cases;
+}
+
+const std::vector<Case>& all_cases() {
+    static const std::vector<Case> cases = load_cases();
+    return cases;
+}
+
+// The conformance data was rendered with strftime_now fixed at 2024-07-26 12:00:00.
+std::tm fixed_time() {
+    std::tm tm{};
+    tm.tm_year = 2024 - 1900;
+    tm.tm_mon = 6;
+    tm.tm_mday = 26;
+    tm.tm_hour = 12;
+    std::time_t t = timegm(&tm);  // fills in weekday and day of year
+    gmtime_r(&t, &tm);
+    return tm;
+}
+
+const Template& compiled(const std::filesystem::path& file) {
+    static std::map<std::string, Template> cache;
+    auto it = cache.find(file.string());
+    if (it == cache.end()) {
+        std::ifstream in(file, std::ios::binary);
+        std::stringstream ss;
+        ss << in.rdbuf();
+        it = cache.emplace(file.string(), Template::compile(ss.str())).first;
+    }
+    return it->second;
+}
+
+class ChatTemplateConformance : public ::testing::TestWithParam<Case> {};
+
+TEST_P(ChatTemplateConformance, RendersLikeJinja2) {
+    GGUFD_REQUIRE_CONFORMANCE(dir);
+    const Case& c = GetParam();
+    const Template& t = compiled(dir / "chat_templates" / "templates" / c.template_file);
+    RenderOptions options;
+    options.now = fixed_time;
+    if (c.expect_error) {
+        EXPECT_THROW(t.render(c.context, options), TemplateError);
+        return;
+    }
+    std::string out;
+    try {
+        out = t.render(c.context, options);
+    } catch (const TemplateError& e) {
+        FAIL() << "render failed: " << e.what();
+    }
+    EXPECT_EQ(out, c.expected);
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, ChatTemplateConformance, ::testing::ValuesIn(all_cases()),
+                         [](const ::testing::TestParamInfo<Case>& p) { return p.param.name; });
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(ChatTemplateConformance);
+
+// Guards against the parameterized suite silently shrinking to nothing.
+TEST(ChatTemplateConformanceData, CasesArePresent) {
+    GGUFD_REQUIRE_CONFORMANCE(dir);
+    EXPECT_GE(all_cases().size(), 300u);
+}
+
+}  // namespace
