@@ -9,9 +9,16 @@
 
 namespace ggufd::run {
 
+int cmd_tokenize(Args args);
+int cmd_detokenize(Args args);
+
 std::span<const Command> commands() {
     // Subcommands are added here as their modules land.
-    static const std::array<Command, 0> table{};
+    static const std::array<Command, 2> table{{
+        {"tokenize", "tokenize --model M (--text T | --text-file F) [--no-bos] [--parse-special]",
+         cmd_tokenize},
+        {"detokenize", "detokenize --model M --ids \"1 2 3\"", cmd_detokenize},
+    }};
     return table;
 }
 
