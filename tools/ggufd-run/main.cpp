@@ -9,10 +9,17 @@
 
 namespace ggufd::run {
 
+// Each subcommand lives in cmd_<name>.cpp.
 int cmd_logits(Args args);
+int cmd_tokenize(Args args);
+int cmd_detokenize(Args args);
 
 std::span<const Command> commands() {
     static const std::array table = {
+        Command{"tokenize",
+                "tokenize --model M (--text T | --text-file F) [--no-bos] [--parse-special]",
+                cmd_tokenize},
+        Command{"detokenize", "detokenize --model M --ids \"1 2 3\"", cmd_detokenize},
         Command{"logits", "logits --model M --tokens-file F --out OUT.f32 [--threads N]",
                 cmd_logits},
     };

@@ -1,0 +1,502 @@
+// Encoding and decoding follow llama.cpp's llama-vocab.cpp (read, not copied): special-token
+// partitioning, the SentencePiece bigram merge by score and the byte-level BPE merge by rank, the
+// dummy-prefix rules and the detokenizer's leading-space and clean-up handling.
+#include "engine/tokenizer/tokenizer.h"
+
+#include <algorithm>
+#include <climits>
+#include <cstdio>
+
+#include "engine/tokenizer/unicode.h"
+#include "gguf/file.h"
+
+namespace ggufd::tok {
+
+namespace {
+
+constexpr std::string_view kSpmSpace = "\xE2\x96\x81";  // U+2581, SentencePiece's space
+
+std::string escape_spaces(std::string_view text, bool prefix) {
+    std::string out;
+    out.reserve(text.size() + text.size() / 4 + 3);
+    if (prefix) out.append(kSpmSpace);
+    for (char c : text) {
+        if (c == ' ') {
+            out.append(kSpmSpace);
+        } else {
+            out.push_back(c);
+        }
+    }
+    return out;
+}
+
+std::string unescape_spaces(std::string_view text) {
+    std::string out;
+    out.reserve(text.size());
+    size_t i = 0;
+    while (i < text.size()) {
+        if (text.compare(i, kSpmSpace.size(), kSpmSpace) == 0) {
+            out.push_back(' ');
+            i += kSpmSpace.size();
+        } else {
+            out.push_back(text[i++]);
+        }
+    }
+    return out;
+}
+
+// Byte-level BPE token text -> the bytes it stands for. A code point that stands for no byte (not
+// produced by the byte encoder, so only in odd vocabularies) is kept as its own UTF-8.
+std::string bytes_of_bpe_text(std::string_view text) {
+    std::string out;
+    out.reserve(text.size());
+    for (uint32_t cp : unicode::decode_lenient(text)) {
+        const int b = unicode::code_point_to_byte(cp);
+        if (b >= 0) {
+            out.push_back(static_cast<char>(b));
+        } else {
+            unicode::append_utf8(out, cp);
+        }
+    }
+    return out;
+}
+
+// Hugging Face's clean_up_tokenization_spaces, byte for byte as the reference applies it.
+std::string clean_up_spaces(std::string text) {
+    // " ?", " !", " .", " ," lose their space.
+    std::string a;
+    a.reserve(text.size());
+    for (size_t i = 0; i < text.size(); ++i) {
+        const char x = text[i];
+        if (i > 0 && text[i - 1] == ' ' && (x == '?' || x == '!' || x == '.' || x == ',')) {
+            a.pop_back();
+        }
+        a.push_back(x);
+    }
+    // " ' " becomes "'": a lone apostrophe between spaces loses both.
+    std::string b;
+    b.reserve(a.size());
+    for (size_t i = 0; i < a.size(); ++i) {
+        const char x = a[i];
+        if (i > 0 && x == '\'' && i + 1 < a.size() && a[i - 1] == ' ' && a[i + 1] == ' ') {
+            b.pop_back();
+            b.push_back(x);
+            a[++i] = '\0';  // the space after is dropped, and no longer counts as a space
+            continue;
+        }
+        b.push_back(x);
+    }
+    // " 's", " 'm", " 're", " 've" lose their space (" 't", " 'd", " 'll" keep it).
+    std::string c;
+    c.reserve(b.size());
+    for (size_t i = 0; i < b.size(); ++i) {
+        const char x = b[i];
+        if (i > 0 && b[i - 1] == ' ' && x == '\'' && i + 1 < b.size()) {
+            const char x1 = b[i + 1];
+            const char x2 = i + 2 < b.size() ? b[i + 2] : '\0';
+            if (x1 == 's' || x1 == 'm') {
+                c.pop_back();
+            } else if (x1 != 't' && x1 != 'd' && i + 2 < b.size() &&
+                       ((x1 == 'r' && x2 == 'e') || (x1 == 'v' && x2 == 'e'))) {
+                c.pop_back();
+            }
+        }
+        c.push_back(x);
+    }
+    return c;
+}
+
+// A merge candidate between two adjacent symbols. SPM orders by score (highest first), BPE by
+// rank (lowest first); ties go to the leftmost pair.
+struct SpmBigram {
+    float score;
+    int32_t left, right;
+    size_t size;
+};
+struct SpmOrder {
+    bool operator()(const SpmBigram& a, const SpmBigram& b) const {
+        return a.score < b.score || (a.score == b.score && a.left > b.left);
+    }
+};
+
+struct BpeBigram {
+    int32_t rank;
+    int32_t left, right;
+    int32_t left_id, right_id;
+};
+struct BpeOrder {
+    bool operator()(const BpeBigram& a, const BpeBigram& b) const {
+        return a.rank > b.rank || (a.rank == b.rank && a.left > b.left);
+    }
+};
+
+}  // namespace
+
+Tokenizer::Tokenizer(Vocab vocab) : vocab_(std::move(vocab)) {
+    const int32_t n = vocab_.size();
+    pieces_.resize(static_cast<size_t>(n));
+    for (int32_t id = 0; id < n; ++id) {
+        const TokenData& t = vocab_.token(id);
+        std::string& piece = pieces_[static_cast<size_t>(id)];
+        if (t.attrs & (attr::kUnknown | attr::kControl | attr::kUserDefined)) {
+            piece = t.text;
+        } else if (t.attrs & attr::kNormal) {
+            piece = vocab_.type() == VocabType::Spm ? unescape_spaces(t.text)
+                                                    : bytes_of_bpe_text(t.text);
+        } else if (t.attrs & attr::kByte) {
+            piece = t.byte >= 0 ? std::string(1, static_cast<char>(t.byte)) : t.text;
+        }
+        // Unused and undefined tokens decode to nothing.
+    }
+
+    literal_rank_.assign(static_cast<size_t>(n), UINT32_MAX);
+    trie_.emplace_back();
+    const auto& literals = vocab_.literal_tokens();
+    for (size_t rank = 0; rank < literals.size(); ++rank) {
+        const int32_t id = literals[rank];
+        literal_rank_[static_cast<size_t>(id)] = static_cast<uint32_t>(rank);
+        uint32_t node = 0;
+        for (char c : vocab_.token(id).text) {
+            const auto byte = static_cast<uint8_t>(c);
+            const auto it = trie_[node].next.find(byte);
+            if (it != trie_[node].next.end()) {
+                node = it->second;
+            } else {
+                const auto child = static_cast<uint32_t>(trie_.size());
+                trie_[node].next.emplace(byte, child);
+                trie_.emplace_back();
+                node = child;
+            }
+        }
+        trie_[node].tokens.push_back(id);
+    }
+}
+
+Tokenizer Tokenizer::from_file(const std::filesystem::path& path) {
+    const gguf::File file = gguf::File::open(path);
+    return Tokenizer(Vocab::from_gguf(file));
+}
+
+Tokenizer::Tokenizer(Tokenizer&&) noexcept = default;
+Tokenizer& Tokenizer::operator=(Tokenizer&&) noexcept = default;
+Tokenizer::~Tokenizer() = default;
+
+bool Tokenizer::is_control(int32_t id) const {
+    return vocab_.valid(id) && (vocab_.token(id).attrs & attr::kControl);
+}
+
+// --- special tokens in raw text -----------------------------------------------------------------
+
+std::vector<int32_t> Tokenizer::literal_tokens_in(std::string_view text, bool parse_special) const {
+    std::vector<int32_t> found;
+    if (trie_.size() <= 1) return found;
+    const TrieNode& root = trie_[0];
+    for (size_t start = 0; start < text.size(); ++start) {
+        auto it = root.next.find(static_cast<uint8_t>(text[start]));
+        if (it == root.next.end()) continue;
+        for (size_t i = start + 1;; ++i) {
+            const TrieNode& node = trie_[it->second];
+            for (int32_t id : node.tokens) {
+                const bool needs_parse = vocab_.token(id).attrs & (attr::kControl | attr::kUnknown);
+                if (parse_special || !needs_parse) found.push_back(id);
+            }
+            if (i >= text.size()) break;
+            it = node.next.find(static_cast<uint8_t>(text[i]));
+            if (it == node.next.end()) break;
+        }
+    }
+    std::sort(found.begin(), found.end(), [&](int32_t a, int32_t b) {
+        return literal_rank_[static_cast<size_t>(a)] < literal_rank_[static_cast<size_t>(b)];
+    });
+    found.erase(std::unique(found.begin(), found.end()), found.end());
+    return found;
+}
+
+// Splits text at occurrences of special tokens the way the reference does: token by token, longest
+// text first, each one cutting every raw piece left by the previous ones at all its occurrences.
+std::vector<Tokenizer::Fragment> Tokenizer::partition(std::string_view text,
+                                                      bool parse_special) const {
+    std::vector<Fragment> fragments;
+    if (text.empty()) return fragments;
+    fragments.push_back({kNoToken, 0, text.size()});
+    std::vector<Fragment> next;
+    for (int32_t id : literal_tokens_in(text, parse_special)) {
+        const std::string& needle = vocab_.token(id).text;
+        next.clear();
+        for (const Fragment& f : fragments) {
+            if (f.token != kNoToken) {
+                next.push_back(f);
+                continue;
+            }
+            const std::string_view raw = text.substr(f.begin, f.length);
+            size_t pos = 0;
+            while (pos < raw.size()) {
+                const size_t hit = raw.find(needle, pos);
+                if (hit == std::string_view::npos) break;
+                if (hit > pos) next.push_back({kNoToken, f.begin + pos, hit - pos});
+                next.push_back({id, f.begin + hit, needle.size()});
+                pos = hit + needle.size();
+            }
+            if (pos < raw.size()) next.push_back({kNoToken, f.begin + pos, raw.size() - pos});
+        }
+        fragments.swap(next);
+    }
+    return fragments;
+}
+
+// --- encoding -----------------------------------------------------------------------------------
+
+std::vector<int32_t> Tokenizer::encode(std::string_view text, const EncodeOptions& options) const {
+    const bool add_bos = options.add_bos.value_or(vocab_.add_bos());
+    const bool add_eos = options.add_eos.value_or(vocab_.add_eos());
+    std::vector<int32_t> out;
+    out.reserve(text.size() / 3 + 2);
+    if (add_bos) {
+        if (bos() == kNoToken) throw Error("BOS requested but the vocabulary has no BOS token");
+        out.push_back(bos());
+    }
+    // SPM puts the dummy space before the text and again after every special token.
+    bool after_special = true;
+    for (const Fragment& f : partition(text, options.parse_special)) {
+        if (f.token != kNoToken) {
+            out.push_back(f.token);
+            after_special = true;
+            continue;
+        }
+        const std::string_view raw = text.substr(f.begin, f.length);
+        if (vocab_.type() == VocabType::Spm) {
+            encode_spm(escape_spaces(raw, vocab_.add_space_prefix() && after_special), out);
+        } else {
+            encode_bpe(raw, out);
+        }
+        after_special = false;
+    }
+    if (add_eos) {
+        if (eos() == kNoToken) throw Error("EOS requested but the vocabulary has no EOS token");
+        out.push_back(eos());
+    }
+    return out;
+}
+
+void Tokenizer::push_byte(uint8_t byte, std::vector<int32_t>& out) const {
+    int32_t id = vocab_.byte_token(byte);
+    if (id == kNoToken) id = vocab_.special().unk;
+    if (id == kNoToken) {
+        char buf[8];
+        std::snprintf(buf, sizeof buf, "0x%02X", byte);
+        throw Error(std::string("cannot encode byte ") + buf +
+                    ": the vocabulary has neither a byte token for it nor an unknown token");
+    }
+    out.push_back(id);
+}
+
+// SentencePiece BPE: start from single characters and repeatedly merge the adjacent pair whose
+// merged text is the token with the highest score; what stays unknown falls back to byte tokens.
+void Tokenizer::encode_spm(std::string_view text, std::vector<int32_t>& out) const {
+    struct Symbol {
+        int32_t prev, next;
+        size_t start, length;  // bytes of `text`; length 0 once merged into its left neighbour
+    };
+    std::vector<Symbol> symbols;
+    symbols.reserve(text.size());
+    for (size_t offset = 0; offset < text.size();) {
+        const size_t len = std::min(unicode::sequence_length(static_cast<uint8_t>(text[offset])),
+                                    text.size() - offset);
+        const auto index = static_cast<int32_t>(symbols.size());
+        symbols.push_back({index - 1, offset + len == text.size() ? -1 : index + 1, offset, len});
+        offset += len;
+    }
+    if (symbols.empty()) return;
+
+    std::vector<SpmBigram> queue;
+    auto try_pair = [&](int32_t left, int32_t right) {
+        if (left < 0 || right < 0) return;
+        const Symbol& l = symbols[static_cast<size_t>(left)];
+        const Symbol& r = symbols[static_cast<size_t>(right)];
+        const size_t size = l.length + r.length;
+        const int32_t id = vocab_.find(text.substr(l.start, size));
+        if (id == kNoToken) return;
+        queue.push_back({vocab_.token(id).score, left, right, size});
+        std::push_heap(queue.begin(), queue.end(), SpmOrder{});
+    };
+    for (int32_t i = 1; i < static_cast<int32_t>(symbols.size()); ++i) try_pair(i - 1, i);
+
+    while (!queue.empty()) {
+        std::pop_heap(queue.begin(), queue.end(), SpmOrder{});
+        const SpmBigram bigram = queue.back();
+        queue.pop_back();
+        Symbol& l = symbols[static_cast<size_t>(bigram.left)];
+        Symbol& r = symbols[static_cast<size_t>(bigram.right)];
+        // Stale: one side was merged away or grew since the pair was queued.
+        if (l.length == 0 || r.length == 0 || l.length + r.length != bigram.size) continue;
+        l.length += r.length;
+        r.length = 0;
+        l.next = r.next;
+        if (r.next >= 0) symbols[static_cast<size_t>(r.next)].prev = bigram.left;
+        try_pair(l.prev, bigram.left);
+        try_pair(bigram.left, l.next);
+    }
+
+    for (int32_t i = 0; i != -1; i = symbols[static_cast<size_t>(i)].next) {
+        const Symbol& s = symbols[static_cast<size_t>(i)];
+        const std::string_view piece = text.substr(s.start, s.length);
+        const int32_t id = vocab_.find(piece);
+        if (id != kNoToken) {
+            out.push_back(id);
+        } else {
+            for (char c : piece) push_byte(static_cast<uint8_t>(c), out);
+        }
+    }
+}
+
+// Byte-level BPE: pre-tokenize into words, map each word's bytes to their printable stand-ins and
+// merge adjacent symbols by merge rank.
+void Tokenizer::encode_bpe(std::string_view text, std::vector<int32_t>& out) const {
+    const std::vector<uint32_t> cps = unicode::decode_lenient(text);
+    const std::vector<Span> words = pre_tokenize(vocab_.pre_tokenizer(), cps);
+
+    struct Symbol {
+        int32_t prev, next;
+        int32_t id;  // kNoToken: a byte the vocabulary has no token for
+        bool alive;
+    };
+    std::string bytes;
+    std::string encoded;
+    std::vector<Symbol> symbols;
+    std::vector<BpeBigram> queue;
+
+    for (const Span& w : words) {
+        bytes.clear();
+        for (uint32_t i = w.begin; i < w.end; ++i) unicode::append_utf8(bytes, cps[i]);
+
+        if (vocab_.ignore_merges()) {
+            encoded.clear();
+            for (char c : bytes) {
+                unicode::append_utf8(encoded, unicode::byte_to_code_point(static_cast<uint8_t>(c)));
+            }
+            const int32_t id = vocab_.find(encoded);
+            if (id != kNoToken) {
+                out.push_back(id);
+                continue;
+            }
+        }
+
+        symbols.clear();
+        queue.clear();
+        const auto n = static_cast<int32_t>(bytes.size());
+        for (int32_t i = 0; i < n; ++i) {
+            symbols.push_back(
+                {i - 1, i + 1 < n ? i + 1 : -1,
+                 vocab_.byte_token(static_cast<uint8_t>(bytes[static_cast<size_t>(i)])), true});
+        }
+        auto try_pair = [&](int32_t left, int32_t right) {
+            if (left < 0 || right < 0) return;
+            const int32_t l = symbols[static_cast<size_t>(left)].id;
+            const int32_t r = symbols[static_cast<size_t>(right)].id;
+            if (l == kNoToken || r == kNoToken) return;
+            const Vocab::Merge* m = vocab_.merge(l, r);
+            if (!m) return;
+            queue.push_back({m->rank, left, right, l, r});
+            std::push_heap(queue.begin(), queue.end(), BpeOrder{});
+        };
+        for (int32_t i = 1; i < n; ++i) try_pair(i - 1, i);
+
+        while (!queue.empty()) {
+            std::pop_heap(queue.begin(), queue.end(), BpeOrder{});
+            const BpeBigram bigram = queue.back();
+            queue.pop_back();
+            Symbol& l = symbols[static_cast<size_t>(bigram.left)];
+            Symbol& r = symbols[static_cast<size_t>(bigram.right)];
+            if (!l.alive || !r.alive || l.id != bigram.left_id || r.id != bigram.right_id) continue;
+            l.id = vocab_.merge(bigram.left_id, bigram.right_id)->result;
+            r.alive = false;
+            l.next = r.next;
+            if (r.next >= 0) symbols[static_cast<size_t>(r.next)].prev = bigram.left;
+            try_pair(l.prev, bigram.left);
+            try_pair(bigram.left, l.next);
+        }
+
+        for (int32_t i = 0; i != -1; i = symbols[static_cast<size_t>(i)].next) {
+            const Symbol& s = symbols[static_cast<size_t>(i)];
+            if (s.id != kNoToken) {
+                out.push_back(s.id);
+                continue;
+            }
+            // A byte without a token: the reference then looks up each byte of its stand-in's
+            // UTF-8 as a one-byte token and drops what it does not find.
+            std::string stand_in;
+            unicode::append_utf8(
+                stand_in,
+                unicode::byte_to_code_point(static_cast<uint8_t>(bytes[static_cast<size_t>(i)])));
+            for (char c : stand_in) {
+                const int32_t id = vocab_.find(std::string_view(&c, 1));
+                if (id != kNoToken) out.push_back(id);
+            }
+        }
+    }
+}
+
+// --- decoding -----------------------------------------------------------------------------------
+
+std::string Tokenizer::token_to_piece(int32_t id, bool render_special) const {
+    const TokenData& t = vocab_.token(id);  // validates the id
+    if (!render_special && (t.attrs & (attr::kControl | attr::kUnknown))) return {};
+    return pieces_[static_cast<size_t>(id)];
+}
+
+std::string Tokenizer::decode(std::span<const int32_t> ids, const DecodeOptions& options) const {
+    for (int32_t id : ids) vocab_.token(id);  // every id checked before any work
+    bool strip_space = options.strip_leading_space && vocab_.add_space_prefix();
+    if (options.remove_special && vocab_.add_bos() && !ids.empty() && ids.front() == bos()) {
+        strip_space = false;
+        ids = ids.subspan(1);
+    }
+    if (options.remove_special && vocab_.add_eos() && !ids.empty() && ids.back() == eos()) {
+        ids = ids.first(ids.size() - 1);
+    }
+    std::string text;
+    for (int32_t id : ids) {
+        const std::string piece = token_to_piece(id, options.render_special);
+        if (strip_space && !piece.empty() && piece.front() == ' ') {
+            text.append(piece, 1);
+        } else {
+            text += piece;
+        }
+        strip_space = false;
+    }
+    if (options.clean_spaces) text = clean_up_spaces(std::move(text));
+    if (options.validate_utf8) text = unicode::sanitize_utf8(text);
+    return text;
+}
+
+// --- streaming ----------------------------------------------------------------------------------
+
+StreamDecoder::StreamDecoder(const Tokenizer& tokenizer, Options options)
+    : tokenizer_(&tokenizer), options_(options) {}
+
+std::string StreamDecoder::push(int32_t id) {
+    std::string piece = tokenizer_->token_to_piece(id, options_.render_special);
+    if (first_ && options_.strip_leading_space && tokenizer_->vocab().add_space_prefix() &&
+        !piece.empty() && piece.front() == ' ') {
+        piece.erase(0, 1);
+    }
+    first_ = false;
+    pending_ += piece;
+    const size_t complete = unicode::complete_prefix_length(pending_);
+    std::string out = unicode::sanitize_utf8(std::string_view(pending_).substr(0, complete));
+    pending_.erase(0, complete);
+    return out;
+}
+
+std::string StreamDecoder::flush() {
+    std::string out = unicode::sanitize_utf8(pending_);
+    pending_.clear();
+    return out;
+}
+
+void StreamDecoder::reset() {
+    pending_.clear();
+    first_ = true;
+}
+
+}  // namespace ggufd::tok
