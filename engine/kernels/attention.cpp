@@ -12,8 +12,10 @@
 namespace ggufd::kernels {
 
 int64_t attention_scratch_floats(int64_t head_dim, int64_t n_heads) {
-    return n_heads * head_dim + n_heads * kAttentionBlock + head_dim + 2 * kAttentionBlock +
-           2 * n_heads;
+    // SIMD kernels: accumulators, block scores, ALiBi distances, running max and sum. The
+    // scalar kernel needs one row of head_dim, which this covers.
+    return n_heads * head_dim + n_heads * kAttentionBlock + kAttentionBlock + 2 * n_heads +
+           head_dim;
 }
 
 float alibi_slope(int64_t head, int64_t n_head, float max_bias) {

@@ -112,6 +112,18 @@ GGUFD_SIMD_FN float vmax_all(vf v) {
     return _mm_cvtss_f32(m);
 }
 
+// The four horizontal sums of a, b, c, d into out[0..3], sharing one reduction tree.
+GGUFD_SIMD_FN void vsum4(vf a, vf b, vf c, vf d, float* out) {
+    const __m256 abcd = _mm256_hadd_ps(_mm256_hadd_ps(a, b), _mm256_hadd_ps(c, d));
+    _mm_storeu_ps(out, _mm_add_ps(_mm256_castps256_ps128(abcd), _mm256_extractf128_ps(abcd, 1)));
+}
+
+// Bit i set when lane i of v equals x.
+GGUFD_SIMD_FN unsigned vmask_eq(vf v, float x) {
+    return static_cast<unsigned>(
+        _mm256_movemask_ps(_mm256_cmp_ps(v, _mm256_set1_ps(x), _CMP_EQ_OQ)));
+}
+
 // (x0, x1, x2, x3, ...) -> (x1, x0, x3, x2, ...)
 GGUFD_SIMD_FN vf vswap_pairs(vf x) {
     return _mm256_permute_ps(x, 0xb1);

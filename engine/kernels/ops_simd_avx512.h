@@ -101,6 +101,21 @@ GGUFD_SIMD_FN float vmax_all(vf v) {
     return _mm512_reduce_max_ps(v);
 }
 
+GGUFD_SIMD_FN __m256 fold_halves(vf v) {
+    return _mm256_add_ps(_mm512_castps512_ps256(v),
+                         _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+}
+// The four horizontal sums of a, b, c, d into out[0..3].
+GGUFD_SIMD_FN void vsum4(vf a, vf b, vf c, vf d, float* out) {
+    const __m256 abcd = _mm256_hadd_ps(_mm256_hadd_ps(fold_halves(a), fold_halves(b)),
+                                       _mm256_hadd_ps(fold_halves(c), fold_halves(d)));
+    _mm_storeu_ps(out, _mm_add_ps(_mm256_castps256_ps128(abcd), _mm256_extractf128_ps(abcd, 1)));
+}
+
+GGUFD_SIMD_FN unsigned vmask_eq(vf v, float x) {
+    return _mm512_cmp_ps_mask(v, _mm512_set1_ps(x), _CMP_EQ_OQ);
+}
+
 GGUFD_SIMD_FN vf vswap_pairs(vf x) {
     return _mm512_permute_ps(x, 0xb1);
 }

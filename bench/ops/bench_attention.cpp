@@ -1,0 +1,114 @@
+// Attention of one decode token over a KV cache (32 query heads, 4 KV heads, head_dim 64) at
+// context 512..4096, F16 and F32 caches, per SIMD level, on 1 thread and on a 2-thread pool.
+// Arguments: level (0 scalar, 1 AVX2, 2 AVX-512), context, F16 (1) or F32 (0), threads.
+#include <benchmark/benchmark.h>
+
+#include <cmath>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "engine/kernels/attention.h"
+#include "engine/kernels/float16.h"
+#include "engine/kernels/ops_kernels.h"
+#include "engine/kernels/threadpool.h"
+
+namespace ggufd::kernels {
+namespace {
+
+constexpr int64_t kHeads = 32, kKvHeads = 4, kDim = 64;
+
+void BM_AttentionDecode(benchmark::State& state) {
+    const auto level = static_cast<SimdLevel>(state.range(0));
+    if (!simd_level_supported(level)) {
+        state.SkipWithError("SIMD level not supported on this CPU");
+        return;
+    }
+    const int64_t ctx = state.range(1);
+    const bool f16 = state.range(2) != 0;
+    const int threads = static_cast<int>(state.range(3));
+    std::mt19937 rng(1);
+    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+    const size_t n_kv = static_cast<size_t>(ctx * kKvHeads * kDim);
+    std::vector<float> k32(n_kv), v32(n_kv), q(kHeads * kDim), out(kHeads * kDim);
+    for (auto& x : k32) x = dist(rng);
+    for (auto& x : v32) x = dist(rng);
+    for (auto& x : q) x = dist(rng);
+    std::vector<uint16_t> k16(n_kv), v16(n_kv);
+    for (size_t i = 0; i < n_kv; ++i) {
+        k16[i] = fp32_to_fp16(k32[i]);
+        v16[i] = fp32_to_fp16(v32[i]);
+    }
+    auto view = [&](const std::vector<float>& a, const std::vector<uint16_t>& b) {
+        return KvView{.data = f16 ? static_cast<const void*>(b.data()) : a.data(),
+                      .type = f16 ? KvType::f16 : KvType::f32,
+                      .n_cells = ctx,
+                      .cell_stride = kKvHeads * kDim,
+                      .head_stride = kDim};
+    };
+    std::vector<int32_t> pos(static_cast<size_t>(ctx));
+    std::iota(pos.begin(), pos.end(), 0);
+    const int32_t q_pos = static_cast<int32_t>(ctx - 1);
+    const KvCellList cells{.index = nullptr, .pos = pos.data(), .count = ctx};
+    AttentionParams p{.n_head = kHeads,
+                      .n_head_kv = kKvHeads,
+                      .head_dim = kDim,
+                      .scale = 1.0f / std::sqrt(static_cast<float>(kDim))};
+    ThreadPool pool(threads);
+    const OpKernels& kernels = op_kernels(level);
+    for (auto _ : state) {
+        attention_with(kernels, q.data(), &q_pos, 1, view(k32, k16), view(v32, v16), cells, p,
+                       out.data(), &pool);
+        benchmark::DoNotOptimize(out.data());
+    }
+    state.SetLabel(std::string(simd_level_name(level)) + (f16 ? " f16" : " f32"));
+    // K and V bytes read per call.
+    state.SetBytesProcessed(state.iterations() * 2 * static_cast<int64_t>(n_kv) * (f16 ? 2 : 4));
+}
+BENCHMARK(BM_AttentionDecode)
+    ->ArgNames({"level", "ctx", "f16", "threads"})
+    ->ArgsProduct({{0, 1, 2}, {512, 4096}, {1}, {1}})
+    ->ArgsProduct({{2}, {512, 1024, 2048, 4096}, {0, 1}, {1, 2}})
+    ->UseRealTime();
+
+// A 128-token prefill chunk attending causally over 512 cached cells.
+void BM_AttentionPrefill(benchmark::State& state) {
+    const auto level = static_cast<SimdLevel>(state.range(0));
+    if (!simd_level_supported(level)) {
+        state.SkipWithError("SIMD level not supported on this CPU");
+        return;
+    }
+    const int64_t ctx = 512, tokens = 128;
+    std::mt19937 rng(2);
+    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+    const size_t n_kv = static_cast<size_t>(ctx * kKvHeads * kDim);
+    std::vector<uint16_t> k16(n_kv), v16(n_kv);
+    for (auto& x : k16) x = fp32_to_fp16(dist(rng));
+    for (auto& x : v16) x = fp32_to_fp16(dist(rng));
+    std::vector<float> q(tokens * kHeads * kDim), out(q.size());
+    for (auto& x : q) x = dist(rng);
+    std::vector<int32_t> pos(ctx), q_pos(tokens);
+    std::iota(pos.begin(), pos.end(), 0);
+    std::iota(q_pos.begin(), q_pos.end(), static_cast<int32_t>(ctx - tokens));
+    const KvView k{k16.data(), KvType::f16, ctx, kKvHeads * kDim, kDim};
+    const KvView v{v16.data(), KvType::f16, ctx, kKvHeads * kDim, kDim};
+    const KvCellList cells{.index = nullptr, .pos = pos.data(), .count = ctx};
+    AttentionParams p{.n_head = kHeads,
+                      .n_head_kv = kKvHeads,
+                      .head_dim = kDim,
+                      .scale = 1.0f / std::sqrt(static_cast<float>(kDim))};
+    ThreadPool pool(static_cast<int>(state.range(1)));
+    for (auto _ : state) {
+        attention_with(op_kernels(level), q.data(), q_pos.data(), tokens, k, v, cells, p,
+                       out.data(), &pool);
+        benchmark::DoNotOptimize(out.data());
+    }
+    state.SetLabel(simd_level_name(level));
+}
+BENCHMARK(BM_AttentionPrefill)
+    ->ArgNames({"level", "threads"})
+    ->ArgsProduct({{1, 2}, {1, 2}})
+    ->UseRealTime();
+
+}  // namespace
+}  // namespace ggufd::kernels
