@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
+#include <iterator>
 #include <limits>
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace ggufd::sampling {
 namespace {
@@ -29,11 +31,15 @@ template <class T>
     throw std::invalid_argument(msg.str());
 }
 
-// Orders candidates best first; the id decides ties so every selection is deterministic.
-template <class C>
-inline bool better(const C& a, const C& b) {
-    return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
-}
+// Orders candidates best first; the id decides ties so every selection is deterministic. A
+// function object rather than a function pointer, so the standard algorithms inline it.
+struct Better {
+    template <class C>
+    bool operator()(const C& a, const C& b) const {
+        return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
+    }
+};
+constexpr Better better;
 
 // A min-heap (worst on top) keeping the k best of what is offered.
 template <class C>
@@ -47,11 +53,11 @@ class BestK {
     void offer(const C& c) {
         if (out_.size() < k_) {
             out_.push_back(c);
-            std::push_heap(out_.begin(), out_.end(), better<C>);
+            std::push_heap(out_.begin(), out_.end(), better);
         } else if (better(c, out_.front())) {
-            std::pop_heap(out_.begin(), out_.end(), better<C>);
+            std::pop_heap(out_.begin(), out_.end(), better);
             out_.back() = c;
-            std::push_heap(out_.begin(), out_.end(), better<C>);
+            std::push_heap(out_.begin(), out_.end(), better);
         }
     }
 
@@ -69,12 +75,38 @@ class BestK {
         }
     }
 
-    void sort_best_first() { std::sort_heap(out_.begin(), out_.end(), better<C>); }
+    void sort_best_first() { std::sort_heap(out_.begin(), out_.end(), better); }
 
   private:
     std::vector<C>& out_;
     size_t k_;
 };
+
+// Moves the `count` elements of [first, last) that come first under `less` (a strict total
+// order) to the front, in no particular order. For small counts one pass with a heap of the
+// best so far finds the count-th element and a partition moves the few winners forward: much
+// cheaper than nth_element shuffling the whole vocabulary.
+template <class It, class Less>
+void select_front(It first, It last, size_t count, Less less) {
+    const auto n = static_cast<size_t>(last - first);
+    if (count == 0 || count >= n) return;
+    if (count > 1024) {
+        std::nth_element(first, first + static_cast<std::ptrdiff_t>(count), last, less);
+        return;
+    }
+    const It mid = first + static_cast<std::ptrdiff_t>(count);
+    std::vector<typename std::iterator_traits<It>::value_type> best(first, mid);
+    std::make_heap(best.begin(), best.end(), less);  // the worst kept one on top
+    for (It it = mid; it != last; ++it) {
+        if (less(*it, best.front())) {
+            std::pop_heap(best.begin(), best.end(), less);
+            best.back() = *it;
+            std::push_heap(best.begin(), best.end(), less);
+        }
+    }
+    const auto pivot = best.front();
+    std::partition(first, last, [&](const auto& x) { return !less(pivot, x); });
+}
 
 // Moves the candidates that come first under `less` to the front, in order, until their
 // accumulated mass passes `target` (>= target, or > target when `strict`), and returns how many
@@ -88,7 +120,7 @@ size_t take_until(std::vector<C>& cand, Less less, Mass mass, double target, boo
     double cum = 0.0;
     while (done < n) {
         const size_t end = std::min(n, done + chunk);
-        if (end < n) std::nth_element(cand.begin() + done, cand.begin() + end, cand.end(), less);
+        if (end < n) select_front(cand.begin() + done, cand.end(), end - done, less);
         std::sort(cand.begin() + done, cand.begin() + end, less);
         for (size_t i = done; i < end; ++i) {
             cum += mass(cand[i]);
@@ -103,6 +135,45 @@ size_t take_until(std::vector<C>& cand, Less less, Mass mass, double target, boo
 // The max logit and sum(exp(logit - max)) of the candidates. Probabilities are formed as
 // exp(logit - max) / sum, never as exp(logit - log_z): with logits near FLT_MAX (+inf inputs)
 // max + log(sum) rounds away the log(sum).
+// Raises (best, best_id) to the largest sanitized logit in [begin, end), ties to the lowest id;
+// every id in the range is above best_id. Eight independent lanes: a single running maximum
+// would chain every comparison to the previous one and run at the compare-and-select latency.
+inline void argmax_range(std::span<const float> logits, size_t begin, size_t end, float& best,
+                         int32_t& best_id) {
+    constexpr size_t kLanes = 8;
+    float lane_best[kLanes];
+    size_t lane_id[kLanes];
+    for (size_t j = 0; j < kLanes; ++j) {
+        lane_best[j] = kNegInf;
+        lane_id[j] = end;
+    }
+    size_t i = begin;
+    for (; i + kLanes <= end; i += kLanes) {
+        for (size_t j = 0; j < kLanes; ++j) {
+            const float v = std::min(logits[i + j], FLT_MAX);  // NaN stays NaN, never wins
+            if (v > lane_best[j]) {
+                lane_best[j] = v;
+                lane_id[j] = i + j;
+            }
+        }
+    }
+    for (; i < end; ++i) {
+        const float v = std::min(logits[i], FLT_MAX);
+        if (v > lane_best[0]) {  // the tail's ids are above lane 0's: ties stay put
+            lane_best[0] = v;
+            lane_id[0] = i;
+        }
+    }
+    for (size_t j = 0; j < kLanes; ++j) {
+        if (lane_id[j] == end) continue;  // the lane saw nothing above -inf
+        if (lane_best[j] > best ||
+            (lane_best[j] == best && static_cast<int32_t>(lane_id[j]) < best_id)) {
+            best = lane_best[j];
+            best_id = static_cast<int32_t>(lane_id[j]);
+        }
+    }
+}
+
 struct Partition {
     double max;
     double sum;
@@ -113,7 +184,7 @@ Partition partition(const std::vector<C>& cand) {
     float max = kNegInf;
     for (const C& c : cand) max = std::max(max, c.logit);
     double sum = 0.0;
-    for (const C& c : cand) sum += std::exp(static_cast<double>(c.logit) - max);
+    for (const C& c : cand) sum += std::exp(c.logit - max);  // float exp: twice as fast
     return {max, sum};
 }
 
@@ -155,7 +226,7 @@ std::vector<Logprob> compute_logprobs(std::span<const float> logits, int32_t cho
     float max = kNegInf;
     for (float v : logits) max = std::max(max, sanitize(v));
     double sum = 0.0;
-    for (float v : logits) sum += std::exp(static_cast<double>(sanitize(v)) - max);
+    for (float v : logits) sum += std::exp(sanitize(v) - max);
     const double log_sum = std::log(sum);
     // With every logit -inf there is no distribution: every token is reported impossible.
     auto logprob_of = [&](float v) {
@@ -282,17 +353,9 @@ int32_t Sampler::greedy(std::span<const float> logits) const {
     int32_t best_id = -1;
     float best = kNegInf;
     // Walk the ids in order: plain stretches read the logits directly, adjusted tokens use their
-    // new value. A strict comparison keeps the lowest id among equal logits.
+    // new value. Strict comparisons keep the lowest id among equal logits.
     size_t next = 0;
-    auto scan = [&](size_t end) {
-        for (size_t i = next; i < end; ++i) {
-            const float v = std::min(logits[i], FLT_MAX);  // NaN stays NaN and never wins
-            if (v > best) {
-                best = v;
-                best_id = static_cast<int32_t>(i);
-            }
-        }
-    };
+    auto scan = [&](size_t end) { argmax_range(logits, next, end, best, best_id); };
     for (const Adjusted& a : adjusted_) {
         scan(static_cast<size_t>(a.id));
         if (a.logit > best) {
@@ -332,20 +395,19 @@ void Sampler::gather_all(std::span<const float> logits) {
 void Sampler::apply_typical() {
     if (params_.typical_p >= 1.0f || cand_.size() < 2) return;
     const Partition z = partition(cand_);
+    const float max = static_cast<float>(z.max);
     const double log_sum = std::log(z.sum);
-    auto log_prob = [&](const Candidate& c) {
-        return (static_cast<double>(c.logit) - z.max) - log_sum;
-    };
     double entropy = 0.0;
     for (Candidate& c : cand_) {
-        const double logp = log_prob(c);
-        c.prob = static_cast<float>(std::exp(logp));
-        if (c.logit != kNegInf) entropy -= std::exp(logp) * logp;
+        const float shifted = c.logit - max;
+        c.prob = static_cast<float>(std::exp(shifted) / z.sum);
+        c.key = static_cast<float>(shifted - log_sum);  // log p, for the ranking below
+        if (c.logit != kNegInf) entropy -= c.prob * static_cast<double>(c.key);
     }
     // Rank by how far a token's information content is from the expected one.
     for (Candidate& c : cand_) {
         c.key = c.logit == kNegInf ? std::numeric_limits<float>::infinity()
-                                   : static_cast<float>(std::abs(-log_prob(c) - entropy));
+                                   : static_cast<float>(std::abs(-c.key - entropy));
     }
     auto by_typicality = [](const Candidate& a, const Candidate& b) {
         return a.key < b.key || (a.key == b.key && a.id < b.id);
@@ -360,9 +422,8 @@ void Sampler::apply_typical() {
 void Sampler::apply_top_p() {
     if (params_.top_p >= 1.0f || cand_.size() < 2) return;
     const Partition z = partition(cand_);
-    auto prob = [z](const Candidate& c) {
-        return std::exp(static_cast<double>(c.logit) - z.max) / z.sum;
-    };
+    const float max = static_cast<float>(z.max);
+    auto prob = [max, z](const Candidate& c) { return std::exp(c.logit - max) / z.sum; };
     size_t keep = cand_.size();
     if (sorted_desc_) {
         double cum = 0.0;
@@ -374,7 +435,7 @@ void Sampler::apply_top_p() {
             }
         }
     } else {
-        keep = take_until(cand_, better<Candidate>, prob, params_.top_p, /*strict=*/false);
+        keep = take_until(cand_, better, prob, params_.top_p, /*strict=*/false);
     }
     cand_.resize(keep);
     sorted_desc_ = true;
@@ -399,10 +460,11 @@ double Sampler::next_uniform() {
 int32_t Sampler::draw() {
     float max = kNegInf;
     for (const Candidate& c : cand_) max = std::max(max, c.logit);
-    const double inv_temp = 1.0 / static_cast<double>(params_.temperature);
+    // Divide rather than multiply by 1/T: a denormal temperature would make 1/T infinite.
+    const float temp = params_.temperature;
     double sum = 0.0;
     for (Candidate& c : cand_) {
-        c.prob = static_cast<float>(std::exp((static_cast<double>(c.logit) - max) * inv_temp));
+        c.prob = std::exp((c.logit - max) / temp);
         sum += c.prob;
     }
     const double target = next_uniform() * sum;
