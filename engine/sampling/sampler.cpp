@@ -1,0 +1,536 @@
+#include "engine/sampling/sampler.h"
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <iterator>
+#include <limits>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace ggufd::sampling {
+namespace {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// OpenAI documents logit_bias values in [-100, 100] and says -100 should ban the token.
+constexpr float kBanBias = -100.0f;
+
+// NaN is treated as "impossible" and +inf as "the most likely there is" (see sampler.h).
+inline float sanitize(float v) {
+    if (std::isnan(v)) return kNegInf;
+    return std::min(v, FLT_MAX);
+}
+
+template <class T>
+[[noreturn]] void invalid(const char* field, const char* rule, T got) {
+    std::ostringstream msg;
+    msg << field << " must be " << rule << ", got " << got;
+    throw std::invalid_argument(msg.str());
+}
+
+// Orders candidates best first; the id decides ties so every selection is deterministic. A
+// function object rather than a function pointer, so the standard algorithms inline it.
+struct Better {
+    template <class C>
+    bool operator()(const C& a, const C& b) const {
+        return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
+    }
+};
+constexpr Better better;
+
+// A min-heap (worst on top) keeping the k best of what is offered.
+template <class C>
+class BestK {
+  public:
+    BestK(std::vector<C>& out, size_t k) : out_(out), k_(k) {
+        out_.clear();
+        out_.reserve(k);
+    }
+
+    void offer(const C& c) {
+        if (out_.size() < k_) {
+            out_.push_back(c);
+            std::push_heap(out_.begin(), out_.end(), better);
+        } else if (better(c, out_.front())) {
+            std::pop_heap(out_.begin(), out_.end(), better);
+            out_.back() = c;
+            std::push_heap(out_.begin(), out_.end(), better);
+        }
+    }
+
+    // Offers logits[begin, end) unchanged. The ids grow along the walk, so once the heap is
+    // full a token needs a strictly larger logit than the worst kept one to get in: the hot
+    // loop is one comparison per token (a NaN compares false and is skipped).
+    template <class Make>
+    void offer_range(std::span<const float> logits, size_t begin, size_t end, Make make) {
+        size_t i = begin;
+        for (; i < end && out_.size() < k_; ++i)
+            offer(make(static_cast<int32_t>(i), sanitize(logits[i])));
+        for (; i < end; ++i) {
+            const float v = logits[i];
+            if (v > out_.front().logit) offer(make(static_cast<int32_t>(i), sanitize(v)));
+        }
+    }
+
+    void sort_best_first() { std::sort_heap(out_.begin(), out_.end(), better); }
+
+  private:
+    std::vector<C>& out_;
+    size_t k_;
+};
+
+// Moves the `count` elements of [first, last) that come first under `less` (a strict total
+// order) to the front, in no particular order. For small counts one pass with a heap of the
+// best so far finds the count-th element and a partition moves the few winners forward: much
+// cheaper than nth_element shuffling the whole vocabulary.
+template <class It, class Less>
+void select_front(It first, It last, size_t count, Less less) {
+    const auto n = static_cast<size_t>(last - first);
+    if (count == 0 || count >= n) return;
+    if (count > 1024) {
+        std::nth_element(first, first + static_cast<std::ptrdiff_t>(count), last, less);
+        return;
+    }
+    const It mid = first + static_cast<std::ptrdiff_t>(count);
+    std::vector<typename std::iterator_traits<It>::value_type> best(first, mid);
+    std::make_heap(best.begin(), best.end(), less);  // the worst kept one on top
+    for (It it = mid; it != last; ++it) {
+        if (less(*it, best.front())) {
+            std::pop_heap(best.begin(), best.end(), less);
+            best.back() = *it;
+            std::push_heap(best.begin(), best.end(), less);
+        }
+    }
+    const auto pivot = best.front();
+    std::partition(first, last, [&](const auto& x) { return !less(pivot, x); });
+}
+
+// Moves the candidates that come first under `less` to the front, in order, until their
+// accumulated mass passes `target` (>= target, or > target when `strict`), and returns how many
+// that took (at least 1, at most all). Sorting grows in chunks so the common case, where a few
+// hundred tokens carry the mass, never sorts the whole vocabulary.
+template <class C, class Less, class Mass>
+size_t take_until(std::vector<C>& cand, Less less, Mass mass, double target, bool strict) {
+    const size_t n = cand.size();
+    size_t done = 0;
+    size_t chunk = 64;
+    double cum = 0.0;
+    while (done < n) {
+        const size_t end = std::min(n, done + chunk);
+        if (end < n) select_front(cand.begin() + done, cand.end(), end - done, less);
+        std::sort(cand.begin() + done, cand.begin() + end, less);
+        for (size_t i = done; i < end; ++i) {
+            cum += mass(cand[i]);
+            if (strict ? cum > target : cum >= target) return i + 1;
+        }
+        done = end;
+        chunk *= 4;
+    }
+    return n;
+}
+
+// The max logit and sum(exp(logit - max)) of the candidates. Probabilities are formed as
+// exp(logit - max) / sum, never as exp(logit - log_z): with logits near FLT_MAX (+inf inputs)
+// max + log(sum) rounds away the log(sum).
+// Raises (best, best_id) to the largest sanitized logit in [begin, end), ties to the lowest id;
+// every id in the range is above best_id. Eight independent lanes: a single running maximum
+// would chain every comparison to the previous one and run at the compare-and-select latency.
+inline void argmax_range(std::span<const float> logits, size_t begin, size_t end, float& best,
+                         int32_t& best_id) {
+    constexpr size_t kLanes = 8;
+    float lane_best[kLanes];
+    size_t lane_id[kLanes];
+    for (size_t j = 0; j < kLanes; ++j) {
+        lane_best[j] = kNegInf;
+        lane_id[j] = end;
+    }
+    size_t i = begin;
+    for (; i + kLanes <= end; i += kLanes) {
+        for (size_t j = 0; j < kLanes; ++j) {
+            const float v = std::min(logits[i + j], FLT_MAX);  // NaN stays NaN, never wins
+            if (v > lane_best[j]) {
+                lane_best[j] = v;
+                lane_id[j] = i + j;
+            }
+        }
+    }
+    for (; i < end; ++i) {
+        const float v = std::min(logits[i], FLT_MAX);
+        if (v > lane_best[0]) {  // the tail's ids are above lane 0's: ties stay put
+            lane_best[0] = v;
+            lane_id[0] = i;
+        }
+    }
+    for (size_t j = 0; j < kLanes; ++j) {
+        if (lane_id[j] == end) continue;  // the lane saw nothing above -inf
+        if (lane_best[j] > best ||
+            (lane_best[j] == best && static_cast<int32_t>(lane_id[j]) < best_id)) {
+            best = lane_best[j];
+            best_id = static_cast<int32_t>(lane_id[j]);
+        }
+    }
+}
+
+struct Partition {
+    double max;
+    double sum;
+};
+
+template <class C>
+Partition partition(const std::vector<C>& cand) {
+    float max = kNegInf;
+    for (const C& c : cand) max = std::max(max, c.logit);
+    double sum = 0.0;
+    for (const C& c : cand) sum += std::exp(c.logit - max);  // float exp: twice as fast
+    return {max, sum};
+}
+
+}  // namespace
+
+void validate(const SamplingParams& p) {
+    if (!(std::isfinite(p.temperature) && p.temperature >= 0.0f))
+        invalid("temperature", "a finite number >= 0", p.temperature);
+    if (p.top_k < 0) invalid("top_k", ">= 0 (0 disables it)", p.top_k);
+    if (!(p.top_p > 0.0f && p.top_p <= 1.0f)) invalid("top_p", "in (0, 1]", p.top_p);
+    if (!(p.min_p >= 0.0f && p.min_p <= 1.0f)) invalid("min_p", "in [0, 1]", p.min_p);
+    if (!(p.typical_p > 0.0f && p.typical_p <= 1.0f))
+        invalid("typical_p", "in (0, 1]", p.typical_p);
+    if (!(std::isfinite(p.repeat_penalty) && p.repeat_penalty > 0.0f))
+        invalid("repeat_penalty", "a finite number > 0", p.repeat_penalty);
+    if (p.penalty_last_n < -1)
+        invalid("penalty_last_n", ">= -1 (-1 means every token)", p.penalty_last_n);
+    if (!std::isfinite(p.presence_penalty))
+        invalid("presence_penalty", "a finite number", p.presence_penalty);
+    if (!std::isfinite(p.frequency_penalty))
+        invalid("frequency_penalty", "a finite number", p.frequency_penalty);
+    for (const auto& [token, bias] : p.logit_bias) {
+        if (token < 0) invalid("logit_bias token id", ">= 0", token);
+        if (std::isnan(bias) || bias == std::numeric_limits<float>::infinity())
+            invalid("logit_bias value", "a finite number (or -inf to ban)", bias);
+    }
+    if (p.top_logprobs < -1)
+        invalid("top_logprobs", ">= -1 (-1 disables logprobs)", p.top_logprobs);
+}
+
+std::vector<Logprob> compute_logprobs(std::span<const float> logits, int32_t chosen,
+                                      int32_t top_n) {
+    const size_t n = logits.size();
+    if (n == 0) throw std::invalid_argument("logprobs: the logits are empty");
+    if (chosen < 0 || static_cast<size_t>(chosen) >= n)
+        invalid("logprobs: chosen token", "a valid token id", chosen);
+    if (top_n < 0) invalid("logprobs: top_n", ">= 0", top_n);
+
+    float max = kNegInf;
+    for (float v : logits) max = std::max(max, sanitize(v));
+    double sum = 0.0;
+    for (float v : logits) sum += std::exp(sanitize(v) - max);
+    const double log_sum = std::log(sum);
+    // With every logit -inf there is no distribution: every token is reported impossible.
+    auto logprob_of = [&](float v) {
+        v = sanitize(v);
+        if (v == kNegInf) return kNegInf;
+        return static_cast<float>(std::min(0.0, (static_cast<double>(v) - max) - log_sum));
+    };
+
+    std::vector<Logprob> out;
+    out.reserve(static_cast<size_t>(top_n) + 1);
+    out.push_back({chosen, logprob_of(logits[chosen])});
+
+    struct Scored {
+        int32_t id;
+        float logit;
+    };
+    std::vector<Scored> best;
+    BestK<Scored> heap(best, std::min(n, static_cast<size_t>(top_n)));
+    if (top_n > 0) {
+        heap.offer_range(logits, 0, n, [](int32_t id, float v) { return Scored{id, v}; });
+        heap.sort_best_first();
+    }
+    for (const Scored& s : best) out.push_back({s.id, logprob_of(s.logit)});
+    return out;
+}
+
+Sampler::Sampler(const SamplingParams& params, int32_t n_vocab)
+    : params_(params), n_vocab_(n_vocab) {
+    validate(params_);
+    if (n_vocab_ <= 0) invalid("n_vocab", "> 0", n_vocab_);
+    for (const auto& [token, bias] : params_.logit_bias) {
+        if (token >= n_vocab_) {
+            std::ostringstream msg;
+            msg << "logit_bias token id must be < " << n_vocab_ << " (the vocabulary size), got "
+                << token;
+            throw std::invalid_argument(msg.str());
+        }
+        auto it = std::find_if(bias_.begin(), bias_.end(),
+                               [&](const auto& b) { return b.first == token; });
+        if (it == bias_.end())
+            bias_.emplace_back(token, bias);
+        else
+            it->second += bias;
+    }
+    std::sort(bias_.begin(), bias_.end());
+
+    if (params_.seed) {
+        seed_ = *params_.seed;
+    } else {
+        std::random_device rd;
+        seed_ = (static_cast<uint64_t>(rd()) << 32) ^ rd();
+    }
+    rng_.seed(seed_);
+}
+
+bool Sampler::penalties_active() const {
+    return params_.penalty_last_n != 0 &&
+           (params_.repeat_penalty != 1.0f || params_.presence_penalty != 0.0f ||
+            params_.frequency_penalty != 0.0f);
+}
+
+void Sampler::accept(int32_t token) {
+    if (token < 0 || token >= n_vocab_) {
+        std::ostringstream msg;
+        msg << "Sampler::accept: token id " << token << " outside the vocabulary of " << n_vocab_;
+        throw std::out_of_range(msg.str());
+    }
+    if (!penalties_active()) return;
+    if (params_.penalty_last_n > 0) {
+        const size_t cap = static_cast<size_t>(params_.penalty_last_n);
+        if (window_.size() < cap) {
+            window_.push_back(token);
+        } else {
+            const int32_t old = window_[window_next_];
+            if (--counts_[old] == 0) counts_.erase(old);
+            window_[window_next_] = token;
+            window_next_ = (window_next_ + 1) % cap;
+        }
+    }
+    ++counts_[token];  // with penalty_last_n == -1 the window is everything, only counts matter
+}
+
+void Sampler::accept(std::span<const int32_t> tokens) {
+    for (int32_t t : tokens) accept(t);
+}
+
+std::vector<Logprob> Sampler::logprobs(std::span<const float> logits, int32_t chosen) const {
+    if (params_.top_logprobs < 0) return {};
+    return compute_logprobs(logits, chosen, params_.top_logprobs);
+}
+
+// The few tokens whose logit the bias or the penalties change, with their new logits.
+void Sampler::collect_adjusted(std::span<const float> logits) {
+    adjusted_.clear();
+    for (const auto& b : bias_) adjusted_.push_back({b.first, 0.0f});
+    const bool penalize = penalties_active();
+    if (penalize) {
+        for (const auto& c : counts_) adjusted_.push_back({c.first, 0.0f});
+        std::sort(adjusted_.begin(), adjusted_.end(),
+                  [](const Adjusted& a, const Adjusted& b) { return a.id < b.id; });
+        adjusted_.erase(
+            std::unique(adjusted_.begin(), adjusted_.end(),
+                        [](const Adjusted& a, const Adjusted& b) { return a.id == b.id; }),
+            adjusted_.end());
+    }
+    for (Adjusted& a : adjusted_) {
+        float v = logits[a.id];
+        auto b = std::lower_bound(bias_.begin(), bias_.end(), std::make_pair(a.id, kNegInf));
+        if (b != bias_.end() && b->first == a.id)
+            v = b->second <= kBanBias ? kNegInf : v + b->second;
+        if (penalize) {
+            auto c = counts_.find(a.id);
+            if (c != counts_.end()) {
+                v = v <= 0.0f ? v * params_.repeat_penalty : v / params_.repeat_penalty;
+                v -= static_cast<float>(c->second) * params_.frequency_penalty +
+                     params_.presence_penalty;
+            }
+        }
+        a.logit = sanitize(v);
+    }
+}
+
+int32_t Sampler::greedy(std::span<const float> logits) const {
+    int32_t best_id = -1;
+    float best = kNegInf;
+    // Walk the ids in order: plain stretches read the logits directly, adjusted tokens use their
+    // new value. Strict comparisons keep the lowest id among equal logits.
+    size_t next = 0;
+    auto scan = [&](size_t end) { argmax_range(logits, next, end, best, best_id); };
+    for (const Adjusted& a : adjusted_) {
+        scan(static_cast<size_t>(a.id));
+        if (a.logit > best) {
+            best = a.logit;
+            best_id = a.id;
+        }
+        next = static_cast<size_t>(a.id) + 1;
+    }
+    scan(logits.size());
+    if (best_id < 0)
+        throw std::runtime_error("sampling: every logit is NaN or -inf, no token can be chosen");
+    return best_id;
+}
+
+void Sampler::gather_top_k(std::span<const float> logits, int32_t k) {
+    BestK<Candidate> heap(cand_, static_cast<size_t>(k));
+    auto make = [](int32_t id, float v) { return Candidate{id, v, 0.0f, 0.0f}; };
+    size_t next = 0;
+    for (const Adjusted& a : adjusted_) {
+        heap.offer_range(logits, next, static_cast<size_t>(a.id), make);
+        heap.offer(make(a.id, a.logit));
+        next = static_cast<size_t>(a.id) + 1;
+    }
+    heap.offer_range(logits, next, logits.size(), make);
+    heap.sort_best_first();
+    sorted_desc_ = true;
+}
+
+void Sampler::gather_all(std::span<const float> logits) {
+    cand_.resize(logits.size());
+    for (size_t i = 0; i < logits.size(); ++i)
+        cand_[i] = Candidate{static_cast<int32_t>(i), sanitize(logits[i]), 0.0f, 0.0f};
+    for (const Adjusted& a : adjusted_) cand_[static_cast<size_t>(a.id)].logit = a.logit;
+    sorted_desc_ = false;
+}
+
+void Sampler::apply_typical() {
+    if (params_.typical_p >= 1.0f || cand_.size() < 2) return;
+    const Partition z = partition(cand_);
+    const float max = static_cast<float>(z.max);
+    const double log_sum = std::log(z.sum);
+    double entropy = 0.0;
+    for (Candidate& c : cand_) {
+        const float shifted = c.logit - max;
+        c.prob = static_cast<float>(std::exp(shifted) / z.sum);
+        c.key = static_cast<float>(shifted - log_sum);  // log p, for the ranking below
+        if (c.logit != kNegInf) entropy -= c.prob * static_cast<double>(c.key);
+    }
+    // Rank by how far a token's information content is from the expected one.
+    for (Candidate& c : cand_) {
+        c.key = c.logit == kNegInf ? std::numeric_limits<float>::infinity()
+                                   : static_cast<float>(std::abs(-c.key - entropy));
+    }
+    auto by_typicality = [](const Candidate& a, const Candidate& b) {
+        return a.key < b.key || (a.key == b.key && a.id < b.id);
+    };
+    const size_t keep = take_until(
+        cand_, by_typicality, [](const Candidate& c) { return double(c.prob); }, params_.typical_p,
+        /*strict=*/true);
+    cand_.resize(keep);
+    sorted_desc_ = false;
+}
+
+void Sampler::apply_top_p() {
+    if (params_.top_p >= 1.0f || cand_.size() < 2) return;
+    const Partition z = partition(cand_);
+    const float max = static_cast<float>(z.max);
+    auto prob = [max, z](const Candidate& c) { return std::exp(c.logit - max) / z.sum; };
+    size_t keep = cand_.size();
+    if (sorted_desc_) {
+        double cum = 0.0;
+        for (size_t i = 0; i < cand_.size(); ++i) {
+            cum += prob(cand_[i]);
+            if (cum >= params_.top_p) {
+                keep = i + 1;
+                break;
+            }
+        }
+    } else {
+        keep = take_until(cand_, better, prob, params_.top_p, /*strict=*/false);
+    }
+    cand_.resize(keep);
+    sorted_desc_ = true;
+}
+
+void Sampler::apply_min_p() {
+    if (params_.min_p <= 0.0f || cand_.size() < 2) return;
+    float max = kNegInf;
+    for (const Candidate& c : cand_) max = std::max(max, c.logit);
+    // p_i >= min_p * p_max  <=>  logit_i >= max_logit + log(min_p); the best token always passes.
+    const float threshold = max + std::log(params_.min_p);
+    auto end = std::stable_partition(cand_.begin(), cand_.end(),
+                                     [&](const Candidate& c) { return c.logit >= threshold; });
+    cand_.erase(end, cand_.end());
+}
+
+double Sampler::next_uniform() {
+    // 53 random bits scaled into [0, 1): the same on every standard library.
+    return static_cast<double>(rng_() >> 11) * 0x1.0p-53;
+}
+
+int32_t Sampler::draw() {
+    float max = kNegInf;
+    for (const Candidate& c : cand_) max = std::max(max, c.logit);
+    // Divide rather than multiply by 1/T: a denormal temperature would make 1/T infinite.
+    const float temp = params_.temperature;
+    double sum = 0.0;
+    for (Candidate& c : cand_) {
+        c.prob = std::exp((c.logit - max) / temp);
+        sum += c.prob;
+    }
+    const double target = next_uniform() * sum;
+    double cum = 0.0;
+    int32_t last_possible = cand_.front().id;
+    for (const Candidate& c : cand_) {
+        if (c.prob <= 0.0f) continue;
+        cum += c.prob;
+        last_possible = c.id;
+        if (cum > target) return c.id;
+    }
+    return last_possible;  // only reachable through rounding; stays within the possible tokens
+}
+
+void Sampler::check_size(std::span<const float> logits) const {
+    if (logits.size() != static_cast<size_t>(n_vocab_)) {
+        std::ostringstream msg;
+        msg << "Sampler: got " << logits.size() << " logits for a vocabulary of " << n_vocab_;
+        throw std::invalid_argument(msg.str());
+    }
+}
+
+void Sampler::run_filters(std::span<const float> logits) {
+    if (params_.top_k > 0 && params_.top_k < n_vocab_)
+        gather_top_k(logits, params_.top_k);
+    else
+        gather_all(logits);
+
+    float max = kNegInf;
+    for (const Candidate& c : cand_) max = std::max(max, c.logit);
+    if (max == kNegInf)
+        throw std::runtime_error("sampling: every logit is NaN or -inf, no token can be chosen");
+
+    apply_typical();
+    apply_top_p();
+    apply_min_p();
+}
+
+int32_t Sampler::sample(std::span<const float> logits) {
+    check_size(logits);
+    collect_adjusted(logits);
+    if (params_.temperature == 0.0f) return greedy(logits);
+    run_filters(logits);
+    return draw();
+}
+
+std::vector<float> Sampler::adjusted_logits(std::span<const float> logits) {
+    check_size(logits);
+    collect_adjusted(logits);
+    std::vector<float> out(logits.size());
+    std::transform(logits.begin(), logits.end(), out.begin(), sanitize);
+    for (const Adjusted& a : adjusted_) out[static_cast<size_t>(a.id)] = a.logit;
+    return out;
+}
+
+std::vector<int32_t> Sampler::candidates(std::span<const float> logits) {
+    check_size(logits);
+    collect_adjusted(logits);
+    if (params_.temperature == 0.0f) return {greedy(logits)};
+    run_filters(logits);
+    std::vector<int32_t> ids;
+    ids.reserve(cand_.size());
+    for (const Candidate& c : cand_)
+        if (c.logit != kNegInf) ids.push_back(c.id);  // weightless: the draw never picks them
+    std::sort(ids.begin(), ids.end());
+    return ids;
+}
+
+}  // namespace ggufd::sampling

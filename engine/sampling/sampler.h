@@ -1,0 +1,142 @@
+// Turns one position's logits into the next token, following a request's SamplingParams.
+//
+// The chain, in the order llama.cpp's default sampler chain uses (facts learned from its
+// src/llama-sampling.cpp and common/sampling.cpp; the code here is our own):
+//
+//   1. logit bias    logit += bias; a bias <= -100 (OpenAI: "effectively a ban") bans the token
+//                    outright (logit = -inf), so not even greedy decoding can pick it.
+//   2. penalties     for tokens seen in the window of the last penalty_last_n accepted tokens
+//                    (-1 = every accepted token): repeat penalty divides a positive logit and
+//                    multiplies a non-positive one; then logit -= count * frequency_penalty
+//                    + presence_penalty.
+//   3. top-k         keep the k highest logits (ties broken by the lower token id).
+//   4. typical-p     locally typical sampling: rank the kept tokens by |-log p - H| (H the
+//                    entropy of the kept set) and keep the best ones until their probability
+//                    mass exceeds typical_p.
+//   5. top-p         keep the most probable tokens until their mass reaches top_p (the token that
+//                    crosses the threshold is kept).
+//   6. min-p         keep tokens whose probability is at least min_p times the best one's.
+//   7. temperature   probabilities become softmax(logit / temperature) over what is left.
+//   8. draw          one uniform number from the request's RNG picks the token.
+//
+// Steps 4-6 measure probabilities as the softmax (temperature 1) over the tokens that survived
+// the previous steps, as llama.cpp does. Every filter keeps at least one token.
+//
+// temperature == 0 is greedy decoding: argmax of the logits after steps 1-2, computed in one pass
+// without copying the vocabulary. Steps 3-8 are skipped: top-k, top-p and min-p always keep the
+// argmax anyway; typical-p could drop it, and llama.cpp (which runs typical before its
+// temperature step) would then return the best typical token instead: we follow OpenAI, for
+// whom temperature 0 means "the most likely token".
+//
+// Non-finite logits: NaN counts as -inf (never chosen); +inf counts as the largest finite float
+// (such tokens share the probability mass). When no token has a finite-or-+inf logit after bias
+// and penalties, sample() throws std::runtime_error: the scheduler should end that request with
+// an error rather than invent a token.
+//
+// Determinism: the RNG is a std::mt19937_64 seeded with params.seed (or from
+// std::random_device when absent); each non-greedy sample() consumes exactly one 64-bit draw
+// and turns it into a double without relying on library-specific distributions, so the same
+// params, seed and logits sequence give the same tokens on every platform.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <span>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "engine/sampling/params.h"
+
+namespace ggufd::sampling {
+
+// Throws std::invalid_argument naming the offending field, e.g. "top_p must be in (0, 1], got
+// 1.5", so the HTTP layer can answer 400 with the message. Does not need the vocabulary; the
+// Sampler constructor additionally checks logit_bias token ids against n_vocab.
+void validate(const SamplingParams& params);
+
+// A token and its log-probability under the model's raw distribution.
+struct Logprob {
+    int32_t token = 0;
+    float logprob = 0.0f;  // <= 0; -inf for a token the model gives no chance (JSON writers must
+                           // map it, OpenAI prints -9999)
+};
+
+// Log-probabilities as OpenAI reports them: log-softmax of the model's raw logits, before logit
+// bias, penalties, temperature and truncation (what the model thinks, not what the sampler did;
+// vLLM's default "raw_logprobs" makes the same choice). Returns the chosen token first, then the
+// top_n most likely tokens in descending order (ties: lower id first); the chosen token appears
+// again among them when it is one of the top_n, as in OpenAI's top_logprobs list.
+// Throws std::invalid_argument when chosen is out of range or top_n < 0.
+std::vector<Logprob> compute_logprobs(std::span<const float> logits, int32_t chosen, int32_t top_n);
+
+class Sampler {
+  public:
+    // Validates params (see validate()) and that 0 < n_vocab and every logit_bias id < n_vocab.
+    Sampler(const SamplingParams& params, int32_t n_vocab);
+
+    // Applies the chain to one position's logits (size must equal n_vocab) and returns the
+    // token. Does not accept() it: the caller decides what enters the penalty window.
+    int32_t sample(std::span<const float> logits);
+
+    // Records a token (generated, or from the prompt if the caller wants prompt tokens
+    // penalized too) in the penalty window. Throws std::out_of_range for an invalid id.
+    void accept(int32_t token);
+    void accept(std::span<const int32_t> tokens);
+
+    // Diagnostics (and tests) of what sample() does, without consuming randomness:
+    // the logits after logit bias and penalties (non-finite values sanitized as above) ...
+    std::vector<float> adjusted_logits(std::span<const float> logits);
+    // ... and the tokens the final draw would choose from (those with a -inf logit left out),
+    // in ascending id order; the argmax alone when temperature == 0.
+    std::vector<int32_t> candidates(std::span<const float> logits);
+
+    // compute_logprobs() with params.top_logprobs alternatives; empty when top_logprobs < 0.
+    std::vector<Logprob> logprobs(std::span<const float> logits, int32_t chosen) const;
+
+    const SamplingParams& params() const { return params_; }
+    int32_t n_vocab() const { return n_vocab_; }
+    uint64_t seed() const { return seed_; }  // the one in use, also when drawn at random
+
+  private:
+    struct Candidate {
+        int32_t id;
+        float logit;
+        float prob;  // scratch: probability or weight, as the current step needs
+        float key;   // scratch: the ordering key of the current filter
+    };
+    struct Adjusted {  // a token whose logit bias or penalties change
+        int32_t id;
+        float logit;
+    };
+
+    bool penalties_active() const;
+    void check_size(std::span<const float> logits) const;
+    void run_filters(std::span<const float> logits);  // steps 1-6 into cand_
+    void collect_adjusted(std::span<const float> logits);
+    int32_t greedy(std::span<const float> logits) const;
+    void gather_top_k(std::span<const float> logits, int32_t k);
+    void gather_all(std::span<const float> logits);
+    void apply_typical();
+    void apply_top_p();
+    void apply_min_p();
+    int32_t draw();
+    double next_uniform();
+
+    SamplingParams params_;
+    int32_t n_vocab_ = 0;
+    uint64_t seed_ = 0;
+    std::mt19937_64 rng_;
+
+    std::vector<std::pair<int32_t, float>> bias_;  // sorted by id, duplicates summed
+    std::vector<int32_t> window_;                  // ring buffer of recent tokens
+    size_t window_next_ = 0;                       // where the next token goes once full
+    std::unordered_map<int32_t, int32_t> counts_;  // occurrences in window_
+
+    // Scratch reused across calls so sampling does not allocate per token.
+    std::vector<Adjusted> adjusted_;  // sorted by id
+    std::vector<Candidate> cand_;
+    bool sorted_desc_ = false;  // cand_ is ordered by logit, best first
+};
+
+}  // namespace ggufd::sampling
