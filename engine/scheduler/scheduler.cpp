@@ -1,0 +1,298 @@
+#include "engine/scheduler/scheduler.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+namespace ggufd::scheduler {
+namespace {
+
+size_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
+    const size_t n = std::min(a.size(), b.size());
+    size_t i = 0;
+    while (i < n && a[i] == b[i]) ++i;
+    return i;
+}
+
+}  // namespace
+
+Scheduler::Scheduler(std::shared_ptr<const model::Model> model,
+                     std::shared_ptr<const tok::Tokenizer> tokenizer, const SchedulerParams& params)
+    : model_(std::move(model)),
+      tokenizer_(std::move(tokenizer)),
+      params_(params),
+      context_(model_,
+               model::ContextParams{
+                   .n_seq = params.n_slots, .n_ctx = params.n_ctx, .n_threads = params.n_threads}),
+      n_ctx_(context_.kv().n_ctx()) {
+    if (params.batch_size < 1) throw std::invalid_argument("batch size must be at least 1");
+    slots_.resize(static_cast<size_t>(params.n_slots));
+    for (size_t i = 0; i < slots_.size(); ++i) slots_[i].id = static_cast<int>(i);
+    thread_ = std::thread([this] { loop(); });
+}
+
+Scheduler::~Scheduler() {
+    stop();
+}
+
+void Scheduler::stop() {
+    {
+        std::lock_guard lock(mutex_);
+        if (stopping_) {
+            if (!thread_.joinable()) return;
+        }
+        stopping_ = true;
+    }
+    wake_.notify_all();
+    if (thread_.joinable()) thread_.join();
+}
+
+SubmitResult Scheduler::submit(GenerationRequest request) {
+    if (request.prompt.empty() || static_cast<int32_t>(request.prompt.size()) >= n_ctx_) {
+        ++stats_.rejected;
+        return SubmitResult::prompt_too_long;
+    }
+    {
+        std::lock_guard lock(mutex_);
+        if (stopping_ || static_cast<int>(queue_.size()) >= params_.max_queue) {
+            ++stats_.rejected;
+            return SubmitResult::queue_full;
+        }
+        queue_.push_back({std::move(request), Clock::now()});
+        stats_.queued = static_cast<int>(queue_.size());
+    }
+    wake_.notify_one();
+    return SubmitResult::accepted;
+}
+
+void Scheduler::loop() {
+    while (true) {
+        std::deque<Pending> incoming;
+        {
+            std::unique_lock lock(mutex_);
+            const bool busy = std::any_of(slots_.begin(), slots_.end(),
+                                          [](const Slot& s) { return s.active.has_value(); });
+            if (!busy) wake_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+            if (stopping_) {
+                incoming.swap(queue_);
+                stats_.queued = 0;
+                lock.unlock();
+                for (Pending& p : incoming)
+                    p.request.sink->on_finish(FinishReason::cancelled, {}, {});
+                for (Slot& s : slots_) {
+                    if (s.active) finish(s, FinishReason::cancelled);
+                }
+                return;
+            }
+            // Take as many waiting requests as there are free slots; the rest keep their place.
+            int free = 0;
+            for (const Slot& s : slots_) free += s.active ? 0 : 1;
+            while (free-- > 0 && !queue_.empty()) {
+                incoming.push_back(std::move(queue_.front()));
+                queue_.pop_front();
+            }
+            stats_.queued = static_cast<int>(queue_.size());
+        }
+        admit(incoming);
+        drop_cancelled();
+        step();
+    }
+}
+
+void Scheduler::admit(std::deque<Pending>& incoming) {
+    for (Pending& p : incoming) {
+        if (p.request.sink->cancelled()) {
+            p.request.sink->on_finish(FinishReason::cancelled, {}, {});
+            continue;
+        }
+        // The free slot whose cached tokens share the longest prefix with this prompt.
+        Slot* best = nullptr;
+        size_t best_len = 0;
+        for (Slot& s : slots_) {
+            if (s.active) continue;
+            const size_t len = common_prefix(s.cached, p.request.prompt);
+            if (!best || len > best_len) {
+                best = &s;
+                best_len = len;
+            }
+        }
+        if (!best) {  // cannot happen: the loop took no more than the free slots
+            std::lock_guard lock(mutex_);
+            queue_.push_front(std::move(p));
+            continue;
+        }
+        start(*best, std::move(p));
+    }
+}
+
+bool Scheduler::start(Slot& slot, Pending pending) {
+    Active a;
+    a.request = std::move(pending.request);
+    a.submitted = pending.submitted;
+    try {
+        a.sampler = std::make_unique<sampling::Sampler>(a.request.sampling, context_.n_vocab());
+        const tok::Tokenizer& t = *tokenizer_;
+        a.stop = std::make_unique<sampling::StopChecker>(a.request.stop,
+                                                         [&t](int32_t id) { return t.is_eog(id); });
+        a.decoder = std::make_unique<tok::StreamDecoder>(*tokenizer_);
+        for (int32_t id : a.request.prompt) {
+            if (id < 0 || id >= context_.n_vocab())
+                throw std::invalid_argument("prompt token id " + std::to_string(id) +
+                                            " is outside the vocabulary");
+        }
+    } catch (const std::exception& e) {
+        a.request.sink->on_finish(FinishReason::error, {}, e.what());
+        return false;
+    }
+    // Reuse the cached prefix, but evaluate at least the last prompt token to get its logits.
+    const size_t reuse =
+        std::min(common_prefix(slot.cached, a.request.prompt), a.request.prompt.size() - 1);
+    context_.kv().truncate(slot.id, static_cast<int32_t>(reuse));
+    slot.cached.resize(reuse);
+    a.prompt_done = reuse;
+    a.sampler->accept(std::span<const int32_t>(a.request.prompt));
+    a.usage.prompt_tokens = static_cast<int32_t>(a.request.prompt.size());
+    a.usage.cached_prompt_tokens = static_cast<int32_t>(reuse);
+    a.request.sink->on_started();
+    slot.active = std::move(a);
+    ++stats_.busy_slots;
+    if (slot.active->stop->budget_exhausted()) finish(slot, FinishReason::length);
+    return true;
+}
+
+void Scheduler::drop_cancelled() {
+    for (Slot& s : slots_) {
+        if (s.active && s.active->request.sink->cancelled()) finish(s, FinishReason::cancelled);
+    }
+}
+
+void Scheduler::finish(Slot& slot, FinishReason reason, const std::string& error) {
+    Active& a = *slot.active;
+    if (reason != FinishReason::error && a.stop && !a.stop->finished()) {
+        // Whatever was held back (a possible stop-string start, half a character) is shown now.
+        std::string tail = a.stop->finish();
+        if (a.decoder) tail += a.decoder->flush();
+        if (!tail.empty() && reason != FinishReason::cancelled)
+            a.request.sink->on_token(TokenEvent{tail, -1, {}});
+    }
+    // Release the slot before telling the client, so whoever reacts to the finish sees it free.
+    const std::shared_ptr<GenerationSink> sink = a.request.sink;
+    const Usage usage = a.usage;
+    slot.active.reset();
+    --stats_.busy_slots;
+    sink->on_finish(reason, usage, error);
+}
+
+void Scheduler::step() {
+    batch_.clear();
+    struct Row {
+        Slot* slot;
+        size_t batch_index;
+    };
+    std::vector<Row> wants_logits;
+    std::vector<std::pair<Slot*, size_t>> fed;  // slot and how many tokens it feeds this step
+
+    // Decode tokens first: every generating slot advances by one.
+    for (Slot& s : slots_) {
+        if (!s.active || s.active->next_token < 0) continue;
+        const int32_t pos = context_.kv().length(s.id);
+        if (pos >= n_ctx_) {
+            finish(s, FinishReason::length);
+            continue;
+        }
+        wants_logits.push_back({&s, batch_.size()});
+        batch_.push_back({s.id, s.active->next_token, pos, true});
+        fed.emplace_back(&s, 1);
+    }
+    // Then prompt chunks within what is left of the budget.
+    int budget = params_.batch_size - static_cast<int>(batch_.size());
+    for (Slot& s : slots_) {
+        if (budget <= 0) break;
+        if (!s.active || s.active->next_token >= 0) continue;
+        Active& a = *s.active;
+        const size_t left = a.request.prompt.size() - a.prompt_done;
+        const size_t take = std::min(left, static_cast<size_t>(budget));
+        const int32_t base = context_.kv().length(s.id);
+        for (size_t i = 0; i < take; ++i) {
+            const bool last = a.prompt_done + i + 1 == a.request.prompt.size();
+            if (last) wants_logits.push_back({&s, batch_.size()});
+            batch_.push_back(
+                {s.id, a.request.prompt[a.prompt_done + i], base + static_cast<int32_t>(i), last});
+        }
+        fed.emplace_back(&s, take);
+        budget -= static_cast<int>(take);
+    }
+    if (batch_.empty()) return;
+
+    try {
+        context_.eval(batch_, logits_);
+    } catch (const std::exception& e) {
+        spdlog::error("engine step failed: {}", e.what());
+        for (auto& [slot, n] : fed) {
+            context_.kv().clear(slot->id);
+            slot->cached.clear();
+            if (slot->active) finish(*slot, FinishReason::error, e.what());
+        }
+        return;
+    }
+    ++stats_.steps;
+    stats_.last_batch_tokens = static_cast<int>(batch_.size());
+
+    // Record what each slot's cells now hold.
+    size_t cursor = 0;
+    for (auto& [slot, n] : fed) {
+        Active& a = *slot->active;
+        for (size_t i = 0; i < n; ++i) slot->cached.push_back(batch_[cursor + i].token);
+        if (a.next_token < 0) {
+            a.prompt_done += n;
+            stats_.prompt_tokens += n;
+        }
+        cursor += n;
+    }
+    // Logit rows come back in batch order of the tokens that asked for them.
+    std::sort(wants_logits.begin(), wants_logits.end(),
+              [](const Row& x, const Row& y) { return x.batch_index < y.batch_index; });
+    const size_t V = static_cast<size_t>(context_.n_vocab());
+    for (size_t r = 0; r < wants_logits.size(); ++r) {
+        Slot& s = *wants_logits[r].slot;
+        if (s.active) handle_logits(s, std::span<const float>(logits_.data() + r * V, V));
+    }
+}
+
+void Scheduler::handle_logits(Slot& slot, std::span<const float> logits) {
+    Active& a = *slot.active;
+    const int32_t token = a.sampler->sample(logits);
+    TokenEvent event;
+    event.token = token;
+    if (a.request.sampling.top_logprobs >= 0) {
+        for (const sampling::Logprob& lp : a.sampler->logprobs(logits, token)) {
+            event.logprobs.push_back({lp.token, tokenizer_->token_to_piece(lp.token), lp.logprob});
+        }
+    }
+    a.sampler->accept(token);
+    ++stats_.generated_tokens;
+    ++a.usage.completion_tokens;
+    if (!a.first_token_sent) {
+        a.first_token_sent = true;
+        a.usage.time_to_first_token_s =
+            std::chrono::duration<double>(Clock::now() - a.submitted).count();
+    }
+
+    std::string text;
+    if (!tokenizer_->is_eog(token) || a.request.stop.ignore_eos) text = a.decoder->push(token);
+    const sampling::StopChecker::Step step = a.stop->on_token(token, text);
+    event.text = step.text;
+    if (step.finished()) {
+        if (step.reason == sampling::StopReason::end_of_generation) --a.usage.completion_tokens;
+        if (step.reason == sampling::StopReason::max_tokens) event.text += a.decoder->flush();
+        if (!event.text.empty() || !event.logprobs.empty()) a.request.sink->on_token(event);
+        finish(slot, step.reason == sampling::StopReason::max_tokens ? FinishReason::length
+                                                                     : FinishReason::stop);
+        return;
+    }
+    a.request.sink->on_token(event);
+    a.next_token = token;
+    if (context_.kv().length(slot.id) >= n_ctx_) finish(slot, FinishReason::length);
+}
+
+}  // namespace ggufd::scheduler

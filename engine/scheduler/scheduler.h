@@ -1,0 +1,110 @@
+// Continuous batching for one model: a fixed number of slots (sequences in the KV cache), a
+// bounded queue in front of them, and one thread running the step loop. Each step batches every
+// generating slot's next token with chunks of prompts being prefilled (within a token budget, so
+// a long prompt never stalls the other streams), evaluates the batch once, then samples,
+// detokenizes and reports per slot. New requests join at the next step.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "engine/model/context.h"
+#include "engine/sampling/sampler.h"
+#include "engine/sampling/stop.h"
+#include "engine/scheduler/generation.h"
+#include "engine/tokenizer/tokenizer.h"
+
+namespace ggufd::scheduler {
+
+struct SchedulerParams {
+    int n_slots = 4;       // concurrent sequences
+    int n_ctx = 0;         // tokens per sequence; 0 = the model's, at most 4096
+    int batch_size = 512;  // token budget of one step
+    int max_queue = 64;    // requests waiting for a slot before submit() answers queue_full
+    int n_threads = 0;     // inference threads; 0 = physical cores
+};
+
+// Counters for metrics and tests, readable from any thread.
+struct SchedulerStats {
+    std::atomic<int> busy_slots{0};
+    std::atomic<int> queued{0};
+    std::atomic<uint64_t> steps{0};
+    std::atomic<uint64_t> prompt_tokens{0};  // evaluated (not reused from the cache)
+    std::atomic<uint64_t> generated_tokens{0};
+    std::atomic<uint64_t> rejected{0};
+    std::atomic<int> last_batch_tokens{0};
+};
+
+class Scheduler final : public Generator {
+  public:
+    Scheduler(std::shared_ptr<const model::Model> model,
+              std::shared_ptr<const tok::Tokenizer> tokenizer, const SchedulerParams& params);
+    ~Scheduler() override;  // stops the loop; pending requests finish as cancelled
+
+    SubmitResult submit(GenerationRequest request) override;
+    int32_t context_size() const override { return n_ctx_; }
+
+    // Stops taking work and ends the loop; every queued or running request finishes cancelled.
+    void stop();
+
+    const SchedulerStats& stats() const { return stats_; }
+    int n_slots() const { return static_cast<int>(slots_.size()); }
+
+  private:
+    using Clock = std::chrono::steady_clock;
+
+    struct Pending {
+        GenerationRequest request;
+        Clock::time_point submitted;
+    };
+    struct Active {
+        GenerationRequest request;
+        Clock::time_point submitted;
+        std::unique_ptr<sampling::Sampler> sampler;
+        std::unique_ptr<sampling::StopChecker> stop;
+        std::unique_ptr<tok::StreamDecoder> decoder;
+        size_t prompt_done = 0;   // prompt tokens in the KV cache
+        int32_t next_token = -1;  // sampled, to be fed at the next step
+        bool first_token_sent = false;
+        Usage usage;
+    };
+    struct Slot {
+        int id = 0;
+        std::optional<Active> active;
+        std::vector<int32_t> cached;  // tokens whose keys/values this slot's cells hold
+    };
+
+    void loop();
+    void admit(std::deque<Pending>& incoming);
+    bool start(Slot& slot, Pending pending);
+    void drop_cancelled();
+    void step();
+    void handle_logits(Slot& slot, std::span<const float> logits);
+    void finish(Slot& slot, FinishReason reason, const std::string& error = {});
+
+    std::shared_ptr<const model::Model> model_;
+    std::shared_ptr<const tok::Tokenizer> tokenizer_;
+    SchedulerParams params_;
+    model::Context context_;
+    int32_t n_ctx_;
+    std::vector<Slot> slots_;
+    SchedulerStats stats_;
+
+    std::mutex mutex_;
+    std::condition_variable wake_;
+    std::deque<Pending> queue_;  // guarded by mutex_
+    bool stopping_ = false;      // guarded by mutex_
+    std::thread thread_;
+
+    std::vector<float> logits_;
+    std::vector<model::BatchToken> batch_;
+};
+
+}  // namespace ggufd::scheduler

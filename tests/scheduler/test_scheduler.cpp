@@ -1,0 +1,256 @@
+// Continuous batching against stories260K: greedy output equal to llama.cpp's whether a request
+// runs alone or among others, queueing, cancellation, stop strings and prefix reuse.
+#include <gtest/gtest.h>
+
+#include <condition_variable>
+#include <fstream>
+#include <mutex>
+#include <nlohmann/json.hpp>
+
+#include "engine/scheduler/scheduler.h"
+#include "tests/support/conformance.h"
+
+namespace {
+
+using namespace ggufd;
+using scheduler::FinishReason;
+
+// Collects what the scheduler reports; optionally cancels after N tokens or blocks on the first.
+class RecordingSink : public scheduler::GenerationSink {
+  public:
+    int cancel_after = -1;
+    bool block_first_token = false;
+
+    void on_token(const scheduler::TokenEvent& e) override {
+        std::unique_lock lock(mutex_);
+        tokens.push_back(e.token);
+        text += e.text;
+        if (block_first_token) {
+            blocked_ = true;
+            changed_.notify_all();
+            changed_.wait(lock, [this] { return released_; });
+            block_first_token = false;
+        }
+    }
+    void on_finish(FinishReason r, const scheduler::Usage& u, const std::string& err) override {
+        std::lock_guard lock(mutex_);
+        reason = r;
+        usage = u;
+        error = err;
+        done_ = true;
+        changed_.notify_all();
+    }
+    bool cancelled() const override {
+        std::lock_guard lock(mutex_);
+        return cancel_after >= 0 && static_cast<int>(tokens.size()) >= cancel_after;
+    }
+    void wait_done() {
+        std::unique_lock lock(mutex_);
+        ASSERT_TRUE(changed_.wait_for(lock, std::chrono::seconds(60), [this] { return done_; }));
+    }
+    void wait_blocked() {
+        std::unique_lock lock(mutex_);
+        changed_.wait(lock, [this] { return blocked_; });
+    }
+    void release() {
+        std::lock_guard lock(mutex_);
+        released_ = true;
+        changed_.notify_all();
+    }
+
+    std::vector<int32_t> tokens;
+    std::string text;
+    FinishReason reason = FinishReason::error;
+    scheduler::Usage usage;
+    std::string error;
+
+  private:
+    mutable std::mutex mutex_;
+    std::condition_variable changed_;
+    bool done_ = false, blocked_ = false, released_ = false;
+};
+
+struct Case {
+    std::vector<int32_t> prompt, greedy;
+    std::string prompt_text, completion;
+};
+
+class SchedulerTest : public ::testing::Test {
+  protected:
+    void SetUp() override {
+        GGUFD_REQUIRE_CONFORMANCE(dir);
+        model_ = model::Model::load(dir / "models/stories260K.gguf");
+        tokenizer_ = std::make_shared<const tok::Tokenizer>(
+            tok::Tokenizer(tok::Vocab::from_gguf(model_->file())));
+        std::ifstream in(dir / "reference/stories260K.greedy.jsonl");
+        for (std::string line; std::getline(in, line);) {
+            const auto j = nlohmann::json::parse(line);
+            cases_.push_back({j["prompt_tokens"].get<std::vector<int32_t>>(),
+                              j["greedy_tokens"].get<std::vector<int32_t>>(), j["prompt"],
+                              j["completion_text"]});
+        }
+        ASSERT_EQ(cases_.size(), 3u);
+    }
+
+    std::unique_ptr<scheduler::Scheduler> make(int slots, int max_queue = 16, int batch = 64) {
+        scheduler::SchedulerParams p;
+        p.n_slots = slots;
+        p.n_ctx = 256;
+        p.batch_size = batch;
+        p.max_queue = max_queue;
+        p.n_threads = 1;
+        return std::make_unique<scheduler::Scheduler>(model_, tokenizer_, p);
+    }
+
+    static scheduler::GenerationRequest greedy_request(const Case& c,
+                                                       std::shared_ptr<RecordingSink> sink,
+                                                       int max_tokens) {
+        scheduler::GenerationRequest r;
+        r.prompt = c.prompt;
+        r.sampling.temperature = 0.0f;
+        r.stop.max_tokens = max_tokens;
+        r.sink = std::move(sink);
+        return r;
+    }
+
+    std::shared_ptr<const model::Model> model_;
+    std::shared_ptr<const tok::Tokenizer> tokenizer_;
+    std::vector<Case> cases_;
+};
+
+TEST_F(SchedulerTest, GreedyAloneMatchesReference) {
+    auto s = make(1);
+    const Case& c = cases_[0];
+    auto sink = std::make_shared<RecordingSink>();
+    ASSERT_EQ(s->submit(greedy_request(c, sink, 128)), scheduler::SubmitResult::accepted);
+    sink->wait_done();
+    EXPECT_EQ(sink->reason, FinishReason::length);
+    EXPECT_EQ(sink->tokens, c.greedy);
+    // The reference text was printed without its final newline (the 128th token is <0x0A>).
+    std::string ours = " " + c.prompt_text + sink->text;
+    while (!ours.empty() && ours.back() == '\n') ours.pop_back();
+    EXPECT_EQ(ours, c.completion);
+    EXPECT_EQ(sink->usage.prompt_tokens, 5);
+    EXPECT_EQ(sink->usage.completion_tokens, 128);
+    EXPECT_EQ(s->stats().busy_slots, 0);
+}
+
+TEST_F(SchedulerTest, ConcurrentRequestsGetTheirSoloResults) {
+    auto s = make(2, 16, 7);  // small budget: prompts are prefilled in chunks beside decodes
+    std::vector<std::shared_ptr<RecordingSink>> sinks;
+    for (int round = 0; round < 2; ++round) {
+        for (const Case& c : cases_) {
+            auto sink = std::make_shared<RecordingSink>();
+            sinks.push_back(sink);
+            ASSERT_EQ(s->submit(greedy_request(c, sink, 64)), scheduler::SubmitResult::accepted);
+        }
+    }
+    for (size_t i = 0; i < sinks.size(); ++i) {
+        sinks[i]->wait_done();
+        const Case& c = cases_[i % cases_.size()];
+        EXPECT_EQ(sinks[i]->tokens, std::vector<int32_t>(c.greedy.begin(), c.greedy.begin() + 64))
+            << "request " << i;
+    }
+    EXPECT_EQ(s->stats().busy_slots, 0);
+    EXPECT_GT(s->stats().steps, 64u);
+}
+
+TEST_F(SchedulerTest, QueueFullAndPromptTooLong) {
+    auto s = make(1, 1);
+    auto first = std::make_shared<RecordingSink>();
+    first->block_first_token = true;
+    ASSERT_EQ(s->submit(greedy_request(cases_[0], first, 8)), scheduler::SubmitResult::accepted);
+    first->wait_blocked();  // the loop is inside step(), the only slot busy
+    auto second = std::make_shared<RecordingSink>();
+    ASSERT_EQ(s->submit(greedy_request(cases_[1], second, 8)), scheduler::SubmitResult::accepted);
+    auto third = std::make_shared<RecordingSink>();
+    EXPECT_EQ(s->submit(greedy_request(cases_[2], third, 8)), scheduler::SubmitResult::queue_full);
+    first->release();
+    first->wait_done();
+    second->wait_done();
+    EXPECT_EQ(second->tokens,
+              std::vector<int32_t>(cases_[1].greedy.begin(), cases_[1].greedy.begin() + 8));
+
+    Case huge = cases_[0];
+    huge.prompt.resize(300, 400);
+    EXPECT_EQ(s->submit(greedy_request(huge, std::make_shared<RecordingSink>(), 8)),
+              scheduler::SubmitResult::prompt_too_long);
+}
+
+TEST_F(SchedulerTest, CancelledRequestFreesItsSlot) {
+    auto s = make(1);
+    auto sink = std::make_shared<RecordingSink>();
+    sink->cancel_after = 3;
+    ASSERT_EQ(s->submit(greedy_request(cases_[0], sink, 100)), scheduler::SubmitResult::accepted);
+    sink->wait_done();
+    EXPECT_EQ(sink->reason, FinishReason::cancelled);
+    EXPECT_LT(sink->tokens.size(), 10u);
+    // The slot serves the next request.
+    auto next = std::make_shared<RecordingSink>();
+    ASSERT_EQ(s->submit(greedy_request(cases_[1], next, 5)), scheduler::SubmitResult::accepted);
+    next->wait_done();
+    EXPECT_EQ(next->reason, FinishReason::length);
+    EXPECT_EQ(s->stats().busy_slots, 0);
+}
+
+TEST_F(SchedulerTest, StopStringEndsGenerationAndIsNotShown) {
+    auto s = make(1);
+    auto sink = std::make_shared<RecordingSink>();
+    auto r = greedy_request(cases_[0], sink, 128);
+    r.stop.stop = {"Lily"};
+    ASSERT_EQ(s->submit(std::move(r)), scheduler::SubmitResult::accepted);
+    sink->wait_done();
+    EXPECT_EQ(sink->reason, FinishReason::stop);
+    EXPECT_EQ(sink->text, ", there was a little girl named ");
+}
+
+TEST_F(SchedulerTest, RepeatedPromptReusesTheCachedPrefix) {
+    auto s = make(1);
+    for (int i = 0; i < 2; ++i) {
+        auto sink = std::make_shared<RecordingSink>();
+        ASSERT_EQ(s->submit(greedy_request(cases_[1], sink, 16)),
+                  scheduler::SubmitResult::accepted);
+        sink->wait_done();
+        EXPECT_EQ(sink->tokens,
+                  std::vector<int32_t>(cases_[1].greedy.begin(), cases_[1].greedy.begin() + 16));
+        EXPECT_EQ(sink->usage.cached_prompt_tokens,
+                  i == 0 ? 0 : 8);  // all but the last prompt token
+    }
+}
+
+TEST_F(SchedulerTest, SampledGenerationIsReproducibleWithASeed) {
+    auto s = make(2);
+    std::vector<std::shared_ptr<RecordingSink>> sinks;
+    for (int i = 0; i < 2; ++i) {
+        auto sink = std::make_shared<RecordingSink>();
+        auto r = greedy_request(cases_[2], sink, 48);
+        r.sampling.temperature = 0.8f;
+        r.sampling.seed = 1234;
+        sinks.push_back(sink);
+        ASSERT_EQ(s->submit(std::move(r)), scheduler::SubmitResult::accepted);
+    }
+    for (auto& sink : sinks) sink->wait_done();
+    EXPECT_EQ(sinks[0]->tokens, sinks[1]->tokens);
+    EXPECT_EQ(sinks[0]->text, sinks[1]->text);
+    EXPECT_GT(sinks[0]->text.size(), 40u);
+}
+
+TEST_F(SchedulerTest, StopFinishesEverythingAsCancelled) {
+    auto s = make(1, 4);
+    auto a = std::make_shared<RecordingSink>();
+    a->block_first_token = true;
+    ASSERT_EQ(s->submit(greedy_request(cases_[0], a, 100)), scheduler::SubmitResult::accepted);
+    a->wait_blocked();
+    auto b = std::make_shared<RecordingSink>();
+    ASSERT_EQ(s->submit(greedy_request(cases_[1], b, 100)), scheduler::SubmitResult::accepted);
+    std::thread stopper([&] { s->stop(); });
+    a->release();
+    stopper.join();
+    a->wait_done();
+    b->wait_done();
+    EXPECT_EQ(b->reason, FinishReason::cancelled);
+    EXPECT_EQ(s->submit(greedy_request(cases_[2], std::make_shared<RecordingSink>(), 4)),
+              scheduler::SubmitResult::queue_full);
+}
+
+}  // namespace
