@@ -13,6 +13,7 @@ namespace ggufd::run {
 int cmd_logits(Args args);
 int cmd_tokenize(Args args);
 int cmd_detokenize(Args args);
+int cmd_generate(Args args);
 
 std::span<const Command> commands() {
     static const std::array table = {
@@ -20,6 +21,11 @@ std::span<const Command> commands() {
                 "tokenize --model M (--text T | --text-file F) [--no-bos] [--parse-special]",
                 cmd_tokenize},
         Command{"detokenize", "detokenize --model M --ids \"1 2 3\"", cmd_detokenize},
+        Command{
+            "generate",
+            "generate --model M --prompt TEXT --n-predict N [--temp T --seed S --top-k K --top-p P "
+            "--min-p P --repeat-penalty R --stop S --threads N --ctx-size N]",
+            cmd_generate},
         Command{"logits", "logits --model M --tokens-file F --out OUT.f32 [--threads N]",
                 cmd_logits},
     };
