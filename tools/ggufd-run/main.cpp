@@ -9,9 +9,13 @@
 
 namespace ggufd::run {
 
+int cmd_template(Args args);
+
 std::span<const Command> commands() {
     // Subcommands are added here as their modules land.
-    static const std::array<Command, 0> table{};
+    static const std::array<Command, 1> table{{
+        {"template", "template (--model M | --template-file T) --context-json C", cmd_template},
+    }};
     return table;
 }
 
