@@ -1252,6 +1252,12 @@ Value g_range(Interp& interp, CallArgs& a) {
     std::int64_t n = 0;
     if (step > 0 && stop > start) n = (stop - start + step - 1) / step;
     if (step < 0 && stop < start) n = (start - stop - step - 1) / -step;
+    // Jinja2's sandbox refuses ranges above MAX_RANGE; so do we, before allocating anything.
+    constexpr std::int64_t kMaxRange = 100000;
+    if (n > kMaxRange) {
+        throw TemplateError("Range too big. The sandbox blocks ranges larger than MAX_RANGE (" +
+                            std::to_string(kMaxRange) + ").");
+    }
     interp.check_list_size(static_cast<std::size_t>(n));
     std::vector<Value> items;
     items.reserve(static_cast<std::size_t>(n));

@@ -39,6 +39,9 @@ struct RenderLimits {
     std::size_t max_output_bytes = 16u << 20;
     // Nested macro calls (and recursive loops).
     int max_call_depth = 100;
+    // Nested statement/expression evaluations across all calls: bounds the native stack a
+    // render uses (well under 1 MiB) whatever the template's shape.
+    int max_nesting = 1500;
     // Elements a list built by the template (range, repetition, concatenation) may have.
     std::size_t max_list_size = 1u << 20;
 };

@@ -136,6 +136,18 @@ struct DepthGuard {
     int& depth_;
 };
 
+struct NestingGuard {
+    NestingGuard(int& nesting, int limit) : nesting_(nesting) {
+        if (++nesting_ > limit) {
+            --nesting_;
+            throw TemplateError("template evaluation nested too deeply (limit " +
+                                std::to_string(limit) + ")");
+        }
+    }
+    ~NestingGuard() { --nesting_; }
+    int& nesting_;
+};
+
 }  // namespace
 
 Interp::Interp(const Program& program, const RenderOptions& options)
@@ -210,6 +222,7 @@ Flow Interp::exec_body(const Body& body, const ScopePtr& scope, std::string& out
 
 Flow Interp::exec(const Stmt& s, const ScopePtr& scope, std::string& out) {
     step();
+    NestingGuard nesting(nesting_, options_.limits.max_nesting);
     try {
         switch (s.kind) {
             case StmtKind::Text:
@@ -298,6 +311,11 @@ Flow Interp::exec(const Stmt& s, const ScopePtr& scope, std::string& out) {
 
 void Interp::run_for(const Stmt& s, const ScopePtr& scope, const Value& iterable, int depth,
                      std::string& out) {
+    if (depth > options_.limits.max_call_depth) {
+        throw TemplateError("maximum recursion depth (" +
+                            std::to_string(options_.limits.max_call_depth) +
+                            " nested recursive loop calls) exceeded");
+    }
     std::vector<Value> items = iterate(iterable);
     if (s.cond) {
         // The loop filter sees the loop variables but not `loop`.
@@ -372,6 +390,7 @@ void Interp::assign(const Target& t, const ScopePtr& scope, const Value& v) {
 
 Value Interp::eval(const Expr& e, const ScopePtr& scope) {
     step();
+    NestingGuard nesting(nesting_, options_.limits.max_nesting);
     switch (e.kind) {
         case ExprKind::Const:
             return e.constant;

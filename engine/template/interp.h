@@ -113,6 +113,7 @@ class Interp {
     const RenderOptions& options_;
     std::uint64_t steps_ = 0;
     int call_depth_ = 0;
+    int nesting_ = 0;
     int loop_id_ = -1;
     int caller_id_ = -1;
     int varargs_id_ = -1;

@@ -68,7 +68,9 @@ std::string map_cp(char32_t c, int mode) {
     append_utf8(s, c);
     if (c < 0x80) {
         for (char& ch : s) {
-            if (mode == 0) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+            if (mode == 0 || mode == 2) {
+                ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+            }
             if (mode == 1) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
         }
         return s;
@@ -301,20 +303,25 @@ std::string strip(std::string_view s, const std::optional<std::string>& chars, b
     std::vector<char32_t> set;
     if (chars) set = decode(*chars);
     auto strip_this = [&](char32_t c) { return chars ? in_set(c, set) : is_space(c); };
-    std::vector<std::size_t> offs = offsets(s);
-    std::size_t n = offs.size() - 1;
-    std::size_t b = 0, e = n;
-    auto cp_at = [&](std::size_t k) {
-        std::size_t i = offs[k];
-        return next_cp(s, i);
-    };
+    // Walk in from both ends one code point at a time; the middle is never decoded.
+    std::size_t b = 0, e = s.size();
     if (left) {
-        while (b < e && strip_this(cp_at(b))) ++b;
+        while (b < e) {
+            std::size_t next = b;
+            if (!strip_this(next_cp(s, next))) break;
+            b = next;
+        }
     }
     if (right) {
-        while (e > b && strip_this(cp_at(e - 1))) --e;
+        while (e > b) {
+            std::size_t start = e - 1;
+            while (start > b && (static_cast<unsigned char>(s[start]) & 0xC0) == 0x80) --start;
+            std::size_t probe = start;
+            if (!strip_this(next_cp(s, probe))) break;
+            e = start;
+        }
     }
-    return std::string(s.substr(offs[b], offs[e] - offs[b]));
+    return std::string(s.substr(b, e - b));
 }
 
 std::vector<std::string> split(std::string_view s, const std::optional<std::string>& sep,

@@ -14,6 +14,7 @@ int cmd_logits(Args args);
 int cmd_tokenize(Args args);
 int cmd_detokenize(Args args);
 int cmd_generate(Args args);
+int cmd_template(Args args);
 
 std::span<const Command> commands() {
     static const std::array table = {
@@ -26,6 +27,8 @@ std::span<const Command> commands() {
             "generate --model M --prompt TEXT --n-predict N [--temp T --seed S --top-k K --top-p P "
             "--min-p P --repeat-penalty R --stop S --threads N --ctx-size N]",
             cmd_generate},
+        Command{"template", "template (--model M | --template-file T) --context-json C",
+                cmd_template},
         Command{"logits", "logits --model M --tokens-file F --out OUT.f32 [--threads N]",
                 cmd_logits},
     };

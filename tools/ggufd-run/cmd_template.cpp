@@ -1,0 +1,82 @@
+// ggufd-run template (--model M | --template-file T) --context-json C
+// Renders a chat template with a JSON context and prints the result exactly (no newline added).
+// Exits 1 with the template's error message when rendering fails (raise_exception included).
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <optional>
+#include <stdexcept>
+#include <string>
+
+#include "engine/template/chat_template.h"
+#include "gguf/file.h"
+#include "tools/ggufd-run/commands.h"
+
+namespace ggufd::run {
+
+namespace {
+
+std::string read_file(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw std::runtime_error("cannot open '" + path + "'");
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+constexpr const char* kUsage =
+    "usage: ggufd-run template (--model M | --template-file T) --context-json C\n"
+    "  --model M          read tokenizer.chat_template from the GGUF file M (ChatML if absent)\n"
+    "  --template-file T  read the Jinja template from file T\n"
+    "  --context-json C   JSON object of template variables: a file path, or inline JSON\n"
+    "                     when it starts with '{'\n";
+
+}  // namespace
+
+int cmd_template(Args args) {
+    std::optional<std::string> model, template_file, context_arg;
+    for (std::size_t i = 0; i < args.size(); ++i) {
+        std::string_view a = args[i];
+        auto value = [&]() -> std::string {
+            if (i + 1 >= args.size()) throw std::runtime_error(std::string(a) + " needs a value");
+            return std::string(args[++i]);
+        };
+        if (a == "--model") {
+            model = value();
+        } else if (a == "--template-file") {
+            template_file = value();
+        } else if (a == "--context-json") {
+            context_arg = value();
+        } else if (a == "--help" || a == "-h") {
+            std::fputs(kUsage, stdout);
+            return 0;
+        } else {
+            std::fprintf(stderr, "ggufd-run template: unknown argument '%.*s'\n%s",
+                         static_cast<int>(a.size()), a.data(), kUsage);
+            return 2;
+        }
+    }
+    if (model.has_value() == template_file.has_value() || !context_arg) {
+        std::fputs(kUsage, stderr);
+        return 2;
+    }
+
+    std::string source;
+    if (template_file) {
+        source = read_file(*template_file);
+    } else {
+        gguf::File f = gguf::File::open(*model);
+        auto shipped = f.get_optional<std::string>("tokenizer.chat_template");
+        source = std::string(tmpl::select_template(std::nullopt, shipped));
+    }
+
+    std::string context_text = !context_arg->empty() && context_arg->front() == '{'
+                                   ? *context_arg
+                                   : read_file(*context_arg);
+    auto context = nlohmann::ordered_json::parse(context_text);
+    if (!context.is_object()) throw std::runtime_error("--context-json must be a JSON object");
+
+    std::string out = tmpl::Template::compile(source).render(context);
+    std::fwrite(out.data(), 1, out.size(), stdout);
+    return 0;
+}
+
+}  // namespace ggufd::run
