@@ -161,13 +161,106 @@ const TokenData& Vocab::token(int32_t id) const {
 }
 
 int32_t Vocab::find(std::string_view text) const {
-    const auto it = ids_by_text_.find(text);
-    return it == ids_by_text_.end() ? kNoToken : it->second;
+    return ids_by_text_.find(text);
 }
 
 const Vocab::Merge* Vocab::merge(int32_t left, int32_t right) const {
-    const auto it = merges_.find(pair_key(left, right));
-    return it == merges_.end() ? nullptr : &it->second;
+    return merges_.find(pair_key(left, right));
+}
+
+namespace {
+
+size_t table_size_for(size_t n) {
+    size_t cap = 16;
+    while (cap < n * 2) cap *= 2;  // at most half full
+    return cap;
+}
+
+uint64_t mix(uint64_t x) {  // splitmix64's finaliser: spreads consecutive ids over the table
+    x ^= x >> 30;
+    x *= 0xBF58476D1CE4E5B9ULL;
+    x ^= x >> 27;
+    x *= 0x94D049BB133111EBULL;
+    return x ^ (x >> 31);
+}
+
+}  // namespace
+
+void Vocab::TextIndex::build(const std::vector<TokenData>& tokens,
+                             std::vector<std::string>& repeats) {
+    slots_.assign(table_size_for(tokens.size()), Slot{});
+    const size_t mask = slots_.size() - 1;
+    for (size_t id = 0; id < tokens.size(); ++id) {
+        const std::string& text = tokens[id].text;
+        const uint64_t h = std::hash<std::string_view>{}(text);
+        size_t i = h & mask;
+        bool repeated = false;
+        while (slots_[i].id != kNoToken) {
+            const Slot& s = slots_[i];
+            if (s.hash == h && std::string_view(s.text, s.length) == text) {
+                repeated = true;
+                if (repeats.size() < 5) {
+                    repeats.push_back("token " + std::to_string(id) + " repeats the text " +
+                                      quote_text(text) + " of token " + std::to_string(s.id) +
+                                      "; the first id is used");
+                }
+                break;
+            }
+            i = (i + 1) & mask;
+        }
+        if (!repeated) {
+            slots_[i] =
+                Slot{h, text.data(), static_cast<uint32_t>(text.size()), static_cast<int32_t>(id)};
+        }
+    }
+}
+
+int32_t Vocab::TextIndex::find(std::string_view text) const {
+    if (slots_.empty()) return kNoToken;
+    const uint64_t h = std::hash<std::string_view>{}(text);
+    const size_t mask = slots_.size() - 1;
+    for (size_t i = h & mask; slots_[i].id != kNoToken; i = (i + 1) & mask) {
+        const Slot& s = slots_[i];
+        if (s.hash == h && std::string_view(s.text, s.length) == text) return s.id;
+    }
+    return kNoToken;
+}
+
+void Vocab::MergeIndex::reserve(size_t n) {
+    keys_.assign(table_size_for(n), 0);
+    merges_.assign(keys_.size(), Merge{-1, kNoToken});
+    size_ = 0;
+}
+
+void Vocab::MergeIndex::grow() {
+    std::vector<uint64_t> keys = std::move(keys_);
+    std::vector<Merge> merges = std::move(merges_);
+    reserve(keys.size());  // table_size_for doubles it
+    for (size_t i = 0; i < keys.size(); ++i) {
+        if (merges[i].rank >= 0) insert(keys[i], merges[i]);
+    }
+}
+
+void Vocab::MergeIndex::insert(uint64_t key, Merge merge) {
+    if (keys_.empty() || (size_ + 1) * 2 > keys_.size()) grow();
+    const size_t mask = keys_.size() - 1;
+    size_t i = mix(key) & mask;
+    while (merges_[i].rank >= 0) {
+        if (keys_[i] == key) return;
+        i = (i + 1) & mask;
+    }
+    keys_[i] = key;
+    merges_[i] = merge;
+    ++size_;
+}
+
+const Vocab::Merge* Vocab::MergeIndex::find(uint64_t key) const {
+    if (keys_.empty()) return nullptr;
+    const size_t mask = keys_.size() - 1;
+    for (size_t i = mix(key) & mask; merges_[i].rank >= 0; i = (i + 1) & mask) {
+        if (keys_[i] == key) return &merges_[i];
+    }
+    return nullptr;
 }
 
 bool Vocab::is_eog(int32_t id) const {
@@ -209,7 +302,6 @@ void Vocab::load_tokens(const gguf::Metadata& md) {
     }
 
     tokens_.resize(n);
-    size_t repeated = 0;
     for (size_t i = 0; i < n; ++i) {
         TokenData& t = tokens_[i];
         t.text = std::move(texts[i]);
@@ -221,15 +313,9 @@ void Vocab::load_tokens(const gguf::Metadata& md) {
         t.attrs = types.empty() ? attr::kNormal : attrs_of(token_type_from(types[i]));
         if (t.attrs & attr::kByte) t.byte = static_cast<int16_t>(parse_byte_token(t.text));
     }
-    ids_by_text_.reserve(n);
-    for (size_t i = 0; i < n; ++i) {
-        const bool inserted =
-            ids_by_text_.emplace(std::string_view(tokens_[i].text), static_cast<int32_t>(i)).second;
-        if (!inserted && repeated++ < 5) {
-            warn("token " + std::to_string(i) + " repeats the text " + quote_text(tokens_[i].text) +
-                 " of token " + std::to_string(find(tokens_[i].text)) + "; the first id is used");
-        }
-    }
+    std::vector<std::string> repeats;
+    ids_by_text_.build(tokens_, repeats);
+    for (std::string& r : repeats) warn(std::move(r));
 
     for (int b = 0; b < 256; ++b) {
         const auto byte = static_cast<uint8_t>(b);
@@ -249,6 +335,7 @@ void Vocab::load_tokens(const gguf::Metadata& md) {
 void Vocab::load_merges(const gguf::Metadata& md) {
     const std::vector<std::string> merges = md.get_array<std::string>(key("merges"));
     merges_.reserve(merges.size());
+    merge_count_ = merges.size();
     for (size_t i = 0; i < merges.size(); ++i) {
         const std::string& m = merges[i];
         // The separator is the first space after the first byte (a merge never starts with one).
@@ -266,7 +353,7 @@ void Vocab::load_merges(const gguf::Metadata& md) {
         const int32_t result = find(std::string(left) + std::string(right));
         if (result == kNoToken) fail("the merged text is not a token");
         // A repeated pair keeps its first (best) rank.
-        merges_.emplace(pair_key(l, r), Merge{static_cast<int32_t>(i), result});
+        merges_.insert(pair_key(l, r), Merge{static_cast<int32_t>(i), result});
     }
 }
 

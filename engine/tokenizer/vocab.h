@@ -7,7 +7,6 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #include "engine/tokenizer/pretokenizer.h"
@@ -86,7 +85,7 @@ class Vocab {
     static Vocab from_gguf(const gguf::File& file);
     static Vocab from_metadata(const gguf::Metadata& metadata);
 
-    // Token texts are indexed by views into the token table, so a Vocab moves but never copies.
+    // Large: moved, never copied by accident.
     Vocab(Vocab&&) noexcept = default;
     Vocab& operator=(Vocab&&) noexcept = default;
     Vocab(const Vocab&) = delete;
@@ -111,7 +110,7 @@ class Vocab {
         int32_t result;  // the token the pair becomes
     };
     const Merge* merge(int32_t left, int32_t right) const;
-    size_t merge_count() const { return merges_.size(); }
+    size_t merge_count() const { return merge_count_; }
 
     // The token that stands for one raw byte: SPM "<0xNN>" (or the byte itself as a token), BPE
     // the byte's printable stand-in; kNoToken when the vocabulary has none.
@@ -147,8 +146,36 @@ class Vocab {
     void finish();
     void warn(std::string message);
 
-    struct PairHash {
-        size_t operator()(uint64_t key) const { return std::hash<uint64_t>{}(key); }
+    // Open-addressing hash tables: loading a 100k-token vocabulary does some 400k lookups, and
+    // node-based maps spend most of that time chasing pointers.
+    class TextIndex {
+      public:
+        void build(const std::vector<TokenData>& tokens, std::vector<std::string>& repeats);
+        int32_t find(std::string_view text) const;
+
+      private:
+        // The text is reached through the slot itself (no detour through the token table): it
+        // points into the tokens' strings, which stay put when the Vocab moves.
+        struct Slot {
+            uint64_t hash = 0;
+            const char* text = nullptr;
+            uint32_t length = 0;
+            int32_t id = kNoToken;  // kNoToken: empty
+        };
+        std::vector<Slot> slots_;
+    };
+    class MergeIndex {
+      public:
+        void reserve(size_t n);
+        // Keeps the first merge of a pair.
+        void insert(uint64_t key, Merge merge);
+        const Merge* find(uint64_t key) const;
+
+      private:
+        void grow();
+        std::vector<uint64_t> keys_;
+        std::vector<Merge> merges_;  // rank -1: empty slot
+        size_t size_ = 0;
     };
 
     VocabType type_ = VocabType::Spm;
@@ -157,8 +184,9 @@ class Vocab {
     PreTokenizer pre_ = PreTokenizer::Default;
 
     std::vector<TokenData> tokens_;
-    std::unordered_map<std::string_view, int32_t> ids_by_text_;
-    std::unordered_map<uint64_t, Merge, PairHash> merges_;
+    TextIndex ids_by_text_;
+    MergeIndex merges_;
+    size_t merge_count_ = 0;
     int32_t byte_tokens_[256];
 
     SpecialTokens special_;

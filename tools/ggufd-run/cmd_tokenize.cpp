@@ -9,6 +9,9 @@
 #include <string>
 #include <vector>
 
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
 #include "engine/tokenizer/tokenizer.h"
 #include "tools/ggufd-run/commands.h"
 
@@ -60,6 +63,16 @@ TokenizeArgs parse(Args args, bool detokenize) {
     return a;
 }
 
+// stdout carries only the result; the vocabulary's load warnings go to stderr.
+tok::Tokenizer load_tokenizer(const std::string& path) {
+    static const bool logger_set = [] {
+        spdlog::set_default_logger(spdlog::stderr_color_st("ggufd-run"));
+        return true;
+    }();
+    (void)logger_set;
+    return tok::Tokenizer::from_file(path);
+}
+
 std::string read_file(const std::string& path) {
     std::ifstream in(path, std::ios::binary);
     if (!in) throw std::runtime_error("cannot open '" + path + "'");
@@ -96,7 +109,7 @@ std::vector<int32_t> parse_ids(const std::string& text) {
 
 int cmd_tokenize(Args args) {
     const TokenizeArgs a = parse(args, false);
-    const tok::Tokenizer tokenizer = tok::Tokenizer::from_file(a.model);
+    const tok::Tokenizer tokenizer = load_tokenizer(a.model);
     const std::string text = a.text ? *a.text : read_file(*a.text_file);
     tok::EncodeOptions options;
     if (a.no_bos) options.add_bos = false;
@@ -114,7 +127,7 @@ int cmd_tokenize(Args args) {
 
 int cmd_detokenize(Args args) {
     const TokenizeArgs a = parse(args, true);
-    const tok::Tokenizer tokenizer = tok::Tokenizer::from_file(a.model);
+    const tok::Tokenizer tokenizer = load_tokenizer(a.model);
     tok::DecodeOptions options;
     options.render_special = a.render_special;
     std::string text = tokenizer.decode(parse_ids(*a.ids), options);

@@ -1,0 +1,125 @@
+// The Unicode table and UTF-8 helpers the pre-tokenizers stand on.
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+
+#include "engine/tokenizer/unicode.h"
+
+namespace {
+
+namespace uc = ggufd::tok::unicode;
+
+TEST(UnicodeFlags, CategoriesOfKnownCodePoints) {
+    EXPECT_TRUE(uc::flags('a') & uc::kLetter);
+    EXPECT_TRUE(uc::flags(0x00E9) & uc::kLetter);   // é
+    EXPECT_TRUE(uc::flags(0x0416) & uc::kLetter);   // Ж
+    EXPECT_TRUE(uc::flags(0x4E2D) & uc::kLetter);   // 中 (Lo)
+    EXPECT_TRUE(uc::flags(0xAC00) & uc::kLetter);   // 가 (inside a UnicodeData First/Last range)
+    EXPECT_TRUE(uc::flags(0x20000) & uc::kLetter);  // CJK Extension B, also a range
+    EXPECT_TRUE(uc::flags('7') & uc::kNumber);
+    EXPECT_TRUE(uc::flags(0x00B2) & uc::kNumber);  // ² (No)
+    EXPECT_TRUE(uc::flags(0x0663) & uc::kNumber);  // Arabic-Indic three (Nd)
+    EXPECT_TRUE(uc::flags(0x2164) & uc::kNumber);  // Roman numeral five (Nl)
+    EXPECT_TRUE(uc::flags(0x0301) & uc::kMark);    // combining acute
+    EXPECT_TRUE(uc::flags(',') & uc::kPunctuation);
+    EXPECT_TRUE(uc::flags(0x3002) & uc::kPunctuation);  // 。
+    EXPECT_TRUE(uc::flags('$') & uc::kSymbol);
+    EXPECT_TRUE(uc::flags('~') & uc::kSymbol);
+    EXPECT_TRUE(uc::flags(0x20AC) & uc::kSymbol);   // €
+    EXPECT_TRUE(uc::flags(0x1F600) & uc::kSymbol);  // 😀 (So)
+    EXPECT_TRUE(uc::flags(0x0000) & uc::kControl);
+    EXPECT_TRUE(uc::flags(0x200D) & uc::kControl);      // zero width joiner (Cf)
+    EXPECT_TRUE(uc::flags(0xE000) & uc::kControl);      // private use (Co)
+    EXPECT_TRUE(uc::flags(0x0378) & uc::kUndefined);    // unassigned
+    EXPECT_TRUE(uc::flags(0x110000) & uc::kUndefined);  // beyond Unicode
+}
+
+TEST(UnicodeFlags, WhiteSpaceIsTheUnicodeProperty) {
+    const std::set<uint32_t> expected = {0x09,   0x0A,   0x0B,   0x0C,   0x0D,   0x20,   0x85,
+                                         0xA0,   0x1680, 0x2000, 0x2001, 0x2002, 0x2003, 0x2004,
+                                         0x2005, 0x2006, 0x2007, 0x2008, 0x2009, 0x200A, 0x2028,
+                                         0x2029, 0x202F, 0x205F, 0x3000};
+    std::set<uint32_t> found;
+    for (uint32_t cp = 0; cp <= uc::kMaxCodePoint; ++cp) {
+        if (uc::is_whitespace(cp)) found.insert(cp);
+    }
+    EXPECT_EQ(found, expected);
+    EXPECT_FALSE(uc::is_whitespace(0x1C));    // file separator: not White_Space
+    EXPECT_FALSE(uc::is_whitespace(0x200B));  // zero width space: not White_Space
+}
+
+TEST(UnicodeFlags, EveryCodePointHasExactlyOneCategory) {
+    const uint16_t categories = uc::kUndefined | uc::kNumber | uc::kLetter | uc::kSeparator |
+                                uc::kMark | uc::kPunctuation | uc::kSymbol | uc::kControl;
+    for (uint32_t cp = 0; cp <= uc::kMaxCodePoint; ++cp) {
+        const uint16_t c = uc::flags(cp) & categories;
+        ASSERT_TRUE(c != 0 && (c & (c - 1)) == 0) << "U+" << std::hex << cp;
+    }
+}
+
+TEST(Utf8, LenientDecodingReplacesEachBadByte) {
+    EXPECT_EQ(uc::decode_lenient("a\xC3\xA9"), (std::vector<uint32_t>{'a', 0xE9}));
+    EXPECT_EQ(uc::decode_lenient("\xF0\x9F\x98\x80"), (std::vector<uint32_t>{0x1F600}));
+    // A stray continuation byte, a truncated sequence, an impossible byte.
+    EXPECT_EQ(uc::decode_lenient("\x80x"), (std::vector<uint32_t>{0xFFFD, 'x'}));
+    EXPECT_EQ(uc::decode_lenient("\xE2\x82"), (std::vector<uint32_t>{0xFFFD, 0xFFFD}));
+    EXPECT_EQ(uc::decode_lenient("\xFF"), (std::vector<uint32_t>{0xFFFD}));
+    // Above U+10FFFF.
+    EXPECT_EQ(uc::decode_lenient("\xF7\xBF\xBF\xBF"), (std::vector<uint32_t>{0xFFFD}));
+    EXPECT_TRUE(uc::decode_lenient("").empty());
+}
+
+TEST(Utf8, EncodeRoundTripsEveryCodePoint) {
+    for (uint32_t cp = 0; cp <= uc::kMaxCodePoint; cp += (cp < 0x3000 ? 1 : 97)) {
+        if (cp >= 0xD800 && cp <= 0xDFFF) continue;
+        std::string s;
+        uc::append_utf8(s, cp);
+        ASSERT_EQ(uc::decode_lenient(s), std::vector<uint32_t>{cp}) << cp;
+        ASSERT_EQ(uc::sanitize_utf8(s), s);
+    }
+}
+
+TEST(Utf8, SanitizeReplacesMaximalIllFormedParts) {
+    EXPECT_EQ(uc::sanitize_utf8("ok"), "ok");
+    EXPECT_EQ(uc::sanitize_utf8("a\xFF"
+                                "b"),
+              "a\xEF\xBF\xBD"
+              "b");
+    // E2 82 is one maximal subpart of a 3-byte sequence cut short: one U+FFFD.
+    EXPECT_EQ(uc::sanitize_utf8("\xE2\x82"
+                                "a"),
+              "\xEF\xBF\xBD"
+              "a");
+    // Surrogates and overlong forms are ill-formed.
+    EXPECT_EQ(uc::sanitize_utf8("\xED\xA0\x80"), "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");
+    EXPECT_EQ(uc::sanitize_utf8("\xC0\xAF"), "\xEF\xBF\xBD\xEF\xBF\xBD");
+    EXPECT_EQ(uc::sanitize_utf8("\xF0\x9F\x98"), "\xEF\xBF\xBD");
+}
+
+TEST(Utf8, CompletePrefixHoldsBackOnlyAnUnfinishedCharacter) {
+    EXPECT_EQ(uc::complete_prefix_length("abc"), 3u);
+    EXPECT_EQ(uc::complete_prefix_length("ab\xE2\x82"), 2u);
+    EXPECT_EQ(uc::complete_prefix_length("ab\xF0\x9F\x98"), 2u);
+    EXPECT_EQ(uc::complete_prefix_length("\xE2\x82\xAC"), 3u);
+    // Already hopeless bytes are not held back: they will be replaced at once.
+    EXPECT_EQ(uc::complete_prefix_length("\xFF"), 1u);
+    EXPECT_EQ(uc::complete_prefix_length("\xE2\x41"), 2u);
+}
+
+TEST(ByteLevel, MappingIsABijectionOntoPrintableCodePoints) {
+    std::set<uint32_t> seen;
+    for (int b = 0; b < 256; ++b) {
+        const uint32_t cp = uc::byte_to_code_point(static_cast<uint8_t>(b));
+        EXPECT_TRUE(seen.insert(cp).second);
+        EXPECT_EQ(uc::code_point_to_byte(cp), b);
+        EXPECT_FALSE(uc::is_whitespace(cp)) << b;
+        EXPECT_FALSE(uc::flags(cp) & uc::kControl) << b;
+    }
+    EXPECT_EQ(uc::byte_to_code_point(' '), 0x120u);   // 'Ġ', as in every GPT-2 vocabulary
+    EXPECT_EQ(uc::byte_to_code_point('\n'), 0x10Au);  // 'Ċ'
+    EXPECT_EQ(uc::byte_to_code_point('A'), uint32_t{'A'});
+    EXPECT_EQ(uc::code_point_to_byte(0x4E2D), -1);
+}
+
+}  // namespace
