@@ -92,7 +92,8 @@ class Sampler {
     std::vector<int32_t> candidates(std::span<const float> logits);
 
     // compute_logprobs() with params.top_logprobs alternatives; empty when top_logprobs < 0.
-    std::vector<Logprob> logprobs(std::span<const float> logits, int32_t chosen) const;
+    // Reuses the sampler's scratch memory, hence not const.
+    std::vector<Logprob> logprobs(std::span<const float> logits, int32_t chosen);
 
     const SamplingParams& params() const { return params_; }
     int32_t n_vocab() const { return n_vocab_; }
@@ -121,6 +122,10 @@ class Sampler {
     void apply_top_p();
     void apply_min_p();
     int32_t draw();
+    bool truncates() const;  // any of top-k, typical-p, top-p, min-p active
+    int32_t draw_all(std::span<const float> logits);
+    float load_logits(std::span<const float> logits);  // work_ = adjusted logits; their max
+    bool top_p_from_the_top(std::span<const float> logits);
     double next_uniform();
 
     SamplingParams params_;
@@ -136,7 +141,10 @@ class Sampler {
     // Scratch reused across calls so sampling does not allocate per token.
     std::vector<Adjusted> adjusted_;  // sorted by id
     std::vector<Candidate> cand_;
-    bool sorted_desc_ = false;  // cand_ is ordered by logit, best first
+    std::vector<float> work_;         // whole-vocabulary paths: adjusted, sanitized logits
+    std::vector<float> weights_;      // whole-vocabulary paths: e^(logit - max) per token
+    std::vector<double> block_sums_;  // draw_all: the weights summed per block
+    bool sorted_desc_ = false;        // cand_ is ordered by logit, best first
 };
 
 }  // namespace ggufd::sampling
