@@ -33,10 +33,20 @@
 // and penalties, sample() throws std::runtime_error: the scheduler should end that request with
 // an error rather than invent a token.
 //
+// Precision: weights are computed in float (exp accurate to 1e-6 relative) and summed in float
+// lanes or doubles; a token more than 87 (times the temperature) below the best one gets weight
+// exactly 0, its true share being under 1.6e-38.
+//
+// Cost (bench/sampling): with top-k only the k best tokens are ever copied; without top-k, the
+// whole-vocabulary work is a few vectorized passes over one float array, and top-p ranks only
+// the best 64 tokens unless those do not carry the mass.
+//
 // Determinism: the RNG is a std::mt19937_64 seeded with params.seed (or from
 // std::random_device when absent); each non-greedy sample() consumes exactly one 64-bit draw
-// and turns it into a double without relying on library-specific distributions, so the same
-// params, seed and logits sequence give the same tokens on every platform.
+// and turns it into a double without library-specific distributions, so the same params, seed
+// and logits sequence give the same tokens (across standard libraries too; a different
+// compiler or vector width may round sums differently, which can move a draw that falls within
+// ~1e-7 of a boundary).
 #pragma once
 
 #include <cstdint>
