@@ -12,7 +12,6 @@
 
 namespace {
 
-using ggufd::sampling::compute_logprobs;
 using ggufd::sampling::Sampler;
 using ggufd::sampling::SamplingParams;
 
@@ -34,7 +33,7 @@ std::vector<std::vector<float>> make_logits(int32_t n_vocab, float lift_lo, floa
     return rows;
 }
 
-enum class Chain { greedy, typical, full, top_p_only, full_without_top_k };
+enum class Chain { greedy, typical, full, temperature_only, top_p_only, full_without_top_k };
 
 SamplingParams params_for(Chain chain) {
     SamplingParams p;
@@ -60,6 +59,9 @@ SamplingParams params_for(Chain chain) {
             p.frequency_penalty = 0.5f;
             p.penalty_last_n = 64;
             p.logit_bias = {{11, 2.0f}, {500, -100.0f}, {1234, -5.0f}, {20000, 1.0f}};
+            break;
+        case Chain::temperature_only:  // OpenAI's defaults: no top-k, top_p 1
+            p.temperature = 0.8f;
             break;
         case Chain::top_p_only:  // no top-k: the filters see the whole vocabulary
             p.top_p = 0.95f;
@@ -91,12 +93,16 @@ void BM_MaxElementFloor(benchmark::State& state) {
     }
 }
 
+// The chosen token's and the top 5 alternatives' log-probabilities, as a request asks.
 void BM_Logprobs(benchmark::State& state) {
     const auto n_vocab = static_cast<int32_t>(state.range(0));
     const auto rows = make_logits(n_vocab, 15.0f, 25.0f);
+    SamplingParams p;
+    p.top_logprobs = 5;
+    Sampler sampler(p, n_vocab);
     size_t i = 0;
     for (auto _ : state) {
-        benchmark::DoNotOptimize(compute_logprobs(rows[i++ % rows.size()], 0, 5));
+        benchmark::DoNotOptimize(sampler.logprobs(rows[i++ % rows.size()], 0));
     }
     state.SetItemsProcessed(state.iterations());
 }
@@ -111,6 +117,10 @@ BENCHMARK_CAPTURE(BM_Sample, topk40_topp095_temp08, Chain::typical, false)
     ->Arg(152000)
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_Sample, full_chain, Chain::full, false)
+    ->Arg(32000)
+    ->Arg(152000)
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_Sample, temp08_only, Chain::temperature_only, false)
     ->Arg(32000)
     ->Arg(152000)
     ->Unit(benchmark::kMicrosecond);

@@ -1,5 +1,7 @@
 #include "engine/sampling/sampler.h"
 
+#include "engine/sampling/fast_exp.h"
+
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
@@ -174,6 +176,51 @@ inline void argmax_range(std::span<const float> logits, size_t begin, size_t end
     }
 }
 
+// Reductions over a contiguous array in eight independent float lanes: a single accumulator
+// would chain every step to the previous one, and lanes let the compiler use vector registers
+// without changing the rounding it must preserve. f maps each element first.
+constexpr size_t kLanes = 8;
+
+template <class F>
+float lane_max(const float* v, size_t n, F f) {
+    float acc[kLanes];
+    std::fill(acc, acc + kLanes, kNegInf);
+    size_t i = 0;
+    for (; i + kLanes <= n; i += kLanes)
+        for (size_t j = 0; j < kLanes; ++j) acc[j] = std::max(acc[j], f(v[i + j]));
+    for (; i < n; ++i) acc[0] = std::max(acc[0], f(v[i]));
+    return *std::max_element(acc, acc + kLanes);
+}
+
+template <class F>
+double lane_sum(const float* v, size_t n, F f) {
+    float acc[kLanes] = {};
+    size_t i = 0;
+    for (; i + kLanes <= n; i += kLanes)
+        for (size_t j = 0; j < kLanes; ++j) acc[j] += f(v[i + j]);
+    for (; i < n; ++i) acc[0] += f(v[i]);
+    double sum = 0.0;
+    for (float a : acc) sum += a;
+    return sum;
+}
+
+// out[i] = e^((sanitize(v[i]) - max) / temp), exactly 0 below kExpFloor. Two plain loops
+// rather than one with a branch, so that both vectorize.
+void exp_weights(const float* v, float* out, size_t n, float max, float temp) {
+    for (size_t i = 0; i < n; ++i) {
+        const float x = (sanitize(v[i]) - max) / temp;
+        out[i] = x > kExpFloor ? x : kExpFloor;
+    }
+    for (size_t i = 0; i < n; ++i) {
+        const float alive = out[i] > kExpFloor ? 1.0f : 0.0f;  // a multiply, not a branch
+        out[i] = exp_in_range(out[i]) * alive;
+    }
+}
+
+double sum_of(const float* v, size_t n) {
+    return lane_sum(v, n, [](float x) { return x; });
+}
+
 struct Partition {
     double max;
     double sum;
@@ -184,7 +231,7 @@ Partition partition(const std::vector<C>& cand) {
     float max = kNegInf;
     for (const C& c : cand) max = std::max(max, c.logit);
     double sum = 0.0;
-    for (const C& c : cand) sum += std::exp(c.logit - max);  // float exp: twice as fast
+    for (const C& c : cand) sum += fast_exp_nonpositive(c.logit - max);
     return {max, sum};
 }
 
@@ -215,19 +262,21 @@ void validate(const SamplingParams& p) {
         invalid("top_logprobs", ">= -1 (-1 disables logprobs)", p.top_logprobs);
 }
 
-std::vector<Logprob> compute_logprobs(std::span<const float> logits, int32_t chosen,
-                                      int32_t top_n) {
+namespace {
+
+// compute_logprobs with a caller-owned buffer for the per-token weights.
+std::vector<Logprob> logprobs_with(std::span<const float> logits, int32_t chosen, int32_t top_n,
+                                   std::vector<float>& weights) {
     const size_t n = logits.size();
     if (n == 0) throw std::invalid_argument("logprobs: the logits are empty");
     if (chosen < 0 || static_cast<size_t>(chosen) >= n)
         invalid("logprobs: chosen token", "a valid token id", chosen);
     if (top_n < 0) invalid("logprobs: top_n", ">= 0", top_n);
 
-    float max = kNegInf;
-    for (float v : logits) max = std::max(max, sanitize(v));
-    double sum = 0.0;
-    for (float v : logits) sum += std::exp(sanitize(v) - max);
-    const double log_sum = std::log(sum);
+    const float max = lane_max(logits.data(), n, sanitize);
+    weights.resize(n);
+    exp_weights(logits.data(), weights.data(), n, max, 1.0f);
+    const double log_sum = std::log(sum_of(weights.data(), n));
     // With every logit -inf there is no distribution: every token is reported impossible.
     auto logprob_of = [&](float v) {
         v = sanitize(v);
@@ -251,6 +300,14 @@ std::vector<Logprob> compute_logprobs(std::span<const float> logits, int32_t cho
     }
     for (const Scored& s : best) out.push_back({s.id, logprob_of(s.logit)});
     return out;
+}
+
+}  // namespace
+
+std::vector<Logprob> compute_logprobs(std::span<const float> logits, int32_t chosen,
+                                      int32_t top_n) {
+    std::vector<float> weights;
+    return logprobs_with(logits, chosen, top_n, weights);
 }
 
 Sampler::Sampler(const SamplingParams& params, int32_t n_vocab)
@@ -313,9 +370,9 @@ void Sampler::accept(std::span<const int32_t> tokens) {
     for (int32_t t : tokens) accept(t);
 }
 
-std::vector<Logprob> Sampler::logprobs(std::span<const float> logits, int32_t chosen) const {
+std::vector<Logprob> Sampler::logprobs(std::span<const float> logits, int32_t chosen) {
     if (params_.top_logprobs < 0) return {};
-    return compute_logprobs(logits, chosen, params_.top_logprobs);
+    return logprobs_with(logits, chosen, params_.top_logprobs, weights_);
 }
 
 // The few tokens whose logit the bias or the penalties change, with their new logits.
@@ -400,7 +457,7 @@ void Sampler::apply_typical() {
     double entropy = 0.0;
     for (Candidate& c : cand_) {
         const float shifted = c.logit - max;
-        c.prob = static_cast<float>(std::exp(shifted) / z.sum);
+        c.prob = static_cast<float>(fast_exp_nonpositive(shifted) / z.sum);
         c.key = static_cast<float>(shifted - log_sum);  // log p, for the ranking below
         if (c.logit != kNegInf) entropy -= c.prob * static_cast<double>(c.key);
     }
@@ -423,7 +480,9 @@ void Sampler::apply_top_p() {
     if (params_.top_p >= 1.0f || cand_.size() < 2) return;
     const Partition z = partition(cand_);
     const float max = static_cast<float>(z.max);
-    auto prob = [max, z](const Candidate& c) { return std::exp(c.logit - max) / z.sum; };
+    auto prob = [max, z](const Candidate& c) {
+        return fast_exp_nonpositive(c.logit - max) / z.sum;
+    };
     size_t keep = cand_.size();
     if (sorted_desc_) {
         double cum = 0.0;
@@ -464,7 +523,7 @@ int32_t Sampler::draw() {
     const float temp = params_.temperature;
     double sum = 0.0;
     for (Candidate& c : cand_) {
-        c.prob = std::exp((c.logit - max) / temp);
+        c.prob = fast_exp_nonpositive((c.logit - max) / temp);
         sum += c.prob;
     }
     const double target = next_uniform() * sum;
@@ -488,7 +547,12 @@ void Sampler::check_size(std::span<const float> logits) const {
 }
 
 void Sampler::run_filters(std::span<const float> logits) {
-    if (params_.top_k > 0 && params_.top_k < n_vocab_)
+    const bool top_k = params_.top_k > 0 && params_.top_k < n_vocab_;
+    if (!top_k && params_.typical_p >= 1.0f && params_.top_p < 1.0f && top_p_from_the_top(logits)) {
+        apply_min_p();
+        return;
+    }
+    if (top_k)
         gather_top_k(logits, params_.top_k);
     else
         gather_all(logits);
@@ -503,10 +567,99 @@ void Sampler::run_filters(std::span<const float> logits) {
     apply_min_p();
 }
 
+float Sampler::load_logits(std::span<const float> logits) {
+    const size_t n = logits.size();
+    work_.resize(n);
+    float* w = work_.data();
+    for (size_t i = 0; i < n; ++i) w[i] = sanitize(logits[i]);
+    for (const Adjusted& a : adjusted_) w[a.id] = a.logit;
+    const float max = lane_max(w, n, [](float v) { return v; });
+    if (max == kNegInf)
+        throw std::runtime_error("sampling: every logit is NaN or -inf, no token can be chosen");
+    return max;
+}
+
+// Top-p straight from the whole vocabulary: the normalizer from vectorized weights, then only
+// the best few tokens are ranked. Usually a few dozen tokens carry the mass; when the first
+// kFirst do not, returns false and the general path ranks as many as needed.
+bool Sampler::top_p_from_the_top(std::span<const float> logits) {
+    constexpr size_t kFirst = 64;
+    const size_t n = logits.size();
+    const float max = load_logits(logits);
+    weights_.resize(n);
+    exp_weights(work_.data(), weights_.data(), n, max, 1.0f);
+    const double sum = sum_of(weights_.data(), n);
+
+    BestK<Candidate> heap(cand_, std::min(n, kFirst));
+    heap.offer_range(work_, 0, n, [](int32_t id, float v) { return Candidate{id, v, 0.0f, 0.0f}; });
+    heap.sort_best_first();
+    double cum = 0.0;
+    for (size_t i = 0; i < cand_.size(); ++i) {
+        cum += weights_[static_cast<size_t>(cand_[i].id)] / sum;
+        if (cum >= params_.top_p) {
+            cand_.resize(i + 1);
+            sorted_desc_ = true;
+            return true;
+        }
+    }
+    return cand_.size() == n;  // the whole vocabulary was within the first kFirst
+}
+
+bool Sampler::truncates() const {
+    return (params_.top_k > 0 && params_.top_k < n_vocab_) || params_.typical_p < 1.0f ||
+           params_.top_p < 1.0f || params_.min_p > 0.0f;
+}
+
+// Temperature alone over the whole vocabulary (OpenAI's defaults have no top-k): the weights
+// go into one float array, so the max, the exps and the sums run as vector loops, and per-block
+// sums let the draw skip to the right block instead of walking token by token.
+int32_t Sampler::draw_all(std::span<const float> logits) {
+    const size_t n = logits.size();
+    const float max = load_logits(logits);
+    weights_.resize(n);
+    float* w = weights_.data();
+    exp_weights(work_.data(), w, n, max, params_.temperature);
+
+    constexpr size_t kBlock = 256;
+    const size_t n_blocks = (n + kBlock - 1) / kBlock;
+    block_sums_.resize(n_blocks);
+    double total = 0.0;
+    for (size_t b = 0; b < n_blocks; ++b) {
+        const size_t begin = b * kBlock;
+        block_sums_[b] = sum_of(w + begin, std::min(kBlock, n - begin));
+        total += block_sums_[b];
+    }
+
+    const double target = next_uniform() * total;
+    double cum = 0.0;
+    for (size_t b = 0; b < n_blocks; ++b) {
+        if (cum + block_sums_[b] <= target) {
+            cum += block_sums_[b];
+            continue;
+        }
+        // The block holds the target. Walking it adds in another order than its lane sum did,
+        // so rounding may leave the walk just short: then its last possible token is the one.
+        const size_t begin = b * kBlock, end = std::min(n, begin + kBlock);
+        size_t last = begin;
+        for (size_t i = begin; i < end; ++i) {
+            if (w[i] <= 0.0f) continue;
+            last = i;
+            cum += w[i];
+            if (cum > target) break;
+        }
+        return static_cast<int32_t>(last);
+    }
+    // Rounding pushed the target past every block: the last token with any weight.
+    for (size_t i = n; i-- > 0;)
+        if (w[i] > 0.0f) return static_cast<int32_t>(i);
+    return static_cast<int32_t>(n - 1);  // unreachable: the max token has weight 1
+}
+
 int32_t Sampler::sample(std::span<const float> logits) {
     check_size(logits);
     collect_adjusted(logits);
     if (params_.temperature == 0.0f) return greedy(logits);
+    if (!truncates()) return draw_all(logits);
     run_filters(logits);
     return draw();
 }

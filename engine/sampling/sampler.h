@@ -33,10 +33,20 @@
 // and penalties, sample() throws std::runtime_error: the scheduler should end that request with
 // an error rather than invent a token.
 //
+// Precision: weights are computed in float (exp accurate to 1e-6 relative) and summed in float
+// lanes or doubles; a token more than 87 (times the temperature) below the best one gets weight
+// exactly 0, its true share being under 1.6e-38.
+//
+// Cost (bench/sampling): with top-k only the k best tokens are ever copied; without top-k, the
+// whole-vocabulary work is a few vectorized passes over one float array, and top-p ranks only
+// the best 64 tokens unless those do not carry the mass.
+//
 // Determinism: the RNG is a std::mt19937_64 seeded with params.seed (or from
 // std::random_device when absent); each non-greedy sample() consumes exactly one 64-bit draw
-// and turns it into a double without relying on library-specific distributions, so the same
-// params, seed and logits sequence give the same tokens on every platform.
+// and turns it into a double without library-specific distributions, so the same params, seed
+// and logits sequence give the same tokens (across standard libraries too; a different
+// compiler or vector width may round sums differently, which can move a draw that falls within
+// ~1e-7 of a boundary).
 #pragma once
 
 #include <cstdint>
@@ -92,7 +102,8 @@ class Sampler {
     std::vector<int32_t> candidates(std::span<const float> logits);
 
     // compute_logprobs() with params.top_logprobs alternatives; empty when top_logprobs < 0.
-    std::vector<Logprob> logprobs(std::span<const float> logits, int32_t chosen) const;
+    // Reuses the sampler's scratch memory, hence not const.
+    std::vector<Logprob> logprobs(std::span<const float> logits, int32_t chosen);
 
     const SamplingParams& params() const { return params_; }
     int32_t n_vocab() const { return n_vocab_; }
@@ -121,6 +132,10 @@ class Sampler {
     void apply_top_p();
     void apply_min_p();
     int32_t draw();
+    bool truncates() const;  // any of top-k, typical-p, top-p, min-p active
+    int32_t draw_all(std::span<const float> logits);
+    float load_logits(std::span<const float> logits);  // work_ = adjusted logits; their max
+    bool top_p_from_the_top(std::span<const float> logits);
     double next_uniform();
 
     SamplingParams params_;
@@ -136,7 +151,10 @@ class Sampler {
     // Scratch reused across calls so sampling does not allocate per token.
     std::vector<Adjusted> adjusted_;  // sorted by id
     std::vector<Candidate> cand_;
-    bool sorted_desc_ = false;  // cand_ is ordered by logit, best first
+    std::vector<float> work_;         // whole-vocabulary paths: adjusted, sanitized logits
+    std::vector<float> weights_;      // whole-vocabulary paths: e^(logit - max) per token
+    std::vector<double> block_sums_;  // draw_all: the weights summed per block
+    bool sorted_desc_ = false;        // cand_ is ordered by logit, best first
 };
 
 }  // namespace ggufd::sampling

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/sampling/fast_exp.h"
 #include "engine/sampling/sampler.h"
 
 namespace {
@@ -115,6 +116,47 @@ TEST(Temperature, FrequenciesFollowSoftmaxOfScaledLogits) {
             EXPECT_NEAR(f[i], expected[i], tol) << "T=" << temp << " token " << i;
         }
     }
+}
+
+TEST(Temperature, WholeVocabularyDrawFollowsSoftmax) {
+    // No truncation: the block-summed draw over a vocabulary of many blocks. Tokens are pooled
+    // into 10 groups by id so each frequency is large enough to compare; banned, NaN and -inf
+    // tokens must never come out.
+    const size_t n = 3000;
+    auto logits = random_logits(n, 17, 1.5f);
+    logits[5] = kNaN;
+    logits[2900] = -kInf;
+    SamplingParams p = plain(0.7f);
+    p.logit_bias = {{1000, -100.0f}};
+    Sampler s(p, static_cast<int32_t>(n));
+    auto expected_logits = logits;
+    expected_logits[5] = -kInf;
+    expected_logits[1000] = -kInf;
+    const auto probs = softmax(expected_logits, 0.7);
+    const int draws = 60000;
+    std::vector<double> group(10, 0.0), expected(10, 0.0);
+    for (size_t i = 0; i < n; ++i) expected[i * 10 / n] += probs[i];
+    for (int d = 0; d < draws; ++d) {
+        const auto t = static_cast<size_t>(s.sample(logits));
+        ASSERT_TRUE(t != 5 && t != 1000 && t != 2900) << t;
+        group[t * 10 / n] += 1.0 / draws;
+    }
+    for (size_t g = 0; g < 10; ++g) {
+        const double tol = 5.0 * std::sqrt(expected[g] * (1 - expected[g]) / draws) + 1e-4;
+        EXPECT_NEAR(group[g], expected[g], tol) << "group " << g;
+    }
+}
+
+TEST(FastExp, MatchesStdExpOnItsRange) {
+    double worst = 0.0;
+    for (float x = 0.0f; x > ggufd::sampling::kExpFloor; x -= 0.00731f) {
+        const double exact = std::exp(static_cast<double>(x));
+        worst = std::max(worst, std::abs(ggufd::sampling::exp_in_range(x) - exact) / exact);
+    }
+    EXPECT_LT(worst, 1e-6);
+    EXPECT_EQ(ggufd::sampling::exp_in_range(0.0f), 1.0f);
+    EXPECT_EQ(ggufd::sampling::fast_exp_nonpositive(-kInf), 0.0f);
+    EXPECT_EQ(ggufd::sampling::fast_exp_nonpositive(-100.0f), 0.0f);
 }
 
 TEST(Temperature, TinyTemperatureIsAlmostGreedy) {
@@ -226,27 +268,47 @@ TEST(TopP, MeasuresMassAfterTopK) {
     EXPECT_EQ(survivors(p), (std::vector<int32_t>{1, 3}));
 }
 
-TEST(TopP, LargeVocabularyAgreesWithFullSort) {
-    // More tokens than the first sorting chunk, so the selection has to grow.
-    const size_t n = 20000;
-    const auto logits = random_logits(n, 21, 1.0f);
+// Brute force: sort everything, keep the prefix reaching top_p, then those >= min_p * best.
+std::vector<int32_t> top_p_oracle(const std::vector<float>& logits, float top_p, float min_p) {
     const auto probs = softmax(logits);
-    std::vector<int32_t> order(n);
+    std::vector<int32_t> order(logits.size());
     std::iota(order.begin(), order.end(), 0);
     std::sort(order.begin(), order.end(), [&](int a, int b) { return probs[a] > probs[b]; });
-    for (float top_p : {0.05f, 0.5f, 0.9f}) {
-        double cum = 0.0;
-        size_t keep = 0;
-        while (cum < top_p) cum += probs[order[keep++]];
-        // Stay clear of float ties at the boundary: otherwise the oracle would be ambiguous.
-        ASSERT_GT(cum - top_p, 1e-6);
-        ASSERT_GT(top_p - (cum - probs[order[keep - 1]]), 1e-6);
-        std::vector<int32_t> expected(order.begin(), order.begin() + keep);
-        std::sort(expected.begin(), expected.end());
-        SamplingParams p = plain(1.0f);
-        p.top_p = top_p;
-        Sampler s(p, static_cast<int32_t>(n));
-        EXPECT_EQ(s.candidates(logits), expected) << "top_p=" << top_p;
+    double cum = 0.0;
+    size_t keep = 0;
+    while (cum < top_p) cum += probs[order[keep++]];
+    // Stay clear of float ties at the boundary: otherwise the oracle would be ambiguous.
+    EXPECT_GT(cum - top_p, 1e-6);
+    EXPECT_GT(top_p - (cum - probs[order[keep - 1]]), 1e-6);
+    std::vector<int32_t> expected;
+    for (size_t i = 0; i < keep; ++i)
+        if (probs[order[i]] >= min_p * probs[order[0]]) expected.push_back(order[i]);
+    std::sort(expected.begin(), expected.end());
+    return expected;
+}
+
+TEST(TopP, LargeVocabularyAgreesWithFullSort) {
+    // Flat: far more tokens than the first ranked chunk carry the mass, so the selection grows.
+    const size_t n = 20000;
+    const auto flat = random_logits(n, 21, 1.0f);
+    // Peaked: a dozen favourites carry almost everything (the usual case for a language model).
+    const std::vector<float> peaked = [&] {
+        auto v = random_logits(n, 22, 1.0f);
+        for (size_t i = 0; i < 12; ++i) v[i * 1531 + 7] += 9.0f + static_cast<float>(i) * 0.37f;
+        return v;
+    }();
+    for (const std::vector<float>* logits : {&flat, &peaked}) {
+        for (float top_p : {0.05f, 0.5f, 0.9f}) {
+            for (float min_p : {0.0f, 0.05f}) {
+                SamplingParams p = plain(1.0f);
+                p.top_p = top_p;
+                p.min_p = min_p;
+                Sampler s(p, static_cast<int32_t>(n));
+                EXPECT_EQ(s.candidates(*logits), top_p_oracle(*logits, top_p, min_p))
+                    << (logits == &flat ? "flat" : "peaked") << " top_p=" << top_p
+                    << " min_p=" << min_p;
+            }
+        }
     }
 }
 
