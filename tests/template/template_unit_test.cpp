@@ -445,11 +445,6 @@ TEST(TemplateLimits, StepBudgetStopsLongLoops) {
         "{% for i in range(100000) %}{% for j in range(100000) %}{{ j }}{% endfor %}"
         "{% endfor %}",
         "evaluation budget", json::object(), o);
-    // The default budget also ends it, well before 10^10 iterations.
-    expect_error(
-        "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}"
-        "{% endfor %}",
-        "evaluation budget");
 }
 
 TEST(TemplateLimits, RecursionDepthIsBounded) {
