@@ -10,6 +10,7 @@ packages=(
   prometheus-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   clang lld libclang-rt-14-dev clang-format
+  libicu-dev
   curl python3
 )
 
