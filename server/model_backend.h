@@ -25,6 +25,8 @@ class ChatTemplateError : public std::runtime_error {
     using std::runtime_error::runtime_error;
 };
 
+// Every method is called from the I/O threads, several at once: implementations must be
+// thread-safe and quick (tokenizing and rendering a template are fine; inference is not).
 class ModelBackend {
   public:
     virtual ~ModelBackend() = default;

@@ -308,7 +308,7 @@ class Session : public std::enable_shared_from_this<Session>, public ResponseCha
 
     void begin_exchange() {
         phase_ = Phase::handling;
-        answered_ = response_done_ = streaming_ = chunked_ = false;
+        answered_ = response_done_ = streaming_ = chunked_ = finish_posted_ = false;
         status_ = 0;
         access_ = {};
         request_id_ = shared_->next_request_id();
@@ -408,7 +408,13 @@ class Session : public std::enable_shared_from_this<Session>, public ResponseCha
     void flush() {
         if (writing_ || phase_ != Phase::handling) return;
         if (out_.empty()) {
-            if (response_done_) finish_exchange();
+            // Never finish inside a ResponseChannel call: the exchange that called may be the
+            // one finish_exchange releases.
+            if (response_done_ && !finish_posted_) {
+                finish_posted_ = true;
+                net::post(stream_.get_executor(),
+                          [self = shared_from_this()] { self->finish_exchange(); });
+            }
             return;
         }
         writing_ = true;
@@ -433,8 +439,9 @@ class Session : public std::enable_shared_from_this<Session>, public ResponseCha
 
     // The response is complete.
     void finish_exchange() {
+        if (phase_ != Phase::handling) return;
         log_access(status_, nullptr);
-        exchange_.reset();
+        release_exchange();
         phase_ = Phase::idle;
         if (!keep_alive_ || stop_requested_ || shared_->stopping) {
             close_gracefully();
@@ -455,13 +462,19 @@ class Session : public std::enable_shared_from_this<Session>, public ResponseCha
         close_now();
     }
 
+    // Cancels the running exchange and lets it go on a later turn of the strand: this may run
+    // inside one of its own calls (send_chunk finding the client too slow).
+    void release_exchange() {
+        if (!exchange_) return;
+        exchange_->cancel();
+        net::post(stream_.get_executor(), [ex = std::move(exchange_)] {});
+        exchange_.reset();
+    }
+
     void close_now() {
         if (phase_ == Phase::closed) return;
         phase_ = Phase::closed;
-        if (exchange_) {
-            exchange_->cancel();
-            exchange_.reset();
-        }
+        release_exchange();
         stream_.close();
     }
 
@@ -521,6 +534,7 @@ class Session : public std::enable_shared_from_this<Session>, public ResponseCha
     std::shared_ptr<Exchange> exchange_;
     bool answered_ = false;
     bool response_done_ = false;
+    bool finish_posted_ = false;
     bool streaming_ = false;
     bool chunked_ = false;
     int status_ = 0;
