@@ -644,7 +644,19 @@ void Server::start() {
     m.work.emplace(m.shared->ioc->get_executor());
     m.accept();
     int n = std::max(1, o.io_threads);
-    for (int i = 0; i < n; ++i) m.threads.emplace_back([ioc = m.shared->ioc] { ioc->run(); });
+    for (int i = 0; i < n; ++i) {
+        m.threads.emplace_back([ioc = m.shared->ioc] {
+            // A handler that throws is a bug; log it and keep serving the other connections.
+            for (;;) {
+                try {
+                    ioc->run();
+                    return;
+                } catch (const std::exception& e) {
+                    spdlog::error("I/O thread: unexpected exception: {}", e.what());
+                }
+            }
+        });
+    }
     spdlog::info("listening on {}:{} with {} I/O threads", o.host, m.port, n);
 }
 
