@@ -692,6 +692,17 @@ void Server::stop(std::chrono::milliseconds deadline) {
     m.shared->ioc->stop();
     for (auto& t : m.threads) t.join();
     m.threads.clear();
+    // Handlers still queued could hold a session, which holds the io_context that queues them:
+    // run them out here (every connection is closed by now) so that no such cycle outlives us.
+    m.shared->ioc->restart();
+    m.shared->ioc->poll();
+    {
+        std::lock_guard guard(m.shared->mutex);
+        if (m.shared->live_sessions > 0) {
+            spdlog::warn("{} connections were still open when the server stopped",
+                         m.shared->live_sessions);
+        }
+    }
     spdlog::info("server stopped");
 }
 
