@@ -644,7 +644,19 @@ void Server::start() {
     m.work.emplace(m.shared->ioc->get_executor());
     m.accept();
     int n = std::max(1, o.io_threads);
-    for (int i = 0; i < n; ++i) m.threads.emplace_back([ioc = m.shared->ioc] { ioc->run(); });
+    for (int i = 0; i < n; ++i) {
+        m.threads.emplace_back([ioc = m.shared->ioc] {
+            // A handler that throws is a bug; log it and keep serving the other connections.
+            for (;;) {
+                try {
+                    ioc->run();
+                    return;
+                } catch (const std::exception& e) {
+                    spdlog::error("I/O thread: unexpected exception: {}", e.what());
+                }
+            }
+        });
+    }
     spdlog::info("listening on {}:{} with {} I/O threads", o.host, m.port, n);
 }
 
@@ -680,6 +692,17 @@ void Server::stop(std::chrono::milliseconds deadline) {
     m.shared->ioc->stop();
     for (auto& t : m.threads) t.join();
     m.threads.clear();
+    // Handlers still queued could hold a session, which holds the io_context that queues them:
+    // run them out here (every connection is closed by now) so that no such cycle outlives us.
+    m.shared->ioc->restart();
+    m.shared->ioc->poll();
+    {
+        std::lock_guard guard(m.shared->mutex);
+        if (m.shared->live_sessions > 0) {
+            spdlog::warn("{} connections were still open when the server stopped",
+                         m.shared->live_sessions);
+        }
+    }
     spdlog::info("server stopped");
 }
 
