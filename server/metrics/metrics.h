@@ -61,9 +61,10 @@ class ModelMetrics {
         generated_tokens_.Increment(static_cast<double>(n));
     }
     void add_rejected(uint64_t n = 1) noexcept { rejected_.Increment(static_cast<double>(n)); }
+    // One call per engine step. (ggufd_engine_steps_total comes from watch_scheduler instead,
+    // so a model fed both ways does not count its steps twice.)
     void observe_batch_size(int64_t tokens) noexcept {
         batch_size_.observe(static_cast<double>(tokens));
-        steps_.Increment();
     }
     void set_queue_depth(int64_t n) noexcept { queue_depth_.Set(static_cast<double>(n)); }
     void set_busy_slots(int64_t n) noexcept { busy_slots_.Set(static_cast<double>(n)); }
