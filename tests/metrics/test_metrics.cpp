@@ -301,6 +301,27 @@ TEST(Metrics, WatchedSchedulerFeedsCountersAndGauges) {
     EXPECT_EQ(value_of(e, "ggufd_generated_tokens_total", tiny), 30);
 }
 
+TEST(Metrics, WatchedSchedulerScrapedWhileItCounts) {
+    Metrics m;
+    auto stats = std::make_shared<scheduler::SchedulerStats>();
+    m.watch_scheduler("tiny", stats);
+    constexpr uint64_t kTokens = 50000;
+    std::thread engine([&] {
+        for (uint64_t i = 0; i < kTokens; ++i) {
+            stats->generated_tokens.fetch_add(1, std::memory_order_relaxed);
+            stats->busy_slots.store(static_cast<int>(i % 4), std::memory_order_relaxed);
+        }
+    });
+    double last = 0;
+    for (int i = 0; i < 50; ++i) {
+        const double now = value_of(scrape(m), "ggufd_generated_tokens_total", {{"model", "tiny"}});
+        ASSERT_GE(now, last);
+        last = now;
+    }
+    engine.join();
+    EXPECT_EQ(value_of(scrape(m), "ggufd_generated_tokens_total", {{"model", "tiny"}}), kTokens);
+}
+
 // --- throughput gauges, averaged over the scrape window with a controlled clock ---
 
 TEST(Metrics, ThroughputAveragesOverTheWindow) {
