@@ -1,5 +1,3 @@
-# syntax=docker/dockerfile:1
-#
 # ggufd on Debian 12. Build:  docker build -t ggufd .
 # Run:   docker run -p 8080:8080 -v "$PWD/models:/models:ro" \
 #            -e GGUFD_MODEL=tiny=/models/stories260K.gguf ggufd
@@ -17,6 +15,7 @@ COPY scripts/install-deps.sh scripts/
 # libicu-dev: the template engine needs ICU (engine/template/CMakeLists.txt) but install-deps.sh
 # does not list it yet; harmless once it does.
 RUN bash scripts/install-deps.sh \
+ && apt-get update -qq \
  && apt-get install -y -qq --no-install-recommends libicu-dev \
  && rm -rf /var/lib/apt/lists/*
 
@@ -39,7 +38,7 @@ RUN cmake --preset release -DGGUFD_BUILD_TESTS=OFF -DGGUFD_BUILD_BENCHMARKS=OFF 
  && mkdir -p /out/bin \
  && cp build/bin/ggufd build/bin/gguf-inspect /out/bin/ \
  && strip --strip-debug /out/bin/ggufd /out/bin/gguf-inspect \
- && cp docker/healthcheck.sh /out/bin/ggufd-healthcheck \
+ && install -m 0755 docker/healthcheck.sh /out/bin/ggufd-healthcheck \
  && bash docker/runtime-packages.sh /out/bin/ggufd /out/bin/gguf-inspect > /out/runtime-packages.txt \
  && cat /out/runtime-packages.txt
 
