@@ -24,7 +24,8 @@ Json value_json(const gguf::Value& v, size_t max_items) {
                                 {"count", x.size()}};
                 }
                 Json items = Json::array();
-                for (size_t i = 0; i < x.size(); ++i) items.push_back(value_json(x.at(i), max_items));
+                for (size_t i = 0; i < x.size(); ++i)
+                    items.push_back(value_json(x.at(i), max_items));
                 return items;
             } else if constexpr (std::is_same_v<S, float>) {
                 return Json(gguf::Value::widen_float(x));
@@ -39,31 +40,37 @@ Json value_json(const gguf::Value& v, size_t max_items) {
 
 }  // namespace
 
-std::shared_ptr<EngineBackend> EngineBackend::load(const std::string& path, const EngineBackendOptions& options) {
+std::shared_ptr<EngineBackend> EngineBackend::load(const std::string& path,
+                                                   const EngineBackendOptions& options) {
     const auto t0 = std::chrono::steady_clock::now();
     auto model = model::Model::load(path);
-    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double secs =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return from_model(std::move(model), options, secs);
 }
 
 std::shared_ptr<EngineBackend> EngineBackend::from_model(std::shared_ptr<const model::Model> model,
-                                                         const EngineBackendOptions& options, double load_seconds) {
+                                                         const EngineBackendOptions& options,
+                                                         double load_seconds) {
     std::shared_ptr<EngineBackend> b(new EngineBackend());
     b->name_ = options.name;
     b->model_ = std::move(model);
     b->load_seconds_ = load_seconds;
-    b->tokenizer_ = std::make_shared<const tok::Tokenizer>(tok::Vocab::from_gguf(b->model_->file()));
+    b->tokenizer_ =
+        std::make_shared<const tok::Tokenizer>(tok::Vocab::from_gguf(b->model_->file()));
     const auto shipped = b->model_->file().get_optional<std::string>("tokenizer.chat_template");
     b->model_has_template_ = shipped.has_value();
     b->template_ = tmpl::Template::compile(tmpl::select_template(options.chat_template, shipped));
     const tok::Tokenizer& t = *b->tokenizer_;
     if (t.bos() >= 0) b->bos_text_ = t.token_to_piece(t.bos(), true);
     if (t.eos() >= 0) b->eos_text_ = t.token_to_piece(t.eos(), true);
-    b->scheduler_ = std::make_unique<scheduler::Scheduler>(b->model_, b->tokenizer_, options.scheduler);
+    b->scheduler_ =
+        std::make_unique<scheduler::Scheduler>(b->model_, b->tokenizer_, options.scheduler);
     return b;
 }
 
-std::vector<int32_t> EngineBackend::tokenize(const std::string& text, bool add_special, bool parse_special) const {
+std::vector<int32_t> EngineBackend::tokenize(const std::string& text, bool add_special,
+                                             bool parse_special) const {
     tok::EncodeOptions o;
     o.parse_special = parse_special;
     if (!add_special) {
@@ -77,7 +84,8 @@ std::string EngineBackend::detokenize(const std::vector<int32_t>& tokens) const 
     return tokenizer_->decode(tokens);
 }
 
-std::string EngineBackend::render_chat(const Json& messages, const Json& tools, bool add_generation_prompt,
+std::string EngineBackend::render_chat(const Json& messages, const Json& tools,
+                                       bool add_generation_prompt,
                                        const Json& extra_context) const {
     tmpl::ChatContext c;
     c.messages = nlohmann::ordered_json::parse(messages.dump());

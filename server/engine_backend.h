@@ -20,22 +20,27 @@ struct EngineBackendOptions {
     std::optional<std::string> chat_template;  // overrides the model's tokenizer.chat_template
 };
 
-class EngineBackend final : public ModelBackend {
-public:
+class EngineBackend final : public ModelBackend,
+                            public std::enable_shared_from_this<EngineBackend> {
+  public:
     // Loads and validates the file, builds the tokenizer and template, starts the scheduler.
     // Throws (gguf::Error, tmpl::TemplateError, std::bad_alloc, ...) with a message naming what
     // is wrong.
-    static std::shared_ptr<EngineBackend> load(const std::string& path, const EngineBackendOptions& options);
+    static std::shared_ptr<EngineBackend> load(const std::string& path,
+                                               const EngineBackendOptions& options);
     static std::shared_ptr<EngineBackend> from_model(std::shared_ptr<const model::Model> model,
-                                                     const EngineBackendOptions& options, double load_seconds = 0);
+                                                     const EngineBackendOptions& options,
+                                                     double load_seconds = 0);
 
     std::string name() const override { return name_; }
     bool is_ready() const override { return true; }
     nlohmann::json describe(bool full) const override;
     int32_t vocab_size() const override { return tokenizer_->n_vocab(); }
-    std::vector<int32_t> tokenize(const std::string& text, bool add_special, bool parse_special) const override;
+    std::vector<int32_t> tokenize(const std::string& text, bool add_special,
+                                  bool parse_special) const override;
     std::string detokenize(const std::vector<int32_t>& tokens) const override;
-    std::string render_chat(const nlohmann::json& messages, const nlohmann::json& tools, bool add_generation_prompt,
+    std::string render_chat(const nlohmann::json& messages, const nlohmann::json& tools,
+                            bool add_generation_prompt,
                             const nlohmann::json& extra_context) const override;
     scheduler::Generator& generator() override { return *scheduler_; }
 
@@ -43,7 +48,7 @@ public:
     scheduler::Scheduler& scheduler() { return *scheduler_; }
     double load_seconds() const { return load_seconds_; }
 
-private:
+  private:
     EngineBackend() = default;
 
     std::string name_;

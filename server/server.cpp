@@ -517,6 +517,7 @@ class Session : public std::enable_shared_from_this<Session>, public ResponseCha
             access_.completion_tokens,
             access_.time_to_first_token_s < 0 ? -1.0 : access_.time_to_first_token_s * 1e3,
             total * 1e3, note ? " note=" : "", note ? note : "");
+        if (shared_->options.on_access) shared_->options.on_access(access_, status, total);
     }
 
     beast::tcp_stream stream_;

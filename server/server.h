@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -29,6 +30,9 @@ struct ServerOptions {
     // Streamed bytes a client may leave unread before its generation is cancelled.
     size_t max_buffered_output = 1024 * 1024;
     ApiOptions api;
+    // Called once per finished exchange with what the access log shows (for metrics); runs on an
+    // I/O thread, so it must be quick and thread-safe.
+    std::function<void(const AccessInfo& access, int status, double total_seconds)> on_access;
 };
 
 // host, port and api_key from the daemon's configuration; the rest keeps its defaults.

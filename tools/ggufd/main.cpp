@@ -11,6 +11,7 @@
 #include "config/logging.h"
 #include "engine/kernels/cpu_features.h"
 #include "server/engine_backend.h"
+#include "server/metrics/metrics.h"
 #include "server/server.h"
 
 namespace {
@@ -54,12 +55,24 @@ int main(int argc, char** argv) {
     signal(SIGPIPE, SIG_IGN);
 
     spdlog::info("ggufd starting; CPU features: {}", kernels::cpu_features().describe());
+    metrics::Metrics metrics;
     server::ModelRegistry registry;
+    auto observe = [&metrics](server::EngineBackend& b) {
+        metrics::ModelMetrics& mm = metrics.for_model(b.name());
+        mm.set_load_seconds(b.load_seconds());
+        mm.set_total_slots(b.scheduler().n_slots());
+        mm.set_kv_cells(0, int64_t{b.scheduler().n_slots()} * b.scheduler().context_size());
+        metrics.watch_scheduler(b.name(), std::shared_ptr<const scheduler::SchedulerStats>(
+                                              b.shared_from_this(), &b.scheduler().stats()));
+    };
     const scheduler::SchedulerParams params = scheduler_params(cfg);
     if (cfg.models.empty()) {
-        registry.add(server::make_demo_backend(params));
+        auto demo = server::make_demo_backend(params);
+        observe(*demo);
+        registry.add(std::move(demo));
         spdlog::warn(
-            "no model configured: serving the built-in demo '{}' (random weights; it writes gibberish). "
+            "no model configured: serving the built-in demo '{}' (random weights; it writes "
+            "gibberish). "
             "Serve a real model with: ggufd --model NAME=path/to/model.gguf",
             server::kDemoModelName);
     }
@@ -69,12 +82,16 @@ int main(int argc, char** argv) {
             options.name = spec.name;
             options.scheduler = params;
             auto backend = server::EngineBackend::load(spec.path, options);
-            spdlog::info("model '{}' loaded from {} in {:.3f} s ({}, {} slots of {} tokens)", spec.name, spec.path,
-                         backend->load_seconds(), backend->model().hparams().arch, params.n_slots,
+            spdlog::info("model '{}' loaded from {} in {:.3f} s ({}, {} slots of {} tokens)",
+                         spec.name, spec.path, backend->load_seconds(),
+                         backend->model().hparams().arch, params.n_slots,
                          backend->scheduler().context_size());
+            observe(*backend);
             registry.add(std::move(backend));
         } catch (const std::bad_alloc&) {
-            spdlog::critical("model '{}': out of memory for its KV cache; lower --ctx-size or --parallel", spec.name);
+            spdlog::critical(
+                "model '{}': out of memory for its KV cache; lower --ctx-size or --parallel",
+                spec.name);
             return 1;
         } catch (const std::exception& e) {
             spdlog::critical("model '{}' ({}): {}", spec.name, spec.path, e.what());
@@ -83,13 +100,20 @@ int main(int argc, char** argv) {
     }
 
     try {
-        server::Server http(registry, server::server_options_from_config(cfg));
+        server::ServerOptions options = server::server_options_from_config(cfg);
+        options.api.metrics = [&metrics] { return metrics.render(); };
+        options.on_access = [&metrics](const server::AccessInfo& a, int status, double total_s) {
+            metrics.on_request(a.route, a.model, status, total_s);
+            if (a.time_to_first_token_s >= 0)
+                metrics.on_first_token(a.model, a.time_to_first_token_s);
+        };
+        server::Server http(registry, options);
         http.start();
         spdlog::info("listening on http://{}:{}", cfg.host, http.port());
         int sig = 0;
         sigwait(&signals, &sig);
-        spdlog::info("{} received: finishing in-flight requests (at most {} s)", sig == SIGINT ? "SIGINT" : "SIGTERM",
-                     kShutdownDeadline.count());
+        spdlog::info("{} received: finishing in-flight requests (at most {} s)",
+                     sig == SIGINT ? "SIGINT" : "SIGTERM", kShutdownDeadline.count());
         http.stop(kShutdownDeadline);
     } catch (const std::exception& e) {
         spdlog::critical("server: {}", e.what());
