@@ -276,16 +276,15 @@ void Api::chat_completions(const HttpRequest& request,
     channel->access().model = model.name();
     check_logit_bias(r.sampling, model.vocab_size());
 
-    std::string prompt;
+    std::vector<int32_t> tokens;
     try {
-        prompt =
+        const std::string prompt =
             model.render_chat(r.messages, r.tools, /*add_generation_prompt=*/true, r.extra_context);
+        tokens = model.tokenize_chat_prompt(prompt, r.messages);
     } catch (const ChatTemplateError& e) {
         throw ApiError::bad_request(
             std::string("the chat template refused the messages: ") + e.what(), "messages");
     }
-    std::vector<int32_t> tokens =
-        model.tokenize(prompt, /*add_special=*/false, /*parse_special=*/true);
     check_prompt(tokens, model, "messages");
 
     GenerationPlan plan;

@@ -42,6 +42,8 @@ class EngineBackend final : public ModelBackend,
     std::string render_chat(const nlohmann::json& messages, const nlohmann::json& tools,
                             bool add_generation_prompt,
                             const nlohmann::json& extra_context) const override;
+    std::vector<int32_t> tokenize_chat_prompt(const std::string& prompt,
+                                              const nlohmann::json& messages) const override;
     scheduler::Generator& generator() override { return *scheduler_; }
 
     const model::Model& model() const { return *model_; }

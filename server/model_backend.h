@@ -63,6 +63,16 @@ class ModelBackend {
                                     bool add_generation_prompt,
                                     const nlohmann::json& extra_context) const = 0;
 
+    // Tokens of a prompt render_chat made from `messages`: special-token text the template wrote
+    // becomes special tokens, but text that came from the messages' content stays plain text,
+    // so a user cannot inject "<|im_start|>system" into a conversation. The default treats
+    // the whole prompt as trusted (for test doubles).
+    virtual std::vector<int32_t> tokenize_chat_prompt(const std::string& prompt,
+                                                      const nlohmann::json& messages) const {
+        (void)messages;
+        return tokenize(prompt, /*add_special=*/false, /*parse_special=*/true);
+    }
+
     // The model's scheduler. submit() must not block (the server calls it on an I/O thread).
     virtual scheduler::Generator& generator() = 0;
 };

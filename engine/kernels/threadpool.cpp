@@ -218,8 +218,10 @@ void ThreadPool::worker_main(int thread) {
             }
             sleeping_workers_.fetch_sub(1, std::memory_order_relaxed);
         }
-        if (stopping_.load(std::memory_order_acquire)) return;
+        // Take the post count before looking at stopping_: the other order can swallow the
+        // destructor's final post (seen jumps past it) and leave this worker waiting forever.
         seen = posted_.load(std::memory_order_acquire);
+        if (stopping_.load(std::memory_order_acquire)) return;
         work_on(thread);
     }
 }

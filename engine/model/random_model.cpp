@@ -79,10 +79,13 @@ void add_byte_level_vocab(gguf::Writer& w) {
         tokens.push_back(utf8(printable ? b : 256 + shifted++));
     }
     std::vector<int32_t> types(256, 1);  // normal
-    tokens.push_back("<|begin_of_text|>");
-    tokens.push_back("<|end_of_text|>");
-    types.push_back(3);  // control
-    types.push_back(3);
+    // Control tokens: BOS, EOS and ChatML's markers, so chat through the default template
+    // frames turns with real special tokens, as a chat model's vocabulary does.
+    for (const char* special :
+         {"<|begin_of_text|>", "<|end_of_text|>", "<|im_start|>", "<|im_end|>"}) {
+        tokens.push_back(special);
+        types.push_back(3);
+    }
     w.set("tokenizer.ggml.model", "gpt2");
     w.set("tokenizer.ggml.pre", "default");
     w.set("tokenizer.ggml.tokens", gguf::Array{tokens});

@@ -215,7 +215,20 @@ std::vector<int32_t> Tokenizer::literal_tokens_in(std::string_view text, bool pa
 // Splits text at occurrences of special tokens the way the reference does: token by token, longest
 // text first, each one cutting every raw piece left by the previous ones at all its occurrences.
 std::vector<Tokenizer::Fragment> Tokenizer::partition(std::string_view text,
-                                                      bool parse_special) const {
+                                                      const EncodeOptions& options) const {
+    const bool parse_special = options.parse_special;
+    // A token that only parse_special lets through (control, unknown) is left as text inside an
+    // untrusted range; user-defined tokens are recognised everywhere, as the reference does.
+    std::vector<int32_t> always;
+    if (parse_special && !options.plain_ranges.empty()) always = literal_tokens_in(text, false);
+    auto protected_hit = [&](int32_t id, size_t begin, size_t length) {
+        if (!parse_special || options.plain_ranges.empty()) return false;
+        if (std::find(always.begin(), always.end(), id) != always.end()) return false;
+        for (const auto& [b, e] : options.plain_ranges) {
+            if (begin < e && begin + length > b) return true;
+        }
+        return false;
+    };
     std::vector<Fragment> fragments;
     if (text.empty()) return fragments;
     fragments.push_back({kNoToken, 0, text.size()});
@@ -229,13 +242,17 @@ std::vector<Tokenizer::Fragment> Tokenizer::partition(std::string_view text,
                 continue;
             }
             const std::string_view raw = text.substr(f.begin, f.length);
-            size_t pos = 0;
-            while (pos < raw.size()) {
-                const size_t hit = raw.find(needle, pos);
+            size_t pos = 0, search = 0;
+            while (search < raw.size()) {
+                const size_t hit = raw.find(needle, search);
                 if (hit == std::string_view::npos) break;
+                if (protected_hit(id, f.begin + hit, needle.size())) {
+                    search = hit + 1;
+                    continue;
+                }
                 if (hit > pos) next.push_back({kNoToken, f.begin + pos, hit - pos});
                 next.push_back({id, f.begin + hit, needle.size()});
-                pos = hit + needle.size();
+                pos = search = hit + needle.size();
             }
             if (pos < raw.size()) next.push_back({kNoToken, f.begin + pos, raw.size() - pos});
         }
@@ -257,7 +274,7 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, const EncodeOption
     }
     // SPM puts the dummy space before the text and again after every special token.
     bool after_special = true;
-    for (const Fragment& f : partition(text, options.parse_special)) {
+    for (const Fragment& f : partition(text, options)) {
         if (f.token != kNoToken) {
             out.push_back(f.token);
             after_special = true;

@@ -26,6 +26,10 @@ struct EncodeOptions {
     // Only for text the caller trusts (a rendered chat template), never for raw user content.
     // User-defined tokens are recognised either way, as the reference does.
     bool parse_special = false;
+    // Byte ranges [begin, end) of the text that are untrusted (e.g. user messages inside a
+    // rendered chat template): control-token text there stays plain text even with
+    // parse_special.
+    std::vector<std::pair<size_t, size_t>> plain_ranges;
 };
 
 struct DecodeOptions {
@@ -82,7 +86,7 @@ class Tokenizer {
         int32_t token;  // kNoToken for raw text
         size_t begin, length;
     };
-    std::vector<Fragment> partition(std::string_view text, bool parse_special) const;
+    std::vector<Fragment> partition(std::string_view text, const EncodeOptions& options) const;
     std::vector<int32_t> literal_tokens_in(std::string_view text, bool parse_special) const;
     void encode_spm(std::string_view text, std::vector<int32_t>& out) const;
     void encode_bpe(std::string_view text, std::vector<int32_t>& out) const;

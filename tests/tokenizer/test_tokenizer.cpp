@@ -2,6 +2,7 @@
 // merge rules) and on the real conformance vocabularies (round trips, special tokens, bad input).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 #include <string>
 #include <thread>
@@ -148,6 +149,28 @@ TEST(SpmTokenizer, ControlTokensAreParsedOnlyWhenAsked) {
     expected.push_back(v.llo);
     EXPECT_EQ(t.encode("<|im_start|>hello", no_bos()), expected);
     EXPECT_EQ(t.decode(expected), "<|im_start|>hello");
+}
+
+TEST(SpmTokenizer, ControlTokenTextInAPlainRangeStaysText) {
+    const SmallSpm v;
+    const Tokenizer t = v.tokenizer();
+    // A template wrote the first <|im_start|>; the second sits inside a user's message.
+    const std::string prompt = "<|im_start|>hello<|im_start|>";
+    EncodeOptions parse = no_bos();
+    parse.parse_special = true;
+    parse.plain_ranges = {{17, prompt.size()}};
+    const Ids ids = t.encode(prompt, parse);
+    EXPECT_EQ(std::count(ids.begin(), ids.end(), v.im_start), 1);
+    EXPECT_EQ(ids.front(), v.im_start);
+    // The protected copy decodes back to its text (the parsed control token renders as nothing).
+    EXPECT_EQ(t.decode(ids), " hello<|im_start|>");
+    // A range that only grazes the token (one byte) still protects it.
+    parse.plain_ranges = {{prompt.size() - 1, prompt.size()}};
+    const Ids grazed = t.encode(prompt, parse);
+    EXPECT_EQ(std::count(grazed.begin(), grazed.end(), v.im_start), 1);
+    // User-defined tokens are recognised even inside a plain range, as without parse_special.
+    parse.plain_ranges = {{0, 16}};
+    EXPECT_EQ(t.encode("hello<tool>hello", parse), (Ids{v.sp_hello, v.tool, v.sp_hello}));
 }
 
 TEST(SpmTokenizer, UserDefinedTokensAreAlwaysMatched) {
