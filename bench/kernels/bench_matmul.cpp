@@ -116,7 +116,8 @@ void BM_MatmulAsMatvecs(benchmark::State& state, TensorType t) {
 }
 
 void transformer_shapes(benchmark::internal::Benchmark* b) {
-    b->Args({256, 2048, 1});  // small enough to stay in L2: the kernel's compute speed alone
+    b->Args({256, 2048, 1});    // small enough to stay in L2: the kernel's compute speed alone
+    b->Args({32000, 2048, 1});  // an output head, larger than L3: streaming from memory
     for (int64_t n_x : {1, 4, 32, 128}) {
         b->Args({2048, 2048, n_x});  // attention projections
         b->Args({5632, 2048, n_x});  // FFN up / gate

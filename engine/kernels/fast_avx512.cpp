@@ -21,7 +21,14 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
+#ifndef GGUFD_FAST_GFNI
+#define GGUFD_FAST_GFNI 0
+#endif
+#if GGUFD_FAST_GFNI
+#define GGUFD_FAST_TARGET "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,gfni"
+#else
 #define GGUFD_FAST_TARGET "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni"
+#endif
 #define KFN static inline __attribute__((target(GGUFD_FAST_TARGET), always_inline))
 #define KEXPORT __attribute__((target(GGUFD_FAST_TARGET)))
 
@@ -58,9 +65,16 @@ KFN uint32_t load_u32(const void* p) {
 KFN __m256i nibbles(const uint8_t* qs) {
     const __m256i v =
         _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs)));
+#if GGUFD_FAST_GFNI
+    // One affine bit-matrix transform per 64-bit lane: "keep bits 0-3" for the low 128 bits,
+    // "move bits 4-7 down" for the high 128 bits (row i of a matrix is byte 7 - i).
+    constexpr long long kLow = 0x0102040800000000LL, kHigh = 0x1020408000000000LL;
+    return _mm256_gf2p8affine_epi64_epi8(v, _mm256_setr_epi64x(kLow, kLow, kHigh, kHigh), 0);
+#else
     const __m256i shifted =
         _mm256_srlv_epi16(v, _mm256_setr_epi16(0, 0, 0, 0, 0, 0, 0, 0, 4, 4, 4, 4, 4, 4, 4, 4));
     return _mm256_and_si256(shifted, _mm256_set1_epi8(0x0f));
+#endif
 }
 
 // Bit j of the little-endian 32-bit qh as 0x10 in byte j (the fifth bit of Q5 codes).
@@ -172,84 +186,74 @@ KFN void block_scales_tail(const uint8_t* p, int live, __m256* d, __m256* m) {
     if constexpr (F::has_min) *m = _mm256_load_ps(mv);
 }
 
-inline constexpr int kPrefetchGroups = 8;
-
-// Block b of R rows: VPDPBUSD starting from -z * sum(a), convert, FMA with the scale product.
-template <class F, int R>
-KFN void legacy_step(const typename F::Block* const* blk, int b, const int8_t* codes,
-                     const int32_t* zc, const float (*scale)[8], __m256* acc) {
-    const __m256i act = load256(codes + 32 * b);
+// Block b: VPDPBUSD starting from -z * sum(a) (in lane 0), convert, FMA with the broadcast
+// scale product.
+template <class F>
+KFN __m256 legacy_step(const typename F::Block* blk, const int8_t* codes, const int32_t* zc,
+                       const float* scale, __m256 acc) {
     __m256i start = _mm256_setzero_si256();
-    if constexpr (F::z != 0) start = _mm256_maskz_loadu_epi32(1, zc + b);
-#pragma GCC unroll 4
-    for (int r = 0; r < R; ++r) {
-        const __m256i isum = _mm256_dpbusd_epi32(start, F::codes(blk[r][b]), act);
-        acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(scale[r][b]), acc[r]);
-    }
+    // A plain 32-bit load (VMOVD zero-fills the rest); masked loads are slower on Zen 4.
+    if constexpr (F::z != 0) start = _mm256_setr_epi32(load_i32(zc), 0, 0, 0, 0, 0, 0, 0);
+    const __m256i isum = _mm256_dpbusd_epi32(start, F::codes(*blk), load256(codes));
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_broadcast_ss(scale), acc);
 }
 
-// R weight rows against one activation row. Per block and row: unpack, VPDPBUSD starting from
-// -z * sum(a), convert, FMA with the broadcast product of the two scales.
-template <class F, int R>
-KFN void legacy_matvec_rows(const uint8_t* w, size_t wrb, int64_t nb, const ActRowView& a,
-                            float* y) {
+// One weight row against one activation row, in chunks of up to kChunk blocks and two passes
+// per chunk: first the products of weight and activation scales, 8 blocks at a time, into a
+// small array; then the blocks, each FMA broadcasting its scale from that array. (Scales used
+// straight from registers cost two shuffles per block; stored and reloaded in the same pass
+// they make every FMA wait on store forwarding.) The first pass also touches every cache line
+// of the chunk early, so the memory system fetches them in parallel.
+template <class F>
+KFN float legacy_matvec_row(const uint8_t* w, int64_t nb, const ActRowView& a) {
     using Block = typename F::Block;
-    __m256 acc0[R], acc1[R], accm[R];
-#pragma GCC unroll 4
-    for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = accm[r] = _mm256_setzero_ps();
-    alignas(32) float scale[R][8];
-
-    for (int64_t k = 0; k < nb; k += 8) {
-        const int live_blocks = static_cast<int>(std::min<int64_t>(8, nb - k));
-        const auto live = static_cast<__mmask8>((1u << live_blocks) - 1);
-        const __m256 da = _mm256_maskz_loadu_ps(live, a.scale + k);
-        const Block* blk[R];
-#pragma GCC unroll 4
-        for (int r = 0; r < R; ++r) {
-            blk[r] = reinterpret_cast<const Block*>(w + r * wrb) + k;
-            // The hardware prefetcher alone leaves these loads waiting on memory; ask for the
-            // group kPrefetchGroups ahead (prefetches never fault, so running past the end of
-            // the matrix is harmless).
-            const auto* ahead = reinterpret_cast<const char*>(blk[r] + 8 * kPrefetchGroups);
-#pragma GCC unroll 8
-            for (int line = 0; line < (8 * static_cast<int>(sizeof(Block)) + 63) / 64; ++line) {
-                _mm_prefetch(ahead + 64 * line, _MM_HINT_T0);
-            }
+    constexpr int kChunk = 128;
+    alignas(64) float scale[kChunk];
+    // Four accumulators: consecutive blocks' FMAs (4 cycles each) must not wait on each other.
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0, acc2 = acc0, acc3 = acc0, accm = acc0;
+    const auto* x = reinterpret_cast<const Block*>(w);
+    for (int64_t c0 = 0; c0 < nb; c0 += kChunk) {
+        const int n = static_cast<int>(std::min<int64_t>(kChunk, nb - c0));
+        for (int k = 0; k < n; k += 8) {
+            const int live_blocks = std::min(8, n - k);
+            const auto live = static_cast<__mmask8>((1u << live_blocks) - 1);
             __m256 d, m;
             if (live_blocks == 8) {
-                block_scales8<F>(reinterpret_cast<const uint8_t*>(blk[r]), &d, &m);
+                block_scales8<F>(reinterpret_cast<const uint8_t*>(x + c0 + k), &d, &m);
             } else {
-                block_scales_tail<F>(reinterpret_cast<const uint8_t*>(blk[r]), live_blocks, &d, &m);
+                block_scales_tail<F>(reinterpret_cast<const uint8_t*>(x + c0 + k), live_blocks, &d,
+                                     &m);
             }
-            _mm256_store_ps(scale[r], _mm256_mul_ps(d, da));
+            _mm256_store_ps(scale + k,
+                            _mm256_mul_ps(d, _mm256_maskz_loadu_ps(live, a.scale + c0 + k)));
             if constexpr (F::has_min) {
-                accm[r] = _mm256_fmadd_ps(m, _mm256_maskz_loadu_ps(live, a.dsum + k), accm[r]);
+                accm = _mm256_fmadd_ps(m, _mm256_maskz_loadu_ps(live, a.dsum + c0 + k), accm);
             }
         }
-        const int8_t* codes = a.codes + 32 * k;
-        const int32_t* zc = a.zcorr + k;
-        if (live_blocks == 8) {
-#pragma GCC unroll 8
-            for (int b = 0; b < 8; b += 2) {
-                legacy_step<F, R>(blk, b, codes, zc, scale, acc0);
-                legacy_step<F, R>(blk, b + 1, codes, zc, scale, acc1);
-            }
-        } else {
-            for (int b = 0; b < live_blocks; ++b) legacy_step<F, R>(blk, b, codes, zc, scale, acc0);
+        const Block* blk = x + c0;
+        const int8_t* codes = a.codes + 32 * c0;
+        const int32_t* zc = a.zcorr + c0;
+        int b = 0;
+        for (; b + 4 <= n; b += 4) {
+            acc0 = legacy_step<F>(blk + b, codes + 32 * b, zc + b, scale + b, acc0);
+            acc1 =
+                legacy_step<F>(blk + b + 1, codes + 32 * b + 32, zc + b + 1, scale + b + 1, acc1);
+            acc2 =
+                legacy_step<F>(blk + b + 2, codes + 32 * b + 64, zc + b + 2, scale + b + 2, acc2);
+            acc3 =
+                legacy_step<F>(blk + b + 3, codes + 32 * b + 96, zc + b + 3, scale + b + 3, acc3);
         }
+        for (; b < n; ++b) acc0 = legacy_step<F>(blk + b, codes + 32 * b, zc + b, scale + b, acc0);
     }
-#pragma GCC unroll 4
-    for (int r = 0; r < R; ++r)
-        y[r] = hsum8(_mm256_add_ps(_mm256_add_ps(acc0[r], acc1[r]), accm[r]));
+    return hsum8(
+        _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(acc0, acc1), _mm256_add_ps(acc2, acc3)), accm));
 }
 
-// Rows are streamed one after the other: interleaving several rows (several memory streams)
-// measured slower once the matrix no longer fits in cache.
 template <class F>
 KEXPORT void legacy_matvec(const uint8_t* w, size_t wrb, int64_t n_rows, int64_t cols,
                            const ActRowView& a, float* y) {
     const int64_t nb = cols / kQK;
-    for (int64_t r = 0; r < n_rows; ++r) legacy_matvec_rows<F, 1>(w + r * wrb, wrb, nb, a, y + r);
+    for (int64_t r = 0; r < n_rows; ++r) y[r] = legacy_matvec_row<F>(w + r * wrb, nb, a);
 }
 
 // ---------------------------------------------------------------- Q4_K matrix-vector
