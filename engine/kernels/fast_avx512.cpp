@@ -482,6 +482,16 @@ KEXPORT void q6k_pack(const uint8_t* w, size_t wrb, int n_rows, int64_t cols, co
 // 16 weight rows (one 512-bit lane each) x NJ activation rows. Per block of L codes: L / 4
 // VPDPBUSD per activation row, each against 4 broadcast activation bytes; then one conversion,
 // one multiply by the activation scale and one FMA with the 16 weight scales.
+// acc + VPDPBUSD(w, the 4 bytes at p in every lane), with the broadcast embedded in the
+// instruction: GCC 12 emits a separate VPBROADCASTD for the intrinsic, one more instruction per
+// multiply-add in a loop that is mostly multiply-adds.
+KFN __m512i dpbusd_broadcast(__m512i acc, __m512i w, const uint8_t* p) {
+    asm("vpdpbusd %[a]%{1to16%}, %[w], %[acc]"
+        : [acc] "+v"(acc)
+        : [w] "v"(w), [a] "m"(*reinterpret_cast<const int32_t*>(p)));
+    return acc;
+}
+
 template <int L, bool kMin, int NJ>
 KFN void tile_kernel_n(const PackedTile& t, int64_t cols, const uint8_t* act0, size_t stride,
                        const ActLayout& lay, int n_rows, float* out, int64_t ldo) {
@@ -503,8 +513,7 @@ KFN void tile_kernel_n(const PackedTile& t, int64_t cols, const uint8_t* act0, s
             const __m512i wv = _mm512_load_si512(wc + 64 * g);
 #pragma GCC unroll 8
             for (int j = 0; j < NJ; ++j) {
-                isum[j] = _mm512_dpbusd_epi32(
-                    isum[j], wv, _mm512_set1_epi32(load_i32(row[j] + co + L * k + 4 * g)));
+                isum[j] = dpbusd_broadcast(isum[j], wv, row[j] + co + L * k + 4 * g);
             }
         }
         const __m512 sc = _mm512_load_ps(t.scale + 16 * k);
