@@ -1,12 +1,12 @@
 // The fast matrix-product paths of fast_matmul.h for AVX-512 F/BW/VL/DQ with VNNI.
 //
-// Cost model (Zen 4, where 512-bit operations are split into two 256-bit halves): the
-// matrix-vector kernels are built to issue about four vector operations per 32 weights so that
-// two cores can keep up with memory, which is what token generation waits on. The weight scales
-// of 8 blocks are gathered and converted with one instruction each, leaving per block only the
-// code unpacking, one VPDPBUSD, one conversion and one FMA with a broadcast scale. The zero
-// point of the unsigned codes is folded into the integer accumulator's start value, so the
-// integer part stays exact.
+// Cost model (Zen 4, where 512-bit operations run as two 256-bit halves): the matrix-vector
+// kernels issue about five vector operations per 32 weights so that two cores can keep up with
+// memory, which is what token generation waits on. The weight scales of 8 blocks are picked out
+// and converted with one instruction each, leaving per block the code unpacking, one VPDPBUSD,
+// one conversion and one FMA with a broadcast scale. The zero point of the unsigned codes is
+// folded into the integer accumulator's start value, so the integer part stays exact. The
+// matrix-matrix micro-kernel is bound by VPDPBUSD throughput (one 512-bit per cycle).
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -21,14 +21,7 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
-#ifndef GGUFD_FAST_GFNI
-#define GGUFD_FAST_GFNI 0
-#endif
-#if GGUFD_FAST_GFNI
-#define GGUFD_FAST_TARGET "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,gfni"
-#else
 #define GGUFD_FAST_TARGET "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni"
-#endif
 #define KFN static inline __attribute__((target(GGUFD_FAST_TARGET), always_inline))
 #define KEXPORT __attribute__((target(GGUFD_FAST_TARGET)))
 
@@ -65,16 +58,9 @@ KFN uint32_t load_u32(const void* p) {
 KFN __m256i nibbles(const uint8_t* qs) {
     const __m256i v =
         _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs)));
-#if GGUFD_FAST_GFNI
-    // One affine bit-matrix transform per 64-bit lane: "keep bits 0-3" for the low 128 bits,
-    // "move bits 4-7 down" for the high 128 bits (row i of a matrix is byte 7 - i).
-    constexpr long long kLow = 0x0102040800000000LL, kHigh = 0x1020408000000000LL;
-    return _mm256_gf2p8affine_epi64_epi8(v, _mm256_setr_epi64x(kLow, kLow, kHigh, kHigh), 0);
-#else
     const __m256i shifted =
         _mm256_srlv_epi16(v, _mm256_setr_epi16(0, 0, 0, 0, 0, 0, 0, 0, 4, 4, 4, 4, 4, 4, 4, 4));
     return _mm256_and_si256(shifted, _mm256_set1_epi8(0x0f));
-#endif
 }
 
 // Bit j of the little-endian 32-bit qh as 0x10 in byte j (the fifth bit of Q5 codes).
