@@ -74,6 +74,24 @@ void BM_Matmul(benchmark::State& state, TensorType t) {
     set_counters(state, t, rows, cols, n_x);
 }
 
+// The same product through the per-row dot products (vec_dot / multi_dot) instead of the fast
+// kernels: the baseline the fast paths are measured against, in the same run.
+void BM_MatmulRowDots(benchmark::State& state, TensorType t) {
+    const int64_t rows = state.range(0), cols = state.range(1), n_x = state.range(2);
+    const std::vector<uint8_t> W = make_weights(t, rows, cols);
+    const std::vector<float> X = make_activations(n_x, cols);
+    std::vector<uint8_t> buffer(activation_buffer_bytes(t, cols, n_x));
+    std::vector<float> Y(static_cast<size_t>(n_x * rows));
+    for (auto _ : state) {
+        PreparedActivations x = prepare_activations(t, X.data(), n_x, cols, cols, buffer.data());
+        x.fast_layout = false;
+        matmul_rows(t, W.data(), rows, cols, x, Y.data(), rows, 0, rows);
+        benchmark::DoNotOptimize(Y.data());
+        benchmark::ClobberMemory();
+    }
+    set_counters(state, t, rows, cols, n_x);
+}
+
 // The same product done as n_x separate matrix-vector products: what the matrix-matrix path
 // must beat by reusing each weight block across activation rows.
 void BM_MatmulAsMatvecs(benchmark::State& state, TensorType t) {
@@ -98,7 +116,9 @@ void BM_MatmulAsMatvecs(benchmark::State& state, TensorType t) {
 }
 
 void transformer_shapes(benchmark::internal::Benchmark* b) {
-    for (int64_t n_x : {1, 32}) {
+    b->Args({256, 2048, 1});    // small enough to stay in L2: the kernel's compute speed alone
+    b->Args({32000, 2048, 1});  // an output head, larger than L3: streaming from memory
+    for (int64_t n_x : {1, 4, 32, 128}) {
         b->Args({2048, 2048, n_x});  // attention projections
         b->Args({5632, 2048, n_x});  // FFN up / gate
         b->Args({2048, 5632, n_x});  // FFN down
@@ -110,8 +130,9 @@ void batch_shapes(benchmark::internal::Benchmark* b) {
     b->Args({2048, 2048, 32})->ArgNames({"rows", "cols", "n_x"})->Unit(benchmark::kMicrosecond);
 }
 
-#define GGUFD_BENCH_TYPE(T) \
-    BENCHMARK_CAPTURE(BM_Matmul, T, TensorType::T)->Apply(transformer_shapes);
+#define GGUFD_BENCH_TYPE(T)                                                    \
+    BENCHMARK_CAPTURE(BM_Matmul, T, TensorType::T)->Apply(transformer_shapes); \
+    BENCHMARK_CAPTURE(BM_MatmulRowDots, T, TensorType::T)->Apply(transformer_shapes);
 
 GGUFD_BENCH_TYPE(Q4_0)
 GGUFD_BENCH_TYPE(Q8_0)

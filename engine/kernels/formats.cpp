@@ -15,6 +15,9 @@ struct Table {
     std::vector<FormatKernels> formats;
     // Indexed like `formats`: every variant the CPU runs, scalar first, fastest last.
     std::vector<std::vector<DotVariant>> variants;
+    // Position in `formats` by type id (-1: unsupported): matmul_rows looks a type up for every
+    // task of every product, so this is a direct index rather than a search.
+    std::array<int16_t, 256> index_by_id{};
 };
 
 void add_simd(Table& t, std::span<const detail::SimdRow> rows, std::string_view isa) {
@@ -45,6 +48,12 @@ Table build_table() {
         cpu.avx512dq && cpu.avx512vnni) {
         add_simd(t, detail::avx512_rows(), "avx512vnni");
     }
+    t.index_by_id.fill(-1);
+    for (size_t i = 0; i < t.formats.size(); ++i) {
+        const auto id = static_cast<uint32_t>(t.formats[i].type);
+        if (id < t.index_by_id.size() && t.index_by_id[id] < 0)
+            t.index_by_id[id] = static_cast<int16_t>(i);
+    }
     for (size_t i = 0; i < t.formats.size(); ++i) {
         const DotVariant& best = t.variants[i].back();
         t.formats[i].vec_dot = best.vec_dot;
@@ -61,10 +70,8 @@ const Table& table() {
 
 int index_of(gguf::TensorType type) {
     const Table& t = table();
-    for (size_t i = 0; i < t.formats.size(); ++i) {
-        if (t.formats[i].type == type) return static_cast<int>(i);
-    }
-    return -1;
+    const auto id = static_cast<uint32_t>(type);
+    return id < t.index_by_id.size() ? t.index_by_id[id] : -1;
 }
 
 std::string type_label(gguf::TensorType type) {

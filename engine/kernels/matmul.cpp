@@ -1,10 +1,13 @@
 #include "engine/kernels/matmul.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "engine/kernels/fast_matmul.h"
 #include "engine/kernels/formats.h"
 
 namespace ggufd::kernels {
@@ -28,14 +31,60 @@ void check_cols(const FormatKernels& k, int64_t cols) {
     }
 }
 
+size_t activation_stride(const FormatKernels& k, int64_t cols) {
+    const size_t rb = gguf::row_bytes(k.vec_dot_type, static_cast<uint64_t>(cols));
+    if (const detail::FastFormat* f = detail::find_fast_format(k.type)) {
+        return detail::act_layout(*f, rb, cols).stride;
+    }
+    return rb;
+}
+
+// Weight rows packed at a time by the matrix-matrix path, in a per-thread buffer.
+uint8_t* tile_buffer(size_t bytes) {
+    struct Buffer {
+        std::unique_ptr<uint8_t[]> data;
+        size_t size = 0;
+    };
+    thread_local Buffer buf;
+    if (buf.size < bytes + 64) {
+        buf.data = std::make_unique<uint8_t[]>(bytes + 64);
+        buf.size = bytes + 64;
+    }
+    const auto addr = reinterpret_cast<uintptr_t>(buf.data.get());
+    return buf.data.get() + ((64 - addr % 64) % 64);
+}
+
+// Y[i][r0..r1) through the fast kernels: a streaming matrix-vector kernel for one activation
+// row, packed 16-row tiles and the register-blocked micro-kernel for several.
+void fast_matmul_rows(const detail::FastFormat& f, const uint8_t* w, size_t wrb, int64_t cols,
+                      const PreparedActivations& X, float* Y, int64_t ldy, int64_t r0, int64_t r1) {
+    const size_t rb = gguf::row_bytes(X.type, static_cast<uint64_t>(cols));
+    const detail::ActLayout lay = detail::act_layout(f, rb, cols);
+    const auto* act = static_cast<const uint8_t*>(X.data);
+    if (X.n_rows == 1 && f.matvec) {
+        f.matvec(w + r0 * wrb, wrb, r1 - r0, cols, detail::act_row_view(lay, act), Y + r0);
+        return;
+    }
+    const detail::PackedTile tile =
+        detail::packed_tile_at(f, cols, tile_buffer(detail::packed_tile_bytes(f, cols)));
+    for (int64_t t0 = r0; t0 < r1; t0 += detail::kTileRows) {
+        const int n = static_cast<int>(std::min<int64_t>(detail::kTileRows, r1 - t0));
+        f.pack(w + t0 * wrb, wrb, n, cols, tile);
+        for (int64_t i = 0; i < X.n_rows; i += detail::kTileActs) {
+            const int n_act = static_cast<int>(std::min<int64_t>(detail::kTileActs, X.n_rows - i));
+            f.tile_kernel(tile, cols, act + i * X.row_stride, X.row_stride, lay, n_act, n,
+                          Y + i * ldy + t0, ldy);
+        }
+    }
+}
+
 }  // namespace
 
 size_t activation_buffer_bytes(gguf::TensorType wtype, int64_t cols, int64_t n_rows) {
     const FormatKernels& k = kernels_for(wtype);
     check_cols(k, cols);
     if (k.vec_dot_type == gguf::TensorType::F32) return 0;
-    return gguf::row_bytes(k.vec_dot_type, static_cast<uint64_t>(cols)) *
-           static_cast<size_t>(n_rows);
+    return activation_stride(k, cols) * static_cast<size_t>(n_rows);
 }
 
 PreparedActivations prepare_activations(gguf::TensorType wtype, const float* X, int64_t n_rows,
@@ -48,11 +97,21 @@ PreparedActivations prepare_activations(gguf::TensorType wtype, const float* X, 
     if (k.vec_dot_type == gguf::TensorType::F32) return p;
     if (buffer == nullptr && n_rows > 0) throw std::invalid_argument("activation buffer missing");
     const FormatKernels& act = kernels_for(k.vec_dot_type);
-    const size_t rb = gguf::row_bytes(k.vec_dot_type, static_cast<uint64_t>(cols));
+    const size_t stride = activation_stride(k, cols);
     auto* out = static_cast<uint8_t*>(buffer);
-    for (int64_t r = 0; r < n_rows; ++r) act.from_float(X + r * ldx, out + r * rb, cols);
+    const detail::FastFormat* f = detail::find_fast_format(wtype);
+    const size_t rb = gguf::row_bytes(k.vec_dot_type, static_cast<uint64_t>(cols));
+    for (int64_t r = 0; r < n_rows; ++r) {
+        uint8_t* row = out + r * stride;
+        if (f) {
+            f->quantize_act(X + r * ldx, cols, *f, detail::act_layout(*f, rb, cols), row);
+        } else {
+            act.from_float(X + r * ldx, row, cols);
+        }
+    }
     p.data = buffer;
-    p.row_stride = rb;
+    p.row_stride = stride;
+    p.fast_layout = f != nullptr;
     return p;
 }
 
@@ -71,6 +130,11 @@ void matmul_rows(gguf::TensorType wtype, const void* W, int64_t rows, int64_t co
     const auto* act = static_cast<const uint8_t*>(X.data);
     const int64_t n_x = X.n_rows;
 
+    if (const detail::FastFormat* f = detail::find_fast_format(wtype);
+        f && X.fast_layout && (n_x > 1 || f->matvec)) {
+        fast_matmul_rows(*f, w, wrb, cols, X, Y, ldy, r0, r1);
+        return;
+    }
     if (n_x == 1) {
         for (int64_t r = r0; r < r1; ++r) Y[r] = k.vec_dot(cols, w + r * wrb, act);
         return;

@@ -21,6 +21,9 @@ struct PreparedActivations {
     size_t row_stride = 0;  // bytes between consecutive rows
     int64_t n_rows = 0;
     int64_t cols = 0;
+    // Set by prepare_activations() when each row is followed (within row_stride) by the extra
+    // data the fast kernels read; leave false when filling this struct by hand.
+    bool fast_layout = false;
 };
 
 // Bytes prepare_activations() needs for n_rows rows of cols elements (0 when X is used as is).

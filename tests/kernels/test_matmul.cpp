@@ -2,10 +2,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
+#include <cstring>
 #include <random>
 #include <stdexcept>
 #include <string>
 
+#include "engine/kernels/fast_matmul.h"
 #include "engine/kernels/formats.h"
 #include "engine/kernels/matmul.h"
 #include "kernel_test_util.h"
@@ -80,6 +83,28 @@ TEST_P(Matmul, MatchesReferenceForManyShapes) {
     }
 }
 
+// Widths and shapes where the fast kernels run their main loops (groups of 8 blocks, full
+// 16-row tiles, 8 activation rows per micro-kernel call) as well as every kind of tail.
+TEST_P(Matmul, MatchesReferenceAtWiderShapes) {
+    const FormatKernels& k = kernels_for(GetParam());
+    const int64_t bs = std::max<int64_t>(k.block_size, kernels_for(k.vec_dot_type).block_size);
+    const std::vector<int64_t> widths =
+        bs == 32 ? std::vector<int64_t>{256, 416, 768} : std::vector<int64_t>{2 * bs, 5 * bs};
+    uint32_t seed = 500;
+    for (int64_t cols : widths) {
+        for (int64_t n_x : {1, 2, 8, 11}) {
+            for (int64_t rows : {16, 35}) {
+                SCOPED_TRACE(std::string(k.name) + " rows=" + std::to_string(rows) +
+                             " cols=" + std::to_string(cols) + " n_x=" + std::to_string(n_x));
+                const Problem p = make_problem(k.type, rows, cols, n_x, seed++);
+                std::vector<float> Y(static_cast<size_t>(n_x * rows), NAN);
+                matmul(k.type, p.W.data(), rows, cols, p.X.data(), n_x, Y.data());
+                expect_matches(p, Y, 0, rows);
+            }
+        }
+    }
+}
+
 TEST_P(Matmul, RowRangesComposeToTheWholeProduct) {
     const FormatKernels& k = kernels_for(GetParam());
     const int64_t cols =
@@ -121,6 +146,51 @@ TEST(MatmulApi, SubRangeLeavesOtherColumnsUntouched) {
         }
     }
     expect_matches(p, Y, 5, 12);
+}
+
+// The fast activation quantizers write exactly the bytes of the activation format's own
+// from_float, and exactly the extra data the portable fill_act_extras() derives from them,
+// including values that sit on a rounding tie.
+TEST(MatmulFastPath, PreparedActivationsMatchTheScalarQuantizer) {
+    std::mt19937 rng(77);
+    int checked = 0;
+    for (TensorType t :
+         {TensorType::Q4_0, TensorType::Q4_1, TensorType::Q5_0, TensorType::Q5_1, TensorType::Q8_0,
+          TensorType::IQ4_NL, TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K}) {
+        const detail::FastFormat* f = detail::find_fast_format(t);
+        if (f == nullptr) continue;  // this CPU has no fast path: nothing to compare
+        const FormatKernels& k = kernels_for(t);
+        const int64_t cols = 512, n = 3;
+        std::vector<float> X = testing::random_floats(static_cast<size_t>(n * cols), rng, 3.0f);
+        // A block whose scale is exactly 1 (largest magnitude 127), full of halves: lround
+        // takes them away from zero, round-to-nearest-even would not.
+        X[0] = 127.0f;
+        for (int j = 1; j < 32; ++j) X[static_cast<size_t>(j)] = (j % 2 ? 0.5f : -0.5f) + (j - 16);
+        for (int64_t j = 32; j < 256; ++j) X[static_cast<size_t>(j)] = 0.0f;  // Q8_K: scale 1
+        std::vector<uint8_t> buffer(activation_buffer_bytes(t, cols, n));
+        const PreparedActivations p =
+            prepare_activations(t, X.data(), n, cols, cols, buffer.data());
+        ASSERT_TRUE(p.fast_layout);
+        const size_t rb = gguf::row_bytes(k.vec_dot_type, cols);
+        const detail::ActLayout lay = detail::act_layout(*f, rb, cols);
+        ASSERT_EQ(p.row_stride, lay.stride);
+        const size_t nbl = static_cast<size_t>(cols / f->block_len);
+        for (int64_t r = 0; r < n; ++r) {
+            std::vector<uint8_t> expected(lay.stride, 0);
+            kernels_for(k.vec_dot_type).from_float(X.data() + r * cols, expected.data(), cols);
+            detail::fill_act_extras(*f, k.vec_dot_type, cols, lay, expected.data());
+            const uint8_t* got = static_cast<const uint8_t*>(p.data) + r * p.row_stride;
+            SCOPED_TRACE(std::string(k.name) + " row " + std::to_string(r));
+            EXPECT_EQ(0, std::memcmp(got, expected.data(), rb)) << "quantized blocks";
+            EXPECT_EQ(0, std::memcmp(got + lay.codes, expected.data() + lay.codes, cols))
+                << "codes";
+            EXPECT_EQ(0, std::memcmp(got + lay.scale, expected.data() + lay.scale, 4 * nbl));
+            EXPECT_EQ(0, std::memcmp(got + lay.zcorr, expected.data() + lay.zcorr, 4 * nbl));
+            EXPECT_EQ(0, std::memcmp(got + lay.dsum, expected.data() + lay.dsum, 4 * nbl));
+        }
+        ++checked;
+    }
+    std::printf("fast activation quantizers checked: %d\n", checked);
 }
 
 TEST(MatmulApi, FloatWeightsUseActivationsInPlace) {

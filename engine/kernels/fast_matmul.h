@@ -1,0 +1,99 @@
+// Internal: the fast matrix-product paths that matmul.cpp uses where the CPU and the weight type
+// allow (AVX-512 VNNI today), next to the per-row dot products of formats.h.
+//
+// Both paths read activations through extra per-row data that prepare_activations() writes after
+// each quantized activation row (so rows stay row_stride apart and vec_dot still sees a plain
+// Q8_0 / Q8_K row at the start of each):
+//   codes  the row's int8 codes, contiguous (cols bytes),
+//   scale  float scale of each L-element block of codes,
+//   zcorr  -z * (sum of the block's codes), z being the weight type's zero point, so integer dot
+//          products of unsigned weight codes u = q + z come out exactly as sum q * a,
+//   dsum   scale * (sum of the block's codes), for weight types with a per-block offset (min).
+// L (16 or 32) and z depend on the weight type; see FastFormat.
+//
+// Matrix-vector (one activation row): a per-format kernel streams the weight rows as stored.
+// Matrix-matrix: 16 weight rows at a time are unpacked into a tile of unsigned codes, interleaved
+// so that one 64-byte vector holds 4 consecutive codes of each of the 16 rows (what VPDPBUSD
+// wants against 4 broadcast activation bytes), plus one float scale (and min) per row and block;
+// a micro-kernel then runs 16 weight rows x up to 8 activation rows in registers.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "gguf/types.h"
+
+namespace ggufd::kernels::detail {
+
+// Where the extra data of one activation row lives, as byte offsets from the row's start.
+struct ActLayout {
+    size_t codes = 0, scale = 0, zcorr = 0, dsum = 0;
+    size_t stride = 0;  // bytes from one row to the next (a multiple of 64)
+};
+
+struct ActRowView {
+    const int8_t* codes;
+    const float* scale;
+    const int32_t* zcorr;
+    const float* dsum;
+};
+
+inline constexpr int kTileRows = 16;  // weight rows per packed tile
+inline constexpr int kTileActs = 8;   // activation rows per micro-kernel call
+
+// A packed tile: codes [cols / 32][8][16][4] bytes, scale [cols / L][16], min [cols / L][16].
+struct PackedTile {
+    uint8_t* codes = nullptr;
+    float* scale = nullptr;
+    float* min = nullptr;  // nullptr for formats without a min
+};
+
+using MatvecFn = void (*)(const uint8_t* w, size_t row_bytes, int64_t n_rows, int64_t cols,
+                          const ActRowView& act, float* y);
+using PackFn = void (*)(const uint8_t* w, size_t row_bytes, int n_rows, int64_t cols,
+                        const PackedTile& tile);
+// out[j * ldo + r] for the 16 tile rows r < n_rows and the activation rows j < n_act
+// (<= kTileActs) starting at act0, act_stride bytes apart, with extra data laid out as `lay`.
+using TileKernelFn = void (*)(const PackedTile& tile, int64_t cols, const uint8_t* act0,
+                              size_t act_stride, const ActLayout& lay, int n_act, int n_rows,
+                              float* out, int64_t ldo);
+
+struct FastFormat;
+// Quantizes one activation row (cols floats) to the weight type's vec_dot_type at `row` and
+// writes its extra data: the same bytes as the format's from_float plus fill_act_extras().
+using QuantizeActFn = void (*)(const float* x, int64_t cols, const FastFormat& f,
+                               const ActLayout& lay, uint8_t* row);
+
+struct FastFormat {
+    gguf::TensorType type;
+    int block_len;   // L: elements per scale (16 or 32)
+    int zero_point;  // z
+    bool has_min;
+    MatvecFn matvec;
+    PackFn pack;
+    TileKernelFn tile_kernel;
+    QuantizeActFn quantize_act;
+};
+
+// The fast path for weight type t on this CPU, or nullptr (type not covered, CPU lacks the
+// instructions, or GGUFD_CPU_LIMIT asks for less).
+const FastFormat* find_fast_format(gguf::TensorType t);
+
+// Layout of the extra activation data for `f` and rows of `cols` elements whose quantized
+// blocks take `row_bytes`.
+ActLayout act_layout(const FastFormat& f, size_t row_bytes, int64_t cols);
+
+// Bytes of a packed tile for `cols` columns.
+size_t packed_tile_bytes(const FastFormat& f, int64_t cols);
+PackedTile packed_tile_at(const FastFormat& f, int64_t cols, void* buffer);
+
+// Writes the extra data of one activation row (already quantized at `row`, of type act_type:
+// Q8_0 or Q8_K) for weight format f.
+void fill_act_extras(const FastFormat& f, gguf::TensorType act_type, int64_t cols,
+                     const ActLayout& lay, uint8_t* row);
+ActRowView act_row_view(const ActLayout& lay, const uint8_t* row);
+
+// Empty where the compiler cannot target AVX-512.
+const FastFormat* avx512_fast_formats(size_t* count);
+
+}  // namespace ggufd::kernels::detail
