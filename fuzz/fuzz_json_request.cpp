@@ -130,7 +130,7 @@ void run_sampler(const json& body) {
     if (const auto it = body.find("prompt_ids"); it != body.end() && it->is_array()) {
         for (const json& e : *it) {
             const auto id = integer(e);
-            if (!id) continue;
+            if (!id || *id < INT32_MIN || *id > INT32_MAX) continue;  // the HTTP layer's 400
             try {
                 sampler->accept(static_cast<int32_t>(*id));
                 check(*id >= 0 && *id < kVocab, "accept() rejects out-of-range ids");

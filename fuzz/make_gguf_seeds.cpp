@@ -1,12 +1,15 @@
 // Writes the seed corpus of fuzz_gguf: tiny valid GGUF files covering every version, every metadata
 // value type, nested arrays, a custom alignment, several tensor types, tokenizer metadata and the
-// naming keys. Usage: fuzz_make_gguf_seeds <dir>. Its output is committed in fuzz/corpus/fuzz_gguf
-// (named .bin: the repository ignores *.gguf files).
+// naming keys; and the seeds of fuzz_model: tiny llama models (F32 and F16 weights) small enough
+// for the fuzzer's input size. Usage: fuzz_make_gguf_seeds fuzz/corpus. Its output is committed in
+// fuzz/corpus/fuzz_gguf and fuzz/corpus/fuzz_model (named .bin: the repository ignores *.gguf).
 #include <cstdio>
 #include <filesystem>
 #include <string>
 #include <vector>
 
+#include "engine/model/random_model.h"
+#include "gguf/file.h"
 #include "gguf/types.h"
 #include "gguf/writer.h"
 
@@ -128,15 +131,45 @@ gguf::Writer bpe_vocab() {
     return w;
 }
 
+// A llama model with 8-wide embeddings, one layer and a 12-token vocabulary: about 4 KB.
+gguf::Writer tiny_model(gguf::TensorType type) {
+    gguf::Writer vocab(3);
+    vocab.set("general.architecture", "llama");
+    vocab.set("tokenizer.ggml.model", "gpt2");
+    vocab.set("tokenizer.ggml.pre", "default");
+    vocab.set("tokenizer.ggml.tokens",
+              array_of(std::vector<std::string>{"a", "b", "c", "d", "e", "f", "g", "h", "i", "j",
+                                                "<s>", "</s>"}));
+    vocab.set("tokenizer.ggml.token_type",
+              array_of(std::vector<int32_t>{1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 3, 3}));
+    vocab.set("tokenizer.ggml.bos_token_id", uint32_t{10});
+    vocab.set("tokenizer.ggml.eos_token_id", uint32_t{11});
+    const gguf::File vocab_file = gguf::File::from_bytes(vocab.to_bytes(), "vocab");
+
+    ggufd::model::RandomModelSpec spec;
+    spec.name = "tiny";
+    spec.n_embd = 8;
+    spec.n_layer = 1;
+    spec.n_head = 2;
+    spec.n_head_kv = 1;
+    spec.n_ff = 16;
+    spec.n_ctx = 16;
+    spec.type = type;
+    spec.vocab = &vocab_file;
+    return ggufd::model::make_random_model(spec);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
     if (argc != 2) {
-        std::fprintf(stderr, "usage: %s <output dir>\n", argv[0]);
+        std::fprintf(stderr, "usage: %s <corpus dir>\n", argv[0]);
         return 2;
     }
-    const std::filesystem::path dir = argv[1];
+    const std::filesystem::path dir = std::filesystem::path(argv[1]) / "fuzz_gguf";
+    const std::filesystem::path models = std::filesystem::path(argv[1]) / "fuzz_model";
     std::filesystem::create_directories(dir);
+    std::filesystem::create_directories(models);
     const std::pair<const char*, gguf::Writer> seeds[] = {
         {"minimal-v1.bin", minimal(1)}, {"minimal-v2.bin", minimal(2)},
         {"minimal-v3.bin", minimal(3)}, {"value-types.bin", every_value_type()},
@@ -145,5 +178,7 @@ int main(int argc, char** argv) {
         {"vocab-bpe.bin", bpe_vocab()},
     };
     for (const auto& [name, writer] : seeds) writer.write(dir / name);
+    tiny_model(gguf::TensorType::F32).write(models / "tiny-f32.bin");
+    tiny_model(gguf::TensorType::F16).write(models / "tiny-f16.bin");
     return 0;
 }

@@ -4,7 +4,7 @@
 # leak, an out-of-memory or a timeout; the input that caused it is left in
 # build-fuzz/artifacts/<target>/ (replay it: build-fuzz/bin/<target> <file>).
 #
-#   scripts/fuzz.sh [SECONDS] [TARGET...]     default: 60 seconds for each of the four targets
+#   scripts/fuzz.sh [SECONDS] [TARGET...]     default: 60 seconds for each of the five targets
 #
 # The committed seeds (fuzz/corpus/<target>) are copied into build-fuzz/work/<target>, which keeps
 # what the fuzzer learns between runs on this machine; the repository's corpus never grows. Without
@@ -16,7 +16,7 @@ seconds="${1:-60}"
 shift || true
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-    targets=(fuzz_gguf fuzz_template fuzz_tokenizer fuzz_json_request)
+    targets=(fuzz_gguf fuzz_model fuzz_template fuzz_tokenizer fuzz_json_request)
 fi
 build=build-fuzz
 
@@ -46,6 +46,7 @@ cmake --build "$build" -j "${GGUFD_FUZZ_BUILD_JOBS:-2}" --target "${targets[@]}"
 max_len() {
     case "$1" in
         fuzz_gguf) echo 8192 ;;
+        fuzz_model) echo 16384 ;;
         fuzz_tokenizer) echo 2048 ;;
         *) echo 4096 ;;
     esac

@@ -64,6 +64,15 @@ Weights bind_weights(const gguf::File& file, const HParams& hp) {
         w.output = w.tok_embd;
         w.tied_output = true;
     }
+    // Every layer needs at least nine tensors of its own. Checked before sizing the layer table,
+    // so that a tiny file claiming millions of layers is refused instead of allocating gigabytes.
+    constexpr uint64_t kTensorsPerLayer = 9;
+    if (uint64_t{hp.n_layer} * kTensorsPerLayer > file.tensors().size()) {
+        throw gguf::Error("model: " + hp.arch + ".block_count is " + std::to_string(hp.n_layer) +
+                          " but the file has only " + std::to_string(file.tensors().size()) +
+                          " tensors (each layer needs at least " +
+                          std::to_string(kTensorsPerLayer) + ")");
+    }
     w.layers.resize(hp.n_layer);
     for (uint32_t i = 0; i < hp.n_layer; ++i) {
         const std::string p = "blk." + std::to_string(i) + ".";

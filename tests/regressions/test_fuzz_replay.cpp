@@ -72,12 +72,19 @@ TEST(FuzzReplay, JsonRequestSeedsAreObjects) {
     EXPECT_EQ(replay(kCorpus / "fuzz_json_request", ggufd::fuzz::fuzz_json_request_one), n);
 }
 
+TEST(FuzzReplay, ModelSeedsLoadAndEvaluate) {
+    const size_t n = files_in(kCorpus / "fuzz_model").size();
+    ASSERT_GE(n, 2u);
+    EXPECT_EQ(replay(kCorpus / "fuzz_model", ggufd::fuzz::fuzz_model_one), n);
+}
+
 // Inputs that once crashed a target or broke an invariant (see docs/reliability.md).
 TEST(FuzzReplay, FoundInputsStayFixed) {
     replay(kFound / "fuzz_gguf", ggufd::fuzz::fuzz_gguf_one);
     replay(kFound / "fuzz_template", ggufd::fuzz::fuzz_template_one);
     replay(kFound / "fuzz_tokenizer", ggufd::fuzz::fuzz_tokenizer_one);
     replay(kFound / "fuzz_json_request", ggufd::fuzz::fuzz_json_request_one);
+    replay(kFound / "fuzz_model", ggufd::fuzz::fuzz_model_one);
 }
 
 }  // namespace

@@ -1,0 +1,47 @@
+// One focused test per bug the fuzzers found: the behaviour that was wrong, checked directly.
+// The inputs that found them are replayed by test_fuzz_replay (inputs/<target>/).
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "engine/model/model.h"
+#include "engine/model/random_model.h"
+#include "gguf/file.h"
+
+namespace {
+
+std::vector<uint8_t> tiny_model_with_block_count(uint32_t block_count) {
+    ggufd::model::RandomModelSpec spec;
+    spec.n_embd = 8;
+    spec.n_layer = 1;
+    spec.n_head = 2;
+    spec.n_head_kv = 1;
+    spec.n_ff = 16;
+    spec.n_ctx = 16;
+    gguf::Writer w = ggufd::model::make_random_model(spec);
+    w.set("llama.block_count", block_count);
+    return w.to_bytes();
+}
+
+std::string load_error(std::vector<uint8_t> bytes) {
+    try {
+        ggufd::model::Model::from_file(gguf::File::from_bytes(std::move(bytes)));
+    } catch (const gguf::Error& e) {
+        return e.what();
+    }
+    return "";
+}
+
+// fuzz_model, oom-huge-block-count.bin: a 5 KB file with one layer's tensors claiming 16777217
+// layers made the loader size its layer table first (1.8 GB), and 2^32-1 layers threw
+// std::length_error / bad_alloc instead of gguf::Error.
+TEST(ModelLoadRegression, BlockCountBeyondTheTensorsIsRefusedBeforeAllocating) {
+    EXPECT_EQ(load_error(tiny_model_with_block_count(1)), "");  // the file itself is fine
+    for (uint32_t n : {2u, 16777217u, 0xFFFFFFFFu}) {
+        const std::string error = load_error(tiny_model_with_block_count(n));
+        EXPECT_NE(error.find("block_count is " + std::to_string(n)), std::string::npos) << error;
+    }
+}
+
+}  // namespace
