@@ -73,9 +73,11 @@ HParams read_hparams(const gguf::File& f) {
     if (hp.head_dim_k == 0 || hp.head_dim_v == 0) refuse("attention head size is 0");
 
     hp.n_rot = f.get_or<uint32_t>(p + "rope.dimension_count", hp.head_dim_k);
-    if (hp.n_rot > hp.head_dim_k || hp.n_rot % 2 != 0) {
+    // 0 would pass the other checks but the RoPE kernel needs at least one pair to rotate.
+    if (hp.n_rot < 2 || hp.n_rot > hp.head_dim_k || hp.n_rot % 2 != 0) {
         refuse(p + "rope.dimension_count (" + std::to_string(hp.n_rot) +
-               ") must be even and at most the head size (" + std::to_string(hp.head_dim_k) + ")");
+               ") must be even, at least 2 and at most the head size (" +
+               std::to_string(hp.head_dim_k) + ")");
     }
     hp.rope_ordering = traits->rope_ordering;
     hp.qkv_bias = traits->qkv_bias;

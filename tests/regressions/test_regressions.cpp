@@ -11,7 +11,7 @@
 
 namespace {
 
-std::vector<uint8_t> tiny_model_with_block_count(uint32_t block_count) {
+gguf::Writer tiny_model() {
     ggufd::model::RandomModelSpec spec;
     spec.n_embd = 8;
     spec.n_layer = 1;
@@ -19,8 +19,12 @@ std::vector<uint8_t> tiny_model_with_block_count(uint32_t block_count) {
     spec.n_head_kv = 1;
     spec.n_ff = 16;
     spec.n_ctx = 16;
-    gguf::Writer w = ggufd::model::make_random_model(spec);
-    w.set("llama.block_count", block_count);
+    return ggufd::model::make_random_model(spec);
+}
+
+std::vector<uint8_t> tiny_model_with(const std::string& key, uint32_t value) {
+    gguf::Writer w = tiny_model();
+    w.set(key, value);
     return w.to_bytes();
 }
 
@@ -37,11 +41,20 @@ std::string load_error(std::vector<uint8_t> bytes) {
 // layers made the loader size its layer table first (1.8 GB), and 2^32-1 layers threw
 // std::length_error / bad_alloc instead of gguf::Error.
 TEST(ModelLoadRegression, BlockCountBeyondTheTensorsIsRefusedBeforeAllocating) {
-    EXPECT_EQ(load_error(tiny_model_with_block_count(1)), "");  // the file itself is fine
+    EXPECT_EQ(load_error(tiny_model_with("llama.block_count", 1)), "");  // the file itself is fine
     for (uint32_t n : {2u, 16777217u, 0xFFFFFFFFu}) {
-        const std::string error = load_error(tiny_model_with_block_count(n));
+        const std::string error = load_error(tiny_model_with("llama.block_count", n));
         EXPECT_NE(error.find("block_count is " + std::to_string(n)), std::string::npos) << error;
     }
+}
+
+// fuzz_model, crash-rope-dimension-count-0.bin: rope.dimension_count 0 passed the loader (even,
+// not above the head size) and the first evaluation threw std::invalid_argument from the RoPE
+// kernel; a loaded model must evaluate, so the loader refuses it.
+TEST(ModelLoadRegression, RopeDimensionCountZeroIsRefusedAtLoad) {
+    EXPECT_EQ(load_error(tiny_model_with("llama.rope.dimension_count", 2)), "");
+    const std::string error = load_error(tiny_model_with("llama.rope.dimension_count", 0));
+    EXPECT_NE(error.find("rope.dimension_count (0)"), std::string::npos) << error;
 }
 
 }  // namespace
