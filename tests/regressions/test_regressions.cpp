@@ -38,13 +38,13 @@ std::string load_error(std::vector<uint8_t> bytes) {
 }
 
 // fuzz_model, oom-huge-block-count.bin: a 5 KB file with one layer's tensors claiming 16777217
-// layers made the loader size its layer table first (1.8 GB), and 2^32-1 layers threw
-// std::length_error / bad_alloc instead of gguf::Error.
-TEST(ModelLoadRegression, BlockCountBeyondTheTensorsIsRefusedBeforeAllocating) {
+// layers made the loader size its layer table first (1.8 GB, 3 s), and 2^32-1 layers threw
+// std::bad_alloc instead of gguf::Error. Now it fails at the first missing tensor, at once.
+TEST(ModelLoadRegression, BlockCountBeyondTheTensorsFailsAtTheFirstMissingLayer) {
     EXPECT_EQ(load_error(tiny_model_with("llama.block_count", 1)), "");  // the file itself is fine
     for (uint32_t n : {2u, 16777217u, 0xFFFFFFFFu}) {
         const std::string error = load_error(tiny_model_with("llama.block_count", n));
-        EXPECT_NE(error.find("block_count is " + std::to_string(n)), std::string::npos) << error;
+        EXPECT_NE(error.find("'blk.1.attn_norm.weight' is missing"), std::string::npos) << error;
     }
 }
 
