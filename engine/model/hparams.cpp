@@ -82,7 +82,10 @@ HParams read_hparams(const gguf::File& f) {
     hp.rope_ordering = traits->rope_ordering;
     hp.qkv_bias = traits->qkv_bias;
     hp.rope_freq_base = f.get_or<float>(p + "rope.freq_base", 10000.0f);
-    if (!(hp.rope_freq_base > 0.0f)) refuse(p + "rope.freq_base must be positive");
+    // Finite too: a float64 key beyond float's range arrives here as infinity.
+    if (!(hp.rope_freq_base > 0.0f) || !std::isfinite(hp.rope_freq_base)) {
+        refuse(p + "rope.freq_base must be a positive finite number");
+    }
 
     // Scaling: the newer rope.scaling.* keys, or the older rope.scale_linear.
     const std::string scaling = f.get_or<std::string>(p + "rope.scaling.type", "");
@@ -99,7 +102,11 @@ HParams read_hparams(const gguf::File& f) {
         hp.rope_scale_factor = f.get_or<float>(p + "rope.scale_linear", 1.0f);
         if (hp.rope_scale_factor != 1.0f && scaling.empty()) hp.rope_scaling = RopeScaling::linear;
     }
-    if (!(hp.rope_scale_factor > 0.0f)) refuse(p + "rope scaling factor must be positive");
+    // The kernels use 1/factor: that must be finite as well as the factor.
+    if (!(hp.rope_scale_factor > 0.0f) || !std::isfinite(hp.rope_scale_factor) ||
+        !std::isfinite(1.0f / hp.rope_scale_factor)) {
+        refuse(p + "rope scaling factor must be a positive finite number with a finite inverse");
+    }
     if (hp.rope_scaling == RopeScaling::none) hp.rope_scale_factor = 1.0f;
     hp.rope_n_ctx_orig =
         f.get_or<uint32_t>(p + "rope.scaling.original_context_length", hp.n_ctx_train);

@@ -2,6 +2,7 @@
 // The inputs that found them are replayed by test_fuzz_replay (inputs/<target>/).
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -22,7 +23,8 @@ gguf::Writer tiny_model() {
     return ggufd::model::make_random_model(spec);
 }
 
-std::vector<uint8_t> tiny_model_with(const std::string& key, uint32_t value) {
+template <typename T>
+std::vector<uint8_t> tiny_model_with(const std::string& key, T value) {
     gguf::Writer w = tiny_model();
     w.set(key, value);
     return w.to_bytes();
@@ -41,7 +43,7 @@ std::string load_error(std::vector<uint8_t> bytes) {
 // layers made the loader size its layer table first (1.8 GB, 3 s), and 2^32-1 layers threw
 // std::bad_alloc instead of gguf::Error. Now it fails at the first missing tensor, at once.
 TEST(ModelLoadRegression, BlockCountBeyondTheTensorsFailsAtTheFirstMissingLayer) {
-    EXPECT_EQ(load_error(tiny_model_with("llama.block_count", 1)), "");  // the file itself is fine
+    EXPECT_EQ(load_error(tiny_model_with("llama.block_count", 1u)), "");  // the file itself is fine
     for (uint32_t n : {2u, 16777217u, 0xFFFFFFFFu}) {
         const std::string error = load_error(tiny_model_with("llama.block_count", n));
         EXPECT_NE(error.find("'blk.1.attn_norm.weight' is missing"), std::string::npos) << error;
@@ -52,9 +54,31 @@ TEST(ModelLoadRegression, BlockCountBeyondTheTensorsFailsAtTheFirstMissingLayer)
 // not above the head size) and the first evaluation threw std::invalid_argument from the RoPE
 // kernel; a loaded model must evaluate, so the loader refuses it.
 TEST(ModelLoadRegression, RopeDimensionCountZeroIsRefusedAtLoad) {
-    EXPECT_EQ(load_error(tiny_model_with("llama.rope.dimension_count", 2)), "");
-    const std::string error = load_error(tiny_model_with("llama.rope.dimension_count", 0));
+    EXPECT_EQ(load_error(tiny_model_with("llama.rope.dimension_count", 2u)), "");
+    const std::string error = load_error(tiny_model_with("llama.rope.dimension_count", 0u));
     EXPECT_NE(error.find("rope.dimension_count (0)"), std::string::npos) << error;
+}
+
+// fuzz_model, crash-rope-freq-base-beyond-float.bin: rope.freq_base stored as float64 8e77 became
+// +inf as a float, passed the "> 0" check and made the first evaluation throw
+// std::invalid_argument from the RoPE kernel. Likewise a scaling factor whose inverse overflows.
+TEST(ModelLoadRegression, RopeFrequenciesMustBeFinite) {
+    EXPECT_EQ(load_error(tiny_model_with("llama.rope.freq_base", 500000.0)), "");
+    std::string error = load_error(tiny_model_with("llama.rope.freq_base", 8e77));
+    EXPECT_NE(error.find("rope.freq_base must be a positive finite number"), std::string::npos)
+        << error;
+
+    gguf::Writer w = tiny_model();
+    w.set("llama.rope.scaling.type", "linear");
+    w.set("llama.rope.scaling.factor", 4.0f);
+    EXPECT_EQ(load_error(w.to_bytes()), "");
+    for (float factor : {1e-40f, std::numeric_limits<float>::infinity()}) {
+        w.set("llama.rope.scaling.factor", factor);
+        error = load_error(w.to_bytes());
+        EXPECT_NE(error.find("rope scaling factor must be a positive finite number"),
+                  std::string::npos)
+            << factor << ": " << error;
+    }
 }
 
 }  // namespace
