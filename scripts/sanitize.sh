@@ -8,6 +8,11 @@
 #
 #   scripts/sanitize.sh [asan|tsan|all]     default: all
 #
+# GGUFD_ASAN_EXCLUDE=REGEX leaves matching tests out of the asan ctest run (ctest -E), for a CI
+# that cannot afford the slowest suites in a Debug+ASan build, e.g.
+#   GGUFD_ASAN_EXCLUDE='AgainstRegex|ChatTemplateConformance|VocabConformance'
+# (about 1300 of the 1600 test-seconds; see docs/reliability.md).
+#
 # Any sanitizer report aborts the test that triggered it, so ctest fails. GGUFD_WERROR=1 turns
 # warnings into errors, as in CI. Prints the wall time of each phase.
 set -euo pipefail
@@ -40,7 +45,10 @@ run_asan() {
     phase "asan configure" cmake --preset asan -DGGUFD_WERROR="$werror" >/dev/null || return 1
     phase "asan build" cmake --build --preset asan -j "$jobs" || return 1
     local status=0
-    phase "asan ctest" ctest --preset asan -j "$jobs" >build-asan/ctest.log 2>&1 || status=1
+    local exclude=()
+    if [ -n "${GGUFD_ASAN_EXCLUDE:-}" ]; then exclude=(-E "$GGUFD_ASAN_EXCLUDE"); fi
+    phase "asan ctest" ctest --preset asan -j "$jobs" "${exclude[@]}" >build-asan/ctest.log 2>&1 ||
+        status=1
     grep -E '^[0-9]+% tests passed|^The following tests FAILED|^\s+[0-9]+ - ' build-asan/ctest.log \
         | sed 's/^/asan: /' || true
     return "$status"
@@ -51,6 +59,9 @@ run_asan() {
 tsan_whole=(test_threadpool test_scheduler)
 tsan_partly=(test_ops test_attention test_tokenizer template_unit_test)
 tsan_cases="Thread|Concurren"
+# IdleWorkersStopSpinning counts the process's threads, and the TSan runtime adds one of its own
+# (4 tasks where the test expects 3, all asleep): not a race, left out under TSan.
+tsan_skip="ThreadPool.IdleWorkersStopSpinning"
 run_tsan() {
     phase "tsan configure" cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
         -DGGUFD_SANITIZE=thread -DGGUFD_BUILD_BENCHMARKS=OFF -DGGUFD_WERROR="$werror" >/dev/null ||
@@ -65,7 +76,8 @@ run_tsan() {
     local status=0
     : >build-tsan/ctest.log
     phase "tsan ctest" ctest --test-dir build-tsan -L "^($(IFS='|'; echo "${whole[*]}"))\$" \
-        -j "$jobs" --output-on-failure --timeout 900 >>build-tsan/ctest.log 2>&1 || status=1
+        -E "$tsan_skip" -j "$jobs" --output-on-failure --timeout 900 >>build-tsan/ctest.log 2>&1 ||
+        status=1
     phase "tsan ctest (threaded cases)" ctest --test-dir build-tsan \
         -L "^($(IFS='|'; echo "${tsan_partly[*]}"))\$" -R "$tsan_cases" -j "$jobs" \
         --output-on-failure --timeout 900 >>build-tsan/ctest.log 2>&1 || status=1
