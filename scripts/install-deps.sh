@@ -10,6 +10,8 @@ packages=(
   prometheus-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   clang lld libclang-rt-14-dev clang-format
+  libicu-dev
+  wamerican
   curl python3
 )
 

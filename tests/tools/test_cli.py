@@ -39,6 +39,26 @@ def check_generate_greedy():
         assert got == want, f"{c['prompt']!r}:\n got {got!r}\nwant {want!r}"
 
 
+def check_generate_sampled_is_english():
+    """At temperature 0.8 stories260K still writes English: nearly every word is a dictionary word."""
+    with open("/usr/share/dict/words", encoding="utf-8", errors="replace") as f:
+        words = {w.strip().lower() for w in f}
+    total = known = 0
+    for seed in range(1, 6):
+        out = subprocess.run([run, "generate", "--model", stories, "--prompt", "Once upon a time", "--n-predict",
+                              "100", "--temp", "0.8", "--seed", str(seed)], check=True,
+                             capture_output=True).stdout.decode()
+        again = subprocess.run([run, "generate", "--model", stories, "--prompt", "Once upon a time", "--n-predict",
+                                "100", "--temp", "0.8", "--seed", str(seed)], check=True,
+                               capture_output=True).stdout.decode()
+        assert out == again, f"seed {seed} is not reproducible"
+        for w in "".join(c.lower() if c.isalpha() else " " for c in out).split():
+            total += 1
+            known += w in words
+    assert total > 200, total
+    assert known / total >= 0.85, f"only {known}/{total} words are English"
+
+
 def check_tokenize():
     for c in cases():
         out = subprocess.run([run, "tokenize", "--model", stories, "--text", c["prompt"]], check=True,
@@ -71,5 +91,29 @@ def check_logits():
         assert d <= 0.10 * s, f"position {p}: d={d} s={s}"
 
 
-{"generate_greedy": check_generate_greedy, "tokenize": check_tokenize, "logits": check_logits}[case]()
+def check_template():
+    """ggufd-run template renders real cases exactly, and fails (exit 1) where Jinja2 raised."""
+    tdir = os.path.join(conf, "chat_templates")
+    with open(os.path.join(tdir, "cases.jsonl")) as f:
+        all_cases = [json.loads(line) for line in f]
+    rendered = failed = 0
+    with tempfile.TemporaryDirectory() as d:
+        ctx_path = os.path.join(d, "context.json")
+        for c in all_cases[::7]:  # a spread of templates and cases; the unit suite runs them all
+            with open(ctx_path, "w") as f:
+                json.dump(c["context"], f, ensure_ascii=False)
+            p = subprocess.run([run, "template", "--template-file", os.path.join(tdir, "templates", c["template"]),
+                                "--context-json", ctx_path, "--now", "2024-07-26 12:00:00"],
+                               capture_output=True)
+            if "expected" in c:
+                assert p.returncode == 0, f"{c['template']} {c['case']}: {p.stderr.decode()}"
+                assert p.stdout.decode() == c["expected"], f"{c['template']} {c['case']}"
+                rendered += 1
+            else:
+                assert p.returncode == 1 and p.stderr, f"{c['template']} {c['case']}: expected an error"
+                failed += 1
+    assert rendered > 10, rendered
+
+
+{"generate_greedy": check_generate_greedy, "generate_sampled_is_english": check_generate_sampled_is_english, "template": check_template, "tokenize": check_tokenize, "logits": check_logits}[case]()
 print("ok")

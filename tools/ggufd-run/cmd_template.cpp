@@ -2,6 +2,7 @@
 // Renders a chat template with a JSON context and prints the result exactly (no newline added).
 // Exits 1 with the template's error message when rendering fails (raise_exception included).
 #include <cstdio>
+#include <ctime>
 #include <fstream>
 #include <iterator>
 #include <optional>
@@ -27,12 +28,13 @@ constexpr const char* kUsage =
     "  --model M          read tokenizer.chat_template from the GGUF file M (ChatML if absent)\n"
     "  --template-file T  read the Jinja template from file T\n"
     "  --context-json C   JSON object of template variables: a file path, or inline JSON\n"
-    "                     when it starts with '{'\n";
+    "                     when it starts with '{'\n"
+    "  --now \"YYYY-MM-DD HH:MM:SS\"  the local time strftime_now() sees (default: now)\n";
 
 }  // namespace
 
 int cmd_template(Args args) {
-    std::optional<std::string> model, template_file, context_arg;
+    std::optional<std::string> model, template_file, context_arg, now;
     for (std::size_t i = 0; i < args.size(); ++i) {
         std::string_view a = args[i];
         auto value = [&]() -> std::string {
@@ -45,6 +47,8 @@ int cmd_template(Args args) {
             template_file = value();
         } else if (a == "--context-json") {
             context_arg = value();
+        } else if (a == "--now") {
+            now = value();
         } else if (a == "--help" || a == "-h") {
             std::fputs(kUsage, stdout);
             return 0;
@@ -74,7 +78,15 @@ int cmd_template(Args args) {
     auto context = nlohmann::ordered_json::parse(context_text);
     if (!context.is_object()) throw std::runtime_error("--context-json must be a JSON object");
 
-    std::string out = tmpl::Template::compile(source).render(context);
+    tmpl::RenderOptions options;
+    if (now) {
+        std::tm tm{};
+        if (!strptime(now->c_str(), "%Y-%m-%d %H:%M:%S", &tm)) {
+            throw std::runtime_error("--now wants \"YYYY-MM-DD HH:MM:SS\", got '" + *now + "'");
+        }
+        options.now = [tm] { return tm; };
+    }
+    std::string out = tmpl::Template::compile(source).render(context, options);
     std::fwrite(out.data(), 1, out.size(), stdout);
     return 0;
 }

@@ -1,0 +1,80 @@
+// The API: routes, authentication and one handler per endpoint. Runs on the session's strand;
+// generation is handed to the model's scheduler (GenerationJob) so nothing here blocks on
+// inference. Independent of Beast.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "server/api_error.h"
+#include "server/http_types.h"
+#include "server/limits.h"
+#include "server/model_backend.h"
+
+namespace ggufd::server {
+
+struct ApiOptions {
+    // Accepted bearer tokens; empty = no authentication. Never logged.
+    std::vector<std::string> api_keys;
+    // /health never needs a key; /metrics needs one unless this is set.
+    bool metrics_public = false;
+    ApiLimits limits;
+    // Prometheus text for GET /metrics; unset = an empty exposition.
+    std::function<std::string()> metrics;
+    // Seconds in Retry-After when a queue is full or a model is loading.
+    int retry_after_s = 1;
+};
+
+class Api {
+  public:
+    // The registry must outlive the Api.
+    Api(const ModelRegistry& registry, ApiOptions options);
+
+    // Answers `request` through `channel`, at once or (generation) later.
+    void handle(const HttpRequest& request, const std::shared_ptr<ResponseChannel>& channel);
+
+    const ApiOptions& options() const { return options_; }
+
+  private:
+    using Handler = void (Api::*)(const HttpRequest&, const std::shared_ptr<ResponseChannel>&,
+                                  const std::string& param);
+    struct Route {
+        const char* method;
+        const char* pattern;  // a trailing "{id}" matches one path segment
+        Handler handler;
+        bool public_route;
+    };
+
+    // The route for a path, whatever the method; nullptr when none.
+    const Route* match(const std::string& path, std::string& param) const;
+    ModelBackend& resolve_model(const std::string& name) const;
+    void check_prompt(const std::vector<int32_t>& tokens, ModelBackend& model,
+                      const char* param) const;
+
+    void health(const HttpRequest&, const std::shared_ptr<ResponseChannel>&, const std::string&);
+    void metrics(const HttpRequest&, const std::shared_ptr<ResponseChannel>&, const std::string&);
+    void list_models_openai(const HttpRequest&, const std::shared_ptr<ResponseChannel>&,
+                            const std::string&);
+    void list_models(const HttpRequest&, const std::shared_ptr<ResponseChannel>&,
+                     const std::string&);
+    void show_model(const HttpRequest&, const std::shared_ptr<ResponseChannel>&,
+                    const std::string&);
+    void completions(const HttpRequest&, const std::shared_ptr<ResponseChannel>&,
+                     const std::string&);
+    void chat_completions(const HttpRequest&, const std::shared_ptr<ResponseChannel>&,
+                          const std::string&);
+    void tokenize(const HttpRequest&, const std::shared_ptr<ResponseChannel>&, const std::string&);
+    void detokenize(const HttpRequest&, const std::shared_ptr<ResponseChannel>&,
+                    const std::string&);
+
+    const ModelRegistry& registry_;
+    ApiOptions options_;
+    std::vector<Route> routes_;
+};
+
+// The response for an error: its status, OpenAI-shaped body, Retry-After when it has one.
+HttpResponse error_response(const ApiError& error);
+
+}  // namespace ggufd::server

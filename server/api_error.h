@@ -1,0 +1,49 @@
+// Errors the API answers with, in OpenAI's shape: {"error": {"message", "type", "param", "code"}}
+// and an HTTP status. Handlers throw ApiError; the router turns it into the response.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace ggufd::server {
+
+class ApiError : public std::runtime_error {
+  public:
+    ApiError(int status, std::string type, const std::string& message, std::string param = {},
+             std::string code = {});
+
+    int status() const { return status_; }
+    const std::string& type() const { return type_; }
+    const std::string& param() const { return param_; }  // the offending request field, if any
+    const std::string& code() const { return code_; }
+    int retry_after_s() const { return retry_after_s_; }  // > 0: send a Retry-After header
+
+    ApiError& with_retry_after(int seconds) {
+        retry_after_s_ = seconds;
+        return *this;
+    }
+
+    // The usual cases.
+    static ApiError bad_request(const std::string& message, std::string param = {},
+                                std::string code = {});
+    static ApiError unauthorized(const std::string& message);
+    static ApiError not_found(const std::string& message, std::string code = "not_found");
+    static ApiError method_not_allowed(const std::string& message);
+    static ApiError too_large(const std::string& message);
+    static ApiError unavailable(const std::string& message, std::string code, int retry_after_s);
+    static ApiError internal(const std::string& message);
+
+  private:
+    int status_;
+    std::string type_;
+    std::string param_;
+    std::string code_;
+    int retry_after_s_ = 0;
+};
+
+// {"error": {...}} for an error.
+nlohmann::json error_json(const ApiError& error);
+
+}  // namespace ggufd::server

@@ -1,0 +1,153 @@
+#include "server/engine_backend.h"
+
+#include <chrono>
+
+#include "engine/model/random_model.h"
+#include "gguf/inspect.h"
+#include "gguf/naming.h"
+
+namespace ggufd::server {
+namespace {
+
+using Json = nlohmann::json;
+
+// Metadata values as JSON; arrays longer than `max_items` become a summary, so huge vocabularies
+// never end up in a response.
+Json value_json(const gguf::Value& v, size_t max_items) {
+    return std::visit(
+        [&](const auto& x) -> Json {
+            using S = std::decay_t<decltype(x)>;
+            if constexpr (std::is_same_v<S, gguf::Array>) {
+                if (x.size() > max_items) {
+                    return Json{{"type", "array"},
+                                {"element_type", gguf::value_type_name(x.element_type())},
+                                {"count", x.size()}};
+                }
+                Json items = Json::array();
+                for (size_t i = 0; i < x.size(); ++i)
+                    items.push_back(value_json(x.at(i), max_items));
+                return items;
+            } else if constexpr (std::is_same_v<S, float>) {
+                return Json(gguf::Value::widen_float(x));
+            } else if constexpr (std::is_same_v<S, std::string>) {
+                return Json(x);
+            } else {
+                return Json(x);
+            }
+        },
+        v.storage());
+}
+
+}  // namespace
+
+std::shared_ptr<EngineBackend> EngineBackend::load(const std::string& path,
+                                                   const EngineBackendOptions& options) {
+    const auto t0 = std::chrono::steady_clock::now();
+    auto model = model::Model::load(path);
+    const double secs =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return from_model(std::move(model), options, secs);
+}
+
+std::shared_ptr<EngineBackend> EngineBackend::from_model(std::shared_ptr<const model::Model> model,
+                                                         const EngineBackendOptions& options,
+                                                         double load_seconds) {
+    std::shared_ptr<EngineBackend> b(new EngineBackend());
+    b->name_ = options.name;
+    b->model_ = std::move(model);
+    b->load_seconds_ = load_seconds;
+    b->tokenizer_ =
+        std::make_shared<const tok::Tokenizer>(tok::Vocab::from_gguf(b->model_->file()));
+    const auto shipped = b->model_->file().get_optional<std::string>("tokenizer.chat_template");
+    b->model_has_template_ = shipped.has_value();
+    b->template_ = tmpl::Template::compile(tmpl::select_template(options.chat_template, shipped));
+    const tok::Tokenizer& t = *b->tokenizer_;
+    if (t.bos() >= 0) b->bos_text_ = t.token_to_piece(t.bos(), true);
+    if (t.eos() >= 0) b->eos_text_ = t.token_to_piece(t.eos(), true);
+    b->scheduler_ =
+        std::make_unique<scheduler::Scheduler>(b->model_, b->tokenizer_, options.scheduler);
+    return b;
+}
+
+std::vector<int32_t> EngineBackend::tokenize(const std::string& text, bool add_special,
+                                             bool parse_special) const {
+    tok::EncodeOptions o;
+    o.parse_special = parse_special;
+    if (!add_special) {
+        o.add_bos = false;
+        o.add_eos = false;
+    }
+    return tokenizer_->encode(text, o);
+}
+
+std::string EngineBackend::detokenize(const std::vector<int32_t>& tokens) const {
+    return tokenizer_->decode(tokens);
+}
+
+std::string EngineBackend::render_chat(const Json& messages, const Json& tools,
+                                       bool add_generation_prompt,
+                                       const Json& extra_context) const {
+    tmpl::ChatContext c;
+    c.messages = nlohmann::ordered_json::parse(messages.dump());
+    if (!tools.is_null()) c.tools = nlohmann::ordered_json::parse(tools.dump());
+    c.add_generation_prompt = add_generation_prompt;
+    c.bos_token = bos_text_;
+    c.eos_token = eos_text_;
+    if (extra_context.is_object()) c.extra = nlohmann::ordered_json::parse(extra_context.dump());
+    try {
+        return template_->render(tmpl::build_chat_context(c));
+    } catch (const tmpl::TemplateError& e) {
+        // A template that raises judges the conversation (e.g. roles must alternate): the
+        // client's to fix.
+        throw ChatTemplateError(e.what());
+    }
+}
+
+Json EngineBackend::describe(bool full) const {
+    const gguf::File& f = model_->file();
+    const model::HParams& hp = model_->hparams();
+    const gguf::Totals totals = gguf::totals(f);
+    Json d;
+    d["id"] = name_;
+    d["architecture"] = hp.arch;
+    d["parameters"] = totals.parameters;
+    d["file_type"] = gguf::name_parts_from_metadata(f).encoding;
+    d["bits_per_weight"] = totals.bits_per_weight();
+    d["context_length"] = scheduler_->context_size();
+    d["context_length_trained"] = hp.n_ctx_train;
+    d["size_bytes"] = f.file_size();
+    d["chat_template"] = model_has_template_;
+    d["vocab_size"] = tokenizer_->n_vocab();
+    d["slots"] = scheduler_->n_slots();
+    d["load_seconds"] = load_seconds_;
+    Json general = Json::object();
+    Json metadata = Json::object();
+    for (const gguf::KeyValue& kv : f.metadata().entries()) {
+        if (kv.key.starts_with("general.")) general[kv.key.substr(8)] = value_json(kv.value, 64);
+        if (full) metadata[kv.key] = value_json(kv.value, 64);
+    }
+    d["general"] = std::move(general);
+    if (full) d["metadata"] = std::move(metadata);
+    return d;
+}
+
+std::shared_ptr<EngineBackend> make_demo_backend(const scheduler::SchedulerParams& params) {
+    model::RandomModelSpec spec;
+    spec.name = kDemoModelName;
+    spec.n_embd = 256;
+    spec.n_layer = 4;
+    spec.n_head = 4;
+    spec.n_head_kv = 2;
+    spec.n_ff = 768;
+    spec.n_ctx = 2048;
+    spec.type = gguf::TensorType::Q8_0;
+    gguf::Writer w = model::make_random_model(spec);
+    w.set("general.description", "ggufd's built-in demo: random weights, byte-level vocabulary");
+    auto model = model::Model::from_file(gguf::File::from_bytes(w.to_bytes(), "<built-in demo>"));
+    EngineBackendOptions options;
+    options.name = kDemoModelName;
+    options.scheduler = params;
+    return EngineBackend::from_model(std::move(model), options);
+}
+
+}  // namespace ggufd::server

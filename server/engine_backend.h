@@ -1,0 +1,69 @@
+// The real ModelBackend: a loaded GGUF model with its tokenizer, compiled chat template and
+// continuous-batching scheduler. One per served model.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "engine/model/model.h"
+#include "engine/scheduler/scheduler.h"
+#include "engine/template/chat_template.h"
+#include "engine/tokenizer/tokenizer.h"
+#include "server/model_backend.h"
+
+namespace ggufd::server {
+
+struct EngineBackendOptions {
+    std::string name;
+    scheduler::SchedulerParams scheduler;
+    std::optional<std::string> chat_template;  // overrides the model's tokenizer.chat_template
+};
+
+class EngineBackend final : public ModelBackend,
+                            public std::enable_shared_from_this<EngineBackend> {
+  public:
+    // Loads and validates the file, builds the tokenizer and template, starts the scheduler.
+    // Throws (gguf::Error, tmpl::TemplateError, std::bad_alloc, ...) with a message naming what
+    // is wrong.
+    static std::shared_ptr<EngineBackend> load(const std::string& path,
+                                               const EngineBackendOptions& options);
+    static std::shared_ptr<EngineBackend> from_model(std::shared_ptr<const model::Model> model,
+                                                     const EngineBackendOptions& options,
+                                                     double load_seconds = 0);
+
+    std::string name() const override { return name_; }
+    bool is_ready() const override { return true; }
+    nlohmann::json describe(bool full) const override;
+    int32_t vocab_size() const override { return tokenizer_->n_vocab(); }
+    std::vector<int32_t> tokenize(const std::string& text, bool add_special,
+                                  bool parse_special) const override;
+    std::string detokenize(const std::vector<int32_t>& tokens) const override;
+    std::string render_chat(const nlohmann::json& messages, const nlohmann::json& tools,
+                            bool add_generation_prompt,
+                            const nlohmann::json& extra_context) const override;
+    scheduler::Generator& generator() override { return *scheduler_; }
+
+    const model::Model& model() const { return *model_; }
+    scheduler::Scheduler& scheduler() { return *scheduler_; }
+    double load_seconds() const { return load_seconds_; }
+
+  private:
+    EngineBackend() = default;
+
+    std::string name_;
+    std::shared_ptr<const model::Model> model_;
+    std::shared_ptr<const tok::Tokenizer> tokenizer_;
+    std::optional<tmpl::Template> template_;
+    bool model_has_template_ = false;
+    std::optional<std::string> bos_text_, eos_text_;
+    std::unique_ptr<scheduler::Scheduler> scheduler_;
+    double load_seconds_ = 0;
+};
+
+// The built-in demo served when no model is configured: random weights with a byte-level
+// vocabulary, made in memory (a few MB, no file).
+std::shared_ptr<EngineBackend> make_demo_backend(const scheduler::SchedulerParams& params);
+inline constexpr const char* kDemoModelName = "demo-random";
+
+}  // namespace ggufd::server

@@ -1,0 +1,275 @@
+#include "server/generation_job.h"
+
+#include <utility>
+
+#include "server/api_error.h"
+
+namespace ggufd::server {
+
+using nlohmann::json;
+using scheduler::FinishReason;
+
+namespace {
+
+// The scheduler's side of one choice: turns each call into a function posted to the session's
+// strand, so the scheduler thread never waits for the network.
+class ChoiceSink : public scheduler::GenerationSink {
+  public:
+    ChoiceSink(Poster poster, std::weak_ptr<GenerationJob> job, size_t index,
+               std::shared_ptr<std::atomic<bool>> cancelled)
+        : poster_(std::move(poster)),
+          job_(std::move(job)),
+          index_(index),
+          cancelled_(std::move(cancelled)) {}
+
+    // A scheduler that drops a request without finishing it must not leave the client hanging.
+    ~ChoiceSink() override {
+        if (!finished_.load()) {
+            deliver_finish(FinishReason::error, {}, "the scheduler dropped the request");
+        }
+    }
+
+    void on_token(const scheduler::TokenEvent& event) override {
+        poster_([job = job_, index = index_, event] {
+            if (auto j = job.lock()) j->on_token(index, event);
+        });
+    }
+
+    void on_finish(FinishReason reason, const scheduler::Usage& usage,
+                   const std::string& error) override {
+        if (finished_.exchange(true)) return;
+        deliver_finish(reason, usage, error);
+    }
+
+    bool cancelled() const override { return cancelled_->load(std::memory_order_relaxed); }
+
+  private:
+    void deliver_finish(FinishReason reason, const scheduler::Usage& usage,
+                        const std::string& error) {
+        poster_([job = job_, index = index_, reason, usage, error] {
+            if (auto j = job.lock()) j->on_finish(index, reason, usage, error);
+        });
+    }
+
+    Poster poster_;
+    std::weak_ptr<GenerationJob> job_;
+    size_t index_;
+    std::shared_ptr<std::atomic<bool>> cancelled_;
+    std::atomic<bool> finished_{false};
+};
+
+}  // namespace
+
+GenerationJob::GenerationJob(GenerationPlan plan, std::shared_ptr<ResponseChannel> channel)
+    : plan_(std::move(plan)),
+      channel_(std::move(channel)),
+      cancelled_(std::make_shared<std::atomic<bool>>(false)),
+      choices_(plan_.choices.size()),
+      start_time_(std::chrono::steady_clock::now()) {}
+
+GenerationJob::~GenerationJob() {
+    cancelled_->store(true);
+}
+
+void GenerationJob::cancel() {
+    cancelled_->store(true);
+}
+
+GenerationJob::StartResult GenerationJob::start(scheduler::Generator& generator) {
+    Poster poster = channel_->poster();
+    int64_t prompt_tokens = 0;
+    for (size_t i = 0; i < plan_.choices.size(); ++i) {
+        const ChoicePlan& c = plan_.choices[i];
+        if (i == 0 || c.prompt_index != plan_.choices[i - 1].prompt_index) {
+            prompt_tokens += static_cast<int64_t>(c.prompt.size());
+        }
+        scheduler::GenerationRequest request;
+        request.prompt = c.prompt;
+        request.sampling = c.sampling;
+        request.stop = c.stop;
+        request.sink = std::make_shared<ChoiceSink>(poster, weak_from_this(), i, cancelled_);
+        auto result = generator.submit(std::move(request));
+        if (result != scheduler::SubmitResult::accepted) {
+            cancelled_->store(true);
+            return {result, c.prompt.size()};
+        }
+    }
+    started_ = true;
+    channel_->access().prompt_tokens = prompt_tokens;
+    channel_->hold(shared_from_this());
+    if (plan_.stream) {
+        HttpResponse head;
+        head.content_type = "text/event-stream";
+        head.headers.emplace_back("Cache-Control", "no-cache");
+        channel_->start_stream(std::move(head));
+        for (size_t i = 0; i < plan_.choices.size(); ++i) {
+            if (plan_.kind == ApiKind::chat) {
+                send_event(chat_chunk(plan_.meta, static_cast<int>(i),
+                                      {{"role", "assistant"}, {"content", ""}}, nullptr, nullptr));
+            } else if (!plan_.choices[i].echo.empty()) {
+                send_event(completion_chunk(plan_.meta, static_cast<int>(i), plan_.choices[i].echo,
+                                            nullptr, nullptr));
+            }
+        }
+    }
+    return {};
+}
+
+void GenerationJob::send_event(json chunk) {
+    if (plan_.include_usage) chunk["usage"] = nullptr;
+    channel_->send_chunk(sse_data(chunk));
+}
+
+void GenerationJob::append(size_t index, const std::string& text,
+                           const scheduler::TokenEvent* event) {
+    Choice& c = choices_[index];
+    const ChoicePlan& p = plan_.choices[index];
+    bool with_logprobs = plan_.logprobs && event && !event->logprobs.empty();
+    if (!plan_.stream) {
+        if (with_logprobs) {
+            if (plan_.kind == ApiKind::completion) {
+                c.completion_logprobs.add(*event, p.echo.size() + c.text.size());
+            } else {
+                c.chat_logprobs.push_back(chat_logprob_entry(*event));
+            }
+        }
+        c.text += text;
+        return;
+    }
+    if (text.empty() && !with_logprobs) return;
+    json logprobs = nullptr;
+    if (with_logprobs) {
+        if (plan_.kind == ApiKind::completion) {
+            CompletionLogprobs one;
+            one.add(*event, p.echo.size() + c.text.size());
+            logprobs = one.value();
+        } else {
+            logprobs = {{"content", json::array({chat_logprob_entry(*event)})}};
+        }
+    }
+    int i = static_cast<int>(index);
+    if (plan_.kind == ApiKind::completion) {
+        send_event(completion_chunk(plan_.meta, i, text, logprobs, nullptr));
+    } else {
+        send_event(chat_chunk(plan_.meta, i, {{"content", text}}, logprobs, nullptr));
+    }
+    c.text += text;
+}
+
+void GenerationJob::on_token(size_t index, const scheduler::TokenEvent& event) {
+    if (!started_ || index >= choices_.size() || choices_[index].finished) return;
+    if (!saw_token_) {
+        saw_token_ = true;
+        channel_->access().time_to_first_token_s =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start_time_).count();
+    }
+    append(index, choices_[index].joiner.push(event.text), &event);
+}
+
+void GenerationJob::on_finish(size_t index, FinishReason reason, const scheduler::Usage& usage,
+                              const std::string& error) {
+    if (!started_ || index >= choices_.size() || choices_[index].finished) return;
+    Choice& c = choices_[index];
+    std::string rest = c.joiner.finish();
+    if (!rest.empty()) append(index, rest, nullptr);
+    c.finished = true;
+    // One failed choice fails the request: stop the others rather than wait for them.
+    if (reason == FinishReason::error) cancelled_->store(true);
+    c.reason = reason;
+    c.usage = usage;
+    c.error = error;
+    if (plan_.stream && (reason == FinishReason::stop || reason == FinishReason::length)) {
+        int i = static_cast<int>(index);
+        json finish = finish_reason_json(reason);
+        if (plan_.kind == ApiKind::completion) {
+            send_event(completion_chunk(plan_.meta, i, "", nullptr, finish));
+        } else {
+            send_event(chat_chunk(plan_.meta, i, json::object(), nullptr, finish));
+        }
+    }
+    if (++finished_ == choices_.size()) complete();
+}
+
+json GenerationJob::usage() const {
+    int64_t prompt = 0, completion = 0, cached = 0;
+    for (size_t i = 0; i < choices_.size(); ++i) {
+        const ChoicePlan& p = plan_.choices[i];
+        if (i == 0 || p.prompt_index != plan_.choices[i - 1].prompt_index) {
+            prompt += static_cast<int64_t>(p.prompt.size());
+            cached += choices_[i].usage.cached_prompt_tokens;
+        }
+        completion += choices_[i].usage.completion_tokens;
+    }
+    return usage_json(prompt, completion, cached);
+}
+
+json GenerationJob::full_response() const {
+    json out_choices = json::array();
+    for (size_t i = 0; i < choices_.size(); ++i) {
+        const Choice& c = choices_[i];
+        json choice = {{"index", i}};
+        if (plan_.kind == ApiKind::completion) {
+            choice["text"] = plan_.choices[i].echo + c.text;
+            choice["logprobs"] = plan_.logprobs ? c.completion_logprobs.value() : json(nullptr);
+        } else {
+            choice["message"] = {{"role", "assistant"}, {"content", c.text}};
+            choice["logprobs"] =
+                plan_.logprobs ? json{{"content", c.chat_logprobs}} : json(nullptr);
+        }
+        choice["finish_reason"] = finish_reason_json(c.reason);
+        out_choices.push_back(std::move(choice));
+    }
+    bool chat = plan_.kind == ApiKind::chat;
+    return {{"id", plan_.meta.id},
+            {"object", chat ? "chat.completion" : "text_completion"},
+            {"created", plan_.meta.created},
+            {"model", plan_.meta.model},
+            {"choices", std::move(out_choices)},
+            {"usage", usage()}};
+}
+
+void GenerationJob::complete() {
+    json u = usage();
+    channel_->access().completion_tokens = u["completion_tokens"].get<int64_t>();
+
+    // A failed choice fails the request: an engine error is the server's fault (500); a
+    // cancellation the client did not ask for (the scheduler shutting down) is a 503.
+    const Choice* failed = nullptr;
+    for (const auto& c : choices_) {
+        if (c.reason == FinishReason::error ||
+            (c.reason == FinishReason::cancelled && !cancelled_->load())) {
+            failed = &c;
+            break;
+        }
+    }
+    std::optional<ApiError> error;
+    if (failed && failed->reason == FinishReason::error) {
+        error = ApiError::internal("generation failed: " + failed->error);
+    } else if (failed) {
+        error = ApiError::unavailable("the request was cancelled by the server", "cancelled", 1);
+    }
+
+    if (plan_.stream) {
+        if (error) {
+            channel_->send_chunk(sse_data(error_json(*error)));
+        } else if (plan_.include_usage) {
+            channel_->send_chunk(sse_data(usage_chunk(plan_.meta, plan_.kind == ApiKind::chat, u)));
+        }
+        channel_->send_chunk(sse_done());
+        channel_->end_stream();
+        return;
+    }
+    HttpResponse response;
+    if (error) {
+        response.status = error->status();
+        if (error->retry_after_s() > 0) {
+            response.headers.emplace_back("Retry-After", std::to_string(error->retry_after_s()));
+        }
+        response.body = dump_json(error_json(*error));
+    } else {
+        response.body = dump_json(full_response());
+    }
+    channel_->respond(std::move(response));
+}
+
+}  // namespace ggufd::server

@@ -1,0 +1,89 @@
+// One generation request in flight: submits a choice per (prompt, n) to the model's scheduler,
+// receives the scheduler's events on the session's strand, and answers with one JSON body or a
+// stream of SSE chunks. Independent of Beast: it talks to the session through ResponseChannel.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/scheduler/generation.h"
+#include "server/http_types.h"
+#include "server/responses.h"
+
+namespace ggufd::server {
+
+enum class ApiKind { completion, chat };
+
+struct ChoicePlan {
+    size_t prompt_index = 0;  // which prompt (completions may have several)
+    std::vector<int32_t> prompt;
+    std::string echo;  // text put before the generated text (completions' echo)
+    sampling::SamplingParams sampling;
+    sampling::StopParams stop;
+};
+
+struct GenerationPlan {
+    ApiKind kind = ApiKind::completion;
+    ResponseMeta meta;
+    bool stream = false;
+    bool include_usage = false;
+    bool logprobs = false;
+    std::vector<ChoicePlan> choices;  // the response's choices, by index
+};
+
+class GenerationJob : public Exchange, public std::enable_shared_from_this<GenerationJob> {
+  public:
+    GenerationJob(GenerationPlan plan, std::shared_ptr<ResponseChannel> channel);
+    ~GenerationJob() override;
+
+    struct StartResult {
+        scheduler::SubmitResult result = scheduler::SubmitResult::accepted;
+        size_t prompt_tokens = 0;  // of the choice that was refused
+    };
+    // Submits every choice (the job must be owned by a shared_ptr). When one is refused, those
+    // already submitted are cancelled, nothing has been sent, and the caller answers the error.
+    // When all are accepted, the job holds itself in the channel and answers when they finish.
+    StartResult start(scheduler::Generator& generator);
+
+    void cancel() override;
+
+    // The scheduler's events, delivered on the session's strand.
+    void on_token(size_t index, const scheduler::TokenEvent& event);
+    void on_finish(size_t index, scheduler::FinishReason reason, const scheduler::Usage& usage,
+                   const std::string& error);
+
+  private:
+    struct Choice {
+        Utf8Joiner joiner;
+        std::string text;  // generated so far (without the echo)
+        CompletionLogprobs completion_logprobs;
+        nlohmann::json chat_logprobs = nlohmann::json::array();
+        bool finished = false;
+        scheduler::FinishReason reason = scheduler::FinishReason::stop;
+        scheduler::Usage usage;
+        std::string error;
+    };
+
+    void append(size_t index, const std::string& text, const scheduler::TokenEvent* event);
+    void send_event(nlohmann::json chunk);
+    void complete();
+    nlohmann::json usage() const;
+    nlohmann::json full_response() const;
+
+    GenerationPlan plan_;
+    std::shared_ptr<ResponseChannel> channel_;
+    std::shared_ptr<std::atomic<bool>> cancelled_;
+    std::vector<Choice> choices_;
+    size_t finished_ = 0;
+    bool started_ = false;
+    bool saw_token_ = false;
+    std::chrono::steady_clock::time_point start_time_;
+};
+
+}  // namespace ggufd::server

@@ -1,0 +1,29 @@
+// Per-request limits of the API. A request beyond one is answered 400 naming the field (or 413
+// for the body size, which the HTTP layer enforces). Defaults are documented here and in the
+// report; the daemon may make them configurable later.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace ggufd::server {
+
+struct ApiLimits {
+    // `n` per prompt, and choices in all (n x number of prompts) for one request.
+    int32_t max_choices = 8;
+    // `max_tokens` / `max_completion_tokens` per choice (the context size also bounds them).
+    int32_t max_tokens = 32768;
+    // Prompt tokens per prompt; 0 = only the model's context size bounds them.
+    int32_t max_prompt_tokens = 0;
+    // `stop`: at most this many strings, each 1..max_stop_bytes bytes.
+    int32_t max_stop = 4;
+    size_t max_stop_bytes = 256;
+    // `logit_bias` entries.
+    int32_t max_logit_bias = 1024;
+    // `logprobs` (completions) and `top_logprobs` (chat): alternatives per token.
+    int32_t max_top_logprobs = 20;
+    // Chat `messages` per request.
+    int32_t max_messages = 4096;
+};
+
+}  // namespace ggufd::server

@@ -1,0 +1,359 @@
+#include "server/metrics/metrics.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
+#include <prometheus/text_serializer.h>
+
+#include "engine/kernels/cpu_features.h"
+#include "engine/scheduler/scheduler.h"
+
+#ifndef GGUFD_VERSION
+#define GGUFD_VERSION "unknown"
+#endif
+
+namespace ggufd::metrics {
+
+namespace buckets {
+// Time to first token is dominated by prompt processing: milliseconds for a short prompt on a
+// small model, tens of seconds for a long prompt on a large one.
+std::vector<double> time_to_first_token() {
+    return {0.005, 0.01, 0.025, 0.05, 0.075, 0.1,  0.15, 0.2,  0.3,  0.5,  0.75, 1.0,
+            1.5,   2.0,  2.5,   5.0,  7.5,   10.0, 15.0, 20.0, 30.0, 45.0, 60.0};
+}
+// One decode step per token: about 1 ms for tiny models, up to seconds for large ones on few
+// cores. Finer steps where interactive streams live (10-100 ms).
+std::vector<double> inter_token() {
+    return {0.001, 0.0025, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05, 0.06,
+            0.075, 0.1,    0.125, 0.15,   0.2,  0.3,   0.4,  0.5,   0.75, 1.0,  2.0};
+}
+std::vector<double> request_duration() {
+    return {0.01, 0.025, 0.05, 0.1,  0.25, 0.5,   1.0,   2.5,   5.0,
+            10.0, 20.0,  30.0, 60.0, 90.0, 120.0, 180.0, 300.0, 600.0};
+}
+// Tokens per engine step: 1 per generating slot plus prefill chunks, up to --batch-size.
+std::vector<double> batch_size() {
+    std::vector<double> b;
+    for (double v = 1; v <= 2048; v *= 2) b.push_back(v);
+    return b;
+}
+}  // namespace buckets
+
+namespace {
+
+std::string compiler_name() {
+#if defined(__clang__)
+    std::string v = "clang " __clang_version__;
+#elif defined(__GNUC__)
+    std::string v = "gcc " __VERSION__;
+#else
+    std::string v = "unknown";
+#endif
+    while (!v.empty() && v.back() == ' ') v.pop_back();
+    return v;
+}
+
+prometheus::Labels model_label(const std::string& model) {
+    return {{"model", model}};
+}
+
+}  // namespace
+
+BuildInfo BuildInfo::current() {
+    return {GGUFD_VERSION, compiler_name(), kernels::cpu_features().describe()};
+}
+
+ProcessMemory read_process_memory() {
+    // statm: total program size, resident set, ... in pages.
+    std::ifstream in("/proc/self/statm");
+    uint64_t size_pages = 0, resident_pages = 0;
+    if (!(in >> size_pages >> resident_pages)) return {};
+    const long page = sysconf(_SC_PAGESIZE);
+    const uint64_t page_bytes = page > 0 ? static_cast<uint64_t>(page) : 4096;
+    return {resident_pages * page_bytes, size_pages * page_bytes};
+}
+
+ModelMetrics::ModelMetrics(std::string name, Metrics& owner)
+    : name_(std::move(name)),
+      prompt_tokens_(owner.prompt_tokens_.Add(model_label(name_))),
+      generated_tokens_(owner.generated_tokens_.Add(model_label(name_))),
+      rejected_(owner.rejected_.Add(model_label(name_))),
+      steps_(owner.steps_.Add(model_label(name_))),
+      queue_depth_(owner.queue_depth_.Add(model_label(name_))),
+      busy_slots_(owner.busy_slots_.Add(model_label(name_))),
+      total_slots_(owner.total_slots_.Add(model_label(name_))),
+      kv_used_(owner.kv_used_.Add(model_label(name_))),
+      kv_total_(owner.kv_total_.Add(model_label(name_))),
+      load_seconds_(owner.load_seconds_.Add(model_label(name_))),
+      prompt_tps_(owner.prompt_tps_.Add(model_label(name_))),
+      generated_tps_(owner.generated_tps_.Add(model_label(name_))),
+      ttft_(owner.ttft_.add(model_label(name_))),
+      inter_token_(owner.inter_token_.add(model_label(name_))),
+      batch_size_(owner.batch_size_.add(model_label(name_))) {}
+
+struct Metrics::Watch {
+    std::weak_ptr<const scheduler::SchedulerStats> stats;
+    ModelMetrics* model = nullptr;
+    // The scheduler's cumulative counters as of the previous scrape.
+    uint64_t prompt = 0, generated = 0, rejected = 0, steps = 0;
+};
+
+Metrics::Metrics() : Metrics(Options{}) {}
+
+Metrics::Metrics(Options options)
+    : options_(std::move(options)),
+      registry_(std::make_shared<prometheus::Registry>()),
+      requests_(prometheus::BuildCounter()
+                    .Name("ggufd_requests_total")
+                    .Help("HTTP requests finished, by route, model and status code")
+                    .Register(*registry_)),
+      request_duration_("ggufd_request_duration_seconds",
+                        "Time from reading an HTTP request to sending its last byte",
+                        buckets::request_duration()),
+      ttft_("ggufd_time_to_first_token_seconds",
+            "Time from a generation request's arrival to its first generated token",
+            buckets::time_to_first_token()),
+      inter_token_("ggufd_inter_token_latency_seconds",
+                   "Time between consecutive generated tokens of one request",
+                   buckets::inter_token()),
+      batch_size_("ggufd_batch_size_tokens", "Tokens evaluated together in one engine step",
+                  buckets::batch_size()),
+      prompt_tokens_(prometheus::BuildCounter()
+                         .Name("ggufd_prompt_tokens_total")
+                         .Help("Prompt tokens evaluated (tokens reused from the KV cache excluded)")
+                         .Register(*registry_)),
+      generated_tokens_(prometheus::BuildCounter()
+                            .Name("ggufd_generated_tokens_total")
+                            .Help("Tokens generated")
+                            .Register(*registry_)),
+      rejected_(prometheus::BuildCounter()
+                    .Name("ggufd_requests_rejected_total")
+                    .Help("Generation requests refused because the queue was full")
+                    .Register(*registry_)),
+      steps_(prometheus::BuildCounter()
+                 .Name("ggufd_engine_steps_total")
+                 .Help("Batched forward passes run by the model's scheduler")
+                 .Register(*registry_)),
+      queue_depth_(prometheus::BuildGauge()
+                       .Name("ggufd_queue_depth")
+                       .Help("Generation requests waiting for a free slot")
+                       .Register(*registry_)),
+      busy_slots_(prometheus::BuildGauge()
+                      .Name("ggufd_slots_busy")
+                      .Help("Slots (concurrent sequences) serving a request")
+                      .Register(*registry_)),
+      total_slots_(prometheus::BuildGauge()
+                       .Name("ggufd_slots_capacity")
+                       .Help("Slots (concurrent sequences) configured (--parallel)")
+                       .Register(*registry_)),
+      kv_used_(prometheus::BuildGauge()
+                   .Name("ggufd_kv_cache_cells_used")
+                   .Help("KV-cache cells (one per token and sequence) holding a token")
+                   .Register(*registry_)),
+      kv_total_(prometheus::BuildGauge()
+                    .Name("ggufd_kv_cache_cells_capacity")
+                    .Help("KV-cache cells allocated (slots x context size)")
+                    .Register(*registry_)),
+      load_seconds_(prometheus::BuildGauge()
+                        .Name("ggufd_model_load_seconds")
+                        .Help("Time taken to load the model (mapping, validation, set-up)")
+                        .Register(*registry_)),
+      prompt_tps_(prometheus::BuildGauge()
+                      .Name("ggufd_prompt_tokens_per_second")
+                      .Help("Prompt tokens evaluated per second, averaged over recent scrapes")
+                      .Register(*registry_)),
+      generated_tps_(prometheus::BuildGauge()
+                         .Name("ggufd_generated_tokens_per_second")
+                         .Help("Tokens generated per second, averaged over recent scrapes")
+                         .Register(*registry_)),
+      resident_bytes_(prometheus::BuildGauge()
+                          .Name("process_resident_memory_bytes")
+                          .Help("Resident memory size in bytes")
+                          .Register(*registry_)
+                          .Add({})),
+      virtual_bytes_(prometheus::BuildGauge()
+                         .Name("process_virtual_memory_bytes")
+                         .Help("Virtual memory size in bytes")
+                         .Register(*registry_)
+                         .Add({})) {
+    const auto& b = options_.build;
+    prometheus::BuildGauge()
+        .Name("ggufd_build_info")
+        .Help("Always 1; the labels describe the running build and the CPU features it uses")
+        .Register(*registry_)
+        .Add({{"version", b.version}, {"compiler", b.compiler}, {"cpu_features", b.cpu_features}})
+        .Set(1);
+}
+
+Metrics::~Metrics() = default;
+
+ModelMetrics& Metrics::model_locked(std::string_view model) {
+    auto it = models_.find(model);
+    if (it == models_.end()) {
+        auto created = std::unique_ptr<ModelMetrics>(new ModelMetrics(std::string(model), *this));
+        it = models_.emplace(std::string(model), std::move(created)).first;
+    }
+    return *it->second;
+}
+
+ModelMetrics& Metrics::for_model(std::string_view model) {
+    std::lock_guard lock(models_mutex_);
+    return model_locked(model);
+}
+
+void Metrics::on_request(std::string_view endpoint, std::string_view model, int status,
+                         double duration_seconds) {
+    std::string endpoint_label, model_label_value;
+    {
+        std::lock_guard lock(models_mutex_);
+        if (models_.find(model) != models_.end()) model_label_value = model;
+        if (endpoints_.find(endpoint) != endpoints_.end() ||
+            endpoints_.size() < options_.max_endpoints) {
+            endpoints_.emplace(std::string(endpoint), 0);
+            endpoint_label = endpoint;
+        } else {
+            endpoint_label = "other";
+        }
+    }
+    requests_
+        .Add({{"endpoint", endpoint_label},
+              {"model", model_label_value},
+              {"status", std::to_string(status)}})
+        .Increment();
+    request_duration_.add({{"endpoint", endpoint_label}, {"model", model_label_value}})
+        .observe(duration_seconds);
+}
+
+void Metrics::on_first_token(std::string_view model, double seconds) {
+    for_model(model).on_first_token(seconds);
+}
+void Metrics::on_token_interval(std::string_view model, double seconds) {
+    for_model(model).on_token_interval(seconds);
+}
+void Metrics::add_prompt_tokens(std::string_view model, uint64_t n) {
+    for_model(model).add_prompt_tokens(n);
+}
+void Metrics::add_generated_tokens(std::string_view model, uint64_t n) {
+    for_model(model).add_generated_tokens(n);
+}
+void Metrics::add_rejected(std::string_view model, uint64_t n) {
+    for_model(model).add_rejected(n);
+}
+void Metrics::set_queue_depth(std::string_view model, int64_t n) {
+    for_model(model).set_queue_depth(n);
+}
+void Metrics::set_busy_slots(std::string_view model, int64_t n) {
+    for_model(model).set_busy_slots(n);
+}
+void Metrics::observe_batch_size(std::string_view model, int64_t tokens) {
+    for_model(model).observe_batch_size(tokens);
+}
+void Metrics::set_kv_cells(std::string_view model, int64_t used, int64_t total) {
+    for_model(model).set_kv_cells(used, total);
+}
+void Metrics::set_model_load_seconds(std::string_view model, double seconds) {
+    for_model(model).set_load_seconds(seconds);
+}
+
+void Metrics::watch_scheduler(std::string_view model,
+                              std::weak_ptr<const scheduler::SchedulerStats> stats) {
+    ModelMetrics& m = for_model(model);
+    std::lock_guard lock(render_mutex_);
+    auto& slot = watches_[std::string(model)];
+    const auto incoming = stats.lock();
+    if (slot && incoming && slot->stats.lock() == incoming)
+        return;  // keep its last-seen counters: no double counting
+    slot = std::make_unique<Watch>();
+    slot->stats = std::move(stats);
+    slot->model = &m;
+}
+
+void Metrics::refresh_watches() {
+    // Counters advance by what the scheduler counted since the last scrape; a counter that went
+    // down can only mean a different scheduler object, so all of its count is new.
+    auto advance = [](prometheus::Counter& counter, uint64_t& last, uint64_t now) {
+        const uint64_t delta = now >= last ? now - last : now;
+        if (delta > 0) counter.Increment(static_cast<double>(delta));
+        last = now;
+    };
+    for (auto& [name, w] : watches_) {
+        ModelMetrics& m = *w->model;
+        const auto stats = w->stats.lock();
+        if (!stats) {
+            m.set_queue_depth(0);
+            m.set_busy_slots(0);
+            continue;
+        }
+        m.set_queue_depth(stats->queued.load(std::memory_order_relaxed));
+        m.set_busy_slots(stats->busy_slots.load(std::memory_order_relaxed));
+        advance(m.prompt_tokens_, w->prompt, stats->prompt_tokens.load(std::memory_order_relaxed));
+        advance(m.generated_tokens_, w->generated,
+                stats->generated_tokens.load(std::memory_order_relaxed));
+        advance(m.rejected_, w->rejected, stats->rejected.load(std::memory_order_relaxed));
+        advance(m.steps_, w->steps, stats->steps.load(std::memory_order_relaxed));
+    }
+}
+
+void Metrics::refresh_process() {
+    const ProcessMemory mem = read_process_memory();
+    resident_bytes_.Set(static_cast<double>(mem.resident));
+    virtual_bytes_.Set(static_cast<double>(mem.virtual_size));
+}
+
+void Metrics::refresh_throughput() {
+    Sample now;
+    now.at = options_.now();
+    std::vector<ModelMetrics*> models;
+    {
+        std::lock_guard lock(models_mutex_);
+        for (auto& [name, m] : models_) models.push_back(m.get());
+    }
+    for (ModelMetrics* m : models)
+        now.tokens[m->name()] = {m->prompt_tokens_.Value(), m->generated_tokens_.Value()};
+    samples_.push_back(std::move(now));
+    // Keep the newest sample that is at least one window old as the base of the average.
+    while (samples_.size() >= 2 &&
+           samples_.back().at - samples_[1].at >= options_.throughput_window)
+        samples_.pop_front();
+
+    const Sample& base = samples_.front();
+    const Sample& last = samples_.back();
+    const double seconds = std::chrono::duration<double>(last.at - base.at).count();
+    for (ModelMetrics* m : models) {
+        if (!(seconds > 0)) {
+            m->prompt_tps_.Set(0);
+            m->generated_tps_.Set(0);
+            continue;
+        }
+        const auto& cur = last.tokens.at(m->name());
+        const auto old = base.tokens.find(m->name());
+        // A model added after the base sample counted from zero.
+        const std::pair<double, double> from =
+            old == base.tokens.end() ? std::pair{0.0, 0.0} : old->second;
+        m->prompt_tps_.Set((cur.first - from.first) / seconds);
+        m->generated_tps_.Set((cur.second - from.second) / seconds);
+    }
+}
+
+std::string Metrics::render() {
+    std::vector<prometheus::MetricFamily> families;
+    {
+        std::lock_guard lock(render_mutex_);
+        refresh_watches();
+        refresh_process();
+        refresh_throughput();
+        families = registry_->Collect();
+    }
+    for (const HistogramFamily* h : {&request_duration_, &ttft_, &inter_token_, &batch_size_})
+        families.push_back(h->collect());
+    std::sort(families.begin(), families.end(),
+              [](const auto& a, const auto& b) { return a.name < b.name; });
+    std::ostringstream out;
+    prometheus::TextSerializer().Serialize(out, families);
+    return out.str();
+}
+
+}  // namespace ggufd::metrics

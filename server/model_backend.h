@@ -1,0 +1,98 @@
+// What the HTTP layer needs of a loaded model, and the set of models the server answers for.
+// The engine side (tokenizer, chat template, scheduler) implements ModelBackend; the server only
+// sees this interface, so it can be tested with fakes.
+#pragma once
+
+#include <cstdint>
+#include <ctime>
+#include <map>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/scheduler/generation.h"
+
+namespace ggufd::server {
+
+// The chat template refused the conversation (its `raise_exception`, e.g. "roles must
+// alternate"): the client's fault, answered with 400 and this message. Any other exception out of
+// render_chat is a server bug (500).
+class ChatTemplateError : public std::runtime_error {
+  public:
+    using std::runtime_error::runtime_error;
+};
+
+// Every method is called from the I/O threads, several at once: implementations must be
+// thread-safe and quick (tokenizing and rendering a template are fine; inference is not).
+class ModelBackend {
+  public:
+    virtual ~ModelBackend() = default;
+
+    // What clients put in "model".
+    virtual std::string name() const = 0;
+
+    // False while the model is loading: generation endpoints answer 503, /health too.
+    virtual bool is_ready() const = 0;
+
+    // For GET /models: {"id", "architecture", "parameters", "file_type", "context_length",
+    // "size_bytes", "chat_template": bool, "general": {general.* keys}, ...}. With `full`, also
+    // "metadata": every GGUF key except huge arrays. The server adds nothing; it passes this on.
+    virtual nlohmann::json describe(bool full) const = 0;
+
+    // Token ids must be < vocab_size(); the server checks ids from clients against it.
+    virtual int32_t vocab_size() const = 0;
+
+    // add_special: add BOS/EOS as the model's tokenizer says; parse_special: turn special-token
+    // text ("<|im_start|>") into its id instead of tokenizing it as plain text.
+    virtual std::vector<int32_t> tokenize(const std::string& text, bool add_special,
+                                          bool parse_special) const = 0;
+
+    // The bytes of the tokens, as UTF-8 (an incomplete trailing character is the caller's concern).
+    virtual std::string detokenize(const std::vector<int32_t>& tokens) const = 0;
+
+    // The prompt text from the model's chat template. `messages` is an array of {"role",
+    // "content": string, ...} (content parts already joined to a string), `tools` null or an
+    // array, `extra_context` an object of extra template variables (chat_template_kwargs).
+    // The server tokenizes the result with add_special = false and parse_special = true: chat
+    // templates write the BOS token themselves when the model wants one.
+    // Throws ChatTemplateError when the template raises, std::runtime_error for other failures.
+    virtual std::string render_chat(const nlohmann::json& messages, const nlohmann::json& tools,
+                                    bool add_generation_prompt,
+                                    const nlohmann::json& extra_context) const = 0;
+
+    // The model's scheduler. submit() must not block (the server calls it on an I/O thread).
+    virtual scheduler::Generator& generator() = 0;
+};
+
+// Name -> backend. Filled before the server starts and not changed while it runs, so reads need
+// no lock.
+class ModelRegistry {
+  public:
+    // Throws std::invalid_argument for an empty or duplicate name.
+    void add(std::shared_ptr<ModelBackend> backend);
+
+    // nullptr when unknown.
+    ModelBackend* find(const std::string& name) const;
+    // The model to use when a request names none: the only one, or nullptr when there are several
+    // (or none).
+    ModelBackend* default_model() const;
+    // Every model, in the order they were added.
+    std::vector<ModelBackend*> all() const;
+    // When the model was added (Unix seconds), for /v1/models "created".
+    std::time_t created(const std::string& name) const;
+    // True when there is at least one model and every model is ready.
+    bool all_ready() const;
+
+  private:
+    struct Entry {
+        std::shared_ptr<ModelBackend> backend;
+        std::time_t created = 0;
+    };
+    std::vector<Entry> entries_;
+    std::map<std::string, size_t> by_name_;
+};
+
+}  // namespace ggufd::server

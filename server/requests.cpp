@@ -1,0 +1,480 @@
+#include "server/requests.h"
+
+#include <cmath>
+#include <limits>
+
+#include <fmt/format.h>
+
+namespace ggufd::server {
+
+using nlohmann::json;
+
+namespace {
+
+// The field when present and not null.
+const json* field(const json& body, const char* name) {
+    auto it = body.find(name);
+    if (it == body.end() || it->is_null()) return nullptr;
+    return &*it;
+}
+
+std::string fmt_number(double v) {
+    return fmt::format("{}", v);
+}
+
+bool get_bool(const json& body, const char* name, bool fallback) {
+    const json* v = field(body, name);
+    if (!v) return fallback;
+    if (!v->is_boolean())
+        throw ApiError::bad_request(fmt::format("'{}' must be a boolean", name), name);
+    return v->get<bool>();
+}
+
+double get_number(const json& body, const char* name, double fallback, double lo, double hi) {
+    const json* v = field(body, name);
+    if (!v) return fallback;
+    if (!v->is_number())
+        throw ApiError::bad_request(fmt::format("'{}' must be a number", name), name);
+    double x = v->get<double>();
+    if (!(x >= lo && x <= hi)) {
+        throw ApiError::bad_request(fmt::format("'{}' must be between {} and {}, got {}", name,
+                                                fmt_number(lo), fmt_number(hi), fmt_number(x)),
+                                    name);
+    }
+    return x;
+}
+
+// An integer; a float with an integral value (16.0) counts as one.
+bool as_integer(const json& v, int64_t& out) {
+    if (v.is_number_unsigned()) {
+        auto u = v.get<uint64_t>();
+        if (u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) return false;
+        out = static_cast<int64_t>(u);
+        return true;
+    }
+    if (v.is_number_integer()) {
+        out = v.get<int64_t>();
+        return true;
+    }
+    if (v.is_number_float()) {
+        double d = v.get<double>();
+        if (std::trunc(d) != d || std::abs(d) > 9.0e15) return false;
+        out = static_cast<int64_t>(d);
+        return true;
+    }
+    return false;
+}
+
+int64_t get_int(const json& body, const char* name, int64_t fallback, int64_t lo, int64_t hi) {
+    const json* v = field(body, name);
+    if (!v) return fallback;
+    int64_t x = 0;
+    if (!as_integer(*v, x)) {
+        throw ApiError::bad_request(fmt::format("'{}' must be an integer", name), name);
+    }
+    if (x < lo || x > hi) {
+        throw ApiError::bad_request(
+            fmt::format("'{}' must be between {} and {}, got {}", name, lo, hi, x), name);
+    }
+    return x;
+}
+
+std::string get_string(const json& body, const char* name) {
+    const json* v = field(body, name);
+    if (!v) return {};
+    if (!v->is_string())
+        throw ApiError::bad_request(fmt::format("'{}' must be a string", name), name);
+    return v->get<std::string>();
+}
+
+// A token id list; `param` names it in errors.
+std::vector<int32_t> token_list(const json& array, const std::string& param) {
+    std::vector<int32_t> out;
+    out.reserve(array.size());
+    for (size_t i = 0; i < array.size(); ++i) {
+        int64_t id = 0;
+        if (!as_integer(array[i], id) || id < 0 || id > std::numeric_limits<int32_t>::max()) {
+            throw ApiError::bad_request(
+                fmt::format("'{}[{}]' must be a non-negative integer token id", param, i), param);
+        }
+        out.push_back(static_cast<int32_t>(id));
+    }
+    return out;
+}
+
+std::vector<PromptInput> parse_prompt(const json& body) {
+    const json* p = field(body, "prompt");
+    if (!p) throw ApiError::bad_request("'prompt' is required", "prompt");
+    std::vector<PromptInput> prompts;
+    if (p->is_string()) {
+        prompts.push_back({false, p->get<std::string>(), {}});
+        return prompts;
+    }
+    const char* shape =
+        "'prompt' must be a string, an array of strings, an array of token ids or an array of "
+        "arrays of token ids";
+    if (!p->is_array() || p->empty()) throw ApiError::bad_request(shape, "prompt");
+    const json& first = p->front();
+    if (first.is_number()) {
+        prompts.push_back({true, {}, token_list(*p, "prompt")});
+    } else if (first.is_string()) {
+        for (const auto& item : *p) {
+            if (!item.is_string()) throw ApiError::bad_request(shape, "prompt");
+            prompts.push_back({false, item.get<std::string>(), {}});
+        }
+    } else if (first.is_array()) {
+        for (size_t i = 0; i < p->size(); ++i) {
+            const json& item = (*p)[i];
+            if (!item.is_array()) throw ApiError::bad_request(shape, "prompt");
+            std::string param = fmt::format("prompt[{}]", i);
+            if (item.empty()) {
+                throw ApiError::bad_request(fmt::format("'{}' must not be empty", param), "prompt");
+            }
+            prompts.push_back({true, {}, token_list(item, param)});
+        }
+    } else {
+        throw ApiError::bad_request(shape, "prompt");
+    }
+    return prompts;
+}
+
+std::vector<std::string> parse_stop(const json& body, const ApiLimits& limits) {
+    const json* v = field(body, "stop");
+    if (!v) return {};
+    std::vector<std::string> stops;
+    if (v->is_string()) {
+        stops.push_back(v->get<std::string>());
+    } else if (v->is_array()) {
+        for (const auto& s : *v) {
+            if (!s.is_string()) {
+                throw ApiError::bad_request("'stop' must be a string or an array of strings",
+                                            "stop");
+            }
+            stops.push_back(s.get<std::string>());
+        }
+    } else {
+        throw ApiError::bad_request("'stop' must be a string or an array of strings", "stop");
+    }
+    if (stops.size() > static_cast<size_t>(limits.max_stop)) {
+        throw ApiError::bad_request(fmt::format("'stop' may hold at most {} strings, got {}",
+                                                limits.max_stop, stops.size()),
+                                    "stop");
+    }
+    for (const auto& s : stops) {
+        if (s.empty() || s.size() > limits.max_stop_bytes) {
+            throw ApiError::bad_request(
+                fmt::format("each 'stop' string must be 1 to {} bytes long", limits.max_stop_bytes),
+                "stop");
+        }
+    }
+    return stops;
+}
+
+std::vector<std::pair<int32_t, float>> parse_logit_bias(const json& body, const ApiLimits& limits) {
+    const json* v = field(body, "logit_bias");
+    if (!v) return {};
+    if (!v->is_object()) {
+        throw ApiError::bad_request("'logit_bias' must be an object of token id -> bias",
+                                    "logit_bias");
+    }
+    if (v->size() > static_cast<size_t>(limits.max_logit_bias)) {
+        throw ApiError::bad_request(fmt::format("'logit_bias' may hold at most {} entries, got {}",
+                                                limits.max_logit_bias, v->size()),
+                                    "logit_bias");
+    }
+    std::vector<std::pair<int32_t, float>> out;
+    for (const auto& [key, value] : v->items()) {
+        int64_t id = -1;
+        bool digits = !key.empty() && key.size() <= 10 &&
+                      key.find_first_not_of("0123456789") == std::string::npos;
+        if (digits) id = std::stoll(key);
+        if (!digits || id > std::numeric_limits<int32_t>::max()) {
+            throw ApiError::bad_request(
+                fmt::format("'logit_bias' keys must be token ids, got '{}'", key), "logit_bias");
+        }
+        if (!value.is_number()) {
+            throw ApiError::bad_request(
+                fmt::format("'logit_bias[{}]' must be a number between -100 and 100", key),
+                "logit_bias");
+        }
+        double bias = value.get<double>();
+        if (!(bias >= -100.0 && bias <= 100.0)) {
+            throw ApiError::bad_request(
+                fmt::format("'logit_bias[{}]' must be between -100 and 100, got {}", key,
+                            fmt_number(bias)),
+                "logit_bias");
+        }
+        out.emplace_back(static_cast<int32_t>(id), static_cast<float>(bias));
+    }
+    return out;
+}
+
+// Fields both generation endpoints read the same way.
+void parse_common(const json& body, const ApiLimits& limits, GenerationOptions& out) {
+    out.model = get_string(body, "model");
+    out.n = static_cast<int32_t>(get_int(body, "n", 1, 1, limits.max_choices));
+    out.stream = get_bool(body, "stream", false);
+    if (const json* so = field(body, "stream_options")) {
+        if (!so->is_object()) {
+            throw ApiError::bad_request("'stream_options' must be an object", "stream_options");
+        }
+        if (!out.stream) {
+            throw ApiError::bad_request("'stream_options' is only allowed when 'stream' is true",
+                                        "stream_options");
+        }
+        out.include_usage = get_bool(*so, "include_usage", false);
+    }
+
+    auto& s = out.sampling;
+    s.temperature = static_cast<float>(get_number(body, "temperature", 1.0, 0.0, 2.0));
+    s.top_p = static_cast<float>(get_number(body, "top_p", 1.0, 0.0, 1.0));
+    s.top_k =
+        static_cast<int32_t>(get_int(body, "top_k", 0, 0, std::numeric_limits<int32_t>::max()));
+    s.min_p = static_cast<float>(get_number(body, "min_p", 0.0, 0.0, 1.0));
+    s.presence_penalty = static_cast<float>(get_number(body, "presence_penalty", 0.0, -2.0, 2.0));
+    s.frequency_penalty = static_cast<float>(get_number(body, "frequency_penalty", 0.0, -2.0, 2.0));
+    s.logit_bias = parse_logit_bias(body, limits);
+    if (const json* seed = field(body, "seed")) {
+        if (seed->is_number_unsigned()) {
+            s.seed = seed->get<uint64_t>();
+        } else {
+            int64_t x = 0;
+            if (!as_integer(*seed, x) || x < 0) {
+                throw ApiError::bad_request("'seed' must be a non-negative integer", "seed");
+            }
+            s.seed = static_cast<uint64_t>(x);
+        }
+    }
+    out.stop.stop = parse_stop(body, limits);
+    get_string(body, "user");  // accepted for compatibility, checked, unused
+}
+
+}  // namespace
+
+json parse_json_body(std::string_view body) {
+    json parsed = json::parse(body, nullptr, /*allow_exceptions=*/false);
+    if (parsed.is_discarded()) throw ApiError::bad_request("the request body is not valid JSON");
+    if (!parsed.is_object()) throw ApiError::bad_request("the request body must be a JSON object");
+    return parsed;
+}
+
+CompletionRequest parse_completion_request(const json& body, const ApiLimits& limits) {
+    CompletionRequest r;
+    r.prompts = parse_prompt(body);
+    parse_common(body, limits, r);
+    if (static_cast<int64_t>(r.prompts.size()) * r.n > limits.max_choices) {
+        throw ApiError::bad_request(
+            fmt::format("'n' times the number of prompts must be at most {}, got {} x {}",
+                        limits.max_choices, r.n, r.prompts.size()),
+            "n");
+    }
+    r.stop.max_tokens = static_cast<int32_t>(get_int(body, "max_tokens", 16, 1, limits.max_tokens));
+    r.echo = get_bool(body, "echo", false);
+    if (field(body, "logprobs")) {
+        r.logprobs = true;
+        r.sampling.top_logprobs =
+            static_cast<int32_t>(get_int(body, "logprobs", 0, 0, limits.max_top_logprobs));
+    }
+    if (r.echo && r.logprobs) {
+        throw ApiError::bad_request(
+            "'echo' together with 'logprobs' is not supported: prompt log-probabilities are not "
+            "computed",
+            "echo");
+    }
+    return r;
+}
+
+namespace {
+
+json parse_messages(const json& body, const ApiLimits& limits) {
+    const json* v = field(body, "messages");
+    if (!v) throw ApiError::bad_request("'messages' is required", "messages");
+    if (!v->is_array() || v->empty()) {
+        throw ApiError::bad_request("'messages' must be a non-empty array", "messages");
+    }
+    if (v->size() > static_cast<size_t>(limits.max_messages)) {
+        throw ApiError::bad_request(fmt::format("'messages' may hold at most {} messages, got {}",
+                                                limits.max_messages, v->size()),
+                                    "messages");
+    }
+    json out = json::array();
+    for (size_t i = 0; i < v->size(); ++i) {
+        const json& m = (*v)[i];
+        std::string where = fmt::format("messages[{}]", i);
+        if (!m.is_object()) {
+            throw ApiError::bad_request(fmt::format("'{}' must be an object", where), "messages");
+        }
+        auto role_it = m.find("role");
+        if (role_it == m.end() || !role_it->is_string()) {
+            throw ApiError::bad_request(fmt::format("'{}.role' must be a string", where),
+                                        "messages");
+        }
+        std::string role = role_it->get<std::string>();
+        if (role == "developer") role = "system";
+        if (role != "system" && role != "user" && role != "assistant" && role != "tool") {
+            throw ApiError::bad_request(
+                fmt::format("'{}.role' must be one of system, developer, user, assistant, tool; "
+                            "got '{}'",
+                            where, role),
+                "messages");
+        }
+        json msg = m;
+        msg["role"] = role;
+        const json* content = field(m, "content");
+        if (!content) {
+            if (role != "assistant") {
+                throw ApiError::bad_request(fmt::format("'{}.content' is required", where),
+                                            "messages");
+            }
+            msg["content"] = nullptr;
+        } else if (content->is_array()) {
+            std::string joined;
+            for (size_t j = 0; j < content->size(); ++j) {
+                const json& part = (*content)[j];
+                std::string pwhere = fmt::format("{}.content[{}]", where, j);
+                if (!part.is_object() || !part.contains("type") || !part["type"].is_string()) {
+                    throw ApiError::bad_request(
+                        fmt::format("'{}' must be an object with a 'type'", pwhere), "messages");
+                }
+                std::string type = part["type"].get<std::string>();
+                if (type != "text") {
+                    throw ApiError::bad_request(
+                        fmt::format(
+                            "'{}.type' '{}' is not supported: this server handles text only",
+                            pwhere, type),
+                        "messages");
+                }
+                if (!part.contains("text") || !part["text"].is_string()) {
+                    throw ApiError::bad_request(fmt::format("'{}.text' must be a string", pwhere),
+                                                "messages");
+                }
+                if (j > 0) joined += "\n";
+                joined += part["text"].get<std::string>();
+            }
+            msg["content"] = joined;
+        } else if (!content->is_string()) {
+            throw ApiError::bad_request(
+                fmt::format("'{}.content' must be a string or an array of content parts", where),
+                "messages");
+        }
+        out.push_back(std::move(msg));
+    }
+    return out;
+}
+
+}  // namespace
+
+ChatRequest parse_chat_request(const json& body, const ApiLimits& limits) {
+    ChatRequest r;
+    r.messages = parse_messages(body, limits);
+    parse_common(body, limits, r);
+    int64_t max_tokens = get_int(body, "max_tokens", -1, 1, limits.max_tokens);
+    r.stop.max_tokens = static_cast<int32_t>(
+        get_int(body, "max_completion_tokens", max_tokens, 1, limits.max_tokens));
+
+    r.logprobs = get_bool(body, "logprobs", false);
+    if (field(body, "top_logprobs")) {
+        if (!r.logprobs) {
+            throw ApiError::bad_request("'top_logprobs' requires 'logprobs' to be true",
+                                        "top_logprobs");
+        }
+        r.sampling.top_logprobs =
+            static_cast<int32_t>(get_int(body, "top_logprobs", 0, 0, limits.max_top_logprobs));
+    } else if (r.logprobs) {
+        r.sampling.top_logprobs = 0;
+    }
+
+    if (const json* rf = field(body, "response_format")) {
+        if (!rf->is_object() || !rf->contains("type") || !(*rf)["type"].is_string()) {
+            throw ApiError::bad_request("'response_format' must be an object with a 'type'",
+                                        "response_format");
+        }
+        std::string type = (*rf)["type"].get<std::string>();
+        if (type != "text") {
+            throw ApiError::bad_request(
+                fmt::format("'response_format' type '{}' is not supported: this server cannot "
+                            "constrain its output to JSON",
+                            type),
+                "response_format");
+        }
+    }
+
+    if (const json* tools = field(body, "tools")) {
+        if (!tools->is_array()) throw ApiError::bad_request("'tools' must be an array", "tools");
+        for (const auto& t : *tools) {
+            if (!t.is_object()) {
+                throw ApiError::bad_request("'tools' must be an array of objects", "tools");
+            }
+        }
+        r.tools = *tools;
+    }
+    if (const json* choice = field(body, "tool_choice")) {
+        if (!(choice->is_string() && (*choice == "auto" || *choice == "none"))) {
+            throw ApiError::bad_request(
+                "'tool_choice' other than \"auto\" or \"none\" is not supported: tool calls "
+                "cannot be forced",
+                "tool_choice");
+        }
+    }
+    if (const json* kw = field(body, "chat_template_kwargs")) {
+        if (!kw->is_object()) {
+            throw ApiError::bad_request("'chat_template_kwargs' must be an object",
+                                        "chat_template_kwargs");
+        }
+        r.extra_context = *kw;
+    } else {
+        r.extra_context = json::object();
+    }
+    return r;
+}
+
+TokenizeRequest parse_tokenize_request(const json& body) {
+    TokenizeRequest r;
+    r.model = get_string(body, "model");
+    const json* content = field(body, "content");
+    if (!content) throw ApiError::bad_request("'content' is required", "content");
+    if (!content->is_string()) throw ApiError::bad_request("'content' must be a string", "content");
+    r.content = content->get<std::string>();
+    r.add_special = get_bool(body, "add_special", false);
+    r.parse_special = get_bool(body, "parse_special", true);
+    r.with_pieces = get_bool(body, "with_pieces", false);
+    return r;
+}
+
+DetokenizeRequest parse_detokenize_request(const json& body) {
+    DetokenizeRequest r;
+    r.model = get_string(body, "model");
+    const json* tokens = field(body, "tokens");
+    if (!tokens) throw ApiError::bad_request("'tokens' is required", "tokens");
+    if (!tokens->is_array()) {
+        throw ApiError::bad_request("'tokens' must be an array of token ids", "tokens");
+    }
+    r.tokens = token_list(*tokens, "tokens");
+    return r;
+}
+
+void check_token_ids(const std::vector<int32_t>& tokens, int32_t vocab_size,
+                     const std::string& param) {
+    for (size_t i = 0; i < tokens.size(); ++i) {
+        if (tokens[i] < 0 || tokens[i] >= vocab_size) {
+            throw ApiError::bad_request(
+                fmt::format("'{}[{}]' is {}, not a token id of this model (vocabulary size {})",
+                            param, i, tokens[i], vocab_size),
+                param);
+        }
+    }
+}
+
+void check_logit_bias(const sampling::SamplingParams& sampling, int32_t vocab_size) {
+    for (const auto& [id, bias] : sampling.logit_bias) {
+        if (id < 0 || id >= vocab_size) {
+            throw ApiError::bad_request(
+                fmt::format("'logit_bias' key {} is not a token id of this model (vocabulary "
+                            "size {})",
+                            id, vocab_size),
+                "logit_bias");
+        }
+    }
+}
+
+}  // namespace ggufd::server

@@ -1,0 +1,86 @@
+// JSON request bodies -> typed requests, with validation. Independent of HTTP: each function
+// takes the parsed body and throws ApiError (400, naming the field) for a wrong type, an
+// out-of-range value or a missing field. Unknown fields are ignored, as OpenAI's API does;
+// `null` counts as absent.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/sampling/params.h"
+#include "server/api_error.h"
+#include "server/limits.h"
+
+namespace ggufd::server {
+
+// One prompt of a completion request: text to tokenize, or token ids as given.
+struct PromptInput {
+    bool is_tokens = false;
+    std::string text;
+    std::vector<int32_t> tokens;
+};
+
+// What both generation endpoints share.
+struct GenerationOptions {
+    std::string model;  // empty: the default model
+    int32_t n = 1;      // choices per prompt
+    bool stream = false;
+    bool include_usage = false;  // stream_options.include_usage
+    bool logprobs = false;       // sampling.top_logprobs >= 0 when true
+    sampling::SamplingParams sampling;
+    sampling::StopParams stop;
+};
+
+struct CompletionRequest : GenerationOptions {
+    std::vector<PromptInput> prompts;  // at least one
+    bool echo = false;                 // prepend the prompt to each choice's text
+};
+
+struct ChatRequest : GenerationOptions {
+    nlohmann::json messages;       // array of {"role", "content": string|null, ...}
+    nlohmann::json tools;          // null or array, passed to the template
+    nlohmann::json extra_context;  // object (chat_template_kwargs)
+};
+
+struct TokenizeRequest {
+    std::string model;
+    std::string content;
+    bool add_special = false;
+    bool parse_special = true;
+    bool with_pieces = false;  // answer [{"id", "piece"}] instead of ids
+};
+
+struct DetokenizeRequest {
+    std::string model;
+    std::vector<int32_t> tokens;
+};
+
+// The body as a JSON object; malformed JSON or a non-object -> 400.
+nlohmann::json parse_json_body(std::string_view body);
+
+// POST /v1/completions. max_tokens defaults to 16, as in OpenAI's API.
+CompletionRequest parse_completion_request(const nlohmann::json& body, const ApiLimits& limits);
+
+// POST /v1/chat/completions. max_tokens defaults to unlimited (the context bounds it).
+// response_format other than {"type": "text"} is rejected: nothing constrains the output to JSON.
+// Text content parts are joined with "\n"; other part types (images, audio) are rejected.
+// Role "developer" is passed to the template as "system".
+ChatRequest parse_chat_request(const nlohmann::json& body, const ApiLimits& limits);
+
+// POST /tokenize: {"content", "add_special" = false, "parse_special" = true, "with_pieces"}.
+TokenizeRequest parse_tokenize_request(const nlohmann::json& body);
+
+// POST /detokenize: {"tokens": [ids]}.
+DetokenizeRequest parse_detokenize_request(const nlohmann::json& body);
+
+// Every id in 0..vocab_size-1, otherwise 400 naming `param`.
+void check_token_ids(const std::vector<int32_t>& tokens, int32_t vocab_size,
+                     const std::string& param);
+// logit_bias keys in 0..vocab_size-1.
+void check_logit_bias(const sampling::SamplingParams& sampling, int32_t vocab_size);
+
+}  // namespace ggufd::server

@@ -1,0 +1,78 @@
+// JSON and Server-Sent-Events formatting of API answers, independent of HTTP.
+#pragma once
+
+#include <cstdint>
+#include <ctime>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/scheduler/generation.h"
+
+namespace ggufd::server {
+
+// JSON text; invalid UTF-8 (a token's partial bytes in logprobs) becomes U+FFFD instead of
+// throwing.
+std::string dump_json(const nlohmann::json& value);
+
+// One SSE event: "data: <json>\n\n", and the stream's end "data: [DONE]\n\n".
+std::string sse_data(const nlohmann::json& value);
+std::string sse_done();
+
+// "stop" / "length"; cancelled and error have no OpenAI name and map to null.
+nlohmann::json finish_reason_json(scheduler::FinishReason reason);
+
+nlohmann::json usage_json(int64_t prompt_tokens, int64_t completion_tokens, int64_t cached_tokens);
+
+// The identity of one response, repeated in every chunk of a stream.
+struct ResponseMeta {
+    std::string id;  // "cmpl-..." / "chatcmpl-..."
+    std::string model;
+    std::time_t created = 0;
+};
+
+// Legacy completions' logprobs object, accumulated token by token.
+class CompletionLogprobs {
+  public:
+    // `text_offset` is where the token's text starts in the choice's text.
+    void add(const scheduler::TokenEvent& event, size_t text_offset);
+    const nlohmann::json& value() const { return value_; }
+    bool empty() const { return value_["tokens"].empty(); }
+
+  private:
+    nlohmann::json value_ = {{"tokens", nlohmann::json::array()},
+                             {"token_logprobs", nlohmann::json::array()},
+                             {"top_logprobs", nlohmann::json::array()},
+                             {"text_offset", nlohmann::json::array()}};
+};
+
+// Chat's {"token", "logprob", "bytes", "top_logprobs": [...]} for one token (the event's first
+// entry is the chosen token, the rest the alternatives).
+nlohmann::json chat_logprob_entry(const scheduler::TokenEvent& event);
+
+// A streamed completion chunk for one choice. `finish` null while running.
+nlohmann::json completion_chunk(const ResponseMeta& meta, int index, const std::string& text,
+                                const nlohmann::json& logprobs, const nlohmann::json& finish);
+
+// A streamed chat chunk for one choice with the given delta ({"role"}, {"content"} or {}).
+nlohmann::json chat_chunk(const ResponseMeta& meta, int index, const nlohmann::json& delta,
+                          const nlohmann::json& logprobs, const nlohmann::json& finish);
+
+// The final usage chunk of a stream with include_usage: no choices, only usage.
+nlohmann::json usage_chunk(const ResponseMeta& meta, bool chat, const nlohmann::json& usage);
+
+// Joins text pieces and releases only whole UTF-8 characters: a multi-byte character whose bytes
+// arrive in two pieces comes out in one. finish() releases what is held (an incomplete sequence at
+// the very end is released as is).
+class Utf8Joiner {
+  public:
+    std::string push(std::string_view piece);
+    std::string finish();
+
+  private:
+    std::string held_;
+};
+
+}  // namespace ggufd::server

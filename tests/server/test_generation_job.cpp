@@ -1,0 +1,196 @@
+// GenerationJob against a recording channel and a generator the test drives by hand: the
+// scheduler's side of the contract without threads or sockets.
+#include <gtest/gtest.h>
+
+#include <deque>
+
+#include "server/generation_job.h"
+
+namespace ggufd::server {
+namespace {
+
+using nlohmann::json;
+using scheduler::FinishReason;
+
+class RecordingChannel : public ResponseChannel {
+  public:
+    void respond(HttpResponse r) override { response = std::move(r); }
+    void start_stream(HttpResponse head) override { stream_head = std::move(head); }
+    void send_chunk(std::string data) override { chunks.push_back(std::move(data)); }
+    void end_stream() override { ended = true; }
+    void hold(std::shared_ptr<Exchange> e) override { held = std::move(e); }
+    Poster poster() override {
+        return [this](std::function<void()> fn) { posted.push_back(std::move(fn)); };
+    }
+    AccessInfo& access() override { return info; }
+
+    // Runs what the sinks posted, like the session's strand would.
+    void drain() {
+        while (!posted.empty()) {
+            auto fn = std::move(posted.front());
+            posted.pop_front();
+            fn();
+        }
+    }
+
+    std::optional<HttpResponse> response;
+    std::optional<HttpResponse> stream_head;
+    std::vector<std::string> chunks;
+    bool ended = false;
+    std::shared_ptr<Exchange> held;
+    std::deque<std::function<void()>> posted;
+    AccessInfo info;
+};
+
+class ManualGenerator : public scheduler::Generator {
+  public:
+    scheduler::SubmitResult submit(scheduler::GenerationRequest request) override {
+        if (refuse_after >= 0 && static_cast<int>(requests.size()) >= refuse_after) {
+            return scheduler::SubmitResult::queue_full;
+        }
+        requests.push_back(std::move(request));
+        return scheduler::SubmitResult::accepted;
+    }
+    int32_t context_size() const override { return 100; }
+
+    std::vector<scheduler::GenerationRequest> requests;
+    int refuse_after = -1;
+};
+
+GenerationPlan plan(ApiKind kind, int choices, bool stream) {
+    GenerationPlan p;
+    p.kind = kind;
+    p.meta = {"id-1", "m", 1};
+    p.stream = stream;
+    for (int i = 0; i < choices; ++i) p.choices.push_back({0, {1, 2}, {}, {}, {}});
+    return p;
+}
+
+scheduler::TokenEvent token(std::string text) {
+    scheduler::TokenEvent e;
+    e.text = std::move(text);
+    return e;
+}
+
+scheduler::Usage usage(int completion) {
+    scheduler::Usage u;
+    u.prompt_tokens = 2;
+    u.completion_tokens = completion;
+    return u;
+}
+
+TEST(GenerationJob, NonStreamedAnswerAfterEveryChoiceFinished) {
+    auto channel = std::make_shared<RecordingChannel>();
+    ManualGenerator gen;
+    auto job = std::make_shared<GenerationJob>(plan(ApiKind::chat, 2, false), channel);
+    EXPECT_EQ(job->start(gen).result, scheduler::SubmitResult::accepted);
+    EXPECT_EQ(channel->held, job);
+    ASSERT_EQ(gen.requests.size(), 2u);
+    gen.requests[1].sink->on_token(token("b"));
+    gen.requests[1].sink->on_finish(FinishReason::length, usage(1), {});
+    gen.requests[0].sink->on_token(token("a"));
+    channel->drain();
+    EXPECT_FALSE(channel->response);  // choice 0 still runs
+    gen.requests[0].sink->on_finish(FinishReason::stop, usage(1), {});
+    channel->drain();
+    ASSERT_TRUE(channel->response);
+    json b = json::parse(channel->response->body);
+    EXPECT_EQ(b["choices"][0]["message"]["content"], "a");
+    EXPECT_EQ(b["choices"][0]["finish_reason"], "stop");
+    EXPECT_EQ(b["choices"][1]["message"]["content"], "b");
+    EXPECT_EQ(b["choices"][1]["finish_reason"], "length");
+    EXPECT_EQ(b["usage"]["prompt_tokens"], 2);  // one prompt, counted once
+    EXPECT_EQ(b["usage"]["completion_tokens"], 2);
+    EXPECT_EQ(channel->info.completion_tokens, 2);
+}
+
+TEST(GenerationJob, StreamedChunksCarryTheirChoiceIndex) {
+    auto channel = std::make_shared<RecordingChannel>();
+    ManualGenerator gen;
+    auto job = std::make_shared<GenerationJob>(plan(ApiKind::completion, 2, true), channel);
+    job->start(gen);
+    ASSERT_TRUE(channel->stream_head);
+    EXPECT_EQ(channel->stream_head->content_type, "text/event-stream");
+    gen.requests[1].sink->on_token(token("x"));
+    gen.requests[0].sink->on_token(token("y"));
+    gen.requests[0].sink->on_finish(FinishReason::stop, usage(1), {});
+    gen.requests[1].sink->on_finish(FinishReason::stop, usage(1), {});
+    channel->drain();
+    ASSERT_EQ(channel->chunks.size(), 5u);
+    EXPECT_EQ(json::parse(channel->chunks[0].substr(6))["choices"][0]["index"], 1);
+    EXPECT_EQ(json::parse(channel->chunks[1].substr(6))["choices"][0]["index"], 0);
+    EXPECT_EQ(channel->chunks.back(), "data: [DONE]\n\n");
+    EXPECT_TRUE(channel->ended);
+}
+
+TEST(GenerationJob, RefusedSubmitCancelsTheAcceptedChoices) {
+    auto channel = std::make_shared<RecordingChannel>();
+    ManualGenerator gen;
+    gen.refuse_after = 1;
+    auto job = std::make_shared<GenerationJob>(plan(ApiKind::chat, 3, true), channel);
+    auto started = job->start(gen);
+    EXPECT_EQ(started.result, scheduler::SubmitResult::queue_full);
+    ASSERT_EQ(gen.requests.size(), 1u);
+    EXPECT_TRUE(gen.requests[0].sink->cancelled());
+    EXPECT_FALSE(channel->held);
+    EXPECT_FALSE(channel->stream_head);
+}
+
+TEST(GenerationJob, DroppingTheJobCancelsItsRequests) {
+    auto channel = std::make_shared<RecordingChannel>();
+    ManualGenerator gen;
+    auto job = std::make_shared<GenerationJob>(plan(ApiKind::chat, 1, false), channel);
+    job->start(gen);
+    auto sink = gen.requests[0].sink;
+    EXPECT_FALSE(sink->cancelled());
+    channel->held.reset();
+    job.reset();
+    EXPECT_TRUE(sink->cancelled());
+    // Late events find nobody and are dropped.
+    sink->on_token(token("late"));
+    sink->on_finish(FinishReason::cancelled, usage(0), {});
+    channel->drain();
+    EXPECT_FALSE(channel->response);
+}
+
+TEST(GenerationJob, ASchedulerThatDropsARequestFailsIt) {
+    auto channel = std::make_shared<RecordingChannel>();
+    ManualGenerator gen;
+    auto job = std::make_shared<GenerationJob>(plan(ApiKind::completion, 1, false), channel);
+    job->start(gen);
+    gen.requests.clear();  // the sink dies without on_finish
+    channel->drain();
+    ASSERT_TRUE(channel->response);
+    EXPECT_EQ(channel->response->status, 500);
+    EXPECT_NE(channel->response->body.find("dropped"), std::string::npos);
+}
+
+TEST(GenerationJob, CancellationByTheSchedulerIs503) {
+    auto channel = std::make_shared<RecordingChannel>();
+    ManualGenerator gen;
+    auto job = std::make_shared<GenerationJob>(plan(ApiKind::completion, 1, false), channel);
+    job->start(gen);
+    gen.requests[0].sink->on_finish(FinishReason::cancelled, usage(0), {});
+    channel->drain();
+    ASSERT_TRUE(channel->response);
+    EXPECT_EQ(channel->response->status, 503);
+}
+
+TEST(GenerationJob, AnErrorInOneChoiceStopsTheOthers) {
+    auto channel = std::make_shared<RecordingChannel>();
+    ManualGenerator gen;
+    auto job = std::make_shared<GenerationJob>(plan(ApiKind::chat, 2, true), channel);
+    job->start(gen);
+    gen.requests[0].sink->on_finish(FinishReason::error, usage(0), "boom");
+    channel->drain();
+    EXPECT_TRUE(gen.requests[1].sink->cancelled());
+    gen.requests[1].sink->on_finish(FinishReason::cancelled, usage(0), {});
+    channel->drain();
+    ASSERT_GE(channel->chunks.size(), 2u);
+    json last = json::parse(channel->chunks[channel->chunks.size() - 2].substr(6));
+    EXPECT_NE(last["error"]["message"].get<std::string>().find("boom"), std::string::npos);
+    EXPECT_EQ(channel->chunks.back(), "data: [DONE]\n\n");
+}
+
+}  // namespace
+}  // namespace ggufd::server

@@ -1,0 +1,354 @@
+// Request parsing and validation, without HTTP.
+#include <gtest/gtest.h>
+
+#include "server/requests.h"
+
+namespace ggufd::server {
+namespace {
+
+using nlohmann::json;
+
+// The ApiError a parse throws; fails the test when it does not throw.
+template <class F>
+ApiError error_of(F&& parse) {
+    try {
+        parse();
+    } catch (const ApiError& e) {
+        return e;
+    }
+    ADD_FAILURE() << "expected an ApiError";
+    return ApiError::internal("no error");
+}
+
+ApiLimits limits;
+
+TEST(ParseJsonBody, AcceptsObjectsRejectsTheRest) {
+    EXPECT_EQ(parse_json_body(R"({"a": 1})")["a"], 1);
+    auto e = error_of([] { parse_json_body(R"({"a": )"); });
+    EXPECT_EQ(e.status(), 400);
+    EXPECT_NE(std::string(e.what()).find("not valid JSON"), std::string::npos);
+    EXPECT_EQ(error_of([] { parse_json_body("[1, 2]"); }).status(), 400);
+    EXPECT_EQ(error_of([] { parse_json_body(""); }).status(), 400);
+}
+
+TEST(ParseCompletion, DefaultsFollowOpenAI) {
+    auto r = parse_completion_request(json{{"prompt", "hi"}}, limits);
+    ASSERT_EQ(r.prompts.size(), 1u);
+    EXPECT_FALSE(r.prompts[0].is_tokens);
+    EXPECT_EQ(r.prompts[0].text, "hi");
+    EXPECT_EQ(r.stop.max_tokens, 16);
+    EXPECT_EQ(r.n, 1);
+    EXPECT_FALSE(r.stream);
+    EXPECT_FLOAT_EQ(r.sampling.temperature, 1.0f);
+    EXPECT_EQ(r.sampling.top_logprobs, -1);
+    EXPECT_FALSE(r.sampling.seed.has_value());
+    EXPECT_TRUE(r.model.empty());
+}
+
+TEST(ParseCompletion, MapsEverySamplingField) {
+    json body = {{"prompt", "x"},
+                 {"model", "m"},
+                 {"max_tokens", 7},
+                 {"temperature", 0.5},
+                 {"top_p", 0.9},
+                 {"top_k", 40},
+                 {"min_p", 0.05},
+                 {"n", 2},
+                 {"stop", {"\n", "END"}},
+                 {"seed", 42},
+                 {"presence_penalty", 0.5},
+                 {"frequency_penalty", -0.5},
+                 {"logit_bias", {{"15", -100}, {"7", 2.5}}},
+                 {"logprobs", 3},
+                 {"stream", true},
+                 {"stream_options", {{"include_usage", true}}},
+                 {"user", "someone"},
+                 {"some_future_field", {1, 2, 3}}};
+    auto r = parse_completion_request(body, limits);
+    EXPECT_EQ(r.model, "m");
+    EXPECT_EQ(r.stop.max_tokens, 7);
+    EXPECT_FLOAT_EQ(r.sampling.temperature, 0.5f);
+    EXPECT_FLOAT_EQ(r.sampling.top_p, 0.9f);
+    EXPECT_EQ(r.sampling.top_k, 40);
+    EXPECT_FLOAT_EQ(r.sampling.min_p, 0.05f);
+    EXPECT_EQ(r.n, 2);
+    EXPECT_EQ(r.stop.stop, (std::vector<std::string>{"\n", "END"}));
+    EXPECT_EQ(r.sampling.seed, 42u);
+    EXPECT_FLOAT_EQ(r.sampling.presence_penalty, 0.5f);
+    EXPECT_FLOAT_EQ(r.sampling.frequency_penalty, -0.5f);
+    ASSERT_EQ(r.sampling.logit_bias.size(), 2u);
+    std::map<int32_t, float> bias(r.sampling.logit_bias.begin(), r.sampling.logit_bias.end());
+    EXPECT_FLOAT_EQ(bias.at(15), -100.0f);
+    EXPECT_FLOAT_EQ(bias.at(7), 2.5f);
+    EXPECT_TRUE(r.logprobs);
+    EXPECT_EQ(r.sampling.top_logprobs, 3);
+    EXPECT_TRUE(r.stream);
+    EXPECT_TRUE(r.include_usage);
+}
+
+TEST(ParseCompletion, PromptShapes) {
+    auto tokens = parse_completion_request(json{{"prompt", {1, 2, 3}}}, limits);
+    ASSERT_EQ(tokens.prompts.size(), 1u);
+    EXPECT_TRUE(tokens.prompts[0].is_tokens);
+    EXPECT_EQ(tokens.prompts[0].tokens, (std::vector<int32_t>{1, 2, 3}));
+
+    auto texts = parse_completion_request(json{{"prompt", {"a", "b"}}}, limits);
+    ASSERT_EQ(texts.prompts.size(), 2u);
+    EXPECT_EQ(texts.prompts[1].text, "b");
+
+    auto lists = parse_completion_request(json{{"prompt", {{1}, {2, 3}}}}, limits);
+    ASSERT_EQ(lists.prompts.size(), 2u);
+    EXPECT_EQ(lists.prompts[1].tokens, (std::vector<int32_t>{2, 3}));
+
+    for (json bad : {json(5), json::array(), json{"a", 1}, json{1, "a"}, json{{1}, "a"},
+                     json{json::array()}, json{-1}, json{1.5}, json{true}}) {
+        auto e = error_of([&] { parse_completion_request(json{{"prompt", bad}}, limits); });
+        EXPECT_EQ(e.status(), 400) << bad;
+        EXPECT_EQ(e.param(), "prompt") << bad;
+    }
+    EXPECT_EQ(error_of([] { parse_completion_request(json::object(), limits); }).param(), "prompt");
+}
+
+TEST(ParseCompletion, WrongTypesNameTheField) {
+    std::vector<std::pair<std::string, json>> cases = {
+        {"max_tokens", "10"},
+        {"max_tokens", 1.5},
+        {"temperature", "hot"},
+        {"top_p", true},
+        {"top_k", 2.5},
+        {"min_p", json::array()},
+        {"n", "2"},
+        {"stop", 5},
+        {"stop", {"a", 1}},
+        {"seed", "1"},
+        {"seed", -1},
+        {"presence_penalty", "x"},
+        {"frequency_penalty", json::object()},
+        {"logit_bias", {1, 2}},
+        {"logit_bias", {{"x", 1}}},
+        {"logit_bias", {{"1", "a"}}},
+        {"logprobs", true},
+        {"echo", 1},
+        {"stream", "yes"},
+        {"user", 5},
+        {"model", 3},
+    };
+    for (const auto& [name, value] : cases) {
+        json body = {{"prompt", "x"}, {name, value}};
+        auto e = error_of([&] { parse_completion_request(body, limits); });
+        EXPECT_EQ(e.status(), 400) << name << "=" << value;
+        EXPECT_EQ(e.param(), name) << name << "=" << value;
+        EXPECT_NE(std::string(e.what()).find(name), std::string::npos) << e.what();
+    }
+}
+
+TEST(ParseCompletion, OutOfRangeValues) {
+    std::vector<std::pair<std::string, json>> cases = {
+        {"max_tokens", 0},
+        {"max_tokens", limits.max_tokens + 1},
+        {"temperature", -0.1},
+        {"temperature", 2.01},
+        {"top_p", 1.5},
+        {"top_p", -1},
+        {"top_k", -1},
+        {"min_p", 1.1},
+        {"n", 0},
+        {"n", limits.max_choices + 1},
+        {"presence_penalty", 2.5},
+        {"frequency_penalty", -3},
+        {"logit_bias", {{"1", 101}}},
+        {"logprobs", limits.max_top_logprobs + 1},
+        {"logprobs", -1},
+    };
+    for (const auto& [name, value] : cases) {
+        json body = {{"prompt", "x"}, {name, value}};
+        auto e = error_of([&] { parse_completion_request(body, limits); });
+        EXPECT_EQ(e.status(), 400) << name << "=" << value;
+        EXPECT_EQ(e.param(), name) << name << "=" << value;
+    }
+}
+
+TEST(ParseCompletion, NullMeansDefault) {
+    auto r = parse_completion_request(
+        json{{"prompt", "x"}, {"temperature", nullptr}, {"stop", nullptr}, {"n", nullptr}}, limits);
+    EXPECT_FLOAT_EQ(r.sampling.temperature, 1.0f);
+    EXPECT_TRUE(r.stop.stop.empty());
+    EXPECT_EQ(r.n, 1);
+}
+
+TEST(ParseCompletion, IntegralFloatsCountAsIntegers) {
+    auto r = parse_completion_request(json{{"prompt", "x"}, {"max_tokens", 8.0}}, limits);
+    EXPECT_EQ(r.stop.max_tokens, 8);
+}
+
+TEST(ParseCompletion, LimitsOnStopStringsChoicesAndBias) {
+    json five = {"a", "b", "c", "d", "e"};
+    EXPECT_EQ(error_of([&] {
+                  parse_completion_request({{"prompt", "x"}, {"stop", five}}, limits);
+              }).param(),
+              "stop");
+    std::string long_stop(limits.max_stop_bytes + 1, 'a');
+    EXPECT_EQ(error_of([&] {
+                  parse_completion_request({{"prompt", "x"}, {"stop", long_stop}}, limits);
+              }).param(),
+              "stop");
+    EXPECT_EQ(error_of([&] {
+                  parse_completion_request({{"prompt", "x"}, {"stop", ""}}, limits);
+              }).param(),
+              "stop");
+    std::string ok_stop(limits.max_stop_bytes, 'a');
+    EXPECT_EQ(parse_completion_request({{"prompt", "x"}, {"stop", ok_stop}}, limits).stop.stop[0],
+              ok_stop);
+
+    // n x prompts is bounded too.
+    json prompts = json::array();
+    for (int i = 0; i < 3; ++i) prompts.push_back("p");
+    auto e = error_of([&] { parse_completion_request({{"prompt", prompts}, {"n", 3}}, limits); });
+    EXPECT_EQ(e.param(), "n");
+    EXPECT_EQ(parse_completion_request({{"prompt", prompts}, {"n", 2}}, limits).n, 2);
+
+    json bias = json::object();
+    for (int i = 0; i <= limits.max_logit_bias; ++i) bias[std::to_string(i)] = 1;
+    EXPECT_EQ(error_of([&] {
+                  parse_completion_request({{"prompt", "x"}, {"logit_bias", bias}}, limits);
+              }).param(),
+              "logit_bias");
+}
+
+TEST(ParseCompletion, StreamOptionsNeedStream) {
+    auto e = error_of([] {
+        parse_completion_request({{"prompt", "x"}, {"stream_options", {{"include_usage", true}}}},
+                                 limits);
+    });
+    EXPECT_EQ(e.param(), "stream_options");
+}
+
+TEST(ParseCompletion, EchoWithLogprobsIsRefused) {
+    auto e = error_of([] {
+        parse_completion_request({{"prompt", "x"}, {"echo", true}, {"logprobs", 1}}, limits);
+    });
+    EXPECT_EQ(e.param(), "echo");
+    EXPECT_TRUE(parse_completion_request({{"prompt", "x"}, {"echo", true}}, limits).echo);
+}
+
+TEST(ParseChat, MessagesAndDefaults) {
+    json body = {
+        {"messages",
+         {{{"role", "developer"}, {"content", "be brief"}},
+          {{"role", "user"},
+           {"content", {{{"type", "text"}, {"text", "a"}}, {{"type", "text"}, {"text", "b"}}}}},
+          {{"role", "assistant"}, {"content", nullptr}, {"tool_calls", json::array()}}}}};
+    auto r = parse_chat_request(body, limits);
+    ASSERT_EQ(r.messages.size(), 3u);
+    EXPECT_EQ(r.messages[0]["role"], "system");
+    EXPECT_EQ(r.messages[1]["content"], "a\nb");
+    EXPECT_TRUE(r.messages[2]["content"].is_null());
+    EXPECT_TRUE(r.messages[2].contains("tool_calls"));
+    EXPECT_EQ(r.stop.max_tokens, -1);
+    EXPECT_FALSE(r.logprobs);
+    EXPECT_EQ(r.sampling.top_logprobs, -1);
+    EXPECT_TRUE(r.extra_context.is_object());
+}
+
+TEST(ParseChat, BadMessages) {
+    std::vector<json> bad = {
+        json(nullptr),
+        json::array(),
+        json{"hello"},
+        json{{{"content", "no role"}}},
+        json{{{"role", 1}, {"content", "x"}}},
+        json{{{"role", "wizard"}, {"content", "x"}}},
+        json{{{"role", "user"}}},
+        json{{{"role", "user"}, {"content", 5}}},
+        json{{{"role", "user"}, {"content", {{{"type", "image_url"}, {"image_url", "u"}}}}}},
+        json{{{"role", "user"}, {"content", {{{"type", "text"}}}}}},
+    };
+    for (const auto& messages : bad) {
+        json body = {{"messages", messages}};
+        auto e = error_of([&] { parse_chat_request(body, limits); });
+        EXPECT_EQ(e.status(), 400) << messages;
+        EXPECT_EQ(e.param(), "messages") << messages;
+    }
+}
+
+TEST(ParseChat, TokenLimitsAndLogprobs) {
+    json msgs = {{{"role", "user"}, {"content", "x"}}};
+    auto r = parse_chat_request({{"messages", msgs}, {"max_tokens", 5}}, limits);
+    EXPECT_EQ(r.stop.max_tokens, 5);
+    r = parse_chat_request({{"messages", msgs}, {"max_tokens", 5}, {"max_completion_tokens", 9}},
+                           limits);
+    EXPECT_EQ(r.stop.max_tokens, 9);
+
+    r = parse_chat_request({{"messages", msgs}, {"logprobs", true}}, limits);
+    EXPECT_TRUE(r.logprobs);
+    EXPECT_EQ(r.sampling.top_logprobs, 0);
+    r = parse_chat_request({{"messages", msgs}, {"logprobs", true}, {"top_logprobs", 4}}, limits);
+    EXPECT_EQ(r.sampling.top_logprobs, 4);
+    EXPECT_EQ(error_of([&] {
+                  parse_chat_request({{"messages", msgs}, {"top_logprobs", 4}}, limits);
+              }).param(),
+              "top_logprobs");
+    EXPECT_EQ(error_of([&] {
+                  parse_chat_request({{"messages", msgs}, {"logprobs", 3}}, limits);
+              }).param(),
+              "logprobs");
+}
+
+TEST(ParseChat, ResponseFormatToolsAndKwargs) {
+    json msgs = {{{"role", "user"}, {"content", "x"}}};
+    EXPECT_NO_THROW(
+        parse_chat_request({{"messages", msgs}, {"response_format", {{"type", "text"}}}}, limits));
+    auto e = error_of([&] {
+        parse_chat_request({{"messages", msgs}, {"response_format", {{"type", "json_object"}}}},
+                           limits);
+    });
+    EXPECT_EQ(e.param(), "response_format");
+    EXPECT_NE(std::string(e.what()).find("not supported"), std::string::npos);
+
+    json tools = {{{"type", "function"}, {"function", {{"name", "f"}}}}};
+    auto r = parse_chat_request({{"messages", msgs}, {"tools", tools}}, limits);
+    EXPECT_EQ(r.tools, tools);
+    EXPECT_EQ(error_of([&] {
+                  parse_chat_request({{"messages", msgs}, {"tools", "f"}}, limits);
+              }).param(),
+              "tools");
+    EXPECT_EQ(error_of([&] {
+                  parse_chat_request({{"messages", msgs}, {"tool_choice", "required"}}, limits);
+              }).param(),
+              "tool_choice");
+
+    r = parse_chat_request({{"messages", msgs}, {"chat_template_kwargs", {{"flag", true}}}},
+                           limits);
+    EXPECT_EQ(r.extra_context["flag"], true);
+}
+
+TEST(ParseTokenize, FieldsAndDefaults) {
+    auto r = parse_tokenize_request({{"content", "abc"}});
+    EXPECT_EQ(r.content, "abc");
+    EXPECT_FALSE(r.add_special);
+    EXPECT_TRUE(r.parse_special);
+    EXPECT_FALSE(r.with_pieces);
+    EXPECT_EQ(error_of([] { parse_tokenize_request(json::object()); }).param(), "content");
+    EXPECT_EQ(error_of([] { parse_tokenize_request({{"content", 1}}); }).param(), "content");
+
+    auto d = parse_detokenize_request({{"tokens", {1, 2}}});
+    EXPECT_EQ(d.tokens, (std::vector<int32_t>{1, 2}));
+    EXPECT_EQ(error_of([] { parse_detokenize_request({{"tokens", {1, "a"}}}); }).param(), "tokens");
+    EXPECT_EQ(error_of([] { parse_detokenize_request({{"tokens", 1}}); }).param(), "tokens");
+}
+
+TEST(CheckTokenIds, AgainstTheVocabulary) {
+    EXPECT_NO_THROW(check_token_ids({0, 9}, 10, "prompt"));
+    auto e = error_of([] { check_token_ids({0, 10}, 10, "prompt"); });
+    EXPECT_EQ(e.param(), "prompt");
+    EXPECT_NE(std::string(e.what()).find("prompt[1]"), std::string::npos);
+
+    sampling::SamplingParams s;
+    s.logit_bias = {{3, 1.0f}};
+    EXPECT_NO_THROW(check_logit_bias(s, 10));
+    s.logit_bias = {{10, 1.0f}};
+    EXPECT_EQ(error_of([&] { check_logit_bias(s, 10); }).param(), "logit_bias");
+}
+
+}  // namespace
+}  // namespace ggufd::server

@@ -1,0 +1,850 @@
+// The real server on a loopback port against a fake model, driven by a small Beast client.
+#include <gtest/gtest.h>
+
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+
+#include "server/server.h"
+#include "tests/server/fake_model.h"
+
+namespace ggufd::server {
+namespace {
+
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace net = boost::asio;
+using tcp = net::ip::tcp;
+using boost::system::error_code;
+using nlohmann::json;
+using namespace std::chrono_literals;
+using testing::FakeBackend;
+using testing::FakeGenerator;
+using Response = http::response<http::string_body>;
+using Headers = std::vector<std::pair<std::string, std::string>>;
+
+// Every client operation is asynchronous with a generous timeout, so a broken server fails the
+// test instead of hanging it.
+constexpr auto client_timeout = 30s;
+
+class Client {
+  public:
+    explicit Client(uint16_t port) : stream_(ioc_) {
+        stream_.expires_after(client_timeout);
+        error_code ec;
+        stream_.async_connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), port),
+                              [&](error_code e) { ec = e; });
+        run();
+        if (ec) throw std::runtime_error("connect: " + ec.message());
+    }
+
+    static http::request<http::string_body> make(http::verb verb, const std::string& target,
+                                                 const std::string& body, const Headers& headers) {
+        http::request<http::string_body> req{verb, target, 11};
+        req.set(http::field::host, "localhost");
+        if (!body.empty()) req.set(http::field::content_type, "application/json");
+        for (const auto& [k, v] : headers) req.set(k, v);
+        req.body() = body;
+        req.prepare_payload();
+        return req;
+    }
+
+    void send(http::verb verb, const std::string& target, const std::string& body = {},
+              const Headers& headers = {}) {
+        auto req = make(verb, target, body, headers);
+        error_code ec;
+        stream_.expires_after(client_timeout);
+        http::async_write(stream_, req, [&](error_code e, size_t) { ec = e; });
+        run();
+        if (ec) throw std::runtime_error("write: " + ec.message());
+    }
+
+    Response read() {
+        Response res;
+        error_code ec;
+        stream_.expires_after(client_timeout);
+        http::async_read(stream_, buffer_, res, [&](error_code e, size_t) { ec = e; });
+        run();
+        if (ec) throw std::runtime_error("read: " + ec.message());
+        return res;
+    }
+
+    Response request(http::verb verb, const std::string& target, const std::string& body = {},
+                     const Headers& headers = {}) {
+        send(verb, target, body, headers);
+        return read();
+    }
+    Response get(const std::string& target, const Headers& headers = {}) {
+        return request(http::verb::get, target, {}, headers);
+    }
+    Response post(const std::string& target, const json& body, const Headers& headers = {}) {
+        return request(http::verb::post, target, body.dump(), headers);
+    }
+
+    void write_raw(const std::string& bytes) {
+        error_code ec;
+        stream_.expires_after(client_timeout);
+        net::async_write(stream_, net::buffer(bytes), [&](error_code e, size_t) { ec = e; });
+        run();
+        if (ec) throw std::runtime_error("write: " + ec.message());
+    }
+
+    // Raw bytes until `needle` was seen; returns everything read.
+    std::string read_until(const std::string& needle) {
+        std::string got;
+        while (got.find(needle) == std::string::npos) {
+            char chunk[4096];
+            error_code ec;
+            size_t n = 0;
+            stream_.expires_after(client_timeout);
+            stream_.async_read_some(net::buffer(chunk), [&](error_code e, size_t k) {
+                ec = e;
+                n = k;
+            });
+            run();
+            got.append(chunk, n);
+            if (ec) throw std::runtime_error("read: " + ec.message() + " after: " + got);
+        }
+        return got;
+    }
+
+    // True when the server closes the connection (EOF or reset) before the client timeout;
+    // whatever it sends before is discarded.
+    bool closed_by_server() {
+        for (;;) {
+            char chunk[4096];
+            error_code ec;
+            stream_.expires_after(client_timeout);
+            stream_.async_read_some(net::buffer(chunk), [&](error_code e, size_t) { ec = e; });
+            run();
+            if (ec == beast::error::timeout) return false;
+            if (ec) return true;
+        }
+    }
+
+    void close() { stream_.close(); }
+
+  private:
+    void run() {
+        ioc_.restart();
+        ioc_.run();
+    }
+
+    net::io_context ioc_;
+    beast::tcp_stream stream_;
+    beast::flat_buffer buffer_;
+};
+
+// The JSON payloads of an SSE body, and whether it ended with [DONE].
+struct Sse {
+    std::vector<json> events;
+    bool done = false;
+};
+
+Sse parse_sse(const std::string& body) {
+    Sse out;
+    size_t pos = 0;
+    while (pos < body.size()) {
+        size_t end = body.find("\n\n", pos);
+        EXPECT_NE(end, std::string::npos) << "unterminated event in: " << body;
+        if (end == std::string::npos) break;
+        std::string event = body.substr(pos, end - pos);
+        pos = end + 2;
+        EXPECT_EQ(event.rfind("data: ", 0), 0u) << event;
+        std::string data = event.substr(6);
+        EXPECT_FALSE(out.done) << "event after [DONE]";
+        if (data == "[DONE]") {
+            out.done = true;
+        } else {
+            out.events.push_back(json::parse(data));
+        }
+    }
+    return out;
+}
+
+json body_of(const Response& r) {
+    return json::parse(r.body());
+}
+
+class ServerTest : public ::testing::Test {
+  protected:
+    void start(ServerOptions options = {}) {
+        options.host = "127.0.0.1";
+        options.port = 0;
+        options.io_threads = 2;
+        registry.add(backend);
+        server = std::make_unique<Server>(registry, std::move(options));
+        server->start();
+        port = server->port();
+    }
+
+    FakeGenerator& gen() { return backend->gen; }
+
+    std::shared_ptr<FakeBackend> backend = std::make_shared<FakeBackend>("fake");
+    ModelRegistry registry;
+    std::unique_ptr<Server> server;
+    uint16_t port = 0;
+};
+
+const json chat_messages = {{{"role", "system"}, {"content", "sys"}},
+                            {{"role", "user"}, {"content", "hi"}}};
+
+TEST_F(ServerTest, HealthIsOkWhenReadyAndUnavailableWhileLoading) {
+    start();
+    Client c(port);
+    auto r = c.get("/health");
+    EXPECT_EQ(r.result_int(), 200);
+    EXPECT_EQ(body_of(r)["status"], "ok");
+    EXPECT_FALSE(r[http::field::server].empty());
+    EXPECT_EQ(r["X-Request-Id"].size(), 16u);
+
+    backend->ready = false;
+    r = c.get("/health");
+    EXPECT_EQ(r.result_int(), 503);
+    EXPECT_EQ(body_of(r)["status"], "loading");
+    // Generation waits for the model too.
+    r = c.post("/v1/completions", {{"prompt", "x"}});
+    EXPECT_EQ(r.result_int(), 503);
+    EXPECT_EQ(body_of(r)["error"]["code"], "model_loading");
+    EXPECT_FALSE(r[http::field::retry_after].empty());
+}
+
+TEST_F(ServerTest, RequestIdsDiffer) {
+    start();
+    Client c(port);
+    auto a = c.get("/health");
+    auto b = c.get("/health");
+    EXPECT_NE(a["X-Request-Id"], b["X-Request-Id"]);
+}
+
+TEST_F(ServerTest, ModelListings) {
+    start();
+    Client c(port);
+    auto r = c.get("/v1/models");
+    ASSERT_EQ(r.result_int(), 200);
+    json list = body_of(r);
+    EXPECT_EQ(list["object"], "list");
+    ASSERT_EQ(list["data"].size(), 1u);
+    EXPECT_EQ(list["data"][0]["id"], "fake");
+    EXPECT_EQ(list["data"][0]["object"], "model");
+
+    r = c.get("/models");
+    ASSERT_EQ(r.result_int(), 200);
+    json models = body_of(r);
+    EXPECT_EQ(models["data"][0], backend->describe(false));
+    EXPECT_FALSE(models["data"][0].contains("metadata"));
+
+    r = c.get("/models/fake?full=1");
+    ASSERT_EQ(r.result_int(), 200);
+    EXPECT_EQ(body_of(r), backend->describe(true));
+    r = c.get("/models?full=1");
+    EXPECT_TRUE(body_of(r)["data"][0].contains("metadata"));
+
+    r = c.get("/models/nope");
+    EXPECT_EQ(r.result_int(), 404);
+    EXPECT_EQ(body_of(r)["error"]["code"], "model_not_found");
+}
+
+TEST_F(ServerTest, CompletionNonStreamed) {
+    start();
+    Client c(port);
+    auto r = c.post("/v1/completions", {{"prompt", "ab"},
+                                        {"max_tokens", 10},
+                                        {"temperature", 0.25},
+                                        {"top_k", 5},
+                                        {"seed", 9},
+                                        {"stop", "zz"},
+                                        {"logit_bias", {{"3", 1.5}}}});
+    ASSERT_EQ(r.result_int(), 200) << r.body();
+    EXPECT_EQ(r[http::field::content_type], "application/json");
+    json b = body_of(r);
+    EXPECT_EQ(b["object"], "text_completion");
+    EXPECT_EQ(b["model"], "fake");
+    EXPECT_EQ(b["id"], "cmpl-" + std::string(r["X-Request-Id"]));
+    ASSERT_EQ(b["choices"].size(), 1u);
+    EXPECT_EQ(b["choices"][0]["text"], "Hello, world!");
+    EXPECT_EQ(b["choices"][0]["finish_reason"], "stop");
+    EXPECT_TRUE(b["choices"][0]["logprobs"].is_null());
+    EXPECT_EQ(b["usage"]["prompt_tokens"], 3);  // BOS + 2 bytes
+    EXPECT_EQ(b["usage"]["completion_tokens"], 4);
+    EXPECT_EQ(b["usage"]["total_tokens"], 7);
+
+    auto reqs = gen().requests();
+    ASSERT_EQ(reqs.size(), 1u);
+    EXPECT_EQ(reqs[0].prompt, (std::vector<int32_t>{256, 'a', 'b'}));
+    EXPECT_FLOAT_EQ(reqs[0].sampling.temperature, 0.25f);
+    EXPECT_EQ(reqs[0].sampling.top_k, 5);
+    EXPECT_EQ(reqs[0].sampling.seed, 9u);
+    EXPECT_EQ(reqs[0].stop.max_tokens, 10);
+    EXPECT_EQ(reqs[0].stop.stop, std::vector<std::string>{"zz"});
+    ASSERT_EQ(reqs[0].sampling.logit_bias.size(), 1u);
+    EXPECT_EQ(reqs[0].sampling.logit_bias[0].first, 3);
+}
+
+TEST_F(ServerTest, CompletionLengthEchoAndTokenPrompts) {
+    start();
+    Client c(port);
+    auto r = c.post("/v1/completions", {{"prompt", "go"}, {"max_tokens", 2}, {"echo", true}});
+    ASSERT_EQ(r.result_int(), 200) << r.body();
+    json b = body_of(r);
+    EXPECT_EQ(b["choices"][0]["text"], "goHello,");
+    EXPECT_EQ(b["choices"][0]["finish_reason"], "length");
+    EXPECT_EQ(b["usage"]["completion_tokens"], 2);
+
+    // Token-id prompts go to the scheduler as given; several prompts give several choices.
+    r = c.post("/v1/completions", {{"prompt", {{1, 2}, {3}}}, {"n", 2}, {"seed", 5}});
+    ASSERT_EQ(r.result_int(), 200) << r.body();
+    b = body_of(r);
+    ASSERT_EQ(b["choices"].size(), 4u);
+    for (int i = 0; i < 4; ++i) EXPECT_EQ(b["choices"][i]["index"], i);
+    EXPECT_EQ(b["usage"]["prompt_tokens"], 3);  // each prompt counted once
+    EXPECT_EQ(b["usage"]["completion_tokens"], 16);
+    auto reqs = gen().requests();
+    ASSERT_EQ(reqs.size(), 5u);
+    EXPECT_EQ(reqs[1].prompt, (std::vector<int32_t>{1, 2}));
+    EXPECT_EQ(reqs[3].prompt, (std::vector<int32_t>{3}));
+    // n > 1 with a seed: each choice gets its own seed.
+    EXPECT_EQ(reqs[1].sampling.seed, 5u);
+    EXPECT_EQ(reqs[2].sampling.seed, 6u);
+
+    r = c.post("/v1/completions", {{"prompt", {1, 300}}});
+    EXPECT_EQ(r.result_int(), 400);
+    EXPECT_EQ(body_of(r)["error"]["param"], "prompt");
+}
+
+TEST_F(ServerTest, CompletionStreamed) {
+    start();
+    Client c(port);
+    auto r = c.post("/v1/completions", {{"prompt", "x"}, {"stream", true}});
+    ASSERT_EQ(r.result_int(), 200);
+    EXPECT_EQ(r[http::field::content_type], "text/event-stream");
+    EXPECT_TRUE(r.chunked());
+    Sse sse = parse_sse(r.body());
+    EXPECT_TRUE(sse.done);
+    std::string text;
+    json last_finish;
+    for (const auto& e : sse.events) {
+        EXPECT_EQ(e["object"], "text_completion");
+        EXPECT_FALSE(e.contains("usage"));
+        text += e["choices"][0]["text"].get<std::string>();
+        last_finish = e["choices"][0]["finish_reason"];
+    }
+    EXPECT_EQ(text, "Hello, world!");
+    EXPECT_EQ(last_finish, "stop");
+    EXPECT_EQ(sse.events.size(), 5u);  // four pieces and the finish
+}
+
+TEST_F(ServerTest, ChatNonStreamed) {
+    start();
+    Client c(port);
+    json tools = {{{"type", "function"}, {"function", {{"name", "f"}}}}};
+    auto r = c.post("/v1/chat/completions", {{"messages", chat_messages},
+                                             {"tools", tools},
+                                             {"chat_template_kwargs", {{"flag", true}}}});
+    ASSERT_EQ(r.result_int(), 200) << r.body();
+    json b = body_of(r);
+    EXPECT_EQ(b["object"], "chat.completion");
+    EXPECT_EQ(b["id"], "chatcmpl-" + std::string(r["X-Request-Id"]));
+    EXPECT_EQ(b["choices"][0]["message"]["role"], "assistant");
+    EXPECT_EQ(b["choices"][0]["message"]["content"], "Hello, world!");
+    EXPECT_EQ(b["choices"][0]["finish_reason"], "stop");
+    std::string rendered = "<|system|>sys\n<|user|>hi\n<|tools|>1\n<|flag|>\n<|assistant|>";
+    EXPECT_EQ(backend->last_rendered(), rendered);
+    // The template's output is tokenized without an added BOS and with special tokens parsed.
+    auto reqs = gen().requests();
+    ASSERT_EQ(reqs.size(), 1u);
+    EXPECT_EQ(reqs[0].prompt, backend->tokenize(rendered, false, true));
+    EXPECT_EQ(b["usage"]["prompt_tokens"], reqs[0].prompt.size());
+    EXPECT_EQ(reqs[0].stop.max_tokens, -1);
+}
+
+TEST_F(ServerTest, ChatTemplateRaiseIsABadRequest) {
+    start();
+    Client c(port);
+    auto r =
+        c.post("/v1/chat/completions", {{"messages", {{{"role", "user"}, {"content", "RAISE"}}}}});
+    EXPECT_EQ(r.result_int(), 400);
+    EXPECT_NE(body_of(r)["error"]["message"].get<std::string>().find("roles must alternate"),
+              std::string::npos);
+    EXPECT_TRUE(gen().requests().empty());
+}
+
+TEST_F(ServerTest, ChatStreamedWithUsage) {
+    start();
+    Client c(port);
+    auto r = c.post("/v1/chat/completions", {{"messages", chat_messages},
+                                             {"stream", true},
+                                             {"stream_options", {{"include_usage", true}}}});
+    ASSERT_EQ(r.result_int(), 200);
+    Sse sse = parse_sse(r.body());
+    ASSERT_TRUE(sse.done);
+    ASSERT_GE(sse.events.size(), 3u);
+    EXPECT_EQ(sse.events.front()["choices"][0]["delta"]["role"], "assistant");
+    std::string text;
+    for (size_t i = 0; i + 1 < sse.events.size(); ++i) {
+        const json& e = sse.events[i];
+        EXPECT_EQ(e["object"], "chat.completion.chunk");
+        EXPECT_TRUE(e["usage"].is_null());
+        const json& delta = e["choices"][0]["delta"];
+        if (delta.contains("content")) text += delta["content"].get<std::string>();
+    }
+    EXPECT_EQ(text, "Hello, world!");
+    EXPECT_EQ(sse.events[sse.events.size() - 2]["choices"][0]["finish_reason"], "stop");
+    const json& usage = sse.events.back();
+    EXPECT_TRUE(usage["choices"].empty());
+    EXPECT_EQ(usage["usage"]["completion_tokens"], 4);
+}
+
+TEST_F(ServerTest, ChatWithSeveralChoicesAndLogprobs) {
+    start();
+    Client c(port);
+    auto r =
+        c.post("/v1/chat/completions",
+               {{"messages", chat_messages}, {"n", 2}, {"logprobs", true}, {"top_logprobs", 2}});
+    ASSERT_EQ(r.result_int(), 200) << r.body();
+    json b = body_of(r);
+    ASSERT_EQ(b["choices"].size(), 2u);
+    for (int i = 0; i < 2; ++i) {
+        const json& ch = b["choices"][i];
+        EXPECT_EQ(ch["index"], i);
+        EXPECT_EQ(ch["message"]["content"], "Hello, world!");
+        const json& content = ch["logprobs"]["content"];
+        ASSERT_EQ(content.size(), 4u);
+        EXPECT_EQ(content[0]["token"], "Hello");
+        EXPECT_FLOAT_EQ(content[0]["logprob"].get<float>(), -0.25f);
+        ASSERT_EQ(content[0]["top_logprobs"].size(), 2u);
+        EXPECT_EQ(content[0]["top_logprobs"][1]["token"], "alt1");
+    }
+    EXPECT_EQ(b["usage"]["completion_tokens"], 8);
+}
+
+TEST_F(ServerTest, CompletionLogprobsStreamed) {
+    start();
+    Client c(port);
+    auto r = c.post("/v1/completions", {{"prompt", "x"}, {"logprobs", 1}, {"stream", true}});
+    ASSERT_EQ(r.result_int(), 200);
+    Sse sse = parse_sse(r.body());
+    ASSERT_EQ(sse.events.size(), 5u);
+    const json& lp = sse.events[1]["choices"][0]["logprobs"];
+    EXPECT_EQ(lp["tokens"], json{","});
+    EXPECT_EQ(lp["text_offset"], json{5});
+    EXPECT_EQ(lp["top_logprobs"][0].size(), 1u);
+}
+
+TEST_F(ServerTest, StreamNeverSplitsAUtf8Character) {
+    start();
+    // "é" and "😀" arrive split across tokens.
+    gen().set_script(FakeGenerator::pieces({"caf", "\xC3", "\xA9 ", "\xF0\x9F", "\x98\x80"}));
+    Client c(port);
+    auto r = c.post("/v1/chat/completions", {{"messages", chat_messages}, {"stream", true}});
+    ASSERT_EQ(r.result_int(), 200);
+    Sse sse = parse_sse(r.body());
+    std::string text;
+    for (const auto& e : sse.events) {
+        const json& delta = e["choices"][0]["delta"];
+        if (!delta.contains("content")) continue;
+        std::string piece = delta["content"].get<std::string>();
+        EXPECT_EQ(piece.find("\xEF\xBF\xBD"), std::string::npos) << "replacement char in chunk";
+        text += piece;
+    }
+    EXPECT_EQ(text, "caf\xC3\xA9 \xF0\x9F\x98\x80");
+}
+
+TEST_F(ServerTest, TokenizeAndDetokenize) {
+    start();
+    Client c(port);
+    auto r = c.post("/tokenize", {{"content", "a<|x|>"}, {"add_special", true}});
+    ASSERT_EQ(r.result_int(), 200) << r.body();
+    EXPECT_EQ(body_of(r)["tokens"], (json{256, 'a', 257}));
+    r = c.post("/tokenize",
+               {{"content", "a<|x|>"}, {"parse_special", false}, {"with_pieces", true}});
+    json tokens = body_of(r)["tokens"];
+    ASSERT_EQ(tokens.size(), 6u);
+    EXPECT_EQ(tokens[1]["id"], '<');
+    EXPECT_EQ(tokens[1]["piece"], "<");
+
+    r = c.post("/detokenize", {{"tokens", {256, 'h', 'i'}}});
+    ASSERT_EQ(r.result_int(), 200);
+    EXPECT_EQ(body_of(r)["content"], "<s>hi");
+    r = c.post("/detokenize", {{"tokens", {1, 999}}});
+    EXPECT_EQ(r.result_int(), 400);
+    EXPECT_EQ(body_of(r)["error"]["param"], "tokens");
+}
+
+TEST_F(ServerTest, MetricsComeFromTheProvider) {
+    ServerOptions o;
+    o.api.metrics = [] { return std::string("# TYPE up gauge\nup 1\n"); };
+    start(o);
+    Client c(port);
+    auto r = c.get("/metrics");
+    ASSERT_EQ(r.result_int(), 200);
+    EXPECT_EQ(r.body(), "# TYPE up gauge\nup 1\n");
+    EXPECT_EQ(r[http::field::content_type].substr(0, 10), "text/plain");
+}
+
+TEST_F(ServerTest, KeepAliveServesSeveralRequestsOnOneConnection) {
+    start();
+    Client c(port);
+    for (int i = 0; i < 3; ++i) {
+        auto r = c.post("/v1/completions", {{"prompt", "x"}, {"max_tokens", i + 1}});
+        ASSERT_EQ(r.result_int(), 200);
+        EXPECT_TRUE(r.keep_alive());
+        EXPECT_EQ(body_of(r)["usage"]["completion_tokens"], i + 1);
+        auto s = c.post("/v1/completions", {{"prompt", "x"}, {"stream", true}});
+        ASSERT_EQ(s.result_int(), 200);
+        EXPECT_TRUE(parse_sse(s.body()).done);
+    }
+}
+
+TEST_F(ServerTest, PipelinedRequestsAreAnsweredInOrder) {
+    start();
+    // The first answer takes a while; the second would be instant if it were answered first.
+    gen().set_script(FakeGenerator::pieces({"a", "b", "c"}, 20ms));
+    Client c(port);
+    auto first =
+        Client::make(http::verb::post, "/v1/completions", json{{"prompt", "x"}}.dump(), {});
+    auto second = Client::make(http::verb::get, "/health", {}, {});
+    auto third = Client::make(http::verb::post, "/v1/chat/completions",
+                              json{{"messages", chat_messages}, {"stream", true}}.dump(), {});
+    std::ostringstream raw;
+    raw << first << second << third;
+    c.write_raw(raw.str());
+    auto r1 = c.read();
+    auto r2 = c.read();
+    auto r3 = c.read();
+    EXPECT_EQ(body_of(r1)["choices"][0]["text"], "abc");
+    EXPECT_EQ(body_of(r2)["status"], "ok");
+    EXPECT_TRUE(parse_sse(r3.body()).done);
+}
+
+TEST_F(ServerTest, MalformedJsonWrongTypesAndRanges) {
+    start();
+    Client c(port);
+    auto r = c.request(http::verb::post, "/v1/completions", "{\"prompt\": ");
+    EXPECT_EQ(r.result_int(), 400);
+    EXPECT_EQ(body_of(r)["error"]["type"], "invalid_request_error");
+    r = c.request(http::verb::post, "/v1/chat/completions", "[]");
+    EXPECT_EQ(r.result_int(), 400);
+
+    r = c.post("/v1/completions", {{"prompt", "x"}, {"temperature", "hot"}});
+    EXPECT_EQ(r.result_int(), 400);
+    EXPECT_EQ(body_of(r)["error"]["param"], "temperature");
+    r = c.post("/v1/chat/completions", {{"messages", chat_messages}, {"n", 100}});
+    EXPECT_EQ(r.result_int(), 400);
+    EXPECT_EQ(body_of(r)["error"]["param"], "n");
+    r = c.post("/v1/chat/completions",
+               {{"messages", chat_messages}, {"response_format", {{"type", "json_object"}}}});
+    EXPECT_EQ(r.result_int(), 400);
+    EXPECT_EQ(body_of(r)["error"]["param"], "response_format");
+    r = c.post("/v1/completions", {{"prompt", "x"}, {"logit_bias", {{"5000", 1}}}});
+    EXPECT_EQ(r.result_int(), 400);
+    EXPECT_EQ(body_of(r)["error"]["param"], "logit_bias");
+    // Unknown fields are ignored.
+    r = c.post("/v1/completions", {{"prompt", "x"}, {"frobnicate", true}});
+    EXPECT_EQ(r.result_int(), 200);
+    // The connection survives all of that.
+    EXPECT_EQ(c.get("/health").result_int(), 200);
+    EXPECT_TRUE(gen().requests().size() == 1u);
+}
+
+TEST_F(ServerTest, HugeBodyIs413) {
+    ServerOptions o;
+    o.body_limit = 1000;
+    start(o);
+    {
+        // Declared too large: refused after the headers, without reading the body.
+        Client c(port);
+        c.write_raw(
+            "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            "Content-Length: 100000000\r\n\r\n");
+        auto r = c.read();
+        EXPECT_EQ(r.result_int(), 413);
+        EXPECT_EQ(body_of(r)["error"]["code"], "request_too_large");
+        EXPECT_FALSE(r.keep_alive());
+    }
+    {
+        // Sent in full.
+        Client c(port);
+        std::string prompt(2000, 'a');
+        auto r = c.post("/v1/completions", {{"prompt", prompt}});
+        EXPECT_EQ(r.result_int(), 413);
+    }
+    {
+        // Chunked, so only the body's reading finds out.
+        Client c(port);
+        std::string chunk(600, 'a');
+        c.write_raw(
+            "POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: "
+            "chunked\r\n\r\n258\r\n" +
+            chunk + "\r\n258\r\n" + chunk + "\r\n0\r\n\r\n");
+        auto r = c.read();
+        EXPECT_EQ(r.result_int(), 413);
+    }
+    {
+        Client c(port);
+        auto r = c.get("/health", {{"X-Big", std::string(20000, 'h')}});
+        EXPECT_EQ(r.result_int(), 431);
+    }
+    EXPECT_TRUE(gen().requests().empty());
+}
+
+TEST_F(ServerTest, ApiKeyIsRequiredExceptOnHealth) {
+    ServerOptions o;
+    o.api.api_keys = {"sk-one", "sk-two"};
+    start(o);
+    Client c(port);
+    auto r = c.get("/v1/models");
+    EXPECT_EQ(r.result_int(), 401);
+    EXPECT_EQ(body_of(r)["error"]["code"], "invalid_api_key");
+    EXPECT_EQ(r[http::field::www_authenticate], "Bearer");
+    EXPECT_EQ(c.get("/v1/models", {{"Authorization", "Bearer sk-on"}}).result_int(), 401);
+    EXPECT_EQ(c.get("/v1/models", {{"Authorization", "Bearer sk-one1"}}).result_int(), 401);
+    EXPECT_EQ(c.get("/v1/models", {{"Authorization", "sk-one"}}).result_int(), 401);
+    EXPECT_EQ(c.get("/v1/models", {{"Authorization", "Bearer sk-one"}}).result_int(), 200);
+    EXPECT_EQ(c.get("/v1/models", {{"Authorization", "Bearer sk-two"}}).result_int(), 200);
+    EXPECT_EQ(c.post("/v1/completions", {{"prompt", "x"}}).result_int(), 401);
+    EXPECT_EQ(c.get("/health").result_int(), 200);
+    EXPECT_EQ(c.get("/metrics").result_int(), 401);
+    // Unknown routes do not reveal themselves without a key.
+    EXPECT_EQ(c.get("/nope").result_int(), 401);
+    EXPECT_EQ(c.get("/nope", {{"Authorization", "Bearer sk-two"}}).result_int(), 404);
+    EXPECT_TRUE(gen().requests().empty());
+}
+
+TEST_F(ServerTest, MetricsCanBePublic) {
+    ServerOptions o;
+    o.api.api_keys = {"k"};
+    o.api.metrics_public = true;
+    start(o);
+    Client c(port);
+    EXPECT_EQ(c.get("/metrics").result_int(), 200);
+    EXPECT_EQ(c.get("/models").result_int(), 401);
+}
+
+TEST_F(ServerTest, UnknownModelRouteAndMethod) {
+    start();
+    Client c(port);
+    auto r = c.post("/v1/completions", {{"prompt", "x"}, {"model", "other"}});
+    EXPECT_EQ(r.result_int(), 404);
+    EXPECT_EQ(body_of(r)["error"]["code"], "model_not_found");
+    r = c.post("/v1/completions", {{"prompt", "x"}, {"model", "fake"}});
+    EXPECT_EQ(r.result_int(), 200);
+
+    r = c.get("/v2/everything");
+    EXPECT_EQ(r.result_int(), 404);
+    EXPECT_EQ(body_of(r)["error"]["code"], "not_found");
+    r = c.get("/v1/completions");
+    EXPECT_EQ(r.result_int(), 405);
+    EXPECT_EQ(r[http::field::allow], "POST");
+    r = c.request(http::verb::delete_, "/health");
+    EXPECT_EQ(r.result_int(), 405);
+}
+
+TEST_F(ServerTest, ModelIsRequiredWhenSeveralAreLoaded) {
+    registry.add(std::make_shared<FakeBackend>("second"));
+    start();
+    Client c(port);
+    auto r = c.post("/v1/completions", {{"prompt", "x"}});
+    EXPECT_EQ(r.result_int(), 400);
+    EXPECT_EQ(body_of(r)["error"]["param"], "model");
+    r = c.post("/v1/completions", {{"prompt", "x"}, {"model", "second"}});
+    EXPECT_EQ(r.result_int(), 200);
+    EXPECT_EQ(body_of(r)["model"], "second");
+    EXPECT_EQ(body_of(c.get("/v1/models"))["data"].size(), 2u);
+}
+
+TEST_F(ServerTest, QueueFullIs503WithRetryAfter) {
+    start();
+    gen().set_result(scheduler::SubmitResult::queue_full);
+    Client c(port);
+    auto r = c.post("/v1/chat/completions", {{"messages", chat_messages}, {"stream", true}});
+    EXPECT_EQ(r.result_int(), 503);
+    EXPECT_EQ(r[http::field::retry_after], "1");
+    EXPECT_EQ(body_of(r)["error"]["code"], "queue_full");
+    // Refused requests are not left running: their sinks read as cancelled.
+    for (const auto& req : gen().requests()) EXPECT_TRUE(req.sink->cancelled());
+}
+
+TEST_F(ServerTest, PromptTooLongIs400WithTheNumbers) {
+    start();
+    Client c(port);
+    // Checked before submitting: 64-token context, 70-token prompt.
+    auto r = c.post("/v1/completions", {{"prompt", std::string(69, 'a')}});
+    EXPECT_EQ(r.result_int(), 400);
+    std::string message = body_of(r)["error"]["message"];
+    EXPECT_NE(message.find("64"), std::string::npos) << message;
+    EXPECT_NE(message.find("70"), std::string::npos) << message;
+    EXPECT_EQ(body_of(r)["error"]["code"], "context_length_exceeded");
+    EXPECT_TRUE(gen().requests().empty());
+
+    // Or refused by the scheduler.
+    gen().set_result(scheduler::SubmitResult::prompt_too_long);
+    r = c.post("/v1/completions", {{"prompt", "abc"}});
+    EXPECT_EQ(r.result_int(), 400);
+    message = body_of(r)["error"]["message"];
+    EXPECT_NE(message.find("64"), std::string::npos) << message;
+    EXPECT_NE(message.find(" 4 tokens"), std::string::npos) << message;
+}
+
+TEST_F(ServerTest, EngineErrorIs500) {
+    start();
+    FakeGenerator::Script s;
+    s.end = scheduler::FinishReason::error;
+    s.error = "kernel exploded";
+    gen().set_script(s);
+    Client c(port);
+    auto r = c.post("/v1/completions", {{"prompt", "x"}});
+    EXPECT_EQ(r.result_int(), 500);
+    EXPECT_NE(body_of(r)["error"]["message"].get<std::string>().find("kernel exploded"),
+              std::string::npos);
+    r = c.post("/v1/completions", {{"prompt", "x"}, {"stream", true}});
+    ASSERT_EQ(r.result_int(), 200);
+    Sse sse = parse_sse(r.body());
+    EXPECT_TRUE(sse.done);
+    ASSERT_FALSE(sse.events.empty());
+    EXPECT_TRUE(sse.events.back().contains("error"));
+}
+
+TEST_F(ServerTest, ClientLeavingMidStreamCancelsTheGeneration) {
+    start();
+    FakeGenerator::Script s;
+    s.endless = true;
+    s.delay = 5ms;
+    gen().set_script(s);
+    {
+        Client c(port);
+        c.send(http::verb::post, "/v1/chat/completions",
+               json{{"messages", chat_messages}, {"stream", true}}.dump());
+        c.read_until("Hello");
+        c.close();
+    }
+    EXPECT_TRUE(gen().wait_cancelled(1));
+}
+
+TEST_F(ServerTest, ClientLeavingDuringANonStreamedRequestCancelsIt) {
+    start();
+    FakeGenerator::Script s;
+    s.endless = true;
+    s.delay = 5ms;
+    gen().set_script(s);
+    {
+        Client c(port);
+        c.send(http::verb::post, "/v1/completions",
+               json{{"prompt", "x"}, {"max_tokens", 30000}}.dump());
+        // Nothing is sent back until the end; make sure the request is running, then leave.
+        while (gen().requests().empty()) std::this_thread::sleep_for(1ms);
+        c.close();
+    }
+    EXPECT_TRUE(gen().wait_cancelled(1));
+}
+
+TEST_F(ServerTest, ClientThatStopsReadingIsCancelled) {
+    ServerOptions o;
+    o.max_buffered_output = 64 * 1024;
+    start(o);
+    FakeGenerator::Script s;
+    s.endless = true;
+    s.pieces = {std::string(16 * 1024, 'z')};
+    s.delay = 1ms;
+    gen().set_script(s);
+    Client c(port);
+    c.send(http::verb::post, "/v1/completions",
+           json{{"prompt", "x"}, {"max_tokens", 30000}, {"stream", true}}.dump());
+    // Never read: the socket buffers fill, then the server's bounded buffer.
+    EXPECT_TRUE(gen().wait_cancelled(1));
+}
+
+TEST_F(ServerTest, SlowLorisIsClosedByTheHeaderTimeout) {
+    ServerOptions o;
+    o.header_timeout = 200ms;
+    start(o);
+    Client c(port);
+    c.write_raw("GET /health HTTP/1.1\r\nHost: x\r\n");  // never finishes the headers
+    EXPECT_TRUE(c.closed_by_server());
+}
+
+TEST_F(ServerTest, IdleConnectionIsClosedByTheIdleTimeout) {
+    ServerOptions o;
+    o.idle_timeout = 200ms;
+    start(o);
+    Client c(port);
+    EXPECT_EQ(c.get("/health").result_int(), 200);
+    EXPECT_TRUE(c.closed_by_server());
+}
+
+TEST_F(ServerTest, MalformedHttpIs400) {
+    start();
+    Client c(port);
+    c.write_raw("THIS IS NOT HTTP\r\n\r\n");
+    auto r = c.read();
+    EXPECT_EQ(r.result_int(), 400);
+}
+
+TEST_F(ServerTest, ExpectContinueIsHonoured) {
+    start();
+    Client c(port);
+    std::string body = json{{"prompt", "x"}}.dump();
+    c.write_raw(
+        "POST /v1/completions HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n"
+        "Content-Type: application/json\r\nContent-Length: " +
+        std::to_string(body.size()) + "\r\n\r\n");
+    c.read_until("100 Continue\r\n\r\n");
+    c.write_raw(body);
+    auto r = c.read();
+    EXPECT_EQ(r.result_int(), 200);
+}
+
+TEST_F(ServerTest, Http10StreamEndsWithTheConnection) {
+    start();
+    Client c(port);
+    std::string body = json{{"prompt", "x"}, {"stream", true}}.dump();
+    c.write_raw(
+        "POST /v1/completions HTTP/1.0\r\nContent-Type: application/json\r\nContent-Length: " +
+        std::to_string(body.size()) + "\r\n\r\n" + body);
+    auto r = c.read();
+    EXPECT_EQ(r.result_int(), 200);
+    EXPECT_FALSE(r.chunked());
+    EXPECT_TRUE(parse_sse(r.body()).done);
+}
+
+TEST_F(ServerTest, GracefulStopFinishesAStreamInFlight) {
+    start();
+    gen().set_script(FakeGenerator::pieces({"a", "b", "c", "d"}, 50ms));
+    Client c(port);
+    c.send(http::verb::post, "/v1/completions", json{{"prompt", "x"}, {"stream", true}}.dump());
+    while (gen().requests().empty()) std::this_thread::sleep_for(1ms);
+    std::thread stopper([&] { server->stop(30s); });
+    auto r = c.read();
+    stopper.join();
+    EXPECT_EQ(r.result_int(), 200);
+    Sse sse = parse_sse(r.body());
+    EXPECT_TRUE(sse.done);
+    ASSERT_EQ(sse.events.size(), 5u);
+    EXPECT_EQ(sse.events[3]["choices"][0]["text"], "d");
+    EXPECT_EQ(gen().cancelled_seen(), 0);
+    // The headers went out before the stop; the connection closes once the stream is done.
+    EXPECT_TRUE(c.closed_by_server());
+    // No longer accepting.
+    EXPECT_THROW(Client{port}, std::runtime_error);
+}
+
+TEST_F(ServerTest, GracefulStopCancelsWhatOutlivesTheDeadline) {
+    start();
+    FakeGenerator::Script s;
+    s.endless = true;
+    s.delay = 5ms;
+    gen().set_script(s);
+    Client streaming(port);
+    streaming.send(http::verb::post, "/v1/completions",
+                   json{{"prompt", "x"}, {"stream", true}, {"max_tokens", 30000}}.dump());
+    streaming.read_until("Hello");
+    Client idle(port);
+    EXPECT_EQ(idle.get("/health").result_int(), 200);
+    server->stop(100ms);
+    EXPECT_TRUE(gen().wait_cancelled(1));
+    EXPECT_TRUE(streaming.closed_by_server());
+    EXPECT_TRUE(idle.closed_by_server());
+}
+
+}  // namespace
+}  // namespace ggufd::server

@@ -1,0 +1,140 @@
+#!/usr/bin/env python3
+"""The real daemon over HTTP on loopback, serving stories260K: greedy output equal to llama.cpp's
+text alone and under concurrency, streaming equal to non-streaming, error statuses, API keys,
+and a clean exit on SIGTERM.
+
+Usage: test_server.py BIN_DIR CONFORMANCE_DIR
+"""
+import http.client
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+bin_dir = sys.argv[1]
+conf = os.environ.get("GGUFD_CONFORMANCE_DIR") or sys.argv[2]
+if not os.path.isdir(conf):
+    if os.environ.get("CI", "") not in ("", "0", "false"):
+        sys.exit(f"conformance data missing at {conf} (CI)")
+    print("conformance data not found: skipped")
+    sys.exit(77)
+model = os.path.join(conf, "models", "stories260K.gguf")
+with open(os.path.join(conf, "reference", "stories260K.greedy.jsonl")) as f:
+    cases = [json.loads(line) for line in f]
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start(*extra):
+    port = free_port()
+    proc = subprocess.Popen([os.path.join(bin_dir, "ggufd"), "--port", str(port), "--parallel", "4",
+                             "--model", f"stories={model}", *extra],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    for _ in range(200):
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return proc, port
+        except OSError:
+            if proc.poll() is not None:
+                sys.exit("ggufd exited at start:\n" + proc.stdout.read().decode())
+            time.sleep(0.05)
+    sys.exit("ggufd did not start listening")
+
+
+def request(port, method, path, body=None, headers=None, raw=None):
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    data = raw if raw is not None else (json.dumps(body) if body is not None else None)
+    c.request(method, path, body=data, headers={"Content-Type": "application/json", **(headers or {})})
+    r = c.getresponse()
+    payload = r.read().decode()
+    c.close()
+    return r.status, payload, r
+
+
+def expected_completion(case):
+    # completion_text is the prompt as its tokens spell it (with SentencePiece's space) and the
+    # continuation, printed without a final newline.
+    prefix = " " + case["prompt"]
+    assert case["completion_text"].startswith(prefix)
+    return case["completion_text"][len(prefix):]
+
+
+def complete(port, case, stream=False):
+    body = {"model": "stories", "prompt": case["prompt"], "max_tokens": 128, "temperature": 0, "stream": stream}
+    status, payload, _ = request(port, "POST", "/v1/completions", body)
+    assert status == 200, (status, payload)
+    if not stream:
+        return json.loads(payload)["choices"][0]["text"]
+    events = [line[6:] for line in payload.split("\n") if line.startswith("data: ")]
+    assert events[-1] == "[DONE]", events[-1]
+    return "".join(json.loads(e)["choices"][0]["text"] for e in events[:-1])
+
+
+proc, port = start()
+try:
+    # Greedy, one at a time, then all at once (continuous batching must not change results).
+    for c in cases:
+        assert complete(port, c).rstrip("\n") == expected_completion(c), c["prompt"]
+    results = {}
+    threads = [threading.Thread(target=lambda i=i: results.__setitem__(i, complete(port, cases[i % 3])))
+               for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for i in range(6):
+        assert results[i].rstrip("\n") == expected_completion(cases[i % 3]), f"concurrent request {i}"
+    # Streaming gives the same text.
+    assert complete(port, cases[1], stream=True).rstrip("\n") == expected_completion(cases[1])
+
+    # Chat goes through the (ChatML fallback) template and answers in OpenAI's shape.
+    status, payload, _ = request(port, "POST", "/v1/chat/completions",
+                                 {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 5})
+    assert status == 200, payload
+    body = json.loads(payload)
+    assert body["choices"][0]["message"]["role"] == "assistant" and body["usage"]["completion_tokens"] <= 5
+
+    # Errors.
+    assert request(port, "POST", "/v1/completions", raw="{not json")[0] == 400
+    assert request(port, "POST", "/v1/completions", {"prompt": "x", "max_tokens": "many"})[0] == 400
+    assert request(port, "POST", "/v1/completions", {"prompt": "x", "temperature": -1})[0] == 400
+    assert request(port, "POST", "/v1/completions", {"model": "nope", "prompt": "x"})[0] == 404
+    assert request(port, "GET", "/no/such/route")[0] == 404
+    assert request(port, "GET", "/v1/completions")[0] == 405
+    assert request(port, "POST", "/v1/completions", raw="x" * (8 << 20))[0] == 413
+    too_long = {"prompt": "Once upon a time " * 2000, "max_tokens": 1}
+    status, payload, _ = request(port, "POST", "/v1/completions", too_long)
+    assert status == 400, (status, payload)
+    assert json.loads(payload)["error"]["message"]
+    status, payload, _ = request(port, "GET", "/health")
+    assert status == 200
+
+    # Tokenize / detokenize agree with llama.cpp's ids.
+    status, payload, _ = request(port, "POST", "/tokenize", {"content": cases[0]["prompt"], "add_special": True})
+    assert status == 200, payload
+    assert json.loads(payload)["tokens"] == cases[0]["prompt_tokens"], payload
+finally:
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == 0, "ggufd did not exit 0 on SIGTERM"
+
+# API keys: every endpoint but /health needs the bearer token.
+proc, port = start("--api-key", "s3cret")
+try:
+    assert request(port, "GET", "/health")[0] == 200
+    assert request(port, "GET", "/v1/models")[0] == 401
+    assert request(port, "GET", "/v1/models", headers={"Authorization": "Bearer wrong"})[0] == 401
+    assert request(port, "GET", "/v1/models", headers={"Authorization": "Bearer s3cret"})[0] == 200
+finally:
+    proc.send_signal(signal.SIGTERM)
+    out = proc.communicate(timeout=30)[0].decode()
+    assert proc.returncode == 0
+    assert "s3cret" not in out, "the API key reached the log"
+print("ok")

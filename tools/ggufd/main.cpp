@@ -1,0 +1,124 @@
+// ggufd: the model-serving daemon. Loads the configured GGUF models (or the built-in demo),
+// serves the OpenAI-style HTTP API, and shuts down gracefully on SIGINT/SIGTERM.
+#include <signal.h>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <cstdio>
+#include <vector>
+
+#include "config/config.h"
+#include "config/logging.h"
+#include "engine/kernels/cpu_features.h"
+#include "server/engine_backend.h"
+#include "server/metrics/metrics.h"
+#include "server/server.h"
+
+namespace {
+
+constexpr auto kShutdownDeadline = std::chrono::seconds(10);
+
+ggufd::scheduler::SchedulerParams scheduler_params(const ggufd::config::Config& c) {
+    ggufd::scheduler::SchedulerParams p;
+    p.n_slots = c.parallel;
+    p.n_ctx = c.ctx_size;
+    p.batch_size = c.batch_size;
+    p.n_threads = c.threads;
+    return p;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    using namespace ggufd;
+    config::LoadResult loaded;
+    try {
+        loaded = config::load(argc, argv, config::process_environment());
+    } catch (const config::ConfigError& e) {
+        std::fprintf(stderr, "ggufd: %s\n", e.what());
+        return 2;
+    }
+    if (loaded.exit_now) {
+        std::printf("%s\n", loaded.message.c_str());
+        return 0;
+    }
+    const config::Config& cfg = loaded.config;
+    config::setup_logging(cfg.log_format, cfg.log_level);
+
+    // Every thread started from here on inherits this mask; the main thread waits for the
+    // signals with sigwait, so no handler runs inside other code.
+    sigset_t signals;
+    sigemptyset(&signals);
+    sigaddset(&signals, SIGINT);
+    sigaddset(&signals, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+    signal(SIGPIPE, SIG_IGN);
+
+    spdlog::info("ggufd starting; CPU features: {}", kernels::cpu_features().describe());
+    metrics::Metrics metrics;
+    server::ModelRegistry registry;
+    auto observe = [&metrics](server::EngineBackend& b) {
+        metrics::ModelMetrics& mm = metrics.for_model(b.name());
+        mm.set_load_seconds(b.load_seconds());
+        mm.set_total_slots(b.scheduler().n_slots());
+        mm.set_kv_cells(0, int64_t{b.scheduler().n_slots()} * b.scheduler().context_size());
+        metrics.watch_scheduler(b.name(), std::shared_ptr<const scheduler::SchedulerStats>(
+                                              b.shared_from_this(), &b.scheduler().stats()));
+    };
+    const scheduler::SchedulerParams params = scheduler_params(cfg);
+    if (cfg.models.empty()) {
+        auto demo = server::make_demo_backend(params);
+        observe(*demo);
+        registry.add(std::move(demo));
+        spdlog::warn(
+            "no model configured: serving the built-in demo '{}' (random weights; it writes "
+            "gibberish). "
+            "Serve a real model with: ggufd --model NAME=path/to/model.gguf",
+            server::kDemoModelName);
+    }
+    for (const config::ModelSpec& spec : cfg.models) {
+        try {
+            server::EngineBackendOptions options;
+            options.name = spec.name;
+            options.scheduler = params;
+            auto backend = server::EngineBackend::load(spec.path, options);
+            spdlog::info("model '{}' loaded from {} in {:.3f} s ({}, {} slots of {} tokens)",
+                         spec.name, spec.path, backend->load_seconds(),
+                         backend->model().hparams().arch, params.n_slots,
+                         backend->scheduler().context_size());
+            observe(*backend);
+            registry.add(std::move(backend));
+        } catch (const std::bad_alloc&) {
+            spdlog::critical(
+                "model '{}': out of memory for its KV cache; lower --ctx-size or --parallel",
+                spec.name);
+            return 1;
+        } catch (const std::exception& e) {
+            spdlog::critical("model '{}' ({}): {}", spec.name, spec.path, e.what());
+            return 1;
+        }
+    }
+
+    try {
+        server::ServerOptions options = server::server_options_from_config(cfg);
+        options.api.metrics = [&metrics] { return metrics.render(); };
+        options.on_access = [&metrics](const server::AccessInfo& a, int status, double total_s) {
+            metrics.on_request(a.route, a.model, status, total_s);
+            if (a.time_to_first_token_s >= 0)
+                metrics.on_first_token(a.model, a.time_to_first_token_s);
+        };
+        server::Server http(registry, options);
+        http.start();
+        spdlog::info("listening on http://{}:{}", cfg.host, http.port());
+        int sig = 0;
+        sigwait(&signals, &sig);
+        spdlog::info("{} received: finishing in-flight requests (at most {} s)",
+                     sig == SIGINT ? "SIGINT" : "SIGTERM", kShutdownDeadline.count());
+        http.stop(kShutdownDeadline);
+    } catch (const std::exception& e) {
+        spdlog::critical("server: {}", e.what());
+        return 1;
+    }
+    spdlog::info("stopped");
+    return 0;
+}
