@@ -78,6 +78,12 @@ TEST(FuzzReplay, ModelSeedsLoadAndEvaluate) {
     EXPECT_EQ(replay(kCorpus / "fuzz_model", ggufd::fuzz::fuzz_model_one), n);
 }
 
+TEST(FuzzReplay, HttpRequestSeedsAreAccepted) {
+    const size_t n = files_in(kCorpus / "fuzz_http_request").size();
+    ASSERT_GE(n, 4u);
+    EXPECT_EQ(replay(kCorpus / "fuzz_http_request", ggufd::fuzz::fuzz_http_request_one), n);
+}
+
 // Inputs that once crashed a target or broke an invariant (see docs/reliability.md).
 TEST(FuzzReplay, FoundInputsStayFixed) {
     replay(kFound / "fuzz_gguf", ggufd::fuzz::fuzz_gguf_one);
@@ -85,6 +91,7 @@ TEST(FuzzReplay, FoundInputsStayFixed) {
     replay(kFound / "fuzz_tokenizer", ggufd::fuzz::fuzz_tokenizer_one);
     replay(kFound / "fuzz_json_request", ggufd::fuzz::fuzz_json_request_one);
     replay(kFound / "fuzz_model", ggufd::fuzz::fuzz_model_one);
+    replay(kFound / "fuzz_http_request", ggufd::fuzz::fuzz_http_request_one);
 }
 
 }  // namespace

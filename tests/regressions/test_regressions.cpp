@@ -9,6 +9,8 @@
 #include "engine/model/model.h"
 #include "engine/model/random_model.h"
 #include "gguf/file.h"
+#include "server/api_error.h"
+#include "server/requests.h"
 
 namespace {
 
@@ -79,6 +81,33 @@ TEST(ModelLoadRegression, RopeFrequenciesMustBeFinite) {
                   std::string::npos)
             << factor << ": " << error;
     }
+}
+
+std::string nested(size_t depth, const std::string& inner = "1") {
+    return std::string(depth, '[') + inner + std::string(depth, ']');
+}
+
+// Found while writing the JSON targets, reproduced through fuzz_http_request: a 200 KB chat body
+// whose content nests 100000 arrays parsed fine (nlohmann parses without recursion), then
+// overflowed the stack when the messages were copied (copies recurse per level). Any client could
+// crash the daemon with one request under the 4 MB body limit.
+TEST(ServerRequestRegression, DeepNestingIsRefusedBeforeParsing) {
+    const auto chat = [](const std::string& content) {
+        return R"({"messages": [{"role": "user", "content": )" + content + "}]}";
+    };
+    try {
+        (void)ggufd::server::parse_json_body(chat(nested(100000)));
+        ADD_FAILURE() << "a body nested 100000 deep was accepted";
+    } catch (const ggufd::server::ApiError& e) {
+        EXPECT_EQ(e.status(), 400);
+        EXPECT_NE(std::string(e.what()).find("deeper than 64"), std::string::npos) << e.what();
+    }
+    // The limit counts every level: three here (the body, the messages array, the message) ...
+    EXPECT_NO_THROW((void)ggufd::server::parse_json_body(chat(nested(61))));
+    EXPECT_THROW((void)ggufd::server::parse_json_body(chat(nested(63))), ggufd::server::ApiError);
+    // ... and not brackets inside strings, escaped quotes included.
+    const std::string text = "\"\\\"" + std::string(1000, '[') + "\"";
+    EXPECT_NO_THROW((void)ggufd::server::parse_json_body(chat(text)));
 }
 
 }  // namespace
