@@ -4,7 +4,7 @@
 # leak, an out-of-memory or a timeout; the input that caused it is left in
 # build-fuzz/artifacts/<target>/ (replay it: build-fuzz/bin/<target> <file>).
 #
-#   scripts/fuzz.sh [SECONDS] [TARGET...]     default: 60 seconds for each of the five targets
+#   scripts/fuzz.sh [SECONDS] [TARGET...]     default: 60 seconds for each of the six targets
 #
 # The committed seeds (fuzz/corpus/<target>) are copied into build-fuzz/work/<target>, which keeps
 # what the fuzzer learns between runs on this machine; the repository's corpus never grows. Without
@@ -16,7 +16,7 @@ seconds="${1:-60}"
 shift || true
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-    targets=(fuzz_gguf fuzz_model fuzz_template fuzz_tokenizer fuzz_json_request)
+    targets=(fuzz_gguf fuzz_model fuzz_template fuzz_tokenizer fuzz_json_request fuzz_http_request)
 fi
 build=build-fuzz
 
@@ -63,7 +63,9 @@ for t in "${targets[@]}"; do
     cp -n fuzz/corpus/"$t"/* "$work"/ 2>/dev/null || true
     args=(-max_total_time="$seconds" -timeout=25 -rss_limit_mb=2048 -max_len="$(max_len "$t")"
           -artifact_prefix="$artifacts/" -print_final_stats=1 -close_fd_mask=1)
-    if [ -f "fuzz/dict/$t.dict" ]; then args+=(-dict="fuzz/dict/$t.dict"); fi
+    dict="fuzz/dict/$t.dict"
+    if [ "$t" = fuzz_http_request ]; then dict=fuzz/dict/fuzz_json_request.dict; fi
+    if [ -f "$dict" ]; then args+=(-dict="$dict"); fi
     log="$build/logs/$t.log"
     echo "fuzz.sh: $t for ${seconds}s (log: $log)"
     start=$(date +%s)

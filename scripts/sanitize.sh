@@ -63,9 +63,13 @@ tsan_cases="Thread|Concurren"
 # (4 tasks where the test expects 3, all asleep): not a race, left out under TSan.
 tsan_skip="ThreadPool.IdleWorkersStopSpinning"
 run_tsan() {
+    # GCC warns (-Wtsan) that TSan does not model std::atomic_thread_fence, which Boost.Asio's
+    # handler invocation uses; a warning about the tool, not the code, so not an error here.
+    local flags=""
+    if ! "${CXX:-c++}" --version 2>/dev/null | grep -q clang; then flags="-Wno-tsan"; fi
     phase "tsan configure" cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-        -DGGUFD_SANITIZE=thread -DGGUFD_BUILD_BENCHMARKS=OFF -DGGUFD_WERROR="$werror" >/dev/null ||
-        return 1
+        -DGGUFD_SANITIZE=thread -DGGUFD_BUILD_BENCHMARKS=OFF -DGGUFD_WERROR="$werror" \
+        -DCMAKE_CXX_FLAGS="$flags" >/dev/null || return 1
     # The server's test executables join the whole-run list as soon as they exist.
     local whole=("${tsan_whole[@]}") server_tests
     mapfile -t server_tests < <(sed -n 's/^build tests\/\(test_server[^: ]*\):.*/\1/p' \
