@@ -1,5 +1,6 @@
 #include "server/requests.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -249,9 +250,39 @@ void parse_common(const json& body, const ApiLimits& limits, GenerationOptions& 
     get_string(body, "user");  // accepted for compatibility, checked, unused
 }
 
+// Deepest nesting of arrays and objects in a JSON text (string contents skipped).
+size_t nesting_depth(std::string_view text) {
+    size_t depth = 0, deepest = 0;
+    bool in_string = false;
+    for (size_t i = 0; i < text.size(); ++i) {
+        const char c = text[i];
+        if (in_string) {
+            if (c == '\\')
+                ++i;
+            else if (c == '"')
+                in_string = false;
+        } else if (c == '"') {
+            in_string = true;
+        } else if (c == '[' || c == '{') {
+            deepest = std::max(deepest, ++depth);
+        } else if ((c == ']' || c == '}') && depth > 0) {
+            --depth;
+        }
+    }
+    return deepest;
+}
+
 }  // namespace
 
 json parse_json_body(std::string_view body) {
+    // nlohmann parses any nesting without recursion, but copying, comparing or printing the result
+    // recurses once per level: a 200 KB body of nested '[' overflowed the stack when the chat
+    // messages were copied (reproduced through fuzz_http_request). Requests never need this.
+    constexpr size_t kMaxNesting = 64;
+    if (nesting_depth(body) > kMaxNesting) {
+        throw ApiError::bad_request("the request body nests arrays and objects deeper than " +
+                                    std::to_string(kMaxNesting) + " levels");
+    }
     json parsed = json::parse(body, nullptr, /*allow_exceptions=*/false);
     if (parsed.is_discarded()) throw ApiError::bad_request("the request body is not valid JSON");
     if (!parsed.is_object()) throw ApiError::bad_request("the request body must be a JSON object");

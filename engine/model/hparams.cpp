@@ -73,14 +73,19 @@ HParams read_hparams(const gguf::File& f) {
     if (hp.head_dim_k == 0 || hp.head_dim_v == 0) refuse("attention head size is 0");
 
     hp.n_rot = f.get_or<uint32_t>(p + "rope.dimension_count", hp.head_dim_k);
-    if (hp.n_rot > hp.head_dim_k || hp.n_rot % 2 != 0) {
+    // 0 would pass the other checks but the RoPE kernel needs at least one pair to rotate.
+    if (hp.n_rot < 2 || hp.n_rot > hp.head_dim_k || hp.n_rot % 2 != 0) {
         refuse(p + "rope.dimension_count (" + std::to_string(hp.n_rot) +
-               ") must be even and at most the head size (" + std::to_string(hp.head_dim_k) + ")");
+               ") must be even, at least 2 and at most the head size (" +
+               std::to_string(hp.head_dim_k) + ")");
     }
     hp.rope_ordering = traits->rope_ordering;
     hp.qkv_bias = traits->qkv_bias;
     hp.rope_freq_base = f.get_or<float>(p + "rope.freq_base", 10000.0f);
-    if (!(hp.rope_freq_base > 0.0f)) refuse(p + "rope.freq_base must be positive");
+    // Finite too: a float64 key beyond float's range arrives here as infinity.
+    if (!(hp.rope_freq_base > 0.0f) || !std::isfinite(hp.rope_freq_base)) {
+        refuse(p + "rope.freq_base must be a positive finite number");
+    }
 
     // Scaling: the newer rope.scaling.* keys, or the older rope.scale_linear.
     const std::string scaling = f.get_or<std::string>(p + "rope.scaling.type", "");
@@ -97,7 +102,11 @@ HParams read_hparams(const gguf::File& f) {
         hp.rope_scale_factor = f.get_or<float>(p + "rope.scale_linear", 1.0f);
         if (hp.rope_scale_factor != 1.0f && scaling.empty()) hp.rope_scaling = RopeScaling::linear;
     }
-    if (!(hp.rope_scale_factor > 0.0f)) refuse(p + "rope scaling factor must be positive");
+    // The kernels use 1/factor: that must be finite as well as the factor.
+    if (!(hp.rope_scale_factor > 0.0f) || !std::isfinite(hp.rope_scale_factor) ||
+        !std::isfinite(1.0f / hp.rope_scale_factor)) {
+        refuse(p + "rope scaling factor must be a positive finite number with a finite inverse");
+    }
     if (hp.rope_scaling == RopeScaling::none) hp.rope_scale_factor = 1.0f;
     hp.rope_n_ctx_orig =
         f.get_or<uint32_t>(p + "rope.scaling.original_context_length", hp.n_ctx_train);

@@ -1,5 +1,6 @@
 #include "engine/model/weights.h"
 
+#include <algorithm>
 #include <initializer_list>
 #include <string>
 
@@ -64,10 +65,13 @@ Weights bind_weights(const gguf::File& file, const HParams& hp) {
         w.output = w.tok_embd;
         w.tied_output = true;
     }
-    w.layers.resize(hp.n_layer);
+    // Layers are appended as they bind, so a file claiming more layers than it holds fails at the
+    // first missing tensor instead of sizing the table by block_count alone (a 5 KB file claiming
+    // 16 M layers asked for 1.8 GB; 2^32-1 layers threw std::bad_alloc).
+    w.layers.reserve(std::min<size_t>(hp.n_layer, file.tensors().size()));
     for (uint32_t i = 0; i < hp.n_layer; ++i) {
         const std::string p = "blk." + std::to_string(i) + ".";
-        LayerWeights& l = w.layers[i];
+        LayerWeights& l = w.layers.emplace_back();
         l.attn_norm = b.require(p + "attn_norm.weight", {embd});
         l.wq = b.require(p + "attn_q.weight", {embd, q_out});
         l.wk = b.require(p + "attn_k.weight", {embd, k_out});

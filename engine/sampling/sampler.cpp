@@ -321,8 +321,10 @@ Sampler::Sampler(const SamplingParams& params, int32_t n_vocab)
                 << token;
             throw std::invalid_argument(msg.str());
         }
-        auto it = std::find_if(bias_.begin(), bias_.end(),
-                               [&](const auto& b) { return b.first == token; });
+        // A copy, not the binding: lambdas may capture structured bindings only from clang 16.
+        const int32_t id = token;
+        auto it =
+            std::find_if(bias_.begin(), bias_.end(), [&](const auto& b) { return b.first == id; });
         if (it == bias_.end())
             bias_.emplace_back(token, bias);
         else

@@ -14,15 +14,27 @@ using scheduler::FinishReason;
 
 class RecordingChannel : public ResponseChannel {
   public:
-    void respond(HttpResponse r) override { response = std::move(r); }
+    void respond(HttpResponse r) override {
+        response = std::move(r);
+        release();
+    }
     void start_stream(HttpResponse head) override { stream_head = std::move(head); }
     void send_chunk(std::string data) override { chunks.push_back(std::move(data)); }
-    void end_stream() override { ended = true; }
+    void end_stream() override {
+        ended = true;
+        release();
+    }
     void hold(std::shared_ptr<Exchange> e) override { held = std::move(e); }
     Poster poster() override {
         return [this](std::function<void()> fn) { posted.push_back(std::move(fn)); };
     }
     AccessInfo& access() override { return info; }
+
+    // The response is complete: let the job go on a later turn, as the session does (it may be
+    // inside one of the job's own calls). Keeping it would leak the job <-> channel cycle.
+    void release() {
+        if (held) posted.push_back([ex = std::move(held)] {});
+    }
 
     // Runs what the sinks posted, like the session's strand would.
     void drain() {

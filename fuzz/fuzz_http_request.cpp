@@ -1,0 +1,125 @@
+// The server's request handling without the network: a query string and a JSON body go through
+// HttpRequest's query decoding, parse_json_body and the typed parser of one endpoint (completion,
+// chat, tokenize, detokenize), then the checks against a vocabulary; a chat request is rendered
+// with the default (ChatML) template the way the chat endpoint does.
+//
+// Must hold: every rejection is an ApiError with a 4xx status (the client gets a 400, the process
+// keeps running); whatever is accepted is within ApiLimits and passes the engine's own validate(),
+// so the scheduler never sees parameters it would refuse.
+//
+// Input layout: byte 0 picks the endpoint (bits 0-1) and whether the first line is a query
+// string (bit 2); the rest is the body.
+#include <string>
+#include <string_view>
+
+#include "engine/sampling/sampler.h"
+#include "engine/sampling/stop.h"
+#include "engine/template/chat_template.h"
+#include "fuzz/fuzz_support.h"
+#include "server/api_error.h"
+#include "server/http_types.h"
+#include "server/requests.h"
+
+namespace ggufd::fuzz {
+namespace {
+
+using nlohmann::json;
+using server::ApiLimits;
+constexpr int32_t kVocab = 100;
+
+void check_generation(const server::GenerationOptions& r, const ApiLimits& limits) {
+    check(r.n >= 1 && r.n <= limits.max_choices, "n within the limit");
+    check(r.stop.stop.size() <= static_cast<size_t>(limits.max_stop), "stop count within limit");
+    for (const std::string& s : r.stop.stop) {
+        check(!s.empty() && s.size() <= limits.max_stop_bytes, "stop strings within the limit");
+    }
+    check(r.sampling.logit_bias.size() <= static_cast<size_t>(limits.max_logit_bias),
+          "logit_bias within the limit");
+    check(r.sampling.top_logprobs <= limits.max_top_logprobs, "top_logprobs within the limit");
+    check(r.stop.max_tokens <= limits.max_tokens, "max_tokens within the limit");
+    // The engine must accept what the API accepted.
+    sampling::validate(r.sampling);
+    sampling::validate(r.stop);
+    try {
+        server::check_logit_bias(r.sampling, kVocab);
+        sampling::Sampler sampler(r.sampling, kVocab);
+    } catch (const server::ApiError& e) {
+        check(e.status() == 400, "logit_bias ids beyond the vocabulary are a 400");
+    }
+}
+
+void render_chat(const server::ChatRequest& r) {
+    static const tmpl::Template chatml = tmpl::Template::compile(tmpl::kChatMLTemplate);
+    tmpl::ChatContext chat;
+    chat.messages = r.messages;
+    chat.tools = r.tools;
+    chat.extra = r.extra_context;
+    chat.add_generation_prompt = true;
+    tmpl::RenderOptions options;
+    options.limits.max_steps = 50'000;
+    options.limits.max_output_bytes = 256u << 10;
+    try {
+        (void)chatml.render(tmpl::build_chat_context(chat), options);
+    } catch (const tmpl::TemplateError&) {  // the endpoint answers 400 with the message
+    }
+}
+
+}  // namespace
+
+bool fuzz_http_request_one(const uint8_t* data, size_t size) {
+    Input in(data, size);
+    const uint8_t selector = in.byte();
+    std::string_view body = in.rest();
+
+    server::HttpRequest request;
+    if (selector & 4) {
+        const size_t eol = body.find('\n');
+        request.query = std::string(body.substr(0, eol));
+        body = eol == std::string_view::npos ? std::string_view() : body.substr(eol + 1);
+        (void)request.query_param("model");
+        (void)request.query_param("a b");
+    }
+    request.headers = {{"content-type", "application/json"}, {"authorization", "Bearer x"}};
+    (void)request.header("authorization");
+
+    const ApiLimits limits;
+    try {
+        const json parsed = server::parse_json_body(body);
+        switch (selector & 3) {
+            case 0: {
+                const auto r = server::parse_completion_request(parsed, limits);
+                check(!r.prompts.empty(), "a completion has a prompt");
+                for (const auto& p : r.prompts) {
+                    if (p.is_tokens) server::check_token_ids(p.tokens, kVocab, "prompt");
+                }
+                check_generation(r, limits);
+                break;
+            }
+            case 1: {
+                const auto r = server::parse_chat_request(parsed, limits);
+                check(r.messages.is_array() &&
+                          r.messages.size() <= static_cast<size_t>(limits.max_messages),
+                      "messages is an array within the limit");
+                check_generation(r, limits);
+                render_chat(r);
+                break;
+            }
+            case 2:
+                (void)server::parse_tokenize_request(parsed);
+                break;
+            case 3: {
+                const auto r = server::parse_detokenize_request(parsed);
+                server::check_token_ids(r.tokens, kVocab, "tokens");
+                break;
+            }
+        }
+        return true;
+    } catch (const server::ApiError& e) {
+        check(e.status() >= 400 && e.status() < 500, "request errors are 4xx");
+        return false;
+    }
+}
+
+}  // namespace ggufd::fuzz
+
+GGUFD_FUZZ_ENTRY(fuzz_http_request_one)

@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets (fuzz/) with clang, AddressSanitizer and UBSan in build-fuzz/ and runs
+# each for a bounded time. Exits non-zero when any target reports a crash, a sanitizer error, a
+# leak, an out-of-memory or a timeout; the input that caused it is left in
+# build-fuzz/artifacts/<target>/ (replay it: build-fuzz/bin/<target> <file>).
+#
+#   scripts/fuzz.sh [SECONDS] [TARGET...]     default: 60 seconds for each of the six targets
+#
+# The committed seeds (fuzz/corpus/<target>) are copied into build-fuzz/work/<target>, which keeps
+# what the fuzzer learns between runs on this machine; the repository's corpus never grows. Without
+# clang or its libFuzzer runtime the script says so and exits 0.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+seconds="${1:-60}"
+shift || true
+targets=("$@")
+if [ ${#targets[@]} -eq 0 ]; then
+    targets=(fuzz_gguf fuzz_model fuzz_template fuzz_tokenizer fuzz_json_request fuzz_http_request)
+fi
+build=build-fuzz
+
+cxx=""
+for c in "${GGUFD_FUZZ_CXX:-}" clang++ clang++-14; do
+    if [ -n "$c" ] && command -v "$c" >/dev/null 2>&1; then cxx="$(command -v "$c")"; break; fi
+done
+if [ -z "$cxx" ]; then
+    echo "fuzz.sh: clang++ not found; skipping the fuzz run (apt-get install clang libclang-rt-dev)"
+    exit 0
+fi
+probe="$(mktemp -d)"
+trap 'rm -rf "$probe"' EXIT
+echo 'extern "C" int LLVMFuzzerTestOneInput(const unsigned char*, unsigned long) { return 0; }' \
+    >"$probe/probe.cpp"
+if ! "$cxx" -fsanitize=fuzzer,address,undefined "$probe/probe.cpp" -o "$probe/probe" 2>/dev/null; then
+    echo "fuzz.sh: $cxx cannot link libFuzzer (missing libclang-rt-dev?); skipping the fuzz run"
+    exit 0
+fi
+
+CXX="$cxx" cmake -S . -B "$build" -G Ninja -DGGUFD_FUZZ=ON -DGGUFD_BUILD_TESTS=OFF \
+    -DGGUFD_BUILD_BENCHMARKS=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build "$build" -j "${GGUFD_FUZZ_BUILD_JOBS:-2}" --target "${targets[@]}" >/dev/null
+
+# Longest input each target is given: enough for every structure it parses, small enough to keep
+# thousands of runs a second.
+max_len() {
+    case "$1" in
+        fuzz_gguf) echo 8192 ;;
+        fuzz_model) echo 16384 ;;
+        fuzz_tokenizer) echo 2048 ;;
+        *) echo 4096 ;;
+    esac
+}
+
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
+mkdir -p "$build/logs"
+failed=()
+summary=()
+for t in "${targets[@]}"; do
+    work="$build/work/$t"
+    artifacts="$build/artifacts/$t"
+    mkdir -p "$work" "$artifacts"
+    cp -n fuzz/corpus/"$t"/* "$work"/ 2>/dev/null || true
+    args=(-max_total_time="$seconds" -timeout=25 -rss_limit_mb=2048 -max_len="$(max_len "$t")"
+          -artifact_prefix="$artifacts/" -print_final_stats=1 -close_fd_mask=1)
+    dict="fuzz/dict/$t.dict"
+    if [ "$t" = fuzz_http_request ]; then dict=fuzz/dict/fuzz_json_request.dict; fi
+    if [ -f "$dict" ]; then args+=(-dict="$dict"); fi
+    log="$build/logs/$t.log"
+    echo "fuzz.sh: $t for ${seconds}s (log: $log)"
+    start=$(date +%s)
+    set +e
+    "$build/bin/$t" "${args[@]}" "$work" >"$log" 2>&1
+    status=$?
+    set -e
+    took=$(($(date +%s) - start))
+    runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n 1)
+    units=$(find "$work" -type f | wc -l)
+    if [ "$status" -ne 0 ]; then
+        failed+=("$t")
+        echo "fuzz.sh: $t FAILED (exit $status):"
+        grep -E '^(==[0-9]+==ERROR|SUMMARY|.*runtime error|terminate called|  what\(\)|artifact_prefix)' \
+            "$log" | head -n 20 || true
+        summary+=("$t: FAILED after ${took}s (${runs:-?} runs); see $log")
+    else
+        summary+=("$t: ok, ${runs:-?} runs in ${took}s, corpus $units inputs")
+    fi
+done
+
+echo
+printf '%s\n' "${summary[@]}"
+if [ ${#failed[@]} -ne 0 ]; then
+    echo "fuzz.sh: failures in: ${failed[*]}"
+    exit 1
+fi

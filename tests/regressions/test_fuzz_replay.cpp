@@ -1,0 +1,97 @@
+// Replays the fuzz targets over their committed seeds and over every input that once made one of
+// them fail. A target throws (or a sanitizer aborts) on a broken invariant, so each input passes
+// only when the code still handles it.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "fuzz/fuzz_support.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using Target = bool (*)(const uint8_t*, size_t);
+
+std::vector<uint8_t> read_file(const fs::path& path) {
+    std::ifstream in(path, std::ios::binary);
+    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+std::vector<fs::path> files_in(const fs::path& dir) {
+    std::vector<fs::path> out;
+    if (!fs::is_directory(dir)) return out;
+    for (const auto& e : fs::directory_iterator(dir)) {
+        if (e.is_regular_file()) out.push_back(e.path());
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+}
+
+// Runs every file; returns how many the target accepted (parsed / rendered / ...).
+size_t replay(const fs::path& dir, Target target) {
+    size_t accepted = 0;
+    for (const fs::path& file : files_in(dir)) {
+        SCOPED_TRACE(file.string());
+        const std::vector<uint8_t> bytes = read_file(file);
+        bool ok = false;
+        EXPECT_NO_THROW(ok = target(bytes.data(), bytes.size()));
+        accepted += ok;
+    }
+    return accepted;
+}
+
+const fs::path kCorpus = GGUFD_FUZZ_CORPUS_DIR;
+const fs::path kFound = GGUFD_REGRESSION_INPUTS_DIR;
+
+TEST(FuzzReplay, GgufSeedsAreValidFiles) {
+    const size_t n = files_in(kCorpus / "fuzz_gguf").size();
+    ASSERT_GE(n, 5u);
+    EXPECT_EQ(replay(kCorpus / "fuzz_gguf", ggufd::fuzz::fuzz_gguf_one), n);
+}
+
+TEST(FuzzReplay, TemplateSeeds) {
+    ASSERT_GE(files_in(kCorpus / "fuzz_template").size(), 4u);
+    // Most seeds render with the target's chat context (one raises on its roles, on purpose).
+    EXPECT_GE(replay(kCorpus / "fuzz_template", ggufd::fuzz::fuzz_template_one), 4u);
+}
+
+TEST(FuzzReplay, TokenizerSeeds) {
+    const size_t n = files_in(kCorpus / "fuzz_tokenizer").size();
+    ASSERT_GE(n, 4u);
+    EXPECT_EQ(replay(kCorpus / "fuzz_tokenizer", ggufd::fuzz::fuzz_tokenizer_one), n);
+}
+
+TEST(FuzzReplay, JsonRequestSeedsAreObjects) {
+    const size_t n = files_in(kCorpus / "fuzz_json_request").size();
+    ASSERT_GE(n, 4u);
+    EXPECT_EQ(replay(kCorpus / "fuzz_json_request", ggufd::fuzz::fuzz_json_request_one), n);
+}
+
+TEST(FuzzReplay, ModelSeedsLoadAndEvaluate) {
+    const size_t n = files_in(kCorpus / "fuzz_model").size();
+    ASSERT_GE(n, 2u);
+    EXPECT_EQ(replay(kCorpus / "fuzz_model", ggufd::fuzz::fuzz_model_one), n);
+}
+
+TEST(FuzzReplay, HttpRequestSeedsAreAccepted) {
+    const size_t n = files_in(kCorpus / "fuzz_http_request").size();
+    ASSERT_GE(n, 4u);
+    EXPECT_EQ(replay(kCorpus / "fuzz_http_request", ggufd::fuzz::fuzz_http_request_one), n);
+}
+
+// Inputs that once crashed a target or broke an invariant (see docs/reliability.md).
+TEST(FuzzReplay, FoundInputsStayFixed) {
+    replay(kFound / "fuzz_gguf", ggufd::fuzz::fuzz_gguf_one);
+    replay(kFound / "fuzz_template", ggufd::fuzz::fuzz_template_one);
+    replay(kFound / "fuzz_tokenizer", ggufd::fuzz::fuzz_tokenizer_one);
+    replay(kFound / "fuzz_json_request", ggufd::fuzz::fuzz_json_request_one);
+    replay(kFound / "fuzz_model", ggufd::fuzz::fuzz_model_one);
+    replay(kFound / "fuzz_http_request", ggufd::fuzz::fuzz_http_request_one);
+}
+
+}  // namespace
