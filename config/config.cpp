@@ -33,7 +33,10 @@ po::options_description settings_description() {
         ("parallel", po::value<std::string>(), "concurrent sequences per model (default 4)")
         ("ctx-size,c", po::value<std::string>(), "context tokens per sequence (default: the model's, at most 4096)")
         ("batch-size,b", po::value<std::string>(), "token budget of one engine step (default 512)")
-        ("api-key", po::value<std::string>(), "require this bearer token on API requests")
+        ("api-key", po::value<std::string>(), "require a bearer token on API requests: one key, or several separated by commas")
+        ("api-key-file", po::value<std::string>(), "read accepted API keys from this file, one per line (adds to --api-key)")
+        ("metrics-public", po::value<std::string>(), "serve /metrics without an API key: true or false (default false)")
+        ("io-threads", po::value<std::string>(), "HTTP I/O threads, apart from the inference threads (default 2)")
         ("log-format", po::value<std::string>(), "text or json (default text)")
         ("log-level", po::value<std::string>(), "trace, debug, info, warn, error (default info)");
     // clang-format on
@@ -79,6 +82,35 @@ std::vector<std::string> split_commas(const std::string& s) {
         if (!item.empty()) out.push_back(item);
     }
     return out;
+}
+
+bool parse_bool(const std::string& text, const std::string& setting, const std::string& source) {
+    if (text == "true" || text == "1" || text == "yes" || text == "on") return true;
+    if (text == "false" || text == "0" || text == "no" || text == "off") return false;
+    throw ConfigError("invalid " + setting + " (from " + source + "): '" + text +
+                      "' is not true or false");
+}
+
+// One key per line; blank lines and lines starting with # are skipped, surrounding whitespace
+// is not part of a key. The keys themselves never appear in a message.
+std::vector<std::string> read_key_file(const std::string& path, const std::string& source) {
+    std::ifstream in(path);
+    if (!in) {
+        throw ConfigError("invalid api-key-file (from " + source + "): cannot read '" + path + "'");
+    }
+    std::vector<std::string> keys;
+    std::string line;
+    while (std::getline(in, line)) {
+        const size_t b = line.find_first_not_of(" \t\r");
+        if (b == std::string::npos || line[b] == '#') continue;
+        const size_t e = line.find_last_not_of(" \t\r");
+        keys.push_back(line.substr(b, e - b + 1));
+    }
+    if (keys.empty()) {
+        throw ConfigError("invalid api-key-file (from " + source + "): '" + path +
+                          "' holds no key");
+    }
+    return keys;
 }
 
 }  // namespace
@@ -250,7 +282,16 @@ LoadResult load(int argc, const char* const* argv, const std::map<std::string, s
         c.ctx_size = parse_int<int>(*v, "ctx-size", source("ctx-size"), 0, 1 << 24);
     if (auto* v = text("batch-size"))
         c.batch_size = parse_int<int>(*v, "batch-size", source("batch-size"), 1, 1 << 20);
-    if (auto* v = text("api-key")) c.api_key = *v;
+    if (auto* v = text("api-key")) c.api_keys = split_commas(*v);
+    if (auto* v = text("api-key-file")) {
+        for (std::string& key : read_key_file(*v, source("api-key-file"))) {
+            c.api_keys.push_back(std::move(key));
+        }
+    }
+    if (auto* v = text("metrics-public"))
+        c.metrics_public = parse_bool(*v, "metrics-public", source("metrics-public"));
+    if (auto* v = text("io-threads"))
+        c.io_threads = parse_int<int>(*v, "io-threads", source("io-threads"), 1, 64);
     if (auto* v = text("log-level")) c.log_level = *v;
     if (auto* v = text("log-format")) {
         if (*v == "text")

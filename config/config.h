@@ -30,12 +30,14 @@ struct Config {
     std::vector<ModelSpec> models;
     std::string host = "127.0.0.1";
     uint16_t port = 8080;
-    int threads = 0;          // inference threads; 0 = one per physical core
-    int parallel = 4;         // concurrent sequences (slots) per model
-    int ctx_size = 0;         // tokens of context per slot; 0 = the model's, capped at 4096
-    int batch_size = 512;     // token budget of one engine step
-    std::string api_key;      // empty = no authentication; never logged
-    std::string config_file;  // the file the settings were read from, if any
+    int threads = 0;       // inference threads; 0 = one per physical core
+    int parallel = 4;      // concurrent sequences (slots) per model
+    int ctx_size = 0;      // tokens of context per slot; 0 = the model's, capped at 4096
+    int batch_size = 512;  // token budget of one engine step
+    std::vector<std::string> api_keys;  // none = no authentication; never logged
+    bool metrics_public = false;        // serve /metrics without a key
+    int io_threads = 2;                 // HTTP threads, apart from the inference threads
+    std::string config_file;            // the file the settings were read from, if any
     LogFormat log_format = LogFormat::text;
     std::string log_level = "info";
 };

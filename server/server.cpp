@@ -30,7 +30,9 @@ ServerOptions server_options_from_config(const config::Config& config) {
     ServerOptions o;
     o.host = config.host;
     o.port = config.port;
-    if (!config.api_key.empty()) o.api.api_keys.push_back(config.api_key);
+    o.io_threads = config.io_threads;
+    o.api.api_keys = config.api_keys;
+    o.api.metrics_public = config.metrics_public;
     return o;
 }
 

@@ -35,7 +35,8 @@ struct ServerOptions {
     std::function<void(const AccessInfo& access, int status, double total_seconds)> on_access;
 };
 
-// host, port and api_key from the daemon's configuration; the rest keeps its defaults.
+// Listening address, I/O threads and authentication from the daemon's configuration; the rest
+// keeps its defaults.
 ServerOptions server_options_from_config(const config::Config& config);
 
 class Server {

@@ -178,3 +178,39 @@ TEST(Logging, SetupRejectsUnknownLevelAndCanBeRepeated) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(Config, ApiKeysFromFlagListAndFile) {
+    EXPECT_TRUE(load({}).config.api_keys.empty());
+    EXPECT_EQ(load({"--api-key", "sk-a,sk-b"}).config.api_keys,
+              (std::vector<std::string>{"sk-a", "sk-b"}));
+    TempFile keys("# team keys\n  sk-file-1  \n\nsk-file-2\r\n");
+    EXPECT_EQ(load({"--api-key", "sk-a", "--api-key-file", keys.path()}).config.api_keys,
+              (std::vector<std::string>{"sk-a", "sk-file-1", "sk-file-2"}));
+    EXPECT_EQ(load({}, {{"GGUFD_API_KEY_FILE", keys.path()}}).config.api_keys.size(), 2u);
+}
+
+TEST(Config, ApiKeyFileErrorsNameTheSettingButNeverAKey) {
+    const std::string missing = error_of({"--api-key-file", "/nonexistent/keys"});
+    EXPECT_NE(missing.find("api-key-file"), std::string::npos) << missing;
+    EXPECT_NE(missing.find("/nonexistent/keys"), std::string::npos) << missing;
+    TempFile empty("# nothing here\n\n");
+    const std::string none = error_of({"--api-key-file", empty.path()});
+    EXPECT_NE(none.find("holds no key"), std::string::npos) << none;
+    // A bad neighbouring setting's message does not echo the keys.
+    const std::string other = error_of({"--api-key", "sk-secret", "--port", "x"});
+    EXPECT_EQ(other.find("sk-secret"), std::string::npos) << other;
+}
+
+TEST(Config, MetricsPublicAndIoThreads) {
+    EXPECT_FALSE(load({}).config.metrics_public);
+    EXPECT_TRUE(load({"--metrics-public", "true"}).config.metrics_public);
+    EXPECT_FALSE(load({}, {{"GGUFD_METRICS_PUBLIC", "off"}}).config.metrics_public);
+    EXPECT_NE(error_of({"--metrics-public", "maybe"}).find("metrics-public"), std::string::npos);
+    EXPECT_EQ(load({}).config.io_threads, 2);
+    EXPECT_EQ(load({"--io-threads", "4"}).config.io_threads, 4);
+    EXPECT_NE(error_of({"--io-threads", "0"}).find("io-threads"), std::string::npos);
+}
+
+}  // namespace
