@@ -2,6 +2,7 @@
 
 #include <boost/program_options.hpp>
 
+#include <algorithm>
 #include <charconv>
 #include <cstdlib>
 #include <filesystem>
@@ -33,6 +34,8 @@ po::options_description settings_description() {
         ("parallel", po::value<std::string>(), "concurrent sequences per model (default 4)")
         ("ctx-size,c", po::value<std::string>(), "context tokens per sequence (default: the model's, at most 4096)")
         ("batch-size,b", po::value<std::string>(), "token budget of one engine step (default 512)")
+        ("queue-size", po::value<std::string>(), "requests per model waiting for a slot before 503 (default 64)")
+        ("chat-template-file", po::value<std::vector<std::string>>(), "Jinja chat template replacing the model's: PATH for every model, or NAME=PATH for one (repeatable)")
         ("api-key", po::value<std::string>(), "require a bearer token on API requests: one key, or several separated by commas")
         ("api-key-file", po::value<std::string>(), "read accepted API keys from this file, one per line (adds to --api-key)")
         ("metrics-public", po::value<std::string>(), "serve /metrics without an API key: true or false (default false)")
@@ -91,13 +94,21 @@ bool parse_bool(const std::string& text, const std::string& setting, const std::
                       "' is not true or false");
 }
 
+// A whole file as text, for settings that name a file; `where` names the setting and source.
+std::string read_text_file(const std::string& path, const std::string& where) {
+    std::ifstream in(path, std::ios::binary);
+    std::ostringstream text;
+    if (!in || !(text << in.rdbuf())) {
+        throw ConfigError("invalid " + where + ": cannot read '" + path + "'");
+    }
+    return text.str();
+}
+
 // One key per line; blank lines and lines starting with # are skipped, surrounding whitespace
 // is not part of a key. The keys themselves never appear in a message.
 std::vector<std::string> read_key_file(const std::string& path, const std::string& source) {
-    std::ifstream in(path);
-    if (!in) {
-        throw ConfigError("invalid api-key-file (from " + source + "): cannot read '" + path + "'");
-    }
+    const std::string where = "api-key-file (from " + source + ")";
+    std::istringstream in(read_text_file(path, where));
     std::vector<std::string> keys;
     std::string line;
     while (std::getline(in, line)) {
@@ -106,10 +117,7 @@ std::vector<std::string> read_key_file(const std::string& path, const std::strin
         const size_t e = line.find_last_not_of(" \t\r");
         keys.push_back(line.substr(b, e - b + 1));
     }
-    if (keys.empty()) {
-        throw ConfigError("invalid api-key-file (from " + source + "): '" + path +
-                          "' holds no key");
-    }
+    if (keys.empty()) throw ConfigError("invalid " + where + ": '" + path + "' holds no key");
     return keys;
 }
 
@@ -175,6 +183,15 @@ void validate(const Config& c, const Sources& sources) {
         throw ConfigError("invalid ctx-size (from " + from("ctx-size") + "): must be >= 0");
     if (c.batch_size < 1)
         throw ConfigError("invalid batch-size (from " + from("batch-size") + "): must be >= 1");
+    for (const auto& [name, text] : c.chat_templates) {
+        const bool known =
+            name.empty() || std::any_of(c.models.begin(), c.models.end(),
+                                        [&](const ModelSpec& m) { return m.name == name; });
+        if (!known) {
+            throw ConfigError("invalid chat-template-file (from " + from("chat-template-file") +
+                              "): no model is named '" + name + "'");
+        }
+    }
     static const std::set<std::string> kLevels = {"trace", "debug",    "info", "warn",
                                                   "error", "critical", "off"};
     if (!kLevels.contains(c.log_level)) {
@@ -224,7 +241,7 @@ LoadResult load(int argc, const char* const* argv, const std::map<std::string, s
         env_options.emplace("config", it->second);
     for (const auto& [name, value] : env_options) {
         if (vm.count(name)) continue;  // the command line wins
-        if (name == "model") {
+        if (name == "model" || name == "chat-template-file") {
             vm.emplace(name, po::variable_value(boost::any(split_commas(value)), false));
         } else {
             vm.emplace(name, po::variable_value(boost::any(value), false));
@@ -282,6 +299,24 @@ LoadResult load(int argc, const char* const* argv, const std::map<std::string, s
         c.ctx_size = parse_int<int>(*v, "ctx-size", source("ctx-size"), 0, 1 << 24);
     if (auto* v = text("batch-size"))
         c.batch_size = parse_int<int>(*v, "batch-size", source("batch-size"), 1, 1 << 20);
+    if (auto* v = text("queue-size"))
+        c.queue_size = parse_int<int>(*v, "queue-size", source("queue-size"), 0, 1 << 20);
+    if (vm.count("chat-template-file")) {
+        for (const std::string& item : vm["chat-template-file"].as<std::vector<std::string>>()) {
+            const size_t eq = item.find('=');
+            const std::string name = eq == std::string::npos ? "" : item.substr(0, eq);
+            const std::string path = eq == std::string::npos ? item : item.substr(eq + 1);
+            const std::string where =
+                "chat-template-file (from " + source("chat-template-file") + ")";
+            if (path.empty())
+                throw ConfigError("invalid " + where + ": '" + item + "' has no path");
+            if (!c.chat_templates.emplace(name, read_text_file(path, where)).second) {
+                throw ConfigError(
+                    "invalid " + where + ": two templates for " +
+                    (name.empty() ? std::string("every model") : "model '" + name + "'"));
+            }
+        }
+    }
     if (auto* v = text("api-key")) c.api_keys = split_commas(*v);
     if (auto* v = text("api-key-file")) {
         for (std::string& key : read_key_file(*v, source("api-key-file"))) {

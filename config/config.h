@@ -34,6 +34,10 @@ struct Config {
     int parallel = 4;      // concurrent sequences (slots) per model
     int ctx_size = 0;      // tokens of context per slot; 0 = the model's, capped at 4096
     int batch_size = 512;  // token budget of one engine step
+    int queue_size = 64;   // requests per model waiting for a slot; beyond it 503
+    // Chat templates replacing the models' own tokenizer.chat_template: model name -> Jinja
+    // source; the key "" applies to every model without an entry of its own.
+    std::map<std::string, std::string> chat_templates;
     std::vector<std::string> api_keys;  // none = no authentication; never logged
     bool metrics_public = false;        // serve /metrics without a key
     int io_threads = 2;                 // HTTP threads, apart from the inference threads

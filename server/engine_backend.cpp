@@ -167,7 +167,8 @@ Json EngineBackend::describe(bool full) const {
     return d;
 }
 
-std::shared_ptr<EngineBackend> make_demo_backend(const scheduler::SchedulerParams& params) {
+std::shared_ptr<EngineBackend> make_demo_backend(const scheduler::SchedulerParams& params,
+                                                 std::optional<std::string> chat_template) {
     model::RandomModelSpec spec;
     spec.name = kDemoModelName;
     spec.n_embd = 256;
@@ -183,6 +184,7 @@ std::shared_ptr<EngineBackend> make_demo_backend(const scheduler::SchedulerParam
     EngineBackendOptions options;
     options.name = kDemoModelName;
     options.scheduler = params;
+    options.chat_template = std::move(chat_template);
     return EngineBackend::from_model(std::move(model), options);
 }
 

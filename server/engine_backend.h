@@ -64,8 +64,9 @@ class EngineBackend final : public ModelBackend,
 };
 
 // The built-in demo served when no model is configured: random weights with a byte-level
-// vocabulary, made in memory (a few MB, no file).
-std::shared_ptr<EngineBackend> make_demo_backend(const scheduler::SchedulerParams& params);
+// vocabulary, made in memory (a few MB, no file). `chat_template` replaces its ChatML template.
+std::shared_ptr<EngineBackend> make_demo_backend(const scheduler::SchedulerParams& params,
+                                                 std::optional<std::string> chat_template = {});
 inline constexpr const char* kDemoModelName = "demo-random";
 
 }  // namespace ggufd::server

@@ -13,6 +13,7 @@ import socket
 import subprocess
 import sys
 import threading
+import tempfile
 import time
 
 bin_dir = sys.argv[1]
@@ -137,4 +138,17 @@ finally:
     out = proc.communicate(timeout=30)[0].decode()
     assert proc.returncode == 0
     assert "s3cret" not in out, "the API key reached the log"
+# A configured chat template replaces the model's (here the ChatML fallback).
+with tempfile.NamedTemporaryFile("w", suffix=".jinja") as t:
+    t.write("{{ raise_exception('override in use: ' ~ messages[0]['content']) }}")
+    t.flush()
+    proc, port = start("--chat-template-file", f"stories={t.name}")
+    try:
+        status, payload, _ = request(port, "POST", "/v1/chat/completions",
+                                     {"messages": [{"role": "user", "content": "Hi"}]})
+        assert status == 400, (status, payload)
+        assert "override in use: Hi" in json.loads(payload)["error"]["message"], payload
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=30)
 print("ok")

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <optional>
 #include <vector>
 
 #include "config/config.h"
@@ -24,7 +25,17 @@ ggufd::scheduler::SchedulerParams scheduler_params(const ggufd::config::Config& 
     p.n_ctx = c.ctx_size;
     p.batch_size = c.batch_size;
     p.n_threads = c.threads;
+    p.max_queue = c.queue_size;
     return p;
+}
+
+// The configured chat template for a model: its own entry, else the one for every model.
+std::optional<std::string> chat_template_for(const ggufd::config::Config& c,
+                                             const std::string& model) {
+    auto it = c.chat_templates.find(model);
+    if (it == c.chat_templates.end()) it = c.chat_templates.find("");
+    if (it == c.chat_templates.end()) return std::nullopt;
+    return it->second;
 }
 
 }  // namespace
@@ -67,7 +78,8 @@ int main(int argc, char** argv) {
     };
     const scheduler::SchedulerParams params = scheduler_params(cfg);
     if (cfg.models.empty()) {
-        auto demo = server::make_demo_backend(params);
+        auto demo =
+            server::make_demo_backend(params, chat_template_for(cfg, server::kDemoModelName));
         observe(*demo);
         registry.add(std::move(demo));
         spdlog::warn(
@@ -81,6 +93,7 @@ int main(int argc, char** argv) {
             server::EngineBackendOptions options;
             options.name = spec.name;
             options.scheduler = params;
+            options.chat_template = chat_template_for(cfg, spec.name);
             auto backend = server::EngineBackend::load(spec.path, options);
             spdlog::info("model '{}' loaded from {} in {:.3f} s ({}, {} slots of {} tokens)",
                          spec.name, spec.path, backend->load_seconds(),
