@@ -2,7 +2,9 @@
 // greedy continuations, and stories260K's 128 greedy tokens; plus batching invariants.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <numeric>
@@ -126,11 +128,31 @@ TEST_P(TinyLlama, GreedyContinuation) {
     }
 }
 
-INSTANTIATE_TEST_SUITE_P(AllTypes, TinyLlama,
-                         ::testing::Values("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0",
-                                           "q5_1", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k", "iq4_nl",
-                                           "iq4_xs", "q4_k_m"),
+const std::vector<std::string> kTinyLlamaTypes = {
+    "f32",  "f16",  "bf16", "q8_0", "q4_0", "q4_1",   "q5_0",   "q5_1",
+    "q2_k", "q3_k", "q4_k", "q5_k", "q6_k", "iq4_nl", "iq4_xs", "q4_k_m"};
+
+INSTANTIATE_TEST_SUITE_P(AllTypes, TinyLlama, ::testing::ValuesIn(kTinyLlamaTypes),
                          [](const auto& param_info) { return param_info.param; });
+
+// A reference added to the conformance folder must not go untested because the list above was
+// written before it.
+TEST(TinyLlamaReferences, EveryReferenceInTheFolderHasACase) {
+    GGUFD_REQUIRE_CONFORMANCE(dir);
+    const std::string prefix = "tiny-llama-", suffix = ".logits.f32";
+    int found = 0;
+    for (const auto& entry : std::filesystem::directory_iterator(dir / "reference")) {
+        const std::string file = entry.path().filename().string();
+        if (!file.starts_with(prefix) || !file.ends_with(suffix)) continue;
+        const std::string type =
+            file.substr(prefix.size(), file.size() - prefix.size() - suffix.size());
+        ++found;
+        EXPECT_NE(std::find(kTinyLlamaTypes.begin(), kTinyLlamaTypes.end(), type),
+                  kTinyLlamaTypes.end())
+            << file << " has no TinyLlama case";
+    }
+    EXPECT_GE(found, static_cast<int>(kTinyLlamaTypes.size()));
+}
 
 TEST(Stories260K, GreedyTokensMatchLlamaCpp) {
     GGUFD_REQUIRE_CONFORMANCE(dir);
