@@ -2,6 +2,7 @@
 77 locally when it is absent, fail under CI, which installs it), and small HTTP helpers."""
 import http.client
 import json
+import re
 import os
 import shutil
 import socket
@@ -107,3 +108,45 @@ def stop_process(proc):
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+def exposition_series(text):
+    """{sample name: set of label names} from a Prometheus text exposition (histograms appear
+    as their _bucket/_sum/_count samples, as Prometheus stores them)."""
+    series = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        m = re.match(r"([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})?\s", line)
+        assert m, f"not an exposition line: {line!r}"
+        labels = set(re.findall(r'([a-zA-Z_][a-zA-Z0-9_]*)="', m.group(3) or ""))
+        series.setdefault(m.group(1), set()).update(labels)
+    return series
+
+
+PROMQL_KEYWORDS = {"by", "without", "on", "ignoring", "group_left", "group_right", "bool", "offset",
+                   "and", "or", "unless", "inf", "nan"}
+
+
+def promql_names(expr):
+    """(metric names, label names) an expression refers to. Enough PromQL for dashboards and
+    alert rules: selectors, functions, aggregations with by/without, binary operators."""
+    text = re.sub(r'"(?:[^"\\]|\\.)*"', '""', expr)  # string literals hold values, not names
+    labels = set()
+    for body in re.findall(r"\{([^}]*)\}", text):
+        labels.update(re.findall(r"([a-zA-Z_][a-zA-Z0-9_]*)\s*(?:=~|!~|!=|=)", body))
+    for body in re.findall(r"\b(?:by|without|on|ignoring|group_left|group_right)\s*\(([^)]*)\)", text):
+        labels.update(x.strip() for x in body.split(",") if x.strip())
+    text = re.sub(r"\{[^}]*\}", " ", text)
+    text = re.sub(r"\[[^\]]*\]", " ", text)
+    text = re.sub(r"\b(?:by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)", " ", text)
+    metrics = set()
+    for m in re.finditer(r"[a-zA-Z_:][a-zA-Z0-9_:]*", text):
+        name = m.group(0)
+        if m.start() > 0 and (text[m.start() - 1].isdigit() or text[m.start() - 1] == "."):
+            continue  # part of a number such as 1e3
+        following = text[m.end():].lstrip()
+        if following.startswith("(") or name.lower() in PROMQL_KEYWORDS:
+            continue  # a function, an aggregation or a keyword
+        metrics.add(name)
+    return metrics, labels

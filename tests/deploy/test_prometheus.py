@@ -15,11 +15,13 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from deploy_support import REPO, Ggufd, free_port, request, require_binary, stop_process, wait_listening  # noqa: E402
+from deploy_support import (REPO, Ggufd, exposition_series, free_port, promql_names, request,  # noqa: E402
+                            require_binary, stop_process, wait_listening)
 
 prometheus = require_binary("prometheus", "prometheus")
 bin_dir, work_root = sys.argv[1], sys.argv[2]
@@ -52,7 +54,11 @@ def api(port, path, **params):
         with urllib.request.urlopen(url, timeout=10) as r:
             return json.loads(r.read())
     except urllib.error.HTTPError as e:  # 400/422 for a bad query: the body says why
-        return json.loads(e.read())
+        body = e.read().decode(errors="replace")
+        try:
+            return json.loads(body)
+        except ValueError:  # e.g. 503 before Prometheus is ready
+            return {"status": "error", "error": f"HTTP {e.code}: {body[:200]}"}
 
 
 def wait_for(what, check, seconds=60):
@@ -97,8 +103,20 @@ try:
     assert status == 200, payload
     wait_listening(prom_port, prom, "Prometheus")
 
+    def ready():
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{prom_port}/-/ready", timeout=5) as r:
+                return (r.status == 200, r.status)
+        except urllib.error.HTTPError as e:
+            return (False, e.code)
+
+    wait_for("Prometheus to be ready", ready)
+
     def ggufd_target():
-        targets = api(prom_port, "targets", state="active")["data"]["activeTargets"]
+        answer = api(prom_port, "targets", state="active")
+        if answer.get("status") != "success":
+            return (False, answer)
+        targets = answer["data"]["activeTargets"]
         mine = [t for t in targets if t["labels"].get("job") == "ggufd"]
         return (len(mine) == 1 and mine[0]["health"] == "up", mine)
 
@@ -117,10 +135,15 @@ try:
     assert answer["data"]["result"][0]["metric"]["model"], answer
     wait_for("generated tokens", has_samples("ggufd_generated_tokens_total > 0"))
 
-    # The alert rules loaded (a broken rule file stops Prometheus at start-up, seen above).
+    # The alert rules loaded (a broken rule file stops Prometheus at start-up, seen above) and
+    # watch metrics ggufd exports.
     groups = api(prom_port, "rules")["data"]["groups"]
-    rules = [r["name"] for g in groups for r in g["rules"]]
+    rules = [r for g in groups for r in g["rules"]]
     assert rules, f"no alert rules loaded: {groups}"
+    exported = exposition_series(request(ggufd.port, "GET", "/metrics")[1])
+    for rule in rules:
+        for name in promql_names(rule["query"])[0]:
+            assert name == "up" or name in exported, f"alert {rule['name']} watches {name}, which ggufd does not export"
 
     # Every dashboard query parses and evaluates (with Grafana's variables filled in).
     with open(os.path.join(REPO, "docker", "grafana", "dashboards", "ggufd.json")) as f:
