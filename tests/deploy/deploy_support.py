@@ -13,6 +13,20 @@ import time
 REPO = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 
 
+class RepoConfig:
+    """A configuration file from the repo, rewritten for a loopback run. Each rewrite must match
+    exactly once, so a changed file fails the test instead of being tested half-way."""
+
+    def __init__(self, *path):
+        self.path = os.path.join(*path)
+        with open(os.path.join(REPO, self.path)) as f:
+            self.text = f.read()
+
+    def rewrite(self, old, new):
+        assert self.text.count(old) == 1, f"{self.path} no longer has exactly one {old!r}: update this test"
+        self.text = self.text.replace(old, new)
+
+
 def under_ci():
     return os.environ.get("CI", "") not in ("", "0", "false")
 

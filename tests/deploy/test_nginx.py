@@ -20,7 +20,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from deploy_support import REPO, Ggufd, free_port, request, require_binary, stop_process, wait_listening  # noqa: E402
+from deploy_support import Ggufd, RepoConfig, free_port, request, require_binary, stop_process, wait_listening  # noqa: E402
 
 nginx = require_binary("nginx", "nginx")
 bin_dir, work_root = sys.argv[1], sys.argv[2]
@@ -30,32 +30,26 @@ tmp = tempfile.mkdtemp(prefix="nginx-", dir=work_root)
 os.chmod(tmp, 0o755)
 
 
-def rewrite(text, old, new):
-    assert text.count(old) == 1, f"docker/nginx/nginx.conf no longer has exactly one {old!r}: update this test"
-    return text.replace(old, new)
-
-
 def loopback_config(ggufd_port, nginx_port):
-    with open(os.path.join(REPO, "docker", "nginx", "nginx.conf")) as f:
-        conf = f.read()
+    conf = RepoConfig("docker", "nginx", "nginx.conf")
     # nginx 1.22 passes small SSE chunks on promptly even with proxy_buffering on (it buffers
     # against slow clients, which a test cannot provoke reliably), so the setting itself is
     # checked: the generation routes must not be buffered.
-    start = conf.index("location /v1/ {")
-    block = conf[start:conf.index("}", start)]
+    start = conf.text.index("location /v1/ {")
+    block = conf.text[start:conf.text.index("}", start)]
     assert "proxy_buffering off;" in block, "location /v1/ must keep proxy_buffering off"
-    conf = rewrite(conf, "server ggufd:8080;", f"server 127.0.0.1:{ggufd_port};")
-    conf = rewrite(conf, "listen 80;", f"listen 127.0.0.1:{nginx_port};")
-    conf = rewrite(conf, "listen [::]:80;", "")
-    conf = rewrite(conf, "access_log /dev/stdout ggufd;", f"access_log {tmp}/access.log ggufd;")
-    conf = rewrite(conf, "error_log /dev/stderr warn;", f"error_log {tmp}/error.log warn;")
-    temp_paths = "".join(f"\n    {kind}_temp_path {tmp}/{kind};"
-                         for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
-    for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"):
-        os.mkdir(os.path.join(tmp, kind), 0o777)
+    conf.rewrite("server ggufd:8080;", f"server 127.0.0.1:{ggufd_port};")
+    conf.rewrite("listen 80;", f"listen 127.0.0.1:{nginx_port};")
+    conf.rewrite("listen [::]:80;", "")
+    conf.rewrite("access_log /dev/stdout ggufd;", f"access_log {tmp}/access.log ggufd;")
+    conf.rewrite("error_log /dev/stderr warn;", f"error_log {tmp}/error.log warn;")
+    kinds = ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
+    temp_paths = "".join(f"\n    {kind}_temp_path {tmp}/{kind};" for kind in kinds)
+    for kind in kinds:
+        os.mkdir(os.path.join(tmp, kind))
         os.chmod(os.path.join(tmp, kind), 0o777)
-    conf = rewrite(conf, "http {", "http {" + temp_paths)
-    return conf
+    conf.rewrite("http {", "http {" + temp_paths)
+    return conf.text
 
 
 # A model slow enough (several ms a token on any machine) that a stream lasts a noticeable time.
@@ -115,12 +109,20 @@ with open(conf_path, "w") as f:
     f.write(loopback_config(ggufd.port, nginx_port))
 subprocess.run([nginx, "-t", "-q", "-e", f"{tmp}/error.log", "-c", conf_path, "-g", f"pid {tmp}/nginx.pid;"],
                check=True)
-proxy = subprocess.Popen([nginx, "-e", f"{tmp}/error.log", "-c", conf_path,
-                          "-g", f"daemon off; pid {tmp}/nginx.pid;"],
-                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+
+
+def start_nginx():
+    proc = subprocess.Popen([nginx, "-e", f"{tmp}/error.log", "-c", conf_path,
+                             "-g", f"daemon off; pid {tmp}/nginx.pid;"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    wait_listening(nginx_port, proc, "nginx")
+    return proc
+
+
+proxy = None
 ok = False
 try:
-    wait_listening(nginx_port, proxy, "nginx")
+    proxy = start_nginx()
 
     # Streaming through the proxy: each event is passed on as ggufd writes it. Buffering would
     # hold events back until a buffer (4-8 KiB, dozens of events here) fills, so most events
@@ -162,10 +164,7 @@ try:
     assert line["proxy_request_id"] and line["proxy_request_id"] != rid, line
     assert "story" not in json.dumps(lines), "the prompt reached nginx's log"
 
-    proxy = subprocess.Popen([nginx, "-e", f"{tmp}/error.log", "-c", conf_path,
-                              "-g", f"daemon off; pid {tmp}/nginx.pid;"],
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    wait_listening(nginx_port, proxy, "nginx")
+    proxy = start_nginx()
     # Bodies over 4 MiB stop at nginx (its HTML 413, not ggufd's JSON); smaller ones reach ggufd.
     status, payload, _ = request(nginx_port, "POST", "/v1/completions", raw="x" * (5 << 20))
     assert status == 413 and payload.lstrip().startswith("<html>"), (status, payload[:200])
@@ -179,7 +178,8 @@ try:
     ok = True
     print(f"ok: {n} events in {len(arrivals)} reads over {span:.2f} s, first after {first:.3f} s")
 finally:
-    stop_process(proxy)
+    if proxy:
+        stop_process(proxy)
     code = ggufd.stop()
     if not ok:
         for name in ("error.log",):

@@ -20,7 +20,7 @@ import urllib.parse
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from deploy_support import (REPO, Ggufd, exposition_series, free_port, promql_names, request,  # noqa: E402
+from deploy_support import (REPO, Ggufd, RepoConfig, exposition_series, free_port, promql_names, request,  # noqa: E402
                             require_binary, stop_process, wait_listening)
 
 prometheus = require_binary("prometheus", "prometheus")
@@ -29,21 +29,15 @@ os.makedirs(work_root, exist_ok=True)
 tmp = tempfile.mkdtemp(prefix="prometheus-", dir=work_root)
 
 
-def rewrite(text, old, new):
-    assert text.count(old) == 1, f"docker/prometheus/prometheus.yml no longer has exactly one {old!r}: update this test"
-    return text.replace(old, new)
-
-
 def loopback_config(ggufd_port, prometheus_port):
-    with open(os.path.join(REPO, "docker", "prometheus", "prometheus.yml")) as f:
-        conf = f.read()
-    conf = rewrite(conf, '["ggufd:8080"]', f'["127.0.0.1:{ggufd_port}"]')
-    conf = rewrite(conf, '["localhost:9090"]', f'["127.0.0.1:{prometheus_port}"]')
-    conf = rewrite(conf, "scrape_interval: 5s", "scrape_interval: 1s")
-    conf = rewrite(conf, "scrape_timeout: 4s", "scrape_timeout: 1s")
-    conf = rewrite(conf, "- /etc/prometheus/alerts.yml",
-                   "- " + os.path.join(REPO, "docker", "prometheus", "alerts.yml"))
-    return conf
+    conf = RepoConfig("docker", "prometheus", "prometheus.yml")
+    conf.rewrite('["ggufd:8080"]', f'["127.0.0.1:{ggufd_port}"]')
+    conf.rewrite('["localhost:9090"]', f'["127.0.0.1:{prometheus_port}"]')
+    conf.rewrite("scrape_interval: 5s", "scrape_interval: 1s")
+    conf.rewrite("scrape_timeout: 4s", "scrape_timeout: 1s")
+    conf.rewrite("- /etc/prometheus/alerts.yml",
+                 "- " + os.path.join(REPO, "docker", "prometheus", "alerts.yml"))
+    return conf.text
 
 
 def api(port, path, **params):
