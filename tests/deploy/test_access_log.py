@@ -16,7 +16,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from deploy_support import Ggufd, request  # noqa: E402
 
-bin_dir, work_root = sys.argv[1], sys.argv[2]
+bin_dir, work_root = sys.argv[1], os.path.abspath(sys.argv[2])
 os.makedirs(work_root, exist_ok=True)
 tmp = tempfile.mkdtemp(prefix="access-log-", dir=work_root)
 KEY = "sk-test-7f3a9c1e5b"

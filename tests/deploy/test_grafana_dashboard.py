@@ -17,7 +17,7 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from deploy_support import REPO, Ggufd, exposition_series, promql_names, request  # noqa: E402
 
-bin_dir, work_root = sys.argv[1], sys.argv[2]
+bin_dir, work_root = sys.argv[1], os.path.abspath(sys.argv[2])
 os.makedirs(work_root, exist_ok=True)
 tmp = tempfile.mkdtemp(prefix="grafana-", dir=work_root)
 grafana = os.path.join(REPO, "docker", "grafana")

@@ -23,7 +23,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from deploy_support import Ggufd, RepoConfig, free_port, request, require_binary, stop_process, wait_listening  # noqa: E402
 
 nginx = require_binary("nginx", "nginx")
-bin_dir, work_root = sys.argv[1], sys.argv[2]
+bin_dir, work_root = sys.argv[1], os.path.abspath(sys.argv[2])
 os.makedirs(work_root, exist_ok=True)
 tmp = tempfile.mkdtemp(prefix="nginx-", dir=work_root)
 # Worker processes run as an unprivileged user when nginx starts as root: let them in.

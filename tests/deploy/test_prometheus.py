@@ -24,7 +24,7 @@ from deploy_support import (REPO, Ggufd, RepoConfig, exposition_series, free_por
                             require_binary, stop_process, wait_listening)
 
 prometheus = require_binary("prometheus", "prometheus")
-bin_dir, work_root = sys.argv[1], sys.argv[2]
+bin_dir, work_root = sys.argv[1], os.path.abspath(sys.argv[2])
 os.makedirs(work_root, exist_ok=True)
 tmp = tempfile.mkdtemp(prefix="prometheus-", dir=work_root)
 
