@@ -14,6 +14,7 @@ import shutil
 import sys
 import tempfile
 
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from deploy_support import REPO, Ggufd, exposition_series, promql_names, request  # noqa: E402
 

@@ -19,6 +19,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from deploy_support import (REPO, Ggufd, RepoConfig, exposition_series, free_port, promql_names, request,  # noqa: E402
                             require_binary, stop_process, wait_listening)
