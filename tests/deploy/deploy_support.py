@@ -1,5 +1,6 @@
 """Shared by the deployment tests: free loopback ports, a real ggufd, a required binary (skip with
 77 locally when it is absent, fail under CI, which installs it), and small HTTP helpers."""
+import atexit
 import http.client
 import json
 import re
@@ -75,7 +76,8 @@ def request(port, method, path, body=None, headers=None, raw=None, timeout=60):
 
 
 class Ggufd:
-    """A real ggufd on a free loopback port; its log (stderr and stdout) goes to log_path."""
+    """A real ggufd on a free loopback port; its log (stderr and stdout) goes to log_path. It is
+    stopped at exit at the latest."""
 
     def __init__(self, bin_dir, log_path, *args):
         self.port = free_port()
@@ -83,6 +85,7 @@ class Ggufd:
         self.log = open(log_path, "wb")
         self.proc = subprocess.Popen([os.path.join(bin_dir, "ggufd"), "--port", str(self.port), *args],
                                      stdout=self.log, stderr=subprocess.STDOUT)
+        atexit.register(self.stop)  # never left running, however the test ends
         deadline = time.monotonic() + 60
         while True:
             try:
