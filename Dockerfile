@@ -2,7 +2,7 @@
 # Run:   docker run -p 8080:8080 -v "$PWD/models:/models:ro" \
 #            -e GGUFD_MODEL=tiny=/models/stories260K.gguf ggufd
 # (no GGUFD_MODEL: ggufd serves its built-in demo model). Every setting is a GGUFD_* variable;
-# see docker/README.md.
+# see the README's Deployment section.
 #
 # The binary is portable: kernels pick their SIMD path (scalar, AVX2, AVX-512) at run time from
 # the CPU they find, and nothing is built with -march=native, so one image runs on any x86-64.
@@ -11,12 +11,10 @@
 FROM debian:12 AS build
 WORKDIR /src
 
+# The same Debian packages as a development machine (compilers, Boost, ICU, spdlog, prometheus-cpp,
+# ...; the test libraries come along but tests are not built here).
 COPY scripts/install-deps.sh scripts/
-# libicu-dev: the template engine needs ICU (engine/template/CMakeLists.txt) but install-deps.sh
-# does not list it yet; harmless once it does.
 RUN bash scripts/install-deps.sh \
- && apt-get update -qq \
- && apt-get install -y -qq --no-install-recommends libicu-dev \
  && rm -rf /var/lib/apt/lists/*
 
 # Only the sources the build reads, so a local build/ folder or .git never reach the context

@@ -10,7 +10,16 @@
 namespace ggufd::config {
 namespace {
 
-// One JSON object per line: {"time": ISO-8601 UTC with ms, "level", "logger", "message"}. The
+// The record log_record is writing on this thread: spdlog's log_msg has no place for fields, so
+// the JSON formatter picks them up here while log_record's call into the logger runs.
+struct PendingRecord {
+    std::string_view event;
+    const nlohmann::ordered_json* fields = nullptr;
+};
+thread_local const PendingRecord* pending_record = nullptr;
+
+// One JSON object per line: {"time": ISO-8601 UTC with ms, "level", "logger", "message", and a
+// record's fields}. The
 // message is escaped by nlohmann so any text (quotes, newlines, invalid UTF-8) stays one line.
 class JsonFormatter final : public spdlog::formatter {
   public:
@@ -29,7 +38,14 @@ class JsonFormatter final : public spdlog::formatter {
         const auto level = spdlog::level::to_string_view(msg.level);
         line["level"] = std::string(level.data(), level.size());
         line["logger"] = std::string(msg.logger_name.data(), msg.logger_name.size());
-        line["message"] = std::string(msg.payload.data(), msg.payload.size());
+        if (const PendingRecord* record = pending_record) {
+            line["message"] = std::string(record->event);
+            for (const auto& [key, value] : record->fields->items()) {
+                if (!line.contains(key)) line[key] = value;
+            }
+        } else {
+            line["message"] = std::string(msg.payload.data(), msg.payload.size());
+        }
         const std::string text =
             line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
         dest.append(text.data(), text.data() + text.size());
@@ -57,6 +73,30 @@ void setup_logging(LogFormat format, std::string_view level) {
     logger->set_formatter(make_formatter(format));
     logger->set_level(lvl);
     spdlog::set_default_logger(logger);
+}
+
+void log_record(spdlog::logger& logger, spdlog::level::level_enum level, std::string_view event,
+                const nlohmann::ordered_json& fields) {
+    if (!logger.should_log(level)) return;
+    std::string text(event);
+    for (const auto& [key, value] : fields.items()) {
+        text += ' ';
+        text += key;
+        text += '=';
+        if (value.is_null()) {
+            text += '-';
+        } else if (value.is_string()) {
+            text += value.get_ref<const std::string&>();
+        } else {
+            text += value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+        }
+    }
+    const PendingRecord record{event, &fields};
+    pending_record = &record;
+    struct Reset {
+        ~Reset() { pending_record = nullptr; }
+    } reset;
+    logger.log(level, "{}", text);
 }
 
 }  // namespace ggufd::config

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cctype>
+#include <cmath>
 #include <condition_variable>
 #include <mutex>
 #include <optional>
@@ -17,6 +18,9 @@
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <nlohmann/json.hpp>
+
+#include "config/logging.h"
 
 namespace ggufd::server {
 
@@ -507,18 +511,31 @@ class Session : public std::enable_shared_from_this<Session>, public ResponseCha
                                 });
     }
 
+    // One record per request; absent values are null. Never the prompt, query string or key.
     void log_access(int status, const char* note) {
         double total =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
-        spdlog::info(
-            "access request_id={} method={} route={} model={} status={} prompt_tokens={} "
-            "completion_tokens={} ttft_ms={:.1f} total_ms={:.1f}{}{}",
-            request_id_, method_.empty() ? "-" : method_,
-            access_.route.empty() ? "-" : access_.route,
-            access_.model.empty() ? "-" : access_.model, status, access_.prompt_tokens,
-            access_.completion_tokens,
-            access_.time_to_first_token_s < 0 ? -1.0 : access_.time_to_first_token_s * 1e3,
-            total * 1e3, note ? " note=" : "", note ? note : "");
+        auto text_or_null = [](const std::string& s) -> nlohmann::ordered_json {
+            return s.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(s);
+        };
+        auto count_or_null = [](int64_t n) -> nlohmann::ordered_json {
+            return n < 0 ? nlohmann::ordered_json() : nlohmann::ordered_json(n);
+        };
+        auto ms = [](double seconds) { return std::round(seconds * 1e4) / 10; };  // 0.1 ms
+        nlohmann::ordered_json fields;
+        fields["request_id"] = request_id_;
+        fields["method"] = text_or_null(method_);
+        fields["route"] = text_or_null(access_.route);
+        fields["model"] = text_or_null(access_.model);
+        fields["status"] = status;
+        fields["prompt_tokens"] = count_or_null(access_.prompt_tokens);
+        fields["completion_tokens"] = count_or_null(access_.completion_tokens);
+        fields["ttft_ms"] = access_.time_to_first_token_s < 0
+                                ? nlohmann::ordered_json()
+                                : nlohmann::ordered_json(ms(access_.time_to_first_token_s));
+        fields["total_ms"] = ms(total);
+        if (note) fields["note"] = note;
+        config::log_record(*spdlog::default_logger(), spdlog::level::info, "access", fields);
         if (shared_->options.on_access) shared_->options.on_access(access_, status, total);
     }
 

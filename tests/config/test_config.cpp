@@ -170,6 +170,52 @@ TEST(Logging, TextFormatIsHumanReadable) {
     EXPECT_EQ(out.str().front(), '2');  // starts with the date
 }
 
+TEST(Logging, RecordFieldsAreJsonKeysOrKeyValueText) {
+    nlohmann::ordered_json fields;
+    fields["request_id"] = "00ff";
+    fields["status"] = 200;
+    fields["ttft_ms"] = 12.5;
+    fields["model"] = nullptr;
+    fields["level"] = "spoofed";  // may not replace the record's own keys
+    fields["note"] = "client went \"away\"\n";
+
+    std::ostringstream json_out;
+    auto json_sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(json_out);
+    json_sink->set_formatter(ggufd::config::make_formatter(ggufd::config::LogFormat::json));
+    spdlog::logger json_logger("test", json_sink);
+    ggufd::config::log_record(json_logger, spdlog::level::info, "access", fields);
+    json_logger.info("plain");  // the next message is not a record
+    std::istringstream lines(json_out.str());
+    std::string line;
+    std::vector<nlohmann::json> parsed;
+    while (std::getline(lines, line)) parsed.push_back(nlohmann::json::parse(line));
+    ASSERT_EQ(parsed.size(), 2u) << json_out.str();
+    EXPECT_EQ(parsed[0]["message"], "access");
+    EXPECT_EQ(parsed[0]["level"], "info");
+    EXPECT_EQ(parsed[0]["request_id"], "00ff");
+    EXPECT_EQ(parsed[0]["status"], 200);
+    EXPECT_DOUBLE_EQ(parsed[0]["ttft_ms"].get<double>(), 12.5);
+    EXPECT_TRUE(parsed[0]["model"].is_null());
+    EXPECT_EQ(parsed[0]["note"], "client went \"away\"\n");
+    EXPECT_EQ(parsed[1]["message"], "plain");
+    EXPECT_FALSE(parsed[1].contains("status"));
+
+    std::ostringstream text_out;
+    auto text_sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(text_out);
+    text_sink->set_formatter(ggufd::config::make_formatter(ggufd::config::LogFormat::text));
+    spdlog::logger text_logger("test", text_sink);
+    ggufd::config::log_record(text_logger, spdlog::level::info, "access", fields);
+    EXPECT_NE(text_out.str().find("access request_id=00ff status=200 ttft_ms=12.5 model=- "),
+              std::string::npos)
+        << text_out.str();
+
+    // Below the logger's level nothing is formatted or written.
+    text_logger.set_level(spdlog::level::warn);
+    text_out.str("");
+    ggufd::config::log_record(text_logger, spdlog::level::info, "access", fields);
+    EXPECT_EQ(text_out.str(), "");
+}
+
 TEST(Logging, SetupRejectsUnknownLevelAndCanBeRepeated) {
     EXPECT_THROW(ggufd::config::setup_logging(ggufd::config::LogFormat::text, "loud"), ConfigError);
     ggufd::config::setup_logging(ggufd::config::LogFormat::json, "warn");

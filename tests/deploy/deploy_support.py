@@ -1,0 +1,169 @@
+"""Shared by the deployment tests: free loopback ports, a real ggufd, a required binary (skip with
+77 locally when it is absent, fail under CI, which installs it), and small HTTP helpers."""
+import atexit
+import http.client
+import json
+import re
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+
+REPO = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+
+
+class RepoConfig:
+    """A configuration file from the repo, rewritten for a loopback run. Each rewrite must match
+    exactly once, so a changed file fails the test instead of being tested half-way."""
+
+    def __init__(self, *path):
+        self.path = os.path.join(*path)
+        with open(os.path.join(REPO, self.path)) as f:
+            self.text = f.read()
+
+    def rewrite(self, old, new):
+        assert self.text.count(old) == 1, f"{self.path} no longer has exactly one {old!r}: update this test"
+        self.text = self.text.replace(old, new)
+
+
+def under_ci():
+    return os.environ.get("CI", "") not in ("", "0", "false")
+
+
+def require_binary(name, package):
+    """The path of an installed program; exits 77 (skipped) without it, or fails under CI."""
+    path = shutil.which(name) or next(
+        (p for p in (f"/usr/sbin/{name}", f"/usr/bin/{name}") if os.access(p, os.X_OK)), None)
+    if path:
+        return path
+    if under_ci():
+        sys.exit(f"{name} is not installed (Debian package {package}); CI installs it in .ci/run")
+    print(f"{name} not installed (apt-get install {package}): skipped")
+    sys.exit(77)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_listening(port, proc, name, seconds=30):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            if proc.poll() is not None:
+                out = proc.stdout.read().decode(errors="replace") if proc.stdout else ""
+                sys.exit(f"{name} exited at start (code {proc.returncode}):\n{out}")
+            time.sleep(0.05)
+    sys.exit(f"{name} did not listen on port {port} within {seconds} s")
+
+
+def request(port, method, path, body=None, headers=None, raw=None, timeout=60):
+    """(status, body text, headers as a dict with lower-case names)."""
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    data = raw if raw is not None else (json.dumps(body) if body is not None else None)
+    c.request(method, path, body=data, headers={"Content-Type": "application/json", **(headers or {})})
+    r = c.getresponse()
+    payload = r.read().decode(errors="replace")
+    c.close()
+    return r.status, payload, {k.lower(): v for k, v in r.getheaders()}
+
+
+class Ggufd:
+    """A real ggufd on a free loopback port; its log (stderr and stdout) goes to log_path. It is
+    stopped at exit at the latest."""
+
+    def __init__(self, bin_dir, log_path, *args):
+        self.port = free_port()
+        self.log_path = log_path
+        self.log = open(log_path, "wb")
+        self.proc = subprocess.Popen([os.path.join(bin_dir, "ggufd"), "--port", str(self.port), *args],
+                                     stdout=self.log, stderr=subprocess.STDOUT)
+        atexit.register(self.stop)  # never left running, however the test ends
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if request(self.port, "GET", "/health", timeout=2)[0] == 200:
+                    break
+            except OSError:
+                pass
+            if self.proc.poll() is not None:
+                sys.exit(f"ggufd exited at start (code {self.proc.returncode}):\n{self.log_text()}")
+            if time.monotonic() > deadline:
+                sys.exit("ggufd was not healthy within 60 s:\n" + self.log_text())
+            time.sleep(0.05)
+
+    def log_text(self):
+        if not self.log.closed:
+            self.log.flush()
+        with open(self.log_path, encoding="utf-8", errors="replace") as f:
+            return f.read()
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+        return self.proc.returncode
+
+
+def stop_process(proc):
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def exposition_series(text):
+    """{sample name: set of label names} from a Prometheus text exposition (histograms appear
+    as their _bucket/_sum/_count samples, as Prometheus stores them)."""
+    series = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        m = re.match(r"([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})?\s", line)
+        assert m, f"not an exposition line: {line!r}"
+        labels = set(re.findall(r'([a-zA-Z_][a-zA-Z0-9_]*)="', m.group(3) or ""))
+        series.setdefault(m.group(1), set()).update(labels)
+    return series
+
+
+PROMQL_KEYWORDS = {"by", "without", "on", "ignoring", "group_left", "group_right", "bool", "offset",
+                   "and", "or", "unless", "inf", "nan"}
+
+
+def promql_names(expr):
+    """(metric names, label names) an expression refers to. Enough PromQL for dashboards and
+    alert rules: selectors, functions, aggregations with by/without, binary operators."""
+    text = re.sub(r'"(?:[^"\\]|\\.)*"', '""', expr)  # string literals hold values, not names
+    labels = set()
+    for body in re.findall(r"\{([^}]*)\}", text):
+        labels.update(re.findall(r"([a-zA-Z_][a-zA-Z0-9_]*)\s*(?:=~|!~|!=|=)", body))
+    for body in re.findall(r"\b(?:by|without|on|ignoring|group_left|group_right)\s*\(([^)]*)\)", text):
+        labels.update(x.strip() for x in body.split(",") if x.strip())
+    text = re.sub(r"\{[^}]*\}", " ", text)
+    text = re.sub(r"\[[^\]]*\]", " ", text)
+    text = re.sub(r"\b(?:by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)", " ", text)
+    metrics = set()
+    for m in re.finditer(r"[a-zA-Z_:][a-zA-Z0-9_:]*", text):
+        name = m.group(0)
+        if m.start() > 0 and (text[m.start() - 1].isdigit() or text[m.start() - 1] == "."):
+            continue  # part of a number such as 1e3
+        following = text[m.end():].lstrip()
+        if following.startswith("(") or name.lower() in PROMQL_KEYWORDS:
+            continue  # a function, an aggregation or a keyword
+        metrics.add(name)
+    return metrics, labels
