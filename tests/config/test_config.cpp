@@ -227,12 +227,12 @@ TEST(Config, QueueSize) {
 TEST(Config, ChatTemplateFilesForEveryModelOrOne) {
     TempFile every("{{ 'every' }}");
     TempFile one("{{ 'one' }}");
-    const Config c = load({"--model", "a=/x/a.gguf", "--model", "b=/x/b.gguf",
-                           "--chat-template-file", every.path(), "--chat-template-file",
-                           "b=" + one.path()})
-                         .config;
-    EXPECT_EQ(c.chat_templates, (std::map<std::string, std::string>{{"", "{{ 'every' }}"},
-                                                                     {"b", "{{ 'one' }}"}}));
+    const Config c =
+        load({"--model", "a=/x/a.gguf", "--model", "b=/x/b.gguf", "--chat-template-file",
+              every.path(), "--chat-template-file", "b=" + one.path()})
+            .config;
+    EXPECT_EQ(c.chat_templates,
+              (std::map<std::string, std::string>{{"", "{{ 'every' }}"}, {"b", "{{ 'one' }}"}}));
     // The environment takes a comma-separated list, like GGUFD_MODEL.
     EXPECT_EQ(load({"--model", "b=/x/b.gguf"}, {{"GGUFD_CHAT_TEMPLATE_FILE", "b=" + one.path()}})
                   .config.chat_templates.at("b"),
@@ -244,8 +244,8 @@ TEST(Config, ChatTemplateFileErrorsNameTheSetting) {
     EXPECT_NE(missing.find("chat-template-file"), std::string::npos) << missing;
     EXPECT_NE(missing.find("/nonexistent/t.jinja"), std::string::npos) << missing;
     TempFile t("x");
-    const std::string unknown = error_of({"--model", "a=/x/a.gguf", "--chat-template-file",
-                                          "zz=" + t.path()});
+    const std::string unknown =
+        error_of({"--model", "a=/x/a.gguf", "--chat-template-file", "zz=" + t.path()});
     EXPECT_NE(unknown.find("no model is named 'zz'"), std::string::npos) << unknown;
     const std::string twice =
         error_of({"--chat-template-file", t.path(), "--chat-template-file", t.path()});
