@@ -141,6 +141,16 @@ GGUFD_BENCH_TYPE(Q6_K)
 GGUFD_BENCH_TYPE(F16)
 GGUFD_BENCH_TYPE(F32)
 
+// The other types. Q2_K, Q3_K and IQ4_XS have no fast matrix kernels (fast_matmul.h), so their
+// BM_Matmul already is the per-row dot path and a BM_MatmulRowDots twin would measure it twice.
+GGUFD_BENCH_TYPE(Q5_0)
+GGUFD_BENCH_TYPE(Q5_1)
+GGUFD_BENCH_TYPE(IQ4_NL)
+GGUFD_BENCH_TYPE(Q5_K)
+BENCHMARK_CAPTURE(BM_Matmul, Q2_K, TensorType::Q2_K)->Apply(transformer_shapes);
+BENCHMARK_CAPTURE(BM_Matmul, Q3_K, TensorType::Q3_K)->Apply(transformer_shapes);
+BENCHMARK_CAPTURE(BM_Matmul, IQ4_XS, TensorType::IQ4_XS)->Apply(transformer_shapes);
+
 BENCHMARK_CAPTURE(BM_MatmulAsMatvecs, Q4_0, TensorType::Q4_0)->Apply(batch_shapes);
 BENCHMARK_CAPTURE(BM_MatmulAsMatvecs, Q4_K, TensorType::Q4_K)->Apply(batch_shapes);
 

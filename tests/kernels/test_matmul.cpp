@@ -3,11 +3,13 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <stdexcept>
 #include <string>
 
+#include "engine/kernels/cpu_features.h"
 #include "engine/kernels/fast_matmul.h"
 #include "engine/kernels/formats.h"
 #include "engine/kernels/matmul.h"
@@ -191,6 +193,30 @@ TEST(MatmulFastPath, PreparedActivationsMatchTheScalarQuantizer) {
         ++checked;
     }
     std::printf("fast activation quantizers checked: %d\n", checked);
+}
+
+// The dispatch follows GGUFD_CPU_LIMIT: ctest runs this file again under "avx2" and "scalar"
+// (tests/kernels/CMakeLists.txt), and those runs only test the slower paths if the limit holds.
+TEST(MatmulDispatch, FollowsTheCpuLimit) {
+    const char* env = std::getenv("GGUFD_CPU_LIMIT");
+    const std::string limit = env ? env : "";
+    const CpuFeatures real = detect_cpu_features();
+    const bool avx2 = real.avx2 && real.fma && real.f16c && limit != "scalar";
+    const bool vnni = avx2 && real.avx512f && real.avx512bw && real.avx512vl && real.avx512dq &&
+                      real.avx512vnni && limit != "avx2";
+    const std::string_view want = vnni ? "avx512vnni" : avx2 ? "avx2" : "scalar";
+    std::printf("GGUFD_CPU_LIMIT=%s: expecting %s dots\n", limit.c_str(),
+                std::string(want).c_str());
+    for (TensorType t :
+         {TensorType::F32, TensorType::Q4_0, TensorType::Q8_0, TensorType::Q2_K, TensorType::Q3_K,
+          TensorType::Q4_K, TensorType::Q6_K, TensorType::IQ4_XS}) {
+        EXPECT_EQ(kernels_for(t).dot_isa, want) << gguf::type_name(t);
+        EXPECT_EQ(dot_variants(t).back().isa, want) << gguf::type_name(t);
+    }
+    if (!vnni) {
+        for (const FormatKernels& k : supported_formats())
+            EXPECT_EQ(detail::find_fast_format(k.type), nullptr) << k.name;
+    }
 }
 
 TEST(MatmulApi, FloatWeightsUseActivationsInPlace) {
