@@ -40,6 +40,10 @@ po::options_description settings_description() {
         ("api-key-file", po::value<std::string>(), "read accepted API keys from this file, one per line (adds to --api-key)")
         ("metrics-public", po::value<std::string>(), "serve /metrics without an API key: true or false (default false)")
         ("io-threads", po::value<std::string>(), "HTTP I/O threads, apart from the inference threads (default 2)")
+        ("idle-timeout", po::value<std::string>(), "seconds a keep-alive connection may wait for its next request (default 60)")
+        ("header-timeout", po::value<std::string>(), "seconds from a request's first byte to the end of its headers (default 10)")
+        ("cors-origin", po::value<std::string>(), "allow browser pages from this origin (or *) to call the API; unset = no CORS headers")
+        ("skip-bad-models", po::value<std::string>(), "with several models, serve the others when one fails to load: true or false (default false: exit)")
         ("log-format", po::value<std::string>(), "text or json (default text)")
         ("log-level", po::value<std::string>(), "trace, debug, info, warn, error (default info)");
     // clang-format on
@@ -192,6 +196,14 @@ void validate(const Config& c, const Sources& sources) {
                               "): no model is named '" + name + "'");
         }
     }
+    // The value goes into a response header as it is: one origin or *, never a list.
+    for (char ch : c.cors_origin) {
+        if (ch == ',' || ch == ' ' || static_cast<unsigned char>(ch) < 0x21 || ch == 0x7f) {
+            throw ConfigError("invalid cors-origin (from " + from("cors-origin") + "): '" +
+                              c.cors_origin + "' must be one origin such as " +
+                              "https://example.com, or *");
+        }
+    }
     static const std::set<std::string> kLevels = {"trace", "debug",    "info", "warn",
                                                   "error", "critical", "off"};
     if (!kLevels.contains(c.log_level)) {
@@ -327,6 +339,14 @@ LoadResult load(int argc, const char* const* argv, const std::map<std::string, s
         c.metrics_public = parse_bool(*v, "metrics-public", source("metrics-public"));
     if (auto* v = text("io-threads"))
         c.io_threads = parse_int<int>(*v, "io-threads", source("io-threads"), 1, 64);
+    if (auto* v = text("idle-timeout"))
+        c.idle_timeout_s = parse_int<int>(*v, "idle-timeout", source("idle-timeout"), 1, 86400);
+    if (auto* v = text("header-timeout"))
+        c.header_timeout_s =
+            parse_int<int>(*v, "header-timeout", source("header-timeout"), 1, 3600);
+    if (auto* v = text("cors-origin")) c.cors_origin = *v;
+    if (auto* v = text("skip-bad-models"))
+        c.skip_bad_models = parse_bool(*v, "skip-bad-models", source("skip-bad-models"));
     if (auto* v = text("log-level")) c.log_level = *v;
     if (auto* v = text("log-format")) {
         if (*v == "text")

@@ -41,6 +41,10 @@ struct Config {
     std::vector<std::string> api_keys;  // none = no authentication; never logged
     bool metrics_public = false;        // serve /metrics without a key
     int io_threads = 2;                 // HTTP threads, apart from the inference threads
+    int idle_timeout_s = 60;            // keep-alive connection waiting for its next request
+    int header_timeout_s = 10;          // first byte of a request to the end of its headers
+    std::string cors_origin;            // Access-Control-Allow-Origin; empty = no CORS at all
+    bool skip_bad_models = false;       // a model that fails to load is logged and left out
     std::string config_file;            // the file the settings were read from, if any
     LogFormat log_format = LogFormat::text;
     std::string log_level = "info";

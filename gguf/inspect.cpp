@@ -36,6 +36,8 @@ Json value_json(const Value& v, size_t max_items) {
         v.storage());
 }
 
+}  // namespace
+
 std::string human_bytes(uint64_t n) {
     char buf[32];
     const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
@@ -48,8 +50,6 @@ std::string human_bytes(uint64_t n) {
     std::snprintf(buf, sizeof buf, u ? "%.2f %s" : "%.0f %s", v, units[u]);
     return buf;
 }
-
-}  // namespace
 
 Totals totals(const File& file) {
     Totals t;

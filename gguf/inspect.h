@@ -20,6 +20,9 @@ struct Totals {
 Totals totals(const File& file);
 
 // `max_array_items`: how many leading entries of an array are shown before it is summarised.
+// "512 B", "1.50 GiB": binary units, two decimals above bytes.
+std::string human_bytes(uint64_t n);
+
 nlohmann::ordered_json describe_json(const File& file, size_t max_array_items = 8);
 std::string describe_text(const File& file, size_t max_array_items = 8);
 

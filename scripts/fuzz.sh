@@ -4,15 +4,20 @@
 # leak, an out-of-memory or a timeout; the input that caused it is left in
 # build-fuzz/artifacts/<target>/ (replay it: build-fuzz/bin/<target> <file>).
 #
-#   scripts/fuzz.sh [SECONDS] [TARGET...]     default: 60 seconds for each of the six targets
+#   scripts/fuzz.sh [SECONDS] [TARGET...]     default: GGUFD_FUZZ_SECONDS or 60 s for each of
+#                                             the six targets
+#
+# Targets run GGUFD_FUZZ_JOBS at a time (default: one per core); each is one libFuzzer process on
+# one core, so the wall time is about SECONDS x targets / jobs.
 #
 # The committed seeds (fuzz/corpus/<target>) are copied into build-fuzz/work/<target>, which keeps
 # what the fuzzer learns between runs on this machine; the repository's corpus never grows. Without
-# clang or its libFuzzer runtime the script says so and exits 0.
+# clang or its libFuzzer runtime the script says so and exits 0 (exit 1 instead when
+# GGUFD_FUZZ_REQUIRED=1, as the CI test command sets: a missing fuzzer must not pass silently).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-seconds="${1:-60}"
+seconds="${1:-${GGUFD_FUZZ_SECONDS:-60}}"
 shift || true
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
@@ -26,7 +31,7 @@ for c in "${GGUFD_FUZZ_CXX:-}" clang++ clang++-14; do
 done
 if [ -z "$cxx" ]; then
     echo "fuzz.sh: clang++ not found; skipping the fuzz run (apt-get install clang libclang-rt-dev)"
-    exit 0
+    exit "${GGUFD_FUZZ_REQUIRED:-0}"
 fi
 probe="$(mktemp -d)"
 trap 'rm -rf "$probe"' EXIT
@@ -34,7 +39,7 @@ echo 'extern "C" int LLVMFuzzerTestOneInput(const unsigned char*, unsigned long)
     >"$probe/probe.cpp"
 if ! "$cxx" -fsanitize=fuzzer,address,undefined "$probe/probe.cpp" -o "$probe/probe" 2>/dev/null; then
     echo "fuzz.sh: $cxx cannot link libFuzzer (missing libclang-rt-dev?); skipping the fuzz run"
-    exit 0
+    exit "${GGUFD_FUZZ_REQUIRED:-0}"
 fi
 
 CXX="$cxx" cmake -S . -B "$build" -G Ninja -DGGUFD_FUZZ=ON -DGGUFD_BUILD_TESTS=OFF \
@@ -54,20 +59,18 @@ max_len() {
 
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
 mkdir -p "$build/logs"
-failed=()
-summary=()
-for t in "${targets[@]}"; do
-    work="$build/work/$t"
-    artifacts="$build/artifacts/$t"
+
+# run_target <target>: one bounded libFuzzer run; writes its one-line result to logs/<t>.result.
+run_target() {
+    local t="$1" work="$build/work/$1" artifacts="$build/artifacts/$1" log="$build/logs/$1.log"
     mkdir -p "$work" "$artifacts"
     cp -n fuzz/corpus/"$t"/* "$work"/ 2>/dev/null || true
-    args=(-max_total_time="$seconds" -timeout=25 -rss_limit_mb=2048 -max_len="$(max_len "$t")"
-          -artifact_prefix="$artifacts/" -print_final_stats=1 -close_fd_mask=1)
-    dict="fuzz/dict/$t.dict"
+    local args=(-max_total_time="$seconds" -timeout=25 -rss_limit_mb=2048 -max_len="$(max_len "$t")"
+                -artifact_prefix="$artifacts/" -print_final_stats=1 -close_fd_mask=1)
+    local dict="fuzz/dict/$t.dict"
     if [ "$t" = fuzz_http_request ]; then dict=fuzz/dict/fuzz_json_request.dict; fi
     if [ -f "$dict" ]; then args+=(-dict="$dict"); fi
-    log="$build/logs/$t.log"
-    echo "fuzz.sh: $t for ${seconds}s (log: $log)"
+    local start status took runs units
     start=$(date +%s)
     set +e
     "$build/bin/$t" "${args[@]}" "$work" >"$log" 2>&1
@@ -77,19 +80,44 @@ for t in "${targets[@]}"; do
     runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n 1)
     units=$(find "$work" -type f | wc -l)
     if [ "$status" -ne 0 ]; then
-        failed+=("$t")
-        echo "fuzz.sh: $t FAILED (exit $status):"
-        grep -E '^(==[0-9]+==ERROR|SUMMARY|.*runtime error|terminate called|  what\(\)|artifact_prefix)' \
-            "$log" | head -n 20 || true
-        summary+=("$t: FAILED after ${took}s (${runs:-?} runs); see $log")
+        {
+            echo "FAILED $t: exit $status after ${took}s (${runs:-?} runs); see $log"
+            grep -E '^(==[0-9]+==ERROR|SUMMARY|.*runtime error|terminate called|  what\(\)|artifact_prefix)' \
+                "$log" | head -n 20 || true
+        } >"$build/logs/$t.result"
     else
-        summary+=("$t: ok, ${runs:-?} runs in ${took}s, corpus $units inputs")
+        echo "ok $t: ${runs:-?} runs in ${took}s, corpus $units inputs" >"$build/logs/$t.result"
     fi
+}
+
+jobs="${GGUFD_FUZZ_JOBS:-$(nproc)}"
+echo "fuzz.sh: ${#targets[@]} targets, ${seconds}s each, $jobs at a time (logs: $build/logs/)"
+rm -f "$build"/logs/*.result
+running=0
+for t in "${targets[@]}"; do
+    if [ "$running" -ge "$jobs" ]; then
+        wait -n || true
+        running=$((running - 1))
+    fi
+    run_target "$t" &
+    running=$((running + 1))
 done
+wait
 
 echo
-printf '%s\n' "${summary[@]}"
+failed=()
+for t in "${targets[@]}"; do
+    result="$build/logs/$t.result"
+    if [ ! -f "$result" ]; then
+        echo "FAILED $t: no result (the runner died)"
+        failed+=("$t")
+        continue
+    fi
+    cat "$result"
+    if ! head -n 1 "$result" | grep -q '^ok '; then failed+=("$t"); fi
+done
 if [ ${#failed[@]} -ne 0 ]; then
     echo "fuzz.sh: failures in: ${failed[*]}"
     exit 1
 fi
+echo "fuzz.sh: all ${#targets[@]} targets clean"

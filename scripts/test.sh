@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
 # Sets up a Debian 12 machine (as root, or with sudo), builds ggufd and runs the whole test suite
-# through ctest. The last line printed is ctest's count of passed and failed tests.
-# GGUFD_WERROR=1 turns compiler warnings into errors (CI does this).
+# through ctest, then a short bounded run of every libFuzzer target (when clang is available) and,
+# under CI or with GGUFD_ASAN=1, the suite again under AddressSanitizer + UBSan.
+# The last line printed sums up every phase; the exit status is non-zero when any failed.
+#
+#   GGUFD_WERROR=1        compiler warnings are errors (CI does this)
+#   GGUFD_FUZZ_SECONDS=N  seconds per fuzz target (default 20; 0 skips fuzzing)
+#   GGUFD_ASAN=0|1        run the ASan+UBSan suite (default: 1 when CI is set, else 0)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -9,13 +14,57 @@ bash scripts/install-deps.sh
 
 werror=OFF
 if [ "${GGUFD_WERROR:-0}" = "1" ]; then werror=ON; fi
+ci=0
+case "${CI:-}" in "" | 0 | false) ;; *) ci=1 ;; esac
+fuzz_seconds="${GGUFD_FUZZ_SECONDS:-20}"
+asan="${GGUFD_ASAN:-$ci}"
+
+summary=()
+status=0
+elapsed() { echo "$(($(date +%s) - $1))s"; }
+
+start=$(date +%s)
 cmake --preset release -DGGUFD_WERROR="$werror" >/dev/null
 cmake --build --preset release -j "$(nproc)"
+echo "test.sh: release build took $(elapsed "$start")"
 
+start=$(date +%s)
 set +e
 ctest --preset release 2>&1 | tee build/ctest.log
-status=${PIPESTATUS[0]}
+release_status=${PIPESTATUS[0]}
 set -e
+count=$(grep -E '^[0-9]+% tests passed' build/ctest.log | tail -n 1)
+summary+=("release: ${count:-no ctest summary} ($(elapsed "$start"))")
+[ "$release_status" -eq 0 ] || status=1
+
+if [ "$fuzz_seconds" != 0 ]; then
+    start=$(date +%s)
+    # Under CI a fuzzer that cannot be built is a failure, not a skip.
+    set +e
+    GGUFD_FUZZ_REQUIRED="$ci" bash scripts/fuzz.sh "$fuzz_seconds" 2>&1 | tee build/fuzz.log
+    fuzz_status=${PIPESTATUS[0]}
+    set -e
+    fuzz_line=$(tail -n 1 build/fuzz.log)
+    summary+=("fuzz ${fuzz_seconds}s/target: ${fuzz_line#fuzz.sh: } ($(elapsed "$start"))")
+    [ "$fuzz_status" -eq 0 ] || status=1
+fi
+
+if [ "$asan" = 1 ]; then
+    start=$(date +%s)
+    set +e
+    bash scripts/sanitize.sh asan 2>&1 | tee build/asan.log
+    asan_status=${PIPESTATUS[0]}
+    set -e
+    count=$(grep -E '^asan: [0-9]+% tests passed' build/asan.log | tail -n 1)
+    summary+=("${count:-asan: no ctest summary (build failed?)} ($(elapsed "$start"))")
+    [ "$asan_status" -eq 0 ] || status=1
+fi
+
 echo
-grep -E '^[0-9]+% tests passed' build/ctest.log | tail -n 1
+printf 'test.sh: %s\n' "${summary[@]}"
+if [ "$status" -eq 0 ]; then
+    echo "ALL PASSED: ${summary[*]}"
+else
+    echo "FAILED: ${summary[*]}"
+fi
 exit "$status"

@@ -76,6 +76,17 @@ void Api::handle(const HttpRequest& request, const std::shared_ptr<ResponseChann
         std::string param;
         const Route* route = match(request.path, param);
         access.route = route ? route->pattern : "(unknown)";
+        // A browser's preflight carries no credentials, so it is answered before the key check.
+        if (request.method == "OPTIONS" && route && !options_.cors_origin.empty()) {
+            HttpResponse r;
+            r.status = 204;
+            r.headers.emplace_back("Access-Control-Allow-Methods",
+                                   fmt::format("{}, OPTIONS", route->method));
+            r.headers.emplace_back("Access-Control-Allow-Headers", "Authorization, Content-Type");
+            r.headers.emplace_back("Access-Control-Max-Age", "600");
+            channel->respond(std::move(r));
+            return;
+        }
         bool needs_key = !(route && route->public_route) && !options_.api_keys.empty();
         if (needs_key && !bearer_authorized(request.header("authorization"), options_.api_keys)) {
             throw ApiError::unauthorized(
@@ -114,6 +125,11 @@ ModelBackend& Api::resolve_model(const std::string& name) const {
         }
     } else {
         model = registry_.find(name);
+        if (!model && registry_.is_failed(name)) {
+            throw ApiError::not_found(
+                fmt::format("The model '{}' failed to load when the server started", name),
+                "model_not_found");
+        }
         if (!model) {
             throw ApiError::not_found(fmt::format("The model '{}' does not exist", name),
                                       "model_not_found");
@@ -150,7 +166,9 @@ void Api::check_prompt(const std::vector<int32_t>& tokens, ModelBackend& model,
 void Api::health(const HttpRequest&, const std::shared_ptr<ResponseChannel>& channel,
                  const std::string&) {
     if (registry_.all_ready()) {
-        channel->respond(json_response(200, {{"status", "ok"}}));
+        json body = {{"status", "ok"}};
+        if (!registry_.failed().empty()) body["failed_models"] = registry_.failed();
+        channel->respond(json_response(200, body));
         return;
     }
     HttpResponse r = json_response(503, {{"status", "loading"}});

@@ -23,6 +23,9 @@ struct ApiOptions {
     ApiLimits limits;
     // Prometheus text for GET /metrics; unset = an empty exposition.
     std::function<std::string()> metrics;
+    // Access-Control-Allow-Origin on every response, and preflight (OPTIONS) answered; empty =
+    // no CORS headers and OPTIONS is 405 like any other unknown method.
+    std::string cors_origin;
     // Seconds in Retry-After when a queue is full or a model is loading.
     int retry_after_s = 1;
 };

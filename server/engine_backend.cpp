@@ -1,7 +1,13 @@
 #include "server/engine_backend.h"
 
 #include <chrono>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
 
+#include <fmt/format.h>
+
+#include "engine/model/context.h"
 #include "engine/model/random_model.h"
 #include "gguf/inspect.h"
 #include "gguf/naming.h"
@@ -38,12 +44,52 @@ Json value_json(const gguf::Value& v, size_t max_items) {
         v.storage());
 }
 
+// Bytes this process may still take: MemAvailable, or less under a cgroup (v2) memory limit, as in
+// a container. 0 when neither can be read (the check is then skipped).
+uint64_t available_memory() {
+    uint64_t available = 0;
+    std::ifstream meminfo("/proc/meminfo");
+    std::string line;
+    while (std::getline(meminfo, line)) {
+        std::istringstream in(line);
+        std::string key;
+        uint64_t kib = 0;
+        if (in >> key >> kib && key == "MemAvailable:") {
+            available = kib * 1024;
+            break;
+        }
+    }
+    std::ifstream max_file("/sys/fs/cgroup/memory.max"),
+        current_file("/sys/fs/cgroup/memory.current");
+    uint64_t limit = 0, used = 0;
+    if (max_file >> limit && current_file >> used) {  // "max" (no limit) fails to parse
+        const uint64_t left = limit > used ? limit - used : 0;
+        if (available == 0 || left < available) available = left;
+    }
+    return available;
+}
+
+// The KV cache is allocated and zeroed up front; one larger than the memory left would get the
+// process killed by the kernel rather than throw, so it is refused before allocating.
+void check_kv_memory(const model::Model& model, const scheduler::SchedulerParams& params) {
+    const int n_ctx = model::default_context_size(model.hparams(), params.n_ctx);
+    const uint64_t needed =
+        model::KvCache::bytes_needed(model.hparams(), params.n_slots, n_ctx, kernels::KvType::f16);
+    const uint64_t available = available_memory();
+    if (available == 0 || needed <= available) return;
+    throw std::runtime_error(fmt::format(
+        "the KV cache needs {} ({} slots (--parallel) x {} tokens (--ctx-size)) but only {} of "
+        "memory is available; lower --ctx-size or --parallel",
+        gguf::human_bytes(needed), params.n_slots, n_ctx, gguf::human_bytes(available)));
+}
+
 }  // namespace
 
 std::shared_ptr<EngineBackend> EngineBackend::load(const std::string& path,
                                                    const EngineBackendOptions& options) {
     const auto t0 = std::chrono::steady_clock::now();
     auto model = model::Model::load(path);
+    check_kv_memory(*model, options.scheduler);
     const double secs =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return from_model(std::move(model), options, secs);

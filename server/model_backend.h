@@ -96,6 +96,12 @@ class ModelRegistry {
     // True when there is at least one model and every model is ready.
     bool all_ready() const;
 
+    // A configured model that failed to load and is left out (--skip-bad-models): requests naming
+    // it get 404 saying so, /health lists it. The reason stays in the server's log.
+    void add_failed(const std::string& name);
+    const std::vector<std::string>& failed() const { return failed_; }
+    bool is_failed(const std::string& name) const;
+
   private:
     struct Entry {
         std::shared_ptr<ModelBackend> backend;
@@ -103,6 +109,7 @@ class ModelRegistry {
     };
     std::vector<Entry> entries_;
     std::map<std::string, size_t> by_name_;
+    std::vector<std::string> failed_;
 };
 
 }  // namespace ggufd::server

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <stdexcept>
 
 #include "server/model_backend.h"
@@ -21,7 +22,16 @@ ModelBackend* ModelRegistry::find(const std::string& name) const {
 }
 
 ModelBackend* ModelRegistry::default_model() const {
-    return entries_.size() == 1 ? entries_.front().backend.get() : nullptr;
+    // With several configured models a request names one, even when only one of them loaded.
+    return entries_.size() == 1 && failed_.empty() ? entries_.front().backend.get() : nullptr;
+}
+
+void ModelRegistry::add_failed(const std::string& name) {
+    failed_.push_back(name);
+}
+
+bool ModelRegistry::is_failed(const std::string& name) const {
+    return std::find(failed_.begin(), failed_.end(), name) != failed_.end();
 }
 
 std::vector<ModelBackend*> ModelRegistry::all() const {

@@ -37,6 +37,9 @@ ServerOptions server_options_from_config(const config::Config& config) {
     o.io_threads = config.io_threads;
     o.api.api_keys = config.api_keys;
     o.api.metrics_public = config.metrics_public;
+    o.api.cors_origin = config.cors_origin;
+    o.idle_timeout = std::chrono::seconds(config.idle_timeout_s);
+    o.header_timeout = std::chrono::seconds(config.header_timeout_s);
     return o;
 }
 
@@ -392,6 +395,12 @@ class Session : public std::enable_shared_from_this<Session>, public ResponseCha
         out += "Server: ggufd\r\n";
         out += "Content-Type: " + r.content_type + "\r\n";
         out += "X-Request-Id: " + request_id_ + "\r\n";
+        if (const std::string& origin = shared_->options.api.cors_origin; !origin.empty()) {
+            // Every answer, errors included, or the page cannot read why it failed.
+            out += "Access-Control-Allow-Origin: " + origin + "\r\n";
+            out += "Access-Control-Expose-Headers: X-Request-Id, Retry-After\r\n";
+            if (origin != "*") out += "Vary: Origin\r\n";
+        }
         for (const auto& [name, value] : r.headers) out += name + ": " + value + "\r\n";
         if (content_length) {
             out += fmt::format("Content-Length: {}\r\n", *content_length);

@@ -259,6 +259,29 @@ TEST(Config, MetricsPublicAndIoThreads) {
     EXPECT_NE(error_of({"--io-threads", "0"}).find("io-threads"), std::string::npos);
 }
 
+TEST(Config, TimeoutsCorsAndSkipBadModels) {
+    Config d = load({}).config;
+    EXPECT_EQ(d.idle_timeout_s, 60);
+    EXPECT_EQ(d.header_timeout_s, 10);
+    EXPECT_EQ(d.cors_origin, "");
+    EXPECT_FALSE(d.skip_bad_models);
+    Config c = load({"--idle-timeout", "3", "--cors-origin", "https://app.test"},
+                    {{"GGUFD_HEADER_TIMEOUT", "2"}, {"GGUFD_SKIP_BAD_MODELS", "true"}})
+                   .config;
+    EXPECT_EQ(c.idle_timeout_s, 3);
+    EXPECT_EQ(c.header_timeout_s, 2);
+    EXPECT_EQ(c.cors_origin, "https://app.test");
+    EXPECT_TRUE(c.skip_bad_models);
+    EXPECT_EQ(load({"--cors-origin", "*"}).config.cors_origin, "*");
+    EXPECT_NE(error_of({"--header-timeout", "0"}).find("header-timeout"), std::string::npos);
+    // One origin only: a list (or anything with spaces or control bytes) would be sent to
+    // browsers as one invalid header value.
+    for (const char* bad : {"https://a.test,https://b.test", "https://a.test b", "x\ry"}) {
+        std::string e = error_of({"--cors-origin", bad});
+        EXPECT_NE(e.find("invalid cors-origin (from --cors-origin)"), std::string::npos) << bad;
+    }
+}
+
 }  // namespace
 
 namespace {

@@ -5,59 +5,26 @@ and a clean exit on SIGTERM.
 
 Usage: test_server.py BIN_DIR CONFORMANCE_DIR
 """
-import http.client
 import json
 import os
 import signal
-import socket
-import subprocess
 import sys
 import threading
 import tempfile
-import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from daemon import conformance_dir, request, sse_events  # noqa: E402
+import daemon  # noqa: E402
 
 bin_dir = sys.argv[1]
-conf = os.environ.get("GGUFD_CONFORMANCE_DIR") or sys.argv[2]
-if not os.path.isdir(conf):
-    if os.environ.get("CI", "") not in ("", "0", "false"):
-        sys.exit(f"conformance data missing at {conf} (CI)")
-    print("conformance data not found: skipped")
-    sys.exit(77)
+conf = conformance_dir(sys.argv[2])
 model = os.path.join(conf, "models", "stories260K.gguf")
 with open(os.path.join(conf, "reference", "stories260K.greedy.jsonl")) as f:
     cases = [json.loads(line) for line in f]
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def start(*extra):
-    port = free_port()
-    proc = subprocess.Popen([os.path.join(bin_dir, "ggufd"), "--port", str(port), "--parallel", "4",
-                             "--model", f"stories={model}", *extra],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    for _ in range(200):
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                return proc, port
-        except OSError:
-            if proc.poll() is not None:
-                sys.exit("ggufd exited at start:\n" + proc.stdout.read().decode())
-            time.sleep(0.05)
-    sys.exit("ggufd did not start listening")
-
-
-def request(port, method, path, body=None, headers=None, raw=None):
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-    data = raw if raw is not None else (json.dumps(body) if body is not None else None)
-    c.request(method, path, body=data, headers={"Content-Type": "application/json", **(headers or {})})
-    r = c.getresponse()
-    payload = r.read().decode()
-    c.close()
-    return r.status, payload, r
+    return daemon.start(bin_dir, "--parallel", "4", "--model", f"stories={model}", *extra)
 
 
 def expected_completion(case):
@@ -74,9 +41,7 @@ def complete(port, case, stream=False):
     assert status == 200, (status, payload)
     if not stream:
         return json.loads(payload)["choices"][0]["text"]
-    events = [line[6:] for line in payload.split("\n") if line.startswith("data: ")]
-    assert events[-1] == "[DONE]", events[-1]
-    return "".join(json.loads(e)["choices"][0]["text"] for e in events[:-1])
+    return "".join(e["choices"][0]["text"] for e in sse_events(payload))
 
 
 proc, port = start()

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "config/config.h"
@@ -89,6 +90,7 @@ int main(int argc, char** argv) {
             server::kDemoModelName);
     }
     for (const config::ModelSpec& spec : cfg.models) {
+        std::string error;
         try {
             server::EngineBackendOptions options;
             options.name = spec.name;
@@ -101,15 +103,23 @@ int main(int argc, char** argv) {
                          backend->scheduler().context_size());
             observe(*backend);
             registry.add(std::move(backend));
+            continue;
         } catch (const std::bad_alloc&) {
-            spdlog::critical(
-                "model '{}': out of memory for its KV cache; lower --ctx-size or --parallel",
-                spec.name);
-            return 1;
+            error = "out of memory for its KV cache; lower --ctx-size or --parallel";
         } catch (const std::exception& e) {
-            spdlog::critical("model '{}' ({}): {}", spec.name, spec.path, e.what());
+            error = e.what();
+        }
+        if (!cfg.skip_bad_models) {
+            spdlog::critical("model '{}' ({}): {}", spec.name, spec.path, error);
             return 1;
         }
+        spdlog::error("model '{}' ({}): {}; left out (--skip-bad-models)", spec.name, spec.path,
+                      error);
+        registry.add_failed(spec.name);
+    }
+    if (!cfg.models.empty() && registry.all().empty()) {
+        spdlog::critical("no model could be loaded");
+        return 1;
     }
 
     try {
