@@ -542,23 +542,22 @@ std::int64_t round_int(std::int64_t i, std::int64_t ndigits) {
 // round(float, ndigits): correctly rounded on the exact binary value, ties to even, as
 // Python's dtoa-based round and glibc's printf both do.
 double round_float(double d, std::int64_t ndigits) {
-    if (!std::isfinite(d) || d == 0 || ndigits > 323) return d;
+    if (!std::isfinite(d) || d == 0 || ndigits > 400) return d;
+    if (ndigits < -400) return std::copysign(0.0, d);
     char buf[512];
+    std::snprintf(buf, sizeof buf, "%.16e", d);  // 17 digits never round up to a new decade
+    std::int64_t keep = std::atoi(std::strchr(buf, 'e') + 1) + ndigits;  // kept digits - 1
+    // 17 significant digits already name the double exactly.
+    if (keep >= 16) return d;
     if (ndigits >= 0) {
-        std::snprintf(buf, sizeof buf, "%.*f",
-                      static_cast<int>(std::min<std::int64_t>(ndigits, 340)), d);
+        std::snprintf(buf, sizeof buf, "%.*f", static_cast<int>(ndigits), d);  // < 350 chars
         return std::strtod(buf, nullptr);
     }
-    if (ndigits < -308) return std::copysign(0.0, d);
-    // Keep the digits above 10**-ndigits: %.*e with that many significant digits.
-    std::snprintf(buf, sizeof buf, "%.16e", d);  // 17 digits never round up to a new decade
-    int exp10 = std::atoi(std::strchr(buf, 'e') + 1);
-    auto keep = static_cast<std::int64_t>(exp10) + ndigits;  // digits kept minus one
     if (keep >= 0) {
         std::snprintf(buf, sizeof buf, "%.*e", static_cast<int>(keep), d);
         return std::strtod(buf, nullptr);
     }
-    // |d| < 10**-ndigits: 0 or one unit, by comparison with half a unit (ties go to 0, even).
+    // |d| < 10**-ndigits, a whole number here: 0 or one unit, ties to 0 (even).
     double unit = std::pow(10.0, static_cast<double>(-ndigits));
     if (keep == -1 && std::fabs(d) > unit / 2) return std::copysign(unit, d);
     return std::copysign(0.0, d);

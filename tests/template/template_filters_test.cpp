@@ -155,9 +155,9 @@ const RenderCase kOlderFilters[] = {
      R"J({})J",
      R"J(cba ['b', 'a'] [1, 2] 123 -1 5 255 1.5 1000.0 2.5)J"},
     // round: negative precision rounds to tens/hundreds, ties to even, ints stay ints.
-    {R"J({{ 1234.5678 | round(-2) }} {{ 1250 | round(-2) }} {{ 1350 | round(-2) }} {{ 15 | round(-1) }} {{ 25 | round(-1) }} {{ -25 | round(-1) }} {{ 45.0 | round(-1) }} {{ 55.0 | round(-1) }} {{ 4.0 | round(-1) }} {{ 6.0 | round(-1) }} {{ 3.14159 | round(3) }} {{ 3.14159 | round(2, 'floor') }} {{ 3.14159 | round(2, 'ceil') }} {{ 0.5 | round }} {{ 1.5 | round }} {{ 7 | round(-5) }})J",
+    {R"J({{ 1234.5678 | round(-2) }} {{ 1250 | round(-2) }} {{ 1350 | round(-2) }} {{ 15 | round(-1) }} {{ 25 | round(-1) }} {{ -25 | round(-1) }} {{ 45.0 | round(-1) }} {{ 55.0 | round(-1) }} {{ 4.0 | round(-1) }} {{ 6.0 | round(-1) }} {{ 3.14159 | round(3) }} {{ 3.14159 | round(2, 'floor') }} {{ 3.14159 | round(2, 'ceil') }} {{ 0.5 | round }} {{ 1.5 | round }} {{ 7 | round(-5) }} {{ -4.0 | round(-1) }} {{ 0.005 | round(2) }} {{ 2.675 | round(2) }} {{ 1e308 | round(300) }} {{ 1e-300 | round(300) }} {{ 123.456 | round(400) }})J",
      R"J({})J",
-     R"J(1200.0 1200 1400 20 20 -20 40.0 60.0 0.0 10.0 3.142 3.14 3.15 0.0 2.0 0)J"},
+     R"J(1200.0 1200 1400 20 20 -20 40.0 60.0 0.0 10.0 3.142 3.14 3.15 0.0 2.0 0 -0.0 0.01 2.67 1e+308 1e-300 123.456)J"},
     {R"J({{ '%s=%d' | format('a', 1) }} {{ '%(x)s' | format(x=1) }} {{ '%5.2f' % 3.14159 }} {{ 'hELLO wORLD' | capitalize }} {{ "Hello, world! it's" | wordcount }} {{ "'\"" | e }} {{ '<b>' | escape | e }})J",
      R"J({})J",
      R"J(a=1 1  3.14 Hello world 4 &#39;&#34; &lt;b&gt;)J"},
