@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <ctime>
+#include <set>
 #include <unordered_map>
 
 #include "engine/template/error.h"
@@ -11,6 +14,7 @@
 #include "engine/template/json.h"
 #include "engine/template/ops.h"
 #include "engine/template/pystr.h"
+#include "engine/template/text_filters.h"
 
 namespace ggufd::tmpl {
 
@@ -65,22 +69,45 @@ Value pair(Value a, Value b) {
     return Value::new_tuple({std::move(a), std::move(b)});
 }
 
-// Jinja2's attribute getter for filters: "a.b.0" walks getitem per part, digits as indices.
-Value get_path(Interp& interp, Value v, std::string_view path) {
+// Jinja2's make_attrgetter: "a.b.0" walks getitem per part, digit parts as indices. With a
+// `def`ault, an Undefined met on the way is replaced by it (groupby's and map's default=).
+Value get_path(Interp& interp, Value v, std::string_view path, const Value* def = nullptr) {
     std::size_t pos = 0;
-    while (pos <= path.size()) {
+    while (true) {
         std::size_t dot = path.find('.', pos);
         std::string_view part = path.substr(pos, dot == std::string_view::npos ? dot : dot - pos);
-        bool digits = !part.empty() && std::all_of(part.begin(), part.end(),
-                                                   [](char c) { return c >= '0' && c <= '9'; });
-        if (v.is_undefined()) return v;
+        bool digits =
+            !part.empty() && part.size() <= 18 &&
+            std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; });
         v = digits
                 ? interp.getitem(v, Value(static_cast<std::int64_t>(std::stoll(std::string(part)))))
                 : interp.getitem(v, Value(part));
+        if (def && v.is_undefined()) v = *def;
         if (dot == std::string_view::npos) break;
         pos = dot + 1;
     }
     return v;
+}
+
+// An attribute= argument: a dotted path, or an integer index as Jinja2 also accepts.
+struct AttrPath {
+    std::optional<std::string> path;
+    std::optional<std::int64_t> index;
+    bool present() const { return path || index; }
+};
+
+AttrPath attr_arg(const CallArgs& a, std::size_t i, std::string_view name) {
+    const Value* v = arg(a, i, name);
+    if (v && (v->is_int() || v->is_bool())) return {std::nullopt, v->as_int()};
+    return {str_arg(a, i, name), std::nullopt};
+}
+
+Value get_attr_path(Interp& interp, const Value& v, const AttrPath& p, const Value* def = nullptr) {
+    if (p.index) {
+        Value r = interp.getitem(v, Value(*p.index));
+        return def && r.is_undefined() ? *def : r;
+    }
+    return p.path ? get_path(interp, v, *p.path, def) : v;
 }
 
 Value lower_if_str(const Value& v) {
@@ -109,21 +136,24 @@ Value f_attr(Interp& interp, const Value& v, CallArgs& a) {
     return interp.getattr(v, name);
 }
 
-Value f_batch(Interp&, const Value& v, CallArgs& a) {
+Value f_batch(Interp& interp, const Value& v, CallArgs& a) {
+    if (!arg(a, 0, "linecount")) throw TemplateError("batch() missing argument 'linecount'");
     std::int64_t n = int_arg(a, 0, "linecount", 0);
-    if (n <= 0) throw TemplateError("batch size must be positive");
     const Value* fill = arg(a, 1, "fill_with");
     std::vector<Value> out, cur;
+    // Jinja2's loop as written: a full batch is emitted when the next item arrives, so a
+    // linecount of 0 yields an empty batch first and a negative one never splits.
     for (Value& item : iterate(v)) {
-        cur.push_back(std::move(item));
         if (static_cast<std::int64_t>(cur.size()) == n) {
             out.push_back(Value::new_list(std::move(cur)));
             cur.clear();
         }
+        cur.push_back(std::move(item));
     }
     if (!cur.empty()) {
-        if (present(fill)) {
-            while (static_cast<std::int64_t>(cur.size()) < n) cur.push_back(*fill);
+        if (fill && !fill->is_none() && static_cast<std::int64_t>(cur.size()) < n) {
+            interp.check_list_size(static_cast<std::size_t>(n));
+            cur.resize(static_cast<std::size_t>(n), *fill);
         }
         out.push_back(Value::new_list(std::move(cur)));
     }
@@ -134,8 +164,11 @@ Value f_capitalize(Interp&, const Value& v, CallArgs&) {
     return Value(pystr::capitalize(to_str(v)));
 }
 
-Value f_center(Interp&, const Value& v, CallArgs& a) {
-    return Value(pystr::center(to_str(v), int_arg(a, 0, "width", 80), ' '));
+Value f_center(Interp& interp, const Value& v, CallArgs& a) {
+    std::int64_t width = int_arg(a, 0, "width", 80);
+    std::string s = to_str(v);
+    interp.check_string_size(s.size() + static_cast<std::size_t>(std::max<std::int64_t>(width, 0)));
+    return Value(pystr::center(s, width, ' '));
 }
 
 Value f_length(Interp&, const Value& v, CallArgs&) {
@@ -274,31 +307,34 @@ Value f_format(Interp&, const Value& v, CallArgs& a) {
     return Value(percent_format(to_str(v), Value::new_tuple(a.pos)));
 }
 
-Value f_indent(Interp&, const Value& v, CallArgs& a) {
+Value f_indent(Interp& interp, const Value& v, CallArgs& a) {
     const Value* w = arg(a, 0, "width");
+    std::int64_t spaces =
+        w && w->is_string() ? 0 : std::max<std::int64_t>(0, int_arg(a, 0, "width", 4));
+    interp.check_string_size(static_cast<std::size_t>(spaces));
     std::string indention =
-        w && w->is_string()
-            ? w->str()
-            : std::string(
-                  static_cast<std::size_t>(std::max<std::int64_t>(0, int_arg(a, 0, "width", 4))),
-                  ' ');
+        w && w->is_string() ? w->str() : std::string(static_cast<std::size_t>(spaces), ' ');
     bool first = bool_arg(a, 1, "first", false);
     bool blank = bool_arg(a, 2, "blank", false);
     std::string s = to_str(v) + "\n";
     std::vector<std::string> lines = pystr::splitlines(s, false);
     std::string rv;
+    // Every line may gain the indention: check as it grows.
     if (blank) {
         for (std::size_t i = 0; i < lines.size(); ++i) {
             if (i) rv += "\n" + indention;
             rv += lines[i];
+            interp.check_string_size(rv.size());
         }
     } else {
         rv = lines.empty() ? "" : lines[0];
         for (std::size_t i = 1; i < lines.size(); ++i) {
             rv += "\n";
             if (!lines[i].empty()) rv += indention + lines[i];
+            interp.check_string_size(rv.size());
         }
     }
+    interp.check_string_size(rv.size() + (first ? indention.size() : 0));
     if (first) rv = indention + rv;
     return Value(std::move(rv));
 }
@@ -375,11 +411,8 @@ Value f_map(Interp& interp, const Value& v, CallArgs& a) {
         auto attribute = str_arg(a, 0, "attribute");
         if (!attribute) throw TemplateError("map requires a filter name or attribute=");
         const Value* def = a.kwarg("default");
-        for (const Value& item : items) {
-            Value r = get_path(interp, item, *attribute);
-            if (r.is_undefined() && def) r = *def;
-            out.push_back(std::move(r));
-        }
+        if (def && def->is_none()) def = nullptr;
+        for (const Value& item : items) out.push_back(get_path(interp, item, *attribute, def));
         return Value::new_iterator(std::move(out));
     }
     std::string name = need_str(a.pos[0], "map()");
@@ -395,13 +428,13 @@ Value f_map(Interp& interp, const Value& v, CallArgs& a) {
 
 Value f_minmax(Interp& interp, const Value& v, CallArgs& a, bool want_max) {
     bool case_sensitive = bool_arg(a, 0, "case_sensitive", false);
-    auto attribute = str_arg(a, 1, "attribute");
+    AttrPath attribute = attr_arg(a, 1, "attribute");
     std::vector<Value> items = iterate(v);
     if (items.empty()) {
         return Value::undefined(std::string("No aggregated item, sequence was empty."));
     }
     auto key = [&](const Value& x) {
-        Value k = attribute ? get_path(interp, x, *attribute) : x;
+        Value k = get_attr_path(interp, x, attribute);
         return case_sensitive ? k : lower_if_str(k);
     };
     std::size_t best = 0;
@@ -423,8 +456,10 @@ Value f_min(Interp& i, const Value& v, CallArgs& a) {
     return f_minmax(i, v, a, false);
 }
 
+// pprint.pformat: repr with dict keys sorted. Unlike pformat, a repr wider than 80 columns is
+// not broken over lines.
 Value f_pprint(Interp&, const Value& v, CallArgs&) {
-    return Value(repr(v));
+    return Value(repr(v, true));
 }
 
 Value select_impl(Interp& interp, const Value& v, CallArgs& a, bool by_attr, bool keep) {
@@ -492,24 +527,56 @@ Value f_reverse(Interp&, const Value& v, CallArgs&) {
     return Value::new_iterator(std::move(items));
 }
 
+// round(int, ndigits) for ndigits < 0: to a multiple of 10**-ndigits, ties to even.
+std::int64_t round_int(std::int64_t i, std::int64_t ndigits) {
+    if (ndigits >= 0) return i;
+    if (ndigits < -18) return 0;
+    std::int64_t m = 1;
+    for (std::int64_t k = 0; k < -ndigits; ++k) m *= 10;
+    std::int64_t q = i / m, r = i % m;  // truncated toward zero
+    std::int64_t twice = 2 * (r < 0 ? -r : r);
+    if (twice > m || (twice == m && q % 2 != 0)) q += i < 0 ? -1 : 1;
+    return q * m;
+}
+
+// round(float, ndigits): correctly rounded on the exact binary value, ties to even, as
+// Python's dtoa-based round and glibc's printf both do.
+double round_float(double d, std::int64_t ndigits) {
+    if (!std::isfinite(d) || d == 0 || ndigits > 400) return d;
+    if (ndigits < -400) return std::copysign(0.0, d);
+    char buf[512];
+    std::snprintf(buf, sizeof buf, "%.16e", d);  // 17 digits never round up to a new decade
+    std::int64_t keep = std::atoi(std::strchr(buf, 'e') + 1) + ndigits;  // kept digits - 1
+    // 17 significant digits already name the double exactly.
+    if (keep >= 16) return d;
+    if (ndigits >= 0) {
+        std::snprintf(buf, sizeof buf, "%.*f", static_cast<int>(ndigits), d);  // < 350 chars
+        return std::strtod(buf, nullptr);
+    }
+    if (keep >= 0) {
+        std::snprintf(buf, sizeof buf, "%.*e", static_cast<int>(keep), d);
+        return std::strtod(buf, nullptr);
+    }
+    // |d| < 10**-ndigits, a whole number here: 0 or one unit, ties to 0 (even).
+    double unit = std::pow(10.0, static_cast<double>(-ndigits));
+    if (keep == -1 && std::fabs(d) > unit / 2) return std::copysign(unit, d);
+    return std::copysign(0.0, d);
+}
+
 Value f_round(Interp&, const Value& v, CallArgs& a) {
     std::int64_t precision = int_arg(a, 0, "precision", 0);
     std::string method = str_arg(a, 1, "method").value_or("common");
+    if (method != "common" && method != "ceil" && method != "floor") {
+        throw TemplateError("method must be common, ceil or floor");
+    }
     if (!v.is_number()) {
         if (v.is_undefined()) throw TemplateError(v.undefined_message());
         throw TemplateError("type " + type_name(v) + " doesn't define __round__ method");
     }
     if (method == "common") {
-        if (!v.is_float()) return Value(v.as_int());  // round(int, n) stays an int
-        // Python's round is correctly rounded (ties to even on the exact binary value), as is
-        // printf's %.*f; parsing that back gives the same float.
-        char buf[512];
-        int p = static_cast<int>(std::clamp<std::int64_t>(precision, 0, 300));
-        std::snprintf(buf, sizeof buf, "%.*f", p, v.as_double());
-        return Value(std::strtod(buf, nullptr));
-    }
-    if (method != "ceil" && method != "floor") {
-        throw TemplateError("method must be 'common', 'ceil' or 'floor'");
+        // round(int, n) stays an int.
+        if (!v.is_float()) return Value(round_int(v.as_int(), precision));
+        return Value(round_float(v.as_double(), precision));
     }
     double m = std::pow(10.0, static_cast<double>(precision));
     double x = v.as_double() * m;
@@ -524,29 +591,28 @@ Value f_safe(Interp&, const Value& v, CallArgs&) {
 Value f_sort(Interp& interp, const Value& v, CallArgs& a) {
     bool reverse = bool_arg(a, 0, "reverse", false);
     bool case_sensitive = bool_arg(a, 1, "case_sensitive", false);
-    auto attribute = str_arg(a, 2, "attribute");
-    std::vector<std::string> attrs;
-    if (attribute) {
-        std::size_t pos = 0;
-        while (true) {
-            std::size_t comma = attribute->find(',', pos);
-            attrs.push_back(pystr::strip(
-                attribute->substr(pos, comma == std::string::npos ? comma : comma - pos),
-                std::nullopt, true, true));
+    AttrPath attribute = attr_arg(a, 2, "attribute");
+    // "a,b.c" sorts by several keys; as in Jinja2 the parts are not stripped ("a, b" looks
+    // up " b").
+    std::vector<AttrPath> attrs;
+    if (attribute.path) {
+        for (std::size_t pos = 0;;) {
+            std::size_t comma = attribute.path->find(',', pos);
+            attrs.push_back(
+                {attribute.path->substr(pos, comma == std::string::npos ? comma : comma - pos),
+                 std::nullopt});
             if (comma == std::string::npos) break;
             pos = comma + 1;
         }
+    } else {
+        attrs.push_back(attribute);
     }
     std::vector<Value> items = iterate(v);
     auto key = [&](const Value& x) {
         std::vector<Value> ks;
-        if (attrs.empty()) {
-            ks.push_back(case_sensitive ? x : lower_if_str(x));
-        } else {
-            for (const auto& at : attrs) {
-                Value k = get_path(interp, x, at);
-                ks.push_back(case_sensitive ? k : lower_if_str(k));
-            }
+        for (const auto& at : attrs) {
+            Value k = get_attr_path(interp, x, at);
+            ks.push_back(case_sensitive ? k : lower_if_str(k));
         }
         return Value::new_tuple(std::move(ks));
     };
@@ -567,30 +633,18 @@ Value f_string(Interp&, const Value& v, CallArgs&) {
 }
 
 Value f_striptags(Interp&, const Value& v, CallArgs&) {
-    std::string s = to_str(v), out;
-    bool in_tag = false;
-    for (char c : s) {
-        if (c == '<') {
-            in_tag = true;
-        } else if (c == '>' && in_tag) {
-            in_tag = false;
-        } else if (!in_tag) {
-            out += c;
-        }
-    }
-    auto words = pystr::split(out, std::nullopt, -1, false);
-    std::string joined;
-    for (std::size_t i = 0; i < words.size(); ++i) joined += (i ? " " : "") + words[i];
-    return Value(std::move(joined));
+    return Value::markup(text::strip_tags(to_str(v)));
 }
 
 Value f_sum(Interp& interp, const Value& v, CallArgs& a) {
-    auto attribute = str_arg(a, 0, "attribute");
+    AttrPath attribute = attr_arg(a, 0, "attribute");
     const Value* start = arg(a, 1, "start");
+    if (start && start->is_string()) {
+        throw TemplateError("sum() can't sum strings [use ''.join(seq) instead]");
+    }
     Value total = start ? *start : Value(0);
     for (const Value& item : iterate(v)) {
-        total = binary_op(interp, BinOp::Add, total,
-                          attribute ? get_path(interp, item, *attribute) : item);
+        total = binary_op(interp, BinOp::Add, total, get_attr_path(interp, item, attribute));
     }
     return total;
 }
@@ -630,7 +684,11 @@ Value f_truncate(Interp&, const Value& v, CallArgs& a) {
     std::string end = str_arg(a, 2, "end").value_or("...");
     std::int64_t leeway = int_arg(a, 3, "leeway", 5);
     auto end_len = static_cast<std::int64_t>(pystr::length(end));
-    if (len < end_len) throw TemplateError("expected length >= " + std::to_string(end_len));
+    if (len < end_len) {
+        throw TemplateError("expected length >= " + std::to_string(end_len) + ", got " +
+                            std::to_string(len));
+    }
+    if (leeway < 0) throw TemplateError("expected leeway >= 0, got " + std::to_string(leeway));
     std::vector<std::size_t> offs = pystr::offsets(s);
     auto n = static_cast<std::int64_t>(offs.size() - 1);
     if (n <= len + leeway) return Value(std::move(s));
@@ -643,19 +701,19 @@ Value f_truncate(Interp&, const Value& v, CallArgs& a) {
 
 Value f_unique(Interp& interp, const Value& v, CallArgs& a) {
     bool case_sensitive = bool_arg(a, 0, "case_sensitive", false);
-    auto attribute = str_arg(a, 1, "attribute");
+    AttrPath attribute = attr_arg(a, 1, "attribute");
+    // Jinja2 keeps a set of the keys seen: hashed, so long lists stay linear.
     std::vector<Value> seen, out;
+    std::unordered_multimap<std::size_t, std::size_t> index;
     for (Value& item : iterate(v)) {
-        Value k = attribute ? get_path(interp, item, *attribute) : item;
+        Value k = get_attr_path(interp, item, attribute);
         if (!case_sensitive) k = lower_if_str(k);
-        bool dup = false;
-        for (const Value& s : seen) {
-            if (equals(s, k)) {
-                dup = true;
-                break;
-            }
+        std::size_t h = hash_value(k);
+        auto [lo, hi] = index.equal_range(h);
+        if (std::any_of(lo, hi, [&](const auto& e) { return equals(seen[e.second], k); })) {
+            continue;
         }
-        if (dup) continue;
+        index.emplace(h, seen.size());
         seen.push_back(std::move(k));
         out.push_back(std::move(item));
     }
@@ -671,6 +729,191 @@ Value f_wordcount(Interp&, const Value& v, CallArgs&) {
         in_word = w;
     }
     return Value(n);
+}
+
+// ---- filters with their own algorithms (cores in text_filters) ----
+
+const std::vector<std::string_view> kGroupFields = {"grouper", "list"};
+
+// Sorts by the attribute, then groups runs of equal keys into (grouper, list) named tuples.
+// Case-insensitive grouping reports the first item's own key, as Jinja2 3.1 does.
+Value f_groupby(Interp& interp, const Value& v, CallArgs& a) {
+    AttrPath attribute = attr_arg(a, 0, "attribute");
+    if (!attribute.present()) throw TemplateError("groupby() missing argument 'attribute'");
+    const Value* def = arg(a, 1, "default");
+    if (def && def->is_none()) def = nullptr;
+    bool case_sensitive = bool_arg(a, 2, "case_sensitive", false);
+    std::vector<Value> items = iterate(v);
+    std::vector<std::pair<Value, Value>> keyed;
+    keyed.reserve(items.size());
+    for (Value& item : items) {
+        Value k = get_attr_path(interp, item, attribute, def);
+        keyed.emplace_back(case_sensitive ? k : lower_if_str(k), std::move(item));
+    }
+    std::stable_sort(keyed.begin(), keyed.end(),
+                     [](const auto& x, const auto& y) { return compare(x.first, y.first) < 0; });
+    std::vector<Value> groups;
+    for (std::size_t i = 0; i < keyed.size();) {
+        std::size_t j = i + 1;
+        while (j < keyed.size() && equals(keyed[j].first, keyed[i].first)) ++j;
+        std::vector<Value> members;
+        for (std::size_t k = i; k < j; ++k) members.push_back(keyed[k].second);
+        Value grouper =
+            case_sensitive ? keyed[i].first : get_attr_path(interp, members[0], attribute, def);
+        Value group = Value::new_tuple({std::move(grouper), Value::new_list(std::move(members))});
+        group.list().fields = &kGroupFields;
+        groups.push_back(std::move(group));
+        i = j;
+    }
+    return Value::new_list(std::move(groups));
+}
+
+// Splits into `slices` columns, the first ones one item longer; fill_with pads the others.
+Value f_slice(Interp& interp, const Value& v, CallArgs& a) {
+    if (!arg(a, 0, "slices")) throw TemplateError("slice() missing argument 'slices'");
+    std::int64_t slices = int_arg(a, 0, "slices", 0);
+    const Value* fill = arg(a, 1, "fill_with");
+    std::vector<Value> seq = iterate(v);
+    if (slices == 0) throw TemplateError("integer division or modulo by zero");
+    if (slices < 0) return Value::new_iterator({});  // range(slices) is empty
+    interp.check_list_size(static_cast<std::size_t>(slices));
+    auto n = static_cast<std::int64_t>(seq.size());
+    std::int64_t per = n / slices, extra = n % slices, offset = 0;
+    std::vector<Value> out;
+    for (std::int64_t k = 0; k < slices; ++k) {
+        interp.step();
+        std::int64_t start = offset + k * per;
+        if (k < extra) ++offset;
+        std::int64_t end = offset + (k + 1) * per;
+        std::vector<Value> column(seq.begin() + start, seq.begin() + end);
+        if (fill && !fill->is_none() && k >= extra) column.push_back(*fill);
+        out.push_back(Value::new_list(std::move(column)));
+    }
+    return Value::new_iterator(std::move(out));
+}
+
+Value f_wordwrap(Interp& interp, const Value& v, CallArgs& a) {
+    text::WrapOptions o;
+    o.width = int_arg(a, 0, "width", 79);
+    o.break_long_words = bool_arg(a, 1, "break_long_words", true);
+    o.wrapstring = str_arg(a, 2, "wrapstring").value_or("\n");
+    o.break_on_hyphens = bool_arg(a, 3, "break_on_hyphens", true);
+    return Value(text::wordwrap(to_str(v), o, [&](std::size_t n) { interp.check_string_size(n); }));
+}
+
+Value f_urlencode(Interp& interp, const Value& v, CallArgs&) {
+    if (v.is_string() || !(v.is_list() || v.is_dict() || v.is_undefined())) {
+        return Value(text::url_quote(to_str(v), false));
+    }
+    std::vector<Value> pairs;
+    if (v.is_dict()) {
+        for (const auto& [k, val] : v.dict().entries) pairs.push_back(pair(k, val));
+    } else {
+        pairs = iterate(v);
+    }
+    std::string out;
+    for (const Value& p : pairs) {
+        std::vector<Value> kv = iterate(p);
+        if (kv.size() != 2) {
+            throw TemplateError(kv.size() < 2 ? "not enough values to unpack (expected 2, got " +
+                                                    std::to_string(kv.size()) + ")"
+                                              : "too many values to unpack (expected 2)");
+        }
+        if (!out.empty()) out += '&';
+        out += text::url_quote(to_str(kv[0]), true) + "=" + text::url_quote(to_str(kv[1]), true);
+        interp.check_string_size(out.size());
+    }
+    return Value(std::move(out));
+}
+
+// markupsafe.escape: Markup passes as it is.
+std::string escaped(const Value& v) {
+    return v.is_markup() ? v.str() : html_escape(to_str(v));
+}
+
+Value f_urlize(Interp& interp, const Value& v, CallArgs& a) {
+    text::UrlizeOptions o;
+    if (const Value* limit = arg(a, 0, "trim_url_limit"); present(limit)) {
+        o.trim_url_limit = int_arg(a, 0, "trim_url_limit", 0);
+    }
+    // rel: the given words, nofollow, and Jinja2's default policy noopener; sorted.
+    std::set<std::string> rel;
+    for (std::string& w :
+         pystr::split(str_arg(a, 3, "rel").value_or(""), std::nullopt, -1, false)) {
+        rel.insert(std::move(w));
+    }
+    if (bool_arg(a, 1, "nofollow", false)) rel.insert("nofollow");
+    rel.insert("noopener");
+    for (const std::string& w : rel) o.rel += (o.rel.empty() ? "" : " ") + w;
+    o.target = str_arg(a, 2, "target").value_or("");
+    if (const Value* schemes = arg(a, 4, "extra_schemes"); present(schemes)) {
+        for (const Value& sc : iterate(*schemes)) {
+            std::string scheme = need_str(sc, "extra_schemes");
+            if (!text::valid_scheme_prefix(scheme)) {
+                throw TemplateError(pystr::repr(scheme) + " is not a valid URI scheme prefix.");
+            }
+            o.extra_schemes.push_back(std::move(scheme));
+        }
+    }
+    return Value(text::urlize(escaped(v), o, [&](std::size_t n) { interp.check_string_size(n); }));
+}
+
+Value f_xmlattr(Interp& interp, const Value& v, CallArgs& a) {
+    if (v.is_undefined()) throw TemplateError(v.undefined_message());
+    if (!v.is_dict()) throw TemplateError("'" + type_name(v) + "' object has no attribute 'items'");
+    bool autospace = bool_arg(a, 0, "autospace", true);
+    std::string out;
+    for (const auto& [k, val] : v.dict().entries) {
+        if (val.is_none() || val.is_undefined()) continue;
+        std::string key = to_str(k);
+        // Jinja2 3.1.4 refuses names that would break out of the attribute (XSS).
+        if (key.find_first_of(" \t\n\r\f\v/>=") != std::string::npos) {
+            throw TemplateError("Invalid character in attribute name: " + pystr::repr(key));
+        }
+        if (!out.empty() || autospace) out += ' ';
+        out += escaped(k) + "=\"" + escaped(val) + "\"";
+        interp.check_string_size(out.size());
+    }
+    return Value(std::move(out));
+}
+
+Value f_filesizeformat(Interp&, const Value& v, CallArgs& a) {
+    double bytes;
+    if (v.is_number()) {
+        bytes = v.as_double();
+    } else if (v.is_string()) {
+        auto d = pystr::parse_float(v.str());
+        if (!d) throw TemplateError("could not convert string to float: " + pystr::repr(v.str()));
+        bytes = *d;
+    } else if (v.is_undefined()) {
+        throw TemplateError(v.undefined_message());
+    } else {
+        throw TemplateError("float() argument must be a string or a real number, not '" +
+                            type_name(v) + "'");
+    }
+    return Value(text::filesize_format(bytes, bool_arg(a, 0, "binary", false)));
+}
+
+// A chat prompt must be reproducible, so |random draws from the render's own fixed-seed
+// stream (Interp::next_random), not from a clock-seeded generator: the same template and
+// context always give the same prompt, and successive draws in one render still differ.
+Value f_random(Interp& interp, const Value& v, CallArgs&) {
+    std::vector<Value> items;
+    if (v.is_string()) {
+        std::vector<std::size_t> offs = pystr::offsets(v.str());
+        if (offs.size() > 1) {
+            std::size_t i = interp.next_random() % (offs.size() - 1);
+            return Value(v.str().substr(offs[i], offs[i + 1] - offs[i]));
+        }
+    } else if (v.is_list() && v.list().seq != SeqKind::Iterator) {
+        const auto& seq = v.list().items;
+        if (!seq.empty()) return seq[interp.next_random() % seq.size()];
+    } else if (!v.is_undefined()) {
+        // random.choice needs len() and indexing: generators, dicts and scalars have not both.
+        throw TemplateError("random needs a sequence (str, list or tuple), not " +
+                            (v.is_list() ? std::string("a generator") : "'" + type_name(v) + "'"));
+    }
+    return Value::undefined("No random item, sequence was empty.");
 }
 
 const std::unordered_map<std::string_view, FilterFn>& filters() {
@@ -689,7 +932,9 @@ const std::unordered_map<std::string_view, FilterFn>& filters() {
         {"first", f_first},
         {"float", f_float},
         {"forceescape", f_forceescape},
+        {"filesizeformat", f_filesizeformat},
         {"format", f_format},
+        {"groupby", f_groupby},
         {"indent", f_indent},
         {"int", f_int},
         {"items", f_items},
@@ -702,6 +947,7 @@ const std::unordered_map<std::string_view, FilterFn>& filters() {
         {"max", f_max},
         {"min", f_min},
         {"pprint", f_pprint},
+        {"random", f_random},
         {"reject", f_reject},
         {"rejectattr", f_rejectattr},
         {"replace", f_replace},
@@ -710,6 +956,7 @@ const std::unordered_map<std::string_view, FilterFn>& filters() {
         {"safe", f_safe},
         {"select", f_select},
         {"selectattr", f_selectattr},
+        {"slice", f_slice},
         {"sort", f_sort},
         {"string", f_string},
         {"striptags", f_striptags},
@@ -720,7 +967,11 @@ const std::unordered_map<std::string_view, FilterFn>& filters() {
         {"truncate", f_truncate},
         {"unique", f_unique},
         {"upper", f_upper},
+        {"urlencode", f_urlencode},
+        {"urlize", f_urlize},
         {"wordcount", f_wordcount},
+        {"wordwrap", f_wordwrap},
+        {"xmlattr", f_xmlattr},
     };
     return table;
 }
@@ -765,8 +1016,8 @@ bool t_gt(Interp&, const Value& v, CallArgs& a) {
 bool t_ge(Interp&, const Value& v, CallArgs& a) {
     return compare(v, test_arg(a, "ge")) >= 0;
 }
-bool t_escaped(Interp&, const Value&, CallArgs&) {
-    return false;
+bool t_escaped(Interp&, const Value& v, CallArgs&) {
+    return v.is_markup();  // has __html__
 }
 bool t_even(Interp& i, const Value& v, CallArgs&) {
     return !truthy(binary_op(i, BinOp::Mod, v, Value(2)));

@@ -594,8 +594,15 @@ Value Interp::getattr(const Value& obj, std::string_view name) {
             if (has_method(obj, name)) return bound_method(obj, name);
             if (const Value* v = obj.dict().find(name)) return *v;
             break;
-        case Kind::String:
         case Kind::List:
+            if (const auto* fields = obj.list().fields) {
+                for (std::size_t i = 0; i < fields->size() && i < obj.list().items.size(); ++i) {
+                    if ((*fields)[i] == name) return obj.list().items[i];
+                }
+            }
+            if (has_method(obj, name)) return bound_method(obj, name);
+            break;
+        case Kind::String:
             if (has_method(obj, name)) return bound_method(obj, name);
             break;
         case Kind::Object:

@@ -88,6 +88,14 @@ class Interp {
     // Containers mutated during the render; emptied at its end so cycles are freed.
     void note_mutation(const Value& container) { mutated_.push_back(container); }
     std::tm now() const;
+    // The numbers |random draws from: splitmix64 from a fixed seed, restarted by every render,
+    // so the same template and context always give the same prompt.
+    std::uint64_t next_random() {
+        std::uint64_t z = (random_state_ += 0x9E3779B97F4A7C15ULL);
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+        return z ^ (z >> 31);
+    }
 
     // Runs a macro body (also caller() bodies) with arguments bound; returns its output.
     Value call_macro(const MacroDef& def, const ScopePtr& closure, CallArgs& args,
@@ -112,6 +120,7 @@ class Interp {
     const Program& program_;
     const RenderOptions& options_;
     std::uint64_t steps_ = 0;
+    std::uint64_t random_state_ = 0;
     int call_depth_ = 0;
     int nesting_ = 0;
     int loop_id_ = -1;

@@ -293,6 +293,11 @@ bool is_digit(std::string_view s) {
     return true;
 }
 
+bool is_digit_char(char32_t c) {
+    if (c < 0x80) return c >= '0' && c <= '9';
+    return u_isdigit(static_cast<UChar32>(c));
+}
+
 bool is_word_char(char32_t c) {
     if (c < 0x80) return std::isalnum(static_cast<int>(c)) != 0 || c == '_';
     return u_isalnum(static_cast<UChar32>(c)) || c == '_';

@@ -33,7 +33,8 @@ bool is_cased_lower(std::string_view s);  // str.islower()
 bool is_alpha(std::string_view s);
 bool is_alnum(std::string_view s);
 bool is_digit(std::string_view s);
-bool is_word_char(char32_t c);  // regex \w
+bool is_word_char(char32_t c);   // regex \w
+bool is_digit_char(char32_t c);  // regex \d (Unicode decimal digits)
 
 // str.strip/lstrip/rstrip: `chars` absent strips whitespace.
 std::string strip(std::string_view s, const std::optional<std::string>& chars, bool left,

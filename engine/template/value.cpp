@@ -1,6 +1,8 @@
 #include "engine/template/value.h"
 
 #include <algorithm>
+#include <cmath>
+#include <functional>
 
 #include "engine/template/error.h"
 #include "engine/template/pystr.h"
@@ -223,9 +225,18 @@ std::string object_type_repr(const Value& v) {
 
 namespace {
 
-void append_repr(std::string& out, const Value& v, int depth);
+void append_repr(std::string& out, const Value& v, int depth, bool sort_dicts);
 
-void append_container(std::string& out, const Value& v, int depth) {
+// pprint orders dict keys, falling back to the type name for keys Python cannot compare.
+bool key_less(const Value& a, const Value& b) {
+    try {
+        return compare(a, b) < 0;
+    } catch (const TemplateError&) {
+        return type_name(a) < type_name(b);
+    }
+}
+
+void append_container(std::string& out, const Value& v, int depth, bool sort_dicts) {
     check_depth(depth);
     if (v.is_list()) {
         const ListObj& l = v.list();
@@ -237,26 +248,31 @@ void append_container(std::string& out, const Value& v, int depth) {
         out += tuple ? '(' : '[';
         for (std::size_t i = 0; i < l.items.size(); ++i) {
             if (i) out += ", ";
-            append_repr(out, l.items[i], depth + 1);
+            append_repr(out, l.items[i], depth + 1, sort_dicts);
         }
         if (tuple && l.items.size() == 1) out += ',';
         out += tuple ? ')' : ']';
         return;
     }
-    const DictObj& d = v.dict();
+    std::vector<const std::pair<Value, Value>*> entries;
+    for (const auto& e : v.dict().entries) entries.push_back(&e);
+    if (sort_dicts) {
+        std::stable_sort(entries.begin(), entries.end(),
+                         [](const auto* x, const auto* y) { return key_less(x->first, y->first); });
+    }
     out += '{';
     bool first = true;
-    for (const auto& [k, val] : d.entries) {
+    for (const auto* e : entries) {
         if (!first) out += ", ";
         first = false;
-        append_repr(out, k, depth + 1);
+        append_repr(out, e->first, depth + 1, sort_dicts);
         out += ": ";
-        append_repr(out, val, depth + 1);
+        append_repr(out, e->second, depth + 1, sort_dicts);
     }
     out += '}';
 }
 
-void append_repr(std::string& out, const Value& v, int depth) {
+void append_repr(std::string& out, const Value& v, int depth, bool sort_dicts) {
     switch (v.kind()) {
         case Kind::String:
             out += pystr::repr(v.str());
@@ -266,7 +282,7 @@ void append_repr(std::string& out, const Value& v, int depth) {
             return;
         case Kind::List:
         case Kind::Dict:
-            append_container(out, v, depth);
+            append_container(out, v, depth, sort_dicts);
             return;
         default:
             append_str(out, v);
@@ -296,7 +312,7 @@ void append_str(std::string& out, const Value& v) {
             return;
         case Kind::List:
         case Kind::Dict:
-            append_container(out, v, 0);
+            append_container(out, v, 0, false);
             return;
         case Kind::Object:
             out += v.object().to_string();
@@ -311,10 +327,45 @@ std::string to_str(const Value& v) {
     return out;
 }
 
-std::string repr(const Value& v) {
+std::string repr(const Value& v, bool sort_dicts) {
     std::string out;
-    append_repr(out, v, 0);
+    append_repr(out, v, 0, sort_dicts);
     return out;
+}
+
+std::size_t hash_value(const Value& v) {
+    switch (v.kind()) {
+        case Kind::Undefined:
+            return 0x5bd1e995;  // every Undefined equals every other
+        case Kind::None:
+            return 0x27d4eb2f;
+        case Kind::Bool:
+        case Kind::Int:
+            return std::hash<std::int64_t>()(v.as_int());
+        case Kind::Float: {
+            // Equal numbers hash alike: 2.0 as 2, and -0.0 as 0.
+            double d = v.as_double();
+            if (d == std::trunc(d) && std::fabs(d) < 9.2e18) {
+                return std::hash<std::int64_t>()(static_cast<std::int64_t>(d));
+            }
+            return std::hash<double>()(d);
+        }
+        case Kind::String:
+            return std::hash<std::string>()(v.str());
+        case Kind::List:
+            if (v.list().seq == SeqKind::Tuple) {
+                std::size_t h = 0x345678;
+                for (const Value& item : v.list().items) h = h * 1000003 ^ hash_value(item);
+                return h;
+            }
+            if (v.list().seq == SeqKind::Iterator) return std::hash<const void*>()(v.identity());
+            break;
+        case Kind::Dict:
+            break;
+        case Kind::Object:
+            return std::hash<const void*>()(v.identity());
+    }
+    throw TemplateError("unhashable type: '" + type_name(v) + "'");
 }
 
 namespace {

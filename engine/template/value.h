@@ -114,6 +114,9 @@ enum class SeqKind : std::uint8_t { List, Tuple, Iterator };
 struct ListObj {
     std::vector<Value> items;
     SeqKind seq = SeqKind::List;
+    // A named tuple's attribute names (groupby's (grouper, list)), in static storage; a named
+    // tuple prints and compares as a plain tuple.
+    const std::vector<std::string_view>* fields = nullptr;
 };
 
 // A dict that keeps insertion order, as Python's does. Keys are usually strings (JSON objects);
@@ -188,8 +191,10 @@ std::string type_name(const Value& v);
 // Python str(); Undefined prints as "".
 std::string to_str(const Value& v);
 void append_str(std::string& out, const Value& v);
-// Python repr(), used inside printed containers.
-std::string repr(const Value& v);
+// Python repr(), used inside printed containers; `sort_dicts` orders dict keys as pprint does.
+std::string repr(const Value& v, bool sort_dicts = false);
+// Python hash(): equal values hash alike; throws "unhashable type" for lists and dicts.
+std::size_t hash_value(const Value& v);
 // Python ==.
 bool equals(const Value& a, const Value& b);
 // Python ordering (<, >, sorted): negative/zero/positive. Throws TemplateError when Python

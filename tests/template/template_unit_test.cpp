@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "engine/template/chat_template.h"
+#include "tests/template/render_helpers.h"
 
 namespace {
 
@@ -16,44 +17,11 @@ using ggufd::tmpl::ChatContext;
 using ggufd::tmpl::RenderOptions;
 using ggufd::tmpl::Template;
 using ggufd::tmpl::TemplateError;
+using ggufd::tmpl::testing::expect_all;
+using ggufd::tmpl::testing::expect_error;
+using ggufd::tmpl::testing::render;
+using ggufd::tmpl::testing::RenderCase;
 using json = nlohmann::ordered_json;
-
-struct RenderCase {
-    const char* source;
-    const char* context;
-    const char* expected;
-};
-
-std::string render(const std::string& src, const json& ctx = json::object(),
-                   const RenderOptions& options = {}) {
-    return Template::compile(src).render(ctx, options);
-}
-
-template <std::size_t N>
-void expect_all(const RenderCase (&cases)[N]) {
-    for (const RenderCase& c : cases) {
-        SCOPED_TRACE(c.source);
-        try {
-            EXPECT_EQ(render(c.source, json::parse(c.context)), c.expected);
-        } catch (const TemplateError& e) {
-            ADD_FAILURE() << "render failed: " << e.what();
-        }
-    }
-}
-
-// Runs `src`, expecting a TemplateError whose what() contains `needle`; returns the error.
-TemplateError expect_error(const std::string& src, const std::string& needle,
-                           const json& ctx = json::object(), const RenderOptions& options = {}) {
-    try {
-        render(src, ctx, options);
-    } catch (const TemplateError& e) {
-        EXPECT_NE(std::string(e.what()).find(needle), std::string::npos)
-            << "error was: " << e.what();
-        return e;
-    }
-    ADD_FAILURE() << "no error for: " << src;
-    return TemplateError("none");
-}
 
 // clang-format off
 const RenderCase kWhitespace[] = {
