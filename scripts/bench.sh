@@ -146,7 +146,8 @@ print(f"== ggufd benchmark ({out})")
 for name in ("q4_0", "q8_0", "q4_k_m"):
     for r in rows(f"engine-{name}.csv"):
         print(f"{name:7} {r['test']:6} {float(r['tokens_per_s_median']):8.2f} tok/s "
-              f"(min {r['min']}, max {r['max']})  load {r['load_s']} s  peak RSS {r['peak_rss_mib']} MiB")
+              f"(min {r['min']}, max {r['max']})  load {r['load_s']} s  peak RSS {r['peak_rss_mib']} MiB  "
+              f"waited for a CPU {100 * float(r['cpu_wait']):.0f}%")
 for r in rows("ceilings.csv"):
     print(f"ceiling {r['ceiling']:15} {r['best']:>9} {r['unit']} (median {r['median']}, {r['isa']})")
 for name in ("q4_0", "q8_0", "q4_k_m"):

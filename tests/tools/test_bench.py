@@ -15,21 +15,12 @@ import sys
 import tempfile
 import time
 
+from support import conformance_dir, free_port
+
 bin_dir = sys.argv[1]
-conf = os.environ.get("GGUFD_CONFORMANCE_DIR") or sys.argv[2]
-if not os.path.isdir(conf):
-    if os.environ.get("CI", "") not in ("", "0", "false"):
-        sys.exit(f"conformance data missing at {conf} (CI)")
-    print("conformance data not found: skipped")
-    sys.exit(77)
+conf = conformance_dir(sys.argv[2])
 model = os.path.join(conf, "models", "stories260K.gguf")
 bench = os.path.join(bin_dir, "ggufd-bench")
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def start_daemon(*extra):
@@ -119,6 +110,7 @@ def check_engine_mode():
         assert int(row["threads"]) == 1
         assert 0 < float(row["min"]) <= float(row["tokens_per_s_median"]) <= float(row["max"]), row
         assert float(row["peak_rss_mib"]) > 0, row
+        assert float(row["cpu_wait"]) == -1 or 0 <= float(row["cpu_wait"]) <= 1.01, row
     r = run("--model", os.path.join(conf, "no-such.gguf"))
     assert r.returncode == 1 and "no-such.gguf" in r.stderr, r.stderr
 

@@ -15,22 +15,13 @@ import sys
 import threading
 import time
 
+from support import conformance_dir, free_port
+
 bin_dir = sys.argv[1]
-conf = os.environ.get("GGUFD_CONFORMANCE_DIR") or sys.argv[2]
-if not os.path.isdir(conf):
-    if os.environ.get("CI", "") not in ("", "0", "false"):
-        sys.exit(f"conformance data missing at {conf} (CI)")
-    print("conformance data not found: skipped")
-    sys.exit(77)
+conf = conformance_dir(sys.argv[2])
 model = os.path.join(conf, "models", "stories260K.gguf")
 with open(os.path.join(conf, "reference", "stories260K.greedy.jsonl")) as f:
     cases = [json.loads(line) for line in f]
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def start(*extra):

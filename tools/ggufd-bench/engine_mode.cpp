@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <stdexcept>
 
 #include "engine/kernels/cpu_features.h"
@@ -38,6 +39,23 @@ WeightCost weight_cost(const model::Weights& w) {
 
 }  // namespace
 
+int64_t run_queue_wait_ns() {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    int64_t total = 0;
+    bool any = false;
+    for (const auto& task : fs::directory_iterator("/proc/self/task", ec)) {
+        // schedstat: time on the CPU, time waiting on a run queue, timeslices (all in ns).
+        std::ifstream in(task.path() / "schedstat");
+        int64_t on_cpu = 0, waiting = 0;
+        if (in >> on_cpu >> waiting) {
+            total += waiting;
+            any = true;
+        }
+    }
+    return any ? total : -1;
+}
+
 double peak_rss_mib() {
     rusage ru{};
     getrusage(RUSAGE_SELF, &ru);
@@ -67,7 +85,11 @@ EngineResult run_engine(const EngineOptions& opts) {
     const int32_t vocab = ctx.n_vocab();
 
     std::vector<float> logits;
-    for (int rep = 0; rep < opts.reps + 1; ++rep) {  // round 0 warms caches and pages in weights
+    double measured_s = 0;
+    int64_t wait_ns = 0;
+    for (int rep = 0; rep < opts.reps + 1; ++rep) {
+        const int64_t wait0 = run_queue_wait_ns();
+        const auto round0 = Clock::now();  // round 0 warms caches and pages in weights
         if (opts.n_prompt > 0) {
             ctx.kv().clear(0);
             std::vector<model::BatchToken> batch;
@@ -86,14 +108,21 @@ EngineResult run_engine(const EngineOptions& opts) {
             }
             if (rep > 0) r.tg.push_back(opts.n_gen / seconds_since(t0));
         }
+        const int64_t wait1 = run_queue_wait_ns();
+        if (rep > 0 && wait0 >= 0 && wait1 >= 0) {
+            measured_s += seconds_since(round0);
+            wait_ns += wait1 - wait0;
+        }
     }
+    if (measured_s > 0) r.cpu_wait = static_cast<double>(wait_ns) / 1e9 / (measured_s * r.threads);
     r.peak_rss_mib = peak_rss_mib();
     return r;
 }
 
 void print_engine(const EngineResult& r, bool csv) {
     if (csv) {
-        std::printf("model,test,threads,tokens_per_s_median,min,max,load_s,peak_rss_mib\n");
+        std::printf(
+            "model,test,threads,tokens_per_s_median,min,max,load_s,peak_rss_mib,cpu_wait\n");
     } else {
         std::printf("model %s\ncpu   %s\n", r.model_path.c_str(),
                     kernels::cpu_features().describe().c_str());
@@ -103,8 +132,9 @@ void print_engine(const EngineResult& r, bool csv) {
         const Spread s = spread(v);
         const std::string test = kind + std::to_string(n);
         if (csv) {
-            std::printf("%s,%s,%d,%.2f,%.2f,%.2f,%.3f,%.1f\n", r.model_path.c_str(), test.c_str(),
-                        r.threads, s.median, s.min, s.max, r.load_s, r.peak_rss_mib);
+            std::printf("%s,%s,%d,%.2f,%.2f,%.2f,%.3f,%.1f,%.3f\n", r.model_path.c_str(),
+                        test.c_str(), r.threads, s.median, s.min, s.max, r.load_s, r.peak_rss_mib,
+                        r.cpu_wait);
         } else {
             std::printf("%-6s %4d threads  %9.2f tok/s  (min %.2f, max %.2f over %zu runs)\n",
                         test.c_str(), r.threads, s.median, s.min, s.max, v.size());
@@ -112,7 +142,12 @@ void print_engine(const EngineResult& r, bool csv) {
     };
     line("pp", r.n_prompt, r.pp);
     line("tg", r.n_gen, r.tg);
-    if (!csv) std::printf("load  %.3f s, peak RSS %.1f MiB\n", r.load_s, r.peak_rss_mib);
+    if (csv) return;
+    std::printf("load  %.3f s, peak RSS %.1f MiB\n", r.load_s, r.peak_rss_mib);
+    if (r.cpu_wait >= 0) {
+        std::printf("threads waited for a CPU %.0f%% of the measured time%s\n", 100 * r.cpu_wait,
+                    r.cpu_wait > 0.1 ? " (a busy machine: figures are low)" : "");
+    }
 }
 
 }  // namespace ggufd::bench

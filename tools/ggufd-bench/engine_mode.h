@@ -31,6 +31,11 @@ struct EngineResult {
     std::vector<double> pp, tg;  // tokens/s of each repetition
     double load_s = 0;
     double peak_rss_mib = 0;
+    // Share of the measured time this process's threads spent runnable but waiting for a CPU
+    // (run-queue delay from /proc/self/task/*/schedstat, over wall time x threads; -1 when
+    // unavailable). Near 0 on an idle machine; high values mean other processes took the cores
+    // and the figures understate the engine.
+    double cpu_wait = -1;
     uint64_t file_bytes = 0;
     WeightCost cost;
 };
@@ -38,6 +43,10 @@ struct EngineResult {
 // Loads the model, runs one warm-up round and opts.reps measured rounds. Throws on bad options or
 // a model that does not load.
 EngineResult run_engine(const EngineOptions& opts);
+
+// Nanoseconds the threads of this process have spent waiting on a run queue; -1 when
+// /proc/self/task/*/schedstat is unavailable.
+int64_t run_queue_wait_ns();
 
 // Peak resident set of this process so far, MiB.
 double peak_rss_mib();
