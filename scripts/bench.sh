@@ -36,7 +36,7 @@ vocab=${GGUFD_CONFORMANCE_DIR:-../shared/conformance}/tokenizer/ggml-vocab-llama
 for tool in ggufd ggufd-bench ggufd-mkmodel gguf-inspect; do
   if [ ! -x "$bin/$tool" ]; then
     echo "bench: $bin/$tool missing; building the release preset" >&2
-    cmake --preset release >/dev/null && cmake --build --preset release -j"$(nproc)"
+    { cmake --preset release >/dev/null && cmake --build --preset release -j"$(nproc)"; } || exit 1
     break
   fi
 done
@@ -66,7 +66,7 @@ for name in "${names[@]}" "$server_model"; do
 done
 
 # What else runs here matters on a shared machine: record it with the results.
-{ date; uptime; nproc; grep -m1 'model name' /proc/cpuinfo || true; git -C "$root" log --oneline -1; } \
+{ date; uptime; nproc; grep -m1 'model name' /proc/cpuinfo || true; git -C "$root" log --oneline -1 || true; } \
   >"$out/machine.txt"
 
 if [[ "$skip" != *" engine "* ]]; then
