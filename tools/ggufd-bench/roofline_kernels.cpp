@@ -1,9 +1,11 @@
 #include "tools/ggufd-bench/roofline_kernels.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#if !defined(__clang__)
 // As in engine/kernels: GCC 12's AVX-512 headers warn about their own "undefined" vectors.
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <immintrin.h>
 #define GGUFD_X86 1
 #endif
