@@ -9,13 +9,11 @@ import csv
 import io
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
-import time
 
-from support import conformance_dir, free_port
+from support import conformance_dir, start_ggufd
 
 bin_dir = sys.argv[1]
 conf = conformance_dir(sys.argv[2])
@@ -24,19 +22,8 @@ bench = os.path.join(bin_dir, "ggufd-bench")
 
 
 def start_daemon(*extra):
-    port = free_port()
-    proc = subprocess.Popen([os.path.join(bin_dir, "ggufd"), "--port", str(port), "--parallel", "2",
-                             "--model", f"stories={model}", *extra],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    for _ in range(200):
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                return proc, port
-        except OSError:
-            if proc.poll() is not None:
-                sys.exit("ggufd exited at start")
-            time.sleep(0.05)
-    sys.exit("ggufd did not start listening")
+    return start_ggufd(bin_dir, "--parallel", "2", "--model", f"stories={model}", *extra,
+                       output=subprocess.DEVNULL)
 
 
 def run(*args, env=None):

@@ -9,13 +9,10 @@ import http.client
 import json
 import os
 import signal
-import socket
-import subprocess
 import sys
 import threading
-import time
 
-from support import conformance_dir, free_port
+from support import conformance_dir, start_ggufd
 
 bin_dir = sys.argv[1]
 conf = conformance_dir(sys.argv[2])
@@ -25,19 +22,7 @@ with open(os.path.join(conf, "reference", "stories260K.greedy.jsonl")) as f:
 
 
 def start(*extra):
-    port = free_port()
-    proc = subprocess.Popen([os.path.join(bin_dir, "ggufd"), "--port", str(port), "--parallel", "4",
-                             "--model", f"stories={model}", *extra],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    for _ in range(200):
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                return proc, port
-        except OSError:
-            if proc.poll() is not None:
-                sys.exit("ggufd exited at start:\n" + proc.stdout.read().decode())
-            time.sleep(0.05)
-    sys.exit("ggufd did not start listening")
+    return start_ggufd(bin_dir, "--parallel", "4", "--model", f"stories={model}", *extra)
 
 
 def request(port, method, path, body=None, headers=None, raw=None):
