@@ -247,6 +247,9 @@ void parse_common(const json& body, const ApiLimits& limits, GenerationOptions& 
         }
     }
     out.stop.stop = parse_stop(body, limits);
+    // llama.cpp's extension: generate past end-of-generation tokens (benchmarks want exactly
+    // max_tokens tokens).
+    out.stop.ignore_eos = get_bool(body, "ignore_eos", false);
     get_string(body, "user");  // accepted for compatibility, checked, unused
 }
 

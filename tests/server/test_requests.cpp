@@ -43,6 +43,7 @@ TEST(ParseCompletion, DefaultsFollowOpenAI) {
     EXPECT_EQ(r.sampling.top_logprobs, -1);
     EXPECT_FALSE(r.sampling.seed.has_value());
     EXPECT_TRUE(r.model.empty());
+    EXPECT_FALSE(r.stop.ignore_eos);
 }
 
 TEST(ParseCompletion, MapsEverySamplingField) {
@@ -63,6 +64,7 @@ TEST(ParseCompletion, MapsEverySamplingField) {
                  {"stream", true},
                  {"stream_options", {{"include_usage", true}}},
                  {"user", "someone"},
+                 {"ignore_eos", true},
                  {"some_future_field", {1, 2, 3}}};
     auto r = parse_completion_request(body, limits);
     EXPECT_EQ(r.model, "m");
@@ -84,6 +86,7 @@ TEST(ParseCompletion, MapsEverySamplingField) {
     EXPECT_EQ(r.sampling.top_logprobs, 3);
     EXPECT_TRUE(r.stream);
     EXPECT_TRUE(r.include_usage);
+    EXPECT_TRUE(r.stop.ignore_eos);
 }
 
 TEST(ParseCompletion, PromptShapes) {
@@ -130,6 +133,7 @@ TEST(ParseCompletion, WrongTypesNameTheField) {
         {"logprobs", true},
         {"echo", 1},
         {"stream", "yes"},
+        {"ignore_eos", 1},
         {"user", 5},
         {"model", 3},
     };

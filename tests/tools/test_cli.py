@@ -12,13 +12,10 @@ import subprocess
 import sys
 import tempfile
 
+from daemon import conformance_dir
+
 bin_dir, case = sys.argv[1], sys.argv[3]
-conf = os.environ.get("GGUFD_CONFORMANCE_DIR") or sys.argv[2]
-if not os.path.isdir(conf):
-    if os.environ.get("CI", "") not in ("", "0", "false"):
-        sys.exit(f"conformance data missing at {conf} (CI)")
-    print("conformance data not found: skipped")
-    sys.exit(77)
+conf = conformance_dir(sys.argv[2])
 
 run = os.path.join(bin_dir, "ggufd-run")
 stories = os.path.join(conf, "models", "stories260K.gguf")

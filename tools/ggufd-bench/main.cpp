@@ -1,62 +1,53 @@
-// ggufd-bench: engine throughput the way llama-bench reports it.
-//   ggufd-bench --model M -p 128 -n 32 -t 2 -r 3
-// prints prompt processing (pp<P>) and generation (tg<N>) tokens/s as the median and spread of
-// the repetitions, plus load time and peak resident memory.
-#include <sys/resource.h>
+// ggufd-bench: how fast the engine and the server are, and how close to this machine's limits.
+//   engine:   ggufd-bench --model M -p 128 -n 32 -t 2 -r 3
+//   roofline: ggufd-bench --roofline [--model M ...]
+//   server:   ggufd-bench --server http://127.0.0.1:8080 --concurrency 1,2,4,8,16 --max-tokens 64
+// Each mode lives in its own file; this one only reads options and dispatches.
 #include <boost/program_options.hpp>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <iostream>
-#include <numeric>
-#include <vector>
+#include <string>
 
-#include "engine/kernels/cpu_features.h"
-#include "engine/model/context.h"
+#include "tools/ggufd-bench/engine_mode.h"
+#include "tools/ggufd-bench/roofline.h"
+#include "tools/ggufd-bench/server_mode.h"
+#include "tools/ggufd-bench/stats.h"
 
 namespace po = boost::program_options;
-using Clock = std::chrono::steady_clock;
-
-namespace {
-
-struct Stats {
-    double median, min, max;
-};
-
-Stats stats(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    const size_t n = v.size();
-    const double median = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-    return {median, v.front(), v.back()};
-}
-
-double seconds_since(Clock::time_point t0) {
-    return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-double peak_rss_mib() {
-    rusage ru{};
-    getrusage(RUSAGE_SELF, &ru);
-    return static_cast<double>(ru.ru_maxrss) / 1024.0;
-}
-
-}  // namespace
+using namespace ggufd::bench;
 
 int main(int argc, char** argv) {
-    std::string model_path;
-    int n_prompt = 128, n_gen = 32, threads = 0, reps = 3;
-    bool csv = false;
+    EngineOptions engine;
+    RooflineOptions roof;
+    SweepOptions sweep;
+    std::string server, concurrency = "1,2,4,8,16", plot;
+    bool csv = false, roofline = false;
     po::options_description d(
-        "usage: ggufd-bench --model M [-p 128] [-n 32] [-t 2] [-r 3] [--csv]");
+        "usage:\n"
+        "  ggufd-bench --model M [-p 128] [-n 32] [-t 2] [-r 3] [--csv]       engine speed\n"
+        "  ggufd-bench --roofline [--model M ...] [--buffer-mib 512]         ceilings\n"
+        "  ggufd-bench --server URL [--concurrency 1,2,4] [--max-tokens 64] [--plot out.png]\n"
+        "options");
     // clang-format off
     d.add_options()
         ("help,h", "show this help")
-        ("model,m", po::value(&model_path)->required(), "GGUF model")
-        ("n-prompt,p", po::value(&n_prompt)->default_value(n_prompt), "prompt tokens per pp run (0 = skip)")
-        ("n-gen,n", po::value(&n_gen)->default_value(n_gen), "generated tokens per tg run (0 = skip)")
-        ("threads,t", po::value(&threads)->default_value(threads), "threads (0 = physical cores)")
-        ("repetitions,r", po::value(&reps)->default_value(reps), "repetitions")
+        ("model,m", po::value<std::string>(), "engine/roofline: GGUF file; server: \"model\" name")
+        ("n-prompt,p", po::value(&engine.n_prompt)->default_value(engine.n_prompt), "prompt tokens per pp run (0 = skip)")
+        ("n-gen,n", po::value(&engine.n_gen)->default_value(engine.n_gen), "generated tokens per tg run (0 = skip)")
+        ("threads,t", po::value(&engine.threads)->default_value(engine.threads), "threads (0 = physical cores)")
+        ("repetitions,r", po::value(&engine.reps)->default_value(engine.reps), "repetitions")
+        ("roofline", po::bool_switch(&roofline), "measure memory bandwidth and int8/fp32 rates; with --model, engine figures as fractions of them")
+        ("buffer-mib", po::value(&roof.buffer_mib)->default_value(roof.buffer_mib), "roofline: bytes read per bandwidth pass (MiB, >= 64, well above the LLC)")
+        ("server", po::value(&server), "server mode: base URL, http://HOST:PORT")
+        ("concurrency", po::value(&concurrency)->default_value(concurrency), "server: concurrent clients per level")
+        ("max-tokens", po::value(&sweep.max_tokens)->default_value(sweep.max_tokens), "server: tokens per request")
+        ("requests-per-client", po::value(&sweep.requests_per_client)->default_value(sweep.requests_per_client), "server: requests each client sends per level")
+        ("duration", po::value(&sweep.duration_s)->default_value(0), "server: seconds per level instead of a request count")
+        ("prompt", po::value(&sweep.prompt)->default_value(sweep.prompt), "server: prompt text")
+        ("api-key", po::value(&sweep.api_key), "server: bearer key")
+        ("plot", po::value(&plot), "server: PNG chart of the sweep (needs gnuplot)")
         ("csv", po::bool_switch(&csv), "machine-readable output");
     // clang-format on
     try {
@@ -67,59 +58,40 @@ int main(int argc, char** argv) {
             return 0;
         }
         po::notify(vm);
-        if (reps < 1 || n_prompt < 0 || n_gen < 0) throw std::runtime_error("bad -p/-n/-r");
+        const std::string model = vm.count("model") ? vm["model"].as<std::string>() : "";
 
-        const auto t_load = Clock::now();
-        auto model = ggufd::model::Model::load(model_path);
-        const double load_s = seconds_since(t_load);
-        ggufd::model::ContextParams cp;
-        cp.n_threads = threads;
-        cp.n_ctx = std::max(n_prompt + n_gen + 1, 16);
-        ggufd::model::Context ctx(model, cp);
-        const int32_t vocab = ctx.n_vocab();
-
-        std::vector<float> logits;
-        std::vector<double> pp, tg;
-        for (int r = 0; r < reps + 1; ++r) {  // the first round warms caches and pages in weights
-            if (n_prompt > 0) {
-                ctx.kv().clear(0);
-                std::vector<ggufd::model::BatchToken> batch;
-                for (int i = 0; i < n_prompt; ++i)
-                    batch.push_back({0, (i * 7919 + 13) % vocab, i, i + 1 == n_prompt});
-                const auto t0 = Clock::now();
-                ctx.eval(batch, logits);
-                if (r > 0) pp.push_back(n_prompt / seconds_since(t0));
-            }
-            if (n_gen > 0) {
-                ctx.kv().clear(0);
-                const auto t0 = Clock::now();
-                for (int i = 0; i < n_gen; ++i) {
-                    const ggufd::model::BatchToken t{0, (i * 31 + 1) % vocab, i, true};
-                    ctx.eval(std::span(&t, 1), logits);
-                }
-                if (r > 0) tg.push_back(n_gen / seconds_since(t0));
-            }
+        if (!server.empty()) {
+            if (roofline) throw std::invalid_argument("--roofline and --server are separate runs");
+            sweep.endpoint = parse_url(server);
+            sweep.concurrency = parse_int_list(concurrency);
+            sweep.model = model;
+            if (!plot.empty()) require_gnuplot();  // fail before a long sweep, not after
+            const auto levels = run_sweep(sweep);
+            print_sweep(levels, csv);
+            if (!plot.empty()) plot_sweep(levels, plot);
+            return 0;
         }
-        const std::string isa = ggufd::kernels::cpu_features().describe();
-        const int used_threads = ctx.pool().size();
-        if (csv)
-            std::printf("model,test,threads,tokens_per_s_median,min,max,load_s,peak_rss_mib\n");
-        auto report = [&](const char* kind, int n, const std::vector<double>& v) {
-            if (v.empty()) return;
-            const Stats s = stats(v);
-            if (csv) {
-                std::printf("%s,%s%d,%d,%.2f,%.2f,%.2f,%.3f,%.1f\n", model_path.c_str(), kind, n,
-                            used_threads, s.median, s.min, s.max, load_s, peak_rss_mib());
-            } else {
-                std::printf("%-6s %4d threads  %9.2f tok/s  (min %.2f, max %.2f over %d runs)\n",
-                            (std::string(kind) + std::to_string(n)).c_str(), used_threads, s.median,
-                            s.min, s.max, reps);
+        if (!plot.empty()) throw std::invalid_argument("--plot charts a server sweep (--server)");
+        if (roofline) {
+            roof.threads = engine.threads;
+            roof.reps = std::max(engine.reps, 3);
+            const Ceilings c = measure_ceilings(roof);
+            if (model.empty()) {
+                print_ceilings(c, csv);
+                return 0;
             }
-        };
-        if (!csv) std::printf("model %s\ncpu   %s\n", model_path.c_str(), isa.c_str());
-        report("pp", n_prompt, pp);
-        report("tg", n_gen, tg);
-        if (!csv) std::printf("load  %.3f s, peak RSS %.1f MiB\n", load_s, peak_rss_mib());
+            engine.model_path = model;
+            const EngineResult e = run_engine(engine);
+            if (!csv) {
+                print_ceilings(c, false);
+                print_engine(e, false);
+            }
+            print_roofline(c, e, csv);
+            return 0;
+        }
+        if (model.empty()) throw std::invalid_argument("give --model, --roofline or --server");
+        engine.model_path = model;
+        print_engine(run_engine(engine), csv);
         return 0;
     } catch (const std::exception& e) {
         std::fprintf(stderr, "ggufd-bench: %s\n", e.what());

@@ -1,0 +1,24 @@
+// Summaries of measured samples shared by every ggufd-bench mode.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace ggufd::bench {
+
+// Percentile p (0..100) with linear interpolation between the two nearest ranks (NumPy's
+// default): p50 of {1, 2, 3, 4} is 2.5. Throws std::invalid_argument for no samples or p outside
+// 0..100.
+double percentile(std::vector<double> samples, double p);
+
+struct Spread {
+    double median = 0, min = 0, max = 0;
+};
+
+// Median, smallest and largest of the samples; throws std::invalid_argument for none.
+Spread spread(const std::vector<double>& samples);
+
+// Parses "1,2,4" into positive integers; throws std::invalid_argument naming the bad item.
+std::vector<int> parse_int_list(const std::string& text);
+
+}  // namespace ggufd::bench
