@@ -1,9 +1,15 @@
 #include "engine/model/kv_cache.h"
 
+#include <new>
 #include <stdexcept>
 #include <string>
 
 namespace ggufd::model {
+
+LazyZeroBuffer::LazyZeroBuffer(size_t bytes)
+    : p_(static_cast<uint8_t*>(std::calloc(bytes == 0 ? 1 : bytes, 1))), size_(bytes) {
+    if (!p_) throw std::bad_alloc();
+}
 
 KvCache::KvCache(const HParams& hp, int n_seq, int n_ctx, kernels::KvType type)
     : n_seq_(n_seq),
@@ -19,11 +25,11 @@ KvCache::KvCache(const HParams& hp, int n_seq, int n_ctx, kernels::KvType type)
             ", n_ctx=" + std::to_string(n_ctx) + ")");
     }
     const size_t cells = static_cast<size_t>(n_seq) * static_cast<size_t>(n_ctx);
-    k_.resize(hp.n_layer);
-    v_.resize(hp.n_layer);
+    k_.reserve(hp.n_layer);
+    v_.reserve(hp.n_layer);
     for (uint32_t l = 0; l < hp.n_layer; ++l) {
-        k_[l].resize(cells * k_row_ * element_bytes());
-        v_[l].resize(cells * v_row_ * element_bytes());
+        k_.emplace_back(cells * k_row_ * element_bytes());
+        v_.emplace_back(cells * v_row_ * element_bytes());
     }
     lengths_.assign(static_cast<size_t>(n_seq), 0);
 }
@@ -67,7 +73,7 @@ void* KvCache::v_cell(int layer, int seq, int32_t pos) {
     return v_.at(static_cast<size_t>(layer)).data() + offset(seq, pos, v_row_);
 }
 
-kernels::KvView KvCache::view(const std::vector<uint8_t>& store, int seq, size_t row,
+kernels::KvView KvCache::view(const LazyZeroBuffer& store, int seq, size_t row,
                               int64_t head_dim) const {
     kernels::KvView v;
     v.data = store.data() + offset(seq, 0, row);

@@ -4,12 +4,33 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
+#include <memory>
 #include <vector>
 
 #include "engine/kernels/attention.h"
 #include "engine/model/hparams.h"
 
 namespace ggufd::model {
+
+// Zeroed memory that the kernel commits only when a page is first touched (calloc serves a large
+// block as a fresh anonymous mapping), so a cache sized for every slot's whole context costs
+// neither start-up time nor resident memory until tokens fill it.
+class LazyZeroBuffer {
+  public:
+    LazyZeroBuffer() = default;
+    // Throws std::bad_alloc when the address space cannot be reserved.
+    explicit LazyZeroBuffer(size_t bytes);
+    uint8_t* data() const { return p_.get(); }
+    size_t size() const { return size_; }
+
+  private:
+    struct Free {
+        void operator()(uint8_t* p) const { std::free(p); }
+    };
+    std::unique_ptr<uint8_t, Free> p_;
+    size_t size_ = 0;
+};
 
 class KvCache {
   public:
@@ -39,14 +60,13 @@ class KvCache {
   private:
     size_t element_bytes() const { return type_ == kernels::KvType::f16 ? 2 : 4; }
     size_t offset(int seq, int32_t pos, size_t row) const;
-    kernels::KvView view(const std::vector<uint8_t>& store, int seq, size_t row,
-                         int64_t head_dim) const;
+    kernels::KvView view(const LazyZeroBuffer& store, int seq, size_t row, int64_t head_dim) const;
 
     int n_seq_, n_ctx_;
     kernels::KvType type_;
     size_t k_row_, v_row_;  // elements per cell: head_dim * n_head_kv
     int64_t head_dim_k_, head_dim_v_;
-    std::vector<std::vector<uint8_t>> k_, v_;  // per layer
+    std::vector<LazyZeroBuffer> k_, v_;  // per layer
     std::vector<int32_t> lengths_;
 };
 
