@@ -93,6 +93,12 @@ void Context::linear(const gguf::TensorInfo& w, const float* x, int64_t n, float
     void* buffer = grow(act_, kernels::activation_buffer_bytes(w.type, cols, n));
     const kernels::PreparedActivations act =
         kernels::prepare_activations(w.type, x, n, cols, cols, buffer);
+    if (const kernels::RepackedMatrix* r = model_->repacked(&w)) {
+        pool_.parallel_for(rows, kRowsPerTask, [&](int64_t r0, int64_t r1, int) {
+            kernels::matmul_rows_repacked(*r, act, y, rows, r0, r1);
+        });
+        return;
+    }
     pool_.parallel_for(rows, kRowsPerTask, [&](int64_t r0, int64_t r1, int) {
         kernels::matmul_rows(w.type, w.data, rows, cols, act, y, rows, r0, r1);
     });

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/kernels/repack.h"
 #include "engine/model/hparams.h"
 #include "engine/model/weights.h"
 #include "gguf/file.h"
@@ -28,13 +29,24 @@ class Model {
     // 1-D weights (norms, biases) as float, converted once at load whatever their stored type.
     const float* vector_weight(const gguf::TensorInfo* t) const;
 
+    // The matrix as rearranged at load for the fast kernels (kernels/repack.h), or nullptr when
+    // it is used as stored. The file pages of a repacked matrix are released after load.
+    const kernels::RepackedMatrix* repacked(const gguf::TensorInfo* t) const;
+    size_t repacked_bytes() const;
+
+    ~Model();
+
   private:
+    struct RepackedStore;
+
     Model(gguf::File file);
+    void repack_matrices();
 
     gguf::File file_;
     HParams hparams_;
     Weights weights_;
     std::vector<std::pair<const gguf::TensorInfo*, std::vector<float>>> vectors_;
+    std::unique_ptr<RepackedStore> repacked_;
 };
 
 }  // namespace ggufd::model
