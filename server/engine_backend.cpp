@@ -43,7 +43,9 @@ Json value_json(const gguf::Value& v, size_t max_items) {
 std::shared_ptr<EngineBackend> EngineBackend::load(const std::string& path,
                                                    const EngineBackendOptions& options) {
     const auto t0 = std::chrono::steady_clock::now();
-    auto model = model::Model::load(path);
+    // Ready to serve at once; the weights the fast kernels read better repacked are rearranged
+    // by a model thread meanwhile.
+    auto model = model::Model::load(path, {.repack = model::Repack::background});
     const double secs =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return from_model(std::move(model), options, secs);
