@@ -169,6 +169,7 @@ GGUFD_BENCH_TYPE(F16)
 GGUFD_BENCH_TYPE(F32)
 
 BENCHMARK_CAPTURE(BM_MatmulRepacked, Q4_0, TensorType::Q4_0)->Apply(transformer_shapes);
+BENCHMARK_CAPTURE(BM_MatmulRepacked, Q8_0, TensorType::Q8_0)->Apply(transformer_shapes);
 BENCHMARK_CAPTURE(BM_MatmulAsMatvecs, Q4_0, TensorType::Q4_0)->Apply(batch_shapes);
 BENCHMARK_CAPTURE(BM_MatmulAsMatvecs, Q4_K, TensorType::Q4_K)->Apply(batch_shapes);
 

@@ -55,6 +55,30 @@ void q4_0_repack_group(const uint8_t* w, size_t wrb, int64_t cols, uint8_t* out)
     }
 }
 
+// Q8_0: the same scale area, then per block 8 vectors of 64 bytes; vector g holds at bytes
+// 4 i .. 4 i + 3 the codes of elements 4 g .. 4 g + 3 of row i, stored unsigned (q + 128).
+size_t q8_0_group_bytes(int64_t cols) {
+    const auto nb = static_cast<size_t>(cols / kQK);
+    return round_up64(nb * 2 * kRepackRows) + nb * 8 * 64;
+}
+
+void q8_0_repack_group(const uint8_t* w, size_t wrb, int64_t cols, uint8_t* out) {
+    const int64_t nb = cols / kQK;
+    auto* scales = reinterpret_cast<uint16_t*>(out);
+    uint8_t* codes = out + round_up64(static_cast<size_t>(nb) * 2 * kRepackRows);
+    for (int64_t i = 0; i < kRepackRows; ++i) {
+        const auto* row = reinterpret_cast<const BlockQ8_0*>(w + i * wrb);
+        for (int64_t k = 0; k < nb; ++k) {
+            scales[k * kRepackRows + i] = row[k].d;
+            for (int g = 0; g < 8; ++g) {
+                const uint32_t u =
+                    load_u32(reinterpret_cast<const uint8_t*>(row[k].qs) + 4 * g) ^ 0x80808080u;
+                std::memcpy(codes + 512 * k + 64 * g + 4 * i, &u, 4);
+            }
+        }
+    }
+}
+
 struct RepackFormat {
     gguf::TensorType type;
     int block_size;
@@ -64,6 +88,7 @@ struct RepackFormat {
 
 constexpr RepackFormat kRepackFormats[] = {
     {gguf::TensorType::Q4_0, kQK, q4_0_group_bytes, q4_0_repack_group},
+    {gguf::TensorType::Q8_0, kQK, q8_0_group_bytes, q8_0_repack_group},
 };
 
 struct Selected {
