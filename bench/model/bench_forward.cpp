@@ -1,6 +1,7 @@
 // The forward pass on a real model, timed in process CPU time (every pool thread counted), so
 // that figures stay comparable on a machine shared with other work: tokens per CPU-second of
-// prompt processing (a 128-token batch) and of generation (one token at a time, positions 0-31).
+// prompt processing (a 128-token batch), of generation (one token at a time, positions 0-31) and
+// of 8 streams generating together.
 // The model comes from GGUFD_BENCH_MODEL; without it the benchmarks report an error.
 //
 //   GGUFD_BENCH_MODEL=/work/models/tl-q4_0.gguf build/bin/bench_forward --benchmark_min_time=2
@@ -66,6 +67,36 @@ void BM_Decode(benchmark::State& state) {
     state.counters["tok/s"] = benchmark::Counter(1, benchmark::Counter::kIsIterationInvariantRate);
 }
 
+// Eight sequences decoding together, one token each per step (what the scheduler batches for 8
+// concurrent streams): the weights are read once per step for all of them.
+void BM_Decode8Streams(benchmark::State& state) {
+    const auto model = bench_model();
+    if (!model) return state.SkipWithError("set GGUFD_BENCH_MODEL to a GGUF model");
+    constexpr int kStreams = 8;
+    ContextParams cp;
+    cp.n_threads = static_cast<int>(state.range(0));
+    cp.n_seq = kStreams;
+    cp.n_ctx = 64;
+    Context ctx(model, cp);
+    std::vector<float> logits;
+    int32_t pos = 0;
+    std::vector<BatchToken> batch(kStreams);
+    for (auto _ : state) {
+        if (pos == 32) {
+            for (int s = 0; s < kStreams; ++s) ctx.kv().clear(s);
+            pos = 0;
+        }
+        for (int s = 0; s < kStreams; ++s) {
+            batch[static_cast<size_t>(s)] = {s, (pos * 31 + s * 101 + 1) % ctx.n_vocab(), pos,
+                                             true};
+        }
+        ctx.eval(batch, logits);
+        ++pos;
+    }
+    state.counters["tok/s"] =
+        benchmark::Counter(kStreams, benchmark::Counter::kIsIterationInvariantRate);
+}
+
 BENCHMARK(BM_Prefill128)
     ->Arg(1)
     ->Arg(2)
@@ -74,6 +105,14 @@ BENCHMARK(BM_Prefill128)
     ->MinWarmUpTime(0.5)
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Decode)
+    ->Arg(1)
+    ->Arg(2)
+    ->ArgName("threads")
+    ->MeasureProcessCPUTime()
+    ->MinWarmUpTime(0.5)
+    ->Unit(benchmark::kMillisecond);
+
+BENCHMARK(BM_Decode8Streams)
     ->Arg(1)
     ->Arg(2)
     ->ArgName("threads")
