@@ -2,11 +2,11 @@
 //
 // The file's layout keeps each row's blocks together, so a matrix-vector product has to unpack
 // codes, convert a scale and reduce across lanes for every 32 weights of every row. Repacked,
-// 16 rows are interleaved block by block: one 64-byte load holds 8 codes of each of the 16 rows
-// (two 4-bit codes a byte for Q4_0), one VPDPBUSD multiplies 4 of them against 4 broadcast
+// 16 rows are interleaved block by block: one 64-byte load holds 4 codes of each of the 16 rows
+// (8 for Q4_0, two 4-bit codes a byte), one VPDPBUSD multiplies 4 of them against 4 broadcast
 // activation bytes, each lane accumulating its own row, and one vector of 16 scales serves the
-// 16 rows. Token generation then streams weights at memory speed, and the matrix-matrix path
-// reads the same layout without a packing step.
+// 16 rows. Covered: Q4_0 and Q8_0 on AVX-512 VNNI. Token generation then streams weights at memory
+// speed, and the matrix-matrix path reads the same layout without a packing step.
 //
 // A repacked matrix has the same size as the original (to 64 bytes per 16 rows), so the model
 // keeps the copy and lets the kernel drop the file pages it no longer reads.
