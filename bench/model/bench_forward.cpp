@@ -26,14 +26,23 @@ std::shared_ptr<const Model> bench_model() {
     return model;
 }
 
-// state.range(0): threads.
-void BM_Prefill128(benchmark::State& state) {
+// A context over the model with state.range(0) threads, or nullptr (and the benchmark marked
+// as an error) without a model.
+std::unique_ptr<Context> bench_context(benchmark::State& state, int n_seq, int n_ctx) {
     const auto model = bench_model();
-    if (!model) return state.SkipWithError("set GGUFD_BENCH_MODEL to a GGUF model");
-    ContextParams cp;
-    cp.n_threads = static_cast<int>(state.range(0));
-    cp.n_ctx = 256;
-    Context ctx(model, cp);
+    if (!model) {
+        state.SkipWithError("set GGUFD_BENCH_MODEL to a GGUF model");
+        return nullptr;
+    }
+    return std::make_unique<Context>(
+        model, ContextParams{
+                   .n_seq = n_seq, .n_ctx = n_ctx, .n_threads = static_cast<int>(state.range(0))});
+}
+
+void BM_Prefill128(benchmark::State& state) {
+    const auto context = bench_context(state, 1, 256);
+    if (!context) return;
+    Context& ctx = *context;
     std::vector<BatchToken> batch;
     for (int i = 0; i < 128; ++i)
         batch.push_back({0, (i * 7919 + 13) % ctx.n_vocab(), i, i == 127});
@@ -47,12 +56,9 @@ void BM_Prefill128(benchmark::State& state) {
 }
 
 void BM_Decode(benchmark::State& state) {
-    const auto model = bench_model();
-    if (!model) return state.SkipWithError("set GGUFD_BENCH_MODEL to a GGUF model");
-    ContextParams cp;
-    cp.n_threads = static_cast<int>(state.range(0));
-    cp.n_ctx = 64;
-    Context ctx(model, cp);
+    const auto context = bench_context(state, 1, 64);
+    if (!context) return;
+    Context& ctx = *context;
     std::vector<float> logits;
     int32_t pos = 0;
     for (auto _ : state) {
@@ -70,14 +76,10 @@ void BM_Decode(benchmark::State& state) {
 // Eight sequences decoding together, one token each per step (what the scheduler batches for 8
 // concurrent streams): the weights are read once per step for all of them.
 void BM_Decode8Streams(benchmark::State& state) {
-    const auto model = bench_model();
-    if (!model) return state.SkipWithError("set GGUFD_BENCH_MODEL to a GGUF model");
     constexpr int kStreams = 8;
-    ContextParams cp;
-    cp.n_threads = static_cast<int>(state.range(0));
-    cp.n_seq = kStreams;
-    cp.n_ctx = 64;
-    Context ctx(model, cp);
+    const auto context = bench_context(state, kStreams, 64);
+    if (!context) return;
+    Context& ctx = *context;
     std::vector<float> logits;
     int32_t pos = 0;
     std::vector<BatchToken> batch(kStreams);
