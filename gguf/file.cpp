@@ -347,6 +347,15 @@ File File::open(const std::filesystem::path& path) {
     return f;
 }
 
+void File::release_pages(const TensorInfo& t) const {
+    if (!storage_ || !storage_->map) return;
+    const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+    const auto begin = (reinterpret_cast<uintptr_t>(t.data) + page - 1) / page * page;
+    const auto end = (reinterpret_cast<uintptr_t>(t.data) + t.n_bytes) / page * page;
+    // Only advice: a failure leaves the pages resident, which is harmless.
+    if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+}
+
 File File::from_bytes(std::vector<uint8_t> bytes, std::string name) {
     File f;
     f.name_ = std::move(name);

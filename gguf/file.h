@@ -128,6 +128,12 @@ class File {
     // general.architecture (validated present at open).
     const std::string& architecture() const;
 
+    // Drops the whole pages inside the tensor's bytes from this process's resident set, for a
+    // tensor that will not be read for a while (a copy of it is used instead): a mapped file's
+    // pages stay in the page cache and are read back on the next access, so the tensor's
+    // contents never change. Does nothing for files held in memory.
+    void release_pages(const TensorInfo& t) const;
+
     const std::vector<TensorInfo>& tensors() const { return tensors_; }
     const TensorInfo* find_tensor(std::string_view name) const;
     const TensorInfo& tensor(std::string_view name) const;  // throws Error when absent

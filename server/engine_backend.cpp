@@ -88,7 +88,9 @@ void check_kv_memory(const model::Model& model, const scheduler::SchedulerParams
 std::shared_ptr<EngineBackend> EngineBackend::load(const std::string& path,
                                                    const EngineBackendOptions& options) {
     const auto t0 = std::chrono::steady_clock::now();
-    auto model = model::Model::load(path);
+    // Ready to serve at once; the weights the fast kernels read better repacked are rearranged
+    // by a model thread meanwhile.
+    auto model = model::Model::load(path, {.repack = model::Repack::background});
     check_kv_memory(*model, options.scheduler);
     const double secs =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

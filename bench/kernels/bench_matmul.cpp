@@ -14,6 +14,7 @@
 #include "engine/kernels/cpu_features.h"
 #include "engine/kernels/formats.h"
 #include "engine/kernels/matmul.h"
+#include "engine/kernels/repack.h"
 
 namespace {
 
@@ -92,6 +93,32 @@ void BM_MatmulRowDots(benchmark::State& state, TensorType t) {
     set_counters(state, t, rows, cols, n_x);
 }
 
+// The same product over the matrix repacked as the model does at load (repack.h); types without
+// a repacked layout on this CPU report an error instead.
+void BM_MatmulRepacked(benchmark::State& state, TensorType t) {
+    const int64_t rows = state.range(0), cols = state.range(1), n_x = state.range(2);
+    if (!can_repack(t, rows, cols)) {
+        state.SkipWithError("no repacked layout for this type on this CPU");
+        return;
+    }
+    const std::vector<uint8_t> W = make_weights(t, rows, cols);
+    std::vector<uint8_t> storage(repacked_bytes(t, rows, cols) + 64);
+    uint8_t* packed = storage.data() + (64 - reinterpret_cast<uintptr_t>(storage.data()) % 64) % 64;
+    repack_rows(t, W.data(), rows, cols, packed, 0, rows);
+    const RepackedMatrix R{t, packed, rows, cols};
+    const std::vector<float> X = make_activations(n_x, cols);
+    std::vector<uint8_t> buffer(activation_buffer_bytes(t, cols, n_x));
+    std::vector<float> Y(static_cast<size_t>(n_x * rows));
+    for (auto _ : state) {
+        const PreparedActivations x =
+            prepare_activations(t, X.data(), n_x, cols, cols, buffer.data());
+        matmul_rows_repacked(R, x, Y.data(), rows, 0, rows);
+        benchmark::DoNotOptimize(Y.data());
+        benchmark::ClobberMemory();
+    }
+    set_counters(state, t, rows, cols, n_x);
+}
+
 // The same product done as n_x separate matrix-vector products: what the matrix-matrix path
 // must beat by reusing each weight block across activation rows.
 void BM_MatmulAsMatvecs(benchmark::State& state, TensorType t) {
@@ -151,6 +178,8 @@ BENCHMARK_CAPTURE(BM_Matmul, Q2_K, TensorType::Q2_K)->Apply(transformer_shapes);
 BENCHMARK_CAPTURE(BM_Matmul, Q3_K, TensorType::Q3_K)->Apply(transformer_shapes);
 BENCHMARK_CAPTURE(BM_Matmul, IQ4_XS, TensorType::IQ4_XS)->Apply(transformer_shapes);
 
+BENCHMARK_CAPTURE(BM_MatmulRepacked, Q4_0, TensorType::Q4_0)->Apply(transformer_shapes);
+BENCHMARK_CAPTURE(BM_MatmulRepacked, Q8_0, TensorType::Q8_0)->Apply(transformer_shapes);
 BENCHMARK_CAPTURE(BM_MatmulAsMatvecs, Q4_0, TensorType::Q4_0)->Apply(batch_shapes);
 BENCHMARK_CAPTURE(BM_MatmulAsMatvecs, Q4_K, TensorType::Q4_K)->Apply(batch_shapes);
 

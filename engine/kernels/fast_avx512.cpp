@@ -566,6 +566,107 @@ KEXPORT void tile_kernel(const PackedTile& t, int64_t cols, const uint8_t* act0,
     }
 }
 
+// ---------------------------------------------------------------- repacked Q4_0 / Q8_0 (repack.h)
+// One group of 16 interleaved rows against NJ activation rows. Per 64-byte load of codes: for
+// Q4_0 two nibble masks and 2 NJ VPDPBUSD (8 codes of each row), for Q8_0 NJ VPDPBUSD (4 codes);
+// per block, one scale conversion for the 16 rows and per activation row a conversion, a
+// multiply and an FMA. Each lane accumulates its own weight row, so nothing is reduced across
+// lanes. The integer sums start from the activation's zero-point correction, as in the tile
+// kernel, so results match it.
+//
+// Software prefetch this many bytes ahead of the codes being read (past the group's end it
+// reads the next group; prefetches never fault). One thread streaming from memory: 2 KiB ahead
+// measured 21 -> 23-30 tokens per CPU-second of TinyLlama Q4_0 generation, 16 KiB no gain.
+constexpr size_t kRepackedPrefetch = 2048;
+
+template <bool kNibbles, int NJ>
+KFN void repacked_n(const uint8_t* group, int64_t cols, const uint8_t* act0, size_t stride,
+                    const ActLayout& lay, uint32_t live, float* out, int64_t ldo) {
+    constexpr int kLoads = kNibbles ? 4 : 8;  // 64-byte code vectors per block
+    const int64_t nb = cols / kQK;
+    const auto* scales = reinterpret_cast<const uint16_t*>(group);
+    const uint8_t* codes = group + ((static_cast<size_t>(nb) * 32 + 63) & ~size_t{63});
+    const uint8_t* row[NJ];
+#pragma GCC unroll 8
+    for (int j = 0; j < NJ; ++j) row[j] = act0 + j * stride;
+    __m512 acc[NJ];
+#pragma GCC unroll 8
+    for (int j = 0; j < NJ; ++j) acc[j] = _mm512_setzero_ps();
+    const __m512i low4 = _mm512_set1_epi8(0x0f);
+    const size_t so = lay.scale, zo = lay.zcorr, co = lay.codes;
+    for (int64_t k = 0; k < nb; ++k) {
+        // Two chains per activation row halve the VPDPBUSD latency chain.
+        __m512i sum0[NJ], sum1[NJ];
+#pragma GCC unroll 8
+        for (int j = 0; j < NJ; ++j) {
+            sum0[j] = _mm512_set1_epi32(load_i32(row[j] + zo + 4 * k));
+            sum1[j] = _mm512_setzero_si512();
+        }
+        const uint8_t* wc = codes + 64 * kLoads * k;
+#pragma GCC unroll 8
+        for (int g = 0; g < kLoads; ++g) {
+            _mm_prefetch(reinterpret_cast<const char*>(wc + kRepackedPrefetch + 64 * g),
+                         _MM_HINT_T0);
+            const __m512i v = _mm512_load_si512(wc + 64 * g);
+            if constexpr (kNibbles) {
+                const __m512i lo = _mm512_and_si512(v, low4);
+                const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
+#pragma GCC unroll 8
+                for (int j = 0; j < NJ; ++j) {
+                    const uint8_t* a = row[j] + co + kQK * k + 8 * g;
+                    sum0[j] = dpbusd_broadcast(sum0[j], lo, a);
+                    sum1[j] = dpbusd_broadcast(sum1[j], hi, a + 4);
+                }
+            } else {
+#pragma GCC unroll 8
+                for (int j = 0; j < NJ; ++j) {
+                    const uint8_t* a = row[j] + co + kQK * k + 4 * g;
+                    if (g % 2 == 0) {
+                        sum0[j] = dpbusd_broadcast(sum0[j], v, a);
+                    } else {
+                        sum1[j] = dpbusd_broadcast(sum1[j], v, a);
+                    }
+                }
+            }
+        }
+        const __m512 sc = _mm512_cvtph_ps(load256(scales + 16 * k));
+#pragma GCC unroll 8
+        for (int j = 0; j < NJ; ++j) {
+            float da;
+            std::memcpy(&da, row[j] + so + 4 * k, 4);
+            const __m512 both = _mm512_mul_ps(sc, _mm512_set1_ps(da));
+            const __m512i isum = _mm512_add_epi32(sum0[j], sum1[j]);
+            acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), both, acc[j]);
+        }
+    }
+#pragma GCC unroll 8
+    for (int j = 0; j < NJ; ++j) _mm512_mask_storeu_ps(out + j * ldo, live, acc[j]);
+}
+
+template <bool kNibbles>
+KEXPORT void repacked_kernel(const uint8_t* group, int64_t cols, const uint8_t* act0, size_t stride,
+                             const ActLayout& lay, int n_act, uint32_t live, float* out,
+                             int64_t ldo) {
+    switch (n_act) {
+        case 1:
+            return repacked_n<kNibbles, 1>(group, cols, act0, stride, lay, live, out, ldo);
+        case 2:
+            return repacked_n<kNibbles, 2>(group, cols, act0, stride, lay, live, out, ldo);
+        case 3:
+            return repacked_n<kNibbles, 3>(group, cols, act0, stride, lay, live, out, ldo);
+        case 4:
+            return repacked_n<kNibbles, 4>(group, cols, act0, stride, lay, live, out, ldo);
+        case 5:
+            return repacked_n<kNibbles, 5>(group, cols, act0, stride, lay, live, out, ldo);
+        case 6:
+            return repacked_n<kNibbles, 6>(group, cols, act0, stride, lay, live, out, ldo);
+        case 7:
+            return repacked_n<kNibbles, 7>(group, cols, act0, stride, lay, live, out, ldo);
+        default:
+            return repacked_n<kNibbles, 8>(group, cols, act0, stride, lay, live, out, ldo);
+    }
+}
+
 // ---------------------------------------------------------------- activation quantization
 // Bit for bit what the scalar Q8_0 / Q8_K quantizers write (same float operations, lround's
 // rounding of halves away from zero reproduced exactly), plus the extra data in the same pass.
@@ -675,6 +776,17 @@ const FastFormat* avx512_fast_formats(size_t* count) {
     return kFormats;
 }
 
+RepackedKernelFn avx512_repacked_kernel(gguf::TensorType t) {
+    switch (t) {
+        case gguf::TensorType::Q4_0:
+            return repacked_kernel<true>;
+        case gguf::TensorType::Q8_0:
+            return repacked_kernel<false>;
+        default:
+            return nullptr;
+    }
+}
+
 }  // namespace ggufd::kernels::detail
 
 #else
@@ -682,6 +794,9 @@ const FastFormat* avx512_fast_formats(size_t* count) {
 namespace ggufd::kernels::detail {
 const FastFormat* avx512_fast_formats(size_t* count) {
     *count = 0;
+    return nullptr;
+}
+RepackedKernelFn avx512_repacked_kernel(gguf::TensorType) {
     return nullptr;
 }
 }  // namespace ggufd::kernels::detail

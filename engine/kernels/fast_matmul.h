@@ -96,4 +96,13 @@ ActRowView act_row_view(const ActLayout& lay, const uint8_t* row);
 // Empty where the compiler cannot target AVX-512.
 const FastFormat* avx512_fast_formats(size_t* count);
 
+// Kernel over one repacked group of kRepackRows weight rows (repack.h): out[j * ldo + r] for the
+// group's rows r whose bit is set in `live` and the activation rows j < n_act starting at act0,
+// act_stride bytes apart, laid out for the weight type's FastFormat as `lay`.
+using RepackedKernelFn = void (*)(const uint8_t* group, int64_t cols, const uint8_t* act0,
+                                  size_t act_stride, const ActLayout& lay, int n_act, uint32_t live,
+                                  float* out, int64_t ldo);
+// nullptr where the compiler cannot target AVX-512 or the type has no repacked layout.
+RepackedKernelFn avx512_repacked_kernel(gguf::TensorType t);
+
 }  // namespace ggufd::kernels::detail

@@ -112,6 +112,7 @@ PreparedActivations prepare_activations(gguf::TensorType wtype, const float* X, 
     p.data = buffer;
     p.row_stride = stride;
     p.fast_layout = f != nullptr;
+    p.fast_for = wtype;
     return p;
 }
 
@@ -131,7 +132,7 @@ void matmul_rows(gguf::TensorType wtype, const void* W, int64_t rows, int64_t co
     const int64_t n_x = X.n_rows;
 
     if (const detail::FastFormat* f = detail::find_fast_format(wtype);
-        f && X.fast_layout && (n_x > 1 || f->matvec)) {
+        f && X.fast_layout && X.fast_for == wtype && (n_x > 1 || f->matvec)) {
         fast_matmul_rows(*f, w, wrb, cols, X, Y, ldy, r0, r1);
         return;
     }

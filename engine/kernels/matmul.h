@@ -24,6 +24,8 @@ struct PreparedActivations {
     // Set by prepare_activations() when each row is followed (within row_stride) by the extra
     // data the fast kernels read; leave false when filling this struct by hand.
     bool fast_layout = false;
+    // The weight type the extra data was computed for (it depends on its zero point).
+    gguf::TensorType fast_for = gguf::TensorType::F32;
 };
 
 // Bytes prepare_activations() needs for n_rows rows of cols elements (0 when X is used as is).

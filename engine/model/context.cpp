@@ -89,12 +89,41 @@ void Context::validate(std::span<const BatchToken> batch) const {
 }
 
 void Context::linear(const gguf::TensorInfo& w, const float* x, int64_t n, float* y) {
-    const int64_t cols = w.ne[0], rows = w.ne[1];
-    void* buffer = grow(act_, kernels::activation_buffer_bytes(w.type, cols, n));
+    linear_many({{&w, y}}, x, n);
+}
+
+void Context::linear_many(std::initializer_list<Projection> projections, const float* x,
+                          int64_t n) {
+    // Matrices of one type and width share one activation quantization and one dispatch over
+    // their rows together (one barrier instead of one per matrix); others go one at a time.
+    const gguf::TensorInfo& first = *projections.begin()->w;
+    const bool shared = std::all_of(
+        projections.begin(), projections.end(),
+        [&](const Projection& p) { return p.w->type == first.type && p.w->ne[0] == first.ne[0]; });
+    if (!shared) {
+        for (const Projection& p : projections) linear_many({p}, x, n);
+        return;
+    }
+    const int64_t cols = first.ne[0];
+    void* buffer = grow(act_, kernels::activation_buffer_bytes(first.type, cols, n));
     const kernels::PreparedActivations act =
-        kernels::prepare_activations(w.type, x, n, cols, cols, buffer);
-    pool_.parallel_for(rows, kRowsPerTask, [&](int64_t r0, int64_t r1, int) {
-        kernels::matmul_rows(w.type, w.data, rows, cols, act, y, rows, r0, r1);
+        kernels::prepare_activations(first.type, x, n, cols, cols, buffer);
+    int64_t total = 0;
+    for (const Projection& p : projections) total += p.w->ne[1];
+    pool_.parallel_for(total, kRowsPerTask, [&](int64_t r0, int64_t r1, int) {
+        int64_t base = 0;  // first row of p in the concatenation
+        for (const Projection& p : projections) {
+            const gguf::TensorInfo& w = *p.w;
+            const int64_t rows = w.ne[1];
+            const int64_t lo = std::max(r0, base) - base, hi = std::min(r1, base + rows) - base;
+            base += rows;
+            if (lo >= hi) continue;
+            if (const kernels::RepackedMatrix* r = model_->repacked(&w)) {
+                kernels::matmul_rows_repacked(*r, act, p.y, rows, lo, hi);
+            } else {
+                kernels::matmul_rows(w.type, w.data, rows, cols, act, p.y, rows, lo, hi);
+            }
+        }
     });
 }
 
@@ -167,9 +196,7 @@ void Context::eval(std::span<const BatchToken> batch_in, std::vector<float>& log
         // Attention block.
         kernels::rms_norm_rows(x, model_->vector_weight(l.attn_norm), xn, n, embd, hp.rms_eps,
                                &pool_);
-        linear(*l.wq, xn, n, q);
-        linear(*l.wk, xn, n, k);
-        linear(*l.wv, xn, n, v);
+        linear_many({{l.wq, q}, {l.wk, k}, {l.wv, v}}, xn, n);
         if (l.bq) kernels::add_bias(q, model_->vector_weight(l.bq), q, n, q_dim, &pool_);
         if (l.bk) kernels::add_bias(k, model_->vector_weight(l.bk), k, n, k_dim, &pool_);
         if (l.bv) kernels::add_bias(v, model_->vector_weight(l.bv), v, n, v_dim, &pool_);
@@ -202,8 +229,7 @@ void Context::eval(std::span<const BatchToken> batch_in, std::vector<float>& log
         // Feed-forward block (SwiGLU).
         kernels::rms_norm_rows(x, model_->vector_weight(l.ffn_norm), xn, n, embd, hp.rms_eps,
                                &pool_);
-        linear(*l.ffn_gate, xn, n, gate);
-        linear(*l.ffn_up, xn, n, up);
+        linear_many({{l.ffn_gate, gate}, {l.ffn_up, up}}, xn, n);
         kernels::swiglu(gate, up, gate, n * hp.n_ff, &pool_);
         linear(*l.ffn_down, gate, n, tmp);
         kernels::add(x, tmp, x, n * embd, &pool_);

@@ -4,6 +4,7 @@
 // batch of one.
 #pragma once
 
+#include <initializer_list>
 #include <memory>
 #include <span>
 #include <vector>
@@ -49,6 +50,12 @@ class Context {
   private:
     // Y[n][rows] = X[n][cols] . W^T over the pool.
     void linear(const gguf::TensorInfo& w, const float* x, int64_t n, float* y);
+    // The same for several matrices applied to the same X (Q/K/V, gate/up).
+    struct Projection {
+        const gguf::TensorInfo* w;
+        float* y;
+    };
+    void linear_many(std::initializer_list<Projection> projections, const float* x, int64_t n);
     void validate(std::span<const BatchToken> batch) const;
 
     std::shared_ptr<const Model> model_;

@@ -1,13 +1,75 @@
 #include "engine/model/model.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
+#include <atomic>
+#include <deque>
+#include <new>
 #include <stdexcept>
+#include <thread>
+#include <unordered_map>
 
 #include "engine/kernels/formats.h"
+#include "engine/kernels/threadpool.h"
 
 namespace ggufd::model {
 
-Model::Model(gguf::File file)
+namespace {
+
+// Below this many bytes of repackable matrices, repacking at load takes a few milliseconds.
+constexpr size_t kBackgroundBytes = size_t{16} << 20;
+
+}  // namespace
+
+// One anonymous mapping holding every repacked matrix, asked to use huge pages: the kernels
+// stream it in order, so fewer TLB misses, and filling it faults in 512 times fewer pages.
+struct Model::RepackedStore {
+    struct Entry {
+        const gguf::TensorInfo* tensor;
+        kernels::RepackedMatrix matrix;
+        std::atomic<bool> ready{false};  // set (release) once `matrix` is filled
+    };
+
+    void* region = nullptr;
+    size_t size = 0;
+    std::deque<Entry> entries;  // never moved once filled in: ready is read concurrently
+    std::unordered_map<const gguf::TensorInfo*, Entry*> by_tensor;
+    std::atomic<bool> stop{false};
+    std::atomic<bool> finished{false};
+    std::thread worker;
+
+    ~RepackedStore() {
+        stop = true;
+        if (worker.joinable()) worker.join();
+        if (region) munmap(region, size);
+    }
+
+    // Repacks every entry, over `threads` threads (0 = all cores), releasing the file pages of
+    // each; stops early when asked to.
+    void run(const gguf::File& file, int threads) {
+        kernels::ThreadPool pool(threads);
+        for (Entry& e : entries) {
+            if (stop.load(std::memory_order_relaxed)) break;
+            const kernels::RepackedMatrix& m = e.matrix;
+            auto* out = const_cast<uint8_t*>(m.data);
+            pool.parallel_for(m.rows / kernels::kRepackRows, [&](int64_t g0, int64_t g1, int) {
+                kernels::repack_rows(m.type, e.tensor->data, m.rows, m.cols, out,
+                                     g0 * kernels::kRepackRows, g1 * kernels::kRepackRows);
+            });
+            e.ready.store(true, std::memory_order_release);
+            // The token embeddings (a tied output head) are still read, a row per token: their
+            // pages come back from the page cache as needed.
+            file.release_pages(*e.tensor);
+        }
+        finished.store(true, std::memory_order_release);
+        finished.notify_all();
+    }
+};
+
+Model::~Model() = default;
+
+Model::Model(gguf::File file, const LoadOptions& options)
     : file_(std::move(file)),
       hparams_(read_hparams(file_)),
       weights_(bind_weights(file_, hparams_)) {
@@ -40,14 +102,84 @@ Model::Model(gguf::File file)
         }
         for (const gguf::TensorInfo* v : {l.attn_norm, l.ffn_norm, l.bq, l.bk, l.bv}) add_vector(v);
     }
+    plan_repack(options.repack);
 }
 
-std::shared_ptr<const Model> Model::load(const std::filesystem::path& path) {
-    return from_file(gguf::File::open(path));
+void Model::plan_repack(Repack mode) {
+    repacked_ = std::make_unique<RepackedStore>();
+    if (mode == Repack::off) {
+        repacked_->finished = true;
+        return;
+    }
+    std::vector<const gguf::TensorInfo*> todo;
+    auto consider = [&](const gguf::TensorInfo* t) {
+        if (kernels::can_repack(t->type, t->ne[1], t->ne[0]) &&
+            std::find(todo.begin(), todo.end(), t) == todo.end()) {
+            todo.push_back(t);
+        }
+    };
+    for (const LayerWeights& l : weights_.layers) {
+        for (const gguf::TensorInfo* m :
+             {l.wq, l.wk, l.wv, l.wo, l.ffn_gate, l.ffn_up, l.ffn_down}) {
+            consider(m);
+        }
+    }
+    consider(weights_.output);
+    size_t total = 0;
+    std::vector<size_t> offsets;
+    for (const gguf::TensorInfo* t : todo) {
+        offsets.push_back(total);
+        total += (kernels::repacked_bytes(t->type, t->ne[1], t->ne[0]) + 63) & ~size_t{63};
+    }
+    if (total == 0) {
+        repacked_->finished = true;
+        return;
+    }
+    void* region = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (region == MAP_FAILED) throw std::bad_alloc();
+    repacked_->region = region;
+    repacked_->size = total;
+    madvise(region, total, MADV_HUGEPAGE);  // advice only: without it, 4 KiB pages
+    for (size_t i = 0; i < todo.size(); ++i) {
+        const gguf::TensorInfo* t = todo[i];
+        RepackedStore::Entry& e = repacked_->entries.emplace_back();
+        e.tensor = t;
+        e.matrix = {t->type, static_cast<uint8_t*>(region) + offsets[i], t->ne[1], t->ne[0]};
+        repacked_->by_tensor.emplace(t, &e);
+    }
+    if (total < kBackgroundBytes) {
+        repacked_->run(file_, 1);
+    } else if (mode == Repack::at_load) {
+        repacked_->run(file_, 0);
+    } else {
+        // One thread, so inference keeps the other cores while it runs.
+        repacked_->worker = std::thread([store = repacked_.get(), this] { store->run(file_, 1); });
+    }
 }
 
-std::shared_ptr<const Model> Model::from_file(gguf::File file) {
-    return std::shared_ptr<const Model>(new Model(std::move(file)));
+const kernels::RepackedMatrix* Model::repacked(const gguf::TensorInfo* t) const {
+    const auto it = repacked_->by_tensor.find(t);
+    if (it == repacked_->by_tensor.end() || !it->second->ready.load(std::memory_order_acquire)) {
+        return nullptr;
+    }
+    return &it->second->matrix;
+}
+
+size_t Model::repacked_bytes() const {
+    return repacked_->size;
+}
+
+void Model::wait_for_repack() const {
+    repacked_->finished.wait(false, std::memory_order_acquire);
+}
+
+std::shared_ptr<const Model> Model::load(const std::filesystem::path& path,
+                                         const LoadOptions& options) {
+    return from_file(gguf::File::open(path), options);
+}
+
+std::shared_ptr<const Model> Model::from_file(gguf::File file, const LoadOptions& options) {
+    return std::shared_ptr<const Model>(new Model(std::move(file), options));
 }
 
 const float* Model::vector_weight(const gguf::TensorInfo* t) const {

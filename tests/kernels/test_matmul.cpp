@@ -13,6 +13,7 @@
 #include "engine/kernels/fast_matmul.h"
 #include "engine/kernels/formats.h"
 #include "engine/kernels/matmul.h"
+#include "engine/kernels/repack.h"
 #include "kernel_test_util.h"
 
 namespace ggufd::kernels {
@@ -217,6 +218,86 @@ TEST(MatmulDispatch, FollowsTheCpuLimit) {
         for (const FormatKernels& k : supported_formats())
             EXPECT_EQ(detail::find_fast_format(k.type), nullptr) << k.name;
     }
+}
+
+// A matrix repacked in pieces, as the model does over its thread pool, into 64-byte aligned
+// storage.
+struct Repacked {
+    std::vector<uint8_t> storage;
+    RepackedMatrix matrix;
+};
+
+Repacked repacked(const Problem& p) {
+    Repacked out{std::vector<uint8_t>(repacked_bytes(p.type, p.rows, p.cols) + 64), {}};
+    uint8_t* data =
+        out.storage.data() + (64 - reinterpret_cast<uintptr_t>(out.storage.data()) % 64) % 64;
+    for (int64_t r = 0; r < p.rows; r += 32) {
+        repack_rows(p.type, p.W.data(), p.rows, p.cols, data, r, std::min(p.rows, r + 32));
+    }
+    out.matrix = {p.type, data, p.rows, p.cols};
+    return out;
+}
+
+// Repacked matrices give the reference results for every activation count the kernel unrolls
+// (1..8 and beyond) and for row ranges that cut groups anywhere, writing nothing outside them.
+TEST(MatmulRepacked, MatchesReferenceAndRespectsRowRanges) {
+    int checked = 0;
+    uint32_t seed = 900;
+    for (const FormatKernels& k : supported_formats()) {
+        if (!can_repack(k.type, 16, 256)) continue;
+        for (int64_t cols : {256, 352, 2048}) {
+            for (int64_t n_x : {1, 2, 3, 5, 8, 9, 17}) {
+                const int64_t rows = 48;
+                SCOPED_TRACE(std::string(k.name) + " cols=" + std::to_string(cols) +
+                             " n_x=" + std::to_string(n_x));
+                const Problem p = make_problem(k.type, rows, cols, n_x, seed++);
+                const Repacked packed = repacked(p);
+                const RepackedMatrix& w = packed.matrix;
+                std::vector<uint8_t> buffer(activation_buffer_bytes(k.type, cols, n_x));
+                const PreparedActivations x =
+                    prepare_activations(k.type, p.X.data(), n_x, cols, cols, buffer.data());
+                std::vector<float> Y(static_cast<size_t>(n_x * rows), NAN);
+                matmul_rows_repacked(w, x, Y.data(), rows, 0, rows);
+                expect_matches(p, Y, 0, rows);
+
+                std::vector<float> Z(static_cast<size_t>(n_x * rows), -7.0f);
+                matmul_rows_repacked(w, x, Z.data(), rows, 5, 37);
+                for (int64_t i = 0; i < n_x; ++i) {
+                    for (int64_t r = 0; r < rows; ++r) {
+                        if (r < 5 || r >= 37) {
+                            ASSERT_EQ(Z[static_cast<size_t>(i * rows + r)], -7.0f) << r;
+                        }
+                    }
+                }
+                expect_matches(p, Z, 5, 37);
+            }
+        }
+        ++checked;
+    }
+    std::printf("repacked types checked: %d\n", checked);
+    if (detail::find_fast_format(TensorType::Q4_0) != nullptr) {
+        EXPECT_TRUE(can_repack(TensorType::Q4_0, 16, 256)) << "AVX-512 VNNI repacks Q4_0";
+        EXPECT_GT(checked, 0);
+    }
+}
+
+TEST(MatmulRepacked, RefusesShapesItCannotTake) {
+    EXPECT_FALSE(can_repack(TensorType::Q4_0, 20, 256)) << "rows not a multiple of 16";
+    EXPECT_FALSE(can_repack(TensorType::Q4_0, 16, 48)) << "cols not whole blocks";
+    EXPECT_FALSE(can_repack(TensorType::F32, 16, 256)) << "no repacked layout";
+    EXPECT_THROW(repacked_bytes(TensorType::Q4_0, 20, 256), std::invalid_argument);
+    if (!can_repack(TensorType::Q4_0, 32, 256)) return;
+    std::vector<uint8_t> W(gguf::row_bytes(TensorType::Q4_0, 256) * 32);
+    std::vector<uint8_t> out(repacked_bytes(TensorType::Q4_0, 32, 256));
+    EXPECT_THROW(repack_rows(TensorType::Q4_0, W.data(), 32, 256, out.data(), 8, 32),
+                 std::invalid_argument)
+        << "row range not whole groups";
+    std::vector<float> X(256, 1.0f), Y(32);
+    std::vector<uint8_t> buffer(activation_buffer_bytes(TensorType::Q8_0, 256, 1));
+    const auto x = prepare_activations(TensorType::Q8_0, X.data(), 1, 256, 256, buffer.data());
+    const RepackedMatrix w{TensorType::Q4_0, out.data(), 32, 256};
+    EXPECT_THROW(matmul_rows_repacked(w, x, Y.data(), 32, 0, 32), std::invalid_argument)
+        << "activations prepared for another weight type";
 }
 
 TEST(MatmulApi, FloatWeightsUseActivationsInPlace) {

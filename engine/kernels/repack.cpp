@@ -1,0 +1,174 @@
+// Repacked layouts (repack.h): the layout of each covered type, the rearrangement itself (plain
+// code, run once at load) and the dispatch to the per-ISA kernels.
+#include "engine/kernels/repack.h"
+
+#include <algorithm>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+#include "engine/kernels/blocks.h"
+#include "engine/kernels/fast_matmul.h"
+#include "engine/kernels/formats.h"
+
+namespace ggufd::kernels {
+namespace {
+
+size_t round_up64(size_t n) {
+    return (n + 63) & ~size_t{63};
+}
+
+uint32_t load_u32(const uint8_t* p) {
+    uint32_t v;
+    std::memcpy(&v, p, 4);
+    return v;
+}
+
+// Q4_0, one group of 16 rows and nb blocks: the fp16 scales [nb][16] (padded to 64 bytes), then
+// per block 4 vectors of 64 bytes. Vector g of block k holds, at bytes 4 i .. 4 i + 3 (row i),
+// the codes of elements 8 g + t (low nibble) and 8 g + 4 + t (high nibble), t = 0..3, so that
+// masking the low or high nibbles gives 4 consecutive codes per row against which the 4
+// activation bytes at 8 g or 8 g + 4 are multiplied.
+size_t q4_0_group_bytes(int64_t cols) {
+    const auto nb = static_cast<size_t>(cols / kQK);
+    return round_up64(nb * 2 * kRepackRows) + nb * 4 * 64;
+}
+
+void q4_0_repack_group(const uint8_t* w, size_t wrb, int64_t cols, uint8_t* out) {
+    const int64_t nb = cols / kQK;
+    auto* scales = reinterpret_cast<uint16_t*>(out);
+    uint8_t* codes = out + round_up64(static_cast<size_t>(nb) * 2 * kRepackRows);
+    for (int64_t i = 0; i < kRepackRows; ++i) {
+        const auto* row = reinterpret_cast<const BlockQ4_0*>(w + i * wrb);
+        for (int64_t k = 0; k < nb; ++k) {
+            scales[k * kRepackRows + i] = row[k].d;
+            // Elements 0..15 are the low nibbles of qs[0..15], 16..31 the high ones.
+            for (int h = 0; h < 2; ++h) {
+                const uint32_t a = load_u32(row[k].qs + 8 * h);
+                const uint32_t b = load_u32(row[k].qs + 8 * h + 4);
+                const uint32_t lo = (a & 0x0f0f0f0fu) | ((b & 0x0f0f0f0fu) << 4);
+                const uint32_t hi = ((a >> 4) & 0x0f0f0f0fu) | (b & 0xf0f0f0f0u);
+                std::memcpy(codes + 256 * k + 64 * h + 4 * i, &lo, 4);
+                std::memcpy(codes + 256 * k + 64 * (h + 2) + 4 * i, &hi, 4);
+            }
+        }
+    }
+}
+
+// Q8_0: the same scale area, then per block 8 vectors of 64 bytes; vector g holds at bytes
+// 4 i .. 4 i + 3 the codes of elements 4 g .. 4 g + 3 of row i, stored unsigned (q + 128).
+size_t q8_0_group_bytes(int64_t cols) {
+    const auto nb = static_cast<size_t>(cols / kQK);
+    return round_up64(nb * 2 * kRepackRows) + nb * 8 * 64;
+}
+
+void q8_0_repack_group(const uint8_t* w, size_t wrb, int64_t cols, uint8_t* out) {
+    const int64_t nb = cols / kQK;
+    auto* scales = reinterpret_cast<uint16_t*>(out);
+    uint8_t* codes = out + round_up64(static_cast<size_t>(nb) * 2 * kRepackRows);
+    for (int64_t i = 0; i < kRepackRows; ++i) {
+        const auto* row = reinterpret_cast<const BlockQ8_0*>(w + i * wrb);
+        for (int64_t k = 0; k < nb; ++k) {
+            scales[k * kRepackRows + i] = row[k].d;
+            for (int g = 0; g < 8; ++g) {
+                const uint32_t u =
+                    load_u32(reinterpret_cast<const uint8_t*>(row[k].qs) + 4 * g) ^ 0x80808080u;
+                std::memcpy(codes + 512 * k + 64 * g + 4 * i, &u, 4);
+            }
+        }
+    }
+}
+
+struct RepackFormat {
+    gguf::TensorType type;
+    int block_size;
+    size_t (*group_bytes)(int64_t cols);
+    void (*repack_group)(const uint8_t* w, size_t wrb, int64_t cols, uint8_t* out);
+};
+
+constexpr RepackFormat kRepackFormats[] = {
+    {gguf::TensorType::Q4_0, kQK, q4_0_group_bytes, q4_0_repack_group},
+    {gguf::TensorType::Q8_0, kQK, q8_0_group_bytes, q8_0_repack_group},
+};
+
+struct Selected {
+    const RepackFormat* format;
+    const detail::FastFormat* fast;  // the activation layout
+    detail::RepackedKernelFn kernel;
+};
+
+// The format, activation layout and kernel for t on this CPU, or all nullptr.
+Selected select(gguf::TensorType t) {
+    for (const RepackFormat& f : kRepackFormats) {
+        if (f.type != t) continue;
+        const detail::FastFormat* fast = detail::find_fast_format(t);
+        const detail::RepackedKernelFn kernel = detail::avx512_repacked_kernel(t);
+        if (fast && kernel) return {&f, fast, kernel};
+    }
+    return {nullptr, nullptr, nullptr};
+}
+
+Selected select_checked(gguf::TensorType t, int64_t rows, int64_t cols) {
+    if (!can_repack(t, rows, cols)) {
+        throw std::invalid_argument("no repacked layout for a " + std::to_string(rows) + "x" +
+                                    std::to_string(cols) + " " + std::string(gguf::type_name(t)) +
+                                    " matrix on this CPU");
+    }
+    return select(t);
+}
+
+}  // namespace
+
+bool can_repack(gguf::TensorType t, int64_t rows, int64_t cols) {
+    const Selected s = select(t);
+    return s.format && rows > 0 && rows % kRepackRows == 0 && cols > 0 &&
+           cols % s.format->block_size == 0;
+}
+
+size_t repacked_bytes(gguf::TensorType t, int64_t rows, int64_t cols) {
+    const Selected s = select_checked(t, rows, cols);
+    return s.format->group_bytes(cols) * static_cast<size_t>(rows / kRepackRows);
+}
+
+void repack_rows(gguf::TensorType t, const void* W, int64_t rows, int64_t cols, void* out,
+                 int64_t r0, int64_t r1) {
+    const Selected s = select_checked(t, rows, cols);
+    if (r0 < 0 || r1 > rows || r0 > r1 || r0 % kRepackRows != 0 || r1 % kRepackRows != 0) {
+        throw std::invalid_argument("repack row range must be whole groups of 16 rows");
+    }
+    const size_t wrb = gguf::row_bytes(t, static_cast<uint64_t>(cols));
+    const size_t gb = s.format->group_bytes(cols);
+    for (int64_t r = r0; r < r1; r += kRepackRows) {
+        s.format->repack_group(static_cast<const uint8_t*>(W) + r * wrb, wrb, cols,
+                               static_cast<uint8_t*>(out) + (r / kRepackRows) * gb);
+    }
+}
+
+void matmul_rows_repacked(const RepackedMatrix& W, const PreparedActivations& X, float* Y,
+                          int64_t ldy, int64_t r0, int64_t r1) {
+    const Selected s = select_checked(W.type, W.rows, W.cols);
+    if (X.type != kernels_for(W.type).vec_dot_type || X.cols != W.cols || !X.fast_layout ||
+        X.fast_for != W.type) {
+        throw std::invalid_argument("activations were not prepared for this weight type and width");
+    }
+    if (r0 < 0 || r1 > W.rows || r0 > r1 || ldy < W.rows) {
+        throw std::invalid_argument("bad row range or output stride for matmul");
+    }
+    const size_t rb = gguf::row_bytes(X.type, static_cast<uint64_t>(W.cols));
+    const detail::ActLayout lay = detail::act_layout(*s.fast, rb, W.cols);
+    const auto* act = static_cast<const uint8_t*>(X.data);
+    const size_t gb = s.format->group_bytes(W.cols);
+    for (int64_t g0 = r0 - r0 % kRepackRows; g0 < r1; g0 += kRepackRows) {
+        // Rows of this group inside [r0, r1): the partial groups at either end of the range.
+        const int64_t lo = std::max(r0, g0) - g0, hi = std::min(r1, g0 + kRepackRows) - g0;
+        const uint32_t live = ((1u << hi) - 1) & ~((1u << lo) - 1);
+        const uint8_t* group = W.data + (g0 / kRepackRows) * gb;
+        for (int64_t i = 0; i < X.n_rows; i += detail::kTileActs) {
+            const int n_act = static_cast<int>(std::min<int64_t>(detail::kTileActs, X.n_rows - i));
+            s.kernel(group, W.cols, act + i * X.row_stride, X.row_stride, lay, n_act, live,
+                     Y + i * ldy + g0, ldy);
+        }
+    }
+}
+
+}  // namespace ggufd::kernels
