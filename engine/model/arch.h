@@ -89,6 +89,10 @@ struct ArchDesc {
     // Metadata key (under "<name>.") that can turn the parallel residual off; empty: fixed.
     std::string_view parallel_residual_key = {};
 
+    // A per-layer tensor name marking a variant of the architecture this description does not
+    // compute (falcon-40b's attn_norm_2): files holding it are refused. Empty: none.
+    std::string_view unsupported_layer_tensor = {};
+
     bool embd_scale_sqrt = false;  // input embeddings multiplied by sqrt(n_embd) (gemma)
     Need output_bias = Need::absent;
 

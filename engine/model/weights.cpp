@@ -102,6 +102,13 @@ Weights bind_weights(const gguf::File& file, const HParams& hp) {
     for (uint32_t i = 0; i < hp.n_layer; ++i) {
         const std::string p = "blk." + std::to_string(i) + ".";
         LayerWeights& l = w.layers.emplace_back();
+        if (!d.unsupported_layer_tensor.empty()) {
+            const std::string odd = weight(p, d.unsupported_layer_tensor);
+            if (file.find_tensor(odd)) {
+                throw gguf::Error("model: tensor '" + odd + "' belongs to a " +
+                                  std::string(d.name) + " variant ggufd does not support");
+            }
+        }
         l.attn_norm = b.require(weight(p, nm.attn_norm), {embd});
         l.attn_norm_b = b.bind(d.norm_bias, bias(p, nm.attn_norm), {embd});
         if (d.fused_qkv) {

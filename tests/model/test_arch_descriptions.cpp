@@ -30,6 +30,7 @@ struct Spec {
     enum { rope_normal, rope_neox, learned } pos = rope_normal;
     uint32_t n_rot = 0;  // 0: the whole head
     bool parallel = false;
+    bool shared_norm = false;  // parallel FFN reads the attention's norm; no ffn_norm tensors
     bool parallel_key_false = false;  // write use_parallel_residual = false
     bool embd_scale = false;
     bool tied = false;
@@ -114,7 +115,7 @@ Tiny make_tiny(const Spec& s, uint32_t seed = 1) {
         }
         add(b + "attn_output.weight", {q, e});
         if (s.out_bias) add(b + "attn_output.bias", {e});
-        norm(b + "ffn_norm");
+        if (!s.shared_norm) norm(b + "ffn_norm");
         const int64_t up = s.fused_gate_up ? 2 * ff : ff;
         if (s.ffn != Spec::gelu && !s.fused_gate_up) add(b + "ffn_gate.weight", {e, ff});
         add(b + "ffn_up.weight", {e, up});
@@ -255,7 +256,7 @@ std::vector<Vec> reference(const Tiny& m, const std::vector<int32_t>& ids) {
             const Vec o =
                 matvec(m.at(b + "attn_output.weight"), att, m.find(b + "attn_output.bias"));
             if (parallel) {
-                const Vec f = ffn(m, b, normed(m, b + "ffn_norm", x[t]));
+                const Vec f = ffn(m, b, s.shared_norm ? h[t] : normed(m, b + "ffn_norm", x[t]));
                 for (size_t i = 0; i < e; ++i) next[t][i] += o[i] + f[i];
             } else {
                 for (size_t i = 0; i < e; ++i) next[t][i] += o[i];
@@ -348,6 +349,17 @@ Spec gptneox_spec() {
                 .eps_key = "attention.layer_norm_epsilon"};
 }
 
+Spec falcon_spec() {
+    return Spec{.arch = "falcon",
+                .layer_norm = true,
+                .fused_qkv = true,
+                .ffn = Spec::gelu,
+                .pos = Spec::rope_neox,
+                .parallel = true,
+                .shared_norm = true,
+                .eps_key = "attention.layer_norm_epsilon"};
+}
+
 // The reference itself checked on llama, whose engine logits match llama.cpp (TinyLlama tests).
 TEST(ArchReference, Llama) {
     expect_matches_reference(llama_spec());
@@ -381,6 +393,9 @@ TEST(ArchReference, GptNeoXSequentialByKey) {
     Spec s = gptneox_spec();
     s.parallel_key_false = true;
     expect_matches_reference(s);
+}
+TEST(ArchReference, FalconSharedNorm) {
+    expect_matches_reference(falcon_spec());
 }
 // Multi-head attention (no grouping) and one layer, the smallest shape.
 TEST(ArchReference, OneLayerMhaGemma) {
@@ -472,6 +487,14 @@ TEST(ArchRefusals, BadShapeIsNamed) {
     EXPECT_NE(load_error(g).find("'blk.1.attn_qkv.bias' has shape [16], expected [32]"),
               std::string::npos)
         << load_error(g);
+}
+
+TEST(ArchRefusals, Falcon40bLayoutIsRefused) {
+    Tiny m = make_tiny(falcon_spec());
+    m.tensors["blk.0.attn_norm_2.weight"] = m.at("blk.0.attn_norm.weight");
+    const std::string e = load_error(m);
+    EXPECT_NE(e.find("'blk.0.attn_norm_2.weight' belongs to a falcon variant"), std::string::npos)
+        << e;
 }
 
 TEST(ArchRefusals, UnknownArchitectureListsSupported) {

@@ -6,12 +6,13 @@
 
 namespace ggufd::model {
 namespace arch {
-extern const ArchDesc llama, qwen2, gemma, phi3, gpt2, gptneox;
+extern const ArchDesc llama, qwen2, gemma, phi3, gpt2, gptneox, falcon;
 }  // namespace arch
 
 namespace {
-const std::array<const ArchDesc*, 6> kArchs = {&arch::llama, &arch::qwen2, &arch::gemma,
-                                               &arch::phi3,  &arch::gpt2,  &arch::gptneox};
+const std::array<const ArchDesc*, 7> kArchs = {&arch::llama, &arch::qwen2, &arch::gemma,
+                                               &arch::phi3,  &arch::gpt2,  &arch::gptneox,
+                                               &arch::falcon};
 }  // namespace
 
 const ArchDesc* find_arch(std::string_view name) {
