@@ -12,6 +12,7 @@
 
 #include "engine/model/context.h"
 #include "gguf/writer.h"
+#include "tests/model/logits_of.h"
 
 namespace {
 
@@ -274,17 +275,7 @@ std::vector<Vec> reference(const Tiny& m, const std::vector<int32_t>& ids) {
 }
 
 std::vector<float> engine_logits(const gguf::Writer& w, const std::vector<int32_t>& ids) {
-    auto model = Model::from_file(gguf::File::from_bytes(w.to_bytes()));
-    Context ctx(
-        model,
-        ContextParams{
-            .n_seq = 1, .n_ctx = 16, .n_threads = 1, .kv_type = ggufd::kernels::KvType::f32});
-    std::vector<BatchToken> batch;
-    for (size_t i = 0; i < ids.size(); ++i)
-        batch.push_back({0, ids[i], static_cast<int32_t>(i), true});
-    std::vector<float> out;
-    ctx.eval(batch, out);
-    return out;
+    return test_support::logits_of(w, ids, ggufd::kernels::KvType::f32);
 }
 
 void expect_matches_reference(const Spec& s) {
