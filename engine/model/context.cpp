@@ -80,6 +80,11 @@ void Context::validate(std::span<const BatchToken> batch) const {
                                         " does not continue sequence " + std::to_string(t.seq) +
                                         " (next position " + std::to_string(expect) + ")");
         }
+        if (const gguf::TensorInfo* pe = model_->weights().pos_embd; pe && t.pos >= pe->ne[1]) {
+            throw std::invalid_argument(at + "position " + std::to_string(t.pos) +
+                                        " is beyond the model's learned positions (" +
+                                        std::to_string(pe->ne[1]) + ")");
+        }
         if (expect >= kv_.n_ctx()) {
             throw std::invalid_argument(at + "sequence " + std::to_string(t.seq) +
                                         " is full (context " + std::to_string(kv_.n_ctx()) + ")");
@@ -127,6 +132,64 @@ void Context::linear_many(std::initializer_list<Projection> projections, const f
     });
 }
 
+void Context::norm(const gguf::TensorInfo* w, const gguf::TensorInfo* b, const float* x, float* y,
+                   int64_t n) {
+    const HParams& hp = model_->hparams();
+    if (hp.desc->norm == NormKind::rms) {
+        kernels::rms_norm_rows(x, model_->vector_weight(w), y, n, hp.n_embd, hp.norm_eps, &pool_);
+    } else {
+        kernels::layer_norm_rows(x, model_->vector_weight(w), model_->vector_weight(b), y, n,
+                                 hp.n_embd, hp.norm_eps, &pool_);
+    }
+}
+
+void Context::affine(const gguf::TensorInfo& w, const gguf::TensorInfo* bias, const float* x,
+                     int64_t n, float* y) {
+    linear(w, x, n, y);
+    add_bias(bias, y, n, w.ne[1]);
+}
+
+void Context::add_bias(const gguf::TensorInfo* bias, float* y, int64_t n, int64_t dim) {
+    if (bias) kernels::add_bias(y, model_->vector_weight(bias), y, n, dim, &pool_);
+}
+
+void Context::feed_forward(const LayerWeights& l, const float* xn, int64_t n, float* y) {
+    const FfnKind kind = model_->hparams().desc->ffn;
+    const int64_t ff = model_->hparams().n_ff;
+    float* gate = grow(gate_, static_cast<size_t>(n * ff));
+    if (kind == FfnKind::gelu) {
+        affine(*l.ffn_up, l.ffn_up_b, xn, n, gate);
+        kernels::gelu(gate, gate, n * ff, &pool_);
+    } else {
+        if (l.ffn_gate) {
+            float* up = grow(up_, static_cast<size_t>(n * ff));
+            linear_many({{l.ffn_gate, gate}, {l.ffn_up, up}}, xn, n);
+            add_bias(l.ffn_gate_b, gate, n, ff);
+            add_bias(l.ffn_up_b, up, n, ff);
+            if (kind == FfnKind::swiglu) {
+                kernels::swiglu(gate, up, gate, n * ff, &pool_);
+            } else {
+                kernels::gelu(gate, gate, n * ff, &pool_);
+                kernels::mul(gate, up, gate, n * ff, &pool_);
+            }
+        } else {
+            // Gate and up stacked in one matrix: row r of the product is [gate | up].
+            float* gate_up = grow(up_, static_cast<size_t>(n * 2 * ff));
+            affine(*l.ffn_up, l.ffn_up_b, xn, n, gate_up);
+            for (int64_t r = 0; r < n; ++r) {
+                const float* g = gate_up + r * 2 * ff;
+                if (kind == FfnKind::swiglu) {
+                    kernels::swiglu(g, g + ff, gate + r * ff, ff);
+                } else {
+                    kernels::gelu(g, gate + r * ff, ff);
+                    kernels::mul(gate + r * ff, g + ff, gate + r * ff, ff);
+                }
+            }
+        }
+    }
+    affine(*l.ffn_down, l.ffn_down_b, gate, n, y);
+}
+
 void Context::eval(std::span<const BatchToken> batch_in, std::vector<float>& logits) {
     logits.clear();
     if (batch_in.empty()) return;
@@ -164,6 +227,7 @@ void Context::eval(std::span<const BatchToken> batch_in, std::vector<float>& log
         ++groups.back().count;
     }
 
+    const ArchDesc& d = *hp.desc;
     float* x = grow(x_, static_cast<size_t>(n * embd));
     float* xn = grow(xn_, static_cast<size_t>(n * std::max(embd, att_dim)));
     float* q = grow(q_, static_cast<size_t>(n * q_dim));
@@ -171,8 +235,6 @@ void Context::eval(std::span<const BatchToken> batch_in, std::vector<float>& log
     float* v = grow(v_, static_cast<size_t>(n * v_dim));
     float* att = grow(att_, static_cast<size_t>(n * att_dim));
     float* tmp = grow(tmp_, static_cast<size_t>(n * embd));
-    float* gate = grow(gate_, static_cast<size_t>(n * hp.n_ff));
-    float* up = grow(up_, static_cast<size_t>(n * hp.n_ff));
 
     // Token embeddings: one row of token_embd per token, converted to float.
     const kernels::FormatKernels& emb = kernels::kernels_for(w.tok_embd->type);
@@ -181,6 +243,19 @@ void Context::eval(std::span<const BatchToken> batch_in, std::vector<float>& log
         emb.to_float(
             w.tok_embd->data + static_cast<uint64_t>(batch[static_cast<size_t>(i)].token) * emb_row,
             x + i * embd, embd);
+    }
+    if (d.embd_scale_sqrt) {
+        kernels::scale(x, std::sqrt(static_cast<float>(embd)), x, n * embd, &pool_);
+    }
+    if (w.pos_embd) {
+        const kernels::FormatKernels& pe = kernels::kernels_for(w.pos_embd->type);
+        for (int64_t i = 0; i < n; ++i) {
+            pe.to_float(
+                w.pos_embd->data + static_cast<uint64_t>(positions[static_cast<size_t>(i)]) *
+                                       w.pos_embd->row_bytes(),
+                tmp, embd);
+            kernels::add(x + i * embd, tmp, x + i * embd, embd);
+        }
     }
 
     kernels::AttentionParams ap;
@@ -194,14 +269,28 @@ void Context::eval(std::span<const BatchToken> batch_in, std::vector<float>& log
         const int layer = static_cast<int>(il);
 
         // Attention block.
-        kernels::rms_norm_rows(x, model_->vector_weight(l.attn_norm), xn, n, embd, hp.rms_eps,
-                               &pool_);
-        linear_many({{l.wq, q}, {l.wk, k}, {l.wv, v}}, xn, n);
-        if (l.bq) kernels::add_bias(q, model_->vector_weight(l.bq), q, n, q_dim, &pool_);
-        if (l.bk) kernels::add_bias(k, model_->vector_weight(l.bk), k, n, k_dim, &pool_);
-        if (l.bv) kernels::add_bias(v, model_->vector_weight(l.bv), v, n, v_dim, &pool_);
-        kernels::rope(q, n, hp.n_head, hp.head_dim_k, positions.data(), rope, &pool_);
-        kernels::rope(k, n, hp.n_head_kv, hp.head_dim_k, positions.data(), rope, &pool_);
+        norm(l.attn_norm, l.attn_norm_b, x, xn, n);
+        if (l.wqkv) {
+            // One product for Q, K and V, then split so each is contiguous as below.
+            const int64_t qkv_dim = q_dim + k_dim + v_dim;
+            float* qkv = grow(qkv_, static_cast<size_t>(n * qkv_dim));
+            affine(*l.wqkv, l.bqkv, xn, n, qkv);
+            for (int64_t i = 0; i < n; ++i) {
+                const float* row = qkv + i * qkv_dim;
+                std::copy_n(row, q_dim, q + i * q_dim);
+                std::copy_n(row + q_dim, k_dim, k + i * k_dim);
+                std::copy_n(row + q_dim + k_dim, v_dim, v + i * v_dim);
+            }
+        } else {
+            linear_many({{l.wq, q}, {l.wk, k}, {l.wv, v}}, xn, n);
+            add_bias(l.bq, q, n, q_dim);
+            add_bias(l.bk, k, n, k_dim);
+            add_bias(l.bv, v, n, v_dim);
+        }
+        if (d.position == PositionKind::rope) {
+            kernels::rope(q, n, hp.n_head, hp.head_dim_k, positions.data(), rope, &pool_);
+            kernels::rope(k, n, hp.n_head_kv, hp.head_dim_k, positions.data(), rope, &pool_);
+        }
 
         for (int64_t i = 0; i < n; ++i) {
             const BatchToken& t = batch[static_cast<size_t>(i)];
@@ -223,16 +312,22 @@ void Context::eval(std::span<const BatchToken> batch_in, std::vector<float>& log
                                kv_.k_view(layer, g.seq), kv_.v_view(layer, g.seq), cells, ap,
                                att + g.begin * att_dim, &pool_);
         }
-        linear(*l.wo, att, n, tmp);
-        kernels::add(x, tmp, x, n * embd, &pool_);
+        affine(*l.wo, l.bo, att, n, tmp);
 
-        // Feed-forward block (SwiGLU).
-        kernels::rms_norm_rows(x, model_->vector_weight(l.ffn_norm), xn, n, embd, hp.rms_eps,
-                               &pool_);
-        linear_many({{l.ffn_gate, gate}, {l.ffn_up, up}}, xn, n);
-        kernels::swiglu(gate, up, gate, n * hp.n_ff, &pool_);
-        linear(*l.ffn_down, gate, n, tmp);
-        kernels::add(x, tmp, x, n * embd, &pool_);
+        if (!hp.parallel_residual) {
+            kernels::add(x, tmp, x, n * embd, &pool_);
+            norm(l.ffn_norm, l.ffn_norm_b, x, xn, n);
+            feed_forward(l, xn, n, tmp);
+            kernels::add(x, tmp, x, n * embd, &pool_);
+        } else {
+            // Both branches read the block's input; without an FFN norm of its own the FFN
+            // reuses the attention's normed input, still in xn.
+            float* ffn_out = grow(ffn_out_, static_cast<size_t>(n * embd));
+            if (l.ffn_norm) norm(l.ffn_norm, l.ffn_norm_b, x, xn, n);
+            feed_forward(l, xn, n, ffn_out);
+            kernels::add(x, tmp, x, n * embd, &pool_);
+            kernels::add(x, ffn_out, x, n * embd, &pool_);
+        }
     }
 
     for (const Group& g : groups) {
@@ -248,12 +343,18 @@ void Context::eval(std::span<const BatchToken> batch_in, std::vector<float>& log
     }
     if (rows.empty()) return;
     const int64_t m = static_cast<int64_t>(rows.size());
+    const float* on = model_->vector_weight(w.output_norm);
+    const float* on_b = model_->vector_weight(w.output_norm_b);
     for (int64_t r = 0; r < m; ++r) {
-        kernels::rms_norm(x + rows[static_cast<size_t>(r)] * embd,
-                          model_->vector_weight(w.output_norm), xn + r * embd, embd, hp.rms_eps);
+        const float* row = x + rows[static_cast<size_t>(r)] * embd;
+        if (d.norm == NormKind::rms) {
+            kernels::rms_norm(row, on, xn + r * embd, embd, hp.norm_eps);
+        } else {
+            kernels::layer_norm(row, on, on_b, xn + r * embd, embd, hp.norm_eps);
+        }
     }
     logits.resize(static_cast<size_t>(m) * hp.n_vocab);
-    linear(*w.output, xn, m, logits.data());
+    affine(*w.output, w.output_b, xn, m, logits.data());
 }
 
 }  // namespace ggufd::model

@@ -57,6 +57,16 @@ class Context {
     };
     void linear_many(std::initializer_list<Projection> projections, const float* x, int64_t n);
     void validate(std::span<const BatchToken> batch) const;
+    // The architecture's norm over rows [n][n_embd] with weight w and bias b (may be null).
+    void norm(const gguf::TensorInfo* w, const gguf::TensorInfo* b, const float* x, float* y,
+              int64_t n);
+    // y = x . W^T (+ bias): linear() followed by the bias when the tensor has one.
+    void affine(const gguf::TensorInfo& w, const gguf::TensorInfo* bias, const float* x, int64_t n,
+                float* y);
+    // The layer's feed-forward block from its normed input xn [n][n_embd] into y [n][n_embd].
+    void feed_forward(const LayerWeights& l, const float* xn, int64_t n, float* y);
+    // y[n x dim] += bias, when the tensor exists.
+    void add_bias(const gguf::TensorInfo* bias, float* y, int64_t n, int64_t dim);
 
     std::shared_ptr<const Model> model_;
     kernels::ThreadPool pool_;
@@ -65,7 +75,7 @@ class Context {
         cell_positions_;  // 0, 1, 2, ...: a sequence's cells hold positions in order
 
     // Scratch reused across calls (grown, never shrunk).
-    std::vector<float> x_, xn_, q_, k_, v_, att_, tmp_, gate_, up_;
+    std::vector<float> x_, xn_, q_, k_, v_, qkv_, att_, tmp_, ffn_out_, gate_, up_;
     std::vector<uint8_t> act_;
 };
 

@@ -6,27 +6,23 @@
 namespace ggufd::model {
 namespace {
 
-// How an architecture differs from the llama description; everything else is shared.
-struct ArchTraits {
-    std::string_view name;
-    RopeOrdering rope_ordering;
-    bool qkv_bias;
-};
-
-constexpr std::array kArchitectures = {
-    ArchTraits{"llama", RopeOrdering::normal, false},
-    ArchTraits{"qwen2", RopeOrdering::neox, true},
-};
-
-const ArchTraits* find_arch(std::string_view arch) {
-    for (const ArchTraits& a : kArchitectures) {
-        if (a.name == arch) return &a;
-    }
-    return nullptr;
-}
-
 [[noreturn]] void refuse(const std::string& why) {
     throw gguf::Error("model: " + why);
+}
+
+// The vocabulary size: explicit key, else the token list, else the embedding matrix.
+HParams read_vocab_size(const gguf::File& f, const std::string& p, HParams hp) {
+    if (auto v = f.get_optional<uint32_t>(p + "vocab_size")) {
+        hp.n_vocab = *v;
+    } else if (const gguf::Value* tokens = f.metadata().find("tokenizer.ggml.tokens");
+               tokens && tokens->is_array()) {
+        hp.n_vocab = static_cast<uint32_t>(tokens->as_array().size());
+    } else if (const gguf::TensorInfo* emb = f.find_tensor("token_embd.weight")) {
+        hp.n_vocab = static_cast<uint32_t>(emb->ne[1]);
+    }
+    if (hp.n_vocab == 0)
+        refuse("vocabulary size unknown (no " + p + "vocab_size, tokens or embeddings)");
+    return hp;
 }
 
 }  // namespace
@@ -38,9 +34,12 @@ bool is_supported_architecture(const std::string& arch) {
 HParams read_hparams(const gguf::File& f) {
     HParams hp;
     hp.arch = f.architecture();
-    const ArchTraits* traits = find_arch(hp.arch);
-    if (!traits)
-        refuse("architecture '" + hp.arch + "' is not supported (supported: llama, qwen2)");
+    const ArchDesc* desc = find_arch(hp.arch);
+    if (!desc) {
+        refuse("architecture '" + hp.arch +
+               "' is not supported (supported: " + supported_arch_names() + ")");
+    }
+    hp.desc = desc;
     const std::string p = hp.arch + ".";
 
     hp.n_ctx_train = f.get<uint32_t>(p + "context_length");
@@ -49,7 +48,8 @@ HParams read_hparams(const gguf::File& f) {
     hp.n_ff = f.get<uint32_t>(p + "feed_forward_length");
     hp.n_head = f.get<uint32_t>(p + "attention.head_count");
     hp.n_head_kv = f.get_or<uint32_t>(p + "attention.head_count_kv", hp.n_head);
-    hp.rms_eps = f.get<float>(p + "attention.layer_norm_rms_epsilon");
+    const std::string eps_key = p + std::string(desc->eps_key);
+    hp.norm_eps = f.get<float>(eps_key);
 
     if (hp.n_embd == 0) refuse(p + "embedding_length is 0");
     if (hp.n_layer == 0) refuse(p + "block_count is 0");
@@ -59,8 +59,8 @@ HParams read_hparams(const gguf::File& f) {
         refuse(p + "attention.head_count_kv (" + std::to_string(hp.n_head_kv) +
                ") must divide attention.head_count (" + std::to_string(hp.n_head) + ")");
     }
-    if (!(hp.rms_eps > 0.0f) || !std::isfinite(hp.rms_eps)) {
-        refuse(p + "attention.layer_norm_rms_epsilon must be a positive number");
+    if (!(hp.norm_eps > 0.0f) || !std::isfinite(hp.norm_eps)) {
+        refuse(eps_key + " must be a positive number");
     }
 
     const bool explicit_heads = f.metadata().contains(p + "attention.key_length");
@@ -72,6 +72,17 @@ HParams read_hparams(const gguf::File& f) {
     hp.head_dim_v = f.get_or<uint32_t>(p + "attention.value_length", hp.head_dim_k);
     if (hp.head_dim_k == 0 || hp.head_dim_v == 0) refuse("attention head size is 0");
 
+    hp.parallel_residual = desc->residual == Residual::parallel;
+    if (!desc->parallel_residual_key.empty()) {
+        hp.parallel_residual =
+            f.get_or<bool>(p + std::string(desc->parallel_residual_key), hp.parallel_residual);
+    }
+    if (desc->position == PositionKind::learned && hp.n_ctx_train == 0) {
+        refuse(p + "context_length is 0 but the model has learned positions");
+    }
+
+    hp.rope_ordering = desc->rope;
+    if (desc->position != PositionKind::rope) return read_vocab_size(f, p, hp);
     hp.n_rot = f.get_or<uint32_t>(p + "rope.dimension_count", hp.head_dim_k);
     // 0 would pass the other checks but the RoPE kernel needs at least one pair to rotate.
     if (hp.n_rot < 2 || hp.n_rot > hp.head_dim_k || hp.n_rot % 2 != 0) {
@@ -79,8 +90,6 @@ HParams read_hparams(const gguf::File& f) {
                ") must be even, at least 2 and at most the head size (" +
                std::to_string(hp.head_dim_k) + ")");
     }
-    hp.rope_ordering = traits->rope_ordering;
-    hp.qkv_bias = traits->qkv_bias;
     hp.rope_freq_base = f.get_or<float>(p + "rope.freq_base", 10000.0f);
     // Finite too: a float64 key beyond float's range arrives here as infinity.
     if (!(hp.rope_freq_base > 0.0f) || !std::isfinite(hp.rope_freq_base)) {
@@ -111,18 +120,7 @@ HParams read_hparams(const gguf::File& f) {
     hp.rope_n_ctx_orig =
         f.get_or<uint32_t>(p + "rope.scaling.original_context_length", hp.n_ctx_train);
 
-    // The vocabulary size: explicit key, else the token list, else the embedding matrix.
-    if (auto v = f.get_optional<uint32_t>(p + "vocab_size")) {
-        hp.n_vocab = *v;
-    } else if (const gguf::Value* tokens = f.metadata().find("tokenizer.ggml.tokens");
-               tokens && tokens->is_array()) {
-        hp.n_vocab = static_cast<uint32_t>(tokens->as_array().size());
-    } else if (const gguf::TensorInfo* emb = f.find_tensor("token_embd.weight")) {
-        hp.n_vocab = static_cast<uint32_t>(emb->ne[1]);
-    }
-    if (hp.n_vocab == 0)
-        refuse("vocabulary size unknown (no " + p + "vocab_size, tokens or embeddings)");
-    return hp;
+    return read_vocab_size(f, p, hp);
 }
 
 }  // namespace ggufd::model

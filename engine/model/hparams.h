@@ -5,19 +5,16 @@
 #include <cstdint>
 #include <string>
 
+#include "engine/model/arch.h"
 #include "gguf/file.h"
 
 namespace ggufd::model {
-
-enum class RopeOrdering {
-    normal,  // rotate adjacent pairs (x0, x1), (x2, x3), ... (llama)
-    neox,    // rotate pairs split by half: (x0, x_{n/2}), ... (qwen2, gptneox, phi3, ...)
-};
 
 enum class RopeScaling { none, linear, yarn };
 
 struct HParams {
     std::string arch;
+    const ArchDesc* desc = nullptr;  // the architecture's description (never null once read)
     uint32_t n_vocab = 0;
     uint32_t n_ctx_train = 0;  // context length the model was trained with
     uint32_t n_embd = 0;
@@ -27,8 +24,8 @@ struct HParams {
     uint32_t n_head_kv = 0;
     uint32_t head_dim_k = 0;  // size of one key/query head
     uint32_t head_dim_v = 0;  // size of one value head
-    uint32_t n_rot = 0;       // leading dimensions of each head that RoPE rotates
-    float rms_eps = 1e-5f;
+    uint32_t n_rot = 0;       // leading dimensions of each head that RoPE rotates (0: no RoPE)
+    float norm_eps = 1e-5f;   // epsilon of every RMSNorm / LayerNorm (the arch's eps_key)
 
     RopeOrdering rope_ordering = RopeOrdering::normal;
     float rope_freq_base = 10000.0f;
@@ -40,7 +37,7 @@ struct HParams {
     float yarn_ext_factor = -1.0f;  // < 0: derived from the scaling as the reference does
     float yarn_attn_factor = 1.0f;
 
-    bool qkv_bias = false;  // qwen2-style biases on the Q, K, V projections
+    bool parallel_residual = false;  // the desc's residual, or its parallel_residual_key
 
     uint32_t n_embd_k_gqa() const { return head_dim_k * n_head_kv; }
     uint32_t n_embd_v_gqa() const { return head_dim_v * n_head_kv; }

@@ -86,21 +86,17 @@ Model::Model(gguf::File file, const LoadOptions& options)
         vectors_.emplace_back(t, std::move(v));
     };
     auto check_matrix = [](const gguf::TensorInfo* t) {
-        if (!kernels::find_kernels(t->type)) {
+        if (t && !kernels::find_kernels(t->type)) {
             throw gguf::Error("model: tensor '" + t->name + "' has type " +
                               std::string(gguf::type_name(t->type)) +
                               ", which ggufd has no kernels for yet");
         }
     };
-    check_matrix(weights_.tok_embd);
-    check_matrix(weights_.output);
-    add_vector(weights_.output_norm);
+    for (const gguf::TensorInfo* m : weights_.matrices()) check_matrix(m);
+    for (const gguf::TensorInfo* v : weights_.vectors()) add_vector(v);
     for (const LayerWeights& l : weights_.layers) {
-        for (const gguf::TensorInfo* m :
-             {l.wq, l.wk, l.wv, l.wo, l.ffn_gate, l.ffn_up, l.ffn_down}) {
-            check_matrix(m);
-        }
-        for (const gguf::TensorInfo* v : {l.attn_norm, l.ffn_norm, l.bq, l.bk, l.bv}) add_vector(v);
+        for (const gguf::TensorInfo* m : l.matrices()) check_matrix(m);
+        for (const gguf::TensorInfo* v : l.vectors()) add_vector(v);
     }
     plan_repack(options.repack);
 }

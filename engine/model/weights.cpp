@@ -34,6 +34,19 @@ class Binder {
         return t;
     }
 
+    const gguf::TensorInfo* bind(Need need, const std::string& name,
+                                 std::initializer_list<int64_t> shape) {
+        switch (need) {
+            case Need::required:
+                return require(name, shape);
+            case Need::optional:
+                return optional(name, shape);
+            case Need::absent:
+                break;
+        }
+        return nullptr;
+    }
+
   private:
     static void check(const gguf::TensorInfo& t, std::initializer_list<int64_t> shape) {
         bool same = t.n_dims == shape.size();
@@ -48,23 +61,40 @@ class Binder {
     const gguf::File& file_;
 };
 
+std::string weight(std::string_view prefix, std::string_view name) {
+    return std::string(prefix) + std::string(name) + ".weight";
+}
+std::string bias(std::string_view prefix, std::string_view name) {
+    return std::string(prefix) + std::string(name) + ".bias";
+}
+
 }  // namespace
 
 Weights bind_weights(const gguf::File& file, const HParams& hp) {
+    const ArchDesc& d = *hp.desc;
+    const TensorNames& nm = d.names;
     Binder b(file);
     const int64_t embd = hp.n_embd, vocab = hp.n_vocab, ff = hp.n_ff;
     const int64_t q_out = int64_t{hp.head_dim_k} * hp.n_head;
     const int64_t k_out = hp.n_embd_k_gqa(), v_out = hp.n_embd_v_gqa();
+    const int64_t qkv_out = q_out + k_out + v_out;
     const int64_t attn_out_in = int64_t{hp.head_dim_v} * hp.n_head;
+    const int64_t up_out = d.fused_gate_up ? 2 * ff : ff;
+    const bool gated = d.ffn != FfnKind::gelu;
 
     Weights w;
-    w.tok_embd = b.require("token_embd.weight", {embd, vocab});
-    w.output_norm = b.require("output_norm.weight", {embd});
-    w.output = b.optional("output.weight", {embd, vocab});
+    w.tok_embd = b.require(weight("", nm.tok_embd), {embd, vocab});
+    if (d.position == PositionKind::learned) {
+        w.pos_embd = b.require(weight("", nm.pos_embd), {embd, hp.n_ctx_train});
+    }
+    w.output_norm = b.require(weight("", nm.output_norm), {embd});
+    w.output_norm_b = b.bind(d.norm_bias, bias("", nm.output_norm), {embd});
+    w.output = b.optional(weight("", nm.output), {embd, vocab});
     if (!w.output) {
         w.output = w.tok_embd;
         w.tied_output = true;
     }
+    w.output_b = b.bind(d.output_bias, bias("", nm.output), {vocab});
     // Layers are appended as they bind, so a file claiming more layers than it holds fails at the
     // first missing tensor instead of sizing the table by block_count alone (a 5 KB file claiming
     // 16 M layers asked for 1.8 GB; 2^32-1 layers threw std::bad_alloc).
@@ -72,24 +102,40 @@ Weights bind_weights(const gguf::File& file, const HParams& hp) {
     for (uint32_t i = 0; i < hp.n_layer; ++i) {
         const std::string p = "blk." + std::to_string(i) + ".";
         LayerWeights& l = w.layers.emplace_back();
-        l.attn_norm = b.require(p + "attn_norm.weight", {embd});
-        l.wq = b.require(p + "attn_q.weight", {embd, q_out});
-        l.wk = b.require(p + "attn_k.weight", {embd, k_out});
-        l.wv = b.require(p + "attn_v.weight", {embd, v_out});
-        l.wo = b.require(p + "attn_output.weight", {attn_out_in, embd});
-        if (hp.qkv_bias) {
-            l.bq = b.require(p + "attn_q.bias", {q_out});
-            l.bk = b.require(p + "attn_k.bias", {k_out});
-            l.bv = b.require(p + "attn_v.bias", {v_out});
-        } else {
-            l.bq = b.optional(p + "attn_q.bias", {q_out});
-            l.bk = b.optional(p + "attn_k.bias", {k_out});
-            l.bv = b.optional(p + "attn_v.bias", {v_out});
+        if (!d.unsupported_layer_tensor.empty()) {
+            const std::string odd = weight(p, d.unsupported_layer_tensor);
+            if (file.find_tensor(odd)) {
+                throw gguf::Error("model: tensor '" + odd + "' belongs to a " +
+                                  std::string(d.name) + " variant ggufd does not support");
+            }
         }
-        l.ffn_norm = b.require(p + "ffn_norm.weight", {embd});
-        l.ffn_gate = b.require(p + "ffn_gate.weight", {embd, ff});
-        l.ffn_up = b.require(p + "ffn_up.weight", {embd, ff});
-        l.ffn_down = b.require(p + "ffn_down.weight", {ff, embd});
+        l.attn_norm = b.require(weight(p, nm.attn_norm), {embd});
+        l.attn_norm_b = b.bind(d.norm_bias, bias(p, nm.attn_norm), {embd});
+        if (d.fused_qkv) {
+            l.wqkv = b.require(weight(p, nm.attn_qkv), {embd, qkv_out});
+            l.bqkv = b.bind(d.qkv_bias, bias(p, nm.attn_qkv), {qkv_out});
+        } else {
+            l.wq = b.require(weight(p, nm.attn_q), {embd, q_out});
+            l.wk = b.require(weight(p, nm.attn_k), {embd, k_out});
+            l.wv = b.require(weight(p, nm.attn_v), {embd, v_out});
+            l.bq = b.bind(d.qkv_bias, bias(p, nm.attn_q), {q_out});
+            l.bk = b.bind(d.qkv_bias, bias(p, nm.attn_k), {k_out});
+            l.bv = b.bind(d.qkv_bias, bias(p, nm.attn_v), {v_out});
+        }
+        l.wo = b.require(weight(p, nm.attn_output), {attn_out_in, embd});
+        l.bo = b.bind(d.attn_out_bias, bias(p, nm.attn_output), {embd});
+        if (d.ffn_norm) {
+            l.ffn_norm = b.require(weight(p, nm.ffn_norm), {embd});
+            l.ffn_norm_b = b.bind(d.norm_bias, bias(p, nm.ffn_norm), {embd});
+        }
+        if (gated && !d.fused_gate_up) {
+            l.ffn_gate = b.require(weight(p, nm.ffn_gate), {embd, ff});
+            l.ffn_gate_b = b.bind(d.ffn_bias, bias(p, nm.ffn_gate), {ff});
+        }
+        l.ffn_up = b.require(weight(p, nm.ffn_up), {embd, up_out});
+        l.ffn_up_b = b.bind(d.ffn_bias, bias(p, nm.ffn_up), {up_out});
+        l.ffn_down = b.require(weight(p, nm.ffn_down), {ff, embd});
+        l.ffn_down_b = b.bind(d.ffn_bias, bias(p, nm.ffn_down), {embd});
     }
     return w;
 }

@@ -1,7 +1,8 @@
-// The model's weights as views into the GGUF mapping (no copies), found by their conventional
-// tensor names and checked against the hyperparameters at load.
+// The model's weights as views into the GGUF mapping (no copies), found by the tensor names of
+// the architecture's description and checked against the hyperparameters at load.
 #pragma once
 
+#include <array>
 #include <vector>
 
 #include "engine/model/hparams.h"
@@ -9,27 +10,55 @@
 
 namespace ggufd::model {
 
+// Absent tensors (those the architecture does not have, or optional ones the file lacks) are
+// nullptr.
 struct LayerWeights {
     const gguf::TensorInfo* attn_norm = nullptr;
-    const gguf::TensorInfo* wq = nullptr;
+    const gguf::TensorInfo* attn_norm_b = nullptr;
+    const gguf::TensorInfo* wqkv = nullptr;  // fused Q, K, V rows (phi3, gpt2, ...)...
+    const gguf::TensorInfo* bqkv = nullptr;
+    const gguf::TensorInfo* wq = nullptr;  // ...or separate ones
     const gguf::TensorInfo* wk = nullptr;
     const gguf::TensorInfo* wv = nullptr;
-    const gguf::TensorInfo* wo = nullptr;
-    const gguf::TensorInfo* bq = nullptr;  // optional biases (qwen2)
+    const gguf::TensorInfo* bq = nullptr;
     const gguf::TensorInfo* bk = nullptr;
     const gguf::TensorInfo* bv = nullptr;
+    const gguf::TensorInfo* wo = nullptr;
+    const gguf::TensorInfo* bo = nullptr;
     const gguf::TensorInfo* ffn_norm = nullptr;
+    const gguf::TensorInfo* ffn_norm_b = nullptr;
     const gguf::TensorInfo* ffn_gate = nullptr;
-    const gguf::TensorInfo* ffn_up = nullptr;
+    const gguf::TensorInfo* ffn_gate_b = nullptr;
+    const gguf::TensorInfo* ffn_up = nullptr;  // 2 * n_ff rows when gate and up are fused
+    const gguf::TensorInfo* ffn_up_b = nullptr;
     const gguf::TensorInfo* ffn_down = nullptr;
+    const gguf::TensorInfo* ffn_down_b = nullptr;
+
+    // Matrices (multiplied through the kernels) and vectors (norms, biases: converted to float
+    // at load), each list possibly holding nullptr.
+    std::array<const gguf::TensorInfo*, 8> matrices() const {
+        return {wqkv, wq, wk, wv, wo, ffn_gate, ffn_up, ffn_down};
+    }
+    std::array<const gguf::TensorInfo*, 12> vectors() const {
+        return {attn_norm, attn_norm_b, bqkv,       bq,         bk,       bv,
+                bo,        ffn_norm,    ffn_norm_b, ffn_gate_b, ffn_up_b, ffn_down_b};
+    }
 };
 
 struct Weights {
     const gguf::TensorInfo* tok_embd = nullptr;
+    const gguf::TensorInfo* pos_embd = nullptr;  // learned positions (gpt2)
     const gguf::TensorInfo* output_norm = nullptr;
+    const gguf::TensorInfo* output_norm_b = nullptr;
     const gguf::TensorInfo* output = nullptr;  // token_embd.weight when the head is tied
+    const gguf::TensorInfo* output_b = nullptr;
     bool tied_output = false;
     std::vector<LayerWeights> layers;
+
+    std::array<const gguf::TensorInfo*, 3> matrices() const { return {tok_embd, pos_embd, output}; }
+    std::array<const gguf::TensorInfo*, 3> vectors() const {
+        return {output_norm, output_norm_b, output_b};
+    }
 };
 
 // Binds every tensor the architecture needs. Throws gguf::Error naming a missing tensor or one

@@ -8,22 +8,14 @@
 
 #include "engine/model/context.h"
 #include "gguf/writer.h"
+#include "tests/model/logits_of.h"
 #include "tests/support/conformance.h"
 
 namespace {
 
 using namespace ggufd::model;
 
-std::vector<float> logits_of(gguf::Writer w, const std::vector<int32_t>& ids) {
-    auto model = Model::from_file(gguf::File::from_bytes(w.to_bytes()));
-    Context ctx(model, ContextParams{.n_seq = 1, .n_ctx = 64, .n_threads = 1});
-    std::vector<BatchToken> batch;
-    for (size_t i = 0; i < ids.size(); ++i)
-        batch.push_back({0, ids[i], static_cast<int32_t>(i), true});
-    std::vector<float> out;
-    ctx.eval(batch, out);
-    return out;
-}
+using test_support::logits_of;
 
 std::vector<float> floats_of(const gguf::TensorInfo& t) {
     std::vector<float> v(t.n_elements);
@@ -52,8 +44,8 @@ TEST(Architectures, TiedOutputEqualsExplicitCopy) {
         tied.add_tensor(t.name, t.type, shape, t.bytes());
         explicit_head.add_tensor(t.name, t.type, shape, t.bytes());
     }
-    const auto a = logits_of(std::move(tied), kPrompt);
-    const auto b = logits_of(std::move(explicit_head), kPrompt);
+    const auto a = logits_of(tied, kPrompt);
+    const auto b = logits_of(explicit_head, kPrompt);
     ASSERT_EQ(a.size(), b.size());
     for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(a[i], b[i]) << i;
 }
@@ -116,8 +108,8 @@ TEST(Architectures, Qwen2EqualsLlamaWithPermutedHeads) {
             }
         }
     }
-    const auto a = logits_of(std::move(llama), kPrompt);
-    const auto b = logits_of(std::move(qwen), kPrompt);
+    const auto a = logits_of(llama, kPrompt);
+    const auto b = logits_of(qwen, kPrompt);
     ASSERT_EQ(a.size(), b.size());
     for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], 1e-4f) << i;
 }

@@ -1,0 +1,109 @@
+// What distinguishes one transformer architecture from another, as data: the forward pass
+// (Context::eval) and the weight binding (bind_weights) read an ArchDesc and never test the
+// architecture's name. Adding an architecture is one file in engine/model/arch/ filling an
+// ArchDesc (only the fields that differ from the llama defaults below) plus its line in
+// arch/registry.cpp; see docs/architecture.md.
+//
+// Metadata every architecture reads, under "<name>.": context_length, embedding_length,
+// block_count, feed_forward_length, attention.head_count (required); attention.head_count_kv
+// (default head_count), attention.key_length (default embedding_length / head_count),
+// attention.value_length (default key_length), vocab_size (default the token list's size); with
+// RoPE also rope.dimension_count (default key_length), rope.freq_base (10000) and the
+// rope.scaling.* keys. The norm's epsilon key is per architecture (eps_key, required).
+#pragma once
+
+#include <span>
+#include <string>
+#include <string_view>
+
+namespace ggufd::model {
+
+enum class RopeOrdering {
+    normal,  // rotate adjacent pairs (x0, x1), (x2, x3), ... (llama)
+    neox,    // rotate pairs split by half: (x0, x_{n/2}), ... (qwen2, gptneox, phi3, ...)
+};
+
+enum class NormKind {
+    rms,    // x / rms(x) * w
+    layer,  // (x - mean) / std * w + b
+};
+
+enum class FfnKind {
+    swiglu,  // down(silu(gate(x)) * up(x))
+    geglu,   // down(gelu(gate(x)) * up(x)), GELU with the tanh approximation
+    gelu,    // down(gelu(up(x))): no gate
+};
+
+enum class PositionKind {
+    rope,     // rotary, applied to Q and K (rope ordering, rope.dimension_count rotated dims)
+    learned,  // absolute: row `pos` of position_embd [n_embd, context_length] added to the input
+    none,
+};
+
+enum class Residual {
+    sequential,  // x += attn(norm(x)); x += ffn(ffn_norm(x))
+    parallel,    // x += attn(norm(x)) + ffn(ffn_norm(x) or the same norm(x)), both from the input
+};
+
+// Whether a tensor must, may or must not be in the file (absent ones are never looked for).
+enum class Need { absent, optional, required };
+
+// GGUF tensor names: "blk.<i>.<layer name>.weight" / ".bias", "<global name>.weight" / ".bias".
+struct TensorNames {
+    std::string_view tok_embd = "token_embd";
+    std::string_view pos_embd = "position_embd";
+    std::string_view output_norm = "output_norm";
+    std::string_view output = "output";  // absent: the head is tied to tok_embd
+    std::string_view attn_norm = "attn_norm";
+    std::string_view attn_q = "attn_q";
+    std::string_view attn_k = "attn_k";
+    std::string_view attn_v = "attn_v";
+    std::string_view attn_qkv = "attn_qkv";  // rows: Q, then K, then V
+    std::string_view attn_output = "attn_output";
+    std::string_view ffn_norm = "ffn_norm";
+    std::string_view ffn_gate = "ffn_gate";
+    std::string_view ffn_up = "ffn_up";
+    std::string_view ffn_down = "ffn_down";
+};
+
+struct ArchDesc {
+    std::string_view name;  // general.architecture, and the metadata key prefix
+
+    NormKind norm = NormKind::rms;  // every norm: per layer and the output norm
+    Need norm_bias = Need::absent;  // "<norm>.bias" of each norm
+    std::string_view eps_key = "attention.layer_norm_rms_epsilon";
+
+    bool fused_qkv = false;          // one attn_qkv matrix instead of attn_q, attn_k, attn_v
+    Need qkv_bias = Need::optional;  // biases of the Q, K, V projections (fused or not)
+    Need attn_out_bias = Need::absent;
+
+    FfnKind ffn = FfnKind::swiglu;
+    bool fused_gate_up = false;    // ffn_up has 2 * n_ff rows: the gate's, then the up's
+    Need ffn_bias = Need::absent;  // biases of ffn_gate / ffn_up / ffn_down
+
+    PositionKind position = PositionKind::rope;
+    RopeOrdering rope = RopeOrdering::normal;
+
+    Residual residual = Residual::sequential;
+    bool ffn_norm = true;  // false: a parallel FFN reads the attention's norm (gptj, falcon-7b)
+    // Metadata key (under "<name>.") that can turn the parallel residual off; empty: fixed.
+    std::string_view parallel_residual_key = {};
+
+    // A per-layer tensor name marking a variant of the architecture this description does not
+    // compute (falcon-40b's attn_norm_2): files holding it are refused. Empty: none.
+    std::string_view unsupported_layer_tensor = {};
+
+    bool embd_scale_sqrt = false;  // input embeddings multiplied by sqrt(n_embd) (gemma)
+    Need output_bias = Need::absent;
+
+    TensorNames names = {};
+};
+
+// The description of a supported architecture, or nullptr.
+const ArchDesc* find_arch(std::string_view name);
+// Every supported architecture, in registry order.
+std::span<const ArchDesc* const> supported_archs();
+// "llama, qwen2, ..." for error messages and docs.
+std::string supported_arch_names();
+
+}  // namespace ggufd::model

@@ -1,0 +1,15 @@
+// phi3: RMSNorm, one fused attn_qkv matrix (Q rows, then K, then V), SwiGLU whose gate and up
+// are stacked in ffn_up (2 * n_ff rows, the gate's first), NeoX RoPE, separate output head.
+// (LongRoPE's rope_factors_long/short tensors of the 128k variants are not applied.)
+#include "engine/model/arch.h"
+
+namespace ggufd::model::arch {
+
+extern const ArchDesc phi3 = {
+    .name = "phi3",
+    .fused_qkv = true,
+    .fused_gate_up = true,
+    .rope = RopeOrdering::neox,
+};
+
+}  // namespace ggufd::model::arch

@@ -1,0 +1,38 @@
+// The supported architectures. A new one: its description file next to this one, its line here
+// and in engine/model/CMakeLists.txt.
+#include <array>
+
+#include "engine/model/arch.h"
+
+namespace ggufd::model {
+namespace arch {
+extern const ArchDesc llama, qwen2, gemma, phi3, gpt2, gptneox, falcon;
+}  // namespace arch
+
+namespace {
+const std::array<const ArchDesc*, 7> kArchs = {&arch::llama, &arch::qwen2, &arch::gemma,
+                                               &arch::phi3,  &arch::gpt2,  &arch::gptneox,
+                                               &arch::falcon};
+}  // namespace
+
+const ArchDesc* find_arch(std::string_view name) {
+    for (const ArchDesc* a : kArchs) {
+        if (a->name == name) return a;
+    }
+    return nullptr;
+}
+
+std::span<const ArchDesc* const> supported_archs() {
+    return kArchs;
+}
+
+std::string supported_arch_names() {
+    std::string s;
+    for (const ArchDesc* a : kArchs) {
+        if (!s.empty()) s += ", ";
+        s += a->name;
+    }
+    return s;
+}
+
+}  // namespace ggufd::model
