@@ -109,16 +109,13 @@ void Model::plan_repack(Repack mode) {
     }
     std::vector<const gguf::TensorInfo*> todo;
     auto consider = [&](const gguf::TensorInfo* t) {
-        if (kernels::can_repack(t->type, t->ne[1], t->ne[0]) &&
+        if (t && kernels::can_repack(t->type, t->ne[1], t->ne[0]) &&
             std::find(todo.begin(), todo.end(), t) == todo.end()) {
             todo.push_back(t);
         }
     };
     for (const LayerWeights& l : weights_.layers) {
-        for (const gguf::TensorInfo* m :
-             {l.wq, l.wk, l.wv, l.wo, l.ffn_gate, l.ffn_up, l.ffn_down}) {
-            consider(m);
-        }
+        for (const gguf::TensorInfo* m : l.matrices()) consider(m);
     }
     consider(weights_.output);
     size_t total = 0;
