@@ -515,6 +515,9 @@ bool Interp::eval_compare(const Expr& e, const ScopePtr& scope) {
 }
 
 Value Interp::eval_slice(const Expr& e, const ScopePtr& scope) {
+    // The parser fills in the sliced object only when the slice is the whole subscript; inside a
+    // tuple subscript (x[1:, 4]) Python would build a tuple key, which no value here accepts.
+    if (!e.a) throw TemplateError("a slice must be the whole subscript, not part of a tuple");
     Value obj = eval(*e.a, scope);
     Value start = e.b ? eval(*e.b, scope) : Value::none();
     Value stop = e.c ? eval(*e.c, scope) : Value::none();

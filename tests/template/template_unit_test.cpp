@@ -388,6 +388,9 @@ TEST(TemplateErrors, UndefinedMisuseAndTypeErrorsAsInJinja2) {
     expect_error("{{ missing() }}", "'missing' is undefined");
     expect_error("{{ missing < 1 }}", "'missing' is undefined");
     expect_error("{{ 'a' + 1 }}", "can only concatenate str (not \"int\") to str");
+    // Found by fuzz_template: a slice inside a tuple subscript had no object to slice.
+    expect_error("{{ 'abc'[1:, 4] }}", "a slice must be the whole subscript");
+    expect_error("{{ [1, 2][:2, ::2] }}", "a slice must be the whole subscript");
     expect_error("{{ 1 < 'a' }}", "'<' not supported between instances of 'int' and 'str'");
     expect_error("{{ 1 // 0 }}", "division or modulo by zero");
     expect_error("{{ 1 / 0 }}", "division by zero");
