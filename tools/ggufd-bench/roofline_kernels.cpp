@@ -125,7 +125,9 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) int32_t int8_avx512(int64
     ops = static_cast<uint64_t>(iters) * kAcc * 64 * 2;
     __m512i s = acc[0];
     for (int k = 1; k < kAcc; ++k) s = _mm512_add_epi32(s, acc[k]);
-    return _mm512_reduce_add_epi32(s);
+    // One lane is enough to keep the work alive; _mm512_reduce_add_epi32 adds the lanes as C
+    // ints, and these sums overflow (UBSan reports it), where vector adds wrap by definition.
+    return _mm_cvtsi128_si32(_mm512_castsi512_si128(s));
 }
 
 __attribute__((target("avx2,fma"))) float fp32_avx2(int64_t iters, float seed, uint64_t& ops) {
