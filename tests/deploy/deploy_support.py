@@ -12,6 +12,8 @@ import sys
 import time
 
 REPO = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+sys.path.insert(0, os.path.join(REPO, "tests", "tools"))
+from daemon import free_port  # noqa: E402,F401  (one place picks free loopback ports)
 
 
 class RepoConfig:
@@ -42,12 +44,6 @@ def require_binary(name, package):
         sys.exit(f"{name} is not installed (Debian package {package}); CI installs it in .ci/run")
     print(f"{name} not installed (apt-get install {package}): skipped")
     sys.exit(77)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_listening(port, proc, name, seconds=30):
