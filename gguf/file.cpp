@@ -438,6 +438,7 @@ void File::parse() {
     }
 
     // Metadata.
+    uint64_t alignment_at = 0;  // where general.alignment's entry starts, for its error
     for (uint64_t i = 0; i < kv_count; ++i) {
         const uint64_t at = c.pos();
         const std::string label = "metadata entry #" + std::to_string(i);
@@ -451,6 +452,7 @@ void File::parse() {
         const ValueType type = read_value_type(c, what + " type");
         Value value = read_value(c, type, what, 0);
         if (metadata_.contains(key)) throw Error("duplicate metadata key '" + key + "'", at);
+        if (key == "general.alignment") alignment_at = at;
         metadata_.add(std::move(key), std::move(value));
     }
 
@@ -464,13 +466,17 @@ void File::parse() {
         const auto a = al->as<uint32_t>("metadata key 'general.alignment'");
         if (a == 0 || a % 8 != 0) {
             throw Error("metadata 'general.alignment' is " + std::to_string(a) +
-                        "; it must be a non-zero multiple of 8");
+                            "; it must be a non-zero multiple of 8",
+                        alignment_at);
         }
         alignment_ = a;
     }
 
     // Tensor infos.
     tensors_.reserve(tensor_count);
+    // Where each tensor's offset field is, so data-section errors can point at it.
+    std::vector<uint64_t> offset_field_at;
+    offset_field_at.reserve(tensor_count);
     bool any_quantized = false;
     for (uint64_t i = 0; i < tensor_count; ++i) {
         const uint64_t at = c.pos();
@@ -526,6 +532,7 @@ void File::parse() {
         auto [it, inserted] = tensor_index_.emplace(t.name, tensors_.size());
         if (!inserted) throw Error("duplicate tensor name '" + t.name + "'", at);
         tensors_.push_back(std::move(t));
+        offset_field_at.push_back(off_at);
     }
 
     if (any_quantized) {
@@ -551,12 +558,14 @@ void File::parse() {
     const uint64_t data_size = size - data_offset_;
     std::vector<size_t> order(tensors_.size());
     for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-    for (TensorInfo& t : tensors_) {
+    for (size_t i = 0; i < tensors_.size(); ++i) {
+        TensorInfo& t = tensors_[i];
         if (t.offset > data_size || t.n_bytes > data_size - t.offset) {
             throw Error("tensor '" + t.name + "': data [" + std::to_string(t.offset) + ", +" +
-                        std::to_string(t.n_bytes) + ") lies outside the data section (" +
-                        std::to_string(data_size) + " bytes from byte " +
-                        std::to_string(data_offset_) + ")");
+                            std::to_string(t.n_bytes) + ") lies outside the data section (" +
+                            std::to_string(data_size) + " bytes from byte " +
+                            std::to_string(data_offset_) + ")",
+                        offset_field_at[i]);
         }
         t.file_offset = data_offset_ + t.offset;
         t.data = base + t.file_offset;
@@ -568,9 +577,10 @@ void File::parse() {
         const TensorInfo& cur = tensors_[order[i]];
         if (cur.offset < prev.offset + prev.n_bytes) {
             throw Error("tensor '" + cur.name + "' (data at " + std::to_string(cur.offset) +
-                        ") overlaps tensor '" + prev.name + "' (data at " +
-                        std::to_string(prev.offset) + ", " + std::to_string(prev.n_bytes) +
-                        " bytes)");
+                            ") overlaps tensor '" + prev.name + "' (data at " +
+                            std::to_string(prev.offset) + ", " + std::to_string(prev.n_bytes) +
+                            " bytes)",
+                        offset_field_at[order[i]]);
         }
     }
 }

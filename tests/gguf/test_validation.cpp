@@ -2,6 +2,8 @@
 // message saying what and where, and no byte sequence makes the reader crash.
 #include <gtest/gtest.h>
 
+#include <cstring>
+#include <optional>
 #include <random>
 
 #include "gguf/file.h"
@@ -20,6 +22,24 @@ std::string error_of(const std::vector<uint8_t>& bytes) {
         return e.what();
     }
     return "";
+}
+
+// The byte offset a refusal points at (nullopt when accepted or when it names no offset).
+std::optional<uint64_t> error_offset(const std::vector<uint8_t>& bytes) {
+    try {
+        gguf::File::from_bytes(bytes);
+    } catch (const gguf::Error& e) {
+        return e.offset();
+    }
+    return std::nullopt;
+}
+
+// The u64 stored at `at` in bytes: what a data-section error's offset should lead to (the
+// tensor's offset field).
+uint64_t u64_at(const std::vector<uint8_t>& bytes, uint64_t at) {
+    uint64_t v = 0;
+    std::memcpy(&v, bytes.data() + at, sizeof v);
+    return v;
 }
 
 #define EXPECT_REFUSED(bytes, fragment)                                           \
@@ -195,8 +215,15 @@ TEST(Validation, UnalignedOffset) {
 }
 
 TEST(Validation, DataOutsideFile) {
-    EXPECT_REFUSED(valid_one_tensor(64).data, "outside the data section");
-    EXPECT_REFUSED(valid_one_tensor(UINT64_MAX - 31).data, "outside the data section");
+    for (uint64_t offset : {uint64_t{64}, UINT64_MAX - 31}) {
+        const std::vector<uint8_t> bytes = valid_one_tensor(offset).data;
+        EXPECT_REFUSED(bytes, "outside the data section");
+        // The error points at the tensor's offset field.
+        const std::optional<uint64_t> at = error_offset(bytes);
+        ASSERT_TRUE(at.has_value());
+        ASSERT_LE(*at + 8, bytes.size());
+        EXPECT_EQ(u64_at(bytes, *at), offset);
+    }
     // The data section itself must start inside the file.
     Bytes b;
     b.header(3, 1, 1).kv_string("general.architecture", "t").tensor("w", {8}, 0, 0);
@@ -208,6 +235,12 @@ TEST(Validation, OverlappingTensors) {
     b.header(3, 2, 1).kv_string("general.architecture", "t");
     b.tensor("a", {16}, 0, 0).tensor("b", {8}, 0, 32).pad_to(32).zeros(128);
     EXPECT_REFUSED(b.data, "overlaps tensor 'a'");
+    // At the offset field of the later tensor, 'b' (its name, dimension count, one dimension and
+    // type come before: 1 + 4 + 8 + 4 bytes).
+    const std::optional<uint64_t> at = error_offset(b.data);
+    ASSERT_TRUE(at.has_value());
+    EXPECT_EQ(u64_at(b.data, *at), 32u);
+    EXPECT_EQ(std::string(reinterpret_cast<const char*>(b.data.data() + *at - 17), 1), "b");
 }
 
 TEST(Validation, RequiredKeys) {
@@ -230,6 +263,12 @@ TEST(Validation, Alignment) {
         Bytes b;
         b.header(3, 0, 2).kv_string("general.architecture", "t").kv_u32("general.alignment", bad);
         EXPECT_REFUSED(b.data, "general.alignment' is " + std::to_string(bad));
+        // At the start of the general.alignment entry: its key's length, then the key.
+        const std::optional<uint64_t> at = error_offset(b.data);
+        ASSERT_TRUE(at.has_value());
+        EXPECT_EQ(u64_at(b.data, *at), std::string("general.alignment").size());
+        EXPECT_EQ(std::string(reinterpret_cast<const char*>(b.data.data() + *at + 8), 17),
+                  "general.alignment");
     }
     // A legal custom alignment moves the data section and the offset rule.
     Bytes b;
