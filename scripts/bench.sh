@@ -16,6 +16,9 @@
 #   GGUFD_BENCH_CONCURRENCY   levels of the sweep (default 1,2,4,8,16)
 #   GGUFD_BENCH_REQUESTS      requests per client per level (default 2)
 #   GGUFD_BENCH_SKIP     space-separated parts to skip: engine roofline server
+#   GGUFD_LLAMA_BENCH    a llama.cpp llama-bench binary: if set, it runs on each model right after
+#                        ggufd's engine mode (same settings), so the two are compared in the same
+#                        minutes (docs/performance.md says how to build one without network)
 #   BUILD_DIR            where the binaries are (default build/bin; built with the release preset
 #                        when missing)
 set -euo pipefail
@@ -74,6 +77,11 @@ if [[ "$skip" != *" engine "* ]]; then
     echo "bench: engine $name" >&2
     "$bin/ggufd-bench" --model "$models/tl-$name.gguf" -p 128 -n 32 -t "$threads" -r "$reps" --csv \
       >"$out/engine-$name.csv"
+    if [ -n "${GGUFD_LLAMA_BENCH:-}" ]; then
+      echo "bench: llama.cpp $name" >&2
+      "$GGUFD_LLAMA_BENCH" -m "$models/tl-$name.gguf" -p 128 -n 32 -t "$threads" -r "$reps" -o csv \
+        >"$out/llama-$name.csv" 2>/dev/null
+    fi
   done
 fi
 if [[ "$skip" != *" roofline "* ]]; then
@@ -148,6 +156,13 @@ for name in ("q4_0", "q8_0", "q4_k_m"):
         print(f"{name:7} {r['test']:6} {float(r['tokens_per_s_median']):8.2f} tok/s "
               f"(min {r['min']}, max {r['max']})  load {r['load_s']} s  peak RSS {r['peak_rss_mib']} MiB  "
               f"waited for a CPU {100 * float(r['cpu_wait']):.0f}%")
+for name in ("q4_0", "q8_0", "q4_k_m"):
+    ours = {r["test"]: float(r["tokens_per_s_median"]) for r in rows(f"engine-{name}.csv")}
+    for r in rows(f"llama-{name}.csv"):
+        test = f"pp{r['n_prompt']}" if int(r["n_prompt"]) else f"tg{r['n_gen']}"
+        theirs = float(r["avg_ts"])
+        vs = f"  ggufd/llama.cpp x{ours[test] / theirs:.2f}" if test in ours and theirs else ""
+        print(f"{name:7} {test:6} {theirs:8.2f} tok/s llama.cpp llama-bench (mean of the runs){vs}")
 for r in rows("ceilings.csv"):
     print(f"ceiling {r['ceiling']:15} {r['best']:>9} {r['unit']} (median {r['median']}, {r['isa']})")
 for name in ("q4_0", "q8_0", "q4_k_m"):
