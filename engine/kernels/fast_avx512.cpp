@@ -667,6 +667,128 @@ KEXPORT void repacked_kernel(const uint8_t* group, int64_t cols, const uint8_t* 
     }
 }
 
+// ---------------------------------------------------------------- repacked Q4_K (repack.h)
+// One group of 16 interleaved rows (Q4KRecord per super-block) against NJ Q8_K activation rows.
+// Per sub-block the inner loop is Q4_0's (4 loads, two nibble masks, 2 NJ VPDPBUSD), then each
+// lane's integer sum is multiplied by its row's 6-bit scale and added, so the super-block's
+// sum_j sc_j (q_j . a_j) stays exact in int32 (at most 8 * 63 * 32 * 15 * 127 < 2^31), as does
+// sum_j m_j bsum_j (VPDPWSSD of the mins, doubled into both 16-bit halves, against the
+// activation's pairs of 16-element sums). Then per super-block and activation row one float step:
+// acc += d da isum - dmin da msum, the scalar reference's arithmetic up to summation order.
+constexpr size_t kQ4KPrefetch = 2048;
+
+template <int NJ>
+KFN void q4k_repacked_n(const uint8_t* group, int64_t cols, const uint8_t* act0, size_t stride,
+                        const ActLayout& lay, uint32_t live, float* out, int64_t ldo) {
+    using R = Q4KRecord;
+    // Two chains per activation row halve the VPDPBUSD latency chain; from 4 rows on there is
+    // enough independent work, and registers are short.
+    constexpr bool kTwoChains = NJ < 4;
+    const int64_t nsb = cols / kQKK;
+    const uint8_t* row[NJ];
+#pragma GCC unroll 8
+    for (int j = 0; j < NJ; ++j) row[j] = act0 + j * stride;
+    __m512 acc[NJ];
+#pragma GCC unroll 8
+    for (int j = 0; j < NJ; ++j) acc[j] = _mm512_setzero_ps();
+    const __m512i low4 = _mm512_set1_epi8(0x0f);
+    const size_t co = lay.codes;
+    for (int64_t s = 0; s < nsb; ++s) {
+        const uint8_t* rec = group + s * R::bytes;
+        const BlockQ8_K* ab[NJ];
+#pragma GCC unroll 8
+        for (int j = 0; j < NJ; ++j) ab[j] = reinterpret_cast<const BlockQ8_K*>(row[j]) + s;
+        __m512i isum[NJ];
+#pragma GCC unroll 8
+        for (int j = 0; j < NJ; ++j) isum[j] = _mm512_setzero_si512();
+        for (int sb = 0; sb < 8; ++sb) {
+            __m512i sum0[NJ], sum1[NJ];
+#pragma GCC unroll 8
+            for (int j = 0; j < NJ; ++j) sum0[j] = sum1[j] = _mm512_setzero_si512();
+            const uint8_t* wc = rec + R::codes + 256 * sb;
+#pragma GCC unroll 4
+            for (int g = 0; g < 4; ++g) {
+                if constexpr (kQ4KPrefetch != 0) {
+                    _mm_prefetch(reinterpret_cast<const char*>(wc + kQ4KPrefetch + 64 * g),
+                                 _MM_HINT_T0);
+                }
+                const __m512i v = _mm512_load_si512(wc + 64 * g);
+                const __m512i lo = _mm512_and_si512(v, low4);
+                const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
+#pragma GCC unroll 8
+                for (int j = 0; j < NJ; ++j) {
+                    const uint8_t* a = row[j] + co + kQKK * s + 32 * sb + 8 * g;
+                    sum0[j] = dpbusd_broadcast(sum0[j], lo, a);
+                    if constexpr (kTwoChains) {
+                        sum1[j] = dpbusd_broadcast(sum1[j], hi, a + 4);
+                    } else {
+                        sum0[j] = dpbusd_broadcast(sum0[j], hi, a + 4);
+                    }
+                }
+            }
+            const __m512i sc = _mm512_cvtepu8_epi32(
+                _mm_load_si128(reinterpret_cast<const __m128i*>(rec + R::scales + 16 * sb)));
+#pragma GCC unroll 8
+            for (int j = 0; j < NJ; ++j) {
+                const __m512i q = kTwoChains ? _mm512_add_epi32(sum0[j], sum1[j]) : sum0[j];
+                isum[j] = _mm512_add_epi32(isum[j], _mm512_mullo_epi32(q, sc));
+            }
+        }
+        const __m512 d = _mm512_cvtph_ps(load256(rec + R::d));
+#pragma GCC unroll 8
+        for (int j = 0; j < NJ; ++j) {
+            const __m512 both = _mm512_mul_ps(d, _mm512_set1_ps(ab[j]->d));
+            acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[j]), both, acc[j]);
+        }
+        __m512i msum[NJ];
+#pragma GCC unroll 8
+        for (int j = 0; j < NJ; ++j) msum[j] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+        for (int sb = 0; sb < 8; ++sb) {
+            const __m512i m = _mm512_cvtepu8_epi32(
+                _mm_load_si128(reinterpret_cast<const __m128i*>(rec + R::mins + 16 * sb)));
+            const __m512i mm = _mm512_or_si512(m, _mm512_slli_epi32(m, 16));
+#pragma GCC unroll 8
+            for (int j = 0; j < NJ; ++j) {
+                // bsums[2 sb] and bsums[2 sb + 1]: the sub-block's two 16-element sums.
+                msum[j] = _mm512_dpwssd_epi32(msum[j], mm,
+                                              _mm512_set1_epi32(load_i32(ab[j]->bsums + 2 * sb)));
+            }
+        }
+        const __m512 dmin = _mm512_cvtph_ps(load256(rec + R::dmin));
+#pragma GCC unroll 8
+        for (int j = 0; j < NJ; ++j) {
+            const __m512 both = _mm512_mul_ps(dmin, _mm512_set1_ps(ab[j]->d));
+            acc[j] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(msum[j]), both, acc[j]);
+        }
+    }
+#pragma GCC unroll 8
+    for (int j = 0; j < NJ; ++j) _mm512_mask_storeu_ps(out + j * ldo, live, acc[j]);
+}
+
+KEXPORT void q4k_repacked_kernel(const uint8_t* group, int64_t cols, const uint8_t* act0,
+                                 size_t stride, const ActLayout& lay, int n_act, uint32_t live,
+                                 float* out, int64_t ldo) {
+    switch (n_act) {
+        case 1:
+            return q4k_repacked_n<1>(group, cols, act0, stride, lay, live, out, ldo);
+        case 2:
+            return q4k_repacked_n<2>(group, cols, act0, stride, lay, live, out, ldo);
+        case 3:
+            return q4k_repacked_n<3>(group, cols, act0, stride, lay, live, out, ldo);
+        case 4:
+            return q4k_repacked_n<4>(group, cols, act0, stride, lay, live, out, ldo);
+        case 5:
+            return q4k_repacked_n<5>(group, cols, act0, stride, lay, live, out, ldo);
+        case 6:
+            return q4k_repacked_n<6>(group, cols, act0, stride, lay, live, out, ldo);
+        case 7:
+            return q4k_repacked_n<7>(group, cols, act0, stride, lay, live, out, ldo);
+        default:
+            return q4k_repacked_n<8>(group, cols, act0, stride, lay, live, out, ldo);
+    }
+}
+
 // ---------------------------------------------------------------- activation quantization
 // Bit for bit what the scalar Q8_0 / Q8_K quantizers write (same float operations, lround's
 // rounding of halves away from zero reproduced exactly), plus the extra data in the same pass.
@@ -782,6 +904,8 @@ RepackedKernelFn avx512_repacked_kernel(gguf::TensorType t) {
             return repacked_kernel<true>;
         case gguf::TensorType::Q8_0:
             return repacked_kernel<false>;
+        case gguf::TensorType::Q4_K:
+            return q4k_repacked_kernel;
         default:
             return nullptr;
     }

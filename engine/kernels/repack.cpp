@@ -79,6 +79,44 @@ void q8_0_repack_group(const uint8_t* w, size_t wrb, int64_t cols, uint8_t* out)
     }
 }
 
+// Q4_K: one detail::Q4KRecord per super-block. The 32 codes of sub-block j are interleaved as
+// a Q4_0 block's (4 vectors, vector g holding elements 8 g + t and 8 g + 4 + t of each row), so
+// the kernel's inner loop is Q4_0's; the scales and mins are decoded to one byte each.
+size_t q4_k_group_bytes(int64_t cols) {
+    return static_cast<size_t>(cols / kQKK) * detail::Q4KRecord::bytes;
+}
+
+void q4_k_repack_group(const uint8_t* w, size_t wrb, int64_t cols, uint8_t* out) {
+    using R = detail::Q4KRecord;
+    const int64_t nsb = cols / kQKK;
+    for (int64_t i = 0; i < kRepackRows; ++i) {
+        const auto* row = reinterpret_cast<const BlockQ4_K*>(w + i * wrb);
+        for (int64_t s = 0; s < nsb; ++s) {
+            const BlockQ4_K& b = row[s];
+            uint8_t* rec = out + s * R::bytes;
+            std::memcpy(rec + R::d + 2 * i, &b.d, 2);
+            std::memcpy(rec + R::dmin + 2 * i, &b.dmin, 2);
+            for (int j = 0; j < 8; ++j) {
+                int sc, mn;
+                k4_scale_min(b.scales, j, &sc, &mn);
+                rec[R::scales + 16 * j + i] = static_cast<uint8_t>(sc);
+                rec[R::mins + 16 * j + i] = static_cast<uint8_t>(mn);
+                // Sub-block j is nibble j % 2 of qs[32 (j / 2) ..].
+                const uint8_t* qs = b.qs + 32 * (j / 2);
+                const int shift = 4 * (j % 2);
+                for (int g = 0; g < 4; ++g) {
+                    for (int t = 0; t < 4; ++t) {
+                        const int lo = (qs[8 * g + t] >> shift) & 15;
+                        const int hi = (qs[8 * g + 4 + t] >> shift) & 15;
+                        rec[R::codes + 256 * j + 64 * g + 4 * i + t] =
+                            static_cast<uint8_t>(lo | (hi << 4));
+                    }
+                }
+            }
+        }
+    }
+}
+
 struct RepackFormat {
     gguf::TensorType type;
     int block_size;
@@ -89,6 +127,7 @@ struct RepackFormat {
 constexpr RepackFormat kRepackFormats[] = {
     {gguf::TensorType::Q4_0, kQK, q4_0_group_bytes, q4_0_repack_group},
     {gguf::TensorType::Q8_0, kQK, q8_0_group_bytes, q8_0_repack_group},
+    {gguf::TensorType::Q4_K, kQKK, q4_k_group_bytes, q4_k_repack_group},
 };
 
 struct Selected {
