@@ -105,12 +105,7 @@ void unpack(const BlockQ6_K& b, Unpacked& u) {
     u.sub = 16;
     u.d = half(b.d);
     u.dmin = 0;
-    for (int e = 0; e < kQKK; ++e) {
-        const int h = e / 128, r = (e % 128) / 32, l = e % 32;
-        const int low = (b.ql[64 * h + 32 * (r % 2) + l] >> (4 * (r / 2))) & 15;
-        const int high = (b.qh[32 * h + l] >> (2 * r)) & 3;
-        u.code[e] = (low | (high << 4)) - 32;
-    }
+    for (int e = 0; e < kQKK; ++e) u.code[e] = q6_k_code(b, e) - 32;
     for (int k = 0; k < 16; ++k) {
         u.scale[k] = b.scales[k];
         u.min[k] = 0;

@@ -117,6 +117,39 @@ void q4_k_repack_group(const uint8_t* w, size_t wrb, int64_t cols, uint8_t* out)
     }
 }
 
+// Q6_K: one detail::Q6KRecord per super-block; the 6-bit codes stay 6 bits (low nibbles and
+// high bit pairs in separate vectors), as generation streams them from memory.
+size_t q6_k_group_bytes(int64_t cols) {
+    return static_cast<size_t>(cols / kQKK) * detail::Q6KRecord::bytes;
+}
+
+void q6_k_repack_group(const uint8_t* w, size_t wrb, int64_t cols, uint8_t* out) {
+    using R = detail::Q6KRecord;
+    const int64_t nsb = cols / kQKK;
+    for (int64_t i = 0; i < kRepackRows; ++i) {
+        const auto* row = reinterpret_cast<const BlockQ6_K*>(w + i * wrb);
+        for (int64_t s = 0; s < nsb; ++s) {
+            const BlockQ6_K& b = row[s];
+            uint8_t* rec = out + s * R::bytes;
+            std::memcpy(rec + R::d + 2 * i, &b.d, 2);
+            for (int j = 0; j < 16; ++j) {
+                rec[R::scales + 16 * j + i] = static_cast<uint8_t>(b.scales[j]);
+                int q[16];
+                for (int e = 0; e < 16; ++e) q[e] = q6_k_code(b, 16 * j + e);
+                uint8_t* v = rec + R::codes + 192 * j + 4 * i;
+                for (int t = 0; t < 4; ++t) {
+                    for (int g = 0; g < 2; ++g) {
+                        v[64 * g + t] = static_cast<uint8_t>((q[8 * g + t] & 15) |
+                                                             (q[8 * g + 4 + t] & 15) << 4);
+                    }
+                    v[128 + t] = static_cast<uint8_t>(q[t] >> 4 | (q[4 + t] >> 4) << 2 |
+                                                      (q[8 + t] >> 4) << 4 | (q[12 + t] >> 4) << 6);
+                }
+            }
+        }
+    }
+}
+
 struct RepackFormat {
     gguf::TensorType type;
     int block_size;
@@ -128,6 +161,7 @@ constexpr RepackFormat kRepackFormats[] = {
     {gguf::TensorType::Q4_0, kQK, q4_0_group_bytes, q4_0_repack_group},
     {gguf::TensorType::Q8_0, kQK, q8_0_group_bytes, q8_0_repack_group},
     {gguf::TensorType::Q4_K, kQKK, q4_k_group_bytes, q4_k_repack_group},
+    {gguf::TensorType::Q6_K, kQKK, q6_k_group_bytes, q6_k_repack_group},
 };
 
 struct Selected {

@@ -277,7 +277,8 @@ TEST(MatmulRepacked, MatchesReferenceAndRespectsRowRanges) {
     }
     std::printf("repacked types checked: %d\n", checked);
     if (detail::find_fast_format(TensorType::Q4_0) != nullptr) {
-        for (TensorType t : {TensorType::Q4_0, TensorType::Q8_0, TensorType::Q4_K}) {
+        for (TensorType t :
+             {TensorType::Q4_0, TensorType::Q8_0, TensorType::Q4_K, TensorType::Q6_K}) {
             EXPECT_TRUE(can_repack(t, 16, 256)) << "AVX-512 VNNI repacks " << gguf::type_name(t);
         }
         EXPECT_GT(checked, 0);

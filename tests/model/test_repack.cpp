@@ -29,7 +29,7 @@ RandomModelSpec small_spec(gguf::TensorType t) {
     return s;
 }
 
-// Over 16 MiB of Q4_0 (or Q4_K) matrices, so Repack::background really uses its thread.
+// Over 16 MiB of matrices (of any repacked type), so Repack::background really uses its thread.
 RandomModelSpec large_spec(gguf::TensorType t) {
     RandomModelSpec s = small_spec(t);
     s.n_embd = 1024;
@@ -63,11 +63,12 @@ void expect_close(const std::vector<float>& a, const std::vector<float>& b,
 
 // How far logits computed through the file's layout and the repacked one may differ on the
 // 4-layer model. Q4_0's repacked kernel does the tile kernel's arithmetic, so rounding alone.
-// Q4_K's sums each super-block exactly in integers where the tile kernel rounds each sub-block
-// in float; those last-bit differences flip the rounding of a few int8 activation codes in the
-// next layer, each a step of 1/127 of its block's largest value, and over 4 layers that reaches
-// about 2% of the largest logit (measured 1.7%; the file layout's own matrix-vector and tile
-// kernels differ by 1.1% on Q4_0 for the same reason). A wrong kernel is off by the logits' size.
+// Q4_K's and Q6_K's sum each super-block exactly in integers where the tile kernel rounds each
+// sub-block in float; those last-bit differences flip the rounding of a few int8 activation codes
+// in the next layer, each a step of 1/127 of its block's largest value, and over 4 layers that
+// reaches about 2% of the largest logit (measured 1.7%; the file layout's own matrix-vector and
+// tile kernels differ by 1.1% on Q4_0 for the same reason). A wrong kernel is off by the logits'
+// size.
 float layout_tolerance(gguf::TensorType t) {
     return t == gguf::TensorType::Q4_0 ? kRounding : 0.05f;
 }
@@ -81,7 +82,8 @@ bool cpu_repacks(gguf::TensorType t) {
 class Repacked : public ::testing::TestWithParam<gguf::TensorType> {};
 
 INSTANTIATE_TEST_SUITE_P(Types, Repacked,
-                         ::testing::Values(gguf::TensorType::Q4_0, gguf::TensorType::Q4_K),
+                         ::testing::Values(gguf::TensorType::Q4_0, gguf::TensorType::Q4_K,
+                                           gguf::TensorType::Q6_K),
                          [](const auto& p) { return std::string(gguf::type_name(p.param)); });
 
 TEST_P(Repacked, ModesDecideWhichMatricesAreRepacked) {
