@@ -215,8 +215,10 @@ TEST(MatmulDispatch, FollowsTheCpuLimit) {
         EXPECT_EQ(dot_variants(t).back().isa, want) << gguf::type_name(t);
     }
     if (!vnni) {
-        for (const FormatKernels& k : supported_formats())
+        for (const FormatKernels& k : supported_formats()) {
             EXPECT_EQ(detail::find_fast_format(k.type), nullptr) << k.name;
+            EXPECT_FALSE(can_repack(k.type, 16, 256)) << k.name << ": repacked kernels need VNNI";
+        }
     }
 }
 
