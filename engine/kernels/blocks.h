@@ -149,6 +149,28 @@ static_assert(sizeof(BlockIQ4_XS) == 136);
 static_assert(sizeof(BlockTQ1_0) == 54);
 static_assert(sizeof(BlockTQ2_0) == 66);
 
+// Scale and min of sub-block j (0..7) from the 12 bytes `s` of a Q4_K / Q5_K super-block:
+// bytes 0..3 hold scales 0..3 (low 6 bits), 4..7 mins 0..3, and the top 2 bits of each byte
+// plus the nibbles of bytes 8..11 hold scales and mins 4..7.
+inline void k4_scale_min(const uint8_t* s, int j, int* sc, int* mn) {
+    if (j < 4) {
+        *sc = s[j] & 63;
+        *mn = s[j + 4] & 63;
+    } else {
+        *sc = (s[j + 4] & 15) | ((s[j - 4] >> 6) << 4);
+        *mn = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+    }
+}
+
+// The unsigned 6-bit code (q + 32) of element e of a Q6_K super-block: e = 128 h + 32 r + l
+// takes nibble r / 2 of ql[64 h + 32 (r % 2) + l] and bits 2 r.. of qh[32 h + l].
+inline int q6_k_code(const BlockQ6_K& b, int e) {
+    const int h = e / 128, r = (e % 128) / 32, l = e % 32;
+    const int low = (b.ql[64 * h + 32 * (r % 2) + l] >> (4 * (r / 2))) & 15;
+    const int high = (b.qh[32 * h + l] >> (2 * r)) & 3;
+    return low | (high << 4);
+}
+
 // The non-linear IQ4 codebook. These 16 values are part of the IQ4_NL / IQ4_XS format
 // definition (ggml's kvalues_iq4nl); a file's 4-bit indices mean nothing without them.
 inline constexpr int8_t kIQ4Codebook[16] = {-127, -104, -83, -65, -49, -35, -22, -10,

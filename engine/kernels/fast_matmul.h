@@ -102,6 +102,28 @@ const FastFormat* avx512_fast_formats(size_t* count);
 using RepackedKernelFn = void (*)(const uint8_t* group, int64_t cols, const uint8_t* act0,
                                   size_t act_stride, const ActLayout& lay, int n_act, uint32_t live,
                                   float* out, int64_t ldo);
+// Repacked Q4_K (repack.cpp writes it, the kernel reads it): per group of 16 rows, one record per
+// super-block of 256 columns, each part 64-byte aligned. Byte offsets within a record:
+struct Q4KRecord {
+    static constexpr size_t d = 0;         // fp16 d of the 16 rows
+    static constexpr size_t dmin = 32;     // fp16 dmin of the 16 rows
+    static constexpr size_t scales = 64;   // [8 sub-blocks][16 rows] 6-bit scales as bytes
+    static constexpr size_t mins = 192;    // [8][16] mins as bytes
+    static constexpr size_t codes = 320;   // [8 sub-blocks][4 vectors] of 64 bytes, as Q4_0's
+    static constexpr size_t bytes = 2368;  // 148 bytes a row per 256 weights (file: 144)
+};
+
+// Repacked Q6_K, likewise one record per super-block. Sub-block j (16 elements) is 3 vectors:
+// two of low nibbles interleaved as Q4_0's (vector g: elements 8 g + t in the low nibbles, 8 g +
+// 4 + t in the high ones, t = 0..3, 4 bytes a row), then one of the 2 high bits, byte t of a row
+// holding those of elements t, 4 + t, 8 + t and 12 + t at bits 0, 2, 4 and 6.
+struct Q6KRecord {
+    static constexpr size_t d = 0;         // fp16 d of the 16 rows
+    static constexpr size_t scales = 64;   // [16 sub-blocks][16 rows] int8 scales
+    static constexpr size_t codes = 320;   // [16 sub-blocks][3 vectors] of 64 bytes
+    static constexpr size_t bytes = 3392;  // 212 bytes a row per 256 weights (file: 210)
+};
+
 // nullptr where the compiler cannot target AVX-512 or the type has no repacked layout.
 RepackedKernelFn avx512_repacked_kernel(gguf::TensorType t);
 

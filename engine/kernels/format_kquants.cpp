@@ -64,16 +64,7 @@ void unpack(const BlockQ3_K& b, Unpacked& u) {
 }
 
 // ---- Q4_K / Q5_K: element e = 64 c + 32 t + m is nibble t of qs[32 c + m]; Q5_K's fifth bit
-// is bit (2c + t) of qh[m]. Eight 6-bit scales and mins share 12 bytes.
-void k4_scale_min(const uint8_t* s, int j, int* sc, int* mn) {
-    if (j < 4) {
-        *sc = s[j] & 63;
-        *mn = s[j + 4] & 63;
-    } else {
-        *sc = (s[j + 4] & 15) | ((s[j - 4] >> 6) << 4);
-        *mn = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
-    }
-}
+// is bit (2c + t) of qh[m]. Eight 6-bit scales and mins share 12 bytes (k4_scale_min).
 void k4_pack_scales(const int* sc, const int* mn, uint8_t* s) {
     std::memset(s, 0, 12);
     for (int j = 0; j < 8; ++j) {
@@ -114,12 +105,7 @@ void unpack(const BlockQ6_K& b, Unpacked& u) {
     u.sub = 16;
     u.d = half(b.d);
     u.dmin = 0;
-    for (int e = 0; e < kQKK; ++e) {
-        const int h = e / 128, r = (e % 128) / 32, l = e % 32;
-        const int low = (b.ql[64 * h + 32 * (r % 2) + l] >> (4 * (r / 2))) & 15;
-        const int high = (b.qh[32 * h + l] >> (2 * r)) & 3;
-        u.code[e] = (low | (high << 4)) - 32;
-    }
+    for (int e = 0; e < kQKK; ++e) u.code[e] = q6_k_code(b, e) - 32;
     for (int k = 0; k < 16; ++k) {
         u.scale[k] = b.scales[k];
         u.min[k] = 0;

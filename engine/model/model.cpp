@@ -114,10 +114,13 @@ void Model::plan_repack(Repack mode) {
             todo.push_back(t);
         }
     };
+    // The output head first: while a matrix is repacked its file pages and its copy are both
+    // resident, and this one is the largest (on TinyLlama Q4_K_M, repacked last it raised peak
+    // RSS by its 51 MiB).
+    consider(weights_.output);
     for (const LayerWeights& l : weights_.layers) {
         for (const gguf::TensorInfo* m : l.matrices()) consider(m);
     }
-    consider(weights_.output);
     size_t total = 0;
     std::vector<size_t> offsets;
     for (const gguf::TensorInfo* t : todo) {

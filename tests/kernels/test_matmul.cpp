@@ -215,8 +215,10 @@ TEST(MatmulDispatch, FollowsTheCpuLimit) {
         EXPECT_EQ(dot_variants(t).back().isa, want) << gguf::type_name(t);
     }
     if (!vnni) {
-        for (const FormatKernels& k : supported_formats())
+        for (const FormatKernels& k : supported_formats()) {
             EXPECT_EQ(detail::find_fast_format(k.type), nullptr) << k.name;
+            EXPECT_FALSE(can_repack(k.type, 16, 256)) << k.name << ": repacked kernels need VNNI";
+        }
     }
 }
 
@@ -245,8 +247,9 @@ TEST(MatmulRepacked, MatchesReferenceAndRespectsRowRanges) {
     uint32_t seed = 900;
     for (const FormatKernels& k : supported_formats()) {
         if (!can_repack(k.type, 16, 256)) continue;
-        for (int64_t cols : {256, 352, 2048}) {
-            for (int64_t n_x : {1, 2, 3, 5, 8, 9, 17}) {
+        // 11 blocks: not a multiple of any unroll (352 for 32-element blocks, 2816 for K-quants).
+        for (int64_t cols : {int64_t{256}, 11 * k.block_size, int64_t{2048}}) {
+            for (int64_t n_x : {1, 2, 3, 4, 5, 6, 7, 8, 9, 17}) {
                 const int64_t rows = 48;
                 SCOPED_TRACE(std::string(k.name) + " cols=" + std::to_string(cols) +
                              " n_x=" + std::to_string(n_x));
@@ -276,7 +279,10 @@ TEST(MatmulRepacked, MatchesReferenceAndRespectsRowRanges) {
     }
     std::printf("repacked types checked: %d\n", checked);
     if (detail::find_fast_format(TensorType::Q4_0) != nullptr) {
-        EXPECT_TRUE(can_repack(TensorType::Q4_0, 16, 256)) << "AVX-512 VNNI repacks Q4_0";
+        for (TensorType t :
+             {TensorType::Q4_0, TensorType::Q8_0, TensorType::Q4_K, TensorType::Q6_K}) {
+            EXPECT_TRUE(can_repack(t, 16, 256)) << "AVX-512 VNNI repacks " << gguf::type_name(t);
+        }
         EXPECT_GT(checked, 0);
     }
 }
@@ -285,6 +291,9 @@ TEST(MatmulRepacked, RefusesShapesItCannotTake) {
     EXPECT_FALSE(can_repack(TensorType::Q4_0, 20, 256)) << "rows not a multiple of 16";
     EXPECT_FALSE(can_repack(TensorType::Q4_0, 16, 48)) << "cols not whole blocks";
     EXPECT_FALSE(can_repack(TensorType::F32, 16, 256)) << "no repacked layout";
+    EXPECT_FALSE(can_repack(TensorType::Q4_K, 16, 352)) << "cols not whole super-blocks";
+    EXPECT_FALSE(can_repack(TensorType::Q4_K, 24, 256)) << "rows not a multiple of 16";
+    EXPECT_THROW(repacked_bytes(TensorType::Q4_K, 16, 352), std::invalid_argument);
     EXPECT_THROW(repacked_bytes(TensorType::Q4_0, 20, 256), std::invalid_argument);
     if (!can_repack(TensorType::Q4_0, 32, 256)) return;
     std::vector<uint8_t> W(gguf::row_bytes(TensorType::Q4_0, 256) * 32);
