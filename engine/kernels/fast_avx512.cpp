@@ -585,7 +585,7 @@ KFN void repacked_n(const uint8_t* group, int64_t cols, const uint8_t* act0, siz
     constexpr int kLoads = kNibbles ? 4 : 8;  // 64-byte code vectors per block
     const int64_t nb = cols / kQK;
     const auto* scales = reinterpret_cast<const uint16_t*>(group);
-    const uint8_t* codes = group + ((static_cast<size_t>(nb) * 32 + 63) & ~size_t{63});
+    const uint8_t* codes = group + legacy_repacked_scale_bytes(nb);
     const uint8_t* row[NJ];
 #pragma GCC unroll 8
     for (int j = 0; j < NJ; ++j) row[j] = act0 + j * stride;
@@ -643,29 +643,40 @@ KFN void repacked_n(const uint8_t* group, int64_t cols, const uint8_t* act0, siz
     for (int j = 0; j < NJ; ++j) _mm512_mask_storeu_ps(out + j * ldo, live, acc[j]);
 }
 
-template <bool kNibbles>
-KEXPORT void repacked_kernel(const uint8_t* group, int64_t cols, const uint8_t* act0, size_t stride,
-                             const ActLayout& lay, int n_act, uint32_t live, float* out,
-                             int64_t ldo) {
+// K::run<NJ> for NJ = n_act activation rows (8 for more: callers pass at most kTileActs).
+template <class K>
+KEXPORT void repacked_by_act_count(const uint8_t* group, int64_t cols, const uint8_t* act0,
+                                   size_t stride, const ActLayout& lay, int n_act, uint32_t live,
+                                   float* out, int64_t ldo) {
     switch (n_act) {
         case 1:
-            return repacked_n<kNibbles, 1>(group, cols, act0, stride, lay, live, out, ldo);
+            return K::template run<1>(group, cols, act0, stride, lay, live, out, ldo);
         case 2:
-            return repacked_n<kNibbles, 2>(group, cols, act0, stride, lay, live, out, ldo);
+            return K::template run<2>(group, cols, act0, stride, lay, live, out, ldo);
         case 3:
-            return repacked_n<kNibbles, 3>(group, cols, act0, stride, lay, live, out, ldo);
+            return K::template run<3>(group, cols, act0, stride, lay, live, out, ldo);
         case 4:
-            return repacked_n<kNibbles, 4>(group, cols, act0, stride, lay, live, out, ldo);
+            return K::template run<4>(group, cols, act0, stride, lay, live, out, ldo);
         case 5:
-            return repacked_n<kNibbles, 5>(group, cols, act0, stride, lay, live, out, ldo);
+            return K::template run<5>(group, cols, act0, stride, lay, live, out, ldo);
         case 6:
-            return repacked_n<kNibbles, 6>(group, cols, act0, stride, lay, live, out, ldo);
+            return K::template run<6>(group, cols, act0, stride, lay, live, out, ldo);
         case 7:
-            return repacked_n<kNibbles, 7>(group, cols, act0, stride, lay, live, out, ldo);
+            return K::template run<7>(group, cols, act0, stride, lay, live, out, ldo);
         default:
-            return repacked_n<kNibbles, 8>(group, cols, act0, stride, lay, live, out, ldo);
+            return K::template run<8>(group, cols, act0, stride, lay, live, out, ldo);
     }
 }
+
+// Q4_0 (kNibbles) and Q8_0 in the shape repacked_by_act_count dispatches on.
+template <bool kNibbles>
+struct LegacyRepacked {
+    template <int NJ>
+    KFN void run(const uint8_t* group, int64_t cols, const uint8_t* act0, size_t stride,
+                 const ActLayout& lay, uint32_t live, float* out, int64_t ldo) {
+        repacked_n<kNibbles, NJ>(group, cols, act0, stride, lay, live, out, ldo);
+    }
+};
 
 // ---------------------------------------------------------------- repacked Q4_K (repack.h)
 // One group of 16 interleaved rows (Q4KRecord per super-block) against NJ Q8_K activation rows.
@@ -772,31 +783,6 @@ struct Q4KRepacked {
         for (int j = 0; j < NJ; ++j) _mm512_mask_storeu_ps(out + j * ldo, live, acc[j]);
     }
 };
-
-// K::run<NJ> for NJ = n_act activation rows (8 for more: callers pass at most kTileActs).
-template <class K>
-KEXPORT void repacked_by_act_count(const uint8_t* group, int64_t cols, const uint8_t* act0,
-                                   size_t stride, const ActLayout& lay, int n_act, uint32_t live,
-                                   float* out, int64_t ldo) {
-    switch (n_act) {
-        case 1:
-            return K::template run<1>(group, cols, act0, stride, lay, live, out, ldo);
-        case 2:
-            return K::template run<2>(group, cols, act0, stride, lay, live, out, ldo);
-        case 3:
-            return K::template run<3>(group, cols, act0, stride, lay, live, out, ldo);
-        case 4:
-            return K::template run<4>(group, cols, act0, stride, lay, live, out, ldo);
-        case 5:
-            return K::template run<5>(group, cols, act0, stride, lay, live, out, ldo);
-        case 6:
-            return K::template run<6>(group, cols, act0, stride, lay, live, out, ldo);
-        case 7:
-            return K::template run<7>(group, cols, act0, stride, lay, live, out, ldo);
-        default:
-            return K::template run<8>(group, cols, act0, stride, lay, live, out, ldo);
-    }
-}
 
 // ---------------------------------------------------------------- repacked Q6_K (repack.h)
 // One group of 16 interleaved rows (Q6KRecord per super-block) against NJ Q8_K activation rows.
@@ -997,9 +983,9 @@ const FastFormat* avx512_fast_formats(size_t* count) {
 RepackedKernelFn avx512_repacked_kernel(gguf::TensorType t) {
     switch (t) {
         case gguf::TensorType::Q4_0:
-            return repacked_kernel<true>;
+            return repacked_by_act_count<LegacyRepacked<true>>;
         case gguf::TensorType::Q8_0:
-            return repacked_kernel<false>;
+            return repacked_by_act_count<LegacyRepacked<false>>;
         case gguf::TensorType::Q4_K:
             return repacked_by_act_count<Q4KRepacked>;
         case gguf::TensorType::Q6_K:

@@ -102,6 +102,12 @@ const FastFormat* avx512_fast_formats(size_t* count);
 using RepackedKernelFn = void (*)(const uint8_t* group, int64_t cols, const uint8_t* act0,
                                   size_t act_stride, const ActLayout& lay, int n_act, uint32_t live,
                                   float* out, int64_t ldo);
+// Repacked Q4_0 and Q8_0 (repack.cpp writes them, the kernel reads them): per group of 16 rows,
+// the fp16 scales [nb blocks][16 rows] padded to 64 bytes, then the blocks' code vectors.
+constexpr size_t legacy_repacked_scale_bytes(int64_t nb) {
+    return (static_cast<size_t>(nb) * 2 * 16 + 63) & ~size_t{63};
+}
+
 // Repacked Q4_K (repack.cpp writes it, the kernel reads it): per group of 16 rows, one record per
 // super-block of 256 columns, each part 64-byte aligned. Byte offsets within a record:
 struct Q4KRecord {

@@ -14,10 +14,6 @@
 namespace ggufd::kernels {
 namespace {
 
-size_t round_up64(size_t n) {
-    return (n + 63) & ~size_t{63};
-}
-
 uint32_t load_u32(const uint8_t* p) {
     uint32_t v;
     std::memcpy(&v, p, 4);
@@ -30,14 +26,14 @@ uint32_t load_u32(const uint8_t* p) {
 // masking the low or high nibbles gives 4 consecutive codes per row against which the 4
 // activation bytes at 8 g or 8 g + 4 are multiplied.
 size_t q4_0_group_bytes(int64_t cols) {
-    const auto nb = static_cast<size_t>(cols / kQK);
-    return round_up64(nb * 2 * kRepackRows) + nb * 4 * 64;
+    const int64_t nb = cols / kQK;
+    return detail::legacy_repacked_scale_bytes(nb) + static_cast<size_t>(nb) * 4 * 64;
 }
 
 void q4_0_repack_group(const uint8_t* w, size_t wrb, int64_t cols, uint8_t* out) {
     const int64_t nb = cols / kQK;
     auto* scales = reinterpret_cast<uint16_t*>(out);
-    uint8_t* codes = out + round_up64(static_cast<size_t>(nb) * 2 * kRepackRows);
+    uint8_t* codes = out + detail::legacy_repacked_scale_bytes(nb);
     for (int64_t i = 0; i < kRepackRows; ++i) {
         const auto* row = reinterpret_cast<const BlockQ4_0*>(w + i * wrb);
         for (int64_t k = 0; k < nb; ++k) {
@@ -58,14 +54,14 @@ void q4_0_repack_group(const uint8_t* w, size_t wrb, int64_t cols, uint8_t* out)
 // Q8_0: the same scale area, then per block 8 vectors of 64 bytes; vector g holds at bytes
 // 4 i .. 4 i + 3 the codes of elements 4 g .. 4 g + 3 of row i, stored unsigned (q + 128).
 size_t q8_0_group_bytes(int64_t cols) {
-    const auto nb = static_cast<size_t>(cols / kQK);
-    return round_up64(nb * 2 * kRepackRows) + nb * 8 * 64;
+    const int64_t nb = cols / kQK;
+    return detail::legacy_repacked_scale_bytes(nb) + static_cast<size_t>(nb) * 8 * 64;
 }
 
 void q8_0_repack_group(const uint8_t* w, size_t wrb, int64_t cols, uint8_t* out) {
     const int64_t nb = cols / kQK;
     auto* scales = reinterpret_cast<uint16_t*>(out);
-    uint8_t* codes = out + round_up64(static_cast<size_t>(nb) * 2 * kRepackRows);
+    uint8_t* codes = out + detail::legacy_repacked_scale_bytes(nb);
     for (int64_t i = 0; i < kRepackRows; ++i) {
         const auto* row = reinterpret_cast<const BlockQ8_0*>(w + i * wrb);
         for (int64_t k = 0; k < nb; ++k) {
