@@ -150,13 +150,14 @@ out = sys.argv[1]
 def rows(name):
     path = os.path.join(out, name)
     return list(csv.DictReader(open(path))) if os.path.exists(path) else []
+MODELS = ("q4_0", "q8_0", "q4_k_m")
 print(f"== ggufd benchmark ({out})")
-for name in ("q4_0", "q8_0", "q4_k_m"):
+for name in MODELS:
     for r in rows(f"engine-{name}.csv"):
         print(f"{name:7} {r['test']:6} {float(r['tokens_per_s_median']):8.2f} tok/s "
               f"(min {r['min']}, max {r['max']})  load {r['load_s']} s  peak RSS {r['peak_rss_mib']} MiB  "
               f"waited for a CPU {100 * float(r['cpu_wait']):.0f}%")
-for name in ("q4_0", "q8_0", "q4_k_m"):
+for name in MODELS:
     ours = {r["test"]: float(r["tokens_per_s_median"]) for r in rows(f"engine-{name}.csv")}
     for r in rows(f"llama-{name}.csv"):
         test = f"pp{r['n_prompt']}" if int(r["n_prompt"]) else f"tg{r['n_gen']}"
@@ -165,7 +166,7 @@ for name in ("q4_0", "q8_0", "q4_k_m"):
         print(f"{name:7} {test:6} {theirs:8.2f} tok/s llama.cpp llama-bench (mean of the runs){vs}")
 for r in rows("ceilings.csv"):
     print(f"ceiling {r['ceiling']:15} {r['best']:>9} {r['unit']} (median {r['median']}, {r['isa']})")
-for name in ("q4_0", "q8_0", "q4_k_m"):
+for name in MODELS:
     for r in rows(f"roofline-{name}.csv"):
         print(f"{name:7} {r['test']:6} {float(r['tokens_per_s']):8.2f} tok/s = "
               f"{100 * float(r['fraction']):5.1f}% of the {r['bound']} ceiling "
