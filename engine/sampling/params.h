@@ -13,7 +13,7 @@ namespace ggufd::sampling {
 struct SamplingParams {
     float temperature = 1.0f;        // 0 = greedy (argmax)
     int32_t top_k = 0;               // 0 = off
-    float top_p = 1.0f;              // 1 = off
+    float top_p = 1.0f;              // 1 = off; 0 = the most likely token only
     float min_p = 0.0f;              // 0 = off
     float typical_p = 1.0f;          // 1 = off
     float repeat_penalty = 1.0f;     // 1 = off; divides positive / multiplies negative logits

@@ -241,7 +241,8 @@ void validate(const SamplingParams& p) {
     if (!(std::isfinite(p.temperature) && p.temperature >= 0.0f))
         invalid("temperature", "a finite number >= 0", p.temperature);
     if (p.top_k < 0) invalid("top_k", ">= 0 (0 disables it)", p.top_k);
-    if (!(p.top_p > 0.0f && p.top_p <= 1.0f)) invalid("top_p", "in (0, 1]", p.top_p);
+    // OpenAI accepts top_p = 0; the smallest prefix reaching 0 is the most likely token alone.
+    if (!(p.top_p >= 0.0f && p.top_p <= 1.0f)) invalid("top_p", "in [0, 1]", p.top_p);
     if (!(p.min_p >= 0.0f && p.min_p <= 1.0f)) invalid("min_p", "in [0, 1]", p.min_p);
     if (!(p.typical_p > 0.0f && p.typical_p <= 1.0f))
         invalid("typical_p", "in (0, 1]", p.typical_p);

@@ -60,7 +60,7 @@
 
 namespace ggufd::sampling {
 
-// Throws std::invalid_argument naming the offending field, e.g. "top_p must be in (0, 1], got
+// Throws std::invalid_argument naming the offending field, e.g. "top_p must be in [0, 1], got
 // 1.5", so the HTTP layer can answer 400 with the message. Does not need the vocabulary; the
 // Sampler constructor additionally checks logit_bias token ids against n_vocab.
 void validate(const SamplingParams& params);

@@ -257,6 +257,8 @@ TEST(TopP, KeepsTheSmallestPrefixReachingP) {
     EXPECT_EQ(survivors(p), (std::vector<int32_t>{0, 1, 2, 3, 4}));
     p.top_p = 0.92f;
     EXPECT_EQ(survivors(p), (std::vector<int32_t>{0, 1, 3, 4}));
+    p.top_p = 0.0f;  // OpenAI accepts 0: the best token alone
+    EXPECT_EQ(survivors(p), (std::vector<int32_t>{1}));
 }
 
 TEST(TopP, MeasuresMassAfterTopK) {
@@ -266,6 +268,8 @@ TEST(TopP, MeasuresMassAfterTopK) {
     p.top_k = 3;
     p.top_p = 0.8f;
     EXPECT_EQ(survivors(p), (std::vector<int32_t>{1, 3}));
+    p.top_p = 0.0f;
+    EXPECT_EQ(survivors(p), (std::vector<int32_t>{1}));
 }
 
 // Brute force: sort everything, keep the prefix reaching top_p, then those >= min_p * best.
@@ -655,7 +659,7 @@ TEST(Robustness, InvalidParamsAreRejectedWithTheirName) {
     expect_rejected(with([](auto& p) { p.temperature = kNaN; }), "temperature");
     expect_rejected(with([](auto& p) { p.temperature = kInf; }), "temperature");
     expect_rejected(with([](auto& p) { p.top_k = -1; }), "top_k");
-    expect_rejected(with([](auto& p) { p.top_p = 0.0f; }), "top_p");
+    expect_rejected(with([](auto& p) { p.top_p = -0.1f; }), "top_p");
     expect_rejected(with([](auto& p) { p.top_p = 1.5f; }), "top_p");
     expect_rejected(with([](auto& p) { p.top_p = kNaN; }), "top_p");
     expect_rejected(with([](auto& p) { p.min_p = -0.1f; }), "min_p");

@@ -1,6 +1,7 @@
 // Request parsing and validation, without HTTP.
 #include <gtest/gtest.h>
 
+#include "engine/sampling/sampler.h"
 #include "server/requests.h"
 
 namespace ggufd::server {
@@ -169,6 +170,23 @@ TEST(ParseCompletion, OutOfRangeValues) {
         auto e = error_of([&] { parse_completion_request(body, limits); });
         EXPECT_EQ(e.status(), 400) << name << "=" << value;
         EXPECT_EQ(e.param(), name) << name << "=" << value;
+    }
+}
+
+// What the API accepts at the edge of each range must also be accepted by the engine: a request
+// that parses and then fails in the sampler would be a 500 (fuzz_http_request found top_p = 0).
+TEST(ParseCompletion, RangeEdgesAreValidForTheEngine) {
+    std::vector<std::pair<std::string, json>> cases = {
+        {"temperature", 0},       {"temperature", 2},        {"top_p", 0},
+        {"top_p", 1e-60},         {"top_p", 1},              {"min_p", 0},
+        {"min_p", 1},             {"presence_penalty", -2},  {"presence_penalty", 2},
+        {"frequency_penalty", -2}, {"frequency_penalty", 2}, {"logit_bias", {{"1", -100}}},
+        {"logit_bias", {{"1", 100}}}, {"top_k", 0},
+    };
+    for (const auto& [name, value] : cases) {
+        const auto r = parse_completion_request(json{{"prompt", "x"}, {name, value}}, limits);
+        EXPECT_NO_THROW(ggufd::sampling::validate(r.sampling)) << name << "=" << value;
+        EXPECT_NO_THROW(ggufd::sampling::Sampler(r.sampling, 10)) << name << "=" << value;
     }
 }
 
