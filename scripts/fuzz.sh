@@ -10,6 +10,10 @@
 # Targets run GGUFD_FUZZ_JOBS at a time (default: one per core); each is one libFuzzer process on
 # one core, so the wall time is about SECONDS x targets / jobs.
 #
+# GGUFD_FUZZ_SEED=N makes every target start from libFuzzer's seed N, so a run replays the same
+# mutations on the same code (the test command sets it under CI: the gate must not turn red on a
+# lucky draw). Without it each run draws its own seed, which is what long discovery runs want.
+#
 # The committed seeds (fuzz/corpus/<target>) are copied into build-fuzz/work/<target>, which keeps
 # what the fuzzer learns between runs on this machine; the repository's corpus never grows. Without
 # clang or its libFuzzer runtime the script says so and exits 0 (exit 1 instead when
@@ -67,6 +71,7 @@ run_target() {
     cp -n fuzz/corpus/"$t"/* "$work"/ 2>/dev/null || true
     local args=(-max_total_time="$seconds" -timeout=25 -rss_limit_mb=2048 -max_len="$(max_len "$t")"
                 -artifact_prefix="$artifacts/" -print_final_stats=1 -close_fd_mask=1)
+    if [ -n "${GGUFD_FUZZ_SEED:-}" ]; then args+=(-seed="$GGUFD_FUZZ_SEED"); fi
     local dict="fuzz/dict/$t.dict"
     if [ "$t" = fuzz_http_request ]; then dict=fuzz/dict/fuzz_json_request.dict; fi
     if [ -f "$dict" ]; then args+=(-dict="$dict"); fi

@@ -285,8 +285,10 @@ std::vector<Logprob> logprobs_with(std::span<const float> logits, int32_t chosen
         return static_cast<float>(std::min(0.0, (static_cast<double>(v) - max) - log_sum));
     };
 
+    // top_n may exceed the vocabulary (the engine does not cap it; the HTTP layer does).
+    const size_t listed = std::min(n, static_cast<size_t>(top_n));
     std::vector<Logprob> out;
-    out.reserve(static_cast<size_t>(top_n) + 1);
+    out.reserve(listed + 1);
     out.push_back({chosen, logprob_of(logits[chosen])});
 
     struct Scored {
@@ -294,7 +296,7 @@ std::vector<Logprob> logprobs_with(std::span<const float> logits, int32_t chosen
         float logit;
     };
     std::vector<Scored> best;
-    BestK<Scored> heap(best, std::min(n, static_cast<size_t>(top_n)));
+    BestK<Scored> heap(best, listed);
     if (top_n > 0) {
         heap.offer_range(logits, 0, n, [](int32_t id, float v) { return Scored{id, v}; });
         heap.sort_best_first();

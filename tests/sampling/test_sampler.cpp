@@ -560,6 +560,8 @@ TEST(Logprobs, TopNAreTheMostLikelyInOrder) {
     EXPECT_EQ(lp[3].token, 4);
     EXPECT_EQ(compute_logprobs(logits, 2, 0).size(), 1u);
     EXPECT_EQ(compute_logprobs(logits, 2, 100).size(), 6u);  // clamped to the vocabulary
+    // A huge top_n costs nothing beyond the vocabulary (it once reserved top_n entries first).
+    EXPECT_EQ(compute_logprobs(logits, 2, std::numeric_limits<int32_t>::max()).size(), 6u);
 }
 
 TEST(Logprobs, IgnoreTheSamplersAdjustments) {
