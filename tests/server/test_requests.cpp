@@ -177,11 +177,20 @@ TEST(ParseCompletion, OutOfRangeValues) {
 // that parses and then fails in the sampler would be a 500 (fuzz_http_request found top_p = 0).
 TEST(ParseCompletion, RangeEdgesAreValidForTheEngine) {
     std::vector<std::pair<std::string, json>> cases = {
-        {"temperature", 0},       {"temperature", 2},        {"top_p", 0},
-        {"top_p", 1e-60},         {"top_p", 1},              {"min_p", 0},
-        {"min_p", 1},             {"presence_penalty", -2},  {"presence_penalty", 2},
-        {"frequency_penalty", -2}, {"frequency_penalty", 2}, {"logit_bias", {{"1", -100}}},
-        {"logit_bias", {{"1", 100}}}, {"top_k", 0},
+        {"temperature", 0},
+        {"temperature", 2},
+        {"top_p", 0},
+        {"top_p", 1e-60},
+        {"top_p", 1},
+        {"min_p", 0},
+        {"min_p", 1},
+        {"presence_penalty", -2},
+        {"presence_penalty", 2},
+        {"frequency_penalty", -2},
+        {"frequency_penalty", 2},
+        {"logit_bias", {{"1", -100}}},
+        {"logit_bias", {{"1", 100}}},
+        {"top_k", 0},
     };
     for (const auto& [name, value] : cases) {
         const auto r = parse_completion_request(json{{"prompt", "x"}, {name, value}}, limits);
