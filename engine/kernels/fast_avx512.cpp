@@ -685,10 +685,9 @@ struct LegacyRepacked {
 // VPDPBUSD; Q5_K merges each code's fifth bit into bit 4 first, with one shift and one VPTERNLOGD
 // per 4 codes), then each lane's integer sum is multiplied by its row's 6-bit scale and added, so
 // the super-block's sum_j sc_j (q_j . a_j) stays exact in int32 (at most 8 * 63 * 32 * 31 * 127 <
-// 2^31), as does
-// sum_j m_j bsum_j (VPDPWSSD of the mins, doubled into both 16-bit halves, against the
-// activation's pairs of 16-element sums). Then per super-block and activation row one float step:
-// acc += d da isum - dmin da msum, the scalar reference's arithmetic up to summation order.
+// 2^31), as does sum_j m_j bsum_j (VPDPWSSD of the mins, doubled into both 16-bit halves, against
+// the activation's pairs of 16-element sums). Then per super-block and activation row one float
+// step: acc += d da isum - dmin da msum, the scalar reference's arithmetic up to summation order.
 //
 // Software prefetch 2 KiB ahead only with several activation rows: one thread streaming a
 // 32000x2048 matrix for one row measured 17.1, 15.2 GB/s with it against 24.6, 17.3 without

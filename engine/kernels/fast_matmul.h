@@ -146,6 +146,11 @@ struct Q6KRecord {
     static constexpr size_t bytes = 3392;  // 212 bytes a row per 256 weights (file: 210)
 };
 
+// Each record ends with its last sub-block's codes.
+static_assert(Q4KRecord::codes + 8 * Q4KRecord::sub_block == Q4KRecord::bytes);
+static_assert(Q5KRecord::codes + 8 * Q5KRecord::sub_block == Q5KRecord::bytes);
+static_assert(Q6KRecord::codes + 16 * 192 == Q6KRecord::bytes);
+
 // nullptr where the compiler cannot target AVX-512 or the type has no repacked layout.
 RepackedKernelFn avx512_repacked_kernel(gguf::TensorType t);
 
