@@ -11,8 +11,8 @@
 #   GGUFD_BENCH_OUT      results folder (default bench-results/<date-time>)
 #   GGUFD_BENCH_THREADS  threads for the engine and the daemon (default 2)
 #   GGUFD_BENCH_REPS     engine repetitions (default 3)
-#   GGUFD_BENCH_TYPES    which models (default "q4_0 q8_0 q4_k_m")
-#   GGUFD_BENCH_SERVER_MODEL  which model the daemon serves: q4_0, q8_0 or q4_k_m (default q4_0)
+#   GGUFD_BENCH_TYPES    which models (default "q4_0 q8_0 q4_k_m"; also q5_k_m)
+#   GGUFD_BENCH_SERVER_MODEL  which model the daemon serves, one of those names (default q4_0)
 #   GGUFD_BENCH_CONCURRENCY   levels of the sweep (default 1,2,4,8,16)
 #   GGUFD_BENCH_REQUESTS      requests per client per level (default 2)
 #   GGUFD_BENCH_SKIP     space-separated parts to skip: engine roofline server
@@ -46,12 +46,13 @@ done
 mkdir -p "$models" "$out"
 echo "bench: results in $out" >&2
 
-# name -> ggufd-mkmodel type options. Q4_K_M here is Q4_K everywhere with a Q6_K head; llama.cpp's
-# Q4_K_M also stores half of attn_v/ffn_down in Q6_K (a slightly larger file).
+# name -> ggufd-mkmodel type options. Q4_K_M here is Q4_K everywhere with a Q6_K head (Q5_K_M
+# likewise with Q5_K); llama.cpp's also store half of attn_v/ffn_down in Q6_K (a larger file).
 declare -A type_args=(
   [q4_0]="--type Q4_0"
   [q8_0]="--type Q8_0"
   [q4_k_m]="--type Q4_K --output-type Q6_K"
+  [q5_k_m]="--type Q5_K --output-type Q6_K"
 )
 read -r -a names <<<"${GGUFD_BENCH_TYPES:-q4_0 q8_0 q4_k_m}"
 for name in "${names[@]}"; do
@@ -150,7 +151,7 @@ out = sys.argv[1]
 def rows(name):
     path = os.path.join(out, name)
     return list(csv.DictReader(open(path))) if os.path.exists(path) else []
-MODELS = ("q4_0", "q8_0", "q4_k_m")
+MODELS = ("q4_0", "q8_0", "q4_k_m", "q5_k_m")
 print(f"== ggufd benchmark ({out})")
 for name in MODELS:
     for r in rows(f"engine-{name}.csv"):

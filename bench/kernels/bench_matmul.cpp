@@ -181,6 +181,7 @@ BENCHMARK_CAPTURE(BM_Matmul, IQ4_XS, TensorType::IQ4_XS)->Apply(transformer_shap
 BENCHMARK_CAPTURE(BM_MatmulRepacked, Q4_0, TensorType::Q4_0)->Apply(transformer_shapes);
 BENCHMARK_CAPTURE(BM_MatmulRepacked, Q8_0, TensorType::Q8_0)->Apply(transformer_shapes);
 BENCHMARK_CAPTURE(BM_MatmulRepacked, Q4_K, TensorType::Q4_K)->Apply(transformer_shapes);
+BENCHMARK_CAPTURE(BM_MatmulRepacked, Q5_K, TensorType::Q5_K)->Apply(transformer_shapes);
 BENCHMARK_CAPTURE(BM_MatmulRepacked, Q6_K, TensorType::Q6_K)->Apply(transformer_shapes);
 BENCHMARK_CAPTURE(BM_MatmulAsMatvecs, Q4_0, TensorType::Q4_0)->Apply(batch_shapes);
 BENCHMARK_CAPTURE(BM_MatmulAsMatvecs, Q4_K, TensorType::Q4_K)->Apply(batch_shapes);

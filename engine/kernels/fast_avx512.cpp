@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "engine/kernels/blocks.h"
 #include "engine/kernels/fast_matmul.h"
@@ -678,14 +679,15 @@ struct LegacyRepacked {
     }
 };
 
-// ---------------------------------------------------------------- repacked Q4_K (repack.h)
-// One group of 16 interleaved rows (Q4KRecord per super-block) against NJ Q8_K activation rows.
-// Per sub-block the inner loop is Q4_0's (4 loads, two nibble masks, 2 NJ VPDPBUSD), then each
-// lane's integer sum is multiplied by its row's 6-bit scale and added, so the super-block's
-// sum_j sc_j (q_j . a_j) stays exact in int32 (at most 8 * 63 * 32 * 15 * 127 < 2^31), as does
-// sum_j m_j bsum_j (VPDPWSSD of the mins, doubled into both 16-bit halves, against the
-// activation's pairs of 16-element sums). Then per super-block and activation row one float step:
-// acc += d da isum - dmin da msum, the scalar reference's arithmetic up to summation order.
+// ---------------------------------------------------------------- repacked Q4_K / Q5_K (repack.h)
+// One group of 16 interleaved rows (Q4KRecord / Q5KRecord per super-block) against NJ Q8_K
+// activation rows. Per sub-block the inner loop is Q4_0's (4 loads, two nibble masks, 2 NJ
+// VPDPBUSD; Q5_K merges each code's fifth bit into bit 4 first, with one shift and one VPTERNLOGD
+// per 4 codes), then each lane's integer sum is multiplied by its row's 6-bit scale and added, so
+// the super-block's sum_j sc_j (q_j . a_j) stays exact in int32 (at most 8 * 63 * 32 * 31 * 127 <
+// 2^31), as does sum_j m_j bsum_j (VPDPWSSD of the mins, doubled into both 16-bit halves, against
+// the activation's pairs of 16-element sums). Then per super-block and activation row one float
+// step: acc += d da isum - dmin da msum, the scalar reference's arithmetic up to summation order.
 //
 // Software prefetch 2 KiB ahead only with several activation rows: one thread streaming a
 // 32000x2048 matrix for one row measured 17.1, 15.2 GB/s with it against 24.6, 17.3 without
@@ -693,11 +695,27 @@ struct LegacyRepacked {
 // CPU-second with it against 80, 81 without.
 constexpr size_t kQ4KPrefetch = 2048;
 
-struct Q4KRepacked {
+// VPTERNLOGD's "c ? b : a": the bits of b where c is set, the others from a.
+constexpr int kMergeBits = 0xd8;
+
+// Nibble vector g's codes with Q5_K's fifth bits merged in (fifth: the sub-block's fifth-bit
+// vector, Q5KRecord): lo holds elements 8 g + t (fifth bit at bit g), hi 8 g + 4 + t (at 4 + g).
+// g is a constant once the caller's loop is unrolled.
+KFN void merge_fifth_bits(__m512i fifth, int g, __m512i& lo, __m512i& hi) {
+    // 16-bit shifts: what crosses into the neighbouring byte lands below bit 4 (left) or above it
+    // (right), so bit 4 of each byte is its own.
+    const __m512i bit4 = _mm512_set1_epi8(0x10);
+    lo = _mm512_ternarylogic_epi32(lo, _mm512_slli_epi16(fifth, 4 - g), bit4, kMergeBits);
+    const __m512i h = g == 0 ? fifth : _mm512_srli_epi16(fifth, g);
+    hi = _mm512_ternarylogic_epi32(hi, h, bit4, kMergeBits);
+}
+
+template <bool kFive>
+struct K45Repacked {
     template <int NJ>
     KFN void run(const uint8_t* group, int64_t cols, const uint8_t* act0, size_t stride,
                  const ActLayout& lay, uint32_t live, float* out, int64_t ldo) {
-        using R = Q4KRecord;
+        using R = std::conditional_t<kFive, Q5KRecord, Q4KRecord>;
         // Two chains per activation row halve the VPDPBUSD latency chain; from 4 rows on there is
         // enough independent work, and registers are short.
         constexpr bool kTwoChains = NJ < 4;
@@ -722,7 +740,15 @@ struct Q4KRepacked {
                 __m512i sum0[NJ], sum1[NJ];
 #pragma GCC unroll 8
                 for (int j = 0; j < NJ; ++j) sum0[j] = sum1[j] = _mm512_setzero_si512();
-                const uint8_t* wc = rec + R::codes + 256 * sb;
+                const uint8_t* wc = rec + R::codes + R::sub_block * sb;
+                __m512i fifth = _mm512_setzero_si512();
+                if constexpr (kFive) {
+                    if constexpr (NJ > 1) {
+                        _mm_prefetch(reinterpret_cast<const char*>(wc + kQ4KPrefetch + R::fifth),
+                                     _MM_HINT_T0);
+                    }
+                    fifth = _mm512_load_si512(wc + R::fifth);
+                }
 #pragma GCC unroll 4
                 for (int g = 0; g < 4; ++g) {
                     if constexpr (NJ > 1) {
@@ -730,8 +756,9 @@ struct Q4KRepacked {
                                      _MM_HINT_T0);
                     }
                     const __m512i v = _mm512_load_si512(wc + 64 * g);
-                    const __m512i lo = _mm512_and_si512(v, low4);
-                    const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
+                    __m512i lo = _mm512_and_si512(v, low4);
+                    __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
+                    if constexpr (kFive) merge_fifth_bits(fifth, g, lo, hi);
 #pragma GCC unroll 8
                     for (int j = 0; j < NJ; ++j) {
                         const uint8_t* a = row[j] + co + kQKK * s + 32 * sb + 8 * g;
@@ -796,7 +823,7 @@ struct Q6KRepacked {
     KFN void run(const uint8_t* group, int64_t cols, const uint8_t* act0, size_t stride,
                  const ActLayout& lay, uint32_t live, float* out, int64_t ldo) {
         using R = Q6KRecord;
-        constexpr bool kTwoChains = NJ < 4;  // as in Q4KRepacked
+        constexpr bool kTwoChains = NJ < 4;  // as in K45Repacked
         const int64_t nsb = cols / kQKK;
         const uint8_t* row[NJ];
 #pragma GCC unroll 8
@@ -805,9 +832,7 @@ struct Q6KRepacked {
 #pragma GCC unroll 8
         for (int j = 0; j < NJ; ++j) acc[j] = _mm512_setzero_ps();
         const __m512i low4 = _mm512_set1_epi8(0x0f);
-        const __m512i bits45 = _mm512_set1_epi8(0x30);
-        // Bits 4-5 from the second operand, the others from the first: VPTERNLOGD's "c ? b : a".
-        constexpr int kMerge = 0xd8;
+        const __m512i bits45 = _mm512_set1_epi8(0x30);  // from the high bit pairs (kMergeBits)
         const size_t co = lay.codes, zo = lay.zcorr;
         for (int64_t s = 0; s < nsb; ++s) {
             const uint8_t* rec = group + s * R::bytes;
@@ -828,15 +853,15 @@ struct Q6KRepacked {
                 const __m512i h = _mm512_load_si512(wc + 128);
                 // Elements t, 4 + t, 8 + t, 12 + t of each row (t = 0..3, one byte each).
                 const __m512i c0 = _mm512_ternarylogic_epi32(
-                    _mm512_and_si512(n0, low4), _mm512_slli_epi16(h, 4), bits45, kMerge);
+                    _mm512_and_si512(n0, low4), _mm512_slli_epi16(h, 4), bits45, kMergeBits);
                 const __m512i c1 =
                     _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(n0, 4), low4),
-                                              _mm512_slli_epi16(h, 2), bits45, kMerge);
+                                              _mm512_slli_epi16(h, 2), bits45, kMergeBits);
                 const __m512i c2 =
-                    _mm512_ternarylogic_epi32(_mm512_and_si512(n1, low4), h, bits45, kMerge);
+                    _mm512_ternarylogic_epi32(_mm512_and_si512(n1, low4), h, bits45, kMergeBits);
                 const __m512i c3 =
                     _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(n1, 4), low4),
-                                              _mm512_srli_epi16(h, 2), bits45, kMerge);
+                                              _mm512_srli_epi16(h, 2), bits45, kMergeBits);
                 const __m512i sc = _mm512_cvtepi8_epi32(
                     _mm_load_si128(reinterpret_cast<const __m128i*>(rec + R::scales + 16 * sb)));
 #pragma GCC unroll 8
@@ -987,7 +1012,9 @@ RepackedKernelFn avx512_repacked_kernel(gguf::TensorType t) {
         case gguf::TensorType::Q8_0:
             return repacked_by_act_count<LegacyRepacked<false>>;
         case gguf::TensorType::Q4_K:
-            return repacked_by_act_count<Q4KRepacked>;
+            return repacked_by_act_count<K45Repacked<false>>;
+        case gguf::TensorType::Q5_K:
+            return repacked_by_act_count<K45Repacked<true>>;
         case gguf::TensorType::Q6_K:
             return repacked_by_act_count<Q6KRepacked>;
         default:

@@ -111,12 +111,28 @@ constexpr size_t legacy_repacked_scale_bytes(int64_t nb) {
 // Repacked Q4_K (repack.cpp writes it, the kernel reads it): per group of 16 rows, one record per
 // super-block of 256 columns, each part 64-byte aligned. Byte offsets within a record:
 struct Q4KRecord {
-    static constexpr size_t d = 0;         // fp16 d of the 16 rows
-    static constexpr size_t dmin = 32;     // fp16 dmin of the 16 rows
-    static constexpr size_t scales = 64;   // [8 sub-blocks][16 rows] 6-bit scales as bytes
-    static constexpr size_t mins = 192;    // [8][16] mins as bytes
-    static constexpr size_t codes = 320;   // [8 sub-blocks][4 vectors] of 64 bytes, as Q4_0's
-    static constexpr size_t bytes = 2368;  // 148 bytes a row per 256 weights (file: 144)
+    static constexpr size_t d = 0;            // fp16 d of the 16 rows
+    static constexpr size_t dmin = 32;        // fp16 dmin of the 16 rows
+    static constexpr size_t scales = 64;      // [8 sub-blocks][16 rows] 6-bit scales as bytes
+    static constexpr size_t mins = 192;       // [8][16] mins as bytes
+    static constexpr size_t codes = 320;      // [8 sub-blocks][4 vectors] of 64 bytes, as Q4_0's
+    static constexpr size_t sub_block = 256;  // bytes from one sub-block's codes to the next
+    static constexpr size_t bytes = 2368;     // 148 bytes a row per 256 weights (file: 144)
+};
+
+// Repacked Q5_K: Q4KRecord's parts, each sub-block's 4 nibble vectors followed by one vector of
+// its fifth bits, so a sub-block is one run of 5 vectors. Byte t of row i's 4 bytes in that vector
+// holds the fifth bit of element 8 g + t at bit g and of element 8 g + 4 + t at bit 4 + g (g =
+// 0..3: those of nibble vector g's low and high nibbles).
+struct Q5KRecord {
+    static constexpr size_t d = 0;            // fp16 d of the 16 rows
+    static constexpr size_t dmin = 32;        // fp16 dmin of the 16 rows
+    static constexpr size_t scales = 64;      // [8 sub-blocks][16 rows] 6-bit scales as bytes
+    static constexpr size_t mins = 192;       // [8][16] mins as bytes
+    static constexpr size_t codes = 320;      // [8 sub-blocks][5 vectors] of 64 bytes
+    static constexpr size_t sub_block = 320;  // 4 nibble vectors as Q4KRecord's, then:
+    static constexpr size_t fifth = 256;      // the fifth bits' vector, from the sub-block's start
+    static constexpr size_t bytes = 2880;     // 180 bytes a row per 256 weights (file: 176)
 };
 
 // Repacked Q6_K, likewise one record per super-block. Sub-block j (16 elements) is 3 vectors:
@@ -129,6 +145,11 @@ struct Q6KRecord {
     static constexpr size_t codes = 320;   // [16 sub-blocks][3 vectors] of 64 bytes
     static constexpr size_t bytes = 3392;  // 212 bytes a row per 256 weights (file: 210)
 };
+
+// Each record ends with its last sub-block's codes.
+static_assert(Q4KRecord::codes + 8 * Q4KRecord::sub_block == Q4KRecord::bytes);
+static_assert(Q5KRecord::codes + 8 * Q5KRecord::sub_block == Q5KRecord::bytes);
+static_assert(Q6KRecord::codes + 16 * 192 == Q6KRecord::bytes);
 
 // nullptr where the compiler cannot target AVX-512 or the type has no repacked layout.
 RepackedKernelFn avx512_repacked_kernel(gguf::TensorType t);

@@ -96,9 +96,10 @@ size_t q4_k_group_bytes(int64_t cols) {
     return static_cast<size_t>(cols / kQKK) * detail::Q4KRecord::bytes;
 }
 
-// Row i's super-block b into its record.
-void q4_k_repack_superblock(int i, const BlockQ4_K& b, uint8_t* rec) {
-    using R = detail::Q4KRecord;
+// What Q4_K and Q5_K records share: row i's d, dmin, scales, mins and low nibbles of super-block
+// b (a BlockQ4_K or BlockQ5_K) into record R.
+template <class R, class Block>
+void k45_repack_superblock(int i, const Block& b, uint8_t* rec) {
     std::memcpy(rec + R::d + 2 * i, &b.d, 2);
     std::memcpy(rec + R::dmin + 2 * i, &b.dmin, 2);
     for (int j = 0; j < 8; ++j) {
@@ -113,7 +114,8 @@ void q4_k_repack_superblock(int i, const BlockQ4_K& b, uint8_t* rec) {
             for (int t = 0; t < 4; ++t) {
                 const int lo = (qs[8 * g + t] >> shift) & 15;
                 const int hi = (qs[8 * g + 4 + t] >> shift) & 15;
-                rec[R::codes + 256 * j + 64 * g + 4 * i + t] = static_cast<uint8_t>(lo | (hi << 4));
+                rec[R::codes + R::sub_block * j + 64 * g + 4 * i + t] =
+                    static_cast<uint8_t>(lo | (hi << 4));
             }
         }
     }
@@ -121,7 +123,35 @@ void q4_k_repack_superblock(int i, const BlockQ4_K& b, uint8_t* rec) {
 
 void q4_k_repack_group(const uint8_t* w, size_t wrb, int64_t cols, uint8_t* out) {
     for_each_superblock<BlockQ4_K>(w, wrb, cols, out, detail::Q4KRecord::bytes,
-                                   q4_k_repack_superblock);
+                                   k45_repack_superblock<detail::Q4KRecord, BlockQ4_K>);
+}
+
+// Q5_K: one detail::Q5KRecord per super-block, Q4_K's record with the fifth bits kept as bits
+// (one vector per sub-block, 4 bytes a row), since generation streams them from memory.
+size_t q5_k_group_bytes(int64_t cols) {
+    return static_cast<size_t>(cols / kQKK) * detail::Q5KRecord::bytes;
+}
+
+void q5_k_repack_superblock(int i, const BlockQ5_K& b, uint8_t* rec) {
+    using R = detail::Q5KRecord;
+    k45_repack_superblock<R>(i, b, rec);
+    for (int j = 0; j < 8; ++j) {
+        // Element m of sub-block j has its fifth bit at bit j of qh[m].
+        uint8_t* fifth = rec + R::codes + R::sub_block * j + R::fifth + 4 * i;
+        for (int t = 0; t < 4; ++t) {
+            int bits = 0;
+            for (int g = 0; g < 4; ++g) {
+                bits |= ((b.qh[8 * g + t] >> j) & 1) << g;
+                bits |= ((b.qh[8 * g + 4 + t] >> j) & 1) << (4 + g);
+            }
+            fifth[t] = static_cast<uint8_t>(bits);
+        }
+    }
+}
+
+void q5_k_repack_group(const uint8_t* w, size_t wrb, int64_t cols, uint8_t* out) {
+    for_each_superblock<BlockQ5_K>(w, wrb, cols, out, detail::Q5KRecord::bytes,
+                                   q5_k_repack_superblock);
 }
 
 // Q6_K: one detail::Q6KRecord per super-block; the 6-bit codes stay 6 bits (low nibbles and
@@ -165,6 +195,7 @@ constexpr RepackFormat kRepackFormats[] = {
     {gguf::TensorType::Q4_0, kQK, q4_0_group_bytes, q4_0_repack_group},
     {gguf::TensorType::Q8_0, kQK, q8_0_group_bytes, q8_0_repack_group},
     {gguf::TensorType::Q4_K, kQKK, q4_k_group_bytes, q4_k_repack_group},
+    {gguf::TensorType::Q5_K, kQKK, q5_k_group_bytes, q5_k_repack_group},
     {gguf::TensorType::Q6_K, kQKK, q6_k_group_bytes, q6_k_repack_group},
 };
 

@@ -5,14 +5,15 @@
 // 16 rows are interleaved block by block: one 64-byte load holds 4 codes of each of the 16 rows
 // (8 for Q4_0, two 4-bit codes a byte), one VPDPBUSD multiplies 4 of them against 4 broadcast
 // activation bytes, each lane accumulating its own row, and one vector of 16 scales serves the
-// 16 rows. Covered, on AVX-512 VNNI: Q4_0, Q8_0, Q4_K and Q6_K (the K-quants as one record per
-// 16 rows and 256-column super-block: Q4KRecord / Q6KRecord in fast_matmul.h; the 6-bit Q6_K
-// codes stay 6 bits, as nibbles plus 2-bit planes). Token generation then streams weights at
-// memory speed, and the matrix-matrix path reads the same layout without a packing step.
+// 16 rows. Covered, on AVX-512 VNNI: Q4_0, Q8_0, Q4_K, Q5_K and Q6_K (the K-quants as one
+// record per 16 rows and 256-column super-block: Q4KRecord / Q5KRecord / Q6KRecord in
+// fast_matmul.h; the 5- and 6-bit codes stay 5 and 6 bits, as nibbles plus bit planes). Token
+// generation then streams weights at memory speed, and the matrix-matrix path reads the same
+// layout without a packing step.
 //
 // A repacked matrix has about the size of the original (Q4_0/Q8_0 the same to 64 bytes per 16
-// rows, Q4_K 148 bytes a row per 256 weights against 144, Q6_K 212 against 210), so the model
-// keeps the copy and lets the kernel drop the file pages it no longer reads.
+// rows, Q4_K 148 bytes a row per 256 weights against 144, Q5_K 180 against 176, Q6_K 212 against
+// 210), so the model keeps the copy and lets the kernel drop the file pages it no longer reads.
 #pragma once
 
 #include <cstddef>

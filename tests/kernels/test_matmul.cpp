@@ -11,6 +11,7 @@
 
 #include "engine/kernels/cpu_features.h"
 #include "engine/kernels/fast_matmul.h"
+#include "engine/kernels/float16.h"
 #include "engine/kernels/formats.h"
 #include "engine/kernels/matmul.h"
 #include "engine/kernels/repack.h"
@@ -210,7 +211,7 @@ TEST(MatmulDispatch, FollowsTheCpuLimit) {
                 std::string(want).c_str());
     for (TensorType t :
          {TensorType::F32, TensorType::Q4_0, TensorType::Q8_0, TensorType::Q2_K, TensorType::Q3_K,
-          TensorType::Q4_K, TensorType::Q6_K, TensorType::IQ4_XS}) {
+          TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K, TensorType::IQ4_XS}) {
         EXPECT_EQ(kernels_for(t).dot_isa, want) << gguf::type_name(t);
         EXPECT_EQ(dot_variants(t).back().isa, want) << gguf::type_name(t);
     }
@@ -279,11 +280,76 @@ TEST(MatmulRepacked, MatchesReferenceAndRespectsRowRanges) {
     }
     std::printf("repacked types checked: %d\n", checked);
     if (detail::find_fast_format(TensorType::Q4_0) != nullptr) {
-        for (TensorType t :
-             {TensorType::Q4_0, TensorType::Q8_0, TensorType::Q4_K, TensorType::Q6_K}) {
+        for (TensorType t : {TensorType::Q4_0, TensorType::Q8_0, TensorType::Q4_K, TensorType::Q5_K,
+                             TensorType::Q6_K}) {
             EXPECT_TRUE(can_repack(t, 16, 256)) << "AVX-512 VNNI repacks " << gguf::type_name(t);
         }
         EXPECT_GT(checked, 0);
+    }
+}
+
+// Element e of row i (0..15) in a K-quant record, decoded by the byte offsets fast_matmul.h
+// documents, with the scalar dequantizer's float arithmetic.
+float fp16_at(const uint8_t* p) {
+    uint16_t h;
+    std::memcpy(&h, p, 2);
+    return fp16_to_fp32(h);
+}
+
+template <class R, bool kFive>
+float k45_record_value(const uint8_t* rec, int i, int e) {
+    const int j = e / 32, m = e % 32, g = m / 8, high = (m % 8) / 4, t = m % 4;
+    const uint8_t* sub = rec + R::codes + R::sub_block * j;
+    int q = (sub[64 * g + 4 * i + t] >> (4 * high)) & 15;
+    if constexpr (kFive) q |= ((sub[R::fifth + 4 * i + t] >> (g + 4 * high)) & 1) << 4;
+    return fp16_at(rec + R::d + 2 * i) * static_cast<float>(rec[R::scales + 16 * j + i]) *
+               static_cast<float>(q) -
+           fp16_at(rec + R::dmin + 2 * i) * static_cast<float>(rec[R::mins + 16 * j + i]);
+}
+
+float q6_k_record_value(const uint8_t* rec, int i, int e) {
+    using R = detail::Q6KRecord;
+    const int j = e / 16, m = e % 16, g = m / 8, high = (m % 8) / 4, t = m % 4;
+    const uint8_t* sub = rec + R::codes + 192 * j;
+    const int q = ((sub[64 * g + 4 * i + t] >> (4 * high)) & 15) |
+                  ((sub[128 + 4 * i + t] >> (2 * (m / 4))) & 3) << 4;
+    return fp16_at(rec + R::d + 2 * i) *
+           static_cast<float>(static_cast<int8_t>(rec[R::scales + 16 * j + i])) *
+           static_cast<float>(q - 32);
+}
+
+// The repacked K-quant matrices hold exactly the file's weights where fast_matmul.h says: the
+// kernel tests above would also pass with a layout the two sides merely agree on.
+TEST(MatmulRepacked, KQuantRecordsFollowTheirDocumentedLayout) {
+    struct Case {
+        TensorType type;
+        size_t record_bytes;
+        float (*value)(const uint8_t* rec, int i, int e);
+    };
+    const Case cases[] = {
+        {TensorType::Q4_K, detail::Q4KRecord::bytes, k45_record_value<detail::Q4KRecord, false>},
+        {TensorType::Q5_K, detail::Q5KRecord::bytes, k45_record_value<detail::Q5KRecord, true>},
+        {TensorType::Q6_K, detail::Q6KRecord::bytes, q6_k_record_value},
+    };
+    for (const Case& c : cases) {
+        if (!can_repack(c.type, 32, 512)) continue;  // no repacked layout on this CPU
+        SCOPED_TRACE(gguf::type_name(c.type));
+        const int64_t rows = 32, cols = 512;
+        const Problem p = make_problem(c.type, rows, cols, 1, 4242);
+        ASSERT_EQ(repacked_bytes(c.type, rows, cols), c.record_bytes * (rows / 16) * (cols / 256));
+        const Repacked packed = repacked(p);
+        const size_t rb = gguf::row_bytes(c.type, cols);
+        for (int64_t r = 0; r < rows; ++r) {
+            const auto want = testing::dequantized(c.type, p.W.data() + r * rb, cols);
+            for (int64_t col = 0; col < cols; ++col) {
+                const uint8_t* rec =
+                    packed.matrix.data +
+                    c.record_bytes * static_cast<size_t>((r / 16) * (cols / 256) + col / 256);
+                ASSERT_EQ(c.value(rec, static_cast<int>(r % 16), static_cast<int>(col % 256)),
+                          want[static_cast<size_t>(col)])
+                    << "row " << r << " col " << col;
+            }
+        }
     }
 }
 
@@ -291,9 +357,14 @@ TEST(MatmulRepacked, RefusesShapesItCannotTake) {
     EXPECT_FALSE(can_repack(TensorType::Q4_0, 20, 256)) << "rows not a multiple of 16";
     EXPECT_FALSE(can_repack(TensorType::Q4_0, 16, 48)) << "cols not whole blocks";
     EXPECT_FALSE(can_repack(TensorType::F32, 16, 256)) << "no repacked layout";
-    EXPECT_FALSE(can_repack(TensorType::Q4_K, 16, 352)) << "cols not whole super-blocks";
-    EXPECT_FALSE(can_repack(TensorType::Q4_K, 24, 256)) << "rows not a multiple of 16";
-    EXPECT_THROW(repacked_bytes(TensorType::Q4_K, 16, 352), std::invalid_argument);
+    for (TensorType t : {TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K}) {
+        SCOPED_TRACE(gguf::type_name(t));
+        EXPECT_FALSE(can_repack(t, 16, 352)) << "cols not whole super-blocks";
+        EXPECT_FALSE(can_repack(t, 24, 256)) << "rows not a multiple of 16";
+        EXPECT_FALSE(can_repack(t, 17, 256)) << "odd row count";
+        EXPECT_THROW(repacked_bytes(t, 16, 352), std::invalid_argument);
+        EXPECT_THROW(repacked_bytes(t, 17, 256), std::invalid_argument);
+    }
     EXPECT_THROW(repacked_bytes(TensorType::Q4_0, 20, 256), std::invalid_argument);
     if (!can_repack(TensorType::Q4_0, 32, 256)) return;
     std::vector<uint8_t> W(gguf::row_bytes(TensorType::Q4_0, 256) * 32);

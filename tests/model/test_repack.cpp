@@ -63,7 +63,7 @@ void expect_close(const std::vector<float>& a, const std::vector<float>& b,
 
 // How far logits computed through the file's layout and the repacked one may differ on the
 // 4-layer model. Q4_0's repacked kernel does the tile kernel's arithmetic, so rounding alone.
-// Q4_K's and Q6_K's sum each super-block exactly in integers where the tile kernel rounds each
+// The K-quants' sum each super-block exactly in integers where the tile kernel rounds each
 // sub-block in float; those last-bit differences flip the rounding of a few int8 activation codes
 // in the next layer, each a step of 1/127 of its block's largest value, and over 4 layers that
 // reaches about 2% of the largest logit (measured 1.7%; the file layout's own matrix-vector and
@@ -83,7 +83,7 @@ class Repacked : public ::testing::TestWithParam<gguf::TensorType> {};
 
 INSTANTIATE_TEST_SUITE_P(Types, Repacked,
                          ::testing::Values(gguf::TensorType::Q4_0, gguf::TensorType::Q4_K,
-                                           gguf::TensorType::Q6_K),
+                                           gguf::TensorType::Q5_K, gguf::TensorType::Q6_K),
                          [](const auto& p) { return std::string(gguf::type_name(p.param)); });
 
 TEST_P(Repacked, ModesDecideWhichMatricesAreRepacked) {

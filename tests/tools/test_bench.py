@@ -100,6 +100,13 @@ def check_engine_mode():
         assert float(row["cpu_wait"]) == -1 or 0 <= float(row["cpu_wait"]) <= 1.01, row
     r = run("--model", os.path.join(conf, "no-such.gguf"))
     assert r.returncode == 1 and "no-such.gguf" in r.stderr, r.stderr
+    # --no-repack keeps a repackable model (where this CPU repacks it) in the file's layout.
+    q4k = os.path.join(conf, "models", "tiny-llama-q4_k.gguf")
+    r = run("--model", q4k, "-p", "4", "-n", "2", "-t", "1", "-r", "1", "--no-repack")
+    assert r.returncode == 0, r.stderr
+    assert "(0.0 MiB repacked)" in r.stdout, r.stdout
+    r = run("--model", q4k, "-p", "4", "-n", "2", "-t", "1", "-r", "1")
+    assert r.returncode == 0 and "MiB repacked)" in r.stdout, r.stdout
 
 
 def check_roofline():

@@ -72,8 +72,10 @@ EngineResult run_engine(const EngineOptions& opts) {
     r.n_gen = opts.n_gen;
 
     const auto t_load = Clock::now();
-    auto model = model::Model::load(opts.model_path);
+    auto model = model::Model::load(
+        opts.model_path, {.repack = opts.repack ? model::Repack::at_load : model::Repack::off});
     r.load_s = seconds_since(t_load);
+    r.repacked_mib = static_cast<double>(model->repacked_bytes()) / (1 << 20);
     r.file_bytes = std::filesystem::file_size(opts.model_path);
     r.cost = weight_cost(model->weights());
 
@@ -143,7 +145,8 @@ void print_engine(const EngineResult& r, bool csv) {
     line("pp", r.n_prompt, r.pp);
     line("tg", r.n_gen, r.tg);
     if (csv) return;
-    std::printf("load  %.3f s, peak RSS %.1f MiB\n", r.load_s, r.peak_rss_mib);
+    std::printf("load  %.3f s (%.1f MiB repacked), peak RSS %.1f MiB\n", r.load_s, r.repacked_mib,
+                r.peak_rss_mib);
     if (r.cpu_wait >= 0) {
         std::printf("threads waited for a CPU %.0f%% of the measured time%s\n", 100 * r.cpu_wait,
                     r.cpu_wait > 0.1 ? " (a busy machine: figures are low)" : "");

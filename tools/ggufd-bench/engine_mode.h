@@ -14,6 +14,7 @@ struct EngineOptions {
     int n_gen = 32;      // 0 skips tg
     int threads = 0;     // 0 = physical cores
     int reps = 3;
+    bool repack = true;  // false: the kernels read the file's layout (to measure repacking)
 };
 
 // What one generated token costs, from the model's tensors: every matrix multiplied per token
@@ -30,6 +31,7 @@ struct EngineResult {
     int n_prompt = 0, n_gen = 0;
     std::vector<double> pp, tg;  // tokens/s of each repetition
     double load_s = 0;
+    double repacked_mib = 0;  // weights rearranged at load (kernels/repack.h)
     double peak_rss_mib = 0;
     // Share of the measured time this process's threads spent runnable but waiting for a CPU
     // (run-queue delay from /proc/self/task/*/schedstat, over wall time x threads; -1 when

@@ -23,10 +23,11 @@ int main(int argc, char** argv) {
     RooflineOptions roof;
     SweepOptions sweep;
     std::string server, concurrency = "1,2,4,8,16", plot;
-    bool csv = false, roofline = false;
+    bool csv = false, roofline = false, no_repack = false;
     po::options_description d(
         "usage:\n"
-        "  ggufd-bench --model M [-p 128] [-n 32] [-t 2] [-r 3] [--csv]       engine speed\n"
+        "  ggufd-bench --model M [-p 128] [-n 32] [-t 2] [-r 3] [--no-repack] [--csv]  engine "
+        "speed\n"
         "  ggufd-bench --roofline [--model M ...] [--buffer-mib 512]         ceilings\n"
         "  ggufd-bench --server URL [--concurrency 1,2,4] [--max-tokens 64] [--plot out.png]\n"
         "options");
@@ -38,6 +39,7 @@ int main(int argc, char** argv) {
         ("n-gen,n", po::value(&engine.n_gen)->default_value(engine.n_gen), "generated tokens per tg run (0 = skip)")
         ("threads,t", po::value(&engine.threads)->default_value(engine.threads), "threads (0 = physical cores)")
         ("repetitions,r", po::value(&engine.reps)->default_value(engine.reps), "repetitions")
+        ("no-repack", po::bool_switch(&no_repack), "engine: keep the weights in the file's layout (to measure what repacking gains)")
         ("roofline", po::bool_switch(&roofline), "measure memory bandwidth and int8/fp32 rates; with --model, engine figures as fractions of them")
         ("buffer-mib", po::value(&roof.buffer_mib)->default_value(roof.buffer_mib), "roofline: bytes read per bandwidth pass (MiB, >= 64, well above the LLC)")
         ("server", po::value(&server), "server mode: base URL, http://HOST:PORT")
@@ -58,6 +60,7 @@ int main(int argc, char** argv) {
             return 0;
         }
         po::notify(vm);
+        engine.repack = !no_repack;
         const std::string model = vm.count("model") ? vm["model"].as<std::string>() : "";
 
         if (!server.empty()) {
