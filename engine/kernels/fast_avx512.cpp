@@ -840,7 +840,7 @@ struct Q6KRepacked {
 #pragma GCC unroll 8
             for (int j = 0; j < NJ; ++j) isum[j] = _mm512_setzero_si512();
             for (int sb = 0; sb < 16; ++sb) {
-                const uint8_t* wc = rec + R::codes + 192 * sb;
+                const uint8_t* wc = rec + R::codes + R::sub_block * sb;
                 if constexpr (NJ > 1) {
 #pragma GCC unroll 3
                     for (int v = 0; v < 3; ++v) {

@@ -120,16 +120,11 @@ struct Q4KRecord {
     static constexpr size_t bytes = 2368;     // 148 bytes a row per 256 weights (file: 144)
 };
 
-// Repacked Q5_K: Q4KRecord's parts, each sub-block's 4 nibble vectors followed by one vector of
-// its fifth bits, so a sub-block is one run of 5 vectors. Byte t of row i's 4 bytes in that vector
-// holds the fifth bit of element 8 g + t at bit g and of element 8 g + 4 + t at bit 4 + g (g =
-// 0..3: those of nibble vector g's low and high nibbles).
-struct Q5KRecord {
-    static constexpr size_t d = 0;            // fp16 d of the 16 rows
-    static constexpr size_t dmin = 32;        // fp16 dmin of the 16 rows
-    static constexpr size_t scales = 64;      // [8 sub-blocks][16 rows] 6-bit scales as bytes
-    static constexpr size_t mins = 192;       // [8][16] mins as bytes
-    static constexpr size_t codes = 320;      // [8 sub-blocks][5 vectors] of 64 bytes
+// Repacked Q5_K: Q4KRecord's parts at its offsets (inherited), each sub-block's 4 nibble vectors
+// followed by one vector of its fifth bits, so a sub-block is one run of 5 vectors. Byte t of row
+// i's 4 bytes in that vector holds the fifth bit of element 8 g + t at bit g and of element 8 g + 4
+// + t at bit 4 + g (g = 0..3: those of nibble vector g's low and high nibbles).
+struct Q5KRecord : Q4KRecord {
     static constexpr size_t sub_block = 320;  // 4 nibble vectors as Q4KRecord's, then:
     static constexpr size_t fifth = 256;      // the fifth bits' vector, from the sub-block's start
     static constexpr size_t bytes = 2880;     // 180 bytes a row per 256 weights (file: 176)
@@ -140,16 +135,17 @@ struct Q5KRecord {
 // 4 + t in the high ones, t = 0..3, 4 bytes a row), then one of the 2 high bits, byte t of a row
 // holding those of elements t, 4 + t, 8 + t and 12 + t at bits 0, 2, 4 and 6.
 struct Q6KRecord {
-    static constexpr size_t d = 0;         // fp16 d of the 16 rows
-    static constexpr size_t scales = 64;   // [16 sub-blocks][16 rows] int8 scales
-    static constexpr size_t codes = 320;   // [16 sub-blocks][3 vectors] of 64 bytes
-    static constexpr size_t bytes = 3392;  // 212 bytes a row per 256 weights (file: 210)
+    static constexpr size_t d = 0;            // fp16 d of the 16 rows
+    static constexpr size_t scales = 64;      // [16 sub-blocks][16 rows] int8 scales
+    static constexpr size_t codes = 320;      // [16 sub-blocks][3 vectors] of 64 bytes
+    static constexpr size_t sub_block = 192;  // bytes from one sub-block's codes to the next
+    static constexpr size_t bytes = 3392;     // 212 bytes a row per 256 weights (file: 210)
 };
 
 // Each record ends with its last sub-block's codes.
 static_assert(Q4KRecord::codes + 8 * Q4KRecord::sub_block == Q4KRecord::bytes);
 static_assert(Q5KRecord::codes + 8 * Q5KRecord::sub_block == Q5KRecord::bytes);
-static_assert(Q6KRecord::codes + 16 * 192 == Q6KRecord::bytes);
+static_assert(Q6KRecord::codes + 16 * Q6KRecord::sub_block == Q6KRecord::bytes);
 
 // nullptr where the compiler cannot target AVX-512 or the type has no repacked layout.
 RepackedKernelFn avx512_repacked_kernel(gguf::TensorType t);

@@ -167,7 +167,7 @@ void q6_k_repack_superblock(int i, const BlockQ6_K& b, uint8_t* rec) {
         rec[R::scales + 16 * j + i] = static_cast<uint8_t>(b.scales[j]);
         int q[16];
         for (int e = 0; e < 16; ++e) q[e] = q6_k_code(b, 16 * j + e);
-        uint8_t* v = rec + R::codes + 192 * j + 4 * i;
+        uint8_t* v = rec + R::codes + R::sub_block * j + 4 * i;
         for (int t = 0; t < 4; ++t) {
             for (int g = 0; g < 2; ++g) {
                 v[64 * g + t] =

@@ -310,7 +310,7 @@ float k45_record_value(const uint8_t* rec, int i, int e) {
 float q6_k_record_value(const uint8_t* rec, int i, int e) {
     using R = detail::Q6KRecord;
     const int j = e / 16, m = e % 16, g = m / 8, high = (m % 8) / 4, t = m % 4;
-    const uint8_t* sub = rec + R::codes + 192 * j;
+    const uint8_t* sub = rec + R::codes + R::sub_block * j;
     const int q = ((sub[64 * g + 4 * i + t] >> (4 * high)) & 15) |
                   ((sub[128 + 4 * i + t] >> (2 * (m / 4))) & 3) << 4;
     return fp16_at(rec + R::d + 2 * i) *
