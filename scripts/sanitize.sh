@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The test suite under sanitizers (issue 10):
+# The test suite under sanitizers:
 #   asan  the `asan` preset (AddressSanitizer + UndefinedBehaviorSanitizer, Debug, build-asan/):
 #         builds everything and runs the whole ctest suite.
 #   tsan  ThreadSanitizer (build-tsan/, RelWithDebInfo): the tests that run code on several

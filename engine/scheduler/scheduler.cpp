@@ -237,6 +237,7 @@ void Scheduler::step() {
     }
     ++stats_.steps;
     stats_.last_batch_tokens = static_cast<int>(batch_.size());
+    if (params_.observer) params_.observer->on_step(static_cast<int>(batch_.size()));
 
     // Record what each slot's cells now hold.
     size_t cursor = 0;
@@ -272,11 +273,15 @@ void Scheduler::handle_logits(Slot& slot, std::span<const float> logits) {
     a.sampler->accept(token);
     ++stats_.generated_tokens;
     ++a.usage.completion_tokens;
+    const Clock::time_point now = Clock::now();
     if (!a.first_token_sent) {
         a.first_token_sent = true;
-        a.usage.time_to_first_token_s =
-            std::chrono::duration<double>(Clock::now() - a.submitted).count();
+        a.usage.time_to_first_token_s = std::chrono::duration<double>(now - a.submitted).count();
+    } else if (params_.observer) {
+        params_.observer->on_token_interval(
+            std::chrono::duration<double>(now - a.last_token_at).count());
     }
+    a.last_token_at = now;
 
     std::string text;
     if (!tokenizer_->is_eog(token) || a.request.stop.ignore_eos) text = a.decoder->push(token);

@@ -19,6 +19,7 @@
 #include "engine/sampling/sampler.h"
 #include "engine/sampling/stop.h"
 #include "engine/scheduler/generation.h"
+#include "engine/scheduler/stats.h"
 #include "engine/tokenizer/tokenizer.h"
 
 namespace ggufd::scheduler {
@@ -29,17 +30,7 @@ struct SchedulerParams {
     int batch_size = 512;  // token budget of one step
     int max_queue = 64;    // requests waiting for a slot before submit() answers queue_full
     int n_threads = 0;     // inference threads; 0 = physical cores
-};
-
-// Counters for metrics and tests, readable from any thread.
-struct SchedulerStats {
-    std::atomic<int> busy_slots{0};
-    std::atomic<int> queued{0};
-    std::atomic<uint64_t> steps{0};
-    std::atomic<uint64_t> prompt_tokens{0};  // evaluated (not reused from the cache)
-    std::atomic<uint64_t> generated_tokens{0};
-    std::atomic<uint64_t> rejected{0};
-    std::atomic<int> last_batch_tokens{0};
+    SchedulerObserver* observer = nullptr;  // not owned; must outlive the scheduler
 };
 
 class Scheduler final : public Generator {
@@ -73,6 +64,7 @@ class Scheduler final : public Generator {
         size_t prompt_done = 0;   // prompt tokens in the KV cache
         int32_t next_token = -1;  // sampled, to be fed at the next step
         bool first_token_sent = false;
+        Clock::time_point last_token_at;
         Usage usage;
     };
     struct Slot {

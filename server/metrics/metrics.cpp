@@ -9,7 +9,7 @@
 #include <prometheus/text_serializer.h>
 
 #include "engine/kernels/cpu_features.h"
-#include "engine/scheduler/scheduler.h"
+#include "engine/scheduler/stats.h"
 
 #ifndef GGUFD_VERSION
 #define GGUFD_VERSION "unknown"
@@ -225,37 +225,6 @@ void Metrics::on_request(std::string_view endpoint, std::string_view model, int 
         .Increment();
     request_duration_.add({{"endpoint", endpoint_label}, {"model", model_label_value}})
         .observe(duration_seconds);
-}
-
-void Metrics::on_first_token(std::string_view model, double seconds) {
-    for_model(model).on_first_token(seconds);
-}
-void Metrics::on_token_interval(std::string_view model, double seconds) {
-    for_model(model).on_token_interval(seconds);
-}
-void Metrics::add_prompt_tokens(std::string_view model, uint64_t n) {
-    for_model(model).add_prompt_tokens(n);
-}
-void Metrics::add_generated_tokens(std::string_view model, uint64_t n) {
-    for_model(model).add_generated_tokens(n);
-}
-void Metrics::add_rejected(std::string_view model, uint64_t n) {
-    for_model(model).add_rejected(n);
-}
-void Metrics::set_queue_depth(std::string_view model, int64_t n) {
-    for_model(model).set_queue_depth(n);
-}
-void Metrics::set_busy_slots(std::string_view model, int64_t n) {
-    for_model(model).set_busy_slots(n);
-}
-void Metrics::observe_batch_size(std::string_view model, int64_t tokens) {
-    for_model(model).observe_batch_size(tokens);
-}
-void Metrics::set_kv_cells(std::string_view model, int64_t used, int64_t total) {
-    for_model(model).set_kv_cells(used, total);
-}
-void Metrics::set_model_load_seconds(std::string_view model, double seconds) {
-    for_model(model).set_load_seconds(seconds);
 }
 
 void Metrics::watch_scheduler(std::string_view model,

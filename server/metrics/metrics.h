@@ -27,11 +27,8 @@
 #include <prometheus/gauge.h>
 #include <prometheus/registry.h>
 
+#include "engine/scheduler/stats.h"
 #include "server/metrics/histogram.h"
-
-namespace ggufd::scheduler {
-struct SchedulerStats;
-}
 
 namespace ggufd::metrics {
 
@@ -46,14 +43,15 @@ std::vector<double> batch_size();           // 1 .. 2048 tokens, powers of two
 class Metrics;
 
 // One model's metrics. References stay valid for the lifetime of the owning Metrics.
-// Every method is safe to call from any thread.
-class ModelMetrics {
+// Every method is safe to call from any thread. It observes its model's scheduler
+// (SchedulerParams::observer) for the distributions only a per-step push can give.
+class ModelMetrics final : public scheduler::SchedulerObserver {
   public:
     const std::string& name() const { return name_; }
 
     // Per token / per step: relaxed atomics only.
     void on_first_token(double seconds) noexcept { ttft_.observe(seconds); }
-    void on_token_interval(double seconds) noexcept { inter_token_.observe(seconds); }
+    void on_token_interval(double seconds) noexcept override { inter_token_.observe(seconds); }
     void add_prompt_tokens(uint64_t n) noexcept {
         prompt_tokens_.Increment(static_cast<double>(n));
     }
@@ -63,8 +61,8 @@ class ModelMetrics {
     void add_rejected(uint64_t n = 1) noexcept { rejected_.Increment(static_cast<double>(n)); }
     // One call per engine step. (ggufd_engine_steps_total comes from watch_scheduler instead,
     // so a model fed both ways does not count its steps twice.)
-    void observe_batch_size(int64_t tokens) noexcept {
-        batch_size_.observe(static_cast<double>(tokens));
+    void on_step(int batch_tokens) noexcept override {
+        batch_size_.observe(static_cast<double>(batch_tokens));
     }
     void set_queue_depth(int64_t n) noexcept { queue_depth_.Set(static_cast<double>(n)); }
     void set_busy_slots(int64_t n) noexcept { busy_slots_.Set(static_cast<double>(n)); }
@@ -134,19 +132,6 @@ class Metrics {
     // never the raw target; unknown routes are best passed as "other". `model` may be "".
     void on_request(std::string_view endpoint, std::string_view model, int status,
                     double duration_seconds);
-
-    // Convenience forms of ModelMetrics's methods for per-request call sites; each looks the
-    // model up under a mutex, so per-token paths should use for_model() once instead.
-    void on_first_token(std::string_view model, double seconds);
-    void on_token_interval(std::string_view model, double seconds);
-    void add_prompt_tokens(std::string_view model, uint64_t n);
-    void add_generated_tokens(std::string_view model, uint64_t n);
-    void add_rejected(std::string_view model, uint64_t n = 1);
-    void set_queue_depth(std::string_view model, int64_t n);
-    void set_busy_slots(std::string_view model, int64_t n);
-    void observe_batch_size(std::string_view model, int64_t tokens);
-    void set_kv_cells(std::string_view model, int64_t used, int64_t total);
-    void set_model_load_seconds(std::string_view model, double seconds);
 
     // Reads a scheduler's counters at every scrape: queue depth, busy slots, prompt/generated
     // tokens, rejected requests and engine steps are then taken from it (the counters advance by

@@ -137,6 +137,19 @@ def exposition_series(text):
     return series
 
 
+def exposition_totals(text):
+    """{sample name: sum of its values over every label set} from a Prometheus text exposition,
+    e.g. totals["ggufd_batch_size_tokens_count"] is the number of observations of all models."""
+    totals = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        m = re.match(r"([a-zA-Z_:][a-zA-Z0-9_:]*)(\{.*\})?\s+(\S+)", line)
+        assert m, f"not an exposition line: {line!r}"
+        totals[m.group(1)] = totals.get(m.group(1), 0.0) + float(m.group(3))
+    return totals
+
+
 PROMQL_KEYWORDS = {"by", "without", "on", "ignoring", "group_left", "group_right", "bool", "offset",
                    "and", "or", "unless", "inf", "nan"}
 

@@ -3,6 +3,8 @@
 names only metrics (and labels) found in a running ggufd's /metrics, the dashboard covers
 throughput, latency percentiles, queue, slots, KV cache and errors, it is what make_dashboard.py
 generates, and it uses the provisioned datasource and the Prometheus job of the compose files.
+Every histogram a panel charts must also be filled by the daemon's real token path: streamed
+completions make the inter-token latency and batch size counts grow by what they generated.
 
 Usage: test_grafana_dashboard.py BIN_DIR WORK_DIR
 """
@@ -16,7 +18,8 @@ import tempfile
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from deploy_support import REPO, Ggufd, exposition_series, promql_names, request  # noqa: E402
+from deploy_support import (REPO, Ggufd, exposition_series, exposition_totals,  # noqa: E402
+                            promql_names, request)
 
 bin_dir, work_root = sys.argv[1], os.path.abspath(sys.argv[2])
 os.makedirs(work_root, exist_ok=True)
@@ -25,9 +28,18 @@ grafana = os.path.join(REPO, "docker", "grafana")
 with open(os.path.join(grafana, "dashboards", "ggufd.json")) as f:
     dashboard = json.load(f)
 
-# The names come from a real exposition after one request of each kind.
+# The names come from a real exposition after streamed completions and one chat request of each
+# kind; the expositions before and after tell what the traffic observed.
+STREAMS, TOKENS = 3, 20
 ggufd = Ggufd(bin_dir, os.path.join(tmp, "ggufd.log"))
 try:
+    status, before, _ = request(ggufd.port, "GET", "/metrics")
+    assert status == 200, before
+    for _ in range(STREAMS):
+        status, payload, _ = request(ggufd.port, "POST", "/v1/completions",
+                                     {"prompt": "Once upon a time", "max_tokens": TOKENS,
+                                      "ignore_eos": True, "stream": True})
+        assert status == 200 and payload.rstrip().endswith("data: [DONE]"), payload
     for stream in (False, True):
         status, payload, _ = request(ggufd.port, "POST", "/v1/chat/completions",
                                      {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 8,
@@ -39,13 +51,24 @@ finally:
     assert ggufd.stop() == 0, "ggufd did not exit cleanly:\n" + ggufd.log_text()
 series = exposition_series(exposition)
 assert any(n.startswith("ggufd_") for n in series), exposition[:500]
+
+problems = []
+# Each stream's tokens after its first are one inter-token gap each; every engine step is one
+# batch-size observation, and a stream of TOKENS tokens takes at least TOKENS - 1 decode steps.
+grew = {name: exposition_totals(exposition).get(name, 0.0) - exposition_totals(before).get(name, 0.0)
+        for name in ("ggufd_inter_token_latency_seconds_count", "ggufd_batch_size_tokens_count")}
+if grew["ggufd_inter_token_latency_seconds_count"] < STREAMS * (TOKENS - 1):
+    problems.append(f"{STREAMS} streams of {TOKENS} tokens added only "
+                    f"{grew['ggufd_inter_token_latency_seconds_count']:.0f} inter-token latencies")
+if grew["ggufd_batch_size_tokens_count"] < TOKENS - 1:
+    problems.append(f"{STREAMS} streams of {TOKENS} tokens added only "
+                    f"{grew['ggufd_batch_size_tokens_count']:.0f} batch sizes")
 # Added by Prometheus to every scraped series, and the target's own health series.
 SCRAPE_LABELS = {"job", "instance"}
 with open(os.path.join(REPO, "docker", "prometheus", "prometheus.yml")) as f:
     jobs = set(re.findall(r"job_name:\s*(\S+)", f.read()))
 assert "ggufd" in jobs, jobs
 
-problems = []
 queries = []  # (panel title, expression)
 for panel in dashboard["panels"]:
     if panel["type"] == "row":
@@ -74,6 +97,19 @@ for title, expr in queries:
         known |= series.get(m, set())
     for label in labels - known:
         problems.append(f"{title!r}: label {label!r} is on none of {sorted(metrics)} ({expr!r})")
+
+# A histogram charted but never observed draws an empty panel: after the traffic above, each
+# one the dashboard queries has observations.
+totals = exposition_totals(exposition)
+charted = {}  # histogram -> the first panel charting it
+for title, expr in queries:
+    for m in promql_names(expr)[0]:
+        base = re.sub(r"_(bucket|sum|count)$", "", m)
+        if base != m:
+            charted.setdefault(base, title)
+for base, title in charted.items():
+    if totals.get(base + "_count", 0.0) <= 0:
+        problems.append(f"{title!r}: {base} has no observations after the traffic")
 
 # The model picker lists values of a real label of a real metric.
 for var in dashboard["templating"]["list"]:

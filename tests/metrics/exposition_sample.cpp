@@ -14,7 +14,7 @@ int main() {
     tiny.set_kv_cells(100, 4096);
     tiny.on_first_token(0.3);
     tiny.on_token_interval(0.02);
-    tiny.observe_batch_size(17);
+    tiny.on_step(17);
     m.on_request("/v1/chat/completions", "tiny", 200, 1.5);
     m.on_request("/v1/completions", "tiny", 503, 0.01);
     m.on_request("/health", "", 200, 0.0001);

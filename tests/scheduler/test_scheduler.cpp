@@ -92,8 +92,10 @@ class SchedulerTest : public ::testing::Test {
         ASSERT_EQ(cases_.size(), 3u);
     }
 
-    std::unique_ptr<scheduler::Scheduler> make(int slots, int max_queue = 16, int batch = 64) {
+    std::unique_ptr<scheduler::Scheduler> make(int slots, int max_queue = 16, int batch = 64,
+                                               scheduler::SchedulerObserver* observer = nullptr) {
         scheduler::SchedulerParams p;
+        p.observer = observer;
         p.n_slots = slots;
         p.n_ctx = 256;
         p.batch_size = batch;
@@ -153,6 +155,50 @@ TEST_F(SchedulerTest, ConcurrentRequestsGetTheirSoloResults) {
     }
     EXPECT_EQ(s->stats().busy_slots, 0);
     EXPECT_GT(s->stats().steps, 64u);
+}
+
+// What the metrics' histograms are fed: one batch size per engine step, one gap per token after
+// each request's first.
+class RecordingObserver : public scheduler::SchedulerObserver {
+  public:
+    void on_step(int batch_tokens) noexcept override {
+        std::lock_guard lock(mutex_);
+        steps.push_back(batch_tokens);
+    }
+    void on_token_interval(double seconds) noexcept override {
+        std::lock_guard lock(mutex_);
+        intervals.push_back(seconds);
+    }
+    std::vector<int> steps;
+    std::vector<double> intervals;
+
+  private:
+    std::mutex mutex_;
+};
+
+TEST_F(SchedulerTest, ObserverSeesEveryStepAndTokenGap) {
+    RecordingObserver observer;
+    std::vector<std::shared_ptr<RecordingSink>> sinks;
+    {
+        auto s = make(2, 16, 4, &observer);  // budget 4: the prompts are prefilled in chunks
+        for (const Case& c : {cases_[0], cases_[1]}) {
+            sinks.push_back(std::make_shared<RecordingSink>());
+            ASSERT_EQ(s->submit(greedy_request(c, sinks.back(), 20)),
+                      scheduler::SubmitResult::accepted);
+        }
+        for (auto& sink : sinks) sink->wait_done();
+        EXPECT_EQ(observer.steps.size(), s->stats().steps.load());
+    }  // the scheduler thread has stopped: the vectors are ours alone
+    EXPECT_EQ(observer.intervals.size(), 2u * (20 - 1));
+    for (double gap : observer.intervals) EXPECT_GE(gap, 0.0);
+    size_t fed = 0;
+    for (int n : observer.steps) {
+        EXPECT_GE(n, 1);
+        EXPECT_LE(n, 4);
+        fed += static_cast<size_t>(n);
+    }
+    // Every prompt token and every generated token but each request's last is fed exactly once.
+    EXPECT_EQ(fed, cases_[0].prompt.size() + cases_[1].prompt.size() + 2 * (20 - 1));
 }
 
 TEST_F(SchedulerTest, QueueFullAndPromptTooLong) {

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Faults and security settings of the real daemon, end to end (issue 10).
+"""Faults and security settings of the real daemon, end to end.
 
   start_faults   a model file missing, unreadable, a directory, truncated or not GGUF: a clear
                  error naming the model and the file, exit 1; with --skip-bad-models the others

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Slow clients must not hold the server (issue 10). Against the real daemon with short timeouts
+"""Slow clients must not hold the server. Against the real daemon with short timeouts
 (--header-timeout 2, --idle-timeout 3) and two I/O threads:
 
 - 16 clients send a request line one byte a second and never finish their headers;

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Load and soak (issue 10): 64 concurrent clients against the real daemon serving stories260K on
+"""Load and soak: 64 concurrent clients against the real daemon serving stories260K on
 loopback for a fixed time (GGUFD_SOAK_SECONDS, default 60), mixing streamed and non-streamed
 chat and completion requests, clients that disconnect mid-stream, and garbage (malformed HTTP,
 malformed JSON, oversized headers).

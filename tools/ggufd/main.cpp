@@ -77,10 +77,15 @@ int main(int argc, char** argv) {
         metrics.watch_scheduler(b.name(), std::shared_ptr<const scheduler::SchedulerStats>(
                                               b.shared_from_this(), &b.scheduler().stats()));
     };
-    const scheduler::SchedulerParams params = scheduler_params(cfg);
+    // Each model's scheduler pushes its batch sizes and token gaps into that model's metrics.
+    auto params_for = [&metrics, base = scheduler_params(cfg)](const std::string& name) {
+        scheduler::SchedulerParams p = base;
+        p.observer = &metrics.for_model(name);
+        return p;
+    };
     if (cfg.models.empty()) {
-        auto demo =
-            server::make_demo_backend(params, chat_template_for(cfg, server::kDemoModelName));
+        auto demo = server::make_demo_backend(params_for(server::kDemoModelName),
+                                              chat_template_for(cfg, server::kDemoModelName));
         observe(*demo);
         registry.add(std::move(demo));
         spdlog::warn(
@@ -94,12 +99,12 @@ int main(int argc, char** argv) {
         try {
             server::EngineBackendOptions options;
             options.name = spec.name;
-            options.scheduler = params;
+            options.scheduler = params_for(spec.name);
             options.chat_template = chat_template_for(cfg, spec.name);
             auto backend = server::EngineBackend::load(spec.path, options);
             spdlog::info("model '{}' loaded from {} in {:.3f} s ({}, {} slots of {} tokens)",
                          spec.name, spec.path, backend->load_seconds(),
-                         backend->model().hparams().arch, params.n_slots,
+                         backend->model().hparams().arch, backend->scheduler().n_slots(),
                          backend->scheduler().context_size());
             observe(*backend);
             registry.add(std::move(backend));
@@ -128,7 +133,7 @@ int main(int argc, char** argv) {
         options.on_access = [&metrics](const server::AccessInfo& a, int status, double total_s) {
             metrics.on_request(a.route, a.model, status, total_s);
             if (a.time_to_first_token_s >= 0)
-                metrics.on_first_token(a.model, a.time_to_first_token_s);
+                metrics.for_model(a.model).on_first_token(a.time_to_first_token_s);
         };
         server::Server http(registry, options);
         http.start();

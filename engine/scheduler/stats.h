@@ -1,0 +1,33 @@
+// What a scheduler tells its observers (metrics, tests) about its work, apart from the requests
+// themselves: counters read at any time, and distributions pushed as they happen. Kept apart from
+// scheduler.h so an observer needs neither the model nor the tokenizer headers.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+namespace ggufd::scheduler {
+
+// Counters for metrics and tests, readable from any thread.
+struct SchedulerStats {
+    std::atomic<int> busy_slots{0};
+    std::atomic<int> queued{0};
+    std::atomic<uint64_t> steps{0};
+    std::atomic<uint64_t> prompt_tokens{0};  // evaluated (not reused from the cache)
+    std::atomic<uint64_t> generated_tokens{0};
+    std::atomic<uint64_t> rejected{0};
+    std::atomic<int> last_batch_tokens{0};
+};
+
+// Distributions that counters cannot carry (each step's batch size, each gap between two tokens
+// of a request) are pushed as they happen. Called on the scheduler thread once per step and
+// once per token: an implementation must be cheap and must not block (e.g. atomics).
+class SchedulerObserver {
+  public:
+    virtual ~SchedulerObserver() = default;
+    virtual void on_step(int batch_tokens) noexcept = 0;
+    // Seconds between a request's previous token and this one (not called for its first).
+    virtual void on_token_interval(double seconds) noexcept = 0;
+};
+
+}  // namespace ggufd::scheduler
