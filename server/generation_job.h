@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/scheduler/generation.h"
+#include "engine/tokenizer/unicode.h"
 #include "server/http_types.h"
 #include "server/responses.h"
 
@@ -60,7 +61,7 @@ class GenerationJob : public Exchange, public std::enable_shared_from_this<Gener
 
   private:
     struct Choice {
-        Utf8Joiner joiner;
+        tok::unicode::Utf8Joiner joiner;
         std::string text;  // generated so far (without the echo)
         CompletionLogprobs completion_logprobs;
         nlohmann::json chat_logprobs = nlohmann::json::array();

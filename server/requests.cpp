@@ -8,7 +8,7 @@
 
 namespace ggufd::server {
 
-using nlohmann::json;
+using json = RequestJson;
 
 namespace {
 

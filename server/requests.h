@@ -17,6 +17,10 @@
 
 namespace ggufd::server {
 
+// Request bodies keep the client's key order from the HTTP body to the chat template, as Hugging
+// Face and llama.cpp do: a tool schema reaches `tools | tojson` the way the client wrote it.
+using RequestJson = nlohmann::ordered_json;
+
 // One prompt of a completion request: text to tokenize, or token ids as given.
 struct PromptInput {
     bool is_tokens = false;
@@ -41,9 +45,9 @@ struct CompletionRequest : GenerationOptions {
 };
 
 struct ChatRequest : GenerationOptions {
-    nlohmann::json messages;       // array of {"role", "content": string|null, ...}
-    nlohmann::json tools;          // null or array, passed to the template
-    nlohmann::json extra_context;  // object (chat_template_kwargs)
+    RequestJson messages;       // array of {"role", "content": string|null, ...}
+    RequestJson tools;          // null or array, passed to the template
+    RequestJson extra_context;  // object (chat_template_kwargs)
 };
 
 struct TokenizeRequest {
@@ -60,22 +64,22 @@ struct DetokenizeRequest {
 };
 
 // The body as a JSON object; malformed JSON or a non-object -> 400.
-nlohmann::json parse_json_body(std::string_view body);
+RequestJson parse_json_body(std::string_view body);
 
 // POST /v1/completions. max_tokens defaults to 16, as in OpenAI's API.
-CompletionRequest parse_completion_request(const nlohmann::json& body, const ApiLimits& limits);
+CompletionRequest parse_completion_request(const RequestJson& body, const ApiLimits& limits);
 
 // POST /v1/chat/completions. max_tokens defaults to unlimited (the context bounds it).
 // response_format other than {"type": "text"} is rejected: nothing constrains the output to JSON.
 // Text content parts are joined with "\n"; other part types (images, audio) are rejected.
 // Role "developer" is passed to the template as "system".
-ChatRequest parse_chat_request(const nlohmann::json& body, const ApiLimits& limits);
+ChatRequest parse_chat_request(const RequestJson& body, const ApiLimits& limits);
 
 // POST /tokenize: {"content", "add_special" = false, "parse_special" = true, "with_pieces"}.
-TokenizeRequest parse_tokenize_request(const nlohmann::json& body);
+TokenizeRequest parse_tokenize_request(const RequestJson& body);
 
 // POST /detokenize: {"tokens": [ids]}.
-DetokenizeRequest parse_detokenize_request(const nlohmann::json& body);
+DetokenizeRequest parse_detokenize_request(const RequestJson& body);
 
 // Every id in 0..vocab_size-1, otherwise 400 naming `param`.
 void check_token_ids(const std::vector<int32_t>& tokens, int32_t vocab_size,

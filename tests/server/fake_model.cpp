@@ -120,9 +120,10 @@ std::string FakeBackend::detokenize(const std::vector<int32_t>& tokens) const {
     return out;
 }
 
-std::string FakeBackend::render_chat(const nlohmann::json& messages, const nlohmann::json& tools,
+std::string FakeBackend::render_chat(const nlohmann::ordered_json& messages,
+                                     const nlohmann::ordered_json& tools,
                                      bool add_generation_prompt,
-                                     const nlohmann::json& extra_context) const {
+                                     const nlohmann::ordered_json& extra_context) const {
     std::string out;
     for (const auto& m : messages) {
         std::string content = m["content"].is_string() ? m["content"].get<std::string>() : "";
