@@ -28,7 +28,8 @@ struct PromptInput {
     std::vector<int32_t> tokens;
 };
 
-// What both generation endpoints share.
+// What both generation endpoints share: the engine's side of the request (sampling, stop) and how
+// to answer.
 struct GenerationOptions {
     std::string model;  // empty: the default model
     int32_t n = 1;      // choices per prompt
@@ -66,6 +67,14 @@ struct DetokenizeRequest {
 // The body as a JSON object; malformed JSON or a non-object -> 400.
 RequestJson parse_json_body(std::string_view body);
 
+// The one mapping from a generation request's JSON to the engine's parameters (SamplingParams,
+// StopParams with "max_tokens", which defaults to `default_max_tokens`) and the answer's shape
+// (model, n, stream, ...), each field range-checked here. The HTTP endpoints, ggufd-run generate
+// and the fuzzers all go through it; the engine's own checks against a model are
+// scheduler::validate().
+GenerationOptions parse_generation_options(const RequestJson& body, const ApiLimits& limits,
+                                           int32_t default_max_tokens);
+
 // POST /v1/completions. max_tokens defaults to 16, as in OpenAI's API.
 CompletionRequest parse_completion_request(const RequestJson& body, const ApiLimits& limits);
 
@@ -80,11 +89,5 @@ TokenizeRequest parse_tokenize_request(const RequestJson& body);
 
 // POST /detokenize: {"tokens": [ids]}.
 DetokenizeRequest parse_detokenize_request(const RequestJson& body);
-
-// Every id in 0..vocab_size-1, otherwise 400 naming `param`.
-void check_token_ids(const std::vector<int32_t>& tokens, int32_t vocab_size,
-                     const std::string& param);
-// logit_bias keys in 0..vocab_size-1.
-void check_logit_bias(const sampling::SamplingParams& sampling, int32_t vocab_size);
 
 }  // namespace ggufd::server

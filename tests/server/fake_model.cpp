@@ -37,10 +37,10 @@ bool FakeGenerator::wait_cancelled(int n) {
 scheduler::SubmitResult FakeGenerator::submit(scheduler::GenerationRequest request) {
     std::lock_guard lock(mutex_);
     requests_.push_back(request);
-    if (result_ != scheduler::SubmitResult::accepted) return result_;
+    if (!result_.accepted()) return result_;
     threads_.emplace_back(
         [this, request = std::move(request), script = script_]() mutable { run(request, script); });
-    return scheduler::SubmitResult::accepted;
+    return {};
 }
 
 void FakeGenerator::run(scheduler::GenerationRequest request, Script script) {

@@ -54,7 +54,7 @@ class FakeGenerator : public scheduler::Generator {
     mutable std::mutex mutex_;
     std::condition_variable changed_;
     Script script_;
-    scheduler::SubmitResult result_ = scheduler::SubmitResult::accepted;
+    scheduler::SubmitResult result_;
     std::vector<scheduler::GenerationRequest> requests_;
     std::vector<std::thread> threads_;
     std::atomic<int> cancelled_seen_{0};
