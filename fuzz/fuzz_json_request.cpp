@@ -7,7 +7,9 @@
 // Allowed failures: malformed JSON, server::ApiError 400 from the mapping, sampling::InvalidParam
 // for logit_bias ids beyond this target's small vocabulary (the API's validate step answers 400
 // with it), std::runtime_error from sample() when every logit is NaN or -inf.
-// Extra fields only this target reads: "logits" (numbers, NaN as null), "prompt_ids", "text".
+// Extra fields only this target reads: "logits" (numbers, NaN as null), "prompt_ids", "text", and
+// "top_logprobs" (0..20 alternatives: each endpoint names its own logprobs field, outside the
+// shared mapping). Returns whether the body was a JSON object.
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -134,7 +136,12 @@ bool fuzz_json_request_one(const uint8_t* data, size_t size) {
         options = server::parse_generation_options(body, server::ApiLimits{}, -1);
     } catch (const server::ApiError& e) {
         check(e.status() == 400, "a refused request body is a 400");
-        return false;
+        return true;
+    }
+    if (const auto it = body.find("top_logprobs"); it != body.end()) {
+        const auto n = integer(*it);
+        if (n && *n >= 0 && *n <= server::ApiLimits{}.max_top_logprobs)
+            options.sampling.top_logprobs = static_cast<int32_t>(*n);
     }
     run_sampler(body, options.sampling);
     run_stop(body, options.stop);

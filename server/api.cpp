@@ -253,8 +253,17 @@ void add_choices(GenerationPlan& plan, size_t prompt_index,
     }
 }
 
-ResponseMeta make_meta(const char* prefix, const HttpRequest& request, const ModelBackend& model) {
-    return {prefix + request.request_id, model.name(), std::time(nullptr)};
+// A plan with no choices yet: the answer's identity and shape.
+GenerationPlan make_plan(ApiKind kind, const HttpRequest& request, const ModelBackend& model,
+                         const GenerationOptions& options) {
+    GenerationPlan plan;
+    plan.kind = kind;
+    const char* prefix = kind == ApiKind::chat ? "chatcmpl-" : "cmpl-";
+    plan.meta = {prefix + request.request_id, model.name(), std::time(nullptr)};
+    plan.stream = options.stream;
+    plan.include_usage = options.include_usage;
+    plan.logprobs = options.logprobs;
+    return plan;
 }
 
 }  // namespace
@@ -265,12 +274,7 @@ void Api::completions(const HttpRequest& request, const std::shared_ptr<Response
     ModelBackend& model = resolve_model(r.model);
     channel->access().model = model.name();
 
-    GenerationPlan plan;
-    plan.kind = ApiKind::completion;
-    plan.meta = make_meta("cmpl-", request, model);
-    plan.stream = r.stream;
-    plan.include_usage = r.include_usage;
-    plan.logprobs = r.logprobs;
+    GenerationPlan plan = make_plan(ApiKind::completion, request, model, r);
     for (size_t k = 0; k < r.prompts.size(); ++k) {
         const PromptInput& p = r.prompts[k];
         scheduler::GenerationRequest engine_request{{}, r.sampling, r.stop, nullptr};
@@ -303,12 +307,7 @@ void Api::chat_completions(const HttpRequest& request,
     }
     check_request(engine_request, model, "messages");
 
-    GenerationPlan plan;
-    plan.kind = ApiKind::chat;
-    plan.meta = make_meta("chatcmpl-", request, model);
-    plan.stream = r.stream;
-    plan.include_usage = r.include_usage;
-    plan.logprobs = r.logprobs;
+    GenerationPlan plan = make_plan(ApiKind::chat, request, model, r);
     add_choices(plan, 0, engine_request, {}, r.n);
     start_generation(std::move(plan), model, channel, "messages", options_.retry_after_s);
 }
