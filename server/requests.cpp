@@ -42,10 +42,12 @@ double get_number(const json& body, const char* name, double fallback, double lo
     double x = v->get<double>();
     const bool above_lo = low == Low::open ? x > lo : x >= lo;
     if (!(above_lo && x <= hi)) {
-        throw ApiError::bad_request(fmt::format("'{}' must be {} {} and at most {}, got {}", name,
-                                                low == Low::open ? "greater than" : "at least",
-                                                fmt_number(lo), fmt_number(hi), fmt_number(x)),
-                                    name);
+        // Closed ranges keep the wording "between lo and hi" that clients already see.
+        const char* form = low == Low::open ? "'{}' must be greater than {} and at most {}, got {}"
+                                            : "'{}' must be between {} and {}, got {}";
+        throw ApiError::bad_request(
+            fmt::format(fmt::runtime(form), name, fmt_number(lo), fmt_number(hi), fmt_number(x)),
+            name);
     }
     return x;
 }
