@@ -3,9 +3,10 @@
 // chat, tokenize, detokenize), then the checks against a vocabulary; a chat request is rendered
 // with the default (ChatML) template the way the chat endpoint does.
 //
-// Must hold: every rejection is an ApiError with a 4xx status (the client gets a 400, the process
-// keeps running); whatever is accepted is within ApiLimits and passes the engine's own validate(),
-// so the scheduler never sees parameters it would refuse.
+// Must hold: every rejection is an ApiError with a 4xx status or the engine's InvalidParam naming
+// a parameter (the client gets a 400, the process keeps running); whatever is accepted is within
+// ApiLimits and passes the engine's own scheduler::validate() (but for ids beyond this target's
+// vocabulary), so the scheduler never sees parameters it would refuse.
 //
 // Input layout: byte 0 picks the endpoint (bits 0-1) and whether the first line is a query
 // string (bit 2); the rest is the body.
@@ -13,7 +14,7 @@
 #include <string_view>
 
 #include "engine/sampling/sampler.h"
-#include "engine/sampling/stop.h"
+#include "engine/scheduler/generation.h"
 #include "engine/template/chat_template.h"
 #include "fuzz/fuzz_support.h"
 #include "server/api_error.h"
@@ -23,11 +24,11 @@
 namespace ggufd::fuzz {
 namespace {
 
-using nlohmann::json;
 using server::ApiLimits;
 constexpr int32_t kVocab = 100;
 
-void check_generation(const server::GenerationOptions& r, const ApiLimits& limits) {
+void check_generation(const server::GenerationOptions& r, const ApiLimits& limits,
+                      std::vector<int32_t> prompt = {1}) {
     check(r.n >= 1 && r.n <= limits.max_choices, "n within the limit");
     check(r.stop.stop.size() <= static_cast<size_t>(limits.max_stop), "stop count within limit");
     for (const std::string& s : r.stop.stop) {
@@ -37,15 +38,13 @@ void check_generation(const server::GenerationOptions& r, const ApiLimits& limit
           "logit_bias within the limit");
     check(r.sampling.top_logprobs <= limits.max_top_logprobs, "top_logprobs within the limit");
     check(r.stop.max_tokens <= limits.max_tokens, "max_tokens within the limit");
-    // The engine must accept what the API accepted.
-    sampling::validate(r.sampling);
-    sampling::validate(r.stop);
-    try {
-        server::check_logit_bias(r.sampling, kVocab);
-        sampling::Sampler sampler(r.sampling, kVocab);
-    } catch (const server::ApiError& e) {
-        check(e.status() == 400, "logit_bias ids beyond the vocabulary are a 400");
-    }
+    // The engine must accept what the API accepted, but for ids beyond the vocabulary.
+    const scheduler::SubmitResult verdict =
+        scheduler::validate({std::move(prompt), r.sampling, r.stop, nullptr}, kVocab, 1 << 20);
+    check(verdict.accepted() || (verdict.status == scheduler::SubmitStatus::invalid &&
+                                 (verdict.param == "logit_bias" || verdict.param == "prompt")),
+          "the engine refuses only ids beyond the vocabulary");
+    if (verdict.accepted()) sampling::Sampler sampler(r.sampling, kVocab);
 }
 
 void render_chat(const server::ChatRequest& r) {
@@ -84,15 +83,14 @@ bool fuzz_http_request_one(const uint8_t* data, size_t size) {
 
     const ApiLimits limits;
     try {
-        const json parsed = server::parse_json_body(body);
+        const server::RequestJson parsed = server::parse_json_body(body);
         switch (selector & 3) {
             case 0: {
                 const auto r = server::parse_completion_request(parsed, limits);
                 check(!r.prompts.empty(), "a completion has a prompt");
                 for (const auto& p : r.prompts) {
-                    if (p.is_tokens) server::check_token_ids(p.tokens, kVocab, "prompt");
+                    check_generation(r, limits, p.is_tokens ? p.tokens : std::vector<int32_t>{1});
                 }
-                check_generation(r, limits);
                 break;
             }
             case 1: {
@@ -109,7 +107,11 @@ bool fuzz_http_request_one(const uint8_t* data, size_t size) {
                 break;
             case 3: {
                 const auto r = server::parse_detokenize_request(parsed);
-                server::check_token_ids(r.tokens, kVocab, "tokens");
+                try {
+                    scheduler::check_token_ids(r.tokens, kVocab, "tokens");
+                } catch (const sampling::InvalidParam& e) {
+                    check(e.param() == "tokens", "a bad id names its parameter");
+                }
                 break;
             }
         }

@@ -1,36 +1,32 @@
-// JSON request bodies. Until the HTTP server's request types exist, this target goes as far as the
-// engine's side of a completion request: arbitrary bytes are parsed as JSON; a body that is an
-// object is read field by field the way an OpenAI-style request maps onto SamplingParams and
-// StopParams (numbers converted with range checks: a plain static_cast of 1e300 to int32 is
-// undefined behaviour, which UBSan would flag); parameters that pass validate() then drive a real
+// JSON request bodies, as far as the engine's side of a generation request: arbitrary bytes are
+// parsed as JSON; a body that is an object goes through the API's one mapping from request JSON
+// to SamplingParams and StopParams (server::parse_generation_options, as the endpoints and
+// ggufd-run use it); what it accepts must pass the engine's validate() and then drives a real
 // Sampler over a small vocabulary and a StopMatcher over text from the body.
 //
-// Allowed failures: malformed JSON, std::invalid_argument from validate()/Sampler (the HTTP layer
-// answers 400 with it), std::runtime_error from sample() when every logit is NaN or -inf.
-// Extra fields only this target reads: "logits" (numbers, NaN as null), "prompt_ids", "text".
+// Allowed failures: malformed JSON, server::ApiError 400 from the mapping, sampling::InvalidParam
+// for logit_bias ids beyond this target's small vocabulary (the API's validate step answers 400
+// with it), std::runtime_error from sample() when every logit is NaN or -inf.
+// Extra fields only this target reads: "logits" (numbers, NaN as null), "prompt_ids", "text", and
+// "top_logprobs" (0..20 alternatives: each endpoint names its own logprobs field, outside the
+// shared mapping). Returns whether the body was a JSON object.
 #include <cmath>
 #include <limits>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "engine/sampling/sampler.h"
 #include "engine/sampling/stop.h"
 #include "fuzz/fuzz_support.h"
+#include "server/api_error.h"
+#include "server/requests.h"
 
 namespace ggufd::fuzz {
 namespace {
 
-using nlohmann::json;
+using json = server::RequestJson;
 constexpr int32_t kVocab = 48;
-
-std::optional<float> number(const json& body, const char* key) {
-    const auto it = body.find(key);
-    if (it == body.end() || !it->is_number()) return std::nullopt;
-    return it->get<float>();  // double -> float: out of range becomes +-inf, which is defined
-}
 
 std::optional<int64_t> integer(const json& j) {
     if (j.is_number_integer()) {
@@ -43,63 +39,6 @@ std::optional<int64_t> integer(const json& j) {
         return static_cast<int64_t>(d);
     }
     return std::nullopt;
-}
-
-std::optional<int32_t> int32_field(const json& body, const char* key) {
-    const auto it = body.find(key);
-    if (it == body.end()) return std::nullopt;
-    const auto v = integer(*it);
-    if (!v || *v < INT32_MIN || *v > INT32_MAX) return std::nullopt;
-    return static_cast<int32_t>(*v);
-}
-
-sampling::SamplingParams sampling_params(const json& body) {
-    sampling::SamplingParams p;
-    if (auto v = number(body, "temperature")) p.temperature = *v;
-    if (auto v = int32_field(body, "top_k")) p.top_k = *v;
-    if (auto v = number(body, "top_p")) p.top_p = *v;
-    if (auto v = number(body, "min_p")) p.min_p = *v;
-    if (auto v = number(body, "typical_p")) p.typical_p = *v;
-    if (auto v = number(body, "repeat_penalty")) p.repeat_penalty = *v;
-    if (auto v = int32_field(body, "repeat_last_n")) p.penalty_last_n = *v;
-    if (auto v = number(body, "presence_penalty")) p.presence_penalty = *v;
-    if (auto v = number(body, "frequency_penalty")) p.frequency_penalty = *v;
-    if (auto v = int32_field(body, "top_logprobs")) p.top_logprobs = *v;
-    if (const auto it = body.find("seed"); it != body.end()) {
-        if (auto v = integer(*it)) p.seed = static_cast<uint64_t>(*v);
-    }
-    if (const auto it = body.find("logit_bias"); it != body.end() && it->is_object()) {
-        for (const auto& [key, value] : it->items()) {
-            if (!value.is_number()) continue;
-            int32_t id = 0;
-            try {
-                size_t used = 0;
-                id = std::stoi(key, &used);
-                if (used != key.size()) continue;
-            } catch (const std::logic_error&) {  // not a number, or out of int range
-                continue;
-            }
-            p.logit_bias.emplace_back(id, value.get<float>());
-        }
-    }
-    return p;
-}
-
-sampling::StopParams stop_params(const json& body) {
-    sampling::StopParams s;
-    if (auto v = int32_field(body, "max_tokens")) s.max_tokens = *v;
-    if (const auto it = body.find("stop"); it != body.end()) {
-        if (it->is_string()) s.stop.push_back(it->get<std::string>());
-        if (it->is_array()) {
-            for (const json& e : *it) {
-                if (e.is_string()) s.stop.push_back(e.get<std::string>());
-            }
-        }
-    }
-    if (const auto it = body.find("ignore_eos"); it != body.end() && it->is_boolean()) {
-        s.ignore_eos = it->get<bool>();
-    }
-    return s;
 }
 
 std::vector<float> logits(const json& body) {
@@ -118,13 +57,13 @@ std::vector<float> logits(const json& body) {
     return out;
 }
 
-void run_sampler(const json& body) {
-    const sampling::SamplingParams params = sampling_params(body);
+void run_sampler(const json& body, const sampling::SamplingParams& params) {
+    sampling::validate(params);  // what the API accepts, the engine accepts
     std::optional<sampling::Sampler> sampler;
     try {
-        sampling::validate(params);
         sampler.emplace(params, kVocab);
-    } catch (const std::invalid_argument&) {
+    } catch (const sampling::InvalidParam& e) {
+        check(e.param() == "logit_bias", "only logit_bias ids depend on the vocabulary");
         return;
     }
     if (const auto it = body.find("prompt_ids"); it != body.end() && it->is_array()) {
@@ -159,13 +98,8 @@ void run_sampler(const json& body) {
     }
 }
 
-void run_stop(const json& body) {
-    const sampling::StopParams params = stop_params(body);
-    try {
-        sampling::validate(params);
-    } catch (const std::invalid_argument&) {
-        return;
-    }
+void run_stop(const json& body, const sampling::StopParams& params) {
+    sampling::validate(params);
     const auto it = body.find("text");
     if (it == body.end() || !it->is_string()) return;
     const std::string text = it->get<std::string>();
@@ -197,8 +131,20 @@ void run_stop(const json& body) {
 bool fuzz_json_request_one(const uint8_t* data, size_t size) {
     const json body = json::parse(data, data + size, nullptr, /*allow_exceptions=*/false);
     if (body.is_discarded() || !body.is_object()) return false;
-    run_sampler(body);
-    run_stop(body);
+    server::GenerationOptions options;
+    try {
+        options = server::parse_generation_options(body, server::ApiLimits{}, -1);
+    } catch (const server::ApiError& e) {
+        check(e.status() == 400, "a refused request body is a 400");
+        return true;
+    }
+    if (const auto it = body.find("top_logprobs"); it != body.end()) {
+        const auto n = integer(*it);
+        if (n && *n >= 0 && *n <= server::ApiLimits{}.max_top_logprobs)
+            options.sampling.top_logprobs = static_cast<int32_t>(*n);
+    }
+    run_sampler(body, options.sampling);
+    run_stop(body, options.stop);
     return true;
 }
 

@@ -107,6 +107,9 @@ void Api::handle(const HttpRequest& request, const std::shared_ptr<ResponseChann
         (this->*(route->handler))(request, channel, param);
     } catch (const ApiError& e) {
         channel->respond(error_response(e));
+    } catch (const sampling::InvalidParam& e) {
+        // A parameter the engine refuses is the client's to fix.
+        channel->respond(error_response(ApiError::bad_request(e.what(), e.param())));
     } catch (const std::exception& e) {
         spdlog::error("request {}: internal error: {}", request.request_id, e.what());
         channel->respond(error_response(
@@ -142,25 +145,40 @@ ModelBackend& Api::resolve_model(const std::string& name) const {
     return *model;
 }
 
-void Api::check_prompt(const std::vector<int32_t>& tokens, ModelBackend& model,
-                       const char* param) const {
-    if (tokens.empty()) throw ApiError::bad_request("the prompt is empty", param);
+namespace {
+
+// A request the engine refused, answered with the engine's own reason. The engine names the
+// prompt "prompt"; a chat request's prompt is its "messages".
+void throw_refusal(const scheduler::SubmitResult& r, const char* prompt_param, int retry_after_s) {
+    const std::string param = r.param == "prompt" ? prompt_param : r.param;
+    switch (r.status) {
+        case scheduler::SubmitStatus::accepted:
+            return;
+        case scheduler::SubmitStatus::queue_full:
+            throw ApiError::unavailable(r.message, "queue_full", retry_after_s);
+        case scheduler::SubmitStatus::prompt_too_long:
+            throw ApiError::bad_request(r.message, param, "context_length_exceeded");
+        case scheduler::SubmitStatus::invalid:
+            throw ApiError::bad_request(r.message, param);
+    }
+    throw ApiError::internal("the scheduler answered an unknown submit status");
+}
+
+}  // namespace
+
+void Api::check_request(const scheduler::GenerationRequest& request, ModelBackend& model,
+                        const char* prompt_param) const {
+    // The server's own cap on prompts, below what the model could take.
     int64_t limit = options_.limits.max_prompt_tokens;
-    if (limit > 0 && static_cast<int64_t>(tokens.size()) > limit) {
+    if (limit > 0 && static_cast<int64_t>(request.prompt.size()) > limit) {
         throw ApiError::bad_request(
-            fmt::format("the prompt has {} tokens; this server accepts at most {}", tokens.size(),
-                        limit),
-            param, "context_length_exceeded");
+            fmt::format("the prompt has {} tokens; this server accepts at most {}",
+                        request.prompt.size(), limit),
+            prompt_param, "context_length_exceeded");
     }
-    int64_t context = model.generator().context_size();
-    // At least one token must fit after the prompt.
-    if (static_cast<int64_t>(tokens.size()) >= context) {
-        throw ApiError::bad_request(
-            fmt::format("This model's maximum context length is {} tokens, but the prompt has {} "
-                        "tokens",
-                        context, tokens.size()),
-            param, "context_length_exceeded");
-    }
+    throw_refusal(
+        scheduler::validate(request, model.vocab_size(), model.generator().context_size()),
+        prompt_param, options_.retry_after_s);
 }
 
 void Api::health(const HttpRequest&, const std::shared_ptr<ResponseChannel>& channel,
@@ -221,35 +239,31 @@ void start_generation(GenerationPlan plan, ModelBackend& model,
                       const std::shared_ptr<ResponseChannel>& channel, const char* prompt_param,
                       int retry_after_s) {
     auto job = std::make_shared<GenerationJob>(std::move(plan), channel);
-    auto started = job->start(model.generator());
-    switch (started.result) {
-        case scheduler::SubmitResult::accepted:
-            return;
-        case scheduler::SubmitResult::queue_full:
-            throw ApiError::unavailable(
-                fmt::format("The server is busy: the queue of model '{}' is full; retry later",
-                            model.name()),
-                "queue_full", retry_after_s);
-        case scheduler::SubmitResult::prompt_too_long:
-            throw ApiError::bad_request(
-                fmt::format("This model's maximum context length is {} tokens, but the prompt "
-                            "has {} tokens",
-                            model.generator().context_size(), started.prompt_tokens),
-                prompt_param, "context_length_exceeded");
+    throw_refusal(job->start(model.generator()), prompt_param, retry_after_s);
+}
+
+// The n choices of one prompt: with a seed, each choice gets its own (seed + j) so that n > 1
+// does not produce n copies of the same text.
+void add_choices(GenerationPlan& plan, size_t prompt_index,
+                 const scheduler::GenerationRequest& base, const std::string& echo, int32_t n) {
+    for (int32_t j = 0; j < n; ++j) {
+        ChoicePlan c{prompt_index, echo, base};
+        if (c.request.sampling.seed) *c.request.sampling.seed += static_cast<uint64_t>(j);
+        plan.choices.push_back(std::move(c));
     }
-    throw ApiError::internal("the scheduler answered an unknown submit result");
 }
 
-// The sampling of the j-th choice of a prompt: with a seed, each choice gets its own (seed + j)
-// so that n > 1 does not produce n copies of the same text.
-sampling::SamplingParams choice_sampling(const sampling::SamplingParams& base, int32_t j) {
-    sampling::SamplingParams s = base;
-    if (s.seed) s.seed = *s.seed + static_cast<uint64_t>(j);
-    return s;
-}
-
-ResponseMeta make_meta(const char* prefix, const HttpRequest& request, const ModelBackend& model) {
-    return {prefix + request.request_id, model.name(), std::time(nullptr)};
+// A plan with no choices yet: the answer's identity and shape.
+GenerationPlan make_plan(ApiKind kind, const HttpRequest& request, const ModelBackend& model,
+                         const GenerationOptions& options) {
+    GenerationPlan plan;
+    plan.kind = kind;
+    const char* prefix = kind == ApiKind::chat ? "chatcmpl-" : "cmpl-";
+    plan.meta = {prefix + request.request_id, model.name(), std::time(nullptr)};
+    plan.stream = options.stream;
+    plan.include_usage = options.include_usage;
+    plan.logprobs = options.logprobs;
+    return plan;
 }
 
 }  // namespace
@@ -259,30 +273,19 @@ void Api::completions(const HttpRequest& request, const std::shared_ptr<Response
     CompletionRequest r = parse_completion_request(parse_json_body(request.body), options_.limits);
     ModelBackend& model = resolve_model(r.model);
     channel->access().model = model.name();
-    check_logit_bias(r.sampling, model.vocab_size());
 
-    GenerationPlan plan;
-    plan.kind = ApiKind::completion;
-    plan.meta = make_meta("cmpl-", request, model);
-    plan.stream = r.stream;
-    plan.include_usage = r.include_usage;
-    plan.logprobs = r.logprobs;
+    GenerationPlan plan = make_plan(ApiKind::completion, request, model, r);
     for (size_t k = 0; k < r.prompts.size(); ++k) {
         const PromptInput& p = r.prompts[k];
-        std::vector<int32_t> tokens;
-        if (p.is_tokens) {
-            check_token_ids(p.tokens, model.vocab_size(), "prompt");
-            tokens = p.tokens;
-        } else {
-            // Completion prompts are raw model input: special-token text means the token.
-            tokens = model.tokenize(p.text, /*add_special=*/true, /*parse_special=*/true);
-        }
-        check_prompt(tokens, model, "prompt");
+        scheduler::GenerationRequest engine_request{{}, r.sampling, r.stop, nullptr};
+        // Completion prompts are raw model input: special-token text means the token.
+        engine_request.prompt = p.is_tokens ? p.tokens
+                                            : model.tokenize(p.text, /*add_special=*/true,
+                                                             /*parse_special=*/true);
+        check_request(engine_request, model, "prompt");
         std::string echo;
-        if (r.echo) echo = p.is_tokens ? model.detokenize(tokens) : p.text;
-        for (int32_t j = 0; j < r.n; ++j) {
-            plan.choices.push_back({k, tokens, echo, choice_sampling(r.sampling, j), r.stop});
-        }
+        if (r.echo) echo = p.is_tokens ? model.detokenize(engine_request.prompt) : p.text;
+        add_choices(plan, k, engine_request, echo, r.n);
     }
     start_generation(std::move(plan), model, channel, "prompt", options_.retry_after_s);
 }
@@ -292,28 +295,20 @@ void Api::chat_completions(const HttpRequest& request,
     ChatRequest r = parse_chat_request(parse_json_body(request.body), options_.limits);
     ModelBackend& model = resolve_model(r.model);
     channel->access().model = model.name();
-    check_logit_bias(r.sampling, model.vocab_size());
 
-    std::vector<int32_t> tokens;
+    scheduler::GenerationRequest engine_request{{}, r.sampling, r.stop, nullptr};
     try {
         const std::string prompt =
             model.render_chat(r.messages, r.tools, /*add_generation_prompt=*/true, r.extra_context);
-        tokens = model.tokenize_chat_prompt(prompt, r.messages);
+        engine_request.prompt = model.tokenize_chat_prompt(prompt, r.messages);
     } catch (const ChatTemplateError& e) {
         throw ApiError::bad_request(
             std::string("the chat template refused the messages: ") + e.what(), "messages");
     }
-    check_prompt(tokens, model, "messages");
+    check_request(engine_request, model, "messages");
 
-    GenerationPlan plan;
-    plan.kind = ApiKind::chat;
-    plan.meta = make_meta("chatcmpl-", request, model);
-    plan.stream = r.stream;
-    plan.include_usage = r.include_usage;
-    plan.logprobs = r.logprobs;
-    for (int32_t j = 0; j < r.n; ++j) {
-        plan.choices.push_back({0, tokens, {}, choice_sampling(r.sampling, j), r.stop});
-    }
+    GenerationPlan plan = make_plan(ApiKind::chat, request, model, r);
+    add_choices(plan, 0, engine_request, {}, r.n);
     start_generation(std::move(plan), model, channel, "messages", options_.retry_after_s);
 }
 
@@ -339,7 +334,7 @@ void Api::detokenize(const HttpRequest& request, const std::shared_ptr<ResponseC
     DetokenizeRequest r = parse_detokenize_request(parse_json_body(request.body));
     ModelBackend& model = resolve_model(r.model);
     channel->access().model = model.name();
-    check_token_ids(r.tokens, model.vocab_size(), "tokens");
+    scheduler::check_token_ids(r.tokens, model.vocab_size(), "tokens");
     channel->respond(json_response(200, {{"content", model.detokenize(r.tokens)}}));
 }
 

@@ -53,8 +53,10 @@ class Api {
     // The route for a path, whatever the method; nullptr when none.
     const Route* match(const std::string& path, std::string& param) const;
     ModelBackend& resolve_model(const std::string& name) const;
-    void check_prompt(const std::vector<int32_t>& tokens, ModelBackend& model,
-                      const char* param) const;
+    // The server's prompt cap, then the engine's validate(): 400 naming the parameter (the
+    // prompt as `prompt_param`) before anything is submitted or streamed.
+    void check_request(const scheduler::GenerationRequest& request, ModelBackend& model,
+                       const char* prompt_param) const;
 
     void health(const HttpRequest&, const std::shared_ptr<ResponseChannel>&, const std::string&);
     void metrics(const HttpRequest&, const std::shared_ptr<ResponseChannel>&, const std::string&);

@@ -16,6 +16,7 @@ namespace ggufd::server {
 namespace {
 
 using Json = nlohmann::json;
+using OrderedJson = nlohmann::ordered_json;
 
 // Metadata values as JSON; arrays longer than `max_items` become a summary, so huge vocabularies
 // never end up in a response.
@@ -133,7 +134,7 @@ std::string EngineBackend::detokenize(const std::vector<int32_t>& tokens) const 
 }
 
 std::vector<int32_t> EngineBackend::tokenize_chat_prompt(const std::string& prompt,
-                                                         const Json& messages) const {
+                                                         const OrderedJson& messages) const {
     // Find each message's content in the rendered prompt, in order; templates copy it verbatim
     // or trimmed. Those ranges are untrusted: special-token text there stays text.
     tok::EncodeOptions o;
@@ -141,7 +142,7 @@ std::vector<int32_t> EngineBackend::tokenize_chat_prompt(const std::string& prom
     o.add_eos = false;
     o.parse_special = true;
     size_t cursor = 0;
-    for (const Json& m : messages) {
+    for (const OrderedJson& m : messages) {
         if (!m.is_object() || !m.contains("content") || !m["content"].is_string()) continue;
         std::string content = m["content"].get<std::string>();
         size_t at = content.empty() ? std::string::npos : prompt.find(content, cursor);
@@ -168,16 +169,16 @@ std::vector<int32_t> EngineBackend::tokenize_chat_prompt(const std::string& prom
     return tokenizer_->encode(prompt, o);
 }
 
-std::string EngineBackend::render_chat(const Json& messages, const Json& tools,
+std::string EngineBackend::render_chat(const OrderedJson& messages, const OrderedJson& tools,
                                        bool add_generation_prompt,
-                                       const Json& extra_context) const {
+                                       const OrderedJson& extra_context) const {
     tmpl::ChatContext c;
-    c.messages = nlohmann::ordered_json::parse(messages.dump());
-    if (!tools.is_null()) c.tools = nlohmann::ordered_json::parse(tools.dump());
+    c.messages = messages;
+    if (!tools.is_null()) c.tools = tools;
     c.add_generation_prompt = add_generation_prompt;
     c.bos_token = bos_text_;
     c.eos_token = eos_text_;
-    if (extra_context.is_object()) c.extra = nlohmann::ordered_json::parse(extra_context.dump());
+    if (extra_context.is_object()) c.extra = extra_context;
     try {
         return template_->render(tmpl::build_chat_context(c));
     } catch (const tmpl::TemplateError& e) {

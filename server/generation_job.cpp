@@ -75,23 +75,20 @@ void GenerationJob::cancel() {
     cancelled_->store(true);
 }
 
-GenerationJob::StartResult GenerationJob::start(scheduler::Generator& generator) {
+scheduler::SubmitResult GenerationJob::start(scheduler::Generator& generator) {
     Poster poster = channel_->poster();
     int64_t prompt_tokens = 0;
     for (size_t i = 0; i < plan_.choices.size(); ++i) {
         const ChoicePlan& c = plan_.choices[i];
         if (i == 0 || c.prompt_index != plan_.choices[i - 1].prompt_index) {
-            prompt_tokens += static_cast<int64_t>(c.prompt.size());
+            prompt_tokens += static_cast<int64_t>(c.request.prompt.size());
         }
-        scheduler::GenerationRequest request;
-        request.prompt = c.prompt;
-        request.sampling = c.sampling;
-        request.stop = c.stop;
+        scheduler::GenerationRequest request = c.request;
         request.sink = std::make_shared<ChoiceSink>(poster, weak_from_this(), i, cancelled_);
-        auto result = generator.submit(std::move(request));
-        if (result != scheduler::SubmitResult::accepted) {
+        scheduler::SubmitResult result = generator.submit(std::move(request));
+        if (!result.accepted()) {
             cancelled_->store(true);
-            return {result, c.prompt.size()};
+            return result;
         }
     }
     started_ = true;
@@ -195,7 +192,7 @@ json GenerationJob::usage() const {
     for (size_t i = 0; i < choices_.size(); ++i) {
         const ChoicePlan& p = plan_.choices[i];
         if (i == 0 || p.prompt_index != plan_.choices[i - 1].prompt_index) {
-            prompt += static_cast<int64_t>(p.prompt.size());
+            prompt += static_cast<int64_t>(p.request.prompt.size());
             cached += choices_[i].usage.cached_prompt_tokens;
         }
         completion += choices_[i].usage.completion_tokens;

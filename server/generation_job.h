@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/scheduler/generation.h"
+#include "engine/tokenizer/unicode.h"
 #include "server/http_types.h"
 #include "server/responses.h"
 
@@ -21,11 +22,9 @@ namespace ggufd::server {
 enum class ApiKind { completion, chat };
 
 struct ChoicePlan {
-    size_t prompt_index = 0;  // which prompt (completions may have several)
-    std::vector<int32_t> prompt;
-    std::string echo;  // text put before the generated text (completions' echo)
-    sampling::SamplingParams sampling;
-    sampling::StopParams stop;
+    size_t prompt_index = 0;               // which prompt (completions may have several)
+    std::string echo;                      // text put before the generated text (completions' echo)
+    scheduler::GenerationRequest request;  // what to submit; the job adds the sink
 };
 
 struct GenerationPlan {
@@ -42,14 +41,11 @@ class GenerationJob : public Exchange, public std::enable_shared_from_this<Gener
     GenerationJob(GenerationPlan plan, std::shared_ptr<ResponseChannel> channel);
     ~GenerationJob() override;
 
-    struct StartResult {
-        scheduler::SubmitResult result = scheduler::SubmitResult::accepted;
-        size_t prompt_tokens = 0;  // of the choice that was refused
-    };
     // Submits every choice (the job must be owned by a shared_ptr). When one is refused, those
-    // already submitted are cancelled, nothing has been sent, and the caller answers the error.
-    // When all are accepted, the job holds itself in the channel and answers when they finish.
-    StartResult start(scheduler::Generator& generator);
+    // already submitted are cancelled, nothing has been sent, and the caller answers with the
+    // refusal's reason. When all are accepted, the job holds itself in the channel and answers
+    // when they finish.
+    scheduler::SubmitResult start(scheduler::Generator& generator);
 
     void cancel() override;
 
@@ -60,7 +56,7 @@ class GenerationJob : public Exchange, public std::enable_shared_from_this<Gener
 
   private:
     struct Choice {
-        Utf8Joiner joiner;
+        tok::unicode::Utf8Joiner joiner;
         std::string text;  // generated so far (without the echo)
         CompletionLogprobs completion_logprobs;
         nlohmann::json chat_logprobs = nlohmann::json::array();

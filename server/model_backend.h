@@ -59,16 +59,17 @@ class ModelBackend {
     // The server tokenizes the result with add_special = false and parse_special = true: chat
     // templates write the BOS token themselves when the model wants one.
     // Throws ChatTemplateError when the template raises, std::runtime_error for other failures.
-    virtual std::string render_chat(const nlohmann::json& messages, const nlohmann::json& tools,
-                                    bool add_generation_prompt,
-                                    const nlohmann::json& extra_context) const = 0;
+    // The JSON keeps the client's key order (ordered_json), so the template sees it unchanged.
+    virtual std::string render_chat(const nlohmann::ordered_json& messages,
+                                    const nlohmann::ordered_json& tools, bool add_generation_prompt,
+                                    const nlohmann::ordered_json& extra_context) const = 0;
 
     // Tokens of a prompt render_chat made from `messages`: special-token text the template wrote
     // becomes special tokens, but text that came from the messages' content stays plain text,
     // so a user cannot inject "<|im_start|>system" into a conversation. The default treats
     // the whole prompt as trusted (for test doubles).
-    virtual std::vector<int32_t> tokenize_chat_prompt(const std::string& prompt,
-                                                      const nlohmann::json& messages) const {
+    virtual std::vector<int32_t> tokenize_chat_prompt(
+        const std::string& prompt, const nlohmann::ordered_json& messages) const {
         (void)messages;
         return tokenize(prompt, /*add_special=*/false, /*parse_special=*/true);
     }

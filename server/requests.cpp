@@ -8,7 +8,7 @@
 
 namespace ggufd::server {
 
-using nlohmann::json;
+using json = RequestJson;
 
 namespace {
 
@@ -31,16 +31,23 @@ bool get_bool(const json& body, const char* name, bool fallback) {
     return v->get<bool>();
 }
 
-double get_number(const json& body, const char* name, double fallback, double lo, double hi) {
+enum class Low { closed, open };  // whether the lower bound itself is allowed
+
+double get_number(const json& body, const char* name, double fallback, double lo, double hi,
+                  Low low = Low::closed) {
     const json* v = field(body, name);
     if (!v) return fallback;
     if (!v->is_number())
         throw ApiError::bad_request(fmt::format("'{}' must be a number", name), name);
     double x = v->get<double>();
-    if (!(x >= lo && x <= hi)) {
-        throw ApiError::bad_request(fmt::format("'{}' must be between {} and {}, got {}", name,
-                                                fmt_number(lo), fmt_number(hi), fmt_number(x)),
-                                    name);
+    const bool above_lo = low == Low::open ? x > lo : x >= lo;
+    if (!(above_lo && x <= hi)) {
+        // Closed ranges keep the wording "between lo and hi" that clients already see.
+        const char* form = low == Low::open ? "'{}' must be greater than {} and at most {}, got {}"
+                                            : "'{}' must be between {} and {}, got {}";
+        throw ApiError::bad_request(
+            fmt::format(fmt::runtime(form), name, fmt_number(lo), fmt_number(hi), fmt_number(x)),
+            name);
     }
     return x;
 }
@@ -210,8 +217,11 @@ std::vector<std::pair<int32_t, float>> parse_logit_bias(const json& body, const 
     return out;
 }
 
-// Fields both generation endpoints read the same way.
-void parse_common(const json& body, const ApiLimits& limits, GenerationOptions& out) {
+}  // namespace
+
+GenerationOptions parse_generation_options(const json& body, const ApiLimits& limits,
+                                           int32_t default_max_tokens) {
+    GenerationOptions out;
     out.model = get_string(body, "model");
     out.n = static_cast<int32_t>(get_int(body, "n", 1, 1, limits.max_choices));
     out.stream = get_bool(body, "stream", false);
@@ -234,6 +244,14 @@ void parse_common(const json& body, const ApiLimits& limits, GenerationOptions& 
     s.min_p = static_cast<float>(get_number(body, "min_p", 0.0, 0.0, 1.0));
     s.presence_penalty = static_cast<float>(get_number(body, "presence_penalty", 0.0, -2.0, 2.0));
     s.frequency_penalty = static_cast<float>(get_number(body, "frequency_penalty", 0.0, -2.0, 2.0));
+    // llama-server's names and meanings: typical_p 1 = off; repeat_penalty 1 = off;
+    // repeat_last_n -1 = the whole context, 0 = penalties off.
+    s.typical_p =
+        static_cast<float>(get_number(body, "typical_p", s.typical_p, 0.0, 1.0, Low::open));
+    s.repeat_penalty = static_cast<float>(
+        get_number(body, "repeat_penalty", s.repeat_penalty, 0.0, 2.0, Low::open));
+    s.penalty_last_n = static_cast<int32_t>(
+        get_int(body, "repeat_last_n", s.penalty_last_n, -1, std::numeric_limits<int32_t>::max()));
     s.logit_bias = parse_logit_bias(body, limits);
     if (const json* seed = field(body, "seed")) {
         if (seed->is_number_unsigned()) {
@@ -250,8 +268,13 @@ void parse_common(const json& body, const ApiLimits& limits, GenerationOptions& 
     // llama.cpp's extension: generate past end-of-generation tokens (benchmarks want exactly
     // max_tokens tokens).
     out.stop.ignore_eos = get_bool(body, "ignore_eos", false);
+    out.stop.max_tokens =
+        static_cast<int32_t>(get_int(body, "max_tokens", default_max_tokens, 1, limits.max_tokens));
     get_string(body, "user");  // accepted for compatibility, checked, unused
+    return out;
 }
+
+namespace {
 
 // Deepest nesting of arrays and objects in a JSON text (string contents skipped).
 size_t nesting_depth(std::string_view text) {
@@ -295,14 +318,13 @@ json parse_json_body(std::string_view body) {
 CompletionRequest parse_completion_request(const json& body, const ApiLimits& limits) {
     CompletionRequest r;
     r.prompts = parse_prompt(body);
-    parse_common(body, limits, r);
+    static_cast<GenerationOptions&>(r) = parse_generation_options(body, limits, 16);
     if (static_cast<int64_t>(r.prompts.size()) * r.n > limits.max_choices) {
         throw ApiError::bad_request(
             fmt::format("'n' times the number of prompts must be at most {}, got {} x {}",
                         limits.max_choices, r.n, r.prompts.size()),
             "n");
     }
-    r.stop.max_tokens = static_cast<int32_t>(get_int(body, "max_tokens", 16, 1, limits.max_tokens));
     r.echo = get_bool(body, "echo", false);
     if (field(body, "logprobs")) {
         r.logprobs = true;
@@ -401,10 +423,9 @@ json parse_messages(const json& body, const ApiLimits& limits) {
 ChatRequest parse_chat_request(const json& body, const ApiLimits& limits) {
     ChatRequest r;
     r.messages = parse_messages(body, limits);
-    parse_common(body, limits, r);
-    int64_t max_tokens = get_int(body, "max_tokens", -1, 1, limits.max_tokens);
+    static_cast<GenerationOptions&>(r) = parse_generation_options(body, limits, -1);
     r.stop.max_tokens = static_cast<int32_t>(
-        get_int(body, "max_completion_tokens", max_tokens, 1, limits.max_tokens));
+        get_int(body, "max_completion_tokens", r.stop.max_tokens, 1, limits.max_tokens));
 
     r.logprobs = get_bool(body, "logprobs", false);
     if (field(body, "top_logprobs")) {
@@ -485,30 +506,6 @@ DetokenizeRequest parse_detokenize_request(const json& body) {
     }
     r.tokens = token_list(*tokens, "tokens");
     return r;
-}
-
-void check_token_ids(const std::vector<int32_t>& tokens, int32_t vocab_size,
-                     const std::string& param) {
-    for (size_t i = 0; i < tokens.size(); ++i) {
-        if (tokens[i] < 0 || tokens[i] >= vocab_size) {
-            throw ApiError::bad_request(
-                fmt::format("'{}[{}]' is {}, not a token id of this model (vocabulary size {})",
-                            param, i, tokens[i], vocab_size),
-                param);
-        }
-    }
-}
-
-void check_logit_bias(const sampling::SamplingParams& sampling, int32_t vocab_size) {
-    for (const auto& [id, bias] : sampling.logit_bias) {
-        if (id < 0 || id >= vocab_size) {
-            throw ApiError::bad_request(
-                fmt::format("'logit_bias' key {} is not a token id of this model (vocabulary "
-                            "size {})",
-                            id, vocab_size),
-                "logit_bias");
-        }
-    }
 }
 
 }  // namespace ggufd::server

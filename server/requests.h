@@ -17,6 +17,10 @@
 
 namespace ggufd::server {
 
+// Request bodies keep the client's key order from the HTTP body to the chat template, as Hugging
+// Face and llama.cpp do: a tool schema reaches `tools | tojson` the way the client wrote it.
+using RequestJson = nlohmann::ordered_json;
+
 // One prompt of a completion request: text to tokenize, or token ids as given.
 struct PromptInput {
     bool is_tokens = false;
@@ -24,7 +28,8 @@ struct PromptInput {
     std::vector<int32_t> tokens;
 };
 
-// What both generation endpoints share.
+// What both generation endpoints share: the engine's side of the request (sampling, stop) and how
+// to answer.
 struct GenerationOptions {
     std::string model;  // empty: the default model
     int32_t n = 1;      // choices per prompt
@@ -41,9 +46,9 @@ struct CompletionRequest : GenerationOptions {
 };
 
 struct ChatRequest : GenerationOptions {
-    nlohmann::json messages;       // array of {"role", "content": string|null, ...}
-    nlohmann::json tools;          // null or array, passed to the template
-    nlohmann::json extra_context;  // object (chat_template_kwargs)
+    RequestJson messages;       // array of {"role", "content": string|null, ...}
+    RequestJson tools;          // null or array, passed to the template
+    RequestJson extra_context;  // object (chat_template_kwargs)
 };
 
 struct TokenizeRequest {
@@ -60,27 +65,29 @@ struct DetokenizeRequest {
 };
 
 // The body as a JSON object; malformed JSON or a non-object -> 400.
-nlohmann::json parse_json_body(std::string_view body);
+RequestJson parse_json_body(std::string_view body);
+
+// The one mapping from a generation request's JSON to the engine's parameters (SamplingParams,
+// StopParams with "max_tokens", which defaults to `default_max_tokens`) and the answer's shape
+// (model, n, stream, ...), each field range-checked here. The HTTP endpoints, ggufd-run generate
+// and the fuzzers all go through it; the engine's own checks against a model are
+// scheduler::validate().
+GenerationOptions parse_generation_options(const RequestJson& body, const ApiLimits& limits,
+                                           int32_t default_max_tokens);
 
 // POST /v1/completions. max_tokens defaults to 16, as in OpenAI's API.
-CompletionRequest parse_completion_request(const nlohmann::json& body, const ApiLimits& limits);
+CompletionRequest parse_completion_request(const RequestJson& body, const ApiLimits& limits);
 
 // POST /v1/chat/completions. max_tokens defaults to unlimited (the context bounds it).
 // response_format other than {"type": "text"} is rejected: nothing constrains the output to JSON.
 // Text content parts are joined with "\n"; other part types (images, audio) are rejected.
 // Role "developer" is passed to the template as "system".
-ChatRequest parse_chat_request(const nlohmann::json& body, const ApiLimits& limits);
+ChatRequest parse_chat_request(const RequestJson& body, const ApiLimits& limits);
 
 // POST /tokenize: {"content", "add_special" = false, "parse_special" = true, "with_pieces"}.
-TokenizeRequest parse_tokenize_request(const nlohmann::json& body);
+TokenizeRequest parse_tokenize_request(const RequestJson& body);
 
 // POST /detokenize: {"tokens": [ids]}.
-DetokenizeRequest parse_detokenize_request(const nlohmann::json& body);
-
-// Every id in 0..vocab_size-1, otherwise 400 naming `param`.
-void check_token_ids(const std::vector<int32_t>& tokens, int32_t vocab_size,
-                     const std::string& param);
-// logit_bias keys in 0..vocab_size-1.
-void check_logit_bias(const sampling::SamplingParams& sampling, int32_t vocab_size);
+DetokenizeRequest parse_detokenize_request(const RequestJson& body);
 
 }  // namespace ggufd::server

@@ -103,40 +103,4 @@ json usage_chunk(const ResponseMeta& meta, bool chat, const json& usage) {
             {"usage", usage}};
 }
 
-namespace {
-
-// Bytes a UTF-8 sequence starting with `lead` has; 0 for a continuation or invalid byte.
-size_t sequence_length(unsigned char lead) {
-    if (lead < 0x80) return 1;
-    if ((lead & 0xE0) == 0xC0) return 2;
-    if ((lead & 0xF0) == 0xE0) return 3;
-    if ((lead & 0xF8) == 0xF0) return 4;
-    return 0;
-}
-
-}  // namespace
-
-std::string Utf8Joiner::push(std::string_view piece) {
-    held_.append(piece);
-    // Find the start of the last sequence (at most 3 bytes back) and hold it if incomplete.
-    size_t n = held_.size();
-    size_t keep_from = n;
-    for (size_t back = 1; back <= 4 && back <= n; ++back) {
-        auto c = static_cast<unsigned char>(held_[n - back]);
-        if ((c & 0xC0) == 0x80) continue;  // continuation byte: look further back
-        size_t len = sequence_length(c);
-        if (len > back) keep_from = n - back;  // the sequence needs more bytes
-        break;
-    }
-    std::string out = held_.substr(0, keep_from);
-    held_.erase(0, keep_from);
-    return out;
-}
-
-std::string Utf8Joiner::finish() {
-    std::string out;
-    out.swap(held_);
-    return out;
-}
-
 }  // namespace ggufd::server

@@ -63,16 +63,4 @@ nlohmann::json chat_chunk(const ResponseMeta& meta, int index, const nlohmann::j
 // The final usage chunk of a stream with include_usage: no choices, only usage.
 nlohmann::json usage_chunk(const ResponseMeta& meta, bool chat, const nlohmann::json& usage);
 
-// Joins text pieces and releases only whole UTF-8 characters: a multi-byte character whose bytes
-// arrive in two pieces comes out in one. finish() releases what is held (an incomplete sequence at
-// the very end is released as is).
-class Utf8Joiner {
-  public:
-    std::string push(std::string_view piece);
-    std::string finish();
-
-  private:
-    std::string held_;
-};
-
 }  // namespace ggufd::server

@@ -4,11 +4,25 @@
 
 #include <cstdint>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
 
 namespace ggufd::sampling {
+
+// A request parameter the engine refuses. param() is its name in a request (the API's name,
+// e.g. "repeat_last_n" for penalty_last_n) so the HTTP layer can answer 400 naming it; what()
+// says why.
+class InvalidParam : public std::invalid_argument {
+  public:
+    InvalidParam(std::string param, const std::string& message)
+        : std::invalid_argument(message), param_(std::move(param)) {}
+    const std::string& param() const { return param_; }
+
+  private:
+    std::string param_;
+};
 
 struct SamplingParams {
     float temperature = 1.0f;        // 0 = greedy (argmax)
@@ -17,7 +31,8 @@ struct SamplingParams {
     float min_p = 0.0f;              // 0 = off
     float typical_p = 1.0f;          // 1 = off
     float repeat_penalty = 1.0f;     // 1 = off; divides positive / multiplies negative logits
-    int32_t penalty_last_n = 64;     // window of recent tokens the penalties look at; -1 = all
+    int32_t penalty_last_n = 64;     // "repeat_last_n": window of recent tokens the penalties look
+                                     // at; -1 = all (the whole context), 0 = penalties off
     float presence_penalty = 0.0f;   // subtracted once from tokens present in the window
     float frequency_penalty = 0.0f;  // subtracted per occurrence in the window
     std::vector<std::pair<int32_t, float>> logit_bias;  // token id -> added to its logit

@@ -27,10 +27,10 @@ inline float sanitize(float v) {
 }
 
 template <class T>
-[[noreturn]] void invalid(const char* field, const char* rule, T got) {
+[[noreturn]] void invalid(const char* field, const char* rule, T got, const char* param = nullptr) {
     std::ostringstream msg;
     msg << field << " must be " << rule << ", got " << got;
-    throw std::invalid_argument(msg.str());
+    throw InvalidParam(param ? param : field, msg.str());
 }
 
 // Orders candidates best first; the id decides ties so every selection is deterministic. A
@@ -249,18 +249,32 @@ void validate(const SamplingParams& p) {
     if (!(std::isfinite(p.repeat_penalty) && p.repeat_penalty > 0.0f))
         invalid("repeat_penalty", "a finite number > 0", p.repeat_penalty);
     if (p.penalty_last_n < -1)
-        invalid("penalty_last_n", ">= -1 (-1 means every token)", p.penalty_last_n);
+        invalid("repeat_last_n (penalty_last_n)", ">= -1 (-1 means every token)", p.penalty_last_n,
+                "repeat_last_n");
     if (!std::isfinite(p.presence_penalty))
         invalid("presence_penalty", "a finite number", p.presence_penalty);
     if (!std::isfinite(p.frequency_penalty))
         invalid("frequency_penalty", "a finite number", p.frequency_penalty);
     for (const auto& [token, bias] : p.logit_bias) {
-        if (token < 0) invalid("logit_bias token id", ">= 0", token);
+        if (token < 0) invalid("logit_bias token id", ">= 0", token, "logit_bias");
         if (std::isnan(bias) || bias == std::numeric_limits<float>::infinity())
-            invalid("logit_bias value", "a finite number (or -inf to ban)", bias);
+            invalid("logit_bias value", "a finite number (or -inf to ban)", bias, "logit_bias");
     }
     if (p.top_logprobs < -1)
         invalid("top_logprobs", ">= -1 (-1 disables logprobs)", p.top_logprobs);
+}
+
+void validate(const SamplingParams& p, int32_t n_vocab) {
+    validate(p);
+    if (n_vocab <= 0) invalid("n_vocab", "> 0", n_vocab);
+    for (const auto& [token, bias] : p.logit_bias) {
+        if (token >= n_vocab) {
+            std::ostringstream msg;
+            msg << "logit_bias token id must be < " << n_vocab << " (the vocabulary size), got "
+                << token;
+            throw InvalidParam("logit_bias", msg.str());
+        }
+    }
 }
 
 namespace {
@@ -315,15 +329,8 @@ std::vector<Logprob> compute_logprobs(std::span<const float> logits, int32_t cho
 
 Sampler::Sampler(const SamplingParams& params, int32_t n_vocab)
     : params_(params), n_vocab_(n_vocab) {
-    validate(params_);
-    if (n_vocab_ <= 0) invalid("n_vocab", "> 0", n_vocab_);
+    validate(params_, n_vocab_);
     for (const auto& [token, bias] : params_.logit_bias) {
-        if (token >= n_vocab_) {
-            std::ostringstream msg;
-            msg << "logit_bias token id must be < " << n_vocab_ << " (the vocabulary size), got "
-                << token;
-            throw std::invalid_argument(msg.str());
-        }
         // A copy, not the binding: lambdas may capture structured bindings only from clang 16.
         const int32_t id = token;
         auto it =

@@ -64,6 +64,9 @@ namespace ggufd::sampling {
 // 1.5", so the HTTP layer can answer 400 with the message. Does not need the vocabulary; the
 // Sampler constructor additionally checks logit_bias token ids against n_vocab.
 void validate(const SamplingParams& params);
+// Also checks the request against a vocabulary of n_vocab tokens (logit_bias ids). Both throw
+// InvalidParam (a std::invalid_argument) naming the request parameter.
+void validate(const SamplingParams& params, int32_t n_vocab);
 
 // A token and its log-probability under the model's raw distribution.
 struct Logprob {
@@ -82,7 +85,7 @@ std::vector<Logprob> compute_logprobs(std::span<const float> logits, int32_t cho
 
 class Sampler {
   public:
-    // Validates params (see validate()) and that 0 < n_vocab and every logit_bias id < n_vocab.
+    // Validates params against the vocabulary (validate(params, n_vocab)).
     Sampler(const SamplingParams& params, int32_t n_vocab);
 
     // Applies the chain to one position's logits (size must equal n_vocab) and returns the

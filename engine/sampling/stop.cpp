@@ -7,19 +7,26 @@
 
 namespace ggufd::sampling {
 
+namespace {
+
+// An empty stop string would match before any text.
+void check_stops(const std::vector<std::string>& stops) {
+    for (const std::string& s : stops)
+        if (s.empty()) throw InvalidParam("stop", "stop strings must not be empty");
+}
+
+}  // namespace
+
 void validate(const StopParams& params) {
     if (params.max_tokens < -1)
-        throw std::invalid_argument("max_tokens must be >= -1 (-1 means no limit), got " +
-                                    std::to_string(params.max_tokens));
-    for (const std::string& s : params.stop)
-        if (s.empty()) throw std::invalid_argument("stop strings must not be empty");
+        throw InvalidParam("max_tokens", "max_tokens must be >= -1 (-1 means no limit), got " +
+                                             std::to_string(params.max_tokens));
+    check_stops(params.stop);
 }
 
 StopMatcher::StopMatcher(std::vector<std::string> stops) : stops_(std::move(stops)) {
-    for (const std::string& s : stops_) {
-        if (s.empty()) throw std::invalid_argument("stop strings must not be empty");
-        longest_stop_ = std::max(longest_stop_, s.size());
-    }
+    check_stops(stops_);
+    for (const std::string& s : stops_) longest_stop_ = std::max(longest_stop_, s.size());
 }
 
 // Length of the longest end of held_ that is the beginning of some stop string (a full stop
@@ -95,7 +102,7 @@ StopChecker::Step StopChecker::on_token(int32_t token, std::string_view text) {
     if (finished_) throw std::logic_error("StopChecker: the generation has already finished");
     ++generated_;
     Step step;
-    if (!params_.ignore_eos && is_eog_(token)) {
+    if (ends_generation(token)) {
         step.text = matcher_.flush();
         step.reason = StopReason::end_of_generation;
         finished_ = true;
@@ -113,6 +120,10 @@ StopChecker::Step StopChecker::on_token(int32_t token, std::string_view text) {
         finished_ = true;
     }
     return step;
+}
+
+bool StopChecker::ends_generation(int32_t token) const {
+    return !params_.ignore_eos && is_eog_(token);
 }
 
 std::string StopChecker::finish() {

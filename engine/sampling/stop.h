@@ -26,8 +26,8 @@
 
 namespace ggufd::sampling {
 
-// Throws std::invalid_argument naming the field: max_tokens < -1, or an empty stop string
-// (it would match before any text).
+// Throws InvalidParam (a std::invalid_argument) naming the field: max_tokens < -1, or an empty
+// stop string (it would match before any text).
 void validate(const StopParams& params);
 
 class StopMatcher {
@@ -90,6 +90,10 @@ class StopChecker {
     // The generation ends for the caller's own reason (context full, cancelled): returns the
     // held-back text. Further on_token calls throw.
     std::string finish();
+
+    // Whether `token` ends the generation (an end-of-generation token, unless ignore_eos): the
+    // one such check, which on_token applies and the caller asks before decoding the token.
+    bool ends_generation(int32_t token) const;
 
     // True when max_tokens allows no (further) token, e.g. max_tokens == 0: ask before sampling.
     bool budget_exhausted() const;

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -56,16 +57,37 @@ struct GenerationRequest {
     std::shared_ptr<GenerationSink> sink;
 };
 
-enum class SubmitResult {
+enum class SubmitStatus {
     accepted,
     queue_full,       // answer 503 with Retry-After
     prompt_too_long,  // answer 400: the prompt does not fit the context
+    invalid,          // answer 400: a parameter the engine refuses
 };
+
+// Whether a request is taken, and if not why: the request parameter at fault (by its name in a
+// request: "prompt", "temperature", "logit_bias", ...) and a message ready for the client.
+struct SubmitResult {
+    SubmitStatus status = SubmitStatus::accepted;
+    std::string param;
+    std::string message;
+    bool accepted() const { return status == SubmitStatus::accepted; }
+};
+
+// Every id in 0..n_vocab-1, otherwise throws sampling::InvalidParam naming `param` and the
+// offending position.
+void check_token_ids(std::span<const int32_t> tokens, int32_t n_vocab, const std::string& param);
+
+// The engine's checks of a request against a model with n_vocab tokens and n_ctx positions per
+// sequence, each done here once: a non-empty prompt that leaves room for one generated token, its
+// token ids, the sampling parameters (ranges, logit_bias ids) and the stop parameters. Cheap
+// (linear in the prompt and logit_bias): callers may run it before anything is sent.
+SubmitResult validate(const GenerationRequest& request, int32_t n_vocab, int32_t n_ctx);
 
 // What the server needs of a model's scheduler.
 class Generator {
   public:
     virtual ~Generator() = default;
+    // Takes the request or says why not (validate()'s verdict, or a full queue).
     virtual SubmitResult submit(GenerationRequest request) = 0;
     virtual int32_t context_size() const = 0;  // tokens per sequence
 };

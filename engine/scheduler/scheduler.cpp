@@ -48,21 +48,29 @@ void Scheduler::stop() {
 }
 
 SubmitResult Scheduler::submit(GenerationRequest request) {
-    if (request.prompt.empty() || static_cast<int32_t>(request.prompt.size()) >= n_ctx_) {
+    SubmitResult verdict = validate(request, context_.n_vocab(), n_ctx_);
+    if (!verdict.accepted()) {
         ++stats_.rejected;
-        return SubmitResult::prompt_too_long;
+        return verdict;
     }
     {
         std::lock_guard lock(mutex_);
-        if (stopping_ || static_cast<int>(queue_.size()) >= params_.max_queue) {
+        if (stopping_) {
             ++stats_.rejected;
-            return SubmitResult::queue_full;
+            return {SubmitStatus::queue_full, {}, "The model is shutting down"};
+        }
+        if (static_cast<int>(queue_.size()) >= params_.max_queue) {
+            ++stats_.rejected;
+            return {SubmitStatus::queue_full,
+                    {},
+                    "The server is busy: " + std::to_string(queue_.size()) +
+                        " requests are waiting for this model; retry later"};
         }
         queue_.push_back({std::move(request), Clock::now()});
         stats_.queued = static_cast<int>(queue_.size());
     }
     wake_.notify_one();
-    return SubmitResult::accepted;
+    return {};
 }
 
 void Scheduler::loop() {
@@ -135,11 +143,6 @@ bool Scheduler::start(Slot& slot, Pending pending) {
         a.stop = std::make_unique<sampling::StopChecker>(a.request.stop,
                                                          [&t](int32_t id) { return t.is_eog(id); });
         a.decoder = std::make_unique<tok::StreamDecoder>(*tokenizer_);
-        for (int32_t id : a.request.prompt) {
-            if (id < 0 || id >= context_.n_vocab())
-                throw std::invalid_argument("prompt token id " + std::to_string(id) +
-                                            " is outside the vocabulary");
-        }
     } catch (const std::exception& e) {
         a.request.sink->on_finish(FinishReason::error, {}, e.what());
         return false;
@@ -284,7 +287,7 @@ void Scheduler::handle_logits(Slot& slot, std::span<const float> logits) {
     a.last_token_at = now;
 
     std::string text;
-    if (!tokenizer_->is_eog(token) || a.request.stop.ignore_eos) text = a.decoder->push(token);
+    if (!a.stop->ends_generation(token)) text = a.decoder->push(token);
     const sampling::StopChecker::Step step = a.stop->on_token(token, text);
     event.text = step.text;
     if (step.finished()) {

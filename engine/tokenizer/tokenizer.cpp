@@ -498,21 +498,15 @@ std::string StreamDecoder::push(int32_t id) {
         piece.erase(0, 1);
     }
     first_ = false;
-    pending_ += piece;
-    const size_t complete = unicode::complete_prefix_length(pending_);
-    std::string out = unicode::sanitize_utf8(std::string_view(pending_).substr(0, complete));
-    pending_.erase(0, complete);
-    return out;
+    return joiner_.push(piece);
 }
 
 std::string StreamDecoder::flush() {
-    std::string out = unicode::sanitize_utf8(pending_);
-    pending_.clear();
-    return out;
+    return joiner_.finish();
 }
 
 void StreamDecoder::reset() {
-    pending_.clear();
+    joiner_.reset();
     first_ = true;
 }
 

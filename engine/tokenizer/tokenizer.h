@@ -15,6 +15,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "engine/tokenizer/unicode.h"
 #include "engine/tokenizer/vocab.h"
 
 namespace ggufd::tok {
@@ -126,13 +127,13 @@ class StreamDecoder {
     // Ends the stream: returns what is held back, an incomplete sequence as U+FFFD.
     std::string flush();
     // Bytes held back waiting for the rest of a character.
-    size_t pending() const { return pending_.size(); }
+    size_t pending() const { return joiner_.pending(); }
     void reset();
 
   private:
     const Tokenizer* tokenizer_;
     Options options_;
-    std::string pending_;
+    unicode::Utf8Joiner joiner_;
     bool first_ = true;
 };
 

@@ -191,6 +191,20 @@ size_t complete_prefix_length(std::string_view bytes) {
     return i;
 }
 
+std::string Utf8Joiner::push(std::string_view piece) {
+    held_.append(piece);
+    const size_t complete = complete_prefix_length(held_);
+    std::string out = sanitize_utf8(std::string_view(held_).substr(0, complete));
+    held_.erase(0, complete);
+    return out;
+}
+
+std::string Utf8Joiner::finish() {
+    std::string out = sanitize_utf8(held_);
+    held_.clear();
+    return out;
+}
+
 namespace {
 
 // GPT-2's byte encoder: the printable Latin-1 bytes ('!'..'~', U+00A1..U+00AC, U+00AE..U+00FF)

@@ -68,6 +68,23 @@ std::string sanitize_utf8(std::string_view bytes);
 // continuation bytes. Used by streaming decoders to hold back incomplete characters.
 size_t complete_prefix_length(std::string_view bytes);
 
+// Joins pieces of a byte stream (token pieces, generated text) into whole UTF-8 characters: push()
+// returns what became complete, holding back the start of a character whose remaining bytes have
+// not arrived; bytes that can never form a character become U+FFFD. finish() ends the stream,
+// an incomplete tail as U+FFFD. The one place streaming text is made whole: the detokenizer
+// (StreamDecoder) and the server's per-choice output both use it.
+class Utf8Joiner {
+  public:
+    std::string push(std::string_view piece);
+    std::string finish();
+    // Bytes held back waiting for the rest of a character.
+    size_t pending() const { return held_.size(); }
+    void reset() { held_.clear(); }
+
+  private:
+    std::string held_;
+};
+
 // Byte-level BPE: every byte is represented by a printable code point (bytes that are printable
 // Latin-1 map to themselves, the others to U+0100 onwards in byte order).
 uint32_t byte_to_code_point(uint8_t byte);

@@ -161,6 +161,8 @@ TEST(StopChecker, EndOfGenerationTokenFinishesWithoutItsText) {
     StopParams p;
     p.stop = {"##"};
     StopChecker c(p, std::vector<int32_t>{kEos, kEot});
+    EXPECT_TRUE(c.ends_generation(kEot));
+    EXPECT_FALSE(c.ends_generation(10));
     auto s = c.on_token(10, "Hi #");
     EXPECT_EQ(s.text, "Hi ");
     EXPECT_FALSE(s.finished());
@@ -175,6 +177,7 @@ TEST(StopChecker, IgnoreEosKeepsGoing) {
     StopParams p;
     p.ignore_eos = true;
     StopChecker c(p, [](int32_t t) { return t == kEos; });
+    EXPECT_FALSE(c.ends_generation(kEos));  // what the scheduler asks before decoding it
     const auto s = c.on_token(kEos, "</s>");
     EXPECT_FALSE(s.finished());
     EXPECT_EQ(s.text, "</s>");

@@ -124,7 +124,7 @@ TEST_F(SchedulerTest, GreedyAloneMatchesReference) {
     auto s = make(1);
     const Case& c = cases_[0];
     auto sink = std::make_shared<RecordingSink>();
-    ASSERT_EQ(s->submit(greedy_request(c, sink, 128)), scheduler::SubmitResult::accepted);
+    ASSERT_EQ(s->submit(greedy_request(c, sink, 128)).status, scheduler::SubmitStatus::accepted);
     sink->wait_done();
     EXPECT_EQ(sink->reason, FinishReason::length);
     EXPECT_EQ(sink->tokens, c.greedy);
@@ -144,7 +144,8 @@ TEST_F(SchedulerTest, ConcurrentRequestsGetTheirSoloResults) {
         for (const Case& c : cases_) {
             auto sink = std::make_shared<RecordingSink>();
             sinks.push_back(sink);
-            ASSERT_EQ(s->submit(greedy_request(c, sink, 64)), scheduler::SubmitResult::accepted);
+            ASSERT_EQ(s->submit(greedy_request(c, sink, 64)).status,
+                      scheduler::SubmitStatus::accepted);
         }
     }
     for (size_t i = 0; i < sinks.size(); ++i) {
@@ -205,12 +206,15 @@ TEST_F(SchedulerTest, QueueFullAndPromptTooLong) {
     auto s = make(1, 1);
     auto first = std::make_shared<RecordingSink>();
     first->block_first_token = true;
-    ASSERT_EQ(s->submit(greedy_request(cases_[0], first, 8)), scheduler::SubmitResult::accepted);
+    ASSERT_EQ(s->submit(greedy_request(cases_[0], first, 8)).status,
+              scheduler::SubmitStatus::accepted);
     first->wait_blocked();  // the loop is inside step(), the only slot busy
     auto second = std::make_shared<RecordingSink>();
-    ASSERT_EQ(s->submit(greedy_request(cases_[1], second, 8)), scheduler::SubmitResult::accepted);
+    ASSERT_EQ(s->submit(greedy_request(cases_[1], second, 8)).status,
+              scheduler::SubmitStatus::accepted);
     auto third = std::make_shared<RecordingSink>();
-    EXPECT_EQ(s->submit(greedy_request(cases_[2], third, 8)), scheduler::SubmitResult::queue_full);
+    EXPECT_EQ(s->submit(greedy_request(cases_[2], third, 8)).status,
+              scheduler::SubmitStatus::queue_full);
     first->release();
     first->wait_done();
     second->wait_done();
@@ -219,21 +223,82 @@ TEST_F(SchedulerTest, QueueFullAndPromptTooLong) {
 
     Case huge = cases_[0];
     huge.prompt.resize(300, 400);
-    EXPECT_EQ(s->submit(greedy_request(huge, std::make_shared<RecordingSink>(), 8)),
-              scheduler::SubmitResult::prompt_too_long);
+    EXPECT_EQ(s->submit(greedy_request(huge, std::make_shared<RecordingSink>(), 8)).status,
+              scheduler::SubmitStatus::prompt_too_long);
+}
+
+// submit() says why it refuses: the parameter and a message with the numbers, before any work.
+TEST_F(SchedulerTest, SubmitRefusesWithItsReason) {
+    auto s = make(1);
+    Case huge = cases_[0];
+    huge.prompt.resize(300, 1);
+    auto sink = std::make_shared<RecordingSink>();
+    scheduler::SubmitResult r = s->submit(greedy_request(huge, sink, 8));
+    EXPECT_EQ(r.status, scheduler::SubmitStatus::prompt_too_long);
+    EXPECT_EQ(r.param, "prompt");
+    EXPECT_NE(r.message.find("256"), std::string::npos) << r.message;
+    EXPECT_NE(r.message.find("300"), std::string::npos) << r.message;
+
+    auto bad_id = greedy_request(cases_[0], sink, 8);
+    bad_id.prompt[1] = model_->hparams().n_vocab;
+    r = s->submit(std::move(bad_id));
+    EXPECT_EQ(r.status, scheduler::SubmitStatus::invalid);
+    EXPECT_EQ(r.param, "prompt");
+    EXPECT_NE(r.message.find("prompt[1]"), std::string::npos) << r.message;
+
+    auto hot = greedy_request(cases_[0], sink, 8);
+    hot.sampling.temperature = -1.0f;
+    r = s->submit(std::move(hot));
+    EXPECT_EQ(r.status, scheduler::SubmitStatus::invalid);
+    EXPECT_EQ(r.param, "temperature");
+    EXPECT_EQ(s->stats().rejected.load(), 3u);
+    EXPECT_TRUE(sink->tokens.empty());  // refused requests never start
+}
+
+// Each of the engine's checks of a request names the parameter it refuses.
+TEST(Validate, NamesTheOffendingParameter) {
+    constexpr int32_t n_vocab = 10, n_ctx = 8;
+    auto check = [&](auto change, scheduler::SubmitStatus status, const std::string& param,
+                     const std::string& in_message) {
+        scheduler::GenerationRequest r;
+        r.prompt = {1, 2};
+        change(r);
+        const scheduler::SubmitResult v = scheduler::validate(r, n_vocab, n_ctx);
+        EXPECT_EQ(v.status, status) << param;
+        EXPECT_EQ(v.param, param);
+        EXPECT_NE(v.message.find(in_message), std::string::npos) << v.message;
+    };
+    using S = scheduler::SubmitStatus;
+    using R = scheduler::GenerationRequest;
+    check([](R&) {}, S::accepted, "", "");
+    check([](R& r) { r.prompt.clear(); }, S::invalid, "prompt", "empty");
+    check([](R& r) { r.prompt.assign(8, 1); }, S::prompt_too_long, "prompt", "8 tokens");
+    check([](R& r) { r.prompt = {1, 10}; }, S::invalid, "prompt", "prompt[1]");
+    check([](R& r) { r.prompt = {-1}; }, S::invalid, "prompt", "prompt[0]");
+    check([](R& r) { r.sampling.temperature = -1; }, S::invalid, "temperature", "temperature");
+    check([](R& r) { r.sampling.typical_p = 0; }, S::invalid, "typical_p", "typical_p");
+    check([](R& r) { r.sampling.repeat_penalty = 0; }, S::invalid, "repeat_penalty", "repeat");
+    check([](R& r) { r.sampling.penalty_last_n = -2; }, S::invalid, "repeat_last_n",
+          "repeat_last_n");
+    check([](R& r) { r.sampling.logit_bias = {{10, 1.0f}}; }, S::invalid, "logit_bias", "10");
+    check([](R& r) { r.sampling.logit_bias = {{-1, 1.0f}}; }, S::invalid, "logit_bias", "-1");
+    check([](R& r) { r.stop.stop = {""}; }, S::invalid, "stop", "empty");
+    check([](R& r) { r.stop.max_tokens = -2; }, S::invalid, "max_tokens", "-2");
 }
 
 TEST_F(SchedulerTest, CancelledRequestFreesItsSlot) {
     auto s = make(1);
     auto sink = std::make_shared<RecordingSink>();
     sink->cancel_after = 3;
-    ASSERT_EQ(s->submit(greedy_request(cases_[0], sink, 100)), scheduler::SubmitResult::accepted);
+    ASSERT_EQ(s->submit(greedy_request(cases_[0], sink, 100)).status,
+              scheduler::SubmitStatus::accepted);
     sink->wait_done();
     EXPECT_EQ(sink->reason, FinishReason::cancelled);
     EXPECT_LT(sink->tokens.size(), 10u);
     // The slot serves the next request.
     auto next = std::make_shared<RecordingSink>();
-    ASSERT_EQ(s->submit(greedy_request(cases_[1], next, 5)), scheduler::SubmitResult::accepted);
+    ASSERT_EQ(s->submit(greedy_request(cases_[1], next, 5)).status,
+              scheduler::SubmitStatus::accepted);
     next->wait_done();
     EXPECT_EQ(next->reason, FinishReason::length);
     EXPECT_EQ(s->stats().busy_slots, 0);
@@ -244,7 +309,7 @@ TEST_F(SchedulerTest, StopStringEndsGenerationAndIsNotShown) {
     auto sink = std::make_shared<RecordingSink>();
     auto r = greedy_request(cases_[0], sink, 128);
     r.stop.stop = {"Lily"};
-    ASSERT_EQ(s->submit(std::move(r)), scheduler::SubmitResult::accepted);
+    ASSERT_EQ(s->submit(std::move(r)).status, scheduler::SubmitStatus::accepted);
     sink->wait_done();
     EXPECT_EQ(sink->reason, FinishReason::stop);
     EXPECT_EQ(sink->text, ", there was a little girl named ");
@@ -254,8 +319,8 @@ TEST_F(SchedulerTest, RepeatedPromptReusesTheCachedPrefix) {
     auto s = make(1);
     for (int i = 0; i < 2; ++i) {
         auto sink = std::make_shared<RecordingSink>();
-        ASSERT_EQ(s->submit(greedy_request(cases_[1], sink, 16)),
-                  scheduler::SubmitResult::accepted);
+        ASSERT_EQ(s->submit(greedy_request(cases_[1], sink, 16)).status,
+                  scheduler::SubmitStatus::accepted);
         sink->wait_done();
         EXPECT_EQ(sink->tokens,
                   std::vector<int32_t>(cases_[1].greedy.begin(), cases_[1].greedy.begin() + 16));
@@ -273,7 +338,7 @@ TEST_F(SchedulerTest, SampledGenerationIsReproducibleWithASeed) {
         r.sampling.temperature = 0.8f;
         r.sampling.seed = 1234;
         sinks.push_back(sink);
-        ASSERT_EQ(s->submit(std::move(r)), scheduler::SubmitResult::accepted);
+        ASSERT_EQ(s->submit(std::move(r)).status, scheduler::SubmitStatus::accepted);
     }
     for (auto& sink : sinks) sink->wait_done();
     EXPECT_EQ(sinks[0]->tokens, sinks[1]->tokens);
@@ -285,18 +350,20 @@ TEST_F(SchedulerTest, StopFinishesEverythingAsCancelled) {
     auto s = make(1, 4);
     auto a = std::make_shared<RecordingSink>();
     a->block_first_token = true;
-    ASSERT_EQ(s->submit(greedy_request(cases_[0], a, 100)), scheduler::SubmitResult::accepted);
+    ASSERT_EQ(s->submit(greedy_request(cases_[0], a, 100)).status,
+              scheduler::SubmitStatus::accepted);
     a->wait_blocked();
     auto b = std::make_shared<RecordingSink>();
-    ASSERT_EQ(s->submit(greedy_request(cases_[1], b, 100)), scheduler::SubmitResult::accepted);
+    ASSERT_EQ(s->submit(greedy_request(cases_[1], b, 100)).status,
+              scheduler::SubmitStatus::accepted);
     std::thread stopper([&] { s->stop(); });
     a->release();
     stopper.join();
     a->wait_done();
     b->wait_done();
     EXPECT_EQ(b->reason, FinishReason::cancelled);
-    EXPECT_EQ(s->submit(greedy_request(cases_[2], std::make_shared<RecordingSink>(), 4)),
-              scheduler::SubmitResult::queue_full);
+    EXPECT_EQ(s->submit(greedy_request(cases_[2], std::make_shared<RecordingSink>(), 4)).status,
+              scheduler::SubmitStatus::queue_full);
 }
 
 }  // namespace

@@ -37,10 +37,10 @@ bool FakeGenerator::wait_cancelled(int n) {
 scheduler::SubmitResult FakeGenerator::submit(scheduler::GenerationRequest request) {
     std::lock_guard lock(mutex_);
     requests_.push_back(request);
-    if (result_ != scheduler::SubmitResult::accepted) return result_;
+    if (!result_.accepted()) return result_;
     threads_.emplace_back(
         [this, request = std::move(request), script = script_]() mutable { run(request, script); });
-    return scheduler::SubmitResult::accepted;
+    return {};
 }
 
 void FakeGenerator::run(scheduler::GenerationRequest request, Script script) {
@@ -120,9 +120,10 @@ std::string FakeBackend::detokenize(const std::vector<int32_t>& tokens) const {
     return out;
 }
 
-std::string FakeBackend::render_chat(const nlohmann::json& messages, const nlohmann::json& tools,
+std::string FakeBackend::render_chat(const nlohmann::ordered_json& messages,
+                                     const nlohmann::ordered_json& tools,
                                      bool add_generation_prompt,
-                                     const nlohmann::json& extra_context) const {
+                                     const nlohmann::ordered_json& extra_context) const {
     std::string out;
     for (const auto& m : messages) {
         std::string content = m["content"].is_string() ? m["content"].get<std::string>() : "";

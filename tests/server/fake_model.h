@@ -54,7 +54,7 @@ class FakeGenerator : public scheduler::Generator {
     mutable std::mutex mutex_;
     std::condition_variable changed_;
     Script script_;
-    scheduler::SubmitResult result_ = scheduler::SubmitResult::accepted;
+    scheduler::SubmitResult result_;
     std::vector<scheduler::GenerationRequest> requests_;
     std::vector<std::thread> threads_;
     std::atomic<int> cancelled_seen_{0};
@@ -74,9 +74,9 @@ class FakeBackend : public ModelBackend {
                                   bool parse_special) const override;
     std::string detokenize(const std::vector<int32_t>& tokens) const override;
     // "<|role|>content\n" per message, "<|assistant|>" to prompt; content "RAISE" raises.
-    std::string render_chat(const nlohmann::json& messages, const nlohmann::json& tools,
-                            bool add_generation_prompt,
-                            const nlohmann::json& extra_context) const override;
+    std::string render_chat(const nlohmann::ordered_json& messages,
+                            const nlohmann::ordered_json& tools, bool add_generation_prompt,
+                            const nlohmann::ordered_json& extra_context) const override;
     scheduler::Generator& generator() override { return gen; }
 
     std::string last_rendered() const;

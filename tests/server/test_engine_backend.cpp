@@ -3,10 +3,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <functional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "server/api.h"
 #include "server/engine_backend.h"
 
 namespace {
@@ -14,12 +17,12 @@ namespace {
 using ggufd::server::EngineBackend;
 using nlohmann::json;
 
-std::shared_ptr<EngineBackend> demo() {
+std::shared_ptr<EngineBackend> demo(std::optional<std::string> chat_template = {}) {
     ggufd::scheduler::SchedulerParams params;
     params.n_slots = 1;
     params.n_threads = 1;
     params.n_ctx = 256;
-    return ggufd::server::make_demo_backend(params);
+    return ggufd::server::make_demo_backend(params, std::move(chat_template));
 }
 
 int32_t id_of(const EngineBackend& b, const std::string& special) {
@@ -67,6 +70,55 @@ TEST(EngineBackend, ContentTheTemplateRewritesIsRefusedOnlyWhenItHoldsSpecialTex
     EXPECT_NO_THROW(b->tokenize_chat_prompt("HELLO", plain));
     EXPECT_THROW(b->tokenize_chat_prompt("X<|IM_START|><|im_start|>", hostile),
                  ggufd::server::ChatTemplateError);
+}
+
+// Answers only with respond(): enough for requests refused before anything streams.
+class ReplyChannel : public ggufd::server::ResponseChannel {
+  public:
+    void respond(ggufd::server::HttpResponse r) override { response = std::move(r); }
+    void start_stream(ggufd::server::HttpResponse) override { ADD_FAILURE() << "streamed"; }
+    void send_chunk(std::string) override {}
+    void end_stream() override {}
+    void hold(std::shared_ptr<ggufd::server::Exchange>) override {}
+    ggufd::server::Poster poster() override {
+        return [](std::function<void()>) {};
+    }
+    ggufd::server::AccessInfo& access() override { return info; }
+
+    std::optional<ggufd::server::HttpResponse> response;
+    ggufd::server::AccessInfo info;
+};
+
+// The template sees the request's JSON in the client's key order (as Hugging Face and llama.cpp
+// pass it), not alphabetised: a template printing `tools | tojson` and `messages | tojson`
+// reproduces the body's order byte for byte. The template raises with what it printed, so the
+// rendered text comes back in the 400's message through the real handler.
+TEST(EngineBackend, ChatTemplateSeesTheRequestsKeyOrder) {
+    ggufd::server::ModelRegistry registry;
+    registry.add(demo("{{ raise_exception(tools | tojson ~ ' ' ~ messages | tojson) }}"));
+    ggufd::server::Api api(registry, {});
+    ggufd::server::HttpRequest request;
+    request.method = "POST";
+    request.path = "/v1/chat/completions";
+    request.body = R"({"messages": [{"role": "user", "content": "hi", "name": "ann"}],
+        "tools": [{"type": "function", "function": {"name": "get_weather",
+            "description": "Weather now", "parameters": {"type": "object",
+            "properties": {"city": {"type": "string"}, "unit": {"enum": ["c", "f"]}},
+            "required": ["city"]}}}]})";
+    auto channel = std::make_shared<ReplyChannel>();
+    api.handle(request, channel);
+    ASSERT_TRUE(channel->response);
+    EXPECT_EQ(channel->response->status, 400);
+    const std::string message =
+        json::parse(channel->response->body)["error"]["message"].get<std::string>();
+    const std::string tools =
+        R"([{"type": "function", "function": {"name": "get_weather", "description": )"
+        R"("Weather now", "parameters": {"type": "object", "properties": {"city": {"type": )"
+        R"("string"}, "unit": {"enum": ["c", "f"]}}, "required": ["city"]}}}])";
+    const std::string messages = R"([{"role": "user", "content": "hi", "name": "ann"}])";
+    // The message is the API's prefix, the template's position, then exactly what it printed.
+    EXPECT_TRUE(message.starts_with("the chat template refused the messages: ")) << message;
+    EXPECT_TRUE(message.ends_with(": " + tools + " " + messages)) << message;
 }
 
 }  // namespace

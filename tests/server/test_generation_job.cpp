@@ -58,10 +58,10 @@ class ManualGenerator : public scheduler::Generator {
   public:
     scheduler::SubmitResult submit(scheduler::GenerationRequest request) override {
         if (refuse_after >= 0 && static_cast<int>(requests.size()) >= refuse_after) {
-            return scheduler::SubmitResult::queue_full;
+            return {scheduler::SubmitStatus::queue_full, {}, "full"};
         }
         requests.push_back(std::move(request));
-        return scheduler::SubmitResult::accepted;
+        return {};
     }
     int32_t context_size() const override { return 100; }
 
@@ -74,7 +74,7 @@ GenerationPlan plan(ApiKind kind, int choices, bool stream) {
     p.kind = kind;
     p.meta = {"id-1", "m", 1};
     p.stream = stream;
-    for (int i = 0; i < choices; ++i) p.choices.push_back({0, {1, 2}, {}, {}, {}});
+    for (int i = 0; i < choices; ++i) p.choices.push_back({0, {}, {{1, 2}, {}, {}, nullptr}});
     return p;
 }
 
@@ -95,7 +95,7 @@ TEST(GenerationJob, NonStreamedAnswerAfterEveryChoiceFinished) {
     auto channel = std::make_shared<RecordingChannel>();
     ManualGenerator gen;
     auto job = std::make_shared<GenerationJob>(plan(ApiKind::chat, 2, false), channel);
-    EXPECT_EQ(job->start(gen).result, scheduler::SubmitResult::accepted);
+    EXPECT_EQ(job->start(gen).status, scheduler::SubmitStatus::accepted);
     EXPECT_EQ(channel->held, job);
     ASSERT_EQ(gen.requests.size(), 2u);
     gen.requests[1].sink->on_token(token("b"));
@@ -141,7 +141,8 @@ TEST(GenerationJob, RefusedSubmitCancelsTheAcceptedChoices) {
     gen.refuse_after = 1;
     auto job = std::make_shared<GenerationJob>(plan(ApiKind::chat, 3, true), channel);
     auto started = job->start(gen);
-    EXPECT_EQ(started.result, scheduler::SubmitResult::queue_full);
+    EXPECT_EQ(started.status, scheduler::SubmitStatus::queue_full);
+    EXPECT_EQ(started.message, "full");
     ASSERT_EQ(gen.requests.size(), 1u);
     EXPECT_TRUE(gen.requests[0].sink->cancelled());
     EXPECT_FALSE(channel->held);

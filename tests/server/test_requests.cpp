@@ -137,6 +137,9 @@ TEST(ParseCompletion, WrongTypesNameTheField) {
         {"ignore_eos", 1},
         {"user", 5},
         {"model", 3},
+        {"typical_p", "0.5"},
+        {"repeat_penalty", true},
+        {"repeat_last_n", 1.5},
     };
     for (const auto& [name, value] : cases) {
         json body = {{"prompt", "x"}, {name, value}};
@@ -164,6 +167,12 @@ TEST(ParseCompletion, OutOfRangeValues) {
         {"logit_bias", {{"1", 101}}},
         {"logprobs", limits.max_top_logprobs + 1},
         {"logprobs", -1},
+        {"typical_p", 0},
+        {"typical_p", 1.01},
+        {"repeat_penalty", 0},
+        {"repeat_penalty", -1},
+        {"repeat_penalty", 2.5},
+        {"repeat_last_n", -2},
     };
     for (const auto& [name, value] : cases) {
         json body = {{"prompt", "x"}, {name, value}};
@@ -191,6 +200,13 @@ TEST(ParseCompletion, RangeEdgesAreValidForTheEngine) {
         {"logit_bias", {{"1", -100}}},
         {"logit_bias", {{"1", 100}}},
         {"top_k", 0},
+        {"typical_p", 1e-9},
+        {"typical_p", 1},
+        {"repeat_penalty", 1e-9},
+        {"repeat_penalty", 2},
+        {"repeat_last_n", -1},
+        {"repeat_last_n", 0},
+        {"repeat_last_n", 2147483647},
     };
     for (const auto& [name, value] : cases) {
         const auto r = parse_completion_request(json{{"prompt", "x"}, {name, value}}, limits);
@@ -368,17 +384,52 @@ TEST(ParseTokenize, FieldsAndDefaults) {
     EXPECT_EQ(error_of([] { parse_detokenize_request({{"tokens", 1}}); }).param(), "tokens");
 }
 
-TEST(CheckTokenIds, AgainstTheVocabulary) {
-    EXPECT_NO_THROW(check_token_ids({0, 9}, 10, "prompt"));
-    auto e = error_of([] { check_token_ids({0, 10}, 10, "prompt"); });
-    EXPECT_EQ(e.param(), "prompt");
-    EXPECT_NE(std::string(e.what()).find("prompt[1]"), std::string::npos);
+// llama-server's typical_p, repeat_penalty and repeat_last_n, on both generation endpoints.
+TEST(ParseGeneration, LlamaServerSamplingFields) {
+    const json fields = {{"typical_p", 0.9}, {"repeat_penalty", 1.3}, {"repeat_last_n", -1}};
+    auto with_fields = [&](json body) {
+        body.update(fields);
+        return body;
+    };
+    auto c = parse_completion_request(with_fields({{"prompt", "x"}}), limits);
+    auto m = parse_chat_request(
+        with_fields({{"messages", {{{"role", "user"}, {"content", "hi"}}}}}), limits);
+    for (const GenerationOptions* r :
+         {static_cast<const GenerationOptions*>(&c), static_cast<const GenerationOptions*>(&m)}) {
+        EXPECT_FLOAT_EQ(r->sampling.typical_p, 0.9f);
+        EXPECT_FLOAT_EQ(r->sampling.repeat_penalty, 1.3f);
+        EXPECT_EQ(r->sampling.penalty_last_n, -1);
+    }
+    // Absent: the engine's defaults (typical and repeat penalty off, a 64-token window).
+    const sampling::SamplingParams defaults;
+    auto d = parse_completion_request(json{{"prompt", "x"}}, limits);
+    EXPECT_FLOAT_EQ(d.sampling.typical_p, defaults.typical_p);
+    EXPECT_FLOAT_EQ(d.sampling.repeat_penalty, defaults.repeat_penalty);
+    EXPECT_EQ(d.sampling.penalty_last_n, defaults.penalty_last_n);
+    // 0 turns the penalties off.
+    EXPECT_EQ(parse_completion_request(json{{"prompt", "x"}, {"repeat_last_n", 0}}, limits)
+                  .sampling.penalty_last_n,
+              0);
+    auto e = error_of([] {
+        parse_chat_request(
+            json{{"messages", {{{"role", "user"}, {"content", "hi"}}}}, {"typical_p", 0}}, limits);
+    });
+    EXPECT_EQ(e.param(), "typical_p");
+    EXPECT_NE(std::string(e.what()).find("greater than 0"), std::string::npos) << e.what();
+}
 
-    sampling::SamplingParams s;
-    s.logit_bias = {{3, 1.0f}};
-    EXPECT_NO_THROW(check_logit_bias(s, 10));
-    s.logit_bias = {{10, 1.0f}};
-    EXPECT_EQ(error_of([&] { check_logit_bias(s, 10); }).param(), "logit_bias");
+// The request's JSON keeps the client's key order (it reaches the chat template as written).
+TEST(ParseJsonBody, KeepsTheClientsKeyOrder) {
+    const RequestJson body = parse_json_body(R"({"z": 1, "a": {"y": 2, "b": 3}})");
+    EXPECT_EQ(body.dump(), R"({"z":1,"a":{"y":2,"b":3}})");
+    auto r = parse_chat_request(
+        parse_json_body(R"({"messages": [{"role": "user", "name": "n", "content": "c"}],
+                            "tools": [{"type": "function", "function": {"name": "f",
+                                       "description": "d", "parameters": {}}}]})"),
+        limits);
+    EXPECT_EQ(r.messages.dump(), R"([{"role":"user","name":"n","content":"c"}])");
+    EXPECT_EQ(r.tools.dump(),
+              R"([{"type":"function","function":{"name":"f","description":"d","parameters":{}}}])");
 }
 
 }  // namespace

@@ -94,31 +94,6 @@ TEST(Logprobs, ChatFormatCarriesBytes) {
     EXPECT_NO_THROW(dump_json(e));
 }
 
-TEST(Utf8Joiner, PassesAsciiAndWholeCharacters) {
-    Utf8Joiner j;
-    EXPECT_EQ(j.push("abc"), "abc");
-    EXPECT_EQ(j.push("\xC3\xA9"), "\xC3\xA9");
-    EXPECT_EQ(j.push("\xE2\x82\xAC!"), "\xE2\x82\xAC!");
-    EXPECT_EQ(j.finish(), "");
-}
-
-TEST(Utf8Joiner, HoldsASplitCharacterUntilComplete) {
-    Utf8Joiner j;
-    EXPECT_EQ(j.push("a\xF0\x9F"), "a");  // first half of U+1F600
-    EXPECT_EQ(j.push("\x98"), "");
-    EXPECT_EQ(j.push("\x80z"), "\xF0\x9F\x98\x80z");
-    EXPECT_EQ(j.push("\xE2"), "");
-    EXPECT_EQ(j.push("\x82\xAC"), "\xE2\x82\xAC");
-}
-
-TEST(Utf8Joiner, FinishReleasesAnIncompleteTail) {
-    Utf8Joiner j;
-    EXPECT_EQ(j.push("x\xC3"), "x");
-    EXPECT_EQ(j.finish(), "\xC3");
-    // Stray continuation bytes are not held forever.
-    EXPECT_EQ(j.push("\x80\x80\x80\x80\x80"), "\x80\x80\x80\x80\x80");
-}
-
 TEST(HttpRequest, HeadersAndQuery) {
     HttpRequest r;
     r.headers = {{"authorization", "Bearer k"}};

@@ -655,14 +655,66 @@ TEST_F(ServerTest, ModelIsRequiredWhenSeveralAreLoaded) {
 
 TEST_F(ServerTest, QueueFullIs503WithRetryAfter) {
     start();
-    gen().set_result(scheduler::SubmitResult::queue_full);
+    gen().set_result({scheduler::SubmitStatus::queue_full, {}, "the queue is full"});
     Client c(port);
     auto r = c.post("/v1/chat/completions", {{"messages", chat_messages}, {"stream", true}});
     EXPECT_EQ(r.result_int(), 503);
     EXPECT_EQ(r[http::field::retry_after], "1");
     EXPECT_EQ(body_of(r)["error"]["code"], "queue_full");
+    // The scheduler's reason, as it said it.
+    EXPECT_EQ(body_of(r)["error"]["message"], "the queue is full");
     // Refused requests are not left running: their sinks read as cancelled.
     for (const auto& req : gen().requests()) EXPECT_TRUE(req.sink->cancelled());
+}
+
+// llama-server's sampling fields reach the engine's request, on both endpoints; a value out of
+// range is a 400 naming it, before anything is submitted.
+TEST_F(ServerTest, LlamaServerSamplingFieldsReachTheEngine) {
+    start();
+    Client c(port);
+    auto r = c.post(
+        "/v1/completions",
+        {{"prompt", "x"}, {"typical_p", 0.5}, {"repeat_penalty", 1.25}, {"repeat_last_n", 16}});
+    EXPECT_EQ(r.result_int(), 200);
+    r = c.post("/v1/chat/completions",
+               {{"messages", chat_messages}, {"typical_p", 0.75}, {"repeat_last_n", -1}});
+    EXPECT_EQ(r.result_int(), 200);
+    const auto requests = gen().requests();
+    ASSERT_EQ(requests.size(), 2u);
+    EXPECT_FLOAT_EQ(requests[0].sampling.typical_p, 0.5f);
+    EXPECT_FLOAT_EQ(requests[0].sampling.repeat_penalty, 1.25f);
+    EXPECT_EQ(requests[0].sampling.penalty_last_n, 16);
+    EXPECT_FLOAT_EQ(requests[1].sampling.typical_p, 0.75f);
+    EXPECT_FLOAT_EQ(requests[1].sampling.repeat_penalty, 1.0f);
+    EXPECT_EQ(requests[1].sampling.penalty_last_n, -1);
+
+    r = c.post("/v1/chat/completions", {{"messages", chat_messages}, {"repeat_penalty", 3}});
+    EXPECT_EQ(r.result_int(), 400);
+    EXPECT_EQ(body_of(r)["error"]["param"], "repeat_penalty");
+    r = c.post("/v1/completions", {{"prompt", "x"}, {"repeat_last_n", -2}, {"stream", true}});
+    EXPECT_EQ(r.result_int(), 400);
+    EXPECT_EQ(body_of(r)["error"]["param"], "repeat_last_n");
+    EXPECT_EQ(gen().requests().size(), 2u);
+}
+
+// The engine's validate() runs before anything is streamed: an id beyond the vocabulary is a 400
+// naming the field.
+TEST_F(ServerTest, EngineValidationIs400BeforeStreaming) {
+    start();
+    Client c(port);
+    auto r = c.post("/v1/completions", {{"prompt", {1, 300}}, {"stream", true}});
+    EXPECT_EQ(r.result_int(), 400);
+    EXPECT_EQ(body_of(r)["error"]["param"], "prompt");
+    EXPECT_NE(body_of(r)["error"]["message"].get<std::string>().find("prompt[1]"),
+              std::string::npos);
+    r = c.post("/v1/chat/completions",
+               {{"messages", chat_messages}, {"logit_bias", {{"300", 1}}}, {"stream", true}});
+    EXPECT_EQ(r.result_int(), 400);
+    EXPECT_EQ(body_of(r)["error"]["param"], "logit_bias");
+    r = c.post("/detokenize", {{"tokens", {1, 300}}});
+    EXPECT_EQ(r.result_int(), 400);
+    EXPECT_EQ(body_of(r)["error"]["param"], "tokens");
+    EXPECT_TRUE(gen().requests().empty());
 }
 
 TEST_F(ServerTest, PromptTooLongIs400WithTheNumbers) {
@@ -677,13 +729,22 @@ TEST_F(ServerTest, PromptTooLongIs400WithTheNumbers) {
     EXPECT_EQ(body_of(r)["error"]["code"], "context_length_exceeded");
     EXPECT_TRUE(gen().requests().empty());
 
-    // Or refused by the scheduler.
-    gen().set_result(scheduler::SubmitResult::prompt_too_long);
+    // Or refused by the scheduler, whose reason and parameter the answer carries (a chat
+    // request's prompt is its messages).
+    gen().set_result({scheduler::SubmitStatus::prompt_too_long, "prompt", "too long: 4 tokens"});
     r = c.post("/v1/completions", {{"prompt", "abc"}});
     EXPECT_EQ(r.result_int(), 400);
-    message = body_of(r)["error"]["message"];
-    EXPECT_NE(message.find("64"), std::string::npos) << message;
-    EXPECT_NE(message.find(" 4 tokens"), std::string::npos) << message;
+    EXPECT_EQ(body_of(r)["error"]["message"], "too long: 4 tokens");
+    EXPECT_EQ(body_of(r)["error"]["param"], "prompt");
+    EXPECT_EQ(body_of(r)["error"]["code"], "context_length_exceeded");
+    r = c.post("/v1/chat/completions", {{"messages", chat_messages}});
+    EXPECT_EQ(r.result_int(), 400);
+    EXPECT_EQ(body_of(r)["error"]["param"], "messages");
+    gen().set_result({scheduler::SubmitStatus::invalid, "top_k", "top_k is wrong"});
+    r = c.post("/v1/completions", {{"prompt", "abc"}});
+    EXPECT_EQ(r.result_int(), 400);
+    EXPECT_EQ(body_of(r)["error"]["param"], "top_k");
+    EXPECT_EQ(body_of(r)["error"]["message"], "top_k is wrong");
 }
 
 TEST_F(ServerTest, EngineErrorIs500) {

@@ -122,4 +122,38 @@ TEST(ByteLevel, MappingIsABijectionOntoPrintableCodePoints) {
     EXPECT_EQ(uc::code_point_to_byte(0x4E2D), -1);
 }
 
+// The one joiner of streamed text (the detokenizer's and the server's): whole characters only.
+TEST(Utf8Joiner, PassesAsciiAndWholeCharacters) {
+    uc::Utf8Joiner j;
+    EXPECT_EQ(j.push("abc"), "abc");
+    EXPECT_EQ(j.push("\xC3\xA9"), "\xC3\xA9");
+    EXPECT_EQ(j.push("\xE2\x82\xAC!"), "\xE2\x82\xAC!");
+    EXPECT_EQ(j.finish(), "");
+}
+
+TEST(Utf8Joiner, HoldsASplitCharacterUntilComplete) {
+    uc::Utf8Joiner j;
+    EXPECT_EQ(j.push("a\xF0\x9F"), "a");  // first half of U+1F600
+    EXPECT_EQ(j.pending(), 2u);
+    EXPECT_EQ(j.push("\x98"), "");
+    EXPECT_EQ(j.push("\x80z"), "\xF0\x9F\x98\x80z");
+    EXPECT_EQ(j.push("\xE2"), "");
+    EXPECT_EQ(j.push("\x82\xAC"), "\xE2\x82\xAC");
+    EXPECT_EQ(j.pending(), 0u);
+}
+
+TEST(Utf8Joiner, ReplacesBytesThatCanNeverBeACharacter) {
+    const std::string fffd = "\xEF\xBF\xBD";
+    uc::Utf8Joiner j;
+    EXPECT_EQ(j.push("x\xC3"), "x");
+    // The stream ends inside a character: what is held comes out as U+FFFD.
+    EXPECT_EQ(j.finish(), fffd);
+    // Stray continuation bytes are not held: each is replaced at once.
+    EXPECT_EQ(j.push(std::string("\x80\x80") + "a"), fffd + fffd + "a");
+    // A lead byte followed by a non-continuation is decided as soon as the next byte arrives.
+    EXPECT_EQ(j.push("\xE2"), "");
+    EXPECT_EQ(j.push("A"), fffd + "A");
+    EXPECT_EQ(j.finish(), "");
+}
+
 }  // namespace

@@ -1,13 +1,18 @@
 // ggufd-run generate --model M --prompt TEXT --n-predict N [--temp T --seed S ...]
 // Prints the prompt (as the model's tokens spell it) followed by the completion, streamed as it
-// is generated, through the same scheduler the server uses.
+// is generated, through the same scheduler the server uses. The sampling flags become the
+// fields of an API request body and go through the server's request mapping, so they are
+// checked and converted exactly as over HTTP.
+#include <algorithm>
 #include <condition_variable>
 #include <cstdio>
+#include <iterator>
 #include <mutex>
 #include <stdexcept>
 #include <string>
 
 #include "engine/scheduler/scheduler.h"
+#include "server/requests.h"
 #include "tools/ggufd-run/commands.h"
 
 namespace ggufd::run {
@@ -49,36 +54,51 @@ int cmd_generate(Args args) {
     std::string model_path, prompt;
     scheduler::SchedulerParams params;
     params.n_slots = 1;
-    scheduler::GenerationRequest request;
-    request.sampling.temperature = 0.8f;
-    request.stop.max_tokens = 128;
+    // llama.cpp's defaults where they differ from the API's.
+    server::RequestJson body = {{"temperature", 0.8}, {"max_tokens", 128}};
     bool verbose = false;
+    // Flag -> request field; the value is read as JSON (a number), checked by the mapping.
+    const std::pair<std::string_view, const char*> numeric[] = {
+        {"--temp", "temperature"},
+        {"--seed", "seed"},
+        {"--top-k", "top_k"},
+        {"--top-p", "top_p"},
+        {"--min-p", "min_p"},
+        {"--typical-p", "typical_p"},
+        {"--repeat-penalty", "repeat_penalty"},
+        {"--repeat-last-n", "repeat_last_n"},
+        {"--presence-penalty", "presence_penalty"},
+        {"--frequency-penalty", "frequency_penalty"},
+    };
     for (size_t i = 0; i < args.size(); ++i) {
         const std::string_view a = args[i];
         auto value = [&]() -> std::string {
             if (i + 1 >= args.size()) throw std::runtime_error(std::string(a) + " needs a value");
             return std::string(args[++i]);
         };
-        if (a == "--model" || a == "-m")
+        auto number = [&]() {
+            const std::string v = value();
+            server::RequestJson j = server::RequestJson::parse(v, nullptr, false);
+            if (!j.is_number()) throw std::runtime_error(std::string(a) + ": not a number: " + v);
+            return j;
+        };
+        const auto flag = std::find_if(std::begin(numeric), std::end(numeric),
+                                       [&](const auto& f) { return f.first == a; });
+        if (flag != std::end(numeric))
+            body[flag->second] = number();
+        else if (a == "--model" || a == "-m")
             model_path = value();
         else if (a == "--prompt" || a == "-p")
             prompt = value();
-        else if (a == "--n-predict" || a == "-n")
-            request.stop.max_tokens = std::stoi(value());
-        else if (a == "--temp")
-            request.sampling.temperature = std::stof(value());
-        else if (a == "--seed")
-            request.sampling.seed = std::stoull(value());
-        else if (a == "--top-k")
-            request.sampling.top_k = std::stoi(value());
-        else if (a == "--top-p")
-            request.sampling.top_p = std::stof(value());
-        else if (a == "--min-p")
-            request.sampling.min_p = std::stof(value());
-        else if (a == "--repeat-penalty")
-            request.sampling.repeat_penalty = std::stof(value());
-        else if (a == "--stop")
-            request.stop.stop.push_back(value());
+        else if (a == "--n-predict" || a == "-n") {
+            // As in llama.cpp, a negative count means "until the context is full".
+            server::RequestJson n = number();
+            if (n.is_number_integer() && n.get<int64_t>() < 0)
+                body.erase("max_tokens");
+            else
+                body["max_tokens"] = n;
+        } else if (a == "--stop")
+            body["stop"].push_back(value());
         else if (a == "--threads" || a == "-t")
             params.n_threads = std::stoi(value());
         else if (a == "--ctx-size" || a == "-c")
@@ -90,6 +110,15 @@ int cmd_generate(Args args) {
     }
     if (model_path.empty())
         throw std::runtime_error("usage: generate --model M --prompt TEXT --n-predict N");
+    scheduler::GenerationRequest request;
+    try {
+        const server::GenerationOptions options =
+            server::parse_generation_options(body, server::ApiLimits{}, /*default_max_tokens=*/-1);
+        request.sampling = options.sampling;
+        request.stop = options.stop;
+    } catch (const server::ApiError& e) {
+        throw std::runtime_error(std::string(e.what()) + " (from the command-line flags)");
+    }
 
     auto model = model::Model::load(model_path);
     auto tokenizer = std::make_shared<const tok::Tokenizer>(tok::Vocab::from_gguf(model->file()));
@@ -113,14 +142,8 @@ int cmd_generate(Args args) {
     scheduler::Scheduler sched(model, tokenizer, params);
     auto sink = std::make_shared<PrintingSink>();
     request.sink = sink;
-    switch (sched.submit(std::move(request))) {
-        case scheduler::SubmitResult::accepted:
-            break;
-        case scheduler::SubmitResult::prompt_too_long:
-            throw std::runtime_error("the prompt does not fit the context");
-        case scheduler::SubmitResult::queue_full:
-            throw std::runtime_error("the scheduler refused the request");
-    }
+    if (const scheduler::SubmitResult r = sched.submit(std::move(request)); !r.accepted())
+        throw std::runtime_error(r.message);
     sink->wait();
     std::fputc('\n', stdout);
     if (sink->reason_ == scheduler::FinishReason::error) throw std::runtime_error(sink->error_);

@@ -25,7 +25,8 @@ std::span<const Command> commands() {
         Command{
             "generate",
             "generate --model M --prompt TEXT --n-predict N [--temp T --seed S --top-k K --top-p P "
-            "--min-p P --repeat-penalty R --stop S --threads N --ctx-size N]",
+            "--min-p P --typical-p P --repeat-penalty R --repeat-last-n N --presence-penalty P "
+            "--frequency-penalty P --stop S --threads N --ctx-size N]",
             cmd_generate},
         Command{"template", "template (--model M | --template-file T) --context-json C",
                 cmd_template},
