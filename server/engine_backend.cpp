@@ -108,7 +108,7 @@ std::shared_ptr<EngineBackend> EngineBackend::from_model(std::shared_ptr<const m
         std::make_shared<const tok::Tokenizer>(tok::Vocab::from_gguf(b->model_->file()));
     const auto shipped = b->model_->file().get_optional<std::string>("tokenizer.chat_template");
     b->model_has_template_ = shipped.has_value();
-    b->template_ = tmpl::Template::compile(tmpl::select_template(options.chat_template, shipped));
+    b->template_ = jinja::Template::compile(jinja::select_template(options.chat_template, shipped));
     const tok::Tokenizer& t = *b->tokenizer_;
     if (t.bos() >= 0) b->bos_text_ = t.token_to_piece(t.bos(), true);
     if (t.eos() >= 0) b->eos_text_ = t.token_to_piece(t.eos(), true);
@@ -171,7 +171,7 @@ std::vector<int32_t> EngineBackend::tokenize_chat_prompt(const std::string& prom
 std::string EngineBackend::render_chat(const Json& messages, const Json& tools,
                                        bool add_generation_prompt,
                                        const Json& extra_context) const {
-    tmpl::ChatContext c;
+    jinja::ChatContext c;
     c.messages = nlohmann::ordered_json::parse(messages.dump());
     if (!tools.is_null()) c.tools = nlohmann::ordered_json::parse(tools.dump());
     c.add_generation_prompt = add_generation_prompt;
@@ -179,8 +179,8 @@ std::string EngineBackend::render_chat(const Json& messages, const Json& tools,
     c.eos_token = eos_text_;
     if (extra_context.is_object()) c.extra = nlohmann::ordered_json::parse(extra_context.dump());
     try {
-        return template_->render(tmpl::build_chat_context(c));
-    } catch (const tmpl::TemplateError& e) {
+        return template_->render(jinja::build_chat_context(c));
+    } catch (const jinja::TemplateError& e) {
         // A template that raises judges the conversation (e.g. roles must alternate): the
         // client's to fix.
         throw ChatTemplateError(e.what());

@@ -6,7 +6,7 @@
 #include <stdexcept>
 #include <string>
 
-namespace ggufd::tmpl {
+namespace ggufd::jinja {
 
 class TemplateError : public std::runtime_error {
   public:
@@ -34,4 +34,4 @@ class TemplateError : public std::runtime_error {
     int column_;
 };
 
-}  // namespace ggufd::tmpl
+}  // namespace ggufd::jinja

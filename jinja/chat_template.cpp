@@ -1,9 +1,9 @@
-#include "engine/template/chat_template.h"
+#include "jinja/chat_template.h"
 
-#include "engine/template/interp.h"
-#include "engine/template/parser.h"
+#include "jinja/interp.h"
+#include "jinja/parser.h"
 
-namespace ggufd::tmpl {
+namespace ggufd::jinja {
 
 Template Template::compile(std::string_view source, const CompileOptions& options) {
     LexOptions lex;
@@ -70,4 +70,4 @@ std::string_view select_template(const std::optional<std::string>& config_overri
     return kChatMLTemplate;
 }
 
-}  // namespace ggufd::tmpl
+}  // namespace ggufd::jinja

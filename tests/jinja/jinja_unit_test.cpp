@@ -8,19 +8,19 @@
 #include <thread>
 #include <vector>
 
-#include "engine/template/chat_template.h"
-#include "tests/template/render_helpers.h"
+#include "jinja/chat_template.h"
+#include "tests/jinja/render_helpers.h"
 
 namespace {
 
-using ggufd::tmpl::ChatContext;
-using ggufd::tmpl::RenderOptions;
-using ggufd::tmpl::Template;
-using ggufd::tmpl::TemplateError;
-using ggufd::tmpl::testing::expect_all;
-using ggufd::tmpl::testing::expect_error;
-using ggufd::tmpl::testing::render;
-using ggufd::tmpl::testing::RenderCase;
+using ggufd::jinja::ChatContext;
+using ggufd::jinja::RenderOptions;
+using ggufd::jinja::Template;
+using ggufd::jinja::TemplateError;
+using ggufd::jinja::testing::expect_all;
+using ggufd::jinja::testing::expect_error;
+using ggufd::jinja::testing::render;
+using ggufd::jinja::testing::RenderCase;
 using json = nlohmann::ordered_json;
 
 // clang-format off
@@ -502,7 +502,7 @@ TEST(ChatContextTest, BuildsVariablesAndLeavesMissingTokensUndefined) {
     c.add_generation_prompt = true;
     c.eos_token = "</s>";
     c.extra = {{"enable_thinking", false}, {"messages", "ignored"}};
-    json ctx = ggufd::tmpl::build_chat_context(c);
+    json ctx = ggufd::jinja::build_chat_context(c);
     EXPECT_EQ(ctx["messages"][0]["content"], "hi");
     EXPECT_EQ(ctx["add_generation_prompt"], true);
     EXPECT_FALSE(ctx.contains("bos_token"));
@@ -514,7 +514,7 @@ TEST(ChatContextTest, BuildsVariablesAndLeavesMissingTokensUndefined) {
               "False</s>FalseFalse1");
     c.tools = json::array({{{"type", "function"}}});
     c.bos_token = "<s>";
-    EXPECT_EQ(render("{{ bos_token }}{{ tools | length }}", ggufd::tmpl::build_chat_context(c)),
+    EXPECT_EQ(render("{{ bos_token }}{{ tools | length }}", ggufd::jinja::build_chat_context(c)),
               "<s>1");
 }
 
@@ -527,17 +527,17 @@ TEST(ChatContextTest, ChatMLDefaultTemplate) {
                                                         {{"type", "text"}, {"text", " there"}}})}},
                               {{"role", "assistant"}, {"content", "Hello!"}}});
     c.add_generation_prompt = true;
-    EXPECT_EQ(
-        Template::compile(ggufd::tmpl::kChatMLTemplate).render(ggufd::tmpl::build_chat_context(c)),
-        "<|im_start|>system\nBe brief.<|im_end|>\n"
-        "<|im_start|>user\nHi there<|im_end|>\n"
-        "<|im_start|>assistant\nHello!<|im_end|>\n"
-        "<|im_start|>assistant\n");
+    EXPECT_EQ(Template::compile(ggufd::jinja::kChatMLTemplate)
+                  .render(ggufd::jinja::build_chat_context(c)),
+              "<|im_start|>system\nBe brief.<|im_end|>\n"
+              "<|im_start|>user\nHi there<|im_end|>\n"
+              "<|im_start|>assistant\nHello!<|im_end|>\n"
+              "<|im_start|>assistant\n");
 }
 
 TEST(ChatContextTest, ConfigurationOverridesModelTemplateWhichOverridesChatML) {
-    using ggufd::tmpl::kChatMLTemplate;
-    using ggufd::tmpl::select_template;
+    using ggufd::jinja::kChatMLTemplate;
+    using ggufd::jinja::select_template;
     EXPECT_EQ(select_template(std::nullopt, std::nullopt), kChatMLTemplate);
     EXPECT_EQ(select_template(std::nullopt, std::string("model")), "model");
     EXPECT_EQ(select_template(std::string("config"), std::string("model")), "config");

@@ -1,4 +1,4 @@
-#include "engine/template/pystr.h"
+#include "jinja/pystr.h"
 
 #include <unicode/locid.h>
 #include <unicode/uchar.h>
@@ -10,7 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 
-namespace ggufd::tmpl::pystr {
+namespace ggufd::jinja::pystr {
 
 bool is_ascii(std::string_view s) {
     for (unsigned char c : s) {
@@ -694,4 +694,4 @@ std::optional<double> parse_float(std::string_view s) {
     return v;
 }
 
-}  // namespace ggufd::tmpl::pystr
+}  // namespace ggufd::jinja::pystr

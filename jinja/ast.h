@@ -8,9 +8,9 @@
 #include <utility>
 #include <vector>
 
-#include "engine/template/value.h"
+#include "jinja/value.h"
 
-namespace ggufd::tmpl {
+namespace ggufd::jinja {
 
 struct Expr;
 struct Stmt;
@@ -136,4 +136,4 @@ struct Program {
     }
 };
 
-}  // namespace ggufd::tmpl
+}  // namespace ggufd::jinja

@@ -1,14 +1,14 @@
-#include "engine/template/text_filters.h"
+#include "jinja/text_filters.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 
-#include "engine/template/builtins.h"
-#include "engine/template/error.h"
-#include "engine/template/pystr.h"
+#include "jinja/builtins.h"
+#include "jinja/error.h"
+#include "jinja/pystr.h"
 
-namespace ggufd::tmpl::text {
+namespace ggufd::jinja::text {
 
 namespace {
 
@@ -573,4 +573,4 @@ std::string strip_tags(std::string_view s) {
     return unescape(collapsed);
 }
 
-}  // namespace ggufd::tmpl::text
+}  // namespace ggufd::jinja::text

@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-namespace ggufd::tmpl::pystr {
+namespace ggufd::jinja::pystr {
 
 bool is_ascii(std::string_view s);
 // Decodes UTF-8 to code points; invalid bytes decode as U+FFFD one byte at a time.
@@ -62,4 +62,4 @@ void append_json_string(std::string& out, std::string_view s, bool ensure_ascii)
 std::optional<std::int64_t> parse_int(std::string_view s, int base);
 std::optional<double> parse_float(std::string_view s);
 
-}  // namespace ggufd::tmpl::pystr
+}  // namespace ggufd::jinja::pystr

@@ -1,7 +1,7 @@
 // Jinja2 3.1's less common builtin filters, tests and globals: the ones added for issue 6
 // (groupby, slice, wordwrap, urlencode, xmlattr, filesizeformat, urlize, random) and the
 // arguments and edge cases of the older ones. No Jinja2 was available to run, so unlike
-// template_unit_test.cpp's tables these expectations were worked out by hand from Jinja2 3.1's
+// jinja_unit_test.cpp's tables these expectations were worked out by hand from Jinja2 3.1's
 // filters.py/utils.py, Python's textwrap and markupsafe (3.0); each case says which rule it
 // pins down.
 #include <gtest/gtest.h>
@@ -9,16 +9,16 @@
 #include <set>
 #include <string>
 
-#include "engine/template/chat_template.h"
-#include "tests/template/render_helpers.h"
+#include "jinja/chat_template.h"
+#include "tests/jinja/render_helpers.h"
 
 namespace {
 
-using ggufd::tmpl::RenderOptions;
-using ggufd::tmpl::testing::expect_all;
-using ggufd::tmpl::testing::expect_error;
-using ggufd::tmpl::testing::render;
-using ggufd::tmpl::testing::RenderCase;
+using ggufd::jinja::RenderOptions;
+using ggufd::jinja::testing::expect_all;
+using ggufd::jinja::testing::expect_error;
+using ggufd::jinja::testing::render;
+using ggufd::jinja::testing::RenderCase;
 using json = nlohmann::ordered_json;
 
 // clang-format off

@@ -9,14 +9,14 @@
 #include <string>
 #include <vector>
 
-#include "engine/template/chat_template.h"
+#include "jinja/chat_template.h"
 #include "tests/support/conformance.h"
 
 namespace {
 
-using ggufd::tmpl::RenderOptions;
-using ggufd::tmpl::Template;
-using ggufd::tmpl::TemplateError;
+using ggufd::jinja::RenderOptions;
+using ggufd::jinja::Template;
+using ggufd::jinja::TemplateError;
 
 struct Case {
     std::string name;  // test name: template and case, sanitized

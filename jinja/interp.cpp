@@ -1,15 +1,15 @@
-#include "engine/template/interp.h"
+#include "jinja/interp.h"
 
 #include <cmath>
 #include <cstring>
 #include <ctime>
 
-#include "engine/template/builtins.h"
-#include "engine/template/json.h"
-#include "engine/template/ops.h"
-#include "engine/template/pystr.h"
+#include "jinja/builtins.h"
+#include "jinja/json.h"
+#include "jinja/ops.h"
+#include "jinja/pystr.h"
 
-namespace ggufd::tmpl {
+namespace ggufd::jinja {
 
 namespace {
 
@@ -354,9 +354,9 @@ void Interp::run_for(const Stmt& s, const ScopePtr& scope, const Value& iterable
     }
 }
 
-}  // namespace ggufd::tmpl
+}  // namespace ggufd::jinja
 
-namespace ggufd::tmpl {
+namespace ggufd::jinja {
 
 void Interp::assign(const Target& t, const ScopePtr& scope, const Value& v) {
     switch (t.kind) {
@@ -721,4 +721,4 @@ Value Interp::call_macro(const MacroDef& def, const ScopePtr& closure, CallArgs&
     return Value(std::move(out));
 }
 
-}  // namespace ggufd::tmpl
+}  // namespace ggufd::jinja

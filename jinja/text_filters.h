@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-namespace ggufd::tmpl::text {
+namespace ggufd::jinja::text {
 
 // Called with the size of a string being built; throws when that exceeds the render's limit,
 // so a filter that multiplies its input (a long wrapstring on every line) stops early.
@@ -52,4 +52,4 @@ std::string filesize_format(double bytes, bool binary);
 // apos and nbsp (with their semicolon) are known; other entities stay as written.
 std::string strip_tags(std::string_view s);
 
-}  // namespace ggufd::tmpl::text
+}  // namespace ggufd::jinja::text

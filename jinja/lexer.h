@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-namespace ggufd::tmpl {
+namespace ggufd::jinja {
 
 struct LexOptions {
     bool trim_blocks = true;             // drop the first newline after a block or comment tag
@@ -42,4 +42,4 @@ struct Token {
 // Throws TemplateError with the position of the first lexical error.
 std::vector<Token> lex(std::string_view source, const LexOptions& options);
 
-}  // namespace ggufd::tmpl
+}  // namespace ggufd::jinja

@@ -5,10 +5,10 @@
 
 #include <string_view>
 
-#include "engine/template/ast.h"
-#include "engine/template/value.h"
+#include "jinja/ast.h"
+#include "jinja/value.h"
 
-namespace ggufd::tmpl {
+namespace ggufd::jinja {
 
 class Interp;
 class Scope;
@@ -30,4 +30,4 @@ std::string html_escape(std::string_view s);
 // strftime_now), or Undefined.
 Value global_function(std::string_view name);
 
-}  // namespace ggufd::tmpl
+}  // namespace ggufd::jinja

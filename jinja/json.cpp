@@ -1,12 +1,12 @@
-#include "engine/template/json.h"
+#include "jinja/json.h"
 
 #include <algorithm>
 #include <cmath>
 
-#include "engine/template/error.h"
-#include "engine/template/pystr.h"
+#include "jinja/error.h"
+#include "jinja/pystr.h"
 
-namespace ggufd::tmpl {
+namespace ggufd::jinja {
 
 namespace {
 
@@ -186,4 +186,4 @@ std::string dump_json(const Value& v, const JsonDumpOptions& options) {
     return std::move(d.out);
 }
 
-}  // namespace ggufd::tmpl
+}  // namespace ggufd::jinja

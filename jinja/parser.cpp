@@ -1,11 +1,11 @@
-#include "engine/template/parser.h"
+#include "jinja/parser.h"
 
 #include <initializer_list>
 
-#include "engine/template/builtins.h"
-#include "engine/template/error.h"
+#include "jinja/builtins.h"
+#include "jinja/error.h"
 
-namespace ggufd::tmpl {
+namespace ggufd::jinja {
 
 namespace {
 
@@ -876,4 +876,4 @@ std::shared_ptr<const Program> parse(std::string_view source, const LexOptions& 
     return program;
 }
 
-}  // namespace ggufd::tmpl
+}  // namespace ggufd::jinja

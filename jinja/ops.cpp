@@ -1,15 +1,15 @@
-#include "engine/template/ops.h"
+#include "jinja/ops.h"
 
 #include <cmath>
 #include <cstdio>
 #include <limits>
 
-#include "engine/template/builtins.h"
-#include "engine/template/error.h"
-#include "engine/template/interp.h"
-#include "engine/template/pystr.h"
+#include "jinja/builtins.h"
+#include "jinja/error.h"
+#include "jinja/interp.h"
+#include "jinja/pystr.h"
 
-namespace ggufd::tmpl {
+namespace ggufd::jinja {
 
 namespace {
 
@@ -741,4 +741,4 @@ std::string str_format(std::string_view fmt, const CallArgs& args) {
     return out;
 }
 
-}  // namespace ggufd::tmpl
+}  // namespace ggufd::jinja

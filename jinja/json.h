@@ -6,9 +6,9 @@
 #include <optional>
 #include <string>
 
-#include "engine/template/value.h"
+#include "jinja/value.h"
 
-namespace ggufd::tmpl {
+namespace ggufd::jinja {
 
 // JSON to template values (objects keep their key order). Throws TemplateError for JSON nested
 // deeper than the engine handles.
@@ -26,4 +26,4 @@ struct JsonDumpOptions {
 // generators, namespaces, macros), as Python raises TypeError.
 std::string dump_json(const Value& v, const JsonDumpOptions& options);
 
-}  // namespace ggufd::tmpl
+}  // namespace ggufd::jinja

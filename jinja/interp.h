@@ -8,12 +8,12 @@
 #include <utility>
 #include <vector>
 
-#include "engine/template/ast.h"
-#include "engine/template/chat_template.h"
-#include "engine/template/error.h"
-#include "engine/template/value.h"
+#include "jinja/ast.h"
+#include "jinja/chat_template.h"
+#include "jinja/error.h"
+#include "jinja/value.h"
 
-namespace ggufd::tmpl {
+namespace ggufd::jinja {
 
 // Variables of one frame: the template top level, a loop iteration, a macro call, a with block.
 // Lookups walk to the parent, which is how macros see their surroundings at call time.
@@ -133,4 +133,4 @@ class Interp {
     friend struct InterpAccess;
 };
 
-}  // namespace ggufd::tmpl
+}  // namespace ggufd::jinja

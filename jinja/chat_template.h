@@ -3,7 +3,7 @@
 // does (Jinja2 with trim_blocks, lstrip_blocks, loop controls, tojson, raise_exception,
 // strftime_now).
 //
-//   auto tmpl = ggufd::tmpl::Template::compile(source);            // throws TemplateError
+//   auto tmpl = ggufd::jinja::Template::compile(source);            // throws TemplateError
 //   ChatContext c{.messages = msgs, .add_generation_prompt = true};
 //   std::string prompt = tmpl.render(build_chat_context(c));        // throws TemplateError
 //
@@ -20,9 +20,9 @@
 #include <string>
 #include <string_view>
 
-#include "engine/template/error.h"
+#include "jinja/error.h"
 
-namespace ggufd::tmpl {
+namespace ggufd::jinja {
 
 struct Program;
 
@@ -91,4 +91,4 @@ extern const std::string_view kChatMLTemplate;
 std::string_view select_template(const std::optional<std::string>& config_override,
                                  const std::optional<std::string>& model_template);
 
-}  // namespace ggufd::tmpl
+}  // namespace ggufd::jinja

@@ -7,9 +7,9 @@
 #include <cstddef>
 #include <string>
 
-#include "engine/template/chat_template.h"
+#include "jinja/chat_template.h"
 
-namespace ggufd::tmpl::testing {
+namespace ggufd::jinja::testing {
 
 struct RenderCase {
     const char* source;
@@ -51,4 +51,4 @@ inline TemplateError expect_error(
     return TemplateError("none");
 }
 
-}  // namespace ggufd::tmpl::testing
+}  // namespace ggufd::jinja::testing

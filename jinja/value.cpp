@@ -1,13 +1,13 @@
-#include "engine/template/value.h"
+#include "jinja/value.h"
 
 #include <algorithm>
 #include <cmath>
 #include <functional>
 
-#include "engine/template/error.h"
-#include "engine/template/pystr.h"
+#include "jinja/error.h"
+#include "jinja/pystr.h"
 
-namespace ggufd::tmpl {
+namespace ggufd::jinja {
 
 namespace {
 
@@ -497,4 +497,4 @@ std::vector<Value> iterate(const Value& v) {
     }
 }
 
-}  // namespace ggufd::tmpl
+}  // namespace ggufd::jinja

@@ -4,12 +4,12 @@
 #include <memory>
 #include <string_view>
 
-#include "engine/template/ast.h"
-#include "engine/template/lexer.h"
+#include "jinja/ast.h"
+#include "jinja/lexer.h"
 
-namespace ggufd::tmpl {
+namespace ggufd::jinja {
 
 // Throws TemplateError (with line/column) on a syntax error.
 std::shared_ptr<const Program> parse(std::string_view source, const LexOptions& options);
 
-}  // namespace ggufd::tmpl
+}  // namespace ggufd::jinja

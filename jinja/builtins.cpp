@@ -1,4 +1,4 @@
-#include "engine/template/builtins.h"
+#include "jinja/builtins.h"
 
 #include <algorithm>
 #include <cmath>
@@ -9,14 +9,14 @@
 #include <set>
 #include <unordered_map>
 
-#include "engine/template/error.h"
-#include "engine/template/interp.h"
-#include "engine/template/json.h"
-#include "engine/template/ops.h"
-#include "engine/template/pystr.h"
-#include "engine/template/text_filters.h"
+#include "jinja/error.h"
+#include "jinja/interp.h"
+#include "jinja/json.h"
+#include "jinja/ops.h"
+#include "jinja/pystr.h"
+#include "jinja/text_filters.h"
 
-namespace ggufd::tmpl {
+namespace ggufd::jinja {
 
 namespace {
 
@@ -1145,7 +1145,7 @@ class BoundMethod : public Object {
         return call_method(interp, self_, name_, args);
     }
     std::string to_string() const override {
-        return "<built-in method " + name_ + " of " + tmpl::type_name(self_) + " object>";
+        return "<built-in method " + name_ + " of " + jinja::type_name(self_) + " object>";
     }
 
   private:
@@ -1709,4 +1709,4 @@ Value global_function(std::string_view name) {
         std::make_shared<BuiltinFunction>(std::string(name), it->second)));
 }
 
-}  // namespace ggufd::tmpl
+}  // namespace ggufd::jinja

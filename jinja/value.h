@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-namespace ggufd::tmpl {
+namespace ggufd::jinja {
 
 class Interp;
 class Object;
@@ -209,4 +209,4 @@ std::vector<Value> iterate(const Value& v);
 // Jinja's "object type repr" used in undefined messages: "dict object", "None", ...
 std::string object_type_repr(const Value& v);
 
-}  // namespace ggufd::tmpl
+}  // namespace ggufd::jinja

@@ -1,12 +1,12 @@
-#include "engine/template/lexer.h"
+#include "jinja/lexer.h"
 
 #include <algorithm>
 #include <cmath>
 
-#include "engine/template/error.h"
-#include "engine/template/pystr.h"
+#include "jinja/error.h"
+#include "jinja/pystr.h"
 
-namespace ggufd::tmpl {
+namespace ggufd::jinja {
 
 namespace {
 
@@ -438,4 +438,4 @@ std::vector<Token> lex(std::string_view source, const LexOptions& options) {
     return Lexer(source, options).run();
 }
 
-}  // namespace ggufd::tmpl
+}  // namespace ggufd::jinja

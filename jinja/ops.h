@@ -5,10 +5,10 @@
 #include <optional>
 #include <string_view>
 
-#include "engine/template/ast.h"
-#include "engine/template/value.h"
+#include "jinja/ast.h"
+#include "jinja/value.h"
 
-namespace ggufd::tmpl {
+namespace ggufd::jinja {
 
 class Interp;
 
@@ -28,4 +28,4 @@ std::string str_format(std::string_view fmt, const CallArgs& args);
 // format(value, spec) for the format mini-language.
 std::string format_spec(const Value& v, std::string_view spec);
 
-}  // namespace ggufd::tmpl
+}  // namespace ggufd::jinja
