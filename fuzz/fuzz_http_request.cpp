@@ -59,7 +59,8 @@ void render_chat(const server::ChatRequest& r) {
     options.limits.max_steps = 50'000;
     options.limits.max_output_bytes = 256u << 10;
     try {
-        (void)chatml.render(jinja::build_chat_context(chat), options);
+        (void)chatml.render(jinja::build_chat_context(chat),
+                            jinja::chat_render_options(chat, options));
     } catch (const jinja::TemplateError&) {  // the endpoint answers 400 with the message
     }
 }

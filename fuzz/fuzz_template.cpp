@@ -44,6 +44,7 @@ jinja::RenderOptions tight_options() {
     o.limits.max_call_depth = 16;
     o.limits.max_nesting = 300;
     o.limits.max_list_size = 4096;
+    o.content_variables = {"messages", "tools"};
     // A fixed clock: strftime_now must not make runs differ.
     o.now = [] {
         std::tm t{};
@@ -80,8 +81,18 @@ bool fuzz_template_one(const uint8_t* data, size_t size) {
     }
     try {
         const jinja::Template t = jinja::Template::compile(source, compile_options);
-        const std::string out = t.render(context, kOptions);
-        check(out.size() <= kOptions.limits.max_output_bytes, "output stays within the limit");
+        const jinja::Rendered out = t.render(context, kOptions);
+        check(out.text.size() <= kOptions.limits.max_output_bytes, "output stays within the limit");
+        for (size_t i = 0; i < out.content_ranges.size(); ++i) {
+            const auto [b, e] = out.content_ranges[i];
+            check(b < e && e <= out.text.size(), "content ranges are non-empty and in bounds");
+            check(i == 0 || b > out.content_ranges[i - 1].second,
+                  "content ranges are sorted, disjoint and merged");
+        }
+        // Tracking content never changes what is rendered.
+        jinja::RenderOptions untracked = kOptions;
+        untracked.content_variables.clear();
+        check(t.render_text(context, untracked) == out.text, "content tracking keeps the text");
         return true;
     } catch (const jinja::TemplateError&) {
         return false;

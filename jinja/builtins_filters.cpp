@@ -11,6 +11,7 @@
 #include <unordered_map>
 
 #include "jinja/builtins_args.h"
+#include "jinja/content.h"
 #include "jinja/error.h"
 #include "jinja/interp.h"
 #include "jinja/json.h"
@@ -211,7 +212,7 @@ Value f_format(Interp&, const Value& v, CallArgs& a) {
     }
     if (!a.kw.empty()) {
         auto d = std::make_shared<DictObj>();
-        for (auto& [k, val] : a.kw) d->set(k, val);
+        for (auto& [k, val] : a.kw) d->set(keyword_name(k, a), val);
         return Value(percent_format(to_str(v), Value(d)));
     }
     return Value(percent_format(to_str(v), Value::new_tuple(a.pos)));
@@ -260,15 +261,23 @@ Value f_items(Interp&, const Value& v, CallArgs&) {
 Value f_join(Interp& interp, const Value& v, CallArgs& a) {
     std::string sep = str_arg(a, 0, "d").value_or("");
     auto attribute = str_arg(a, 1, "attribute");
-    std::string out;
+    // The separator is taken as a value so a separator holding content keeps its ranges.
+    const Value* sep_value = arg(a, 0, "d");
+    TextBuilder out;
     bool first = true;
     for (const Value& item : iterate(v)) {
-        if (!first) out += sep;
+        if (!first) {
+            if (sep_value && sep_value->is_string()) {
+                out.append(*sep_value);
+            } else {
+                out.append_text(sep);
+            }
+        }
         first = false;
-        append_str(out, attribute ? get_path(interp, item, *attribute) : item);
-        interp.check_string_size(out.size());
+        out.append(attribute ? get_path(interp, item, *attribute) : item);
+        interp.check_string_size(out.text.size());
     }
-    return Value(std::move(out));
+    return out.take();
 }
 
 Value f_list(Interp&, const Value& v, CallArgs&) {
@@ -309,7 +318,8 @@ Value f_title(Interp&, const Value& v, CallArgs&) {
 }
 
 Value f_trim(Interp&, const Value& v, CallArgs& a) {
-    return Value(pystr::strip(to_str(v), str_arg(a, 0, "chars"), true, true));
+    std::string kept = pystr::strip(to_str(v), str_arg(a, 0, "chars"), true, true);
+    return v.is_string() ? stripped(v, std::move(kept), true, true) : Value(std::move(kept));
 }
 
 Value f_map(Interp& interp, const Value& v, CallArgs& a) {
@@ -329,6 +339,7 @@ Value f_map(Interp& interp, const Value& v, CallArgs& a) {
     CallArgs rest;
     rest.pos.assign(a.pos.begin() + 1, a.pos.end());
     rest.kw = a.kw;
+    rest.content_keywords = a.content_keywords;
     for (const Value& item : items) {
         CallArgs copy = rest;
         out.push_back(interp.apply_filter(name, item, copy));
@@ -388,6 +399,7 @@ Value select_impl(Interp& interp, const Value& v, CallArgs& a, bool by_attr, boo
                          a.pos.end());
     }
     targs.kw = a.kw;
+    targs.content_keywords = a.content_keywords;
     for (Value& item : truthy(v) ? iterate(v) : std::vector<Value>()) {
         Value probe = attribute ? get_path(interp, item, *attribute) : item;
         bool ok;

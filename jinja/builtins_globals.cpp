@@ -11,6 +11,7 @@
 #include <unordered_map>
 
 #include "jinja/builtins_args.h"
+#include "jinja/content.h"
 #include "jinja/error.h"
 #include "jinja/interp.h"
 #include "jinja/json.h"
@@ -33,7 +34,9 @@ class BuiltinFunction : public Object {
     BuiltinFunction(std::string name, GlobalFn fn) : name_(std::move(name)), fn_(fn) {}
     std::string type_name() const override { return "builtin_function_or_method"; }
     bool callable() const override { return true; }
-    Value call(Interp& interp, CallArgs& args) override { return fn_(interp, args); }
+    Value call(Interp& interp, CallArgs& args) override {
+        return interp.carry_content(fn_(interp, args), nullptr, args);
+    }
     std::string to_string() const override { return "<built-in function " + name_ + ">"; }
 
   private:
@@ -89,7 +92,7 @@ Value g_dict(Interp&, CallArgs& a) {
             }
         }
     }
-    for (const auto& [k, v] : a.kw) d->set(k, v);
+    for (const auto& [k, v] : a.kw) d->set(keyword_name(k, a), v);
     return Value(std::move(d));
 }
 
@@ -99,7 +102,7 @@ Value g_namespace(Interp&, CallArgs& a) {
         if (!a.pos[0].is_dict()) throw TemplateError("namespace() takes a mapping");
         for (const auto& [k, v] : a.pos[0].dict().entries) ns->attrs->set(k, v);
     }
-    for (const auto& [k, v] : a.kw) ns->attrs->set(k, v);
+    for (const auto& [k, v] : a.kw) ns->attrs->set(keyword_name(k, a), v);
     return Value(std::static_pointer_cast<Object>(ns));
 }
 

@@ -11,6 +11,7 @@
 #include <unordered_map>
 
 #include "jinja/builtins_args.h"
+#include "jinja/content.h"
 #include "jinja/error.h"
 #include "jinja/interp.h"
 #include "jinja/json.h"
@@ -90,7 +91,8 @@ Value str_method(Interp& interp, const Value& self, std::string_view name, CallA
     const std::string& s = self.str();
     if (name == "strip" || name == "lstrip" || name == "rstrip") {
         auto chars = str_arg(a, 0, "chars");
-        return Value(pystr::strip(s, chars, name != "rstrip", name != "lstrip"));
+        const bool left = name != "rstrip", right = name != "lstrip";
+        return stripped(self, pystr::strip(s, chars, left, right), left, right);
     }
     if (name == "split" || name == "rsplit") {
         auto sep = str_arg(a, 0, "sep");
@@ -347,7 +349,7 @@ Value dict_method(Interp& interp, const Value& self, std::string_view name, Call
                 }
             }
         }
-        for (const auto& [k, v] : a.kw) d.set(k, v);
+        for (const auto& [k, v] : a.kw) d.set(keyword_name(k, a), v);
         return Value::none();
     }
     if (name == "clear") {
@@ -385,13 +387,16 @@ Value call_method(Interp& interp, const Value& self, std::string_view name, Call
         case Kind::String: {
             Value r = str_method(interp, self, name, args);
             // Markup's own methods return Markup.
-            if (self.is_markup() && r.is_string() && !r.is_markup()) return Value::markup(r.str());
-            return r;
+            if (self.is_markup() && r.is_string() && !r.is_markup()) {
+                const ByteRanges* ranges = r.content_ranges();
+                r = Value::content(r.str(), ranges ? *ranges : ByteRanges{}, true);
+            }
+            return interp.carry_content(std::move(r), &self, args);
         }
         case Kind::List:
-            return list_method(interp, self, name, args);
+            return interp.carry_content(list_method(interp, self, name, args), &self, args);
         case Kind::Dict:
-            return dict_method(interp, self, name, args);
+            return interp.carry_content(dict_method(interp, self, name, args), &self, args);
         default:
             throw TemplateError("'" + type_name(self) + "' object has no attribute '" +
                                 std::string(name) + "'");

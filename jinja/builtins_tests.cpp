@@ -11,6 +11,7 @@
 #include <unordered_map>
 
 #include "jinja/builtins_args.h"
+#include "jinja/content.h"
 #include "jinja/error.h"
 #include "jinja/interp.h"
 #include "jinja/json.h"

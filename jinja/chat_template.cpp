@@ -13,8 +13,8 @@ Template Template::compile(std::string_view source, const CompileOptions& option
     return Template(parse(source, lex));
 }
 
-std::string Template::render(const nlohmann::ordered_json& context,
-                             const RenderOptions& options) const {
+Rendered Template::render(const nlohmann::ordered_json& context,
+                          const RenderOptions& options) const {
     Interp interp(*program_, options);
     return interp.render(context);
 }
@@ -42,6 +42,19 @@ nlohmann::ordered_json build_chat_context(const ChatContext& chat) {
         ctx.erase("eos_token");
     }
     return ctx;
+}
+
+RenderOptions chat_render_options(const ChatContext& chat, RenderOptions options) {
+    options.content_variables = {"messages", "tools"};
+    if (chat.extra.is_object()) {
+        for (auto it = chat.extra.begin(); it != chat.extra.end(); ++it) {
+            const std::string& k = it.key();
+            if (k != "bos_token" && k != "eos_token" && k != "add_generation_prompt") {
+                options.content_variables.push_back(k);
+            }
+        }
+    }
+    return options;
 }
 
 // ChatML as used by many models: each message framed by <|im_start|>role ... <|im_end|>.

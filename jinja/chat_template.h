@@ -5,7 +5,9 @@
 //
 //   auto tmpl = ggufd::jinja::Template::compile(source);            // throws TemplateError
 //   ChatContext c{.messages = msgs, .add_generation_prompt = true};
-//   std::string prompt = tmpl.render(build_chat_context(c));        // throws TemplateError
+//   Rendered prompt = tmpl.render(build_chat_context(c), chat_render_options(c));
+//   // prompt.text; prompt.content_ranges: the bytes that came from the client's messages,
+//   // tools and extra variables, never to be parsed as special tokens.
 //
 // A compiled Template is immutable: render it from any number of threads at once. Rendering is
 // sandboxed (no file, network or process access) and bounded by RenderLimits.
@@ -19,6 +21,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "jinja/error.h"
 
@@ -50,6 +54,16 @@ struct RenderOptions {
     RenderLimits limits;
     // The local time strftime_now formats. Unset: the current local time.
     std::function<std::tm()> now;
+    // Top-level context variables whose strings (values and keys, at any depth) are content:
+    // the output bytes made from them are reported in Rendered::content_ranges.
+    std::vector<std::string> content_variables;
+};
+
+// A render's output and, sorted, disjoint and not touching, the byte ranges [begin, end) of it
+// that came from content: copied bytes exactly, anything computed from content as a whole.
+struct Rendered {
+    std::string text;
+    std::vector<std::pair<std::size_t, std::size_t>> content_ranges;
 };
 
 class Template {
@@ -59,8 +73,12 @@ class Template {
 
     // Renders with `context` (a JSON object: its members become template variables). Throws
     // TemplateError on a runtime error, raise_exception(), or an exceeded limit.
-    std::string render(const nlohmann::ordered_json& context,
-                       const RenderOptions& options = {}) const;
+    Rendered render(const nlohmann::ordered_json& context, const RenderOptions& options = {}) const;
+    // The text alone, for callers with no content to track.
+    std::string render_text(const nlohmann::ordered_json& context,
+                            const RenderOptions& options = {}) const {
+        return render(context, options).text;
+    }
 
   private:
     explicit Template(std::shared_ptr<const Program> program) : program_(std::move(program)) {}
@@ -83,6 +101,10 @@ struct ChatContext {
 };
 
 nlohmann::ordered_json build_chat_context(const ChatContext& chat);
+
+// Options whose content variables are everything the client supplied: messages, tools and the
+// extra variables (not bos_token, eos_token or add_generation_prompt).
+RenderOptions chat_render_options(const ChatContext& chat, RenderOptions options = {});
 
 // The template used when a model ships none: ChatML (<|im_start|>role\ncontent<|im_end|>).
 extern const std::string_view kChatMLTemplate;

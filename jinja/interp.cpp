@@ -1,5 +1,6 @@
 #include "jinja/interp.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <ctime>
@@ -83,9 +84,9 @@ class LoopObj : public Object, public std::enable_shared_from_this<LoopObj> {
             throw TemplateError("The loop must have the 'recursive' marker to be callable.");
         }
         if (args.pos.size() != 1) throw TemplateError("loop() takes exactly one argument");
-        std::string out;
+        TextBuilder out;
         interp.run_for(stmt_, scope_, args.pos[0], depth_ + 1, out);
-        return Value(std::move(out));
+        return out.take();
     }
 
     std::string to_string() const override { return "<LoopContext>"; }
@@ -181,7 +182,7 @@ std::tm Interp::now() const {
     return tm;
 }
 
-std::string Interp::render(const nlohmann::ordered_json& context) {
+Rendered Interp::render(const nlohmann::ordered_json& context) {
     auto globals = std::make_shared<Scope>(nullptr);
     for (std::size_t id = 0; id < program_.names.size(); ++id) {
         Value g = global_function(program_.names[id]);
@@ -192,14 +193,18 @@ std::string Interp::render(const nlohmann::ordered_json& context) {
         // Only names the template mentions can ever be read, so only those are converted.
         for (auto it = context.begin(); it != context.end(); ++it) {
             int id = program_.find(it.key());
-            if (id >= 0) root->set(id, from_json(it.value()));
+            if (id < 0) continue;
+            const auto& marked = options_.content_variables;
+            const bool content = std::find(marked.begin(), marked.end(), it.key()) != marked.end();
+            tracks_content_ = tracks_content_ || content;
+            root->set(id, from_json(it.value(), content));
         }
     } else if (!context.is_null()) {
         throw TemplateError("the template context must be a JSON object");
     }
-    std::string out;
+    TextBuilder out;
     exec_body(program_.root, root, out);
-    return out;
+    return Rendered{std::move(out.text), std::move(out.ranges)};
 }
 
 Value Interp::lookup(int id, const ScopePtr& scope) const {
@@ -207,12 +212,12 @@ Value Interp::lookup(int id, const ScopePtr& scope) const {
     return Value::undefined("'" + program_.names[static_cast<std::size_t>(id)] + "' is undefined");
 }
 
-void Interp::append_output(std::string& out, const Value& v) const {
-    append_str(out, v);
-    check_string_size(out.size());
+void Interp::append_output(TextBuilder& out, const Value& v) const {
+    out.append(v);
+    check_string_size(out.text.size());
 }
 
-Flow Interp::exec_body(const Body& body, const ScopePtr& scope, std::string& out) {
+Flow Interp::exec_body(const Body& body, const ScopePtr& scope, TextBuilder& out) {
     for (const StmtPtr& s : body) {
         Flow f = exec(*s, scope, out);
         if (f != Flow::Normal) return f;
@@ -220,14 +225,14 @@ Flow Interp::exec_body(const Body& body, const ScopePtr& scope, std::string& out
     return Flow::Normal;
 }
 
-Flow Interp::exec(const Stmt& s, const ScopePtr& scope, std::string& out) {
+Flow Interp::exec(const Stmt& s, const ScopePtr& scope, TextBuilder& out) {
     step();
     NestingGuard nesting(nesting_, options_.limits.max_nesting);
     try {
         switch (s.kind) {
             case StmtKind::Text:
-                out += s.text;
-                check_string_size(out.size());
+                out.append_text(s.text);
+                check_string_size(out.text.size());
                 return Flow::Normal;
             case StmtKind::Output:
                 append_output(out, eval(*s.expr, scope));
@@ -244,9 +249,9 @@ Flow Interp::exec(const Stmt& s, const ScopePtr& scope, std::string& out) {
                 assign(s.target, scope, eval(*s.expr, scope));
                 return Flow::Normal;
             case StmtKind::SetBlock: {
-                std::string buf;
+                TextBuilder buf;
                 exec_body(s.body, scope, buf);
-                Value v(std::move(buf));
+                Value v = buf.take();
                 for (const ExprPtr& f : s.filters) v = eval_filter(*f, scope, v);
                 assign(s.target, scope, v);
                 return Flow::Normal;
@@ -274,9 +279,9 @@ Flow Interp::exec(const Stmt& s, const ScopePtr& scope, std::string& out) {
                 return Flow::Normal;
             }
             case StmtKind::FilterBlock: {
-                std::string buf;
+                TextBuilder buf;
                 exec_body(s.body, scope, buf);
-                Value v(std::move(buf));
+                Value v = buf.take();
                 for (const ExprPtr& f : s.filters) v = eval_filter(*f, scope, v);
                 append_output(out, v);
                 return Flow::Normal;
@@ -310,7 +315,7 @@ Flow Interp::exec(const Stmt& s, const ScopePtr& scope, std::string& out) {
 }
 
 void Interp::run_for(const Stmt& s, const ScopePtr& scope, const Value& iterable, int depth,
-                     std::string& out) {
+                     TextBuilder& out) {
     if (depth > options_.limits.max_call_depth) {
         throw TemplateError("maximum recursion depth (" +
                             std::to_string(options_.limits.max_call_depth) +
@@ -461,12 +466,12 @@ Value Interp::eval(const Expr& e, const ScopePtr& scope) {
         case ExprKind::Compare:
             return Value::boolean(eval_compare(e, scope));
         case ExprKind::Concat: {
-            std::string s;
+            TextBuilder s;
             for (const ExprPtr& item : e.items) {
-                append_str(s, eval(*item, scope));
-                check_string_size(s.size());
+                s.append(eval(*item, scope));
+                check_string_size(s.text.size());
             }
-            return Value(std::move(s));
+            return s.take();
         }
         case ExprKind::Cond:
             if (truthy(eval(*e.a, scope))) return eval(*e.b, scope);
@@ -539,6 +544,7 @@ void Interp::collect_args(const Expr& e, const ScopePtr& scope, CallArgs& args) 
         if (!d.is_dict()) throw TemplateError("argument after ** must be a mapping");
         for (const auto& [k, v] : d.dict().entries) {
             if (!k.is_string()) throw TemplateError("keywords must be strings");
+            if (k.content_ranges()) args.content_keywords = true;
             args.kw.emplace_back(k.str(), v);
         }
     }
@@ -568,7 +574,7 @@ Value Interp::eval_filter(const Expr& e, const ScopePtr& scope, const Value& inp
     if (!e.filter) throw TemplateError("No filter named '" + e.name + "'.");
     CallArgs args;
     collect_args(e, scope, args);
-    return e.filter(*this, input, args);
+    return carry_content(e.filter(*this, input, args), &input, args);
 }
 
 Value Interp::call(const Value& callee, CallArgs& args) {
@@ -580,7 +586,7 @@ Value Interp::call(const Value& callee, CallArgs& args) {
 Value Interp::apply_filter(std::string_view name, const Value& input, CallArgs& args) {
     FilterFn f = find_filter(name);
     if (!f) throw TemplateError("No filter named '" + std::string(name) + "'.");
-    return f(*this, input, args);
+    return carry_content(f(*this, input, args), &input, args);
 }
 
 bool Interp::apply_test(std::string_view name, const Value& input, CallArgs& args) {
@@ -637,12 +643,12 @@ Value Interp::getitem(const Value& obj, const Value& key) {
                 const std::string& s = obj.str();
                 if (pystr::is_ascii(s)) {
                     if (auto i = normalize_index(key.as_int(), s.size())) {
-                        return Value(std::string(1, s[*i]));
+                        return substring(obj, *i, *i + 1);
                     }
                 } else {
                     std::vector<std::size_t> offs = pystr::offsets(s);
                     if (auto i = normalize_index(key.as_int(), offs.size() - 1)) {
-                        return Value(s.substr(offs[*i], offs[*i + 1] - offs[*i]));
+                        return substring(obj, offs[*i], offs[*i + 1]);
                     }
                 }
                 return Value::undefined("'str object' has no element " + to_str(key));
@@ -695,7 +701,7 @@ Value Interp::call_macro(const MacroDef& def, const ScopePtr& closure, CallArgs&
             sc->set(def.param_ids[i], v);
             bound[i] = true;
         } else if (def.uses_kwargs) {
-            kwargs->set(k, v);
+            kwargs->set(keyword_name(k, args), v);
         } else {
             throw TemplateError("macro '" + def.name + "' takes no keyword argument '" + k + "'");
         }
@@ -716,9 +722,9 @@ Value Interp::call_macro(const MacroDef& def, const ScopePtr& closure, CallArgs&
     }
     if (def.uses_kwargs && kwargs_id_ >= 0) sc->set(kwargs_id_, Value(kwargs));
     if (!caller_value.is_undefined() && caller_id_ >= 0) sc->set(caller_id_, caller_value);
-    std::string out;
+    TextBuilder out;
     exec_body(def.body, sc, out);
-    return Value(std::move(out));
+    return out.take();
 }
 
 }  // namespace ggufd::jinja

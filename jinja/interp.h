@@ -10,6 +10,7 @@
 
 #include "jinja/ast.h"
 #include "jinja/chat_template.h"
+#include "jinja/content.h"
 #include "jinja/error.h"
 #include "jinja/value.h"
 
@@ -57,7 +58,7 @@ class Interp {
     Interp(const Interp&) = delete;
     Interp& operator=(const Interp&) = delete;
 
-    std::string render(const nlohmann::ordered_json& context);
+    Rendered render(const nlohmann::ordered_json& context);
 
     // ---- services for builtins ----
     Value call(const Value& callee, CallArgs& args);
@@ -85,6 +86,12 @@ class Interp {
                                 " elements");
         }
     }
+    // A builtin's result, its strings made from content marked as content (see content.h);
+    // free when the render has no content.
+    Value carry_content(Value result, const Value* input, const CallArgs& args) const {
+        if (!tracks_content_) return result;
+        return jinja::carry_content(std::move(result), input, args);
+    }
     // Containers mutated during the render; emptied at its end so cycles are freed.
     void note_mutation(const Value& container) { mutated_.push_back(container); }
     std::tm now() const;
@@ -102,11 +109,11 @@ class Interp {
                      const Value& caller);
     // Runs a for loop over `iterable` (also recursive loop(...) calls); output goes to `out`.
     void run_for(const Stmt& s, const ScopePtr& scope, const Value& iterable, int depth,
-                 std::string& out);
+                 TextBuilder& out);
 
   private:
-    Flow exec_body(const Body& body, const ScopePtr& scope, std::string& out);
-    Flow exec(const Stmt& s, const ScopePtr& scope, std::string& out);
+    Flow exec_body(const Body& body, const ScopePtr& scope, TextBuilder& out);
+    Flow exec(const Stmt& s, const ScopePtr& scope, TextBuilder& out);
     Value eval(const Expr& e, const ScopePtr& scope);
     Value eval_call(const Expr& e, const ScopePtr& scope);
     void collect_args(const Expr& e, const ScopePtr& scope, CallArgs& args);
@@ -115,7 +122,7 @@ class Interp {
     bool eval_compare(const Expr& e, const ScopePtr& scope);
     void assign(const Target& t, const ScopePtr& scope, const Value& v);
     Value lookup(int id, const ScopePtr& scope) const;
-    void append_output(std::string& out, const Value& v) const;
+    void append_output(TextBuilder& out, const Value& v) const;
 
     const Program& program_;
     const RenderOptions& options_;
@@ -127,6 +134,7 @@ class Interp {
     int caller_id_ = -1;
     int varargs_id_ = -1;
     int kwargs_id_ = -1;
+    bool tracks_content_ = false;
     std::vector<Value> mutated_;
     std::vector<ScopePtr> captured_scopes_;
 

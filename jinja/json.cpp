@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "jinja/content.h"
 #include "jinja/error.h"
 #include "jinja/pystr.h"
 
@@ -12,7 +13,13 @@ namespace {
 
 constexpr int kMaxJsonDepth = 200;
 
-Value convert(const nlohmann::ordered_json& j, int depth) {
+// A string from the context, wholly content when its variable is.
+Value context_string(std::string s, bool content) {
+    Value v(std::move(s));
+    return content ? all_content(v) : v;
+}
+
+Value convert(const nlohmann::ordered_json& j, bool content, int depth) {
     if (depth > kMaxJsonDepth) throw TemplateError("context JSON nested too deeply");
     using T = nlohmann::ordered_json::value_t;
     switch (j.type()) {
@@ -31,18 +38,18 @@ Value convert(const nlohmann::ordered_json& j, int depth) {
         case T::number_float:
             return Value(j.get<double>());
         case T::string:
-            return Value(j.get<std::string>());
+            return context_string(j.get<std::string>(), content);
         case T::array: {
             std::vector<Value> items;
             items.reserve(j.size());
-            for (const auto& e : j) items.push_back(convert(e, depth + 1));
+            for (const auto& e : j) items.push_back(convert(e, content, depth + 1));
             return Value::new_list(std::move(items));
         }
         case T::object: {
             auto d = std::make_shared<DictObj>();
             d->entries.reserve(j.size());
             for (auto it = j.begin(); it != j.end(); ++it) {
-                d->set(Value(it.key()), convert(it.value(), depth + 1));
+                d->set(context_string(it.key(), content), convert(it.value(), content, depth + 1));
             }
             return Value(std::move(d));
         }
@@ -176,8 +183,8 @@ class Dumper {
 
 }  // namespace
 
-Value from_json(const nlohmann::ordered_json& j) {
-    return convert(j, 0);
+Value from_json(const nlohmann::ordered_json& j, bool content) {
+    return convert(j, content, 0);
 }
 
 std::string dump_json(const Value& v, const JsonDumpOptions& options) {

@@ -10,9 +10,10 @@
 
 namespace ggufd::jinja {
 
-// JSON to template values (objects keep their key order). Throws TemplateError for JSON nested
-// deeper than the engine handles.
-Value from_json(const nlohmann::ordered_json& j);
+// JSON to template values (objects keep their key order); with `content`, every string and key
+// is wholly content (content.h). Throws TemplateError for JSON nested deeper than the engine
+// handles.
+Value from_json(const nlohmann::ordered_json& j, bool content = false);
 
 struct JsonDumpOptions {
     std::optional<std::string> indent;  // nullopt: one line; else the per-level indent string

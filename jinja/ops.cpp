@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "jinja/builtins.h"
+#include "jinja/content.h"
 #include "jinja/error.h"
 #include "jinja/interp.h"
 #include "jinja/pystr.h"
@@ -44,10 +45,10 @@ Value repeat(Interp& interp, const Value& seq, std::int64_t n) {
     if (seq.is_string()) {
         const std::string& s = seq.str();
         interp.check_string_size(s.size() * static_cast<std::size_t>(n));
-        std::string out;
-        out.reserve(s.size() * static_cast<std::size_t>(n));
-        for (std::int64_t i = 0; i < n; ++i) out += s;
-        return seq.is_markup() ? Value::markup(std::move(out)) : Value(std::move(out));
+        TextBuilder out;
+        out.text.reserve(s.size() * static_cast<std::size_t>(n));
+        for (std::int64_t i = 0; i < n; ++i) out.append(seq);
+        return out.take(seq.is_markup());
     }
     const ListObj& l = seq.list();
     interp.check_list_size(l.items.size() * static_cast<std::size_t>(n));
@@ -108,14 +109,15 @@ Value binary_op(Interp& interp, BinOp op, const Value& a, const Value& b) {
                     std::string s = a.is_markup() ? a.str() + html_escape(b.str())
                                                   : html_escape(a.str()) + b.str();
                     interp.check_string_size(s.size());
-                    return Value::markup(std::move(s));
+                    Value r = Value::markup(std::move(s));
+                    return a.content_ranges() || b.content_ranges() ? all_content(r) : r;
                 }
                 interp.check_string_size(a.str().size() + b.str().size());
-                std::string s;
-                s.reserve(a.str().size() + b.str().size());
-                s += a.str();
-                s += b.str();
-                return a.is_markup() ? Value::markup(std::move(s)) : Value(std::move(s));
+                TextBuilder s;
+                s.text.reserve(a.str().size() + b.str().size());
+                s.append(a);
+                s.append(b);
+                return s.take(a.is_markup());
             }
             if (plain_sequence(a) && plain_sequence(b) && a.list().seq == b.list().seq) {
                 const auto& x = a.list().items;
@@ -182,7 +184,8 @@ Value binary_op(Interp& interp, BinOp op, const Value& a, const Value& b) {
             if (op == BinOp::Mod && a.is_string()) {
                 std::string s = percent_format(a.str(), b);
                 interp.check_string_size(s.size());
-                return Value(std::move(s));
+                Value r(std::move(s));
+                return holds_content(a) || holds_content(b) ? all_content(r) : r;
             }
             unsupported(op == BinOp::Mod ? "%" : "//", a, b);
         case BinOp::Pow:
@@ -292,22 +295,18 @@ std::optional<Value> slice(const Value& obj, const Value& start_v, const Value& 
         for (std::int64_t i = start; i > stop; i += step) picks.push_back(i);
     }
     if (is_str) {
-        const std::string& s = obj.str();
-        std::string out;
         if (step == 1 && !picks.empty()) {
             std::size_t b = offs.empty() ? static_cast<std::size_t>(start) : offs[start];
             std::size_t e = offs.empty() ? static_cast<std::size_t>(stop) : offs[stop];
-            return Value(s.substr(b, e - b));
+            return substring(obj, b, e);
         }
+        TextBuilder picked;
         for (std::int64_t i : picks) {
             auto k = static_cast<std::size_t>(i);
-            if (offs.empty()) {
-                out += s[k];
-            } else {
-                out += s.substr(offs[k], offs[k + 1] - offs[k]);
-            }
+            picked.append(offs.empty() ? substring(obj, k, k + 1)
+                                       : substring(obj, offs[k], offs[k + 1]));
         }
-        return Value(std::move(out));
+        return picked.take();
     }
     auto r = std::make_shared<ListObj>();
     r->seq = obj.list().seq;

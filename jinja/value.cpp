@@ -4,6 +4,7 @@
 #include <cmath>
 #include <functional>
 
+#include "jinja/content.h"
 #include "jinja/error.h"
 #include "jinja/pystr.h"
 
@@ -25,12 +26,38 @@ struct UndefinedInfo {
 
 constexpr std::size_t kIndexThreshold = 8;
 
+// A string with content ranges; Values hold it through its std::string base, so str() reads
+// it like any string.
+struct ContentString : std::string {
+    ByteRanges ranges;
+};
+
 }  // namespace
 
 Value::Value(std::string s)
     : kind_(Kind::String), ptr_(std::make_shared<std::string>(std::move(s))) {}
-Value::Value(std::shared_ptr<const std::string> s)
-    : kind_(Kind::String), ptr_(std::const_pointer_cast<std::string>(std::move(s))) {}
+
+Value Value::content(std::string s, ByteRanges ranges, bool markup) {
+    if (ranges.empty()) {
+        Value v(std::move(s));
+        v.markup_ = markup;
+        return v;
+    }
+    auto cs = std::make_shared<ContentString>();
+    static_cast<std::string&>(*cs) = std::move(s);
+    cs->ranges = std::move(ranges);
+    Value v;
+    v.kind_ = Kind::String;
+    v.markup_ = markup;
+    v.content_ = true;
+    v.ptr_ = std::shared_ptr<std::string>(std::move(cs));
+    return v;
+}
+
+const ByteRanges* Value::content_ranges() const {
+    if (!content_) return nullptr;
+    return &static_cast<const ContentString*>(static_cast<const std::string*>(ptr_.get()))->ranges;
+}
 Value::Value(std::shared_ptr<ListObj> l) : kind_(Kind::List), ptr_(std::move(l)) {}
 Value::Value(std::shared_ptr<DictObj> d) : kind_(Kind::Dict), ptr_(std::move(d)) {}
 Value::Value(std::shared_ptr<Object> o) : kind_(Kind::Object), ptr_(std::move(o)) {}
@@ -475,12 +502,12 @@ std::vector<Value> iterate(const Value& v) {
             std::vector<Value> out;
             if (pystr::is_ascii(s)) {
                 out.reserve(s.size());
-                for (char c : s) out.emplace_back(std::string(1, c));
+                for (std::size_t k = 0; k < s.size(); ++k) out.push_back(substring(v, k, k + 1));
                 return out;
             }
             std::vector<std::size_t> offs = pystr::offsets(s);
             for (std::size_t k = 0; k + 1 < offs.size(); ++k) {
-                out.emplace_back(s.substr(offs[k], offs[k + 1] - offs[k]));
+                out.push_back(substring(v, offs[k], offs[k + 1]));
             }
             return out;
         }

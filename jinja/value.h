@@ -20,6 +20,9 @@ struct ListObj;
 struct DictObj;
 struct CallArgs;
 
+// Byte ranges [begin, end) of a string, sorted, disjoint and not touching.
+using ByteRanges = std::vector<std::pair<std::size_t, std::size_t>>;
+
 enum class Kind : std::uint8_t { Undefined, None, Bool, Int, Float, String, List, Dict, Object };
 
 class Value {
@@ -33,7 +36,6 @@ class Value {
     Value(std::string s);
     Value(std::string_view s) : Value(std::string(s)) {}
     Value(const char* s) : Value(std::string(s)) {}
-    Value(std::shared_ptr<const std::string> s);
     Value(std::shared_ptr<ListObj> l);
     Value(std::shared_ptr<DictObj> d);
     Value(std::shared_ptr<Object> o);
@@ -65,6 +67,11 @@ class Value {
         return v;
     }
     bool is_markup() const { return markup_; }
+    // A string whose bytes in `ranges` are content (see content.h); a plain string when
+    // `ranges` is empty, so strings without content never carry the extra allocation.
+    static Value content(std::string s, ByteRanges ranges, bool markup = false);
+    // The content ranges of a string; nullptr when it has none (or is not a string).
+    const ByteRanges* content_ranges() const;
 
     Kind kind() const { return kind_; }
     bool is_undefined() const { return kind_ == Kind::Undefined; }
@@ -85,9 +92,6 @@ class Value {
     std::int64_t as_int() const { return kind_ == Kind::Bool ? (b_ ? 1 : 0) : i_; }
     double as_double() const { return kind_ == Kind::Float ? f_ : static_cast<double>(as_int()); }
     const std::string& str() const { return *static_cast<const std::string*>(ptr_.get()); }
-    const std::shared_ptr<const std::string> str_ptr() const {
-        return std::static_pointer_cast<const std::string>(ptr_);
-    }
     ListObj& list() const { return *static_cast<ListObj*>(ptr_.get()); }
     std::shared_ptr<ListObj> list_ptr() const { return std::static_pointer_cast<ListObj>(ptr_); }
     DictObj& dict() const { return *static_cast<DictObj*>(ptr_.get()); }
@@ -101,6 +105,8 @@ class Value {
   private:
     Kind kind_ = Kind::Undefined;
     bool markup_ = false;
+    // ptr_ holds a ContentString (value.cpp) rather than a plain std::string.
+    bool content_ = false;
     union {
         bool b_;
         std::int64_t i_ = 0;
@@ -149,6 +155,8 @@ struct DictObj {
 struct CallArgs {
     std::vector<Value> pos;
     std::vector<std::pair<std::string, Value>> kw;
+    // Some keyword names came from the keys of a dict holding content (f(**d)).
+    bool content_keywords = false;
 
     // The argument `name` at position `i` or given by keyword, else nullptr.
     const Value* get(std::size_t i, std::string_view name) const;

@@ -296,9 +296,9 @@ void Api::chat_completions(const HttpRequest& request,
 
     std::vector<int32_t> tokens;
     try {
-        const std::string prompt =
+        const jinja::Rendered prompt =
             model.render_chat(r.messages, r.tools, /*add_generation_prompt=*/true, r.extra_context);
-        tokens = model.tokenize_chat_prompt(prompt, r.messages);
+        tokens = model.tokenize_chat_prompt(prompt);
     } catch (const ChatTemplateError& e) {
         throw ApiError::bad_request(
             std::string("the chat template refused the messages: ") + e.what(), "messages");

@@ -132,45 +132,18 @@ std::string EngineBackend::detokenize(const std::vector<int32_t>& tokens) const 
     return tokenizer_->decode(tokens);
 }
 
-std::vector<int32_t> EngineBackend::tokenize_chat_prompt(const std::string& prompt,
-                                                         const Json& messages) const {
-    // Find each message's content in the rendered prompt, in order; templates copy it verbatim
-    // or trimmed. Those ranges are untrusted: special-token text there stays text.
+std::vector<int32_t> EngineBackend::tokenize_chat_prompt(const jinja::Rendered& prompt) const {
     tok::EncodeOptions o;
     o.add_bos = false;
     o.add_eos = false;
     o.parse_special = true;
-    size_t cursor = 0;
-    for (const Json& m : messages) {
-        if (!m.is_object() || !m.contains("content") || !m["content"].is_string()) continue;
-        std::string content = m["content"].get<std::string>();
-        size_t at = content.empty() ? std::string::npos : prompt.find(content, cursor);
-        if (at == std::string::npos) {
-            const size_t b = content.find_first_not_of(" \t\r\n");
-            const size_t e = content.find_last_not_of(" \t\r\n");
-            if (b != std::string::npos) {
-                content = content.substr(b, e - b + 1);
-                at = prompt.find(content, cursor);
-            }
-        }
-        if (at == std::string::npos) {
-            // Not found verbatim: refuse rather than risk parsing the user's text as special
-            // tokens, but only when that text could be read as one.
-            if (tokenize(content, false, true) != tokenize(content, false, false)) {
-                throw ChatTemplateError(
-                    "a message contains special-token text that the chat template rewrites");
-            }
-            continue;
-        }
-        o.plain_ranges.emplace_back(at, at + content.size());
-        cursor = at + content.size();
-    }
-    return tokenizer_->encode(prompt, o);
+    o.plain_ranges = prompt.content_ranges;
+    return tokenizer_->encode(prompt.text, o);
 }
 
-std::string EngineBackend::render_chat(const Json& messages, const Json& tools,
-                                       bool add_generation_prompt,
-                                       const Json& extra_context) const {
+jinja::Rendered EngineBackend::render_chat(const Json& messages, const Json& tools,
+                                           bool add_generation_prompt,
+                                           const Json& extra_context) const {
     jinja::ChatContext c;
     c.messages = nlohmann::ordered_json::parse(messages.dump());
     if (!tools.is_null()) c.tools = nlohmann::ordered_json::parse(tools.dump());
@@ -179,7 +152,7 @@ std::string EngineBackend::render_chat(const Json& messages, const Json& tools,
     c.eos_token = eos_text_;
     if (extra_context.is_object()) c.extra = nlohmann::ordered_json::parse(extra_context.dump());
     try {
-        return template_->render(jinja::build_chat_context(c));
+        return template_->render(jinja::build_chat_context(c), jinja::chat_render_options(c));
     } catch (const jinja::TemplateError& e) {
         // A template that raises judges the conversation (e.g. roles must alternate): the
         // client's to fix.

@@ -39,11 +39,10 @@ class EngineBackend final : public ModelBackend,
     std::vector<int32_t> tokenize(const std::string& text, bool add_special,
                                   bool parse_special) const override;
     std::string detokenize(const std::vector<int32_t>& tokens) const override;
-    std::string render_chat(const nlohmann::json& messages, const nlohmann::json& tools,
-                            bool add_generation_prompt,
-                            const nlohmann::json& extra_context) const override;
-    std::vector<int32_t> tokenize_chat_prompt(const std::string& prompt,
-                                              const nlohmann::json& messages) const override;
+    jinja::Rendered render_chat(const nlohmann::json& messages, const nlohmann::json& tools,
+                                bool add_generation_prompt,
+                                const nlohmann::json& extra_context) const override;
+    std::vector<int32_t> tokenize_chat_prompt(const jinja::Rendered& prompt) const override;
     scheduler::Generator& generator() override { return *scheduler_; }
 
     const model::Model& model() const { return *model_; }

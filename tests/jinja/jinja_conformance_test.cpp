@@ -99,12 +99,12 @@ TEST_P(ChatTemplateConformance, RendersLikeJinja2) {
     RenderOptions options;
     options.now = fixed_time;
     if (c.expect_error) {
-        EXPECT_THROW(t.render(c.context, options), TemplateError);
+        EXPECT_THROW(t.render_text(c.context, options), TemplateError);
         return;
     }
     std::string out;
     try {
-        out = t.render(c.context, options);
+        out = t.render_text(c.context, options);
     } catch (const TemplateError& e) {
         FAIL() << "render failed: " << e.what();
     }

@@ -329,7 +329,7 @@ TEST(TemplateJinja2Semantics, Undefined) {
 TEST(TemplateSyntax, CrLfNormalisedAndOneTrailingNewlineDropped) {
     EXPECT_EQ(render("a\r\nb\r\n"), "a\nb");
     EXPECT_EQ(render("a\n\n"), "a\n");
-    EXPECT_EQ(Template::compile("a\n", {.keep_trailing_newline = true}).render(json::object()),
+    EXPECT_EQ(Template::compile("a\n", {.keep_trailing_newline = true}).render_text(json::object()),
               "a\n");
 }
 
@@ -481,13 +481,13 @@ TEST(TemplateRender, CompiledTemplateRendersConcurrently) {
         ctx["messages"].push_back({{"role", i % 2 ? "assistant" : "user"},
                                    {"content", " message " + std::to_string(i) + " "}});
     }
-    const std::string expected = t.render(ctx);
+    const std::string expected = t.render_text(ctx);
     std::vector<std::thread> threads;
     std::vector<int> mismatches(4, 0);
     for (int k = 0; k < 4; ++k) {
         threads.emplace_back([&, k] {
             for (int i = 0; i < 200; ++i) {
-                if (t.render(ctx) != expected) ++mismatches[static_cast<std::size_t>(k)];
+                if (t.render_text(ctx) != expected) ++mismatches[static_cast<std::size_t>(k)];
             }
         });
     }
@@ -528,7 +528,7 @@ TEST(ChatContextTest, ChatMLDefaultTemplate) {
                               {{"role", "assistant"}, {"content", "Hello!"}}});
     c.add_generation_prompt = true;
     EXPECT_EQ(Template::compile(ggufd::jinja::kChatMLTemplate)
-                  .render(ggufd::jinja::build_chat_context(c)),
+                  .render_text(ggufd::jinja::build_chat_context(c)),
               "<|im_start|>system\nBe brief.<|im_end|>\n"
               "<|im_start|>user\nHi there<|im_end|>\n"
               "<|im_start|>assistant\nHello!<|im_end|>\n"

@@ -20,7 +20,7 @@ struct RenderCase {
 inline std::string render(const std::string& src,
                           const nlohmann::ordered_json& ctx = nlohmann::ordered_json::object(),
                           const RenderOptions& options = {}) {
-    return Template::compile(src).render(ctx, options);
+    return Template::compile(src).render_text(ctx, options);
 }
 
 template <std::size_t N>

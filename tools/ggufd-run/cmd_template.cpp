@@ -86,7 +86,7 @@ int cmd_template(Args args) {
         }
         options.now = [tm] { return tm; };
     }
-    std::string out = jinja::Template::compile(source).render(context, options);
+    std::string out = jinja::Template::compile(source).render_text(context, options);
     std::fwrite(out.data(), 1, out.size(), stdout);
     return 0;
 }
