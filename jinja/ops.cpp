@@ -106,11 +106,21 @@ Value binary_op(Interp& interp, BinOp op, const Value& a, const Value& b) {
             if (a.is_string() && b.is_string()) {
                 if (a.is_markup() != b.is_markup()) {
                     // Markup + str escapes the plain side and stays Markup.
-                    std::string s = a.is_markup() ? a.str() + html_escape(b.str())
-                                                  : html_escape(a.str()) + b.str();
-                    interp.check_string_size(s.size());
-                    Value r = Value::markup(std::move(s));
-                    return a.content_ranges() || b.content_ranges() ? all_content(r) : r;
+                    TextBuilder s;
+                    // The escaped side is content as a whole when it holds any.
+                    auto append_escaped = [&s](const Value& v) {
+                        Value escaped(html_escape(v.str()));
+                        s.append(v.content_ranges() ? all_content(escaped) : escaped);
+                    };
+                    if (a.is_markup()) {
+                        s.append(a);
+                        append_escaped(b);
+                    } else {
+                        append_escaped(a);
+                        s.append(b);
+                    }
+                    interp.check_string_size(s.text.size());
+                    return s.take(true);
                 }
                 interp.check_string_size(a.str().size() + b.str().size());
                 TextBuilder s;

@@ -111,6 +111,96 @@ TEST_P(ChatTemplateConformance, RendersLikeJinja2) {
     EXPECT_EQ(out, c.expected);
 }
 
+// The strings a client supplies in a chat context: everything but bos/eos and the generation
+// flag, at any depth, keys included.
+bool is_server_variable(const std::string& key) {
+    return key == "bos_token" || key == "eos_token" || key == "add_generation_prompt";
+}
+
+void collect_strings(const nlohmann::ordered_json& j, std::vector<std::string>& out) {
+    if (j.is_string()) out.push_back(j.get<std::string>());
+    if (j.is_object()) {
+        for (auto it = j.begin(); it != j.end(); ++it) {
+            out.push_back(it.key());
+            collect_strings(it.value(), out);
+        }
+    }
+    if (j.is_array()) {
+        for (const auto& e : j) collect_strings(e, out);
+    }
+}
+
+bool any_contains(const std::vector<std::string>& strings, const std::string& part) {
+    for (const std::string& s : strings) {
+        if (s.find(part) != std::string::npos) return true;
+    }
+    return false;
+}
+
+bool inside_ranges(const ggufd::jinja::Rendered& r, size_t begin, size_t end) {
+    for (const auto& [b, e] : r.content_ranges) {
+        if (b <= begin && end <= e) return true;
+    }
+    return false;
+}
+
+// Content tracking leaves the text as it was, and its ranges cover each message's content
+// where the template prints it unchanged, and nothing but what the client sent.
+TEST_P(ChatTemplateConformance, ContentRangesCoverTheClientsText) {
+    GGUFD_REQUIRE_CONFORMANCE(dir);
+    const Case& c = GetParam();
+    if (c.expect_error) return;
+    const Template& t = compiled(dir / "chat_templates" / "templates" / c.template_file);
+    RenderOptions options;
+    options.now = fixed_time;
+    std::vector<std::string> client;
+    for (auto it = c.context.begin(); it != c.context.end(); ++it) {
+        if (is_server_variable(it.key())) continue;
+        options.content_variables.push_back(it.key());
+        collect_strings(it.value(), client);
+    }
+    std::vector<std::string> markers = {"<|", "[INST]", "<start_of_turn>", "<end_of_turn>"};
+    for (const char* token : {"bos_token", "eos_token"}) {
+        if (c.context.contains(token) && c.context[token].is_string() &&
+            !c.context[token].get<std::string>().empty()) {
+            markers.push_back(c.context[token].get<std::string>());
+        }
+    }
+    ggufd::jinja::Rendered r;
+    try {
+        r = t.render(c.context, options);
+    } catch (const TemplateError& e) {
+        FAIL() << "render failed: " << e.what();
+    }
+    ASSERT_EQ(r.text, c.expected);
+    for (size_t i = 0; i < r.content_ranges.size(); ++i) {
+        const auto [b, e] = r.content_ranges[i];
+        ASSERT_TRUE(b < e && e <= r.text.size());
+        if (i > 0) ASSERT_GT(b, r.content_ranges[i - 1].second);
+        // Copied bytes are part of one client string; a range computed from client data
+        // (tojson, upper, repr) must at least hold none of the template's own markers.
+        const std::string bytes = r.text.substr(b, e - b);
+        if (any_contains(client, bytes)) continue;
+        for (const std::string& marker : markers) {
+            EXPECT_TRUE(bytes.find(marker) == std::string::npos || any_contains(client, marker))
+                << "content range " << b << "-" << e << " holds the template's " << marker;
+        }
+    }
+    if (!c.context.contains("messages")) return;
+    for (const auto& m : c.context["messages"]) {
+        if (!m.is_object() || !m.contains("content") || !m["content"].is_string()) continue;
+        const std::string content = m["content"].get<std::string>();
+        if (content.empty()) continue;
+        bool printed = false, covered = false;
+        for (size_t at = r.text.find(content); at != std::string::npos;
+             at = r.text.find(content, at + 1)) {
+            printed = true;
+            covered = covered || inside_ranges(r, at, at + content.size());
+        }
+        if (printed) EXPECT_TRUE(covered) << "content not covered: " << content;
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(Cases, ChatTemplateConformance, ::testing::ValuesIn(all_cases()),
                          [](const ::testing::TestParamInfo<Case>& p) { return p.param.name; });
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(ChatTemplateConformance);
