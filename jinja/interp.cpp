@@ -248,14 +248,9 @@ Flow Interp::exec(const Stmt& s, const ScopePtr& scope, TextBuilder& out) {
             case StmtKind::Set:
                 assign(s.target, scope, eval(*s.expr, scope));
                 return Flow::Normal;
-            case StmtKind::SetBlock: {
-                TextBuilder buf;
-                exec_body(s.body, scope, buf);
-                Value v = buf.take();
-                for (const ExprPtr& f : s.filters) v = eval_filter(*f, scope, v);
-                assign(s.target, scope, v);
+            case StmtKind::SetBlock:
+                assign(s.target, scope, filtered_block(s, scope));
                 return Flow::Normal;
-            }
             case StmtKind::Macro:
                 captured_scopes_.push_back(scope);
                 scope->set(s.target.ids[0], Value(std::static_pointer_cast<Object>(
@@ -278,14 +273,9 @@ Flow Interp::exec(const Stmt& s, const ScopePtr& scope, TextBuilder& out) {
                 append_output(out, this->call(fn, args));
                 return Flow::Normal;
             }
-            case StmtKind::FilterBlock: {
-                TextBuilder buf;
-                exec_body(s.body, scope, buf);
-                Value v = buf.take();
-                for (const ExprPtr& f : s.filters) v = eval_filter(*f, scope, v);
-                append_output(out, v);
+            case StmtKind::FilterBlock:
+                append_output(out, filtered_block(s, scope));
                 return Flow::Normal;
-            }
             case StmtKind::With: {
                 auto inner = std::make_shared<Scope>(scope);
                 for (std::size_t i = 0; i < s.targets.size(); ++i) {
@@ -312,6 +302,14 @@ Flow Interp::exec(const Stmt& s, const ScopePtr& scope, TextBuilder& out) {
         throw;
     }
     return Flow::Normal;
+}
+
+Value Interp::filtered_block(const Stmt& s, const ScopePtr& scope) {
+    TextBuilder buf;
+    exec_body(s.body, scope, buf);
+    Value v = buf.take();
+    for (const ExprPtr& f : s.filters) v = eval_filter(*f, scope, v);
+    return v;
 }
 
 void Interp::run_for(const Stmt& s, const ScopePtr& scope, const Value& iterable, int depth,

@@ -114,6 +114,8 @@ class Interp {
   private:
     Flow exec_body(const Body& body, const ScopePtr& scope, TextBuilder& out);
     Flow exec(const Stmt& s, const ScopePtr& scope, TextBuilder& out);
+    // A set or filter block's body rendered, then passed through the block's filters.
+    Value filtered_block(const Stmt& s, const ScopePtr& scope);
     Value eval(const Expr& e, const ScopePtr& scope);
     Value eval_call(const Expr& e, const ScopePtr& scope);
     void collect_args(const Expr& e, const ScopePtr& scope, CallArgs& args);

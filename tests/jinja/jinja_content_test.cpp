@@ -3,7 +3,9 @@
 // computed from content is content as a whole, and the template's own text never is.
 #include <gtest/gtest.h>
 
+#include <initializer_list>
 #include <string>
+#include <utility>
 
 #include "jinja/chat_template.h"
 
@@ -37,63 +39,81 @@ std::string bracketed(const std::string& source) {
     return out + r.text.substr(at);
 }
 
+// Each (source, output with its content ranges bracketed).
+void expect_bracketed(std::initializer_list<std::pair<const char*, const char*>> cases) {
+    for (const auto& [source, expected] : cases) EXPECT_EQ(bracketed(source), expected) << source;
+}
+
 TEST(ContentRanges, CopiesKeepExactRanges) {
-    EXPECT_EQ(bracketed("A{{ m }}B{{ bos }}"), "A[hi]B<s>");
-    EXPECT_EQ(bracketed("{{ '<|x|>' + m + '!' }}"), "<|x|>[hi]!");
-    EXPECT_EQ(bracketed("{{ '<' ~ m ~ '>' ~ 3 }}"), "<[hi]>3");
-    EXPECT_EQ(bracketed("{{ ('<' + m)[0:2] }}|{{ ('<' + m)[::2] }}"), "<[h]|<[i]");
-    EXPECT_EQ(bracketed("{{ m[1] }}{{ ('<' + m)[0] }}"), "[i]<");
-    EXPECT_EQ(bracketed("{% for c in m %}{{ c }}-{% endfor %}"), "[h]-[i]-");
-    EXPECT_EQ(bracketed("{{ m * 2 }}"), "[hihi]");
+    expect_bracketed({
+        {"A{{ m }}B{{ bos }}", "A[hi]B<s>"},
+        {"{{ '<|x|>' + m + '!' }}", "<|x|>[hi]!"},
+        {"{{ '<' ~ m ~ '>' ~ 3 }}", "<[hi]>3"},
+        {"{{ ('<' + m)[0:2] }}|{{ ('<' + m)[::2] }}", "<[h]|<[i]"},
+        {"{{ m[1] }}{{ ('<' + m)[0] }}", "[i]<"},
+        {"{% for c in m %}{{ c }}-{% endfor %}", "[h]-[i]-"},
+        {"{{ m * 2 }}", "[hihi]"},
+    });
 }
 
 TEST(ContentRanges, TrimAndStripKeepTheRangesOfWhatIsLeft) {
-    EXPECT_EQ(bracketed("{{ ('<s>' + pad) | trim }}"), "<s>[  hi]");
-    EXPECT_EQ(bracketed("{{ (pad + '</s>').strip() }}"), "[hi  ]</s>");
-    EXPECT_EQ(bracketed("{{ (pad + ' ').rstrip() }}|{{ (' ' + pad).lstrip() }}"), "[  hi]|[hi  ]");
-    EXPECT_EQ(bracketed("{{ ('xx' + m + 'x').strip('x') }}"), "[hi]");
+    expect_bracketed({
+        {"{{ ('<s>' + pad) | trim }}", "<s>[  hi]"},
+        {"{{ (pad + '</s>').strip() }}", "[hi  ]</s>"},
+        {"{{ (pad + ' ').rstrip() }}|{{ (' ' + pad).lstrip() }}", "[  hi]|[hi  ]"},
+        {"{{ ('xx' + m + 'x').strip('x') }}", "[hi]"},
+    });
 }
 
 TEST(ContentRanges, JoinKeepsEachPart) {
-    EXPECT_EQ(bracketed("{{ ['<a>', m, m] | join('|') }}"), "<a>|[hi]|[hi]");
-    EXPECT_EQ(bracketed("{{ ['a', 'b'] | join(m) }}"), "a[hi]b");
-    EXPECT_EQ(bracketed("{{ l | join }}"), "[ab]");
+    expect_bracketed({
+        {"{{ ['<a>', m, m] | join('|') }}", "<a>|[hi]|[hi]"},
+        {"{{ ['a', 'b'] | join(m) }}", "a[hi]b"},
+        {"{{ l | join }}", "[ab]"},
+    });
 }
 
 TEST(ContentRanges, BlocksMacrosAndNamespacesCarryRanges) {
-    EXPECT_EQ(bracketed("{% set x %}<a>{{ m }}{% endset %}{{ x }}"), "<a>[hi]");
-    EXPECT_EQ(bracketed("{% macro f(v) %}<b>{{ v }}{% endmacro %}{{ f(m) }}"), "<b>[hi]");
-    EXPECT_EQ(bracketed("{% set ns = namespace(p='') %}{% for i in [1, 2] %}"
-                        "{% set ns.p = ns.p + '<' + m %}{% endfor %}{{ ns.p }}"),
-              "<[hi]<[hi]");
-    EXPECT_EQ(bracketed("{% filter upper %}<a>{{ m }}{% endfilter %}"), "[<A>HI]");
+    expect_bracketed({
+        {"{% set x %}<a>{{ m }}{% endset %}{{ x }}", "<a>[hi]"},
+        {"{% macro f(v) %}<b>{{ v }}{% endmacro %}{{ f(m) }}", "<b>[hi]"},
+        {"{% set ns = namespace(p='') %}{% for i in [1, 2] %}"
+         "{% set ns.p = ns.p + '<' + m %}{% endfor %}{{ ns.p }}",
+         "<[hi]<[hi]"},
+        {"{% filter upper %}<a>{{ m }}{% endfilter %}", "[<A>HI]"},
+    });
 }
 
 TEST(ContentRanges, TransformedContentIsContentAsAWhole) {
-    EXPECT_EQ(bracketed("{{ m | upper }}"), "[HI]");
-    EXPECT_EQ(bracketed("{{ ('<s>' + m) | replace('x', 'y') }}"), "[<s>hi]");
-    EXPECT_EQ(bracketed("{{ d | tojson }}"), R"([{"<|k|>": "v"}])");
-    EXPECT_EQ(bracketed("{{ '<%s>' % m }}"), "[<hi>]");
-    EXPECT_EQ(bracketed("{{ '<{}>'.format(m) }}"), "[<hi>]");
-    EXPECT_EQ(bracketed("{{ m.split('i') | join('+') }}"), "[h]+");
-    EXPECT_EQ(bracketed("{{ [m] }}"), "[['hi']]");
-    EXPECT_EQ(bracketed("{{ '<b>' | safe + '<' + m }}"), "<b>&lt;[hi]");
+    expect_bracketed({
+        {"{{ m | upper }}", "[HI]"},
+        {"{{ ('<s>' + m) | replace('x', 'y') }}", "[<s>hi]"},
+        {"{{ d | tojson }}", R"([{"<|k|>": "v"}])"},
+        {"{{ '<%s>' % m }}", "[<hi>]"},
+        {"{{ '<{}>'.format(m) }}", "[<hi>]"},
+        {"{{ m.split('i') | join('+') }}", "[h]+"},
+        {"{{ [m] }}", "[['hi']]"},
+        {"{{ '<b>' | safe + '<' + m }}", "<b>&lt;[hi]"},
+    });
 }
 
 TEST(ContentRanges, KeysOfContentAreContent) {
-    EXPECT_EQ(bracketed("{% for k in d %}{{ k }}{% endfor %}"), "[<|k|>]");
-    EXPECT_EQ(bracketed("{% for k, v in d.items() %}<{{ k }}={{ v }}>{% endfor %}"),
-              "<[<|k|>]=[v]>");
-    EXPECT_EQ(bracketed("{% macro f() %}{% for k in kwargs %}{{ k }}{% endfor %}{% endmacro %}"
-                        "{{ f(**d) }}"),
-              "[<|k|>]");
-    EXPECT_EQ(bracketed("{{ dict(**d) | list | first }}"), "[<|k|>]");
+    expect_bracketed({
+        {"{% for k in d %}{{ k }}{% endfor %}", "[<|k|>]"},
+        {"{% for k, v in d.items() %}<{{ k }}={{ v }}>{% endfor %}", "<[<|k|>]=[v]>"},
+        {"{% macro f() %}{% for k in kwargs %}{{ k }}{% endfor %}{% endmacro %}"
+         "{{ f(**d) }}",
+         "[<|k|>]"},
+        {"{{ dict(**d) | list | first }}", "[<|k|>]"},
+    });
 }
 
 TEST(ContentRanges, TheTemplatesOwnValuesPassedThroughStayOutside) {
-    EXPECT_EQ(bracketed("{{ [bos, m] | first }}{{ m | default('x') }}"), "<s>[hi]");
-    EXPECT_EQ(bracketed("{{ l | length }}{{ bos if m else 'no' }}"), "2<s>");
-    EXPECT_EQ(bracketed("{{ (l | map('upper') | list)[0] }}"), "[A]");
+    expect_bracketed({
+        {"{{ [bos, m] | first }}{{ m | default('x') }}", "<s>[hi]"},
+        {"{{ l | length }}{{ bos if m else 'no' }}", "2<s>"},
+        {"{{ (l | map('upper') | list)[0] }}", "[A]"},
+    });
 }
 
 TEST(ContentRanges, NoContentVariablesNoRanges) {
