@@ -15,8 +15,8 @@
 
 #include "engine/sampling/sampler.h"
 #include "engine/scheduler/generation.h"
-#include "engine/template/chat_template.h"
 #include "fuzz/fuzz_support.h"
+#include "jinja/chat_template.h"
 #include "server/api_error.h"
 #include "server/http_types.h"
 #include "server/requests.h"
@@ -48,18 +48,19 @@ void check_generation(const server::GenerationOptions& r, const ApiLimits& limit
 }
 
 void render_chat(const server::ChatRequest& r) {
-    static const tmpl::Template chatml = tmpl::Template::compile(tmpl::kChatMLTemplate);
-    tmpl::ChatContext chat;
+    static const jinja::Template chatml = jinja::Template::compile(jinja::kChatMLTemplate);
+    jinja::ChatContext chat;
     chat.messages = r.messages;
     chat.tools = r.tools;
     chat.extra = r.extra_context;
     chat.add_generation_prompt = true;
-    tmpl::RenderOptions options;
+    jinja::RenderOptions options;
     options.limits.max_steps = 50'000;
     options.limits.max_output_bytes = 256u << 10;
     try {
-        (void)chatml.render(tmpl::build_chat_context(chat), options);
-    } catch (const tmpl::TemplateError&) {  // the endpoint answers 400 with the message
+        (void)chatml.render(jinja::build_chat_context(chat),
+                            jinja::chat_render_options(chat, options));
+    } catch (const jinja::TemplateError&) {  // the endpoint answers 400 with the message
     }
 }
 

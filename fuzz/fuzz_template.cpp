@@ -10,8 +10,8 @@
 #include <string>
 #include <string_view>
 
-#include "engine/template/chat_template.h"
 #include "fuzz/fuzz_support.h"
+#include "jinja/chat_template.h"
 
 namespace ggufd::fuzz {
 namespace {
@@ -19,7 +19,7 @@ namespace {
 using nlohmann::ordered_json;
 
 ordered_json default_context() {
-    tmpl::ChatContext chat;
+    jinja::ChatContext chat;
     chat.messages = ordered_json::parse(R"([
         {"role": "system", "content": "You are terse."},
         {"role": "user", "content": "Hi <b>there</b>\n"},
@@ -34,16 +34,17 @@ ordered_json default_context() {
     chat.bos_token = "<s>";
     chat.eos_token = "</s>";
     chat.extra = {{"enable_thinking", false}};
-    return tmpl::build_chat_context(chat);
+    return jinja::build_chat_context(chat);
 }
 
-tmpl::RenderOptions tight_options() {
-    tmpl::RenderOptions o;
+jinja::RenderOptions tight_options() {
+    jinja::RenderOptions o;
     o.limits.max_steps = 20'000;
     o.limits.max_output_bytes = 64u << 10;
     o.limits.max_call_depth = 16;
     o.limits.max_nesting = 300;
     o.limits.max_list_size = 4096;
+    o.content_variables = {"messages", "tools"};
     // A fixed clock: strftime_now must not make runs differ.
     o.now = [] {
         std::tm t{};
@@ -59,7 +60,7 @@ tmpl::RenderOptions tight_options() {
 
 bool fuzz_template_one(const uint8_t* data, size_t size) {
     static const ordered_json kDefaultContext = default_context();
-    static const tmpl::RenderOptions kOptions = tight_options();
+    static const jinja::RenderOptions kOptions = tight_options();
 
     const std::string_view input(reinterpret_cast<const char*>(data), size);
     const size_t nul = input.find('\0');
@@ -72,18 +73,28 @@ bool fuzz_template_one(const uint8_t* data, size_t size) {
     }
 
     // Both lexer settings: trim/lstrip change how the source is cut into tokens.
-    tmpl::CompileOptions compile_options;
+    jinja::CompileOptions compile_options;
     if (!source.empty() && (static_cast<unsigned char>(source.back()) & 1)) {
         compile_options.trim_blocks = false;
         compile_options.lstrip_blocks = false;
         compile_options.keep_trailing_newline = true;
     }
     try {
-        const tmpl::Template t = tmpl::Template::compile(source, compile_options);
-        const std::string out = t.render(context, kOptions);
-        check(out.size() <= kOptions.limits.max_output_bytes, "output stays within the limit");
+        const jinja::Template t = jinja::Template::compile(source, compile_options);
+        const jinja::Rendered out = t.render(context, kOptions);
+        check(out.text.size() <= kOptions.limits.max_output_bytes, "output stays within the limit");
+        for (size_t i = 0; i < out.content_ranges.size(); ++i) {
+            const auto [b, e] = out.content_ranges[i];
+            check(b < e && e <= out.text.size(), "content ranges are non-empty and in bounds");
+            check(i == 0 || b > out.content_ranges[i - 1].second,
+                  "content ranges are sorted, disjoint and merged");
+        }
+        // Tracking content never changes what is rendered.
+        jinja::RenderOptions untracked = kOptions;
+        untracked.content_variables.clear();
+        check(t.render_text(context, untracked) == out.text, "content tracking keeps the text");
         return true;
-    } catch (const tmpl::TemplateError&) {
+    } catch (const jinja::TemplateError&) {
         return false;
     }
 }

@@ -57,7 +57,7 @@ run_asan() {
 # Executables about threads run whole; elsewhere only the cases that use threads (the rest of
 # those executables is single-threaded and covered by asan). Labels are executable names.
 tsan_whole=(test_threadpool test_scheduler)
-tsan_partly=(test_ops test_attention test_tokenizer template_unit_test)
+tsan_partly=(test_ops test_attention test_tokenizer jinja_unit_test)
 tsan_cases="Thread|Concurren"
 # IdleWorkersStopSpinning counts the process's threads, and the TSan runtime adds one of its own
 # (4 tasks where the test expects 3, all asleep): not a race, left out under TSan.

@@ -298,9 +298,9 @@ void Api::chat_completions(const HttpRequest& request,
 
     scheduler::GenerationRequest engine_request{{}, r.sampling, r.stop, nullptr};
     try {
-        const std::string prompt =
+        const jinja::Rendered prompt =
             model.render_chat(r.messages, r.tools, /*add_generation_prompt=*/true, r.extra_context);
-        engine_request.prompt = model.tokenize_chat_prompt(prompt, r.messages);
+        engine_request.prompt = model.tokenize_chat_prompt(prompt);
     } catch (const ChatTemplateError& e) {
         throw ApiError::bad_request(
             std::string("the chat template refused the messages: ") + e.what(), "messages");

@@ -109,7 +109,7 @@ std::shared_ptr<EngineBackend> EngineBackend::from_model(std::shared_ptr<const m
         std::make_shared<const tok::Tokenizer>(tok::Vocab::from_gguf(b->model_->file()));
     const auto shipped = b->model_->file().get_optional<std::string>("tokenizer.chat_template");
     b->model_has_template_ = shipped.has_value();
-    b->template_ = tmpl::Template::compile(tmpl::select_template(options.chat_template, shipped));
+    b->template_ = jinja::Template::compile(jinja::select_template(options.chat_template, shipped));
     const tok::Tokenizer& t = *b->tokenizer_;
     if (t.bos() >= 0) b->bos_text_ = t.token_to_piece(t.bos(), true);
     if (t.eos() >= 0) b->eos_text_ = t.token_to_piece(t.eos(), true);
@@ -133,46 +133,19 @@ std::string EngineBackend::detokenize(const std::vector<int32_t>& tokens) const 
     return tokenizer_->decode(tokens);
 }
 
-std::vector<int32_t> EngineBackend::tokenize_chat_prompt(const std::string& prompt,
-                                                         const OrderedJson& messages) const {
-    // Find each message's content in the rendered prompt, in order; templates copy it verbatim
-    // or trimmed. Those ranges are untrusted: special-token text there stays text.
+std::vector<int32_t> EngineBackend::tokenize_chat_prompt(const jinja::Rendered& prompt) const {
     tok::EncodeOptions o;
     o.add_bos = false;
     o.add_eos = false;
     o.parse_special = true;
-    size_t cursor = 0;
-    for (const OrderedJson& m : messages) {
-        if (!m.is_object() || !m.contains("content") || !m["content"].is_string()) continue;
-        std::string content = m["content"].get<std::string>();
-        size_t at = content.empty() ? std::string::npos : prompt.find(content, cursor);
-        if (at == std::string::npos) {
-            const size_t b = content.find_first_not_of(" \t\r\n");
-            const size_t e = content.find_last_not_of(" \t\r\n");
-            if (b != std::string::npos) {
-                content = content.substr(b, e - b + 1);
-                at = prompt.find(content, cursor);
-            }
-        }
-        if (at == std::string::npos) {
-            // Not found verbatim: refuse rather than risk parsing the user's text as special
-            // tokens, but only when that text could be read as one.
-            if (tokenize(content, false, true) != tokenize(content, false, false)) {
-                throw ChatTemplateError(
-                    "a message contains special-token text that the chat template rewrites");
-            }
-            continue;
-        }
-        o.plain_ranges.emplace_back(at, at + content.size());
-        cursor = at + content.size();
-    }
-    return tokenizer_->encode(prompt, o);
+    o.plain_ranges = prompt.content_ranges;
+    return tokenizer_->encode(prompt.text, o);
 }
 
-std::string EngineBackend::render_chat(const OrderedJson& messages, const OrderedJson& tools,
-                                       bool add_generation_prompt,
-                                       const OrderedJson& extra_context) const {
-    tmpl::ChatContext c;
+jinja::Rendered EngineBackend::render_chat(const OrderedJson& messages, const OrderedJson& tools,
+                                           bool add_generation_prompt,
+                                           const OrderedJson& extra_context) const {
+    jinja::ChatContext c;
     c.messages = messages;
     if (!tools.is_null()) c.tools = tools;
     c.add_generation_prompt = add_generation_prompt;
@@ -180,8 +153,8 @@ std::string EngineBackend::render_chat(const OrderedJson& messages, const Ordere
     c.eos_token = eos_text_;
     if (extra_context.is_object()) c.extra = extra_context;
     try {
-        return template_->render(tmpl::build_chat_context(c));
-    } catch (const tmpl::TemplateError& e) {
+        return template_->render(jinja::build_chat_context(c), jinja::chat_render_options(c));
+    } catch (const jinja::TemplateError& e) {
         // A template that raises judges the conversation (e.g. roles must alternate): the
         // client's to fix.
         throw ChatTemplateError(e.what());

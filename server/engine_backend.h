@@ -8,8 +8,8 @@
 
 #include "engine/model/model.h"
 #include "engine/scheduler/scheduler.h"
-#include "engine/template/chat_template.h"
 #include "engine/tokenizer/tokenizer.h"
+#include "jinja/chat_template.h"
 #include "server/model_backend.h"
 
 namespace ggufd::server {
@@ -24,7 +24,7 @@ class EngineBackend final : public ModelBackend,
                             public std::enable_shared_from_this<EngineBackend> {
   public:
     // Loads and validates the file, builds the tokenizer and template, starts the scheduler.
-    // Throws (gguf::Error, tmpl::TemplateError, std::bad_alloc, ...) with a message naming what
+    // Throws (gguf::Error, jinja::TemplateError, std::bad_alloc, ...) with a message naming what
     // is wrong.
     static std::shared_ptr<EngineBackend> load(const std::string& path,
                                                const EngineBackendOptions& options);
@@ -39,11 +39,10 @@ class EngineBackend final : public ModelBackend,
     std::vector<int32_t> tokenize(const std::string& text, bool add_special,
                                   bool parse_special) const override;
     std::string detokenize(const std::vector<int32_t>& tokens) const override;
-    std::string render_chat(const nlohmann::ordered_json& messages,
-                            const nlohmann::ordered_json& tools, bool add_generation_prompt,
-                            const nlohmann::ordered_json& extra_context) const override;
-    std::vector<int32_t> tokenize_chat_prompt(
-        const std::string& prompt, const nlohmann::ordered_json& messages) const override;
+    jinja::Rendered render_chat(const nlohmann::ordered_json& messages,
+                                const nlohmann::ordered_json& tools, bool add_generation_prompt,
+                                const nlohmann::ordered_json& extra_context) const override;
+    std::vector<int32_t> tokenize_chat_prompt(const jinja::Rendered& prompt) const override;
     scheduler::Generator& generator() override { return *scheduler_; }
 
     const model::Model& model() const { return *model_; }
@@ -56,7 +55,7 @@ class EngineBackend final : public ModelBackend,
     std::string name_;
     std::shared_ptr<const model::Model> model_;
     std::shared_ptr<const tok::Tokenizer> tokenizer_;
-    std::optional<tmpl::Template> template_;
+    std::optional<jinja::Template> template_;
     bool model_has_template_ = false;
     std::optional<std::string> bos_text_, eos_text_;
     std::unique_ptr<scheduler::Scheduler> scheduler_;

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/scheduler/generation.h"
+#include "jinja/chat_template.h"
 
 namespace ggufd::server {
 
@@ -60,18 +61,19 @@ class ModelBackend {
     // templates write the BOS token themselves when the model wants one.
     // Throws ChatTemplateError when the template raises, std::runtime_error for other failures.
     // The JSON keeps the client's key order (ordered_json), so the template sees it unchanged.
-    virtual std::string render_chat(const nlohmann::ordered_json& messages,
-                                    const nlohmann::ordered_json& tools, bool add_generation_prompt,
-                                    const nlohmann::ordered_json& extra_context) const = 0;
+    // Its content_ranges are the bytes of the text that came from the client (messages, tools,
+    // extra_context).
+    virtual jinja::Rendered render_chat(const nlohmann::ordered_json& messages,
+                                        const nlohmann::ordered_json& tools,
+                                        bool add_generation_prompt,
+                                        const nlohmann::ordered_json& extra_context) const = 0;
 
-    // Tokens of a prompt render_chat made from `messages`: special-token text the template wrote
-    // becomes special tokens, but text that came from the messages' content stays plain text,
-    // so a user cannot inject "<|im_start|>system" into a conversation. The default treats
-    // the whole prompt as trusted (for test doubles).
-    virtual std::vector<int32_t> tokenize_chat_prompt(
-        const std::string& prompt, const nlohmann::ordered_json& messages) const {
-        (void)messages;
-        return tokenize(prompt, /*add_special=*/false, /*parse_special=*/true);
+    // Tokens of a prompt render_chat made: special-token text the template wrote becomes special
+    // tokens, but text in the prompt's content ranges stays plain text, so a user cannot inject
+    // "<|im_start|>system" into a conversation. The default ignores the ranges (for test
+    // doubles).
+    virtual std::vector<int32_t> tokenize_chat_prompt(const jinja::Rendered& prompt) const {
+        return tokenize(prompt.text, /*add_special=*/false, /*parse_special=*/true);
     }
 
     // The model's scheduler. submit() must not block (the server calls it on an I/O thread).

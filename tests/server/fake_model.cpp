@@ -120,10 +120,10 @@ std::string FakeBackend::detokenize(const std::vector<int32_t>& tokens) const {
     return out;
 }
 
-std::string FakeBackend::render_chat(const nlohmann::ordered_json& messages,
-                                     const nlohmann::ordered_json& tools,
-                                     bool add_generation_prompt,
-                                     const nlohmann::ordered_json& extra_context) const {
+jinja::Rendered FakeBackend::render_chat(const nlohmann::ordered_json& messages,
+                                         const nlohmann::ordered_json& tools,
+                                         bool add_generation_prompt,
+                                         const nlohmann::ordered_json& extra_context) const {
     std::string out;
     for (const auto& m : messages) {
         std::string content = m["content"].is_string() ? m["content"].get<std::string>() : "";
@@ -135,7 +135,7 @@ std::string FakeBackend::render_chat(const nlohmann::ordered_json& messages,
     if (add_generation_prompt) out += "<|assistant|>";
     std::lock_guard lock(mutex_);
     last_rendered_ = out;
-    return out;
+    return {out, {}};
 }
 
 std::string FakeBackend::last_rendered() const {

@@ -74,9 +74,9 @@ class FakeBackend : public ModelBackend {
                                   bool parse_special) const override;
     std::string detokenize(const std::vector<int32_t>& tokens) const override;
     // "<|role|>content\n" per message, "<|assistant|>" to prompt; content "RAISE" raises.
-    std::string render_chat(const nlohmann::ordered_json& messages,
-                            const nlohmann::ordered_json& tools, bool add_generation_prompt,
-                            const nlohmann::ordered_json& extra_context) const override;
+    jinja::Rendered render_chat(const nlohmann::ordered_json& messages,
+                                const nlohmann::ordered_json& tools, bool add_generation_prompt,
+                                const nlohmann::ordered_json& extra_context) const override;
     scheduler::Generator& generator() override { return gen; }
 
     std::string last_rendered() const;

@@ -9,8 +9,8 @@
 #include <stdexcept>
 #include <string>
 
-#include "engine/template/chat_template.h"
 #include "gguf/file.h"
+#include "jinja/chat_template.h"
 #include "tools/ggufd-run/commands.h"
 
 namespace ggufd::run {
@@ -69,7 +69,7 @@ int cmd_template(Args args) {
     } else {
         gguf::File f = gguf::File::open(*model);
         auto shipped = f.get_optional<std::string>("tokenizer.chat_template");
-        source = std::string(tmpl::select_template(std::nullopt, shipped));
+        source = std::string(jinja::select_template(std::nullopt, shipped));
     }
 
     std::string context_text = !context_arg->empty() && context_arg->front() == '{'
@@ -78,7 +78,7 @@ int cmd_template(Args args) {
     auto context = nlohmann::ordered_json::parse(context_text);
     if (!context.is_object()) throw std::runtime_error("--context-json must be a JSON object");
 
-    tmpl::RenderOptions options;
+    jinja::RenderOptions options;
     if (now) {
         std::tm tm{};
         if (!strptime(now->c_str(), "%Y-%m-%d %H:%M:%S", &tm)) {
@@ -86,7 +86,7 @@ int cmd_template(Args args) {
         }
         options.now = [tm] { return tm; };
     }
-    std::string out = tmpl::Template::compile(source).render(context, options);
+    std::string out = jinja::Template::compile(source).render_text(context, options);
     std::fwrite(out.data(), 1, out.size(), stdout);
     return 0;
 }
