@@ -1,4 +1,4 @@
-// Jinja2 3.1's less common builtin filters, tests and globals: the ones added for issue 6
+// Jinja2 3.1's less common builtin filters, tests and globals: the later additions
 // (groupby, slice, wordwrap, urlencode, xmlattr, filesizeformat, urlize, random) and the
 // arguments and edge cases of the older ones. No Jinja2 was available to run, so unlike
 // jinja_unit_test.cpp's tables these expectations were worked out by hand from Jinja2 3.1's
