@@ -9,16 +9,14 @@
 
 #include "engine/kernels/blocks.h"
 #include "engine/kernels/fast_matmul.h"
+#include "engine/kernels/format_rows.h"
 #include "engine/kernels/formats.h"
+#include "engine/kernels/simd_common.h"
 
 namespace ggufd::kernels {
 namespace {
 
-uint32_t load_u32(const uint8_t* p) {
-    uint32_t v;
-    std::memcpy(&v, p, 4);
-    return v;
-}
+using simd::load_u32;
 
 // Q4_0, one group of 16 rows and nb blocks: the fp16 scales [nb][16] (padded to 64 bytes), then
 // per block 4 vectors of 64 bytes. Vector g of block k holds, at bytes 4 i .. 4 i + 3 (row i),
@@ -184,36 +182,33 @@ void q6_k_repack_group(const uint8_t* w, size_t wrb, int64_t cols, uint8_t* out)
                                    q6_k_repack_superblock);
 }
 
-struct RepackFormat {
-    gguf::TensorType type;
-    int block_size;
-    size_t (*group_bytes)(int64_t cols);
-    void (*repack_group)(const uint8_t* w, size_t wrb, int64_t cols, uint8_t* out);
-};
+}  // namespace
 
-constexpr RepackFormat kRepackFormats[] = {
-    {gguf::TensorType::Q4_0, kQK, q4_0_group_bytes, q4_0_repack_group},
-    {gguf::TensorType::Q8_0, kQK, q8_0_group_bytes, q8_0_repack_group},
-    {gguf::TensorType::Q4_K, kQKK, q4_k_group_bytes, q4_k_repack_group},
-    {gguf::TensorType::Q5_K, kQKK, q5_k_group_bytes, q5_k_repack_group},
-    {gguf::TensorType::Q6_K, kQKK, q6_k_group_bytes, q6_k_repack_group},
-};
+// Each covered type's layout, named for its row (format_rows.h): detail::<type>_repack.
+namespace detail {
+extern const RepackLayout q4_0_repack{q4_0_group_bytes, q4_0_repack_group};
+extern const RepackLayout q8_0_repack{q8_0_group_bytes, q8_0_repack_group};
+extern const RepackLayout q4_k_repack{q4_k_group_bytes, q4_k_repack_group};
+extern const RepackLayout q5_k_repack{q5_k_group_bytes, q5_k_repack_group};
+extern const RepackLayout q6_k_repack{q6_k_group_bytes, q6_k_repack_group};
+}  // namespace detail
+
+namespace {
 
 struct Selected {
-    const RepackFormat* format;
-    const detail::FastFormat* fast;  // the activation layout
-    detail::RepackedKernelFn kernel;
+    const detail::RepackLayout* layout;
+    const detail::FastFormat* fast;  // the activation layout and the kernel
+    int64_t block_size;
 };
 
-// The format, activation layout and kernel for t on this CPU, or all nullptr.
+// The layout and fast paths of t's row when this CPU runs its repacked kernel, or all nullptr.
 Selected select(gguf::TensorType t) {
-    for (const RepackFormat& f : kRepackFormats) {
-        if (f.type != t) continue;
-        const detail::FastFormat* fast = detail::find_fast_format(t);
-        const detail::RepackedKernelFn kernel = detail::avx512_repacked_kernel(t);
-        if (fast && kernel) return {&f, fast, kernel};
+    const detail::FormatRow* row = detail::find_row(t);
+    const detail::FastFormat* fast = detail::find_fast_format(t);
+    if (row && row->repack && fast && fast->repacked) {
+        return {row->repack, fast, gguf::type_info(t).block_size};
     }
-    return {nullptr, nullptr, nullptr};
+    return {nullptr, nullptr, 0};
 }
 
 Selected select_checked(gguf::TensorType t, int64_t rows, int64_t cols) {
@@ -229,13 +224,12 @@ Selected select_checked(gguf::TensorType t, int64_t rows, int64_t cols) {
 
 bool can_repack(gguf::TensorType t, int64_t rows, int64_t cols) {
     const Selected s = select(t);
-    return s.format && rows > 0 && rows % kRepackRows == 0 && cols > 0 &&
-           cols % s.format->block_size == 0;
+    return s.layout && rows > 0 && rows % kRepackRows == 0 && cols > 0 && cols % s.block_size == 0;
 }
 
 size_t repacked_bytes(gguf::TensorType t, int64_t rows, int64_t cols) {
     const Selected s = select_checked(t, rows, cols);
-    return s.format->group_bytes(cols) * static_cast<size_t>(rows / kRepackRows);
+    return s.layout->group_bytes(cols) * static_cast<size_t>(rows / kRepackRows);
 }
 
 void repack_rows(gguf::TensorType t, const void* W, int64_t rows, int64_t cols, void* out,
@@ -245,9 +239,9 @@ void repack_rows(gguf::TensorType t, const void* W, int64_t rows, int64_t cols, 
         throw std::invalid_argument("repack row range must be whole groups of 16 rows");
     }
     const size_t wrb = gguf::row_bytes(t, static_cast<uint64_t>(cols));
-    const size_t gb = s.format->group_bytes(cols);
+    const size_t gb = s.layout->group_bytes(cols);
     for (int64_t r = r0; r < r1; r += kRepackRows) {
-        s.format->repack_group(static_cast<const uint8_t*>(W) + r * wrb, wrb, cols,
+        s.layout->repack_group(static_cast<const uint8_t*>(W) + r * wrb, wrb, cols,
                                static_cast<uint8_t*>(out) + (r / kRepackRows) * gb);
     }
 }
@@ -265,7 +259,7 @@ void matmul_rows_repacked(const RepackedMatrix& W, const PreparedActivations& X,
     const size_t rb = gguf::row_bytes(X.type, static_cast<uint64_t>(W.cols));
     const detail::ActLayout lay = detail::act_layout(*s.fast, rb, W.cols);
     const auto* act = static_cast<const uint8_t*>(X.data);
-    const size_t gb = s.format->group_bytes(W.cols);
+    const size_t gb = s.layout->group_bytes(W.cols);
     for (int64_t g0 = r0 - r0 % kRepackRows; g0 < r1; g0 += kRepackRows) {
         // Rows of this group inside [r0, r1): the partial groups at either end of the range.
         const int64_t lo = std::max(r0, g0) - g0, hi = std::min(r1, g0 + kRepackRows) - g0;
@@ -273,8 +267,8 @@ void matmul_rows_repacked(const RepackedMatrix& W, const PreparedActivations& X,
         const uint8_t* group = W.data + (g0 / kRepackRows) * gb;
         for (int64_t i = 0; i < X.n_rows; i += detail::kTileActs) {
             const int n_act = static_cast<int>(std::min<int64_t>(detail::kTileActs, X.n_rows - i));
-            s.kernel(group, W.cols, act + i * X.row_stride, X.row_stride, lay, n_act, live,
-                     Y + i * ldy + g0, ldy);
+            s.fast->repacked(group, W.cols, act + i * X.row_stride, X.row_stride, lay, n_act, live,
+                             Y + i * ldy + g0, ldy);
         }
     }
 }
