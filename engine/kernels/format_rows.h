@@ -28,8 +28,8 @@ struct FormatRow {
     VecDotFn vec_dot_ref;  // the scalar reference every other path is tested against
     MultiDotFn multi_dot_ref;
     // Per instruction set, nullptr where the type has no such kernels (GGUFD_ISA below).
-    const DotVariant* avx2 = nullptr;         // simd_x86.inc compiled by dot_avx2.cpp
-    const DotVariant* avx512 = nullptr;       // simd_x86.inc compiled by dot_avx512.cpp
+    const DotVariant* avx2 = nullptr;         // simd_x86.inc at AVX2 (dot_x86.cpp)
+    const DotVariant* avx512 = nullptr;       // simd_x86.inc at AVX-512 VNNI
     const FastFormat* avx512_fast = nullptr;  // fast_avx512.cpp: matvec, tiles, repacked kernel
     const RepackLayout* repack = nullptr;     // repack.cpp: the 16-row interleaved layout
 };

@@ -139,14 +139,12 @@ GGUFD_SIMD_FN vf vexp2i(vf n) {
     return _mm256_castsi256_ps(
         _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23));
 }
-// Lanes where x < bound (x > bound) get `value`, the others keep `v`; NaN compares false.
-GGUFD_SIMD_FN vf vwhere_lt(vf x, float bound, vf v, float value) {
+// Lanes where `x kCmp bound` holds (kCmp one of the _CMP_* predicates) get `value`, the others
+// keep `v`.
+template <int kCmp>
+GGUFD_SIMD_FN vf vwhere(vf x, float bound, vf v, float value) {
     return _mm256_blendv_ps(v, _mm256_set1_ps(value),
-                            _mm256_cmp_ps(x, _mm256_set1_ps(bound), _CMP_LT_OQ));
-}
-GGUFD_SIMD_FN vf vwhere_gt(vf x, float bound, vf v, float value) {
-    return _mm256_blendv_ps(v, _mm256_set1_ps(value),
-                            _mm256_cmp_ps(x, _mm256_set1_ps(bound), _CMP_GT_OQ));
+                            _mm256_cmp_ps(x, _mm256_set1_ps(bound), kCmp));
 }
 
 // Lanes where x is NaN get `value`, the others keep `v`.

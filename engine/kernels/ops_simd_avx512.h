@@ -131,12 +131,9 @@ GGUFD_SIMD_FN vf vexp2i(vf n) {
     return _mm512_castsi512_ps(
         _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23));
 }
-GGUFD_SIMD_FN vf vwhere_lt(vf x, float bound, vf v, float value) {
-    return _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(x, _mm512_set1_ps(bound), _CMP_LT_OQ),
-                              _mm512_set1_ps(value));
-}
-GGUFD_SIMD_FN vf vwhere_gt(vf x, float bound, vf v, float value) {
-    return _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(x, _mm512_set1_ps(bound), _CMP_GT_OQ),
+template <int kCmp>
+GGUFD_SIMD_FN vf vwhere(vf x, float bound, vf v, float value) {
+    return _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(x, _mm512_set1_ps(bound), kCmp),
                               _mm512_set1_ps(value));
 }
 

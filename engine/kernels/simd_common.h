@@ -42,21 +42,31 @@ namespace ggufd::kernels::simd {
 
 // ---------------------------------------------------------------- horizontal reductions
 
-GGUFD_HELPER_AVX2 float hsum(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+// The 8 lanes of v folded with Op (its 4-lane `all` and lowest-lane `low` forms) into one.
+template <class Op>
+GGUFD_HELPER_AVX2 float fold8(__m256 v) {
+    __m128 s = Op::all(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = Op::all(s, _mm_movehl_ps(s, s));
+    s = Op::low(s, _mm_movehdup_ps(s));
     return _mm_cvtss_f32(s);
+}
+struct FoldAdd {
+    GGUFD_HELPER_AVX2 __m128 all(__m128 a, __m128 b) { return _mm_add_ps(a, b); }
+    GGUFD_HELPER_AVX2 __m128 low(__m128 a, __m128 b) { return _mm_add_ss(a, b); }
+};
+struct FoldMax {
+    GGUFD_HELPER_AVX2 __m128 all(__m128 a, __m128 b) { return _mm_max_ps(a, b); }
+    GGUFD_HELPER_AVX2 __m128 low(__m128 a, __m128 b) { return _mm_max_ss(a, b); }
+};
+
+GGUFD_HELPER_AVX2 float hsum(__m256 v) {
+    return fold8<FoldAdd>(v);
 }
 GGUFD_HELPER_AVX512 float hsum(__m512 v) {
     return _mm512_reduce_add_ps(v);
 }
-
 GGUFD_HELPER_AVX2 float hmax(__m256 v) {
-    __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
-    m = _mm_max_ss(m, _mm_movehdup_ps(m));
-    return _mm_cvtss_f32(m);
+    return fold8<FoldMax>(v);
 }
 GGUFD_HELPER_AVX512 float hmax(__m512 v) {
     return _mm512_reduce_max_ps(v);
