@@ -18,7 +18,7 @@ struct Table {
     std::vector<detail::FormatRow> rows;  // indexed like `formats`
     // Indexed like `formats`: every variant the CPU runs, scalar first, fastest last.
     std::vector<std::vector<DotVariant>> variants;
-    // Indexed like `formats`: the fast matrix paths and repacked layout this CPU runs, or nullptr.
+    // Indexed like `formats`: the row's AVX-512 fast paths where this CPU runs them, or nullptr.
     std::vector<const detail::FastFormat*> fast;
     // Position in `formats` by type id (-1: unsupported): matmul_rows looks a type up for every
     // task of every product, so this is a direct index rather than a search.
@@ -27,9 +27,8 @@ struct Table {
 
 Table build_table() {
     const CpuFeatures& cpu = cpu_features();
-    const bool avx2 = cpu.avx2 && cpu.fma && cpu.f16c;
-    const bool avx512 =
-        avx2 && cpu.avx512f && cpu.avx512bw && cpu.avx512vl && cpu.avx512dq && cpu.avx512vnni;
+    const bool avx2 = cpu.runs_avx2();
+    const bool avx512 = cpu.runs_avx512vnni();
     Table t;
     for (auto family : {detail::float_format_rows(), detail::legacy_format_rows(),
                         detail::kquant_format_rows(), detail::iq_format_rows()}) {
