@@ -8,7 +8,6 @@
 // folded into the integer accumulator's start value, so the integer part stays exact. The
 // matrix-matrix micro-kernel is bound by VPDPBUSD throughput (one 512-bit per cycle).
 #include <algorithm>
-#include <array>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
@@ -530,16 +529,16 @@ KFN void tile_kernel_n(const PackedTile& t, int64_t cols, const uint8_t* act0, s
     for (int j = 0; j < NJ; ++j) _mm512_mask_storeu_ps(out + j * ldo, live, acc[j]);
 }
 
-// K::run<NJ> for NJ = n activation rows (callers pass 1..kTileActs), from a table of the
-// kTileActs instantiations: each count has its own register-blocked kernel.
-template <class K, int... I>
-constexpr auto runs_by_count(std::integer_sequence<int, I...>) {
-    return std::array{&K::template run<I + 1>...};
+// K::run<NJ> for NJ = n activation rows (callers pass 1..kTileActs; more count as kTileActs):
+// each count has its own register-blocked kernel, all inlined here as a switch would have them.
+template <class K, int... I, class... Args>
+KFN void run_for_count(std::integer_sequence<int, I...>, int n, const Args&... args) {
+    n = std::clamp(n, 1, static_cast<int>(sizeof...(I)));
+    (void)((n == I + 1 ? (K::template run<I + 1>(args...), true) : false) || ...);
 }
 template <class K, class... Args>
-KFN void run_for_count(int n, Args&&... args) {
-    static constexpr auto kRuns = runs_by_count<K>(std::make_integer_sequence<int, kTileActs>{});
-    kRuns[static_cast<size_t>(std::clamp(n, 1, kTileActs) - 1)](std::forward<Args>(args)...);
+KFN void run_for_count(int n, const Args&... args) {
+    run_for_count<K>(std::make_integer_sequence<int, kTileActs>{}, n, args...);
 }
 
 template <int L, bool kMin>

@@ -6,6 +6,7 @@
 
 #include <immintrin.h>
 
+#include <bit>
 #include <cstdint>
 #include <cstring>
 
@@ -140,11 +141,12 @@ GGUFD_SIMD_FN vf vexp2i(vf n) {
         _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23));
 }
 // Lanes where `x kCmp bound` holds (kCmp one of the _CMP_* predicates) get `value`, the others
-// keep `v`.
+// keep `v`. A +0 value is a mask (one AND-NOT) rather than a blend, which costs more on AVX2.
 template <int kCmp>
 GGUFD_SIMD_FN vf vwhere(vf x, float bound, vf v, float value) {
-    return _mm256_blendv_ps(v, _mm256_set1_ps(value),
-                            _mm256_cmp_ps(x, _mm256_set1_ps(bound), kCmp));
+    const vf hit = _mm256_cmp_ps(x, _mm256_set1_ps(bound), kCmp);
+    if (std::bit_cast<uint32_t>(value) == 0) return _mm256_andnot_ps(hit, v);
+    return _mm256_blendv_ps(v, _mm256_set1_ps(value), hit);
 }
 
 // Lanes where x is NaN get `value`, the others keep `v`.
