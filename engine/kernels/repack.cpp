@@ -18,58 +18,49 @@ namespace {
 
 using simd::load_u32;
 
-// Q4_0, one group of 16 rows and nb blocks: the fp16 scales [nb][16] (padded to 64 bytes), then
-// per block 4 vectors of 64 bytes. Vector g of block k holds, at bytes 4 i .. 4 i + 3 (row i),
-// the codes of elements 8 g + t (low nibble) and 8 g + 4 + t (high nibble), t = 0..3, so that
-// masking the low or high nibbles gives 4 consecutive codes per row against which the 4
-// activation bytes at 8 g or 8 g + 4 are multiplied.
-size_t q4_0_group_bytes(int64_t cols) {
+// Q4_0 and Q8_0, one group of 16 rows and nb blocks: the fp16 scales [nb][16] (padded to 64
+// bytes), then per block kVectors vectors of 64 bytes, row i's 4 bytes at 4 i in each, which
+// kCodes writes from the row's block.
+template <int kVectors>
+size_t legacy_group_bytes(int64_t cols) {
     const int64_t nb = cols / kQK;
-    return detail::legacy_repacked_scale_bytes(nb) + static_cast<size_t>(nb) * 4 * 64;
+    return detail::legacy_repacked_scale_bytes(nb) + static_cast<size_t>(nb) * kVectors * 64;
 }
 
-void q4_0_repack_group(const uint8_t* w, size_t wrb, int64_t cols, uint8_t* out) {
+template <class Block, int kVectors, void (*kCodes)(const Block&, uint8_t*)>
+void legacy_repack_group(const uint8_t* w, size_t wrb, int64_t cols, uint8_t* out) {
     const int64_t nb = cols / kQK;
     auto* scales = reinterpret_cast<uint16_t*>(out);
     uint8_t* codes = out + detail::legacy_repacked_scale_bytes(nb);
     for (int64_t i = 0; i < kRepackRows; ++i) {
-        const auto* row = reinterpret_cast<const BlockQ4_0*>(w + i * wrb);
+        const auto* row = reinterpret_cast<const Block*>(w + i * wrb);
         for (int64_t k = 0; k < nb; ++k) {
             scales[k * kRepackRows + i] = row[k].d;
-            // Elements 0..15 are the low nibbles of qs[0..15], 16..31 the high ones.
-            for (int h = 0; h < 2; ++h) {
-                const uint32_t a = load_u32(row[k].qs + 8 * h);
-                const uint32_t b = load_u32(row[k].qs + 8 * h + 4);
-                const uint32_t lo = (a & 0x0f0f0f0fu) | ((b & 0x0f0f0f0fu) << 4);
-                const uint32_t hi = ((a >> 4) & 0x0f0f0f0fu) | (b & 0xf0f0f0f0u);
-                std::memcpy(codes + 256 * k + 64 * h + 4 * i, &lo, 4);
-                std::memcpy(codes + 256 * k + 64 * (h + 2) + 4 * i, &hi, 4);
-            }
+            kCodes(row[k], codes + kVectors * 64 * k + 4 * i);
         }
     }
 }
 
-// Q8_0: the same scale area, then per block 8 vectors of 64 bytes; vector g holds at bytes
-// 4 i .. 4 i + 3 the codes of elements 4 g .. 4 g + 3 of row i, stored unsigned (q + 128).
-size_t q8_0_group_bytes(int64_t cols) {
-    const int64_t nb = cols / kQK;
-    return detail::legacy_repacked_scale_bytes(nb) + static_cast<size_t>(nb) * 8 * 64;
+// Q4_0: 4 vectors. Vector g holds the codes of elements 8 g + t (low nibble) and 8 g + 4 + t
+// (high nibble), t = 0..3, so that masking the low or high nibbles gives 4 consecutive codes per
+// row against which the 4 activation bytes at 8 g or 8 g + 4 are multiplied.
+void q4_0_codes(const BlockQ4_0& b, uint8_t* v) {
+    // Elements 0..15 are the low nibbles of qs[0..15], 16..31 the high ones.
+    for (int h = 0; h < 2; ++h) {
+        const uint32_t lo4 = load_u32(b.qs + 8 * h);
+        const uint32_t hi4 = load_u32(b.qs + 8 * h + 4);
+        const uint32_t lo = (lo4 & 0x0f0f0f0fu) | ((hi4 & 0x0f0f0f0fu) << 4);
+        const uint32_t hi = ((lo4 >> 4) & 0x0f0f0f0fu) | (hi4 & 0xf0f0f0f0u);
+        std::memcpy(v + 64 * h, &lo, 4);
+        std::memcpy(v + 64 * (h + 2), &hi, 4);
+    }
 }
 
-void q8_0_repack_group(const uint8_t* w, size_t wrb, int64_t cols, uint8_t* out) {
-    const int64_t nb = cols / kQK;
-    auto* scales = reinterpret_cast<uint16_t*>(out);
-    uint8_t* codes = out + detail::legacy_repacked_scale_bytes(nb);
-    for (int64_t i = 0; i < kRepackRows; ++i) {
-        const auto* row = reinterpret_cast<const BlockQ8_0*>(w + i * wrb);
-        for (int64_t k = 0; k < nb; ++k) {
-            scales[k * kRepackRows + i] = row[k].d;
-            for (int g = 0; g < 8; ++g) {
-                const uint32_t u =
-                    load_u32(reinterpret_cast<const uint8_t*>(row[k].qs) + 4 * g) ^ 0x80808080u;
-                std::memcpy(codes + 512 * k + 64 * g + 4 * i, &u, 4);
-            }
-        }
+// Q8_0: 8 vectors; vector g holds the codes of elements 4 g .. 4 g + 3, stored unsigned (q + 128).
+void q8_0_codes(const BlockQ8_0& b, uint8_t* v) {
+    for (int g = 0; g < 8; ++g) {
+        const uint32_t u = load_u32(reinterpret_cast<const uint8_t*>(b.qs) + 4 * g) ^ 0x80808080u;
+        std::memcpy(v + 64 * g, &u, 4);
     }
 }
 
@@ -186,8 +177,10 @@ void q6_k_repack_group(const uint8_t* w, size_t wrb, int64_t cols, uint8_t* out)
 
 // Each covered type's layout, named for its row (format_rows.h): detail::<type>_repack.
 namespace detail {
-extern const RepackLayout q4_0_repack{q4_0_group_bytes, q4_0_repack_group};
-extern const RepackLayout q8_0_repack{q8_0_group_bytes, q8_0_repack_group};
+extern const RepackLayout q4_0_repack{legacy_group_bytes<4>,
+                                      legacy_repack_group<BlockQ4_0, 4, q4_0_codes>};
+extern const RepackLayout q8_0_repack{legacy_group_bytes<8>,
+                                      legacy_repack_group<BlockQ8_0, 8, q8_0_codes>};
 extern const RepackLayout q4_k_repack{q4_k_group_bytes, q4_k_repack_group};
 extern const RepackLayout q5_k_repack{q5_k_group_bytes, q5_k_repack_group};
 extern const RepackLayout q6_k_repack{q6_k_group_bytes, q6_k_repack_group};
