@@ -529,31 +529,27 @@ KFN void tile_kernel_n(const PackedTile& t, int64_t cols, const uint8_t* act0, s
     for (int j = 0; j < NJ; ++j) _mm512_mask_storeu_ps(out + j * ldo, live, acc[j]);
 }
 
-// K::run<NJ> for NJ = n activation rows (callers pass 1..kTileActs; more count as kTileActs):
-// each count has its own register-blocked kernel, all inlined here as a switch would have them.
-template <class K, int... I, class... Args>
-KFN void run_for_count(std::integer_sequence<int, I...>, int n, const Args&... args) {
-    n = std::clamp(n, 1, static_cast<int>(sizeof...(I)));
-    (void)((n == I + 1 ? (K::template run<I + 1>(args...), true) : false) || ...);
-}
-template <class K, class... Args>
-KFN void run_for_count(int n, const Args&... args) {
-    run_for_count<K>(std::make_integer_sequence<int, kTileActs>{}, n, args...);
-}
-
-template <int L, bool kMin>
-struct TileKernel {
-    template <int NJ>
-    KFN void run(const PackedTile& t, int64_t cols, const uint8_t* act0, size_t stride,
-                 const ActLayout& lay, int n_rows, float* out, int64_t ldo) {
-        tile_kernel_n<L, kMin, NJ>(t, cols, act0, stride, lay, n_rows, out, ldo);
-    }
-};
-
 template <int L, bool kMin>
 KEXPORT void tile_kernel(const PackedTile& t, int64_t cols, const uint8_t* act0, size_t stride,
                          const ActLayout& lay, int n_act, int n_rows, float* out, int64_t ldo) {
-    run_for_count<TileKernel<L, kMin>>(n_act, t, cols, act0, stride, lay, n_rows, out, ldo);
+    switch (n_act) {
+        case 1:
+            return tile_kernel_n<L, kMin, 1>(t, cols, act0, stride, lay, n_rows, out, ldo);
+        case 2:
+            return tile_kernel_n<L, kMin, 2>(t, cols, act0, stride, lay, n_rows, out, ldo);
+        case 3:
+            return tile_kernel_n<L, kMin, 3>(t, cols, act0, stride, lay, n_rows, out, ldo);
+        case 4:
+            return tile_kernel_n<L, kMin, 4>(t, cols, act0, stride, lay, n_rows, out, ldo);
+        case 5:
+            return tile_kernel_n<L, kMin, 5>(t, cols, act0, stride, lay, n_rows, out, ldo);
+        case 6:
+            return tile_kernel_n<L, kMin, 6>(t, cols, act0, stride, lay, n_rows, out, ldo);
+        case 7:
+            return tile_kernel_n<L, kMin, 7>(t, cols, act0, stride, lay, n_rows, out, ldo);
+        default:
+            return tile_kernel_n<L, kMin, 8>(t, cols, act0, stride, lay, n_rows, out, ldo);
+    }
 }
 
 // ---------------------------------------------------------------- repacked Q4_0 / Q8_0 (repack.h)
@@ -633,11 +629,29 @@ KFN void repacked_n(const uint8_t* group, int64_t cols, const uint8_t* act0, siz
     for (int j = 0; j < NJ; ++j) _mm512_mask_storeu_ps(out + j * ldo, live, acc[j]);
 }
 
+// K::run<NJ> for NJ = n_act activation rows (8 for more: callers pass at most kTileActs).
 template <class K>
 KEXPORT void repacked_by_act_count(const uint8_t* group, int64_t cols, const uint8_t* act0,
                                    size_t stride, const ActLayout& lay, int n_act, uint32_t live,
                                    float* out, int64_t ldo) {
-    run_for_count<K>(n_act, group, cols, act0, stride, lay, live, out, ldo);
+    switch (n_act) {
+        case 1:
+            return K::template run<1>(group, cols, act0, stride, lay, live, out, ldo);
+        case 2:
+            return K::template run<2>(group, cols, act0, stride, lay, live, out, ldo);
+        case 3:
+            return K::template run<3>(group, cols, act0, stride, lay, live, out, ldo);
+        case 4:
+            return K::template run<4>(group, cols, act0, stride, lay, live, out, ldo);
+        case 5:
+            return K::template run<5>(group, cols, act0, stride, lay, live, out, ldo);
+        case 6:
+            return K::template run<6>(group, cols, act0, stride, lay, live, out, ldo);
+        case 7:
+            return K::template run<7>(group, cols, act0, stride, lay, live, out, ldo);
+        default:
+            return K::template run<8>(group, cols, act0, stride, lay, live, out, ldo);
+    }
 }
 
 // Q4_0 (kNibbles) and Q8_0 in the shape repacked_by_act_count dispatches on.
