@@ -130,24 +130,29 @@ struct BlockTQ2_0 {
 
 #pragma pack(pop)
 
-// gguf/types.h keeps its table in a .cpp, so the sizes are asserted here as literals and the
-// format table (formats.cpp) checks them against type_info() once more in the tests.
-static_assert(sizeof(BlockQ4_0) == 18);
-static_assert(sizeof(BlockQ4_1) == 20);
-static_assert(sizeof(BlockQ5_0) == 22);
-static_assert(sizeof(BlockQ5_1) == 24);
-static_assert(sizeof(BlockQ8_0) == 34);
-static_assert(sizeof(BlockQ8_1) == 36);
-static_assert(sizeof(BlockQ2_K) == 84);
-static_assert(sizeof(BlockQ3_K) == 110);
-static_assert(sizeof(BlockQ4_K) == 144);
-static_assert(sizeof(BlockQ5_K) == 176);
-static_assert(sizeof(BlockQ6_K) == 210);
-static_assert(sizeof(BlockQ8_K) == 292);
-static_assert(sizeof(BlockIQ4_NL) == 18);
-static_assert(sizeof(BlockIQ4_XS) == 136);
-static_assert(sizeof(BlockTQ1_0) == 54);
-static_assert(sizeof(BlockTQ2_0) == 66);
+// The geometry is gguf's (a fact of the file format); each layout is checked against it here, so
+// the kernels never restate a block size and a layout slip fails the build.
+template <class Block>
+constexpr bool has_geometry(gguf::TensorType t, int elements) {
+    const gguf::TypeInfo& info = gguf::type_info(t);
+    return sizeof(Block) == info.block_bytes && static_cast<uint32_t>(elements) == info.block_size;
+}
+static_assert(has_geometry<BlockQ4_0>(gguf::TensorType::Q4_0, kQK));
+static_assert(has_geometry<BlockQ4_1>(gguf::TensorType::Q4_1, kQK));
+static_assert(has_geometry<BlockQ5_0>(gguf::TensorType::Q5_0, kQK));
+static_assert(has_geometry<BlockQ5_1>(gguf::TensorType::Q5_1, kQK));
+static_assert(has_geometry<BlockQ8_0>(gguf::TensorType::Q8_0, kQK));
+static_assert(has_geometry<BlockQ8_1>(gguf::TensorType::Q8_1, kQK));
+static_assert(has_geometry<BlockQ2_K>(gguf::TensorType::Q2_K, kQKK));
+static_assert(has_geometry<BlockQ3_K>(gguf::TensorType::Q3_K, kQKK));
+static_assert(has_geometry<BlockQ4_K>(gguf::TensorType::Q4_K, kQKK));
+static_assert(has_geometry<BlockQ5_K>(gguf::TensorType::Q5_K, kQKK));
+static_assert(has_geometry<BlockQ6_K>(gguf::TensorType::Q6_K, kQKK));
+static_assert(has_geometry<BlockQ8_K>(gguf::TensorType::Q8_K, kQKK));
+static_assert(has_geometry<BlockIQ4_NL>(gguf::TensorType::IQ4_NL, kQK));
+static_assert(has_geometry<BlockIQ4_XS>(gguf::TensorType::IQ4_XS, kQKK));
+static_assert(has_geometry<BlockTQ1_0>(gguf::TensorType::TQ1_0, kQKK));
+static_assert(has_geometry<BlockTQ2_0>(gguf::TensorType::TQ2_0, kQKK));
 
 // Scale and min of sub-block j (0..7) from the 12 bytes `s` of a Q4_K / Q5_K super-block:
 // bytes 0..3 hold scales 0..3 (low 6 bits), 4..7 mins 0..3, and the top 2 bits of each byte

@@ -22,6 +22,12 @@ struct CpuFeatures {
 
     // "avx2 fma f16c avx512f ..." for logs and benchmarks.
     std::string describe() const;
+
+    // The instruction-set levels the kernels are compiled for (GGUFD_TARGET_* in simd_common.h):
+    // code built for a level runs only where its check holds.
+    bool runs_avx2() const { return avx2 && fma && f16c; }
+    bool runs_avx512() const { return runs_avx2() && avx512f && avx512bw && avx512vl; }
+    bool runs_avx512vnni() const { return runs_avx512() && avx512dq && avx512vnni; }
 };
 
 // Detected features, possibly lowered by the environment variable GGUFD_CPU_LIMIT

@@ -11,18 +11,21 @@
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
+#include <utility>
 
 #include "engine/kernels/blocks.h"
 #include "engine/kernels/fast_matmul.h"
+#include "engine/kernels/format_rows.h"
 #include "engine/kernels/quant_util.h"
+#include "engine/kernels/simd_common.h"
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#if GGUFD_X86_KERNELS
 // GCC 12's AVX-512 headers seed some intrinsics with a self-initialised "undefined" vector.
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
-#define GGUFD_FAST_TARGET "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni"
+#define GGUFD_FAST_TARGET GGUFD_TARGET_AVX512VNNI
 #define KFN static inline __attribute__((target(GGUFD_FAST_TARGET), always_inline))
 #define KEXPORT __attribute__((target(GGUFD_FAST_TARGET)))
 
@@ -31,28 +34,10 @@ namespace {
 
 // ---------------------------------------------------------------- helpers
 
-KFN float hsum8(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-
-KFN __m256i load256(const void* p) {
-    return _mm256_loadu_si256(static_cast<const __m256i*>(p));
-}
-
-KFN int32_t load_i32(const void* p) {
-    int32_t v;
-    std::memcpy(&v, p, 4);
-    return v;
-}
-
-KFN uint32_t load_u32(const void* p) {
-    uint32_t v;
-    std::memcpy(&v, p, 4);
-    return v;
-}
+using simd::hsum;
+using simd::load256;
+using simd::load_i32;
+using simd::load_u32;
 
 // 16 packed bytes -> 32 codes: low nibbles in bytes 0..15, high nibbles in 16..31 (the legacy
 // formats' element order). One broadcast load, one variable shift, one mask.
@@ -166,8 +151,8 @@ KFN void block_scales_tail(const uint8_t* p, int live, __m256* d, __m256* m) {
     alignas(32) float dv[8] = {}, mv[8] = {};
     for (int b = 0; b < live; ++b) {
         const Block& blk = reinterpret_cast<const Block*>(p)[b];
-        dv[b] = _cvtsh_ss(blk.d);
-        if constexpr (F::has_min) mv[b] = _cvtsh_ss(blk.m);
+        dv[b] = simd::fp16(blk.d);
+        if constexpr (F::has_min) mv[b] = simd::fp16(blk.m);
     }
     *d = _mm256_load_ps(dv);
     if constexpr (F::has_min) *m = _mm256_load_ps(mv);
@@ -232,7 +217,7 @@ KFN float legacy_matvec_row(const uint8_t* w, int64_t nb, const ActRowView& a) {
         }
         for (; b < n; ++b) acc0 = legacy_step<F>(blk + b, codes + 32 * b, zc + b, scale + b, acc0);
     }
-    return hsum8(
+    return hsum(
         _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(acc0, acc1), _mm256_add_ps(acc2, acc3)), accm));
 }
 
@@ -288,9 +273,9 @@ KFN void q4k_matvec_rows(const uint8_t* w, size_t wrb, int64_t nsb, const ActRow
                                _mm256_or_si256(sc, _mm256_slli_epi32(sc, 16)));
             const __m256 mn = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(
                 _mm_set_epi32(0, 0, static_cast<int>(k.mn_hi), static_cast<int>(k.mn_lo))));
-            const __m256 dmin = _mm256_set1_ps(_cvtsh_ss(b[r]->dmin));
+            const __m256 dmin = _mm256_set1_ps(simd::fp16(b[r]->dmin));
             accm[r] = _mm256_fmadd_ps(_mm256_mul_ps(mn, dmin), dsum, accm[r]);
-            dd[r] = _cvtsh_ss(b[r]->d) * da;
+            dd[r] = simd::fp16(b[r]->d) * da;
         }
         __m256i lo_sum[R], hi_sum[R];
 #pragma GCC unroll 4
@@ -320,7 +305,7 @@ KFN void q4k_matvec_rows(const uint8_t* w, size_t wrb, int64_t nsb, const ActRow
         }
     }
 #pragma GCC unroll 4
-    for (int r = 0; r < R; ++r) y[r] = hsum8(_mm256_sub_ps(acc[r], accm[r]));
+    for (int r = 0; r < R; ++r) y[r] = hsum(_mm256_sub_ps(acc[r], accm[r]));
 }
 
 KEXPORT void q4k_matvec(const uint8_t* w, size_t wrb, int64_t n_rows, int64_t cols,
@@ -384,8 +369,8 @@ KEXPORT void legacy_pack(const uint8_t* w, size_t wrb, int n_rows, int64_t cols,
             if (r < n_rows) {
                 const Block& b = reinterpret_cast<const Block*>(w + r * wrb)[k];
                 q[r] = F::codes(b);
-                t.scale[16 * k + r] = _cvtsh_ss(b.d);
-                if constexpr (F::has_min) t.min[16 * k + r] = _cvtsh_ss(b.m);
+                t.scale[16 * k + r] = simd::fp16(b.d);
+                if constexpr (F::has_min) t.min[16 * k + r] = simd::fp16(b.m);
             } else {
                 q[r] = _mm256_setzero_si256();
                 t.scale[16 * k + r] = 0.0f;
@@ -414,7 +399,7 @@ KEXPORT void k45_pack(const uint8_t* w, size_t wrb, int n_rows, int64_t cols, co
             const Block& b = reinterpret_cast<const Block*>(w + r * wrb)[s];
             prefetch_block_ahead(&b);
             const K4Scales k = k4_scales(b.scales);
-            const float d = _cvtsh_ss(b.d), dmin = _cvtsh_ss(b.dmin);
+            const float d = simd::fp16(b.d), dmin = simd::fp16(b.dmin);
             for (int j = 0; j < 8; ++j) {
                 const uint32_t scw = j < 4 ? k.sc_lo : k.sc_hi;
                 const uint32_t mnw = j < 4 ? k.mn_lo : k.mn_hi;
@@ -459,7 +444,7 @@ KEXPORT void q6k_pack(const uint8_t* w, size_t wrb, int n_rows, int64_t cols, co
             }
             const BlockQ6_K& b = reinterpret_cast<const BlockQ6_K*>(w + r * wrb)[s];
             prefetch_block_ahead(&b);
-            const float d = _cvtsh_ss(b.d);
+            const float d = simd::fp16(b.d);
             for (int j = 0; j < 16; ++j) sc[16 * j] = d * static_cast<float>(b.scales[j]);
         }
         for (int v = 0; v < 8; ++v) {
@@ -972,68 +957,80 @@ KEXPORT void quantize_q8_k_row(const float* x, int64_t cols, const FastFormat& f
     }
 }
 
-using gguf::TensorType;
-
-const FastFormat kFormats[] = {
-    {TensorType::Q4_0, 32, FmtQ4_0::z, false, legacy_matvec<FmtQ4_0>, legacy_pack<FmtQ4_0>,
-     tile_kernel<32, false>, quantize_q8_0_row},
-    {TensorType::Q4_1, 32, FmtQ4_1::z, true, legacy_matvec<FmtQ4_1>, legacy_pack<FmtQ4_1>,
-     tile_kernel<32, true>, quantize_q8_0_row},
-    {TensorType::Q5_0, 32, FmtQ5_0::z, false, legacy_matvec<FmtQ5_0>, legacy_pack<FmtQ5_0>,
-     tile_kernel<32, false>, quantize_q8_0_row},
-    {TensorType::Q5_1, 32, FmtQ5_1::z, true, legacy_matvec<FmtQ5_1>, legacy_pack<FmtQ5_1>,
-     tile_kernel<32, true>, quantize_q8_0_row},
-    // Q8_0 matrix-vector stays on the per-row dot product: as fast from L2 and faster streaming
-    // from memory (measured 13-14 against 11-13 GB/s on one thread).
-    {TensorType::Q8_0, 32, FmtQ8_0::z, false, nullptr, legacy_pack<FmtQ8_0>, tile_kernel<32, false>,
-     quantize_q8_0_row},
-    // IQ4_NL (FmtIQ4_NL above) is exact against the scalar reference too, but left on the
-    // per-row path for now: with it, tests/model's argmax agreement with llama.cpp on the tiny
-    // conformance model drops from 45/47 to 44/47 through near-ties (top-2 gaps of 0.01-0.05
-    // logits, below the 0.13 difference both paths already have), failing its 95% threshold.
-    {TensorType::Q4_K, 32, 0, true, q4k_matvec, k45_pack<false>, tile_kernel<32, true>,
-     quantize_q8_k_row},
-    {TensorType::Q5_K, 32, 0, true, nullptr, k45_pack<true>, tile_kernel<32, true>,
-     quantize_q8_k_row},
-    {TensorType::Q6_K, 16, 32, false, nullptr, q6k_pack, tile_kernel<16, false>, quantize_q8_k_row},
-};
-
 }  // namespace
 
-const FastFormat* avx512_fast_formats(size_t* count) {
-    *count = std::size(kFormats);
-    return kFormats;
-}
+// Each type's fast paths, named for its row (format_rows.h): avx512::<type>_fast.
+namespace avx512 {
 
-RepackedKernelFn avx512_repacked_kernel(gguf::TensorType t) {
-    switch (t) {
-        case gguf::TensorType::Q4_0:
-            return repacked_by_act_count<LegacyRepacked<true>>;
-        case gguf::TensorType::Q8_0:
-            return repacked_by_act_count<LegacyRepacked<false>>;
-        case gguf::TensorType::Q4_K:
-            return repacked_by_act_count<K45Repacked<false>>;
-        case gguf::TensorType::Q5_K:
-            return repacked_by_act_count<K45Repacked<true>>;
-        case gguf::TensorType::Q6_K:
-            return repacked_by_act_count<Q6KRepacked>;
-        default:
-            return nullptr;
-    }
-}
+extern const FastFormat q4_0_fast{32,
+                                  FmtQ4_0::z,
+                                  false,
+                                  legacy_matvec<FmtQ4_0>,
+                                  legacy_pack<FmtQ4_0>,
+                                  tile_kernel<32, false>,
+                                  quantize_q8_0_row,
+                                  repacked_by_act_count<LegacyRepacked<true>>};
+extern const FastFormat q4_1_fast{32,
+                                  FmtQ4_1::z,
+                                  true,
+                                  legacy_matvec<FmtQ4_1>,
+                                  legacy_pack<FmtQ4_1>,
+                                  tile_kernel<32, true>,
+                                  quantize_q8_0_row};
+extern const FastFormat q5_0_fast{32,
+                                  FmtQ5_0::z,
+                                  false,
+                                  legacy_matvec<FmtQ5_0>,
+                                  legacy_pack<FmtQ5_0>,
+                                  tile_kernel<32, false>,
+                                  quantize_q8_0_row};
+extern const FastFormat q5_1_fast{32,
+                                  FmtQ5_1::z,
+                                  true,
+                                  legacy_matvec<FmtQ5_1>,
+                                  legacy_pack<FmtQ5_1>,
+                                  tile_kernel<32, true>,
+                                  quantize_q8_0_row};
+// Q8_0 matrix-vector stays on the per-row dot product: as fast from L2 and faster streaming
+// from memory (measured 13-14 against 11-13 GB/s on one thread).
+extern const FastFormat q8_0_fast{32,
+                                  FmtQ8_0::z,
+                                  false,
+                                  nullptr,
+                                  legacy_pack<FmtQ8_0>,
+                                  tile_kernel<32, false>,
+                                  quantize_q8_0_row,
+                                  repacked_by_act_count<LegacyRepacked<false>>};
+// IQ4_NL (FmtIQ4_NL above) is exact against the scalar reference too, but has no FastFormat for
+// now: with it, tests/model's argmax agreement with llama.cpp on the tiny conformance model
+// drops from 45/47 to 44/47 through near-ties (top-2 gaps of 0.01-0.05 logits, below the 0.13
+// difference both paths already have), failing its 95% threshold.
+extern const FastFormat q4_k_fast{32,
+                                  0,
+                                  true,
+                                  q4k_matvec,
+                                  k45_pack<false>,
+                                  tile_kernel<32, true>,
+                                  quantize_q8_k_row,
+                                  repacked_by_act_count<K45Repacked<false>>};
+extern const FastFormat q5_k_fast{32,
+                                  0,
+                                  true,
+                                  nullptr,
+                                  k45_pack<true>,
+                                  tile_kernel<32, true>,
+                                  quantize_q8_k_row,
+                                  repacked_by_act_count<K45Repacked<true>>};
+extern const FastFormat q6_k_fast{16,
+                                  32,
+                                  false,
+                                  nullptr,
+                                  q6k_pack,
+                                  tile_kernel<16, false>,
+                                  quantize_q8_k_row,
+                                  repacked_by_act_count<Q6KRepacked>};
 
-}  // namespace ggufd::kernels::detail
-
-#else
-
-namespace ggufd::kernels::detail {
-const FastFormat* avx512_fast_formats(size_t* count) {
-    *count = 0;
-    return nullptr;
-}
-RepackedKernelFn avx512_repacked_kernel(gguf::TensorType) {
-    return nullptr;
-}
+}  // namespace avx512
 }  // namespace ggufd::kernels::detail
 
 #endif

@@ -5,7 +5,6 @@
 #include <cstring>
 
 #include "engine/kernels/blocks.h"
-#include "engine/kernels/cpu_features.h"
 #include "engine/kernels/float16.h"
 
 namespace ggufd::kernels::detail {
@@ -16,24 +15,6 @@ size_t round_up64(size_t n) {
 }
 
 }  // namespace
-
-const FastFormat* find_fast_format(gguf::TensorType t) {
-    static const struct Selection {
-        const FastFormat* formats = nullptr;
-        size_t count = 0;
-        Selection() {
-            const CpuFeatures& cpu = cpu_features();
-            if (cpu.avx2 && cpu.fma && cpu.f16c && cpu.avx512f && cpu.avx512bw && cpu.avx512vl &&
-                cpu.avx512dq && cpu.avx512vnni) {
-                formats = avx512_fast_formats(&count);
-            }
-        }
-    } selection;
-    for (size_t i = 0; i < selection.count; ++i) {
-        if (selection.formats[i].type == t) return &selection.formats[i];
-    }
-    return nullptr;
-}
 
 ActLayout act_layout(const FastFormat& f, size_t row_bytes, int64_t cols) {
     const auto n = static_cast<size_t>(cols);

@@ -64,19 +64,34 @@ struct FastFormat;
 using QuantizeActFn = void (*)(const float* x, int64_t cols, const FastFormat& f,
                                const ActLayout& lay, uint8_t* row);
 
+// Kernel over one repacked group of kRepackRows weight rows (repack.h): out[j * ldo + r] for the
+// group's rows r whose bit is set in `live` and the activation rows j < n_act starting at act0,
+// act_stride bytes apart, laid out for the weight type's FastFormat as `lay`.
+using RepackedKernelFn = void (*)(const uint8_t* group, int64_t cols, const uint8_t* act0,
+                                  size_t act_stride, const ActLayout& lay, int n_act, uint32_t live,
+                                  float* out, int64_t ldo);
+
+// One type's fast paths (a type's row points at its FastFormat; format_rows.h).
 struct FastFormat {
-    gguf::TensorType type;
     int block_len;   // L: elements per scale (16 or 32)
     int zero_point;  // z
     bool has_min;
-    MatvecFn matvec;
+    MatvecFn matvec;  // nullptr: one activation row goes through the per-row dot product
     PackFn pack;
     TileKernelFn tile_kernel;
     QuantizeActFn quantize_act;
+    RepackedKernelFn repacked = nullptr;  // over the type's RepackLayout, where it has one
+};
+
+// How repack.cpp lays out one group of kRepackRows rows of a type (its row points at this).
+struct RepackLayout {
+    size_t (*group_bytes)(int64_t cols);
+    // Rearranges kRepackRows rows of `cols` columns, wrb bytes apart in the file, into `out`.
+    void (*repack_group)(const uint8_t* w, size_t wrb, int64_t cols, uint8_t* out);
 };
 
 // The fast path for weight type t on this CPU, or nullptr (type not covered, CPU lacks the
-// instructions, or GGUFD_CPU_LIMIT asks for less).
+// instructions, or GGUFD_CPU_LIMIT asks for less): the type's row's, chosen once by formats.cpp.
 const FastFormat* find_fast_format(gguf::TensorType t);
 
 // Layout of the extra activation data for `f` and rows of `cols` elements whose quantized
@@ -93,15 +108,6 @@ void fill_act_extras(const FastFormat& f, gguf::TensorType act_type, int64_t col
                      const ActLayout& lay, uint8_t* row);
 ActRowView act_row_view(const ActLayout& lay, const uint8_t* row);
 
-// Empty where the compiler cannot target AVX-512.
-const FastFormat* avx512_fast_formats(size_t* count);
-
-// Kernel over one repacked group of kRepackRows weight rows (repack.h): out[j * ldo + r] for the
-// group's rows r whose bit is set in `live` and the activation rows j < n_act starting at act0,
-// act_stride bytes apart, laid out for the weight type's FastFormat as `lay`.
-using RepackedKernelFn = void (*)(const uint8_t* group, int64_t cols, const uint8_t* act0,
-                                  size_t act_stride, const ActLayout& lay, int n_act, uint32_t live,
-                                  float* out, int64_t ldo);
 // Repacked Q4_0 and Q8_0 (repack.cpp writes them, the kernel reads them): per group of 16 rows,
 // the fp16 scales [nb blocks][16 rows] padded to 64 bytes, then the blocks' code vectors.
 constexpr size_t legacy_repacked_scale_bytes(int64_t nb) {
@@ -146,8 +152,5 @@ struct Q6KRecord {
 static_assert(Q4KRecord::codes + 8 * Q4KRecord::sub_block == Q4KRecord::bytes);
 static_assert(Q5KRecord::codes + 8 * Q5KRecord::sub_block == Q5KRecord::bytes);
 static_assert(Q6KRecord::codes + 16 * Q6KRecord::sub_block == Q6KRecord::bytes);
-
-// nullptr where the compiler cannot target AVX-512 or the type has no repacked layout.
-RepackedKernelFn avx512_repacked_kernel(gguf::TensorType t);
 
 }  // namespace ggufd::kernels::detail

@@ -54,15 +54,27 @@ float bf16_dot(int64_t n, const void* w, const void* a) {
     return static_cast<float>(sum);
 }
 
+}  // namespace
+
+// The faster kernels of these types, defined with their instruction set's code (format_rows.h).
+GGUFD_DECLARE_DOTS(f32)
+GGUFD_DECLARE_DOTS(f16)
+GGUFD_DECLARE_DOTS(bf16)
+
+namespace {
+
 using gguf::TensorType;
 
 const FormatRow kRows[] = {
     {TensorType::F32, f32_to_float, f32_from_float, TensorType::F32, f32_dot,
-     multi_dot_by_rows<f32_dot>},
+     multi_dot_by_rows<f32_dot>, GGUFD_ISA(avx2, f32_dots), GGUFD_ISA(avx512, f32_dots), nullptr,
+     nullptr},
     {TensorType::F16, f16_to_float, f16_from_float, TensorType::F32, f16_dot,
-     multi_dot_by_rows<f16_dot>},
+     multi_dot_by_rows<f16_dot>, GGUFD_ISA(avx2, f16_dots), GGUFD_ISA(avx512, f16_dots), nullptr,
+     nullptr},
     {TensorType::BF16, bf16_to_float, bf16_from_float, TensorType::F32, bf16_dot,
-     multi_dot_by_rows<bf16_dot>},
+     multi_dot_by_rows<bf16_dot>, GGUFD_ISA(avx2, bf16_dots), GGUFD_ISA(avx512, bf16_dots), nullptr,
+     nullptr},
 };
 
 }  // namespace

@@ -184,12 +184,20 @@ float tq2_0_dot(int64_t n, const void* w, const void* act) {
     return static_cast<float>(sum);
 }
 
+}  // namespace
+
+// The faster kernels of these types, defined with their instruction set's code (format_rows.h).
+GGUFD_DECLARE_DOTS(iq4_xs)
+
+namespace {
+
 using gguf::TensorType;
 constexpr TensorType kAct = TensorType::Q8_K;
 
 const FormatRow kRows[] = {
     {TensorType::IQ4_XS, iq4_xs_to_float, iq4_xs_from_float, kAct, iq4_xs_dot,
-     multi_dot_by_rows<iq4_xs_dot>},
+     multi_dot_by_rows<iq4_xs_dot>, GGUFD_ISA(avx2, iq4_xs_dots), GGUFD_ISA(avx512, iq4_xs_dots),
+     nullptr, nullptr},
     {TensorType::TQ1_0, tq1_0_to_float, tq1_0_from_float, kAct, tq1_0_dot,
      multi_dot_by_rows<tq1_0_dot>},
     {TensorType::TQ2_0, tq2_0_to_float, tq2_0_from_float, kAct, tq2_0_dot,

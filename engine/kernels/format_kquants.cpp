@@ -329,20 +329,42 @@ float q8_k_dot(int64_t n, const void* w, const void* act) {
     return static_cast<float>(sum);
 }
 
+}  // namespace
+
+// The faster kernels of these types, defined with their instruction set's code (format_rows.h).
+GGUFD_DECLARE_DOTS(q2_k)
+GGUFD_DECLARE_DOTS(q3_k)
+GGUFD_DECLARE_DOTS(q4_k)
+GGUFD_DECLARE_DOTS(q5_k)
+GGUFD_DECLARE_DOTS(q6_k)
+GGUFD_DECLARE_FAST(q4_k)
+GGUFD_DECLARE_FAST(q5_k)
+GGUFD_DECLARE_FAST(q6_k)
+GGUFD_DECLARE_REPACK(q4_k)
+GGUFD_DECLARE_REPACK(q5_k)
+GGUFD_DECLARE_REPACK(q6_k)
+
+namespace {
+
 using gguf::TensorType;
 constexpr TensorType kAct = TensorType::Q8_K;
 
 const FormatRow kRows[] = {
     {TensorType::Q2_K, k_to_float<BlockQ2_K>, q2_k_from_float, kAct, k_dot<BlockQ2_K>,
-     multi_dot_by_rows<k_dot<BlockQ2_K>>},
+     multi_dot_by_rows<k_dot<BlockQ2_K>>, GGUFD_ISA(avx2, q2_k_dots), GGUFD_ISA(avx512, q2_k_dots),
+     nullptr, nullptr},
     {TensorType::Q3_K, k_to_float<BlockQ3_K>, q3_k_from_float, kAct, k_dot<BlockQ3_K>,
-     multi_dot_by_rows<k_dot<BlockQ3_K>>},
+     multi_dot_by_rows<k_dot<BlockQ3_K>>, GGUFD_ISA(avx2, q3_k_dots), GGUFD_ISA(avx512, q3_k_dots),
+     nullptr, nullptr},
     {TensorType::Q4_K, k_to_float<BlockQ4_K>, q4_k_from_float, kAct, k_dot<BlockQ4_K>,
-     multi_dot_by_rows<k_dot<BlockQ4_K>>},
+     multi_dot_by_rows<k_dot<BlockQ4_K>>, GGUFD_ISA(avx2, q4_k_dots), GGUFD_ISA(avx512, q4_k_dots),
+     GGUFD_ISA(avx512, q4_k_fast), &q4_k_repack},
     {TensorType::Q5_K, k_to_float<BlockQ5_K>, q5_k_from_float, kAct, k_dot<BlockQ5_K>,
-     multi_dot_by_rows<k_dot<BlockQ5_K>>},
+     multi_dot_by_rows<k_dot<BlockQ5_K>>, GGUFD_ISA(avx2, q5_k_dots), GGUFD_ISA(avx512, q5_k_dots),
+     GGUFD_ISA(avx512, q5_k_fast), &q5_k_repack},
     {TensorType::Q6_K, k_to_float<BlockQ6_K>, q6_k_from_float, kAct, k_dot<BlockQ6_K>,
-     multi_dot_by_rows<k_dot<BlockQ6_K>>},
+     multi_dot_by_rows<k_dot<BlockQ6_K>>, GGUFD_ISA(avx2, q6_k_dots), GGUFD_ISA(avx512, q6_k_dots),
+     GGUFD_ISA(avx512, q6_k_fast), &q6_k_repack},
     {TensorType::Q8_K, q8_k_to_float, q8_k_from_float, kAct, q8_k_dot, multi_dot_by_rows<q8_k_dot>},
 };
 

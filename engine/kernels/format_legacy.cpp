@@ -287,18 +287,48 @@ float iq4_nl_dot(int64_t n, const void* w, const void* a) {
     return static_cast<float>(sum);
 }
 
+}  // namespace
+
+// The faster kernels of these types, defined with their instruction set's code (format_rows.h).
+GGUFD_DECLARE_DOTS(q4_0)
+GGUFD_DECLARE_DOTS(q4_1)
+GGUFD_DECLARE_DOTS(q5_0)
+GGUFD_DECLARE_DOTS(q5_1)
+GGUFD_DECLARE_DOTS(q8_0)
+GGUFD_DECLARE_DOTS(iq4_nl)
+GGUFD_DECLARE_FAST(q4_0)
+GGUFD_DECLARE_FAST(q4_1)
+GGUFD_DECLARE_FAST(q5_0)
+GGUFD_DECLARE_FAST(q5_1)
+GGUFD_DECLARE_FAST(q8_0)
+GGUFD_DECLARE_REPACK(q4_0)
+GGUFD_DECLARE_REPACK(q8_0)
+
+namespace {
+
 using gguf::TensorType;
 constexpr TensorType kAct = TensorType::Q8_0;
 
 const FormatRow kRows[] = {
-    {TensorType::Q4_0, q4_0_to_float, q4_0_from_float, kAct, q4_0_dot, multi_dot_by_rows<q4_0_dot>},
-    {TensorType::Q4_1, q4_1_to_float, q4_1_from_float, kAct, q4_1_dot, multi_dot_by_rows<q4_1_dot>},
-    {TensorType::Q5_0, q5_0_to_float, q5_0_from_float, kAct, q5_0_dot, multi_dot_by_rows<q5_0_dot>},
-    {TensorType::Q5_1, q5_1_to_float, q5_1_from_float, kAct, q5_1_dot, multi_dot_by_rows<q5_1_dot>},
-    {TensorType::Q8_0, q8_0_to_float, q8_0_from_float, kAct, q8_0_dot, multi_dot_by_rows<q8_0_dot>},
+    {TensorType::Q4_0, q4_0_to_float, q4_0_from_float, kAct, q4_0_dot, multi_dot_by_rows<q4_0_dot>,
+     GGUFD_ISA(avx2, q4_0_dots), GGUFD_ISA(avx512, q4_0_dots), GGUFD_ISA(avx512, q4_0_fast),
+     &q4_0_repack},
+    {TensorType::Q4_1, q4_1_to_float, q4_1_from_float, kAct, q4_1_dot, multi_dot_by_rows<q4_1_dot>,
+     GGUFD_ISA(avx2, q4_1_dots), GGUFD_ISA(avx512, q4_1_dots), GGUFD_ISA(avx512, q4_1_fast),
+     nullptr},
+    {TensorType::Q5_0, q5_0_to_float, q5_0_from_float, kAct, q5_0_dot, multi_dot_by_rows<q5_0_dot>,
+     GGUFD_ISA(avx2, q5_0_dots), GGUFD_ISA(avx512, q5_0_dots), GGUFD_ISA(avx512, q5_0_fast),
+     nullptr},
+    {TensorType::Q5_1, q5_1_to_float, q5_1_from_float, kAct, q5_1_dot, multi_dot_by_rows<q5_1_dot>,
+     GGUFD_ISA(avx2, q5_1_dots), GGUFD_ISA(avx512, q5_1_dots), GGUFD_ISA(avx512, q5_1_fast),
+     nullptr},
+    {TensorType::Q8_0, q8_0_to_float, q8_0_from_float, kAct, q8_0_dot, multi_dot_by_rows<q8_0_dot>,
+     GGUFD_ISA(avx2, q8_0_dots), GGUFD_ISA(avx512, q8_0_dots), GGUFD_ISA(avx512, q8_0_fast),
+     &q8_0_repack},
     {TensorType::Q8_1, q8_1_to_float, q8_1_from_float, kAct, q8_1_dot, multi_dot_by_rows<q8_1_dot>},
     {TensorType::IQ4_NL, iq4_nl_to_float, iq4_nl_from_float, kAct, iq4_nl_dot,
-     multi_dot_by_rows<iq4_nl_dot>},
+     multi_dot_by_rows<iq4_nl_dot>, GGUFD_ISA(avx2, iq4_nl_dots), GGUFD_ISA(avx512, iq4_nl_dots),
+     nullptr, nullptr},
 };
 
 }  // namespace

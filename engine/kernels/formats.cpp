@@ -3,9 +3,11 @@
 #include <array>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/kernels/cpu_features.h"
+#include "engine/kernels/fast_matmul.h"
 #include "engine/kernels/format_rows.h"
 
 namespace ggufd::kernels {
@@ -13,52 +15,42 @@ namespace {
 
 struct Table {
     std::vector<FormatKernels> formats;
+    std::vector<detail::FormatRow> rows;  // indexed like `formats`
     // Indexed like `formats`: every variant the CPU runs, scalar first, fastest last.
     std::vector<std::vector<DotVariant>> variants;
+    // Indexed like `formats`: the row's AVX-512 fast paths where this CPU runs them, or nullptr.
+    std::vector<const detail::FastFormat*> fast;
     // Position in `formats` by type id (-1: unsupported): matmul_rows looks a type up for every
     // task of every product, so this is a direct index rather than a search.
     std::array<int16_t, 256> index_by_id{};
 };
 
-void add_simd(Table& t, std::span<const detail::SimdRow> rows, std::string_view isa) {
-    for (const detail::SimdRow& row : rows) {
-        for (size_t i = 0; i < t.formats.size(); ++i) {
-            if (t.formats[i].type == row.type) {
-                t.variants[i].push_back({isa, row.vec_dot, row.multi_dot});
-            }
-        }
-    }
-}
-
 Table build_table() {
+    const CpuFeatures& cpu = cpu_features();
+    const bool avx2 = cpu.runs_avx2();
+    const bool avx512 = cpu.runs_avx512vnni();
     Table t;
     for (auto family : {detail::float_format_rows(), detail::legacy_format_rows(),
                         detail::kquant_format_rows(), detail::iq_format_rows()}) {
         for (const detail::FormatRow& row : family) {
             const gguf::TypeInfo& info = gguf::type_info(row.type);
+            std::vector<DotVariant> variants{{"scalar", row.vec_dot_ref, row.multi_dot_ref}};
+            if (avx2 && row.avx2) variants.push_back(*row.avx2);
+            if (avx512 && row.avx512) variants.push_back(*row.avx512);
+            const DotVariant& best = variants.back();
             t.formats.push_back({row.type, info.name, info.block_size, info.block_bytes,
                                  row.to_float, row.from_float, row.vec_dot_type, row.vec_dot_ref,
-                                 row.vec_dot_ref, row.multi_dot_ref, "scalar"});
-            t.variants.push_back({{"scalar", row.vec_dot_ref, row.multi_dot_ref}});
+                                 best.vec_dot, best.multi_dot, best.isa});
+            t.rows.push_back(row);
+            t.variants.push_back(std::move(variants));
+            t.fast.push_back(avx512 ? row.avx512_fast : nullptr);
         }
-    }
-    const CpuFeatures& cpu = cpu_features();
-    if (cpu.avx2 && cpu.fma && cpu.f16c) add_simd(t, detail::avx2_rows(), "avx2");
-    if (cpu.avx2 && cpu.fma && cpu.f16c && cpu.avx512f && cpu.avx512bw && cpu.avx512vl &&
-        cpu.avx512dq && cpu.avx512vnni) {
-        add_simd(t, detail::avx512_rows(), "avx512vnni");
     }
     t.index_by_id.fill(-1);
     for (size_t i = 0; i < t.formats.size(); ++i) {
         const auto id = static_cast<uint32_t>(t.formats[i].type);
         if (id < t.index_by_id.size() && t.index_by_id[id] < 0)
             t.index_by_id[id] = static_cast<int16_t>(i);
-    }
-    for (size_t i = 0; i < t.formats.size(); ++i) {
-        const DotVariant& best = t.variants[i].back();
-        t.formats[i].vec_dot = best.vec_dot;
-        t.formats[i].multi_dot = best.multi_dot;
-        t.formats[i].dot_isa = best.isa;
     }
     return t;
 }
@@ -89,6 +81,20 @@ void check_length(const FormatKernels& k, int64_t n) {
 }
 
 }  // namespace
+
+namespace detail {
+
+const FormatRow* find_row(gguf::TensorType type) {
+    const int i = index_of(type);
+    return i < 0 ? nullptr : &table().rows[static_cast<size_t>(i)];
+}
+
+const FastFormat* find_fast_format(gguf::TensorType type) {
+    const int i = index_of(type);
+    return i < 0 ? nullptr : table().fast[static_cast<size_t>(i)];
+}
+
+}  // namespace detail
 
 const FormatKernels* find_kernels(gguf::TensorType type) {
     const int i = index_of(type);

@@ -1,6 +1,8 @@
 // One row per ggml tensor type: how to turn its blocks into floats and back, which activation
 // type its dot product pairs with, and the dot products themselves (a scalar reference plus the
-// fastest SIMD variant this CPU runs, picked once at start-up). Adding a type is adding a row.
+// fastest SIMD variant this CPU runs, picked once at start-up). Adding a type is adding a row:
+// one FormatRow in its family's file (format_rows.h says what a row holds) naming its kernels;
+// the geometry comes from gguf's type table.
 //
 // Conventions. A "row" of n elements of type T takes gguf::row_bytes(T, n) bytes; n must be a
 // multiple of T's block size (the kernels do not check: kernels_for() and matmul() do).

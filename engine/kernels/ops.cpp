@@ -29,14 +29,13 @@ const char* simd_level_name(SimdLevel level) {
 
 bool simd_level_supported(SimdLevel level) {
     const CpuFeatures& f = cpu_features();
-    const bool avx2 = f.avx2 && f.fma && f.f16c;
     switch (level) {
         case SimdLevel::scalar:
             return true;
         case SimdLevel::avx2:
-            return avx2 && avx2_op_kernels() != nullptr;
+            return f.runs_avx2() && avx2_op_kernels() != nullptr;
         case SimdLevel::avx512:
-            return avx2 && f.avx512f && f.avx512bw && f.avx512vl && avx512_op_kernels() != nullptr;
+            return f.runs_avx512() && avx512_op_kernels() != nullptr;
     }
     return false;
 }

@@ -6,13 +6,17 @@
 
 #include <immintrin.h>
 
+#include <bit>
 #include <cstdint>
 #include <cstring>
 
-#define GGUFD_SIMD_FN static inline __attribute__((target("avx2,fma,f16c"), always_inline))
+#include "engine/kernels/exp_poly.h"
+#include "engine/kernels/simd_common.h"
+
+#define GGUFD_SIMD_FN static inline __attribute__((target(GGUFD_TARGET_AVX2), always_inline))
 // For member functions of the functor structs in ops_generic.inc.
-#define GGUFD_SIMD_INLINE inline __attribute__((target("avx2,fma,f16c"), always_inline))
-#define GGUFD_SIMD_KERNEL __attribute__((target("avx2,fma,f16c")))
+#define GGUFD_SIMD_INLINE inline __attribute__((target(GGUFD_TARGET_AVX2), always_inline))
+#define GGUFD_SIMD_KERNEL __attribute__((target(GGUFD_TARGET_AVX2)))
 
 namespace ggufd::kernels::avx2 {
 
@@ -49,7 +53,7 @@ GGUFD_SIMD_FN vf vfill_tail(vf v, int64_t n, float fill) {
 }
 
 GGUFD_SIMD_FN vf vload_f16(const uint16_t* p) {
-    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    return simd::load_f16x8(p);
 }
 GGUFD_SIMD_FN vf vload_f16_part(const uint16_t* p, int64_t n) {
     uint16_t tmp[kLanes] = {};
@@ -100,16 +104,10 @@ GGUFD_SIMD_FN vf vcopysign(vf mag, vf sign) {
 }
 
 GGUFD_SIMD_FN float vsum(vf v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
+    return simd::hsum(v);
 }
 GGUFD_SIMD_FN float vmax_all(vf v) {
-    __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
-    m = _mm_max_ss(m, _mm_movehdup_ps(m));
-    return _mm_cvtss_f32(m);
+    return simd::hmax(v);
 }
 
 // The four horizontal sums of a, b, c, d into out[0..3], sharing one reduction tree.
@@ -133,36 +131,22 @@ GGUFD_SIMD_FN vf vfmaddsub(vf a, vf b, vf c) {
     return _mm256_fmaddsub_ps(a, b, c);
 }
 
-// e^x: x = n ln2 + r with |r| <= ln2/2, e^r by its degree-7 Taylor polynomial (relative error
-// below 1e-8 on that interval), 2^n put into the exponent bits. Results below 2^-126 flush to 0,
-// above FLT_MAX become +inf, NaN stays NaN; x in (88.37, 88.72] saturates at e^88.37 so that n
-// stays <= 127.
-GGUFD_SIMD_FN vf vexp(vf x) {
-    // ln 2 split as 355/512 (exact in float) plus the remainder, so n * hi is exact.
-    const vf ln2_hi = _mm256_set1_ps(0.693359375f);
-    const vf ln2_lo = _mm256_set1_ps(-2.12194440e-4f);
-    // Clamp so 2^n stays a normal float; vmin/vmax put x second so NaN passes through.
-    const vf xc =
-        _mm256_max_ps(_mm256_set1_ps(-87.3365448f), _mm256_min_ps(_mm256_set1_ps(88.37f), x));
-    const vf n = _mm256_round_ps(_mm256_mul_ps(xc, _mm256_set1_ps(1.44269504f)),
-                                 _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    vf r = _mm256_fnmadd_ps(n, ln2_hi, xc);
-    r = _mm256_fnmadd_ps(n, ln2_lo, r);
-    vf p = _mm256_set1_ps(1.0f / 5040.0f);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 720.0f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120.0f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24.0f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6.0f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-    const __m256i bits =
-        _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-    vf result = _mm256_mul_ps(p, _mm256_castsi256_ps(bits));
-    const vf underflow = _mm256_cmp_ps(x, _mm256_set1_ps(-87.3365448f), _CMP_LT_OQ);
-    const vf overflow = _mm256_cmp_ps(x, _mm256_set1_ps(88.7228394f), _CMP_GT_OQ);
-    result = _mm256_andnot_ps(underflow, result);
-    return _mm256_blendv_ps(result, _mm256_set1_ps(__builtin_inff()), overflow);
+// Each lane rounded to the nearest integer (ties to even).
+GGUFD_SIMD_FN vf vround(vf x) {
+    return _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+}
+// 2^n for integral n in [-126, 127], built in the exponent bits.
+GGUFD_SIMD_FN vf vexp2i(vf n) {
+    return _mm256_castsi256_ps(
+        _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23));
+}
+// Lanes where `x kCmp bound` holds (kCmp one of the _CMP_* predicates) get `value`, the others
+// keep `v`. A +0 value is a mask (one AND-NOT) rather than a blend, which costs more on AVX2.
+template <int kCmp>
+GGUFD_SIMD_FN vf vwhere(vf x, float bound, vf v, float value) {
+    const vf hit = _mm256_cmp_ps(x, _mm256_set1_ps(bound), kCmp);
+    if (std::bit_cast<uint32_t>(value) == 0) return _mm256_andnot_ps(hit, v);
+    return _mm256_blendv_ps(v, _mm256_set1_ps(value), hit);
 }
 
 // Lanes where x is NaN get `value`, the others keep `v`.

@@ -6,12 +6,13 @@
 
 #include <cstdint>
 
-#define GGUFD_SIMD_FN \
-    static inline __attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma,f16c"), always_inline))
+#include "engine/kernels/exp_poly.h"
+#include "engine/kernels/simd_common.h"
+
+#define GGUFD_SIMD_FN static inline __attribute__((target(GGUFD_TARGET_AVX512), always_inline))
 // For member functions of the functor structs in ops_generic.inc.
-#define GGUFD_SIMD_INLINE \
-    inline __attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma,f16c"), always_inline))
-#define GGUFD_SIMD_KERNEL __attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma,f16c")))
+#define GGUFD_SIMD_INLINE inline __attribute__((target(GGUFD_TARGET_AVX512), always_inline))
+#define GGUFD_SIMD_KERNEL __attribute__((target(GGUFD_TARGET_AVX512)))
 
 namespace ggufd::kernels::avx512 {
 
@@ -45,7 +46,7 @@ GGUFD_SIMD_FN vf vfill_tail(vf v, int64_t n, float fill) {
 }
 
 GGUFD_SIMD_FN vf vload_f16(const uint16_t* p) {
-    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    return simd::load_f16x16(p);
 }
 GGUFD_SIMD_FN vf vload_f16_part(const uint16_t* p, int64_t n) {
     return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(tail_mask(n), p));
@@ -95,10 +96,10 @@ GGUFD_SIMD_FN vf vcopysign(vf mag, vf sign) {
 }
 
 GGUFD_SIMD_FN float vsum(vf v) {
-    return _mm512_reduce_add_ps(v);
+    return simd::hsum(v);
 }
 GGUFD_SIMD_FN float vmax_all(vf v) {
-    return _mm512_reduce_max_ps(v);
+    return simd::hmax(v);
 }
 
 GGUFD_SIMD_FN __m256 fold_halves(vf v) {
@@ -123,31 +124,17 @@ GGUFD_SIMD_FN vf vfmaddsub(vf a, vf b, vf c) {
     return _mm512_fmaddsub_ps(a, b, c);
 }
 
-// e^x, same method and limits as avx2::vexp.
-GGUFD_SIMD_FN vf vexp(vf x) {
-    const vf ln2_hi = _mm512_set1_ps(0.693359375f);
-    const vf ln2_lo = _mm512_set1_ps(-2.12194440e-4f);
-    const vf xc =
-        _mm512_max_ps(_mm512_set1_ps(-87.3365448f), _mm512_min_ps(_mm512_set1_ps(88.37f), x));
-    const vf n = _mm512_roundscale_ps(_mm512_mul_ps(xc, _mm512_set1_ps(1.44269504f)),
-                                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    vf r = _mm512_fnmadd_ps(n, ln2_hi, xc);
-    r = _mm512_fnmadd_ps(n, ln2_lo, r);
-    vf p = _mm512_set1_ps(1.0f / 5040.0f);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    const __m512i bits =
-        _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
-    vf result = _mm512_mul_ps(p, _mm512_castsi512_ps(bits));
-    const __mmask16 underflow = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.3365448f), _CMP_LT_OQ);
-    const __mmask16 overflow = _mm512_cmp_ps_mask(x, _mm512_set1_ps(88.7228394f), _CMP_GT_OQ);
-    result = _mm512_mask_mov_ps(result, underflow, _mm512_setzero_ps());
-    return _mm512_mask_mov_ps(result, overflow, _mm512_set1_ps(__builtin_inff()));
+GGUFD_SIMD_FN vf vround(vf x) {
+    return _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+}
+GGUFD_SIMD_FN vf vexp2i(vf n) {
+    return _mm512_castsi512_ps(
+        _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23));
+}
+template <int kCmp>
+GGUFD_SIMD_FN vf vwhere(vf x, float bound, vf v, float value) {
+    return _mm512_mask_mov_ps(v, _mm512_cmp_ps_mask(x, _mm512_set1_ps(bound), kCmp),
+                              _mm512_set1_ps(value));
 }
 
 GGUFD_SIMD_FN vf vwhere_nan(vf x, vf v, vf value) {

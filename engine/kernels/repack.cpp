@@ -9,69 +9,58 @@
 
 #include "engine/kernels/blocks.h"
 #include "engine/kernels/fast_matmul.h"
+#include "engine/kernels/format_rows.h"
 #include "engine/kernels/formats.h"
+#include "engine/kernels/simd_common.h"
 
 namespace ggufd::kernels {
 namespace {
 
-uint32_t load_u32(const uint8_t* p) {
-    uint32_t v;
-    std::memcpy(&v, p, 4);
-    return v;
-}
+using simd::load_u32;
 
-// Q4_0, one group of 16 rows and nb blocks: the fp16 scales [nb][16] (padded to 64 bytes), then
-// per block 4 vectors of 64 bytes. Vector g of block k holds, at bytes 4 i .. 4 i + 3 (row i),
-// the codes of elements 8 g + t (low nibble) and 8 g + 4 + t (high nibble), t = 0..3, so that
-// masking the low or high nibbles gives 4 consecutive codes per row against which the 4
-// activation bytes at 8 g or 8 g + 4 are multiplied.
-size_t q4_0_group_bytes(int64_t cols) {
+// Q4_0 and Q8_0, one group of 16 rows and nb blocks: the fp16 scales [nb][16] (padded to 64
+// bytes), then per block kVectors vectors of 64 bytes, row i's 4 bytes at 4 i in each, which
+// kCodes writes from the row's block.
+template <int kVectors>
+size_t legacy_group_bytes(int64_t cols) {
     const int64_t nb = cols / kQK;
-    return detail::legacy_repacked_scale_bytes(nb) + static_cast<size_t>(nb) * 4 * 64;
+    return detail::legacy_repacked_scale_bytes(nb) + static_cast<size_t>(nb) * kVectors * 64;
 }
 
-void q4_0_repack_group(const uint8_t* w, size_t wrb, int64_t cols, uint8_t* out) {
+template <class Block, int kVectors, void (*kCodes)(const Block&, uint8_t*)>
+void legacy_repack_group(const uint8_t* w, size_t wrb, int64_t cols, uint8_t* out) {
     const int64_t nb = cols / kQK;
     auto* scales = reinterpret_cast<uint16_t*>(out);
     uint8_t* codes = out + detail::legacy_repacked_scale_bytes(nb);
     for (int64_t i = 0; i < kRepackRows; ++i) {
-        const auto* row = reinterpret_cast<const BlockQ4_0*>(w + i * wrb);
+        const auto* row = reinterpret_cast<const Block*>(w + i * wrb);
         for (int64_t k = 0; k < nb; ++k) {
             scales[k * kRepackRows + i] = row[k].d;
-            // Elements 0..15 are the low nibbles of qs[0..15], 16..31 the high ones.
-            for (int h = 0; h < 2; ++h) {
-                const uint32_t a = load_u32(row[k].qs + 8 * h);
-                const uint32_t b = load_u32(row[k].qs + 8 * h + 4);
-                const uint32_t lo = (a & 0x0f0f0f0fu) | ((b & 0x0f0f0f0fu) << 4);
-                const uint32_t hi = ((a >> 4) & 0x0f0f0f0fu) | (b & 0xf0f0f0f0u);
-                std::memcpy(codes + 256 * k + 64 * h + 4 * i, &lo, 4);
-                std::memcpy(codes + 256 * k + 64 * (h + 2) + 4 * i, &hi, 4);
-            }
+            kCodes(row[k], codes + kVectors * 64 * k + 4 * i);
         }
     }
 }
 
-// Q8_0: the same scale area, then per block 8 vectors of 64 bytes; vector g holds at bytes
-// 4 i .. 4 i + 3 the codes of elements 4 g .. 4 g + 3 of row i, stored unsigned (q + 128).
-size_t q8_0_group_bytes(int64_t cols) {
-    const int64_t nb = cols / kQK;
-    return detail::legacy_repacked_scale_bytes(nb) + static_cast<size_t>(nb) * 8 * 64;
+// Q4_0: 4 vectors. Vector g holds the codes of elements 8 g + t (low nibble) and 8 g + 4 + t
+// (high nibble), t = 0..3, so that masking the low or high nibbles gives 4 consecutive codes per
+// row against which the 4 activation bytes at 8 g or 8 g + 4 are multiplied.
+void q4_0_codes(const BlockQ4_0& b, uint8_t* v) {
+    // Elements 0..15 are the low nibbles of qs[0..15], 16..31 the high ones.
+    for (int h = 0; h < 2; ++h) {
+        const uint32_t lo4 = load_u32(b.qs + 8 * h);
+        const uint32_t hi4 = load_u32(b.qs + 8 * h + 4);
+        const uint32_t lo = (lo4 & 0x0f0f0f0fu) | ((hi4 & 0x0f0f0f0fu) << 4);
+        const uint32_t hi = ((lo4 >> 4) & 0x0f0f0f0fu) | (hi4 & 0xf0f0f0f0u);
+        std::memcpy(v + 64 * h, &lo, 4);
+        std::memcpy(v + 64 * (h + 2), &hi, 4);
+    }
 }
 
-void q8_0_repack_group(const uint8_t* w, size_t wrb, int64_t cols, uint8_t* out) {
-    const int64_t nb = cols / kQK;
-    auto* scales = reinterpret_cast<uint16_t*>(out);
-    uint8_t* codes = out + detail::legacy_repacked_scale_bytes(nb);
-    for (int64_t i = 0; i < kRepackRows; ++i) {
-        const auto* row = reinterpret_cast<const BlockQ8_0*>(w + i * wrb);
-        for (int64_t k = 0; k < nb; ++k) {
-            scales[k * kRepackRows + i] = row[k].d;
-            for (int g = 0; g < 8; ++g) {
-                const uint32_t u =
-                    load_u32(reinterpret_cast<const uint8_t*>(row[k].qs) + 4 * g) ^ 0x80808080u;
-                std::memcpy(codes + 512 * k + 64 * g + 4 * i, &u, 4);
-            }
-        }
+// Q8_0: 8 vectors; vector g holds the codes of elements 4 g .. 4 g + 3, stored unsigned (q + 128).
+void q8_0_codes(const BlockQ8_0& b, uint8_t* v) {
+    for (int g = 0; g < 8; ++g) {
+        const uint32_t u = load_u32(reinterpret_cast<const uint8_t*>(b.qs) + 4 * g) ^ 0x80808080u;
+        std::memcpy(v + 64 * g, &u, 4);
     }
 }
 
@@ -184,36 +173,35 @@ void q6_k_repack_group(const uint8_t* w, size_t wrb, int64_t cols, uint8_t* out)
                                    q6_k_repack_superblock);
 }
 
-struct RepackFormat {
-    gguf::TensorType type;
-    int block_size;
-    size_t (*group_bytes)(int64_t cols);
-    void (*repack_group)(const uint8_t* w, size_t wrb, int64_t cols, uint8_t* out);
-};
+}  // namespace
 
-constexpr RepackFormat kRepackFormats[] = {
-    {gguf::TensorType::Q4_0, kQK, q4_0_group_bytes, q4_0_repack_group},
-    {gguf::TensorType::Q8_0, kQK, q8_0_group_bytes, q8_0_repack_group},
-    {gguf::TensorType::Q4_K, kQKK, q4_k_group_bytes, q4_k_repack_group},
-    {gguf::TensorType::Q5_K, kQKK, q5_k_group_bytes, q5_k_repack_group},
-    {gguf::TensorType::Q6_K, kQKK, q6_k_group_bytes, q6_k_repack_group},
-};
+// Each covered type's layout, named for its row (format_rows.h): detail::<type>_repack.
+namespace detail {
+extern const RepackLayout q4_0_repack{legacy_group_bytes<4>,
+                                      legacy_repack_group<BlockQ4_0, 4, q4_0_codes>};
+extern const RepackLayout q8_0_repack{legacy_group_bytes<8>,
+                                      legacy_repack_group<BlockQ8_0, 8, q8_0_codes>};
+extern const RepackLayout q4_k_repack{q4_k_group_bytes, q4_k_repack_group};
+extern const RepackLayout q5_k_repack{q5_k_group_bytes, q5_k_repack_group};
+extern const RepackLayout q6_k_repack{q6_k_group_bytes, q6_k_repack_group};
+}  // namespace detail
+
+namespace {
 
 struct Selected {
-    const RepackFormat* format;
-    const detail::FastFormat* fast;  // the activation layout
-    detail::RepackedKernelFn kernel;
+    const detail::RepackLayout* layout;
+    const detail::FastFormat* fast;  // the activation layout and the kernel
+    int64_t block_size;
 };
 
-// The format, activation layout and kernel for t on this CPU, or all nullptr.
+// The layout and fast paths of t's row when this CPU runs its repacked kernel, or all nullptr.
 Selected select(gguf::TensorType t) {
-    for (const RepackFormat& f : kRepackFormats) {
-        if (f.type != t) continue;
-        const detail::FastFormat* fast = detail::find_fast_format(t);
-        const detail::RepackedKernelFn kernel = detail::avx512_repacked_kernel(t);
-        if (fast && kernel) return {&f, fast, kernel};
+    const detail::FormatRow* row = detail::find_row(t);
+    const detail::FastFormat* fast = detail::find_fast_format(t);
+    if (row && row->repack && fast && fast->repacked) {
+        return {row->repack, fast, gguf::type_info(t).block_size};
     }
-    return {nullptr, nullptr, nullptr};
+    return {nullptr, nullptr, 0};
 }
 
 Selected select_checked(gguf::TensorType t, int64_t rows, int64_t cols) {
@@ -229,13 +217,12 @@ Selected select_checked(gguf::TensorType t, int64_t rows, int64_t cols) {
 
 bool can_repack(gguf::TensorType t, int64_t rows, int64_t cols) {
     const Selected s = select(t);
-    return s.format && rows > 0 && rows % kRepackRows == 0 && cols > 0 &&
-           cols % s.format->block_size == 0;
+    return s.layout && rows > 0 && rows % kRepackRows == 0 && cols > 0 && cols % s.block_size == 0;
 }
 
 size_t repacked_bytes(gguf::TensorType t, int64_t rows, int64_t cols) {
     const Selected s = select_checked(t, rows, cols);
-    return s.format->group_bytes(cols) * static_cast<size_t>(rows / kRepackRows);
+    return s.layout->group_bytes(cols) * static_cast<size_t>(rows / kRepackRows);
 }
 
 void repack_rows(gguf::TensorType t, const void* W, int64_t rows, int64_t cols, void* out,
@@ -245,9 +232,9 @@ void repack_rows(gguf::TensorType t, const void* W, int64_t rows, int64_t cols, 
         throw std::invalid_argument("repack row range must be whole groups of 16 rows");
     }
     const size_t wrb = gguf::row_bytes(t, static_cast<uint64_t>(cols));
-    const size_t gb = s.format->group_bytes(cols);
+    const size_t gb = s.layout->group_bytes(cols);
     for (int64_t r = r0; r < r1; r += kRepackRows) {
-        s.format->repack_group(static_cast<const uint8_t*>(W) + r * wrb, wrb, cols,
+        s.layout->repack_group(static_cast<const uint8_t*>(W) + r * wrb, wrb, cols,
                                static_cast<uint8_t*>(out) + (r / kRepackRows) * gb);
     }
 }
@@ -265,7 +252,7 @@ void matmul_rows_repacked(const RepackedMatrix& W, const PreparedActivations& X,
     const size_t rb = gguf::row_bytes(X.type, static_cast<uint64_t>(W.cols));
     const detail::ActLayout lay = detail::act_layout(*s.fast, rb, W.cols);
     const auto* act = static_cast<const uint8_t*>(X.data);
-    const size_t gb = s.format->group_bytes(W.cols);
+    const size_t gb = s.layout->group_bytes(W.cols);
     for (int64_t g0 = r0 - r0 % kRepackRows; g0 < r1; g0 += kRepackRows) {
         // Rows of this group inside [r0, r1): the partial groups at either end of the range.
         const int64_t lo = std::max(r0, g0) - g0, hi = std::min(r1, g0 + kRepackRows) - g0;
@@ -273,8 +260,8 @@ void matmul_rows_repacked(const RepackedMatrix& W, const PreparedActivations& X,
         const uint8_t* group = W.data + (g0 / kRepackRows) * gb;
         for (int64_t i = 0; i < X.n_rows; i += detail::kTileActs) {
             const int n_act = static_cast<int>(std::min<int64_t>(detail::kTileActs, X.n_rows - i));
-            s.kernel(group, W.cols, act + i * X.row_stride, X.row_stride, lay, n_act, live,
-                     Y + i * ldy + g0, ldy);
+            s.fast->repacked(group, W.cols, act + i * X.row_stride, X.row_stride, lay, n_act, live,
+                             Y + i * ldy + g0, ldy);
         }
     }
 }

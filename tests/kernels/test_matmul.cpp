@@ -12,6 +12,7 @@
 #include "engine/kernels/cpu_features.h"
 #include "engine/kernels/fast_matmul.h"
 #include "engine/kernels/float16.h"
+#include "engine/kernels/format_rows.h"
 #include "engine/kernels/formats.h"
 #include "engine/kernels/matmul.h"
 #include "engine/kernels/repack.h"
@@ -221,6 +222,27 @@ TEST(MatmulDispatch, FollowsTheCpuLimit) {
             EXPECT_FALSE(can_repack(k.type, 16, 256)) << k.name << ": repacked kernels need VNNI";
         }
     }
+}
+
+// The dispatch reads each type's row and nothing else: the fast paths it uses are the row's,
+// and a type repacks exactly when its row names a layout and its fast paths carry the kernel.
+TEST(MatmulDispatch, FollowsEachTypesRow) {
+    int fast = 0, repackable = 0;
+    for (const FormatKernels& k : supported_formats()) {
+        const detail::FormatRow* row = detail::find_row(k.type);
+        ASSERT_NE(row, nullptr) << k.name;
+        EXPECT_EQ(row->type, k.type);
+        EXPECT_EQ(row->vec_dot_ref, k.vec_dot_ref) << k.name;
+        const detail::FastFormat* f = detail::find_fast_format(k.type);
+        if (f != nullptr) {
+            EXPECT_EQ(f, row->avx512_fast) << k.name;
+            ++fast;
+        }
+        const bool repacks = f != nullptr && f->repacked != nullptr && row->repack != nullptr;
+        EXPECT_EQ(can_repack(k.type, 16, 512), repacks) << k.name;
+        repackable += repacks;
+    }
+    std::printf("types with fast paths: %d, repackable: %d\n", fast, repackable);
 }
 
 // A matrix repacked in pieces, as the model does over its thread pool, into 64-byte aligned

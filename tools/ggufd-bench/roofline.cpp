@@ -92,11 +92,12 @@ Ceilings measure_ceilings(const RooflineOptions& opts) {
         throw std::invalid_argument("roofline needs -t >= 0, -r >= 1 and --buffer-mib >= 64");
     }
     const auto& f = kernels::cpu_features();
-    const Isa wide = f.avx512f ? Isa::avx512 : f.avx2 ? Isa::avx2 : Isa::scalar;
-    const Isa int8 = f.avx512f && f.avx512bw && f.avx512vnni ? Isa::avx512
-                     : f.avx2                                ? Isa::avx2
-                                                             : Isa::scalar;
-    const Isa fp32 = f.avx512f ? Isa::avx512 : f.avx2 && f.fma ? Isa::avx2 : Isa::scalar;
+    // The levels the kernels use (simd_common.h's targets), so the ceilings are theirs.
+    const auto level = [&](bool avx512) {
+        return avx512 ? Isa::avx512 : f.runs_avx2() ? Isa::avx2 : Isa::scalar;
+    };
+    const Isa wide = level(f.runs_avx512()), fp32 = wide;
+    const Isa int8 = level(f.runs_avx512vnni());
 
     kernels::ThreadPool pool(opts.threads);
     Ceilings c;

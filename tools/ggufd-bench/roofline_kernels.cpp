@@ -10,6 +10,8 @@
 #define GGUFD_X86 1
 #endif
 
+#include "engine/kernels/simd_common.h"
+
 namespace ggufd::bench {
 
 namespace {
@@ -59,7 +61,7 @@ float fp32_scalar(int64_t iters, float seed, uint64_t& ops) {
 }
 
 #ifdef GGUFD_X86
-__attribute__((target("avx2"))) uint64_t read_avx2(const uint8_t* data, size_t n) {
+__attribute__((target(GGUFD_TARGET_AVX2))) uint64_t read_avx2(const uint8_t* data, size_t n) {
     __m256i a = _mm256_setzero_si256(), b = a, c = a, d = a;
     for (size_t i = 0; i < n; i += 128) {
         a = _mm256_xor_si256(a, _mm256_load_si256(reinterpret_cast<const __m256i*>(data + i)));
@@ -71,7 +73,7 @@ __attribute__((target("avx2"))) uint64_t read_avx2(const uint8_t* data, size_t n
     return static_cast<uint64_t>(_mm256_extract_epi64(x, 0) ^ _mm256_extract_epi64(x, 3));
 }
 
-__attribute__((target("avx512f"))) uint64_t read_avx512(const uint8_t* data, size_t n) {
+__attribute__((target(GGUFD_TARGET_AVX512))) uint64_t read_avx512(const uint8_t* data, size_t n) {
     __m512i a = _mm512_setzero_si512(), b = a, c = a, d = a;
     for (size_t i = 0; i < n; i += 256) {
         a = _mm512_xor_si512(a, _mm512_load_si512(data + i));
@@ -83,7 +85,8 @@ __attribute__((target("avx512f"))) uint64_t read_avx512(const uint8_t* data, siz
     return static_cast<uint64_t>(_mm512_reduce_add_epi64(x));
 }
 
-__attribute__((target("avx2"))) int32_t int8_avx2(int64_t iters, int8_t seed, uint64_t& ops) {
+__attribute__((target(GGUFD_TARGET_AVX2))) int32_t int8_avx2(int64_t iters, int8_t seed,
+                                                             uint64_t& ops) {
     // Each accumulator gets its own signed operand so no product is shared (16 ymm registers:
     // 6 accumulators, 6 operands, the unsigned operand and the ones).
     constexpr int kAcc2 = 6;
@@ -111,9 +114,8 @@ __attribute__((target("avx2"))) int32_t int8_avx2(int64_t iters, int8_t seed, ui
     return _mm256_extract_epi32(s, 0);
 }
 
-__attribute__((target("avx512f,avx512bw,avx512vnni"))) int32_t int8_avx512(int64_t iters,
-                                                                           int8_t seed,
-                                                                           uint64_t& ops) {
+__attribute__((target(GGUFD_TARGET_AVX512VNNI))) int32_t int8_avx512(int64_t iters, int8_t seed,
+                                                                     uint64_t& ops) {
     volatile int8_t sv = seed;
     const __m512i a = _mm512_set1_epi8(static_cast<char>(sv & 0x3f));
     const __m512i b = _mm512_set1_epi8(static_cast<char>(sv));
@@ -130,7 +132,8 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) int32_t int8_avx512(int64
     return _mm_cvtsi128_si32(_mm512_castsi512_si128(s));
 }
 
-__attribute__((target("avx2,fma"))) float fp32_avx2(int64_t iters, float seed, uint64_t& ops) {
+__attribute__((target(GGUFD_TARGET_AVX2))) float fp32_avx2(int64_t iters, float seed,
+                                                           uint64_t& ops) {
     volatile float sv = seed;
     const __m256 a = _mm256_set1_ps(sv), b = _mm256_set1_ps(1.0f - sv);
     __m256 acc[kAcc];
@@ -141,10 +144,11 @@ __attribute__((target("avx2,fma"))) float fp32_avx2(int64_t iters, float seed, u
     ops = static_cast<uint64_t>(iters) * kAcc * 8 * 2;
     __m256 s = acc[0];
     for (int k = 1; k < kAcc; ++k) s = _mm256_add_ps(s, acc[k]);
-    return _mm256_cvtss_f32(s);
+    return kernels::simd::hsum(s);
 }
 
-__attribute__((target("avx512f"))) float fp32_avx512(int64_t iters, float seed, uint64_t& ops) {
+__attribute__((target(GGUFD_TARGET_AVX512))) float fp32_avx512(int64_t iters, float seed,
+                                                               uint64_t& ops) {
     volatile float sv = seed;
     const __m512 a = _mm512_set1_ps(sv), b = _mm512_set1_ps(1.0f - sv);
     __m512 acc[kAcc];
@@ -155,7 +159,7 @@ __attribute__((target("avx512f"))) float fp32_avx512(int64_t iters, float seed, 
     ops = static_cast<uint64_t>(iters) * kAcc * 16 * 2;
     __m512 s = acc[0];
     for (int k = 1; k < kAcc; ++k) s = _mm512_add_ps(s, acc[k]);
-    return _mm512_reduce_add_ps(s);
+    return kernels::simd::hsum(s);
 }
 #endif
 
