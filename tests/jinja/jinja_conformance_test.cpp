@@ -176,7 +176,9 @@ TEST_P(ChatTemplateConformance, ContentRangesCoverTheClientsText) {
     for (size_t i = 0; i < r.content_ranges.size(); ++i) {
         const auto [b, e] = r.content_ranges[i];
         ASSERT_TRUE(b < e && e <= r.text.size());
-        if (i > 0) ASSERT_GT(b, r.content_ranges[i - 1].second);
+        if (i > 0) {
+            ASSERT_GT(b, r.content_ranges[i - 1].second);
+        }
         // Copied bytes are part of one client string; a range computed from client data
         // (tojson, upper, repr) must at least hold none of the template's own markers.
         const std::string bytes = r.text.substr(b, e - b);
@@ -197,7 +199,9 @@ TEST_P(ChatTemplateConformance, ContentRangesCoverTheClientsText) {
             printed = true;
             covered = covered || inside_ranges(r, at, at + content.size());
         }
-        if (printed) EXPECT_TRUE(covered) << "content not covered: " << content;
+        if (printed) {
+            EXPECT_TRUE(covered) << "content not covered: " << content;
+        }
     }
 }
 
