@@ -3,9 +3,12 @@
 
 The pre-tokenizers need, for every code point, its general category class (letter, number,
 mark, punctuation, symbol, separator, control, unassigned) and whether it has the White_Space
-property. Both come straight from the UCD files shipped by Debian's `unicode-data` package
-(/usr/share/unicode/UnicodeData.txt and PropList.txt), so the table follows a real Unicode
-version rather than ASCII shortcuts. The output is committed; rerun this script only to move to
+property; WordPiece normalisation needs each code point's simple lowercase mapping and the first
+code point of its full canonical decomposition (NFD), which is how the reference strips accents.
+All of it comes straight from the UCD files shipped by Debian's `unicode-data` package
+(/usr/share/unicode/UnicodeData.txt and PropList.txt), so the tables follow a real Unicode
+version rather than ASCII shortcuts. Hangul syllables decompose algorithmically and are left
+to the code (unicode.cpp). The output is committed; rerun this script only to move to
 a newer Unicode version:
 
     python3 engine/tokenizer/gen_unicode_tables.py [UCD_DIR] > engine/tokenizer/unicode_data.cpp
@@ -77,6 +80,48 @@ def read_white_space(path):
     return result
 
 
+def read_mappings(path):
+    """Simple lowercase mappings and canonical decompositions (without <tag>) of UnicodeData.txt."""
+    lower = {}
+    decomposition = {}
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            fields = line.rstrip("\n").split(";")
+            if len(fields) < 14:
+                continue
+            cp = int(fields[0], 16)
+            if fields[5] and not fields[5].startswith("<"):
+                decomposition[cp] = [int(x, 16) for x in fields[5].split()]
+            if fields[13]:
+                lower[cp] = int(fields[13], 16)
+    return lower, decomposition
+
+
+def decomposition_heads(decomposition):
+    """Code point -> first code point of its full canonical decomposition (applied recursively)."""
+    heads = {}
+    for cp in decomposition:
+        head = cp
+        while head in decomposition:
+            head = decomposition[head][0]
+        if head != cp:
+            heads[cp] = head
+    return heads
+
+
+def write_pairs(out, name, pairs):
+    out.write(f"const CodePointPair {name}[{len(pairs)}] = {{\n")
+    line = "   "
+    for cp, value in pairs:
+        item = f" {{0x{cp:05X}, 0x{value:05X}}},"
+        if len(line) + len(item) > 99:
+            out.write(line + "\n")
+            line = "   "
+        line += item
+    out.write(line + "\n};\n")
+    out.write(f"const size_t {name}Count = {len(pairs)};\n\n")
+
+
 def unicode_version(ucd_dir):
     readme = os.path.join(ucd_dir, "ReadMe.txt")
     try:
@@ -94,6 +139,8 @@ def main():
     flags = read_categories(os.path.join(ucd_dir, "UnicodeData.txt"))
     for cp in read_white_space(os.path.join(ucd_dir, "PropList.txt")):
         flags[cp] |= WHITESPACE
+
+    lower, decomposition = read_mappings(os.path.join(ucd_dir, "UnicodeData.txt"))
 
     ranges = []
     for cp, value in enumerate(flags):
@@ -115,6 +162,8 @@ def main():
         line += item
     out.write(line + "\n};\n")
     out.write(f"const size_t kCodePointRangeCount = {len(ranges)};\n\n")
+    write_pairs(out, "kLowercase", sorted(lower.items()))
+    write_pairs(out, "kDecompositionHead", sorted(decomposition_heads(decomposition).items()))
     out.write("}  // namespace ggufd::tok::unicode::detail\n")
 
 
