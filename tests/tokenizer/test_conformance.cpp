@@ -187,6 +187,78 @@ TEST(VocabConformanceFolder, EveryOtherVocabularyInTheFolderMatches) {
     EXPECT_EQ(listed, std::size(kVocabs)) << "a vocabulary of kVocabs is missing from the folder";
 }
 
+// The WordPiece vocabulary (bert-base-uncased): not in kVocabs, whose test also wants the text back
+// from decoding, which lowercasing and accent stripping rule out. Its encoding is checked by the
+// folder test above; here decoding gives the normalised text, with the reference's clean-up.
+TEST(BertVocab, DecodingGivesTheNormalisedText) {
+    GGUFD_REQUIRE_CONFORMANCE(dir);
+    const Tokenizer& tok = tokenizer_for(vocab_path(dir, "bert-bge"));
+    ASSERT_EQ(tok.vocab().type(), VocabType::Wpm);
+    DecodeOptions clean;
+    clean.clean_spaces = tok.vocab().clean_spaces();
+    const std::pair<std::string, std::string> cases[] = {
+        {" Hello, World!", "hello, world!"},
+        {"\xC3\x84pfel", "apfel"},  // Äpfel
+        {"C\xE1\xBB\xAD"
+         "a Vi\xE1\xBB\x87t",
+         "cua viet"},  // Cửa Việt
+        {"w048 7tuijk dsdfhu", "w048 7tuijk dsdfhu"},
+        {"I've been 'told", "i've been'told"},
+    };
+    EncodeOptions plain;
+    plain.add_bos = false;
+    plain.add_eos = false;
+    for (const auto& [text, expected] : cases) {
+        EXPECT_EQ(tok.decode(tok.encode(text, plain), clean), expected) << text;
+    }
+    // With [CLS] first, as in the reference, the space of the first word stays.
+    EXPECT_EQ(tok.decode(tok.encode("Hello"), clean), " hello");
+}
+
+// The encoders' inputs of the embeddings folder, tokenized by llama.cpp with its WordPiece
+// defaults: [CLS] text [SEP] for one text, and [CLS] query [SEP] document for a rerank pair.
+std::vector<std::string> read_lines(const std::filesystem::path& path) {
+    std::vector<std::string> lines;
+    std::istringstream in(read_all(path));
+    std::string line;
+    while (std::getline(in, line)) lines.push_back(line);
+    return lines;
+}
+
+TEST(BertVocab, EmbeddingInputsGetClsAndSepByDefault) {
+    GGUFD_REQUIRE_CONFORMANCE(dir);
+    const std::filesystem::path emb = dir / "embeddings";
+    const Tokenizer tok = Tokenizer::from_file(emb / "bert-mean.gguf");
+    const std::vector<std::string> inputs = read_lines(emb / "inputs.txt");
+    const auto expected = read_ids(read_all(emb / "bert-mean.tokens.txt"));
+    ASSERT_EQ(inputs.size(), 8u);
+    ASSERT_EQ(expected.size(), inputs.size());
+    for (size_t i = 0; i < inputs.size(); ++i) {
+        EXPECT_EQ(tok.encode(inputs[i]), expected[i]) << inputs[i];
+    }
+}
+
+TEST(BertVocab, RerankPairsAreClsQuerySepDocument) {
+    GGUFD_REQUIRE_CONFORMANCE(dir);
+    const std::filesystem::path emb = dir / "embeddings";
+    const Tokenizer tok = Tokenizer::from_file(emb / "bert-rank.gguf");
+    const std::vector<std::string> pairs = read_lines(emb / "rerank.txt");
+    const auto expected = read_ids(read_all(emb / "bert-rank.tokens.txt"));
+    ASSERT_EQ(pairs.size(), 5u);
+    ASSERT_EQ(expected.size(), pairs.size());
+    EncodeOptions plain;
+    plain.add_bos = false;
+    plain.add_eos = false;
+    for (size_t i = 0; i < pairs.size(); ++i) {
+        const size_t tab = pairs[i].find('\t');
+        ASSERT_NE(tab, std::string::npos) << pairs[i];
+        std::vector<int32_t> ids = tok.encode(pairs[i].substr(0, tab));
+        const std::vector<int32_t> doc = tok.encode(pairs[i].substr(tab + 1), plain);
+        ids.insert(ids.end(), doc.begin(), doc.end());
+        EXPECT_EQ(ids, expected[i]) << pairs[i];
+    }
+}
+
 TEST(Stories260K, PromptTokensMatchTheReference) {
     GGUFD_REQUIRE_CONFORMANCE(dir);
     const Tokenizer tok = Tokenizer::from_file(dir / "models" / "stories260K.gguf");
