@@ -109,17 +109,18 @@ def decomposition_heads(decomposition):
     return heads
 
 
-def write_pairs(out, name, pairs):
-    out.write(f"const CodePointPair {name}[{len(pairs)}] = {{\n")
+def write_table(out, type_name, name, count_name, rows, value_digits):
+    """A C++ array of {code point, value} rows, as many to a line as fit in 99 columns."""
+    out.write(f"const {type_name} {name}[{len(rows)}] = {{\n")
     line = "   "
-    for cp, value in pairs:
-        item = f" {{0x{cp:05X}, 0x{value:05X}}},"
+    for cp, value in rows:
+        item = f" {{0x{cp:05X}, 0x{value:0{value_digits}X}}},"
         if len(line) + len(item) > 99:
             out.write(line + "\n")
             line = "   "
         line += item
     out.write(line + "\n};\n")
-    out.write(f"const size_t {name}Count = {len(pairs)};\n\n")
+    out.write(f"const size_t {count_name} = {len(rows)};\n\n")
 
 
 def unicode_version(ucd_dir):
@@ -152,18 +153,10 @@ def main():
     out.write(f"// Database {unicode_version(ucd_dir)} (UnicodeData.txt, PropList.txt). Do not edit.\n")
     out.write('#include "engine/tokenizer/unicode.h"\n\n')
     out.write("namespace ggufd::tok::unicode::detail {\n\n")
-    out.write(f"const CodePointRange kCodePointRanges[{len(ranges)}] = {{\n")
-    line = "   "
-    for first, value in ranges:
-        item = f" {{0x{first:05X}, 0x{value:03X}}},"
-        if len(line) + len(item) > 99:
-            out.write(line + "\n")
-            line = "   "
-        line += item
-    out.write(line + "\n};\n")
-    out.write(f"const size_t kCodePointRangeCount = {len(ranges)};\n\n")
-    write_pairs(out, "kLowercase", sorted(lower.items()))
-    write_pairs(out, "kDecompositionHead", sorted(decomposition_heads(decomposition).items()))
+    write_table(out, "CodePointRange", "kCodePointRanges", "kCodePointRangeCount", ranges, 3)
+    write_table(out, "CodePointPair", "kLowercase", "kLowercaseCount", sorted(lower.items()), 5)
+    heads = sorted(decomposition_heads(decomposition).items())
+    write_table(out, "CodePointPair", "kDecompositionHead", "kDecompositionHeadCount", heads, 5)
     out.write("}  // namespace ggufd::tok::unicode::detail\n")
 
 

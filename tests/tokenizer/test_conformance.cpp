@@ -217,45 +217,52 @@ TEST(BertVocab, DecodingGivesTheNormalisedText) {
 
 // The encoders' inputs of the embeddings folder, tokenized by llama.cpp with its WordPiece
 // defaults: [CLS] text [SEP] for one text, and [CLS] query [SEP] document for a rerank pair.
-std::vector<std::string> read_lines(const std::filesystem::path& path) {
-    std::vector<std::string> lines;
-    std::istringstream in(read_all(path));
+// The lines of a text file of the embeddings folder and the reference's ids for each.
+struct EncoderInputs {
+    std::vector<std::string> texts;
+    std::vector<std::vector<int32_t>> expected;
+};
+
+EncoderInputs encoder_inputs(const std::filesystem::path& emb, const std::string& texts,
+                             const std::string& tokens) {
+    EncoderInputs in;
+    std::istringstream lines(read_all(emb / texts));
     std::string line;
-    while (std::getline(in, line)) lines.push_back(line);
-    return lines;
+    while (std::getline(lines, line)) in.texts.push_back(line);
+    in.expected = read_ids(read_all(emb / tokens));
+    return in;
 }
 
 TEST(BertVocab, EmbeddingInputsGetClsAndSepByDefault) {
     GGUFD_REQUIRE_CONFORMANCE(dir);
-    const std::filesystem::path emb = dir / "embeddings";
-    const Tokenizer tok = Tokenizer::from_file(emb / "bert-mean.gguf");
-    const std::vector<std::string> inputs = read_lines(emb / "inputs.txt");
-    const auto expected = read_ids(read_all(emb / "bert-mean.tokens.txt"));
-    ASSERT_EQ(inputs.size(), 8u);
-    ASSERT_EQ(expected.size(), inputs.size());
-    for (size_t i = 0; i < inputs.size(); ++i) {
-        EXPECT_EQ(tok.encode(inputs[i]), expected[i]) << inputs[i];
+    const Tokenizer tok = Tokenizer::from_file(dir / "embeddings" / "bert-mean.gguf");
+    const EncoderInputs in =
+        encoder_inputs(dir / "embeddings", "inputs.txt", "bert-mean.tokens.txt");
+    ASSERT_EQ(in.texts.size(), 8u);
+    ASSERT_EQ(in.expected.size(), in.texts.size());
+    for (size_t i = 0; i < in.texts.size(); ++i) {
+        EXPECT_EQ(tok.encode(in.texts[i]), in.expected[i]) << in.texts[i];
     }
 }
 
 TEST(BertVocab, RerankPairsAreClsQuerySepDocument) {
     GGUFD_REQUIRE_CONFORMANCE(dir);
-    const std::filesystem::path emb = dir / "embeddings";
-    const Tokenizer tok = Tokenizer::from_file(emb / "bert-rank.gguf");
-    const std::vector<std::string> pairs = read_lines(emb / "rerank.txt");
-    const auto expected = read_ids(read_all(emb / "bert-rank.tokens.txt"));
-    ASSERT_EQ(pairs.size(), 5u);
-    ASSERT_EQ(expected.size(), pairs.size());
+    const Tokenizer tok = Tokenizer::from_file(dir / "embeddings" / "bert-rank.gguf");
+    const EncoderInputs in =
+        encoder_inputs(dir / "embeddings", "rerank.txt", "bert-rank.tokens.txt");
+    ASSERT_EQ(in.texts.size(), 5u);
+    ASSERT_EQ(in.expected.size(), in.texts.size());
     EncodeOptions plain;
     plain.add_bos = false;
     plain.add_eos = false;
-    for (size_t i = 0; i < pairs.size(); ++i) {
-        const size_t tab = pairs[i].find('\t');
-        ASSERT_NE(tab, std::string::npos) << pairs[i];
-        std::vector<int32_t> ids = tok.encode(pairs[i].substr(0, tab));
-        const std::vector<int32_t> doc = tok.encode(pairs[i].substr(tab + 1), plain);
+    for (size_t i = 0; i < in.texts.size(); ++i) {
+        const std::string& pair = in.texts[i];
+        const size_t tab = pair.find('\t');
+        ASSERT_NE(tab, std::string::npos) << pair;
+        std::vector<int32_t> ids = tok.encode(pair.substr(0, tab));
+        const std::vector<int32_t> doc = tok.encode(pair.substr(tab + 1), plain);
         ids.insert(ids.end(), doc.begin(), doc.end());
-        EXPECT_EQ(ids, expected[i]) << pairs[i];
+        EXPECT_EQ(ids, in.expected[i]) << pair;
     }
 }
 
