@@ -44,16 +44,24 @@ CLASS_OF_MAJOR = {
 }
 
 
-def read_categories(path):
+def read_unicode_data(path):
+    """Per code point from UnicodeData.txt: the category class, the simple lowercase mapping and
+    the canonical decomposition (those without a <tag>)."""
     flags = [UNDEFINED] * (MAX_CODE_POINT + 1)
+    lower = {}
+    decomposition = {}
     range_start = None
     with open(path, encoding="utf-8") as f:
         for line in f:
             fields = line.rstrip("\n").split(";")
-            if len(fields) < 3:
+            if len(fields) < 14:
                 continue
             cp = int(fields[0], 16)
             name, category = fields[1], fields[2]
+            if fields[5] and not fields[5].startswith("<"):
+                decomposition[cp] = [int(x, 16) for x in fields[5].split()]
+            if fields[13]:
+                lower[cp] = int(fields[13], 16)
             value = CLASS_OF_MAJOR[category[0]]
             if name.endswith(", First>"):
                 range_start = cp
@@ -64,7 +72,7 @@ def read_categories(path):
                 range_start = None
                 continue
             flags[cp] = value
-    return flags
+    return flags, lower, decomposition
 
 
 def read_white_space(path):
@@ -78,23 +86,6 @@ def read_white_space(path):
                 last = int(m.group(2), 16) if m.group(2) else first
                 result.extend(range(first, last + 1))
     return result
-
-
-def read_mappings(path):
-    """Simple lowercase mappings and canonical decompositions (without <tag>) of UnicodeData.txt."""
-    lower = {}
-    decomposition = {}
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            fields = line.rstrip("\n").split(";")
-            if len(fields) < 14:
-                continue
-            cp = int(fields[0], 16)
-            if fields[5] and not fields[5].startswith("<"):
-                decomposition[cp] = [int(x, 16) for x in fields[5].split()]
-            if fields[13]:
-                lower[cp] = int(fields[13], 16)
-    return lower, decomposition
 
 
 def decomposition_heads(decomposition):
@@ -137,11 +128,9 @@ def unicode_version(ucd_dir):
 
 def main():
     ucd_dir = sys.argv[1] if len(sys.argv) > 1 else "/usr/share/unicode"
-    flags = read_categories(os.path.join(ucd_dir, "UnicodeData.txt"))
+    flags, lower, decomposition = read_unicode_data(os.path.join(ucd_dir, "UnicodeData.txt"))
     for cp in read_white_space(os.path.join(ucd_dir, "PropList.txt")):
         flags[cp] |= WHITESPACE
-
-    lower, decomposition = read_mappings(os.path.join(ucd_dir, "UnicodeData.txt"))
 
     ranges = []
     for cp, value in enumerate(flags):

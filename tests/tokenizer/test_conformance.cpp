@@ -217,19 +217,24 @@ TEST(BertVocab, DecodingGivesTheNormalisedText) {
 
 // The encoders' inputs of the embeddings folder, tokenized by llama.cpp with its WordPiece
 // defaults: [CLS] text [SEP] for one text, and [CLS] query [SEP] document for a rerank pair.
-// The lines of a text file of the embeddings folder and the reference's ids for each.
+// The lines of a text file of the embeddings folder and the reference's ids for each; throws
+// unless both files have `count` lines, so a misread file cannot shrink the test.
 struct EncoderInputs {
     std::vector<std::string> texts;
     std::vector<std::vector<int32_t>> expected;
 };
 
 EncoderInputs encoder_inputs(const std::filesystem::path& emb, const std::string& texts,
-                             const std::string& tokens) {
+                             const std::string& tokens, size_t count) {
     EncoderInputs in;
     std::istringstream lines(read_all(emb / texts));
     std::string line;
     while (std::getline(lines, line)) in.texts.push_back(line);
     in.expected = read_ids(read_all(emb / tokens));
+    if (in.texts.size() != count || in.expected.size() != count) {
+        throw std::runtime_error(texts + " / " + tokens + ": expected " + std::to_string(count) +
+                                 " lines each");
+    }
     return in;
 }
 
@@ -237,9 +242,7 @@ TEST(BertVocab, EmbeddingInputsGetClsAndSepByDefault) {
     GGUFD_REQUIRE_CONFORMANCE(dir);
     const Tokenizer tok = Tokenizer::from_file(dir / "embeddings" / "bert-mean.gguf");
     const EncoderInputs in =
-        encoder_inputs(dir / "embeddings", "inputs.txt", "bert-mean.tokens.txt");
-    ASSERT_EQ(in.texts.size(), 8u);
-    ASSERT_EQ(in.expected.size(), in.texts.size());
+        encoder_inputs(dir / "embeddings", "inputs.txt", "bert-mean.tokens.txt", 8);
     for (size_t i = 0; i < in.texts.size(); ++i) {
         EXPECT_EQ(tok.encode(in.texts[i]), in.expected[i]) << in.texts[i];
     }
@@ -249,9 +252,7 @@ TEST(BertVocab, RerankPairsAreClsQuerySepDocument) {
     GGUFD_REQUIRE_CONFORMANCE(dir);
     const Tokenizer tok = Tokenizer::from_file(dir / "embeddings" / "bert-rank.gguf");
     const EncoderInputs in =
-        encoder_inputs(dir / "embeddings", "rerank.txt", "bert-rank.tokens.txt");
-    ASSERT_EQ(in.texts.size(), 5u);
-    ASSERT_EQ(in.expected.size(), in.texts.size());
+        encoder_inputs(dir / "embeddings", "rerank.txt", "bert-rank.tokens.txt", 5);
     EncodeOptions plain;
     plain.add_bos = false;
     plain.add_eos = false;
