@@ -1,11 +1,14 @@
-// Tokenizers: small SentencePiece and byte-level BPE vocabularies are written as GGUF files in
-// memory (gguf::Writer) and loaded the way a model's are, one per variant (every pre-tokenizer
-// family, with and without byte tokens). Arbitrary bytes, invalid UTF-8 included, are encoded with
-// and without special-token parsing, the result decoded, and random ids decoded and streamed.
+// Tokenizers: small SentencePiece, byte-level BPE and WordPiece vocabularies are written as GGUF
+// files in memory (gguf::Writer) and loaded the way a model's are, one per variant (every
+// pre-tokenizer family, with and without byte tokens). Arbitrary bytes, invalid UTF-8 included,
+// are encoded with and without special-token parsing, the result decoded, and random ids decoded
+// and streamed.
 //
 // Invariants checked: encode never throws and gives valid ids; decode gives valid UTF-8 (or throws
 // tok::Error exactly when an id is out of range); decode(encode(text)) == text for valid UTF-8
-// where the vocabulary can spell everything; the stream decoder's output joined equals decode().
+// where the vocabulary can spell everything; WordPiece, which normalises, gives the same ids again
+// for its decoded text when no word was unknown; the stream decoder's output joined equals
+// decode().
 //
 // Input layout: byte 0 picks the vocabulary, byte 1 the options, the rest is the text; the text's
 // bytes, read in pairs, are also the ids decoded.
@@ -158,16 +161,52 @@ Tokenizer make_bpe(const std::string& pre, bool all_bytes) {
     return load(w);
 }
 
+// WordPiece as the converter stores a bert vocabulary: word-initial pieces with "▁", continuation
+// pieces bare; every ASCII letter and digit both ways, so only other characters make [UNK].
+Tokenizer make_wpm() {
+    TokenList t;
+    const int32_t unk = t.add("[UNK]", kControl);
+    const int32_t cls = t.add("[CLS]", kControl);
+    const int32_t sep = t.add("[SEP]", kControl);
+    t.add("[PAD]", kControl);
+    for (char c = 'a'; c <= 'z'; ++c) {
+        t.add(kSpace + c, kNormal);
+        t.add(std::string(1, c), kNormal);
+    }
+    for (char c = '0'; c <= '9'; ++c) {
+        t.add(kSpace + c, kNormal);
+        t.add(std::string(1, c), kNormal);
+    }
+    for (char c : std::string_view(".,!?'\"$<>()[]{}-_")) t.add(kSpace + c, kNormal);
+    for (const char* w : {"hello", "world", "un", "the", "\xE4\xB8\xAD", "\xC2\xBF"}) {
+        t.add(kSpace + w, kNormal);  // 中, ¿
+    }
+    for (const char* p : {"ing", "able", "ll", "ed"}) t.add(p, kNormal);
+    t.add("<tool>", kUserDefined);
+
+    gguf::Writer w;
+    w.set("general.architecture", "bert");
+    w.set("tokenizer.ggml.model", "bert");
+    w.set("tokenizer.ggml.tokens", array_of(t.texts));
+    w.set("tokenizer.ggml.token_type", array_of(t.types));
+    w.set("tokenizer.ggml.unknown_token_id", static_cast<uint32_t>(unk));
+    w.set("tokenizer.ggml.cls_token_id", static_cast<uint32_t>(cls));
+    w.set("tokenizer.ggml.seperator_token_id", static_cast<uint32_t>(sep));
+    return load(w);
+}
+
+constexpr const char* kWordPiece = "(wordpiece)";
+
 struct Variant {
-    const char* pre;  // nullptr: SentencePiece
-    bool complete;    // byte tokens for every byte
+    const char* pre;  // nullptr: SentencePiece; kWordPiece: WordPiece
+    bool complete;    // byte tokens for every byte (WordPiece: false, it normalises)
 };
 constexpr std::array kVariants = {
     Variant{nullptr, true},          Variant{nullptr, false},      Variant{"default", true},
     Variant{"gpt-2", true},          Variant{"llama-bpe", true},   Variant{"qwen2", true},
     Variant{"starcoder", true},      Variant{"falcon", true},      Variant{"deepseek-llm", true},
     Variant{"deepseek-coder", true}, Variant{"deepseek-v3", true}, Variant{"chatglm-bpe", true},
-    Variant{"no-such-pre", true},    Variant{"gpt-2", false},
+    Variant{"no-such-pre", true},    Variant{"gpt-2", false},      Variant{kWordPiece, false},
 };
 
 const Tokenizer& tokenizer_for(size_t variant) {
@@ -175,8 +214,9 @@ const Tokenizer& tokenizer_for(size_t variant) {
     std::unique_ptr<Tokenizer>& slot = cache[variant];
     if (!slot) {
         const Variant& v = kVariants[variant];
-        slot =
-            std::make_unique<Tokenizer>(v.pre ? make_bpe(v.pre, v.complete) : make_spm(v.complete));
+        slot = std::make_unique<Tokenizer>(v.pre == kWordPiece ? make_wpm()
+                                           : v.pre             ? make_bpe(v.pre, v.complete)
+                                                               : make_spm(v.complete));
     }
     return *slot;
 }
@@ -198,7 +238,13 @@ bool fuzz_tokenizer_one(const uint8_t* data, size_t size) {
     tok::EncodeOptions enc;
     enc.parse_special = flags & 1;
     enc.add_bos = (flags & 2) != 0;
-    enc.add_eos = (flags & 4) != 0;
+    // Asked for, the end token comes from the vocabulary's defaults where it has no EOS
+    // (WordPiece: [SEP]); requesting an EOS that does not exist is an error by contract.
+    if (!(flags & 4)) {
+        enc.add_eos = false;
+    } else if (t.eos() != tok::kNoToken) {
+        enc.add_eos = true;
+    }
     const std::vector<int32_t> ids = t.encode(text, enc);
     for (int32_t id : ids) check(t.vocab().valid(id), "encode gives valid ids");
 
@@ -210,12 +256,21 @@ bool fuzz_tokenizer_one(const uint8_t* data, size_t size) {
     const std::string decoded = t.decode(ids, dec);
     check(valid_utf8(decoded), "decode gives valid UTF-8");
 
-    // Plain text round-trips where the vocabulary can spell it (SentencePiece turns its own space
-    // marker into a space, so text holding one cannot come back).
-    const bool plain = !enc.parse_special && !enc.add_bos && !enc.add_eos;
+    // Plain text round-trips where the vocabulary can spell it. SentencePiece turns its own space
+    // marker into a space, and puts its dummy space after a user-defined token as after any
+    // special one, so text holding either cannot come back.
+    // From the flags: add_bos and add_eos are optionals, engaged whatever their value.
+    const bool plain = !enc.parse_special && !(flags & 2) && !(flags & 4);
+    const bool user_defined = std::any_of(ids.begin(), ids.end(), [&](int32_t id) {
+        return (t.vocab().token(id).attrs & tok::attr::kUserDefined) != 0;
+    });
     if (plain && kVariants[variant].complete && valid_utf8(text) &&
-        !(spm && text.find(kSpace) != std::string_view::npos)) {
+        !(spm && (user_defined || text.find(kSpace) != std::string_view::npos))) {
         check(t.decode(ids) == text, "decode(encode(text)) == text");
+    }
+    if (plain && kVariants[variant].pre == kWordPiece &&
+        std::find(ids.begin(), ids.end(), t.vocab().special().unk) == ids.end()) {
+        check(t.encode(t.decode(ids), enc) == ids, "WordPiece: encode(decode(ids)) == ids");
     }
 
     // Ids from the input bytes, some out of range on purpose.

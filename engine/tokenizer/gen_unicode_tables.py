@@ -3,9 +3,12 @@
 
 The pre-tokenizers need, for every code point, its general category class (letter, number,
 mark, punctuation, symbol, separator, control, unassigned) and whether it has the White_Space
-property. Both come straight from the UCD files shipped by Debian's `unicode-data` package
-(/usr/share/unicode/UnicodeData.txt and PropList.txt), so the table follows a real Unicode
-version rather than ASCII shortcuts. The output is committed; rerun this script only to move to
+property; WordPiece normalisation needs each code point's simple lowercase mapping and the first
+code point of its full canonical decomposition (NFD), which is how the reference strips accents.
+All of it comes straight from the UCD files shipped by Debian's `unicode-data` package
+(/usr/share/unicode/UnicodeData.txt and PropList.txt), so the tables follow a real Unicode
+version rather than ASCII shortcuts. Hangul syllables decompose algorithmically and are left
+to the code (unicode.cpp). The output is committed; rerun this script only to move to
 a newer Unicode version:
 
     python3 engine/tokenizer/gen_unicode_tables.py [UCD_DIR] > engine/tokenizer/unicode_data.cpp
@@ -41,16 +44,24 @@ CLASS_OF_MAJOR = {
 }
 
 
-def read_categories(path):
+def read_unicode_data(path):
+    """Per code point from UnicodeData.txt: the category class, the simple lowercase mapping and
+    the canonical decomposition (those without a <tag>)."""
     flags = [UNDEFINED] * (MAX_CODE_POINT + 1)
+    lower = {}
+    decomposition = {}
     range_start = None
     with open(path, encoding="utf-8") as f:
         for line in f:
             fields = line.rstrip("\n").split(";")
-            if len(fields) < 3:
+            if len(fields) < 14:
                 continue
             cp = int(fields[0], 16)
             name, category = fields[1], fields[2]
+            if fields[5] and not fields[5].startswith("<"):
+                decomposition[cp] = [int(x, 16) for x in fields[5].split()]
+            if fields[13]:
+                lower[cp] = int(fields[13], 16)
             value = CLASS_OF_MAJOR[category[0]]
             if name.endswith(", First>"):
                 range_start = cp
@@ -61,7 +72,7 @@ def read_categories(path):
                 range_start = None
                 continue
             flags[cp] = value
-    return flags
+    return flags, lower, decomposition
 
 
 def read_white_space(path):
@@ -75,6 +86,32 @@ def read_white_space(path):
                 last = int(m.group(2), 16) if m.group(2) else first
                 result.extend(range(first, last + 1))
     return result
+
+
+def decomposition_heads(decomposition):
+    """Code point -> first code point of its full canonical decomposition (applied recursively)."""
+    heads = {}
+    for cp in decomposition:
+        head = cp
+        while head in decomposition:
+            head = decomposition[head][0]
+        if head != cp:
+            heads[cp] = head
+    return heads
+
+
+def write_table(out, type_name, name, count_name, rows, value_digits):
+    """A C++ array of {code point, value} rows, as many to a line as fit in 99 columns."""
+    out.write(f"const {type_name} {name}[{len(rows)}] = {{\n")
+    line = "   "
+    for cp, value in rows:
+        item = f" {{0x{cp:05X}, 0x{value:0{value_digits}X}}},"
+        if len(line) + len(item) > 99:
+            out.write(line + "\n")
+            line = "   "
+        line += item
+    out.write(line + "\n};\n")
+    out.write(f"const size_t {count_name} = {len(rows)};\n\n")
 
 
 def unicode_version(ucd_dir):
@@ -91,7 +128,7 @@ def unicode_version(ucd_dir):
 
 def main():
     ucd_dir = sys.argv[1] if len(sys.argv) > 1 else "/usr/share/unicode"
-    flags = read_categories(os.path.join(ucd_dir, "UnicodeData.txt"))
+    flags, lower, decomposition = read_unicode_data(os.path.join(ucd_dir, "UnicodeData.txt"))
     for cp in read_white_space(os.path.join(ucd_dir, "PropList.txt")):
         flags[cp] |= WHITESPACE
 
@@ -105,16 +142,10 @@ def main():
     out.write(f"// Database {unicode_version(ucd_dir)} (UnicodeData.txt, PropList.txt). Do not edit.\n")
     out.write('#include "engine/tokenizer/unicode.h"\n\n')
     out.write("namespace ggufd::tok::unicode::detail {\n\n")
-    out.write(f"const CodePointRange kCodePointRanges[{len(ranges)}] = {{\n")
-    line = "   "
-    for first, value in ranges:
-        item = f" {{0x{first:05X}, 0x{value:03X}}},"
-        if len(line) + len(item) > 99:
-            out.write(line + "\n")
-            line = "   "
-        line += item
-    out.write(line + "\n};\n")
-    out.write(f"const size_t kCodePointRangeCount = {len(ranges)};\n\n")
+    write_table(out, "CodePointRange", "kCodePointRanges", "kCodePointRangeCount", ranges, 3)
+    write_table(out, "CodePointPair", "kLowercase", "kLowercaseCount", sorted(lower.items()), 5)
+    heads = sorted(decomposition_heads(decomposition).items())
+    write_table(out, "CodePointPair", "kDecompositionHead", "kDecompositionHeadCount", heads, 5)
     out.write("}  // namespace ggufd::tok::unicode::detail\n")
 
 

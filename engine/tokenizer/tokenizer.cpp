@@ -1,6 +1,7 @@
 // Encoding and decoding follow llama.cpp's llama-vocab.cpp (read, not copied): special-token
-// partitioning, the SentencePiece bigram merge by score and the byte-level BPE merge by rank, the
-// dummy-prefix rules and the detokenizer's leading-space and clean-up handling.
+// partitioning, the SentencePiece bigram merge by score, the byte-level BPE merge by rank, the
+// WordPiece normalisation and greedy longest match, the dummy-prefix rules and the detokenizer's
+// leading-space and clean-up handling.
 #include "engine/tokenizer/tokenizer.h"
 
 #include <algorithm>
@@ -141,8 +142,8 @@ Tokenizer::Tokenizer(Vocab vocab) : vocab_(std::move(vocab)) {
         if (t.attrs & (attr::kUnknown | attr::kControl | attr::kUserDefined)) {
             piece = t.text;
         } else if (t.attrs & attr::kNormal) {
-            piece = vocab_.type() == VocabType::Spm ? unescape_spaces(t.text)
-                                                    : bytes_of_bpe_text(t.text);
+            piece = vocab_.type() == VocabType::Bpe ? bytes_of_bpe_text(t.text)
+                                                    : unescape_spaces(t.text);
         } else if (t.attrs & attr::kByte) {
             piece = t.byte >= 0 ? std::string(1, static_cast<char>(t.byte)) : t.text;
         }
@@ -266,6 +267,7 @@ std::vector<Tokenizer::Fragment> Tokenizer::partition(std::string_view text,
 std::vector<int32_t> Tokenizer::encode(std::string_view text, const EncodeOptions& options) const {
     const bool add_bos = options.add_bos.value_or(vocab_.add_bos());
     const bool add_eos = options.add_eos.value_or(vocab_.add_eos());
+    const bool add_sep = options.add_sep.value_or(vocab_.add_sep() && options.add_eos != false);
     std::vector<int32_t> out;
     out.reserve(text.size() / 3 + 2);
     if (add_bos) {
@@ -281,16 +283,28 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, const EncodeOption
             continue;
         }
         const std::string_view raw = text.substr(f.begin, f.length);
-        if (vocab_.type() == VocabType::Spm) {
-            encode_spm(escape_spaces(raw, vocab_.add_space_prefix() && after_special), out);
-        } else {
-            encode_bpe(raw, out);
+        switch (vocab_.type()) {
+            case VocabType::Spm:
+                encode_spm(escape_spaces(raw, vocab_.add_space_prefix() && after_special), out);
+                break;
+            case VocabType::Bpe:
+                encode_bpe(raw, out);
+                break;
+            case VocabType::Wpm:
+                encode_wpm(raw, out);
+                break;
         }
         after_special = false;
     }
     if (add_eos) {
         if (eos() == kNoToken) throw Error("EOS requested but the vocabulary has no EOS token");
         out.push_back(eos());
+    }
+    if (add_sep) {
+        if (vocab_.special().sep == kNoToken) {
+            throw Error("a separator requested but the vocabulary has no separator token");
+        }
+        out.push_back(vocab_.special().sep);
     }
     return out;
 }
@@ -453,6 +467,73 @@ void Tokenizer::encode_bpe(std::string_view text, std::vector<int32_t>& out) con
     }
 }
 
+namespace {
+
+// The ideograph blocks WordPiece cuts into one-character words: CJK Unified Ideographs and
+// extensions A to E, the compatibility ideographs and their supplement. Extension B ends at
+// U+2A6DF and D at U+2B81F, but the next range starts at U+2B920, as Hugging Face's tokenizer
+// (and so the reference) has it, leaving U+2B820..U+2B91F (Extension E's start) out.
+bool is_cjk_ideograph(uint32_t cp) {
+    return (cp >= 0x4E00 && cp <= 0x9FFF) || (cp >= 0x3400 && cp <= 0x4DBF) ||
+           (cp >= 0x20000 && cp <= 0x2A6DF) || (cp >= 0x2A700 && cp <= 0x2B81F) ||
+           (cp >= 0x2B920 && cp <= 0x2CEAF) || (cp >= 0xF900 && cp <= 0xFAFF) ||
+           (cp >= 0x2F800 && cp <= 0x2FA1F);
+}
+
+}  // namespace
+
+// WordPiece (BERT uncased): each code point is reduced to the head of its canonical decomposition
+// (dropping the accents of precomposed letters) and lowercased; whitespace separates words,
+// control characters, NUL and U+FFFD (what invalid UTF-8 decodes to) vanish, and every
+// punctuation character, ASCII symbol and CJK ideograph is a word of its own.
+void Tokenizer::encode_wpm(std::string_view text, std::vector<int32_t>& out) const {
+    std::string word;
+    auto finish_word = [&] {
+        if (!word.empty()) encode_wpm_word(word, out);
+        word.clear();
+    };
+    for (uint32_t cp : unicode::decode_lenient(text)) {
+        cp = unicode::decomposition_head(cp);
+        const uint16_t flags = unicode::flags(cp);
+        if (flags & unicode::kWhitespace) {
+            finish_word();
+            continue;
+        }
+        if (cp == 0 || cp == unicode::kReplacementChar || (flags & unicode::kControl)) continue;
+        const bool alone = (flags & unicode::kPunctuation) ||
+                           (cp < 0x7F && (flags & unicode::kSymbol)) || is_cjk_ideograph(cp);
+        if (alone) finish_word();
+        unicode::append_utf8(word, unicode::to_lower(cp));
+        if (alone) finish_word();
+    }
+    finish_word();
+}
+
+// One word, greedy longest match first: the word-initial piece carries the "▁" marker (the
+// converter's spelling of a piece without "##"), the rest are continuation pieces spelled bare.
+// A word with any position no token starts at becomes the unknown token as a whole.
+void Tokenizer::encode_wpm_word(std::string& word, std::vector<int32_t>& out) const {
+    word.insert(0, kSpmSpace);
+    const std::string_view w = word;
+    const size_t start = out.size();
+    const size_t longest = vocab_.max_token_length();
+    for (size_t i = 0; i < w.size();) {
+        int32_t id = kNoToken;
+        size_t j = std::min(w.size(), i + longest);
+        for (; j > i; --j) {
+            id = vocab_.find(w.substr(i, j - i));
+            if (id != kNoToken) break;
+        }
+        if (id == kNoToken) {
+            out.resize(start);
+            out.push_back(vocab_.special().unk);  // loading guarantees a WordPiece vocab has one
+            return;
+        }
+        out.push_back(id);
+        i = j;
+    }
+}
+
 // --- decoding -----------------------------------------------------------------------------------
 
 std::string Tokenizer::token_to_piece(int32_t id, bool render_special) const {
@@ -469,6 +550,9 @@ std::string Tokenizer::decode(std::span<const int32_t> ids, const DecodeOptions&
         ids = ids.subspan(1);
     }
     if (options.remove_special && vocab_.add_eos() && !ids.empty() && ids.back() == eos()) {
+        ids = ids.first(ids.size() - 1);
+    } else if (options.remove_special && vocab_.add_sep() && !ids.empty() &&
+               ids.back() == vocab_.special().sep) {
         ids = ids.first(ids.size() - 1);
     }
     std::string text;

@@ -23,6 +23,10 @@ namespace ggufd::tok {
 struct EncodeOptions {
     std::optional<bool> add_bos;  // default: the vocabulary's tokenizer.ggml.add_bos_token
     std::optional<bool> add_eos;  // default: the vocabulary's tokenizer.ggml.add_eos_token
+    // A separator (WordPiece's [SEP]) after the text. Default: the vocabulary's
+    // tokenizer.ggml.add_sep_token, unless add_eos is set to false: a caller that turns the end
+    // token off ("no special tokens") gets no separator either without asking for one.
+    std::optional<bool> add_sep;
     // Recognise the text of control tokens (e.g. "<|im_start|>") in the input and emit their ids.
     // Only for text the caller trusts (a rendered chat template), never for raw user content.
     // User-defined tokens are recognised either way, as the reference does.
@@ -36,7 +40,7 @@ struct EncodeOptions {
 struct DecodeOptions {
     // Render control (and unknown) tokens as their text instead of dropping them.
     bool render_special = false;
-    // Drop a leading BOS and a trailing EOS when the vocabulary adds them.
+    // Drop a leading BOS and a trailing EOS (or separator) when the vocabulary adds them.
     bool remove_special = false;
     // Take one leading space off the first piece when the vocabulary adds a space prefix (SPM),
     // so that decode(encode(text)) gives text back. A leading BOS consumes this, as in the
@@ -74,9 +78,9 @@ class Tokenizer {
     // but the vocabulary has none.
     std::vector<int32_t> encode(std::string_view text, const EncodeOptions& options = {}) const;
 
-    // The bytes one token stands for: SPM "▁" -> " ", byte tokens -> their byte, BPE byte
-    // stand-ins -> their bytes, user-defined tokens -> their text, control/unknown tokens -> ""
-    // unless `render_special`. May be an incomplete UTF-8 sequence. Throws Error for a bad id.
+    // The bytes one token stands for: SPM and WordPiece "▁" -> " ", byte tokens -> their byte, BPE
+    // byte stand-ins -> their bytes, user-defined tokens -> their text, control/unknown tokens ->
+    // "" unless `render_special`. May be an incomplete UTF-8 sequence. Throws Error for a bad id.
     std::string token_to_piece(int32_t id, bool render_special = false) const;
 
     // Throws Error when an id is out of range.
@@ -91,6 +95,8 @@ class Tokenizer {
     std::vector<int32_t> literal_tokens_in(std::string_view text, bool parse_special) const;
     void encode_spm(std::string_view text, std::vector<int32_t>& out) const;
     void encode_bpe(std::string_view text, std::vector<int32_t>& out) const;
+    void encode_wpm(std::string_view text, std::vector<int32_t>& out) const;
+    void encode_wpm_word(std::string& word, std::vector<int32_t>& out) const;
     void push_byte(uint8_t byte, std::vector<int32_t>& out) const;
 
     Vocab vocab_;

@@ -103,6 +103,34 @@ uint16_t flags(uint32_t cp) {
     return flag_table().get(cp);
 }
 
+namespace {
+
+uint32_t look_up(const detail::CodePointPair* table, size_t count, uint32_t cp) {
+    const detail::CodePointPair* end = table + count;
+    const auto* it = std::lower_bound(
+        table, end, cp, [](const detail::CodePointPair& p, uint32_t c) { return p.cp < c; });
+    return it != end && it->cp == cp ? it->value : cp;
+}
+
+}  // namespace
+
+uint32_t to_lower(uint32_t cp) {
+    if (cp < 0x80) return cp >= 'A' && cp <= 'Z' ? cp + ('a' - 'A') : cp;
+    return look_up(detail::kLowercase, detail::kLowercaseCount, cp);
+}
+
+uint32_t decomposition_head(uint32_t cp) {
+    if (cp < 0xC0) return cp;  // nothing below U+00C0 decomposes
+    // Hangul syllables are composed arithmetically (Unicode 15, section 3.12): 19 leading
+    // consonants x 21 vowels x 28 trailing consonants from U+AC00.
+    constexpr uint32_t kSyllableBase = 0xAC00, kSyllableCount = 11172, kLeadBase = 0x1100;
+    constexpr uint32_t kPerLead = 21 * 28;
+    if (cp >= kSyllableBase && cp < kSyllableBase + kSyllableCount) {
+        return kLeadBase + (cp - kSyllableBase) / kPerLead;
+    }
+    return look_up(detail::kDecompositionHead, detail::kDecompositionHeadCount, cp);
+}
+
 std::vector<uint32_t> decode_lenient(std::string_view text) {
     std::vector<uint32_t> out;
     out.reserve(text.size());

@@ -1,6 +1,7 @@
-// Unicode facts the tokenizers need: per-code-point category flags (from the generated UCD
-// table), UTF-8 decoding and encoding with the reference tokenizer's tolerance for bad input, and
-// the byte <-> code point mapping of byte-level BPE.
+// Unicode facts the tokenizers need: per-code-point category flags, simple lowercase mappings and
+// canonical decomposition heads (from the generated UCD tables), UTF-8 decoding and encoding with
+// the reference tokenizer's tolerance for bad input, and the byte <-> code point mapping of
+// byte-level BPE.
 #pragma once
 
 #include <cstddef>
@@ -40,6 +41,15 @@ inline bool is_whitespace(uint32_t cp) {
 inline bool is_punctuation(uint32_t cp) {
     return flags(cp) & kPunctuation;
 }
+
+// The simple (one code point) lowercase mapping of UnicodeData.txt; `cp` itself when it has none.
+uint32_t to_lower(uint32_t cp);
+
+// The first code point of the full canonical decomposition (NFD) of `cp`, or `cp` itself when it
+// does not decompose: 'é' -> 'e', 'ử' -> 'u', a Hangul syllable -> its leading consonant. Mapping
+// every code point this way is how WordPiece normalisation strips accents in the reference: the
+// marks a precomposed character carries go away, marks written separately stay.
+uint32_t decomposition_head(uint32_t cp);
 
 // Length of the UTF-8 sequence a lead byte announces, judged by its high nibble only (a stray
 // continuation byte counts as 1). This is how SentencePiece-style tokenizers cut text into
@@ -98,6 +108,14 @@ struct CodePointRange {
 };
 extern const CodePointRange kCodePointRanges[];
 extern const size_t kCodePointRangeCount;
+struct CodePointPair {
+    uint32_t cp;
+    uint32_t value;
+};
+extern const CodePointPair kLowercase[];  // sorted by cp
+extern const size_t kLowercaseCount;
+extern const CodePointPair kDecompositionHead[];  // sorted by cp; Hangul syllables left out
+extern const size_t kDecompositionHeadCount;
 }  // namespace detail
 
 }  // namespace ggufd::tok::unicode

@@ -122,9 +122,20 @@ Vocab Vocab::from_metadata(const gguf::Metadata& md) {
             v.add_bos_ = cfg.add_bos;
             v.bos_default_none_ = cfg.bos_default_none;
             v.add_space_prefix_ = false;
+        } else if (v.model_name_ == "bert") {
+            v.type_ = VocabType::Wpm;
+            v.pre_name_ = md.get_or<std::string>(key("pre"), "");
+            v.add_bos_ = true;  // [CLS]
+            v.add_eos_ = false;
+            v.add_sep_ = true;
+            // The reference leaves this off for WordPiece and so decodes "hello" as " hello"; on,
+            // decoding takes off the first word's marker as it does SPM's dummy prefix.
+            v.add_space_prefix_ = true;
+            v.clean_spaces_ = true;
         } else {
             throw Error("tokenizer model '" + v.model_name_ +
-                        "' is not supported (supported: 'llama' SentencePiece, 'gpt2' BPE)");
+                        "' is not supported (supported: 'llama' SentencePiece, 'gpt2' BPE, "
+                        "'bert' WordPiece)");
         }
         v.add_space_prefix_ = md.get_or<bool>(key("add_space_prefix"), v.add_space_prefix_);
 
@@ -133,11 +144,24 @@ Vocab Vocab::from_metadata(const gguf::Metadata& md) {
         v.load_special_ids(md);
         v.add_bos_ = md.get_or<bool>(key("add_bos_token"), v.add_bos_);
         v.add_eos_ = md.get_or<bool>(key("add_eos_token"), v.add_eos_);
+        v.add_sep_ = md.get_or<bool>(key("add_sep_token"), v.add_sep_);
         if (v.add_bos_ && v.special_.bos == kNoToken) {
             throw Error("tokenizer.ggml.add_bos_token is true but the vocabulary has no BOS token");
         }
         if (v.add_eos_ && v.special_.eos == kNoToken) {
             throw Error("tokenizer.ggml.add_eos_token is true but the vocabulary has no EOS token");
+        }
+        if (v.add_sep_ && v.special_.sep == kNoToken) {
+            // A warning, not an error: files that loaded before add_sep_token was read still do.
+            v.warn(
+                "tokenizer.ggml.add_sep_token is set but the vocabulary has no separator token; "
+                "no separator is added");
+            v.add_sep_ = false;
+        }
+        if (v.type_ == VocabType::Wpm && v.special_.unk == kNoToken) {
+            throw Error(
+                "a WordPiece vocabulary needs an unknown token for the words it cannot "
+                "spell, and this one has none (tokenizer.ggml.unknown_token_id)");
         }
         v.detect_end_markers();
         v.finish();
@@ -302,6 +326,7 @@ void Vocab::load_tokens(const gguf::Metadata& md) {
     }
 
     tokens_.resize(n);
+    max_token_length_ = 0;
     for (size_t i = 0; i < n; ++i) {
         TokenData& t = tokens_[i];
         t.text = std::move(texts[i]);
@@ -312,6 +337,7 @@ void Vocab::load_tokens(const gguf::Metadata& md) {
         t.score = scores.empty() ? 0.0f : scores[i];
         t.attrs = types.empty() ? attr::kNormal : attrs_of(token_type_from(types[i]));
         if (t.attrs & attr::kByte) t.byte = static_cast<int16_t>(parse_byte_token(t.text));
+        max_token_length_ = std::max(max_token_length_, t.text.size());
     }
     std::vector<std::string> repeats;
     ids_by_text_.build(tokens_, repeats);
@@ -323,11 +349,11 @@ void Vocab::load_tokens(const gguf::Metadata& md) {
         if (type_ == VocabType::Spm) {
             id = find(byte_token_text(byte));
             if (id == kNoToken) id = find(std::string(1, static_cast<char>(byte)));
-        } else {
+        } else if (type_ == VocabType::Bpe) {
             std::string s;
             unicode::append_utf8(s, unicode::byte_to_code_point(byte));
             id = find(s);
-        }
+        }  // WordPiece has no byte fallback: what it cannot spell becomes [UNK]
         byte_tokens_[b] = id;
     }
 }
@@ -362,12 +388,20 @@ void Vocab::load_special_ids(const gguf::Metadata& md) {
         special_.bos = 1;
         special_.eos = 2;
         special_.unk = 0;
+    } else if (type_ == VocabType::Wpm) {
+        // bert-base's ids: [PAD] 0, [UNK] 100, [CLS] 101 (the BOS), [SEP] 102, [MASK] 103.
+        special_.bos = 101;
+        special_.unk = 100;
+        special_.sep = 102;
+        special_.pad = 0;
+        special_.mask = 103;
     } else {
         // The reference's BPE defaults (Falcon's <|endoftext|>), used only without the keys.
         special_.bos = bos_default_none_ ? kNoToken : 11;
         special_.eos = 11;
     }
-    for (int32_t* id : {&special_.bos, &special_.eos, &special_.unk}) {
+    for (int32_t* id : {&special_.bos, &special_.eos, &special_.unk, &special_.sep, &special_.pad,
+                        &special_.mask}) {
         if (!valid(*id)) *id = kNoToken;
     }
 
@@ -377,6 +411,10 @@ void Vocab::load_special_ids(const gguf::Metadata& md) {
         bool required_valid;  // an out-of-range value is an error, not a warning
     };
     const Key keys[] = {
+        // Converters name BERT's [CLS] so. The reference ignores the key and keeps its default BOS
+        // (101, [CLS] in bert-base vocabularies); reading it agrees there and stays right for a
+        // vocabulary with [CLS] elsewhere. Before bos_token_id, which wins when a file has both.
+        {"cls_token_id", &special_.bos, false},
         {"bos_token_id", &special_.bos, true},
         {"eos_token_id", &special_.eos, true},
         {"eot_token_id", &special_.eot, false},

@@ -29,6 +29,7 @@ inline constexpr int32_t kNoToken = -1;
 enum class VocabType {
     Spm,  // tokenizer.ggml.model = "llama": SentencePiece-style, merges by score
     Bpe,  // tokenizer.ggml.model = "gpt2": byte-level BPE, merges by rank
+    Wpm,  // tokenizer.ggml.model = "bert": WordPiece, greedy longest match per word
 };
 
 // Values of tokenizer.ggml.token_type.
@@ -119,8 +120,13 @@ class Vocab {
     const SpecialTokens& special() const { return special_; }
     bool add_bos() const { return add_bos_; }
     bool add_eos() const { return add_eos_; }
-    // SPM: a space is put before the text (and taken off the first piece when decoding).
+    // WordPiece: [SEP] (special().sep) goes after the text (tokenizer.ggml.add_sep_token).
+    bool add_sep() const { return add_sep_; }
+    // SPM: a space is put before the text (and taken off the first piece when decoding). WPM:
+    // the first word's start marker decodes to a space, which decoding takes off likewise.
     bool add_space_prefix() const { return add_space_prefix_; }
+    // Bytes of the longest token text: WordPiece tries no longer match than this.
+    size_t max_token_length() const { return max_token_length_; }
     bool ignore_merges() const { return ignore_merges_; }
     // Whether the reference tidies " ," " 's" etc. when detokenizing
     // (clean_up_tokenization_spaces).
@@ -187,11 +193,13 @@ class Vocab {
     TextIndex ids_by_text_;
     MergeIndex merges_;
     size_t merge_count_ = 0;
+    size_t max_token_length_ = 0;
     int32_t byte_tokens_[256];
 
     SpecialTokens special_;
     bool add_bos_ = false;
     bool add_eos_ = false;
+    bool add_sep_ = false;
     bool add_space_prefix_ = false;
     bool ignore_merges_ = false;
     bool clean_spaces_ = false;

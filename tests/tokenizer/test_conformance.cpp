@@ -187,6 +187,86 @@ TEST(VocabConformanceFolder, EveryOtherVocabularyInTheFolderMatches) {
     EXPECT_EQ(listed, std::size(kVocabs)) << "a vocabulary of kVocabs is missing from the folder";
 }
 
+// The WordPiece vocabulary (bert-base-uncased): not in kVocabs, whose test also wants the text back
+// from decoding, which lowercasing and accent stripping rule out. Its encoding is checked by the
+// folder test above; here decoding gives the normalised text, with the reference's clean-up.
+TEST(BertVocab, DecodingGivesTheNormalisedText) {
+    GGUFD_REQUIRE_CONFORMANCE(dir);
+    const Tokenizer& tok = tokenizer_for(vocab_path(dir, "bert-bge"));
+    ASSERT_EQ(tok.vocab().type(), VocabType::Wpm);
+    DecodeOptions clean;
+    clean.clean_spaces = tok.vocab().clean_spaces();
+    const std::pair<std::string, std::string> cases[] = {
+        {" Hello, World!", "hello, world!"},
+        {"\xC3\x84pfel", "apfel"},  // Äpfel
+        {"C\xE1\xBB\xAD"
+         "a Vi\xE1\xBB\x87t",
+         "cua viet"},  // Cửa Việt
+        {"w048 7tuijk dsdfhu", "w048 7tuijk dsdfhu"},
+        {"I've been 'told", "i've been'told"},
+    };
+    EncodeOptions plain;
+    plain.add_bos = false;
+    plain.add_eos = false;
+    for (const auto& [text, expected] : cases) {
+        EXPECT_EQ(tok.decode(tok.encode(text, plain), clean), expected) << text;
+    }
+    // With [CLS] first, as in the reference, the space of the first word stays.
+    EXPECT_EQ(tok.decode(tok.encode("Hello"), clean), " hello");
+}
+
+// The encoders' inputs of the embeddings folder, tokenized by llama.cpp with its WordPiece
+// defaults: [CLS] text [SEP] for one text, and [CLS] query [SEP] document for a rerank pair.
+// The lines of a text file of the embeddings folder and the reference's ids for each; throws
+// unless both files have `count` lines, so a misread file cannot shrink the test.
+struct EncoderInputs {
+    std::vector<std::string> texts;
+    std::vector<std::vector<int32_t>> expected;
+};
+
+EncoderInputs encoder_inputs(const std::filesystem::path& emb, const std::string& texts,
+                             const std::string& tokens, size_t count) {
+    EncoderInputs in;
+    std::istringstream lines(read_all(emb / texts));
+    std::string line;
+    while (std::getline(lines, line)) in.texts.push_back(line);
+    in.expected = read_ids(read_all(emb / tokens));
+    if (in.texts.size() != count || in.expected.size() != count) {
+        throw std::runtime_error(texts + " / " + tokens + ": expected " + std::to_string(count) +
+                                 " lines each");
+    }
+    return in;
+}
+
+TEST(BertVocab, EmbeddingInputsGetClsAndSepByDefault) {
+    GGUFD_REQUIRE_CONFORMANCE(dir);
+    const Tokenizer tok = Tokenizer::from_file(dir / "embeddings" / "bert-mean.gguf");
+    const EncoderInputs in =
+        encoder_inputs(dir / "embeddings", "inputs.txt", "bert-mean.tokens.txt", 8);
+    for (size_t i = 0; i < in.texts.size(); ++i) {
+        EXPECT_EQ(tok.encode(in.texts[i]), in.expected[i]) << in.texts[i];
+    }
+}
+
+TEST(BertVocab, RerankPairsAreClsQuerySepDocument) {
+    GGUFD_REQUIRE_CONFORMANCE(dir);
+    const Tokenizer tok = Tokenizer::from_file(dir / "embeddings" / "bert-rank.gguf");
+    const EncoderInputs in =
+        encoder_inputs(dir / "embeddings", "rerank.txt", "bert-rank.tokens.txt", 5);
+    EncodeOptions plain;
+    plain.add_bos = false;
+    plain.add_eos = false;
+    for (size_t i = 0; i < in.texts.size(); ++i) {
+        const std::string& pair = in.texts[i];
+        const size_t tab = pair.find('\t');
+        ASSERT_NE(tab, std::string::npos) << pair;
+        std::vector<int32_t> ids = tok.encode(pair.substr(0, tab));
+        const std::vector<int32_t> doc = tok.encode(pair.substr(tab + 1), plain);
+        ids.insert(ids.end(), doc.begin(), doc.end());
+        EXPECT_EQ(ids, in.expected[i]) << pair;
+    }
+}
+
 TEST(Stories260K, PromptTokensMatchTheReference) {
     GGUFD_REQUIRE_CONFORMANCE(dir);
     const Tokenizer tok = Tokenizer::from_file(dir / "models" / "stories260K.gguf");

@@ -427,7 +427,7 @@ TEST(VocabLoading, InconsistentMetadataIsAClearError) {
     EXPECT_NE(load_error(replace(spm.metadata(), "tokenizer.ggml.eos_token_id", uint32_t{99999}))
                   .find("eos_token_id"),
               std::string::npos);
-    EXPECT_NE(load_error(replace(spm.metadata(), "tokenizer.ggml.model", "bert")).find("bert"),
+    EXPECT_NE(load_error(replace(spm.metadata(), "tokenizer.ggml.model", "rwkv")).find("rwkv"),
               std::string::npos);
     EXPECT_NE(
         load_error(replace(spm.metadata(), "tokenizer.ggml.tokens", strings({}))).find("empty"),
@@ -464,6 +464,209 @@ TEST(VocabLoading, SentinelIdsMeanNone) {
     EXPECT_EQ(v.special().bos, 1);
     EXPECT_TRUE(v.add_bos());
     EXPECT_TRUE(v.add_space_prefix());
+}
+
+// --- a small WordPiece vocabulary
+// ------------------------------------------------------------------
+
+// Spelled the way the converter stores a bert vocabulary: a word's first piece with "▁", a
+// continuation piece ("##able" in BERT's own files) bare. The special ids are not bert-base's, so
+// they must come from the metadata keys.
+struct SmallWpm {
+    std::vector<std::string> tokens;
+    std::vector<int32_t> types;
+    int32_t pad, unk, cls, sep, mask, hello, world, comma, bang, dot, dollar, five, a, b, a_cont,
+        un, aff, able, cafe, naive, zhong, guo;
+
+    int32_t add(std::string text, int32_t type = 1) {
+        tokens.push_back(std::move(text));
+        types.push_back(type);
+        return static_cast<int32_t>(tokens.size() - 1);
+    }
+    SmallWpm() {
+        pad = add("[PAD]", 3);
+        unk = add("[UNK]", 3);
+        cls = add("[CLS]", 3);
+        sep = add("[SEP]", 3);
+        mask = add("[MASK]", 3);
+        hello = add(kSp + "hello");
+        world = add(kSp + "world");
+        comma = add(kSp + ",");
+        bang = add(kSp + "!");
+        dot = add(kSp + ".");
+        dollar = add(kSp + "$");
+        five = add(kSp + "5");
+        a = add(kSp + "a");
+        b = add(kSp + "b");
+        a_cont = add("a");
+        un = add(kSp + "un");
+        aff = add("aff");
+        able = add("able");
+        cafe = add(kSp + "cafe");
+        naive = add(kSp + "naive");
+        zhong = add(kSp + "\xE4\xB8\xAD");  // 中
+        guo = add(kSp + "\xE5\x9B\xBD");    // 国
+    }
+    gguf::Metadata metadata() const {
+        gguf::Metadata md;
+        md.add("tokenizer.ggml.model", "bert");
+        md.add("tokenizer.ggml.tokens", strings(tokens));
+        md.add("tokenizer.ggml.token_type", ints(types));
+        md.add("tokenizer.ggml.unknown_token_id", static_cast<uint32_t>(unk));
+        md.add("tokenizer.ggml.seperator_token_id", static_cast<uint32_t>(sep));
+        md.add("tokenizer.ggml.padding_token_id", static_cast<uint32_t>(pad));
+        md.add("tokenizer.ggml.cls_token_id", static_cast<uint32_t>(cls));
+        md.add("tokenizer.ggml.mask_token_id", static_cast<uint32_t>(mask));
+        return md;
+    }
+    Tokenizer tokenizer() const { return Tokenizer(Vocab::from_metadata(metadata())); }
+};
+
+EncodeOptions no_special() {
+    EncodeOptions o;
+    o.add_bos = false;
+    o.add_eos = false;
+    return o;
+}
+
+TEST(WpmTokenizer, SpecialIdsAndDefaultsComeFromTheMetadata) {
+    const SmallWpm v;
+    const Vocab vocab = Vocab::from_metadata(v.metadata());
+    EXPECT_EQ(vocab.type(), ggufd::tok::VocabType::Wpm);
+    EXPECT_EQ(vocab.special().bos, v.cls);  // cls_token_id is the BOS
+    EXPECT_EQ(vocab.special().sep, v.sep);
+    EXPECT_EQ(vocab.special().unk, v.unk);
+    EXPECT_EQ(vocab.special().eos, kNoToken);
+    EXPECT_TRUE(vocab.add_bos());
+    EXPECT_FALSE(vocab.add_eos());
+    EXPECT_TRUE(vocab.add_sep());
+    EXPECT_TRUE(vocab.clean_spaces());
+
+    const Tokenizer t = v.tokenizer();
+    // [CLS] text [SEP] by default; turning the end token off takes the separator with it.
+    EXPECT_EQ(t.encode("hello"), (Ids{v.cls, v.hello, v.sep}));
+    EXPECT_EQ(t.encode(""), (Ids{v.cls, v.sep}));
+    EXPECT_EQ(t.encode("hello", no_special()), (Ids{v.hello}));
+    EncodeOptions sep_only = no_special();
+    sep_only.add_sep = true;
+    EXPECT_EQ(t.encode("hello", sep_only), (Ids{v.hello, v.sep}));
+    EXPECT_EQ(t.encode("hello", no_bos()), (Ids{v.hello, v.sep}));
+    // The file's add_sep_token wins over the WordPiece default.
+    const Tokenizer no_sep(Vocab::from_metadata(
+        replace(v.metadata(), "tokenizer.ggml.add_sep_token", gguf::Value(false))));
+    EXPECT_EQ(no_sep.encode("hello"), (Ids{v.cls, v.hello}));
+    // Parsed special-token text is its token.
+    EncodeOptions parse = no_special();
+    parse.parse_special = true;
+    EXPECT_EQ(t.encode("[CLS]hello[SEP]", parse), (Ids{v.cls, v.hello, v.sep}));
+}
+
+TEST(WpmTokenizer, AVocabularyWithoutAnUnknownTokenIsAnError) {
+    // WordPiece turns what it cannot spell into the unknown token, so it must have one: without
+    // unknown_token_id the default id 100 is outside this small vocabulary.
+    const SmallWpm wpm;
+    gguf::Metadata no_unk;
+    no_unk.add("tokenizer.ggml.model", "bert");
+    no_unk.add("tokenizer.ggml.tokens", strings(wpm.tokens));
+    no_unk.add("tokenizer.ggml.cls_token_id", static_cast<uint32_t>(wpm.cls));
+    no_unk.add("tokenizer.ggml.seperator_token_id", static_cast<uint32_t>(wpm.sep));
+    EXPECT_NE(load_error(no_unk).find("unknown token"), std::string::npos);
+}
+
+TEST(WpmTokenizer, LowercasesAndStripsPrecomposedAccents) {
+    const SmallWpm v;
+    const Tokenizer t = v.tokenizer();
+    EXPECT_EQ(t.encode("HeLLo WORLD", no_special()), (Ids{v.hello, v.world}));
+    EXPECT_EQ(t.encode("Caf\xC3\xA9", no_special()), Ids{v.cafe});                // é
+    EXPECT_EQ(t.encode("NA\xC3\x8FVE", no_special()), Ids{v.naive});              // Ï
+    EXPECT_EQ(t.encode("\xE1\xBA\xA0 \xC3\xA0", no_special()), (Ids{v.a, v.a}));  // Ạ à
+    // A combining mark written on its own is kept (as in the reference), so "cafe" + U+0301 is
+    // a word the vocabulary cannot spell.
+    EXPECT_EQ(t.encode("cafe\xCC\x81", no_special()), Ids{v.unk});
+}
+
+TEST(WpmTokenizer, WhitespaceSplitsAndControlCharactersVanish) {
+    const SmallWpm v;
+    const Tokenizer t = v.tokenizer();
+    // Tab, newline, U+3000 ideographic space, U+00A0 no-break space all separate words.
+    EXPECT_EQ(t.encode("\thello\n\xE3\x80\x80world\xC2\xA0 ", no_special()),
+              (Ids{v.hello, v.world}));
+    // Control and format characters (U+0001, U+200D zero width joiner, U+00AD soft hyphen), NUL
+    // and invalid UTF-8 are dropped without splitting the word.
+    EXPECT_EQ(t.encode(std::string("hel\x01l\xE2\x80\x8Do\xC2\xAD", 11) + std::string(1, '\0') +
+                           " wor\xFFld",
+                       no_special()),
+              (Ids{v.hello, v.world}));
+    EXPECT_EQ(t.encode(" \n\t ", no_special()), Ids{});
+}
+
+TEST(WpmTokenizer, PunctuationAsciiSymbolsAndIdeographsAreWordsOfTheirOwn) {
+    const SmallWpm v;
+    const Tokenizer t = v.tokenizer();
+    EXPECT_EQ(t.encode("Hello, world!", no_special()), (Ids{v.hello, v.comma, v.world, v.bang}));
+    EXPECT_EQ(t.encode("a.b", no_special()), (Ids{v.a, v.dot, v.b}));
+    EXPECT_EQ(t.encode("$5", no_special()), (Ids{v.dollar, v.five}));  // ASCII symbol: split
+    // A symbol beyond ASCII (€, Sc) stays inside its word, which the vocabulary cannot spell.
+    EXPECT_EQ(t.encode("5\xE2\x82\xAC", no_special()), Ids{v.unk});
+    // Each CJK ideograph is a word, even with no space around it.
+    EXPECT_EQ(t.encode("hello\xE4\xB8\xAD\xE5\x9B\xBDworld", no_special()),
+              (Ids{v.hello, v.zhong, v.guo, v.world}));
+}
+
+TEST(WpmTokenizer, GreedyLongestMatchWithWholeWordUnknown) {
+    const SmallWpm v;
+    const Tokenizer t = v.tokenizer();
+    EXPECT_EQ(t.encode("unaffable", no_special()), (Ids{v.un, v.aff, v.able}));
+    EXPECT_EQ(t.encode("aaa", no_special()), (Ids{v.a, v.a_cont, v.a_cont}));
+    // One position no piece starts at makes the whole word unknown; its neighbours are kept.
+    EXPECT_EQ(t.encode("hello unaffablex world", no_special()), (Ids{v.hello, v.unk, v.world}));
+    EXPECT_EQ(t.encode("xyz", no_special()), Ids{v.unk});
+    // A continuation piece never starts a word: "able" alone has no "▁able".
+    EXPECT_EQ(t.encode("able", no_special()), Ids{v.unk});
+}
+
+TEST(WpmTokenizer, LongWordsAreSegmentedLikeAnyOther) {
+    // BERT's Python tokenizer turns words over 100 characters into [UNK]; the reference (llama.cpp)
+    // has no such limit and segments them, and so does this tokenizer.
+    const SmallWpm v;
+    const Tokenizer t = v.tokenizer();
+    Ids expected{v.a};
+    expected.insert(expected.end(), 149, v.a_cont);
+    EXPECT_EQ(t.encode(std::string(150, 'a'), no_special()), expected);
+    EXPECT_EQ(t.encode(std::string(150, 'a') + "x", no_special()), Ids{v.unk});
+}
+
+TEST(WpmTokenizer, DecodeJoinsPiecesAndDropsTheFirstMarker) {
+    const SmallWpm v;
+    const Tokenizer t = v.tokenizer();
+    const Ids ids{v.hello, v.comma, v.un, v.aff, v.able, v.world, v.bang};
+    EXPECT_EQ(t.decode(ids), "hello , unaffable world !");
+    DecodeOptions clean;
+    clean.clean_spaces = t.vocab().clean_spaces();
+    EXPECT_EQ(t.decode(ids, clean), "hello, unaffable world!");
+    DecodeOptions keep;
+    keep.strip_leading_space = false;
+    EXPECT_EQ(t.decode(Ids{v.hello}, keep), " hello");
+    // [CLS] and [SEP] are control tokens: nothing unless rendered.
+    DecodeOptions special;
+    special.render_special = true;
+    EXPECT_EQ(t.decode(t.encode("hello"), special), "[CLS] hello[SEP]");
+    // remove_special drops both; a dropped [CLS] takes the leading-space strip with it, as a
+    // dropped BOS does in the reference.
+    special.remove_special = true;
+    EXPECT_EQ(t.decode(t.encode("hello"), special), " hello");
+}
+
+TEST(WpmTokenizer, ArbitraryBytesGiveValidIds) {
+    const SmallWpm v;
+    const Tokenizer t = v.tokenizer();
+    std::mt19937 rng(17);
+    std::uniform_int_distribution<int> byte(0, 255), len(0, 64);
+    for (int i = 0; i < 500; ++i) {
+        std::string text;
+        for (int n = len(rng); n > 0; --n) text.push_back(static_cast<char>(byte(rng)));
+        for (int32_t id : t.encode(text)) ASSERT_TRUE(t.vocab().valid(id));
+    }
 }
 
 // --- the real vocabularies

@@ -49,6 +49,38 @@ TEST(UnicodeFlags, WhiteSpaceIsTheUnicodeProperty) {
     EXPECT_FALSE(uc::is_whitespace(0x200B));  // zero width space: not White_Space
 }
 
+TEST(UnicodeCase, SimpleLowercaseMapping) {
+    EXPECT_EQ(uc::to_lower('A'), uint32_t{'a'});
+    EXPECT_EQ(uc::to_lower('z'), uint32_t{'z'});
+    EXPECT_EQ(uc::to_lower('@'), uint32_t{'@'});
+    EXPECT_EQ(uc::to_lower(0x00C9), 0x00E9u);    // É -> é
+    EXPECT_EQ(uc::to_lower(0x0416), 0x0436u);    // Ж -> ж
+    EXPECT_EQ(uc::to_lower(0x0130), 0x0069u);    // İ -> i (the simple mapping, one code point)
+    EXPECT_EQ(uc::to_lower(0x03A3), 0x03C3u);    // Σ -> σ
+    EXPECT_EQ(uc::to_lower(0x2126), 0x03C9u);    // Ohm sign -> ω
+    EXPECT_EQ(uc::to_lower(0x10400), 0x10428u);  // Deseret, beyond the BMP
+    EXPECT_EQ(uc::to_lower(0x00DF), 0x00DFu);    // ß has no single-code-point lowercase change
+    EXPECT_EQ(uc::to_lower(0x4E2D), 0x4E2Du);
+    EXPECT_EQ(uc::to_lower(0x110000), 0x110000u);
+}
+
+TEST(UnicodeDecomposition, HeadOfTheCanonicalDecomposition) {
+    EXPECT_EQ(uc::decomposition_head('e'), uint32_t{'e'});
+    EXPECT_EQ(uc::decomposition_head(0x00E9), uint32_t{'e'});  // é
+    EXPECT_EQ(uc::decomposition_head(0x00C5), uint32_t{'A'});  // Å
+    EXPECT_EQ(uc::decomposition_head(0x1EED), uint32_t{'u'});  // ử: u + horn + hook, recursively
+    EXPECT_EQ(uc::decomposition_head(0x1EC7), uint32_t{'e'});  // ệ
+    EXPECT_EQ(uc::decomposition_head(0x2126), 0x03A9u);        // Ohm sign: a singleton -> Ω
+    EXPECT_EQ(uc::decomposition_head(0x0344), 0x0308u);        // combining mark -> its first mark
+    EXPECT_EQ(uc::decomposition_head(0xF900), 0x8C48u);        // compatibility ideograph
+    EXPECT_EQ(uc::decomposition_head(0xAC00), 0x1100u);        // 가: Hangul, arithmetic
+    EXPECT_EQ(uc::decomposition_head(0xD7A3), 0x1112u);        // the last syllable
+    EXPECT_EQ(uc::decomposition_head(0x00A0), 0x00A0u);        // no-break space: compatibility only
+    EXPECT_EQ(uc::decomposition_head(0xFB01), 0xFB01u);        // ﬁ ligature: compatibility only
+    EXPECT_EQ(uc::decomposition_head(0x0301), 0x0301u);        // a lone mark stays
+    EXPECT_EQ(uc::decomposition_head(0x110000), 0x110000u);
+}
+
 TEST(UnicodeFlags, EveryCodePointHasExactlyOneCategory) {
     const uint16_t categories = uc::kUndefined | uc::kNumber | uc::kLetter | uc::kSeparator |
                                 uc::kMark | uc::kPunctuation | uc::kSymbol | uc::kControl;
