@@ -101,15 +101,15 @@ void check_rewrite(const gguf::File& file) {
 void check_vocabulary(const gguf::File& file) {
     if (!file.metadata().contains("tokenizer.ggml.tokens")) return;
     try {
-        const tok::Tokenizer tokenizer(tok::Vocab::from_gguf(file));
-        tok::EncodeOptions options;
+        const tokenizer::Tokenizer tokenizer(tokenizer::Vocab::from_gguf(file));
+        tokenizer::EncodeOptions options;
         options.add_bos = false;
         options.add_eos = false;
         options.parse_special = true;
         const std::vector<int32_t> ids = tokenizer.encode("Hello world <s> 123 \xC3\xA9", options);
         for (int32_t id : ids) check(tokenizer.vocab().valid(id), "encode gives valid ids");
         (void)tokenizer.decode(ids);
-    } catch (const tok::Error&) {
+    } catch (const tokenizer::Error&) {
     } catch (const gguf::Error&) {
     }
 }

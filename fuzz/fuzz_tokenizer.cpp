@@ -5,9 +5,9 @@
 // and streamed.
 //
 // Invariants checked: encode never throws and gives valid ids; decode gives valid UTF-8 (or throws
-// tok::Error exactly when an id is out of range); decode(encode(text)) == text for valid UTF-8
-// where the vocabulary can spell everything; WordPiece, which normalises, gives the same ids again
-// for its decoded text when no word was unknown; the stream decoder's output joined equals
+// tokenizer::Error exactly when an id is out of range); decode(encode(text)) == text for valid
+// UTF-8 where the vocabulary can spell everything; WordPiece, which normalises, gives the same ids
+// again for its decoded text when no word was unknown; the stream decoder's output joined equals
 // decode().
 //
 // Input layout: byte 0 picks the vocabulary, byte 1 the options, the rest is the text; the text's
@@ -28,7 +28,7 @@
 namespace ggufd::fuzz {
 namespace {
 
-using tok::Tokenizer;
+using tokenizer::Tokenizer;
 
 const std::string kSpace = "\xE2\x96\x81";  // SentencePiece's ▁
 
@@ -40,7 +40,8 @@ gguf::Value array_of(std::vector<T> items) {
 }
 
 Tokenizer load(const gguf::Writer& writer) {
-    return Tokenizer(tok::Vocab::from_gguf(gguf::File::from_bytes(writer.to_bytes(), "vocab")));
+    return Tokenizer(
+        tokenizer::Vocab::from_gguf(gguf::File::from_bytes(writer.to_bytes(), "vocab")));
 }
 
 // Token types as tokenizer.ggml.token_type numbers them.
@@ -102,7 +103,8 @@ Tokenizer make_spm(bool with_bytes) {
 std::string stand_ins(std::string_view bytes) {
     std::string s;
     for (char c : bytes) {
-        tok::unicode::append_utf8(s, tok::unicode::byte_to_code_point(static_cast<uint8_t>(c)));
+        tokenizer::unicode::append_utf8(
+            s, tokenizer::unicode::byte_to_code_point(static_cast<uint8_t>(c)));
     }
     return s;
 }
@@ -222,7 +224,7 @@ const Tokenizer& tokenizer_for(size_t variant) {
 }
 
 bool valid_utf8(std::string_view s) {
-    return tok::unicode::sanitize_utf8(s) == s;
+    return tokenizer::unicode::sanitize_utf8(s) == s;
 }
 
 }  // namespace
@@ -235,20 +237,20 @@ bool fuzz_tokenizer_one(const uint8_t* data, size_t size) {
     const Tokenizer& t = tokenizer_for(variant);
     const bool spm = kVariants[variant].pre == nullptr;
 
-    tok::EncodeOptions enc;
+    tokenizer::EncodeOptions enc;
     enc.parse_special = flags & 1;
     enc.add_bos = (flags & 2) != 0;
     // Asked for, the end token comes from the vocabulary's defaults where it has no EOS
     // (WordPiece: [SEP]); requesting an EOS that does not exist is an error by contract.
     if (!(flags & 4)) {
         enc.add_eos = false;
-    } else if (t.eos() != tok::kNoToken) {
+    } else if (t.eos() != tokenizer::kNoToken) {
         enc.add_eos = true;
     }
     const std::vector<int32_t> ids = t.encode(text, enc);
     for (int32_t id : ids) check(t.vocab().valid(id), "encode gives valid ids");
 
-    tok::DecodeOptions dec;
+    tokenizer::DecodeOptions dec;
     dec.render_special = flags & 8;
     dec.remove_special = flags & 16;
     dec.clean_spaces = flags & 32;
@@ -262,7 +264,7 @@ bool fuzz_tokenizer_one(const uint8_t* data, size_t size) {
     // From the flags: add_bos and add_eos are optionals, engaged whatever their value.
     const bool plain = !enc.parse_special && !(flags & 2) && !(flags & 4);
     const bool user_defined = std::any_of(ids.begin(), ids.end(), [&](int32_t id) {
-        return (t.vocab().token(id).attrs & tok::attr::kUserDefined) != 0;
+        return (t.vocab().token(id).attrs & tokenizer::attr::kUserDefined) != 0;
     });
     if (plain && kVariants[variant].complete && valid_utf8(text) &&
         !(spm && (user_defined || text.find(kSpace) != std::string_view::npos))) {
@@ -286,14 +288,14 @@ bool fuzz_tokenizer_one(const uint8_t* data, size_t size) {
         const std::string s = t.decode(raw, dec);
         check(all_valid, "decode rejects out-of-range ids");
         check(valid_utf8(s), "decode of any ids gives valid UTF-8");
-    } catch (const tok::Error&) {
+    } catch (const tokenizer::Error&) {
         check(!all_valid, "decode throws only for out-of-range ids");
     }
 
     // Streaming: the joined pieces equal a one-shot decode with the same settings.
-    tok::StreamDecoder::Options so;
+    tokenizer::StreamDecoder::Options so;
     so.render_special = dec.render_special;
-    tok::StreamDecoder stream(t, so);
+    tokenizer::StreamDecoder stream(t, so);
     std::string streamed;
     std::vector<int32_t> accepted;
     for (int32_t id : raw) {
@@ -302,13 +304,13 @@ bool fuzz_tokenizer_one(const uint8_t* data, size_t size) {
             check(valid_utf8(piece), "stream pieces are valid UTF-8");
             streamed += piece;
             accepted.push_back(id);
-        } catch (const tok::Error&) {
+        } catch (const tokenizer::Error&) {
             check(!t.vocab().valid(id), "push throws only for out-of-range ids");
         }
     }
     streamed += stream.flush();
     check(stream.pending() == 0, "flush empties the decoder");
-    tok::DecodeOptions same;
+    tokenizer::DecodeOptions same;
     same.render_special = so.render_special;
     same.strip_leading_space = false;
     check(streamed == t.decode(accepted, same), "streamed text == decode()");

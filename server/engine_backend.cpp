@@ -105,12 +105,12 @@ std::shared_ptr<EngineBackend> EngineBackend::from_model(std::shared_ptr<const m
     b->name_ = options.name;
     b->model_ = std::move(model);
     b->load_seconds_ = load_seconds;
-    b->tokenizer_ =
-        std::make_shared<const tok::Tokenizer>(tok::Vocab::from_gguf(b->model_->file()));
+    b->tokenizer_ = std::make_shared<const tokenizer::Tokenizer>(
+        tokenizer::Vocab::from_gguf(b->model_->file()));
     const auto shipped = b->model_->file().get_optional<std::string>("tokenizer.chat_template");
     b->model_has_template_ = shipped.has_value();
     b->template_ = jinja::Template::compile(jinja::select_template(options.chat_template, shipped));
-    const tok::Tokenizer& t = *b->tokenizer_;
+    const tokenizer::Tokenizer& t = *b->tokenizer_;
     if (t.bos() >= 0) b->bos_text_ = t.token_to_piece(t.bos(), true);
     if (t.eos() >= 0) b->eos_text_ = t.token_to_piece(t.eos(), true);
     b->scheduler_ =
@@ -120,7 +120,7 @@ std::shared_ptr<EngineBackend> EngineBackend::from_model(std::shared_ptr<const m
 
 std::vector<int32_t> EngineBackend::tokenize(const std::string& text, bool add_special,
                                              bool parse_special) const {
-    tok::EncodeOptions o;
+    tokenizer::EncodeOptions o;
     o.parse_special = parse_special;
     if (!add_special) {
         o.add_bos = false;
@@ -134,7 +134,7 @@ std::string EngineBackend::detokenize(const std::vector<int32_t>& tokens) const 
 }
 
 std::vector<int32_t> EngineBackend::tokenize_chat_prompt(const jinja::Rendered& prompt) const {
-    tok::EncodeOptions o;
+    tokenizer::EncodeOptions o;
     o.add_bos = false;
     o.add_eos = false;
     o.parse_special = true;

@@ -54,7 +54,7 @@ class EngineBackend final : public ModelBackend,
 
     std::string name_;
     std::shared_ptr<const model::Model> model_;
-    std::shared_ptr<const tok::Tokenizer> tokenizer_;
+    std::shared_ptr<const tokenizer::Tokenizer> tokenizer_;
     std::optional<jinja::Template> template_;
     bool model_has_template_ = false;
     std::optional<std::string> bos_text_, eos_text_;

@@ -56,7 +56,7 @@ class GenerationJob : public Exchange, public std::enable_shared_from_this<Gener
 
   private:
     struct Choice {
-        tok::unicode::Utf8Joiner joiner;
+        tokenizer::unicode::Utf8Joiner joiner;
         std::string text;  // generated so far (without the echo)
         CompletionLogprobs completion_logprobs;
         nlohmann::json chat_logprobs = nlohmann::json::array();

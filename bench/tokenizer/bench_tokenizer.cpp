@@ -13,7 +13,7 @@
 
 namespace {
 
-using ggufd::tok::Tokenizer;
+using ggufd::tokenizer::Tokenizer;
 
 std::filesystem::path conformance_dir() {
     const char* env = std::getenv("GGUFD_CONFORMANCE_DIR");

@@ -17,7 +17,8 @@ size_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& 
 }  // namespace
 
 Scheduler::Scheduler(std::shared_ptr<const model::Model> model,
-                     std::shared_ptr<const tok::Tokenizer> tokenizer, const SchedulerParams& params)
+                     std::shared_ptr<const tokenizer::Tokenizer> tokenizer,
+                     const SchedulerParams& params)
     : model_(std::move(model)),
       tokenizer_(std::move(tokenizer)),
       params_(params),
@@ -139,10 +140,10 @@ bool Scheduler::start(Slot& slot, Pending pending) {
     a.submitted = pending.submitted;
     try {
         a.sampler = std::make_unique<sampling::Sampler>(a.request.sampling, context_.n_vocab());
-        const tok::Tokenizer& t = *tokenizer_;
+        const tokenizer::Tokenizer& t = *tokenizer_;
         a.stop = std::make_unique<sampling::StopChecker>(a.request.stop,
                                                          [&t](int32_t id) { return t.is_eog(id); });
-        a.decoder = std::make_unique<tok::StreamDecoder>(*tokenizer_);
+        a.decoder = std::make_unique<tokenizer::StreamDecoder>(*tokenizer_);
     } catch (const std::exception& e) {
         a.request.sink->on_finish(FinishReason::error, {}, e.what());
         return false;

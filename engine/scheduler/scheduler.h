@@ -36,7 +36,7 @@ struct SchedulerParams {
 class Scheduler final : public Generator {
   public:
     Scheduler(std::shared_ptr<const model::Model> model,
-              std::shared_ptr<const tok::Tokenizer> tokenizer, const SchedulerParams& params);
+              std::shared_ptr<const tokenizer::Tokenizer> tokenizer, const SchedulerParams& params);
     ~Scheduler() override;  // stops the loop; pending requests finish as cancelled
 
     SubmitResult submit(GenerationRequest request) override;
@@ -60,7 +60,7 @@ class Scheduler final : public Generator {
         Clock::time_point submitted;
         std::unique_ptr<sampling::Sampler> sampler;
         std::unique_ptr<sampling::StopChecker> stop;
-        std::unique_ptr<tok::StreamDecoder> decoder;
+        std::unique_ptr<tokenizer::StreamDecoder> decoder;
         size_t prompt_done = 0;   // prompt tokens in the KV cache
         int32_t next_token = -1;  // sampled, to be fed at the next step
         bool first_token_sent = false;
@@ -82,7 +82,7 @@ class Scheduler final : public Generator {
     void finish(Slot& slot, FinishReason reason, const std::string& error = {});
 
     std::shared_ptr<const model::Model> model_;
-    std::shared_ptr<const tok::Tokenizer> tokenizer_;
+    std::shared_ptr<const tokenizer::Tokenizer> tokenizer_;
     SchedulerParams params_;
     model::Context context_;
     int32_t n_ctx_;

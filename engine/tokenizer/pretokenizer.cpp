@@ -11,7 +11,7 @@
 
 #include "engine/tokenizer/unicode.h"
 
-namespace ggufd::tok {
+namespace ggufd::tokenizer {
 
 namespace {
 
@@ -545,4 +545,4 @@ PreTokenizerConfig pre_tokenizer_config(std::string_view name) {
     return fallback;
 }
 
-}  // namespace ggufd::tok
+}  // namespace ggufd::tokenizer

@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-namespace ggufd::tok {
+namespace ggufd::tokenizer {
 
 enum class PreTokenizer {
     Default,        // BPE vocabulary with pre "default" or none
@@ -50,4 +50,4 @@ struct Span {
 // Cuts `cps` (code points) into words: consecutive, non-empty spans covering all of it.
 std::vector<Span> pre_tokenize(PreTokenizer kind, std::span<const uint32_t> cps);
 
-}  // namespace ggufd::tok
+}  // namespace ggufd::tokenizer

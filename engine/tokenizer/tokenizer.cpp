@@ -11,7 +11,7 @@
 #include "engine/tokenizer/unicode.h"
 #include "gguf/file.h"
 
-namespace ggufd::tok {
+namespace ggufd::tokenizer {
 
 namespace {
 
@@ -594,4 +594,4 @@ void StreamDecoder::reset() {
     first_ = true;
 }
 
-}  // namespace ggufd::tok
+}  // namespace ggufd::tokenizer

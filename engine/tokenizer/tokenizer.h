@@ -18,7 +18,7 @@
 #include "engine/tokenizer/unicode.h"
 #include "engine/tokenizer/vocab.h"
 
-namespace ggufd::tok {
+namespace ggufd::tokenizer {
 
 struct EncodeOptions {
     std::optional<bool> add_bos;  // default: the vocabulary's tokenizer.ggml.add_bos_token
@@ -143,4 +143,4 @@ class StreamDecoder {
     bool first_ = true;
 };
 
-}  // namespace ggufd::tok
+}  // namespace ggufd::tokenizer

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <array>
 
-namespace ggufd::tok::unicode {
+namespace ggufd::tokenizer::unicode {
 
 namespace {
 
@@ -269,4 +269,4 @@ int code_point_to_byte(uint32_t cp) {
     return cp < ByteMap::kCodePointLimit ? byte_map().from_cp[cp] : -1;
 }
 
-}  // namespace ggufd::tok::unicode
+}  // namespace ggufd::tokenizer::unicode

@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-namespace ggufd::tok::unicode {
+namespace ggufd::tokenizer::unicode {
 
 // Category class of a code point (exactly one is set) plus the White_Space property.
 inline constexpr uint16_t kUndefined = 0x001;    // Cn: unassigned
@@ -118,4 +118,4 @@ extern const CodePointPair kDecompositionHead[];  // sorted by cp; Hangul syllab
 extern const size_t kDecompositionHeadCount;
 }  // namespace detail
 
-}  // namespace ggufd::tok::unicode
+}  // namespace ggufd::tokenizer::unicode

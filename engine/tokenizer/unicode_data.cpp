@@ -2,7 +2,7 @@
 // Database 15.0.0 (UnicodeData.txt, PropList.txt). Do not edit.
 #include "engine/tokenizer/unicode.h"
 
-namespace ggufd::tok::unicode::detail {
+namespace ggufd::tokenizer::unicode::detail {
 
 const CodePointRange kCodePointRanges[2274] = {
     {0x00000, 0x080}, {0x00009, 0x180}, {0x0000E, 0x080}, {0x00020, 0x108}, {0x00021, 0x020},
@@ -1346,4 +1346,4 @@ const CodePointPair kDecompositionHead[2061] = {
 };
 const size_t kDecompositionHeadCount = 2061;
 
-}  // namespace ggufd::tok::unicode::detail
+}  // namespace ggufd::tokenizer::unicode::detail

@@ -13,7 +13,7 @@
 #include "engine/tokenizer/unicode.h"
 #include "gguf/file.h"
 
-namespace ggufd::tok {
+namespace ggufd::tokenizer {
 
 namespace {
 
@@ -545,4 +545,4 @@ void Vocab::finish() {
     });
 }
 
-}  // namespace ggufd::tok
+}  // namespace ggufd::tokenizer

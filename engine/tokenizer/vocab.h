@@ -16,7 +16,7 @@ class File;
 class Metadata;
 }  // namespace gguf
 
-namespace ggufd::tok {
+namespace ggufd::tokenizer {
 
 // Every error of the tokenizer module: bad vocabulary metadata, unusable ids.
 class Error : public std::runtime_error {
@@ -210,4 +210,4 @@ class Vocab {
     std::vector<std::string> warnings_;
 };
 
-}  // namespace ggufd::tok
+}  // namespace ggufd::tokenizer

@@ -80,8 +80,8 @@ class SchedulerTest : public ::testing::Test {
     void SetUp() override {
         GGUFD_REQUIRE_CONFORMANCE(dir);
         model_ = model::Model::load(dir / "models/stories260K.gguf");
-        tokenizer_ = std::make_shared<const tok::Tokenizer>(
-            tok::Tokenizer(tok::Vocab::from_gguf(model_->file())));
+        tokenizer_ = std::make_shared<const tokenizer::Tokenizer>(
+            tokenizer::Tokenizer(tokenizer::Vocab::from_gguf(model_->file())));
         std::ifstream in(dir / "reference/stories260K.greedy.jsonl");
         for (std::string line; std::getline(in, line);) {
             const auto j = nlohmann::json::parse(line);
@@ -116,7 +116,7 @@ class SchedulerTest : public ::testing::Test {
     }
 
     std::shared_ptr<const model::Model> model_;
-    std::shared_ptr<const tok::Tokenizer> tokenizer_;
+    std::shared_ptr<const tokenizer::Tokenizer> tokenizer_;
     std::vector<Case> cases_;
 };
 

@@ -20,10 +20,10 @@
 
 namespace {
 
-using ggufd::tok::DecodeOptions;
-using ggufd::tok::EncodeOptions;
-using ggufd::tok::Tokenizer;
-using ggufd::tok::VocabType;
+using ggufd::tokenizer::DecodeOptions;
+using ggufd::tokenizer::EncodeOptions;
+using ggufd::tokenizer::Tokenizer;
+using ggufd::tokenizer::VocabType;
 
 const char* const kVocabs[] = {"llama-spm", "gpt-2", "starcoder", "deepseek-llm", "falcon", "mpt"};
 // The number of texts in each .inp file; the test fails if the data no longer has that many, so a
@@ -309,7 +309,7 @@ TEST(Stories260K, DecodedCompletionMatchesTheReference) {
         const std::string expected = j.at("completion_text");
         EXPECT_EQ(as_captured(tok.decode(ids)), expected);
 
-        ggufd::tok::StreamDecoder stream(tok);
+        ggufd::tokenizer::StreamDecoder stream(tok);
         std::string streamed;
         for (int32_t id : ids) streamed += stream.push(id);
         streamed += stream.flush();

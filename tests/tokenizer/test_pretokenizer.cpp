@@ -15,10 +15,10 @@
 
 namespace {
 
-namespace uc = ggufd::tok::unicode;
-using ggufd::tok::pre_tokenize;
-using ggufd::tok::PreTokenizer;
-using ggufd::tok::Span;
+namespace uc = ggufd::tokenizer::unicode;
+using ggufd::tokenizer::pre_tokenize;
+using ggufd::tokenizer::PreTokenizer;
+using ggufd::tokenizer::Span;
 
 // --- the std::regex oracle
 // ------------------------------------------------------------------------
@@ -271,7 +271,7 @@ std::string show(const std::vector<uint32_t>& cps, const std::vector<Span>& span
 class AgainstRegex : public ::testing::TestWithParam<PreTokenizer> {};
 
 std::string kind_name(const ::testing::TestParamInfo<PreTokenizer>& param_info) {
-    std::string name(ggufd::tok::pre_tokenizer_name(param_info.param));
+    std::string name(ggufd::tokenizer::pre_tokenizer_name(param_info.param));
     for (char& c : name) {
         if (c == '-') c = '_';
     }
@@ -353,7 +353,7 @@ TEST(PreTokenize, PiecesCoverTheTextExactly) {
 }
 
 TEST(PreTokenizerConfig, NamesMapToFamilies) {
-    using ggufd::tok::pre_tokenizer_config;
+    using ggufd::tokenizer::pre_tokenizer_config;
     EXPECT_EQ(pre_tokenizer_config("llama-bpe").kind, PreTokenizer::Llama3);
     EXPECT_TRUE(pre_tokenizer_config("llama-bpe").ignore_merges);
     EXPECT_TRUE(pre_tokenizer_config("llama-bpe").add_bos);

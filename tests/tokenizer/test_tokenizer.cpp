@@ -15,13 +15,13 @@
 
 namespace {
 
-using ggufd::tok::DecodeOptions;
-using ggufd::tok::EncodeOptions;
-using ggufd::tok::Error;
-using ggufd::tok::kNoToken;
-using ggufd::tok::StreamDecoder;
-using ggufd::tok::Tokenizer;
-using ggufd::tok::Vocab;
+using ggufd::tokenizer::DecodeOptions;
+using ggufd::tokenizer::EncodeOptions;
+using ggufd::tokenizer::Error;
+using ggufd::tokenizer::kNoToken;
+using ggufd::tokenizer::StreamDecoder;
+using ggufd::tokenizer::Tokenizer;
+using ggufd::tokenizer::Vocab;
 using Ids = std::vector<int32_t>;
 
 const std::string kSp = "\xE2\x96\x81";  // ▁
@@ -183,7 +183,7 @@ TEST(SpmTokenizer, UserDefinedTokensAreAlwaysMatched) {
 TEST(SpmTokenizer, EndMarkersBecomeControlAndEndGeneration) {
     const SmallSpm v;
     const Vocab vocab = Vocab::from_metadata(v.metadata());
-    EXPECT_TRUE(vocab.token(v.im_end).attrs & ggufd::tok::attr::kControl);
+    EXPECT_TRUE(vocab.token(v.im_end).attrs & ggufd::tokenizer::attr::kControl);
     EXPECT_FALSE(vocab.warnings().empty());
     EXPECT_TRUE(vocab.is_eog(2));
     EXPECT_TRUE(vocab.is_eog(v.im_end));
@@ -298,7 +298,7 @@ struct SmallBpe {
 
     static std::string stand_in(uint8_t b) {
         std::string s;
-        ggufd::tok::unicode::append_utf8(s, ggufd::tok::unicode::byte_to_code_point(b));
+        ggufd::tokenizer::unicode::append_utf8(s, ggufd::tokenizer::unicode::byte_to_code_point(b));
         return s;
     }
     int32_t add(std::string text, int32_t type) {
@@ -374,7 +374,7 @@ TEST(BpeTokenizer, SpecialTokens) {
 TEST(BpeTokenizer, UnknownPreTokenizerFallsBackToGpt2WithAWarning) {
     const SmallBpe v;
     const Vocab vocab = Vocab::from_metadata(v.metadata("some-new-model"));
-    EXPECT_EQ(vocab.pre_tokenizer(), ggufd::tok::PreTokenizer::Gpt2);
+    EXPECT_EQ(vocab.pre_tokenizer(), ggufd::tokenizer::PreTokenizer::Gpt2);
     ASSERT_FALSE(vocab.warnings().empty());
     EXPECT_NE(vocab.warnings()[0].find("some-new-model"), std::string::npos);
     const Tokenizer t(Vocab::from_metadata(v.metadata("some-new-model")));
@@ -532,7 +532,7 @@ EncodeOptions no_special() {
 TEST(WpmTokenizer, SpecialIdsAndDefaultsComeFromTheMetadata) {
     const SmallWpm v;
     const Vocab vocab = Vocab::from_metadata(v.metadata());
-    EXPECT_EQ(vocab.type(), ggufd::tok::VocabType::Wpm);
+    EXPECT_EQ(vocab.type(), ggufd::tokenizer::VocabType::Wpm);
     EXPECT_EQ(vocab.special().bos, v.cls);  // cls_token_id is the BOS
     EXPECT_EQ(vocab.special().sep, v.sep);
     EXPECT_EQ(vocab.special().unk, v.unk);
@@ -678,11 +678,11 @@ const char* const kRealVocabs[] = {"llama-spm",    "gpt-2",  "starcoder",
 // Random valid UTF-8. Characters the vocabulary cannot spell (a BPE vocabulary without a token for
 // one of their bytes, which the reference then drops) are left out when `vocab` is given.
 std::string random_unicode(std::mt19937& rng, const Vocab* vocab = nullptr) {
-    const bool spm = vocab && vocab->type() == ggufd::tok::VocabType::Spm;
+    const bool spm = vocab && vocab->type() == ggufd::tokenizer::VocabType::Spm;
     auto spellable = [&](uint32_t cp) {
         if (!vocab || spm) return true;
         std::string bytes;
-        ggufd::tok::unicode::append_utf8(bytes, cp);
+        ggufd::tokenizer::unicode::append_utf8(bytes, cp);
         for (char c : bytes) {
             if (vocab->byte_token(static_cast<uint8_t>(c)) == kNoToken) return false;
         }
@@ -705,7 +705,7 @@ std::string random_unicode(std::mt19937& rng, const Vocab* vocab = nullptr) {
         if (cp >= 0xD800 && cp <= 0xDFFF) cp = 'z';
         if (spm && cp == 0x2581) cp = 'z';  // SentencePiece's own space marker cannot round-trip
         if (!spellable(cp)) continue;
-        ggufd::tok::unicode::append_utf8(s, cp);
+        ggufd::tokenizer::unicode::append_utf8(s, cp);
     }
     return s;
 }
@@ -738,7 +738,8 @@ TEST_P(RealVocab, ArbitraryBytesNeverBreakEncoding) {
         const Ids ids = t.encode(text, o);
         for (int32_t id : ids) ASSERT_TRUE(t.vocab().valid(id));
         const std::string decoded = t.decode(ids);
-        ASSERT_EQ(ggufd::tok::unicode::sanitize_utf8(decoded), decoded);  // always valid UTF-8
+        ASSERT_EQ(ggufd::tokenizer::unicode::sanitize_utf8(decoded),
+                  decoded);  // always valid UTF-8
     }
 }
 

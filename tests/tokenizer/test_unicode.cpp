@@ -8,7 +8,7 @@
 
 namespace {
 
-namespace uc = ggufd::tok::unicode;
+namespace uc = ggufd::tokenizer::unicode;
 
 TEST(UnicodeFlags, CategoriesOfKnownCodePoints) {
     EXPECT_TRUE(uc::flags('a') & uc::kLetter);

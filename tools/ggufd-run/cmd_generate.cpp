@@ -121,7 +121,8 @@ int cmd_generate(Args args) {
     }
 
     auto model = model::Model::load(model_path);
-    auto tokenizer = std::make_shared<const tok::Tokenizer>(tok::Vocab::from_gguf(model->file()));
+    auto tokenizer =
+        std::make_shared<const tokenizer::Tokenizer>(tokenizer::Vocab::from_gguf(model->file()));
     request.prompt = tokenizer->encode(prompt);
     if (request.prompt.empty())
         throw std::runtime_error("the prompt gives no tokens (and the model adds no BOS)");
@@ -133,7 +134,7 @@ int cmd_generate(Args args) {
 
     // The prompt as its tokens spell it (SentencePiece's space prefix included), as llama.cpp
     // prints it.
-    tok::StreamDecoder prompt_text(*tokenizer);
+    tokenizer::StreamDecoder prompt_text(*tokenizer);
     std::string shown;
     for (int32_t id : request.prompt) shown += prompt_text.push(id);
     shown += prompt_text.flush();

@@ -64,13 +64,13 @@ TokenizeArgs parse(Args args, bool detokenize) {
 }
 
 // stdout carries only the result; the vocabulary's load warnings go to stderr.
-tok::Tokenizer load_tokenizer(const std::string& path) {
+tokenizer::Tokenizer load_tokenizer(const std::string& path) {
     static const bool logger_set = [] {
         spdlog::set_default_logger(spdlog::stderr_color_st("ggufd-run"));
         return true;
     }();
     (void)logger_set;
-    return tok::Tokenizer::from_file(path);
+    return tokenizer::Tokenizer::from_file(path);
 }
 
 std::string read_file(const std::string& path) {
@@ -109,9 +109,9 @@ std::vector<int32_t> parse_ids(const std::string& text) {
 
 int cmd_tokenize(Args args) {
     const TokenizeArgs a = parse(args, false);
-    const tok::Tokenizer tokenizer = load_tokenizer(a.model);
+    const tokenizer::Tokenizer tokenizer = load_tokenizer(a.model);
     const std::string text = a.text ? *a.text : read_file(*a.text_file);
-    tok::EncodeOptions options;
+    tokenizer::EncodeOptions options;
     if (a.no_bos) options.add_bos = false;
     options.parse_special = a.parse_special;
     const std::vector<int32_t> ids = tokenizer.encode(text, options);
@@ -127,8 +127,8 @@ int cmd_tokenize(Args args) {
 
 int cmd_detokenize(Args args) {
     const TokenizeArgs a = parse(args, true);
-    const tok::Tokenizer tokenizer = load_tokenizer(a.model);
-    tok::DecodeOptions options;
+    const tokenizer::Tokenizer tokenizer = load_tokenizer(a.model);
+    tokenizer::DecodeOptions options;
     options.render_special = a.render_special;
     std::string text = tokenizer.decode(parse_ids(*a.ids), options);
     text += '\n';
