@@ -1,0 +1,82 @@
+// Every model in the conformance folder's arch/ (one small random-weight file per architecture,
+// with llama.cpp's logits for one prompt): those ggufd runs must match llama.cpp, evaluated as
+// one batch and again in prefill chunks followed by single-token steps (the KV cache's paths);
+// every other file must be refused at load with a message saying what is not supported, never
+// loaded to compute something else.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "engine/model/context.h"
+#include "tests/model/logits_match.h"
+#include "tests/support/conformance.h"
+
+namespace {
+
+using namespace ggufd::model;
+using test_support::expect_logits_match;
+using test_support::read_f32;
+using test_support::read_ids;
+
+// The files (name without .gguf) whose logits ggufd must reproduce.
+const std::vector<std::string> kRuns = {"llama", "qwen2",   "gemma", "phi3",
+                                        "gpt2",  "gptneox", "falcon"};
+
+// Evaluates ids at positions 0.. in batches of at most `chunk` tokens; every position's logits.
+std::vector<float> logits_in_chunks(Context& ctx, const std::vector<int32_t>& ids, size_t chunk) {
+    std::vector<float> all, part;
+    for (size_t begin = 0; begin < ids.size(); begin += chunk) {
+        std::vector<BatchToken> batch;
+        for (size_t i = begin; i < std::min(ids.size(), begin + chunk); ++i) {
+            batch.push_back({0, ids[i], static_cast<int32_t>(i), true});
+        }
+        ctx.eval(batch, part);
+        all.insert(all.end(), part.begin(), part.end());
+    }
+    return all;
+}
+
+class ArchFile : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ArchFile, LogitsMatchLlamaCpp) {
+    GGUFD_REQUIRE_CONFORMANCE(dir);
+    const std::string name = GetParam();
+    auto model = Model::load(dir / "arch" / (name + ".gguf"));
+    const auto ids = read_ids(dir / "arch/prompt_tokens.txt");
+    const auto ref = read_f32(dir / "arch" / (name + ".logits.f32"));
+    ASSERT_EQ(ids.size(), 24u);
+    for (size_t chunk : {ids.size(), size_t{5}, size_t{1}}) {
+        Context ctx(model, ContextParams{.n_seq = 1, .n_ctx = 64, .n_threads = 2});
+        const auto ours = logits_in_chunks(ctx, ids, chunk);
+        expect_logits_match(ours, ref, ctx.n_vocab(),
+                            name + ", batches of " + std::to_string(chunk));
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Dense, ArchFile, ::testing::ValuesIn(kRuns),
+                         [](const auto& param_info) { return param_info.param; });
+
+TEST(ArchFolder, EveryOtherFileIsRefusedWithAReason) {
+    GGUFD_REQUIRE_CONFORMANCE(dir);
+    int checked = 0;
+    for (const auto& entry : std::filesystem::directory_iterator(dir / "arch")) {
+        if (entry.path().extension() != ".gguf") continue;
+        const std::string name = entry.path().stem().string();
+        if (std::find(kRuns.begin(), kRuns.end(), name) != kRuns.end()) continue;
+        ++checked;
+        try {
+            Model::load(entry.path());
+            ADD_FAILURE() << name << ": loaded, but ggufd has no case proving it computes it";
+        } catch (const gguf::Error& e) {
+            const std::string why = e.what();
+            EXPECT_NE(why.find("support"), std::string::npos)
+                << name << ": refused without saying what is not supported: " << why;
+        }
+    }
+    EXPECT_GT(checked + static_cast<int>(kRuns.size()), 20);
+}
+
+}  // namespace
