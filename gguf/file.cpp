@@ -278,8 +278,11 @@ bool is_valid_key(std::string_view key) {
             segment_empty = true;
             continue;
         }
-        const bool ok = (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '_';
-        if (!ok) return false;
+        // The spec asks for lower_snake_case, but files llama.cpp writes name architectures
+        // with hyphens ("gpt-oss.", "nomic-bert."), and other writers use upper case. Any
+        // printable ASCII but the space is accepted, so a key can always be printed and
+        // looked up as the text it is.
+        if (ch <= ' ' || ch > '~') return false;
         segment_empty = false;
     }
     return !segment_empty;
@@ -445,7 +448,8 @@ void File::parse() {
         std::string key = c.read_string(label + " key", kMaxKeyBytes);
         if (!is_valid_key(key)) {
             throw Error(label + ": invalid key " + Value(key).to_string() +
-                            " (keys are ASCII lower_snake_case segments separated by '.')",
+                            " (keys are non-empty segments of printable ASCII without spaces, "
+                            "separated by '.')",
                         at);
         }
         const std::string what = "metadata '" + key + "'";

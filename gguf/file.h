@@ -153,8 +153,9 @@ class File {
     std::unordered_map<std::string, size_t> tensor_index_;
 };
 
-// True when `key` obeys the spec: ASCII lower_snake_case segments separated by '.', at most
-// 65535 bytes, no empty segment.
+// True when `key` is one a GGUF file may hold: non-empty segments separated by '.', each of
+// printable ASCII other than the space, at most 65535 bytes. Looser than the spec's
+// lower_snake_case because real files are (hyphenated architecture names).
 bool is_valid_key(std::string_view key);
 
 }  // namespace gguf

@@ -42,6 +42,15 @@ HParams read_hparams(const gguf::File& f) {
     hp.desc = desc;
     const std::string p = hp.arch + ".";
 
+    // Said before any tensor is looked for, so the message names what the file is rather than
+    // the first dense-FFN tensor it lacks.
+    const uint32_t experts = f.get_or<uint32_t>(p + "expert_count", 0);
+    if (experts > 0 || f.find_tensor("blk.0.ffn_gate_inp.weight")) {
+        refuse("this " + hp.arch + " model is a mixture of experts (" + std::to_string(experts) +
+               " experts, " + std::to_string(f.get_or<uint32_t>(p + "expert_used_count", 0)) +
+               " used per token); mixture-of-experts models are not supported yet");
+    }
+
     hp.n_ctx_train = f.get<uint32_t>(p + "context_length");
     hp.n_embd = f.get<uint32_t>(p + "embedding_length");
     hp.n_layer = f.get<uint32_t>(p + "block_count");

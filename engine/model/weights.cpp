@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <initializer_list>
 #include <string>
+#include <unordered_set>
 
 namespace ggufd::model {
 namespace {
@@ -24,14 +25,31 @@ class Binder {
         const gguf::TensorInfo* t = file_.find_tensor(name);
         if (!t) throw gguf::Error("model: required tensor '" + name + "' is missing");
         check(*t, shape);
+        bound_.insert(t);
         return t;
     }
 
     const gguf::TensorInfo* optional(const std::string& name,
                                      std::initializer_list<int64_t> shape) {
         const gguf::TensorInfo* t = file_.find_tensor(name);
-        if (t) check(*t, shape);
+        if (t) {
+            check(*t, shape);
+            bound_.insert(t);
+        }
         return t;
+    }
+
+    // A tensor the description did not ask for is part of some computation ggufd would leave
+    // out (LongRoPE factors, per-head norms, experts' routers...): refuse the file rather than
+    // answer with different logits.
+    void refuse_unbound(const ArchDesc& d) const {
+        for (const gguf::TensorInfo& t : file_.tensors()) {
+            if (bound_.contains(&t)) continue;
+            throw gguf::Error("model: tensor '" + t.name + "' is not part of the " +
+                              std::string(d.name) +
+                              " architecture as ggufd computes it: this variant of " +
+                              std::string(d.name) + " is not supported");
+        }
     }
 
     const gguf::TensorInfo* bind(Need need, const std::string& name,
@@ -59,6 +77,7 @@ class Binder {
     }
 
     const gguf::File& file_;
+    std::unordered_set<const gguf::TensorInfo*> bound_;
 };
 
 std::string weight(std::string_view prefix, std::string_view name) {
@@ -137,6 +156,7 @@ Weights bind_weights(const gguf::File& file, const HParams& hp) {
         l.ffn_down = b.require(weight(p, nm.ffn_down), {ff, embd});
         l.ffn_down_b = b.bind(d.ffn_bias, bias(p, nm.ffn_down), {embd});
     }
+    b.refuse_unbound(d);
     return w;
 }
 

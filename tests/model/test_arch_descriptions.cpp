@@ -48,6 +48,7 @@ struct Tensor {
 struct Tiny {
     Spec spec;
     std::map<std::string, Tensor> tensors;
+    std::map<std::string, uint32_t> metadata_u32;  // keys beyond the spec's
 
     const Tensor* find(const std::string& name) const {
         auto it = tensors.find(name);
@@ -72,13 +73,14 @@ struct Tiny {
         w.set(p + "vocab_size", s.n_vocab);
         if (s.n_rot) w.set(p + "rope.dimension_count", s.n_rot);
         if (s.parallel_key_false) w.set(p + "use_parallel_residual", false);
+        for (const auto& [key, value] : metadata_u32) w.set(key, value);
         for (const auto& [name, t] : tensors) w.add_tensor(name, t.shape, t.data);
         return w;
     }
 };
 
 Tiny make_tiny(const Spec& s, uint32_t seed = 1) {
-    Tiny m{s, {}};
+    Tiny m{s, {}, {}};
     std::mt19937 rng(seed);
     std::normal_distribution<float> noise(0.0f, 0.3f);
     auto add = [&](const std::string& name, std::vector<int64_t> shape, float mean = 0.0f) {
@@ -399,7 +401,7 @@ TEST(ArchReference, OneLayerMhaGemma) {
 // phi3's fused matrices are qwen2's separate ones stacked: same logits, bit for bit.
 TEST(ArchEquivalence, Phi3EqualsQwen2WithStackedTensors) {
     const Tiny qwen = make_tiny(qwen2_spec(), 5);
-    Tiny phi{phi3_spec(), {}};
+    Tiny phi{phi3_spec(), {}, {}};
     phi.spec.qkv_bias = true;
     auto stack = [&](std::initializer_list<const char*> parts, const std::string& b,
                      const std::string& suffix) {
@@ -486,6 +488,33 @@ TEST(ArchRefusals, Falcon40bLayoutIsRefused) {
     const std::string e = load_error(m);
     EXPECT_NE(e.find("'blk.0.attn_norm_2.weight' belongs to a falcon variant"), std::string::npos)
         << e;
+}
+
+// A tensor the description does not use would be computation left out: the file is refused
+// naming it, whatever it is called and wherever it sits.
+TEST(ArchRefusals, UnusedTensorIsRefusedByName) {
+    for (const std::string name :
+         {"rope_factors_long.weight", "blk.1.attn_q_norm.weight", "blk.0.post_ffw_norm.weight"}) {
+        Tiny m = make_tiny(llama_spec());
+        m.tensors[name] = m.at("blk.0.attn_norm.weight");
+        const std::string e = load_error(m);
+        EXPECT_NE(e.find("tensor '" + name + "' is not part of the llama architecture"),
+                  std::string::npos)
+            << e;
+        EXPECT_NE(e.find("not supported"), std::string::npos) << e;
+    }
+    // An optional tensor the description binds is used, not refused.
+    Tiny tied = make_tiny(llama_spec());
+    EXPECT_EQ(load_error(tied), "(loaded)");
+}
+
+TEST(ArchRefusals, MixtureOfExpertsIsNamed) {
+    Tiny m = make_tiny(llama_spec());
+    m.metadata_u32["llama.expert_count"] = 4;
+    m.metadata_u32["llama.expert_used_count"] = 2;
+    const std::string e = load_error(m);
+    EXPECT_NE(e.find("mixture of experts (4 experts, 2 used per token)"), std::string::npos) << e;
+    EXPECT_NE(e.find("not supported"), std::string::npos) << e;
 }
 
 TEST(ArchRefusals, UnknownArchitectureListsSupported) {
