@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "engine/model/context.h"
+#include "engine/model/describe.h"
 #include "engine/model/random_model.h"
 #include "gguf/inspect.h"
 #include "gguf/naming.h"
@@ -173,6 +174,7 @@ Json EngineBackend::describe(bool full) const {
     d["bits_per_weight"] = totals.bits_per_weight();
     d["context_length"] = scheduler_->context_size();
     d["context_length_trained"] = hp.n_ctx_train;
+    d["hyperparameters"] = model::describe_hparams(hp);
     d["size_bytes"] = f.file_size();
     d["chat_template"] = model_has_template_;
     d["vocab_size"] = tokenizer_->n_vocab();

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "engine/model/context.h"
+#include "engine/model/describe.h"
 #include "tests/model/logits_match.h"
 #include "tests/support/conformance.h"
 
@@ -44,6 +45,9 @@ class ArchFile : public ::testing::TestWithParam<std::string> {};
 TEST_P(ArchFile, LogitsMatchLlamaCpp) {
     GGUFD_REQUIRE_CONFORMANCE(dir);
     const std::string name = GetParam();
+    const auto support = describe_support(gguf::File::open(dir / "arch" / (name + ".gguf")));
+    ASSERT_TRUE(support.at("supported").get<bool>()) << support.dump();
+    EXPECT_FALSE(support.at("hyperparameters").at("architecture").get<std::string>().empty());
     auto model = Model::load(dir / "arch" / (name + ".gguf"));
     const auto ids = read_ids(dir / "arch/prompt_tokens.txt");
     const auto ref = read_f32(dir / "arch" / (name + ".logits.f32"));
@@ -67,6 +71,8 @@ TEST(ArchFolder, EveryOtherFileIsRefusedWithAReason) {
         const std::string name = entry.path().stem().string();
         if (std::find(kRuns.begin(), kRuns.end(), name) != kRuns.end()) continue;
         ++checked;
+        const auto support = describe_support(gguf::File::open(entry.path()));
+        EXPECT_FALSE(support.at("supported").get<bool>()) << name;
         try {
             Model::load(entry.path());
             ADD_FAILURE() << name << ": loaded, but ggufd has no case proving it computes it";

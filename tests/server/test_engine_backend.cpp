@@ -36,6 +36,21 @@ std::vector<int32_t> chat_tokens(const EngineBackend& b, const json& messages,
     return b.tokenize_chat_prompt(b.render_chat(messages, tools, true, json::object()));
 }
 
+// GET /models shows the hyperparameters the engine read, not only the file's metadata.
+TEST(EngineBackend, DescribeShowsTheHyperparametersRead) {
+    const json d = demo()->describe(false);
+    const json& hp = d.at("hyperparameters");
+    EXPECT_EQ(hp.at("architecture"), "llama");
+    EXPECT_EQ(hp.at("embedding_length"), 256);
+    EXPECT_EQ(hp.at("block_count"), 4);
+    EXPECT_EQ(hp.at("attention").at("head_count"), 4);
+    EXPECT_EQ(hp.at("attention").at("head_count_kv"), 2);
+    EXPECT_EQ(hp.at("feed_forward"), json({{"kind", "swiglu"}, {"length", 768}}));
+    EXPECT_EQ(hp.at("norm").at("epsilon"), 1e-5);
+    EXPECT_EQ(hp.at("rope").at("ordering"), "normal");
+    EXPECT_FALSE(hp.contains("positions"));  // RoPE models say so under "rope"
+}
+
 TEST(EngineBackend, TemplateMarkersBecomeSpecialTokens) {
     const auto b = demo();
     const int32_t im_start = id_of(*b, "<|im_start|>");

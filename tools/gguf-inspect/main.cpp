@@ -1,8 +1,10 @@
-// gguf-inspect FILE [--json] [--validate]: show what a GGUF file holds, or check that it is valid.
+// gguf-inspect FILE [--json] [--validate]: show what a GGUF file holds and whether ggufd runs it
+// (with the hyperparameters it reads, or why it would refuse the file), or check that it is valid.
 #include <cstdio>
 #include <cstring>
 #include <string>
 
+#include "engine/model/describe.h"
 #include "gguf/file.h"
 #include "gguf/inspect.h"
 
@@ -15,6 +17,18 @@ int usage() {
                  "  --validate      only check the file: exit 0 if valid, 1 with the error if not\n"
                  "  --array-items N entries of long arrays to show (default 8)\n");
     return 2;
+}
+
+// One "  key.sub: value" line per leaf, in the JSON's order.
+void print_flat(const nlohmann::ordered_json& j, const std::string& prefix) {
+    if (!j.is_object()) {
+        const std::string value = j.is_string() ? j.get<std::string>() : j.dump();
+        std::printf("  %-32s %s\n", (prefix + ":").c_str(), value.c_str());
+        return;
+    }
+    for (const auto& [key, value] : j.items()) {
+        print_flat(value, prefix.empty() ? key : prefix + "." + key);
+    }
 }
 
 }  // namespace
@@ -30,7 +44,11 @@ int main(int argc, char** argv) {
         else if (arg == "--validate")
             validate = true;
         else if (arg == "--array-items" && i + 1 < argc)
-            array_items = std::stoul(argv[++i]);
+            try {
+                array_items = std::stoul(argv[++i]);
+            } catch (const std::exception&) {
+                return usage();
+            }
         else if (arg == "-h" || arg == "--help")
             return usage();
         else if (!arg.starts_with("--") && path.empty())
@@ -47,12 +65,21 @@ int main(int argc, char** argv) {
                         file.version(), file.metadata().size(), file.tensors().size());
             return 0;
         }
+        const nlohmann::ordered_json support = ggufd::model::describe_support(file);
         if (json) {
-            std::printf("%s\n", gguf::describe_json(file, array_items)
-                                    .dump(2, ' ', false, nlohmann::json::error_handler_t::replace)
-                                    .c_str());
+            nlohmann::ordered_json doc = gguf::describe_json(file, array_items);
+            doc["ggufd"] = support;
+            std::printf("%s\n",
+                        doc.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
         } else {
             std::fputs(gguf::describe_text(file, array_items).c_str(), stdout);
+            if (support["supported"].get<bool>()) {
+                std::printf("\nggufd runs this model:\n");
+                print_flat(support["hyperparameters"], "");
+            } else {
+                std::printf("\nggufd does not run this model: %s\n",
+                            support["reason"].get<std::string>().c_str());
+            }
         }
         return 0;
     } catch (const std::exception& e) {

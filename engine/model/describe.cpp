@@ -1,0 +1,100 @@
+#include "engine/model/describe.h"
+
+#include <charconv>
+#include <cstdlib>
+
+#include "engine/model/weights.h"
+
+namespace ggufd::model {
+namespace {
+
+// The double whose shortest decimal is the float's (1e-06, not 9.99999997e-07): JSON numbers
+// are doubles, and the keys were written as the float's decimal.
+double decimal(float f) {
+    char text[32];
+    const auto end = std::to_chars(text, text + sizeof text - 1, f).ptr;
+    *end = '\0';
+    return std::strtod(text, nullptr);
+}
+
+const char* name_of(NormKind k) {
+    return k == NormKind::rms ? "rms" : "layer";
+}
+
+const char* name_of(FfnKind k) {
+    switch (k) {
+        case FfnKind::swiglu:
+            return "swiglu";
+        case FfnKind::geglu:
+            return "geglu";
+        case FfnKind::gelu:
+            return "gelu";
+    }
+    return "?";
+}
+
+const char* name_of(RopeScaling s) {
+    switch (s) {
+        case RopeScaling::none:
+            return "none";
+        case RopeScaling::linear:
+            return "linear";
+        case RopeScaling::yarn:
+            return "yarn";
+    }
+    return "?";
+}
+
+}  // namespace
+
+nlohmann::ordered_json describe_hparams(const HParams& hp) {
+    const ArchDesc& d = *hp.desc;
+    nlohmann::ordered_json j;
+    j["architecture"] = hp.arch;
+    j["context_length"] = hp.n_ctx_train;
+    j["embedding_length"] = hp.n_embd;
+    j["block_count"] = hp.n_layer;
+    j["vocab_size"] = hp.n_vocab;
+    j["attention"] = {{"head_count", hp.n_head},
+                      {"head_count_kv", hp.n_head_kv},
+                      {"key_length", hp.head_dim_k},
+                      {"value_length", hp.head_dim_v}};
+    j["norm"] = {{"kind", name_of(d.norm)}, {"epsilon", decimal(hp.norm_eps)}};
+    j["feed_forward"] = {{"kind", name_of(d.ffn)}, {"length", hp.n_ff}};
+    j["residual"] = hp.parallel_residual ? "parallel" : "sequential";
+    switch (d.position) {
+        case PositionKind::rope: {
+            nlohmann::ordered_json rope = {
+                {"ordering", hp.rope_ordering == RopeOrdering::neox ? "neox" : "normal"},
+                {"dimension_count", hp.n_rot},
+                {"freq_base", decimal(hp.rope_freq_base)}};
+            if (hp.rope_scaling != RopeScaling::none) {
+                rope["scaling"] = {{"type", name_of(hp.rope_scaling)},
+                                   {"factor", decimal(hp.rope_scale_factor)},
+                                   {"original_context_length", hp.rope_n_ctx_orig}};
+            }
+            j["rope"] = std::move(rope);
+            break;
+        }
+        case PositionKind::learned:
+            j["positions"] = "learned";
+            break;
+        case PositionKind::none:
+            j["positions"] = "none";
+            break;
+    }
+    if (d.embd_scale_sqrt) j["embedding_scale"] = "sqrt(embedding_length)";
+    return j;
+}
+
+nlohmann::ordered_json describe_support(const gguf::File& file) {
+    try {
+        const HParams hp = read_hparams(file);
+        bind_weights(file, hp);
+        return {{"supported", true}, {"hyperparameters", describe_hparams(hp)}};
+    } catch (const gguf::Error& e) {
+        return {{"supported", false}, {"reason", e.what()}};
+    }
+}
+
+}  // namespace ggufd::model
