@@ -38,6 +38,7 @@ enum class PositionKind {
     rope,     // rotary, applied to Q and K (rope ordering, rope.dimension_count rotated dims)
     learned,  // absolute: row `pos` of position_embd [n_embd, context_length] added to the input
     none,
+    alibi,  // no position on Q/K: each head's attention logits get -slope * distance (mpt, bloom)
 };
 
 enum class Residual {
@@ -64,6 +65,9 @@ struct TensorNames {
     std::string_view ffn_gate = "ffn_gate";
     std::string_view ffn_up = "ffn_up";
     std::string_view ffn_down = "ffn_down";
+    // Layout variants (falcon-40b, bloom).
+    std::string_view attn_norm_2 = "attn_norm_2";
+    std::string_view tok_embd_norm = "token_embd_norm";
 };
 
 struct ArchDesc {
@@ -90,11 +94,24 @@ struct ArchDesc {
     std::string_view parallel_residual_key = {};
 
     // A per-layer tensor name marking a variant of the architecture this description does not
-    // compute (falcon-40b's attn_norm_2): files holding it are refused. Empty: none.
+    // compute (stablelm 2 12B's per-head attn_q_norm): files holding it are refused. Empty: none.
     std::string_view unsupported_layer_tensor = {};
 
     bool embd_scale_sqrt = false;  // input embeddings multiplied by sqrt(n_embd) (gemma)
     Need output_bias = Need::absent;
+
+    // --- layout variants: a second input norm, an embedding norm, ALiBi, scale multipliers ---
+    // falcon-40b's second input norm: in a layer that has it, attn_norm_2 feeds attention and
+    // attn_norm feeds the (parallel) FFN. Only for a parallel residual without an FFN norm.
+    Need attn_norm_2 = Need::absent;
+    Need embd_norm = Need::absent;  // a norm of the input embeddings (bloom's token_embd_norm)
+    // ALiBi's maximum bias when attention.max_alibi_bias is absent (PositionKind::alibi).
+    float alibi_max_bias = 8.0f;
+    // granite's multipliers from embedding_scale, residual_scale (attention and FFN outputs before
+    // their residual add), attention.scale (replaces 1/sqrt(head)) and logit_scale (logits are
+    // divided by it); other architectures do not read these keys (cohere multiplies by its
+    // logit_scale).
+    bool scale_keys = false;
 
     TensorNames names = {};
 };
