@@ -439,16 +439,13 @@ Spec falcon_spec() {
 }
 
 // --- layout variants ---
+// gpt2's biases everywhere, with separate Q/K/V and NeoX RoPE in place of learned positions.
 Spec starcoder2_spec() {
-    return Spec{.arch = "starcoder2",
-                .layer_norm = true,
-                .qkv_bias = true,
-                .out_bias = true,
-                .ffn = Spec::gelu,
-                .ffn_bias = true,
-                .pos = Spec::rope_neox,
-                .tied = true,
-                .eps_key = "attention.layer_norm_epsilon"};
+    Spec s = gpt2_spec();
+    s.arch = "starcoder2";
+    s.fused_qkv = false;
+    s.pos = Spec::rope_neox;
+    return s;
 }
 Spec stablelm_spec() {
     return Spec{.arch = "stablelm",
@@ -484,21 +481,16 @@ Spec mpt_spec() {
                 .n_head = 4,
                 .n_head_kv = 4};
 }
+// gpt2's biases everywhere, with an embedding norm and ALiBi in place of learned positions over
 // 3 heads: not a power of two, so head 2 takes the second slope sequence.
 Spec bloom_spec() {
-    return Spec{.arch = "bloom",
-                .layer_norm = true,
-                .fused_qkv = true,
-                .qkv_bias = true,
-                .out_bias = true,
-                .ffn = Spec::gelu,
-                .ffn_bias = true,
-                .tied = true,
-                .eps_key = "attention.layer_norm_epsilon",
-                .embd_norm = true,
-                .alibi = true,
-                .n_head = 3,
-                .n_head_kv = 3};
+    Spec s = gpt2_spec();
+    s.arch = "bloom";
+    s.pos = Spec::rope_normal;  // ALiBi below: no rotation, no position_embd
+    s.embd_norm = true;
+    s.alibi = true;
+    s.n_head = s.n_head_kv = 3;
+    return s;
 }
 // Rotary on the first 4 of 8 head dims in adjacent pairs, one norm shared by the parallel
 // attention and FFN, no attention biases, FFN and output biases.
@@ -683,13 +675,16 @@ TEST(ArchEquivalence, Phi3EqualsQwen2WithStackedTensors) {
 
 // --- load-time refusals ---
 
-std::string load_error(const Tiny& m) {
+std::string load_error(const gguf::Writer& w) {
     try {
-        Model::from_file(gguf::File::from_bytes(m.writer().to_bytes()));
+        Model::from_file(gguf::File::from_bytes(w.to_bytes()));
     } catch (const gguf::Error& e) {
         return e.what();
     }
     return "(loaded)";
+}
+std::string load_error(const Tiny& m) {
+    return load_error(m.writer());
 }
 
 TEST(ArchRefusals, MissingTensorIsNamed) {
@@ -726,12 +721,15 @@ TEST(ArchRefusals, BadShapeIsNamed) {
         << load_error(g);
 }
 
-TEST(ArchRefusals, StableLmWithQkNormIsRefused) {
-    Tiny m = make_tiny(stablelm_spec());
-    m.tensors["blk.0.attn_q_norm.weight"] = m.at("blk.0.attn_norm.weight");
-    const std::string e = load_error(m);
-    EXPECT_NE(e.find("'blk.0.attn_q_norm.weight' belongs to a stablelm variant"), std::string::npos)
-        << e;
+TEST(ArchRefusals, QkNormVariantsAreRefused) {
+    for (const Spec& s : {stablelm_spec(), mpt_spec()}) {
+        Tiny m = make_tiny(s);
+        m.tensors["blk.1.attn_q_norm.weight"] = m.at("blk.1.attn_norm.weight");
+        const std::string e = load_error(m);
+        EXPECT_NE(e.find("'blk.1.attn_q_norm.weight' belongs to a " + s.arch + " variant"),
+                  std::string::npos)
+            << e;
+    }
 }
 
 TEST(ArchRefusals, RopeFactorsGgufdCannotHonour) {
@@ -751,33 +749,22 @@ TEST(ArchRefusals, RopeFactorsGgufdCannotHonour) {
 }
 
 TEST(ArchRefusals, YarnWithAttnFactorIsRefused) {
-    Tiny m = make_tiny(llama_spec());
-    gguf::Writer w = m.writer();
+    gguf::Writer w = make_tiny(llama_spec()).writer();
     w.set("llama.rope.scaling.type", std::string("yarn"));
     w.set("llama.rope.scaling.factor", 4.0f);
     w.set("llama.rope.scaling.attn_factor", 1.2f);
-    try {
-        Model::from_file(gguf::File::from_bytes(w.to_bytes()));
-        ADD_FAILURE() << "loaded";
-    } catch (const gguf::Error& e) {
-        EXPECT_NE(std::string(e.what()).find("attn_factor with YaRN scaling is not supported"),
-                  std::string::npos)
-            << e.what();
-    }
+    const std::string e = load_error(w);
+    EXPECT_NE(e.find("attn_factor with YaRN scaling is not supported"), std::string::npos) << e;
 }
 
 TEST(ArchRefusals, LayoutMultipliersMustBePositive) {
-    Tiny m = make_tiny(granite_spec());
-    gguf::Writer w = m.writer();
+    gguf::Writer w = make_tiny(granite_spec()).writer();
     w.set("granite.residual_scale", -0.5f);
-    try {
-        Model::from_file(gguf::File::from_bytes(w.to_bytes()));
-        ADD_FAILURE() << "loaded";
-    } catch (const gguf::Error& e) {
-        EXPECT_NE(std::string(e.what()).find("granite.residual_scale must be a positive"),
-                  std::string::npos)
-            << e.what();
-    }
+    const std::string e = load_error(w);
+    EXPECT_NE(e.find("granite.residual_scale must be a positive"), std::string::npos) << e;
+    gguf::Writer m = make_tiny(mpt_spec()).writer();
+    m.set("mpt.attention.max_alibi_bias", 0.0f);
+    EXPECT_NE(load_error(m).find("max_alibi_bias must be a positive"), std::string::npos);
 }
 
 TEST(ArchRefusals, UnknownArchitectureListsSupported) {

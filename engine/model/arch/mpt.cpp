@@ -1,6 +1,7 @@
 // mpt: LayerNorm (biases only if the file has them; MPT's no_bias models have none), fused
 // attn_qkv, up -> GELU -> down, ALiBi with attention.max_alibi_bias instead of positions, Q/K/V
-// clamped by attention.clamp_kqv when the file gives it, output head tied.
+// clamped by attention.clamp_kqv when the file gives it, output head tied. Models trained with
+// qk_ln (LayerNorms of Q and K, attn_q_norm / attn_k_norm) are refused.
 #include "engine/model/arch.h"
 
 namespace ggufd::model::arch {
@@ -15,6 +16,7 @@ extern const ArchDesc mpt = {
     .ffn = FfnKind::gelu,
     .ffn_bias = Need::optional,
     .position = PositionKind::alibi,
+    .unsupported_layer_tensor = "attn_q_norm",
 };
 
 }  // namespace ggufd::model::arch
