@@ -9,7 +9,9 @@
 // (default head_count), attention.key_length (default embedding_length / head_count),
 // attention.value_length (default key_length), vocab_size (default the token list's size); with
 // RoPE also rope.dimension_count (default key_length), rope.freq_base (10000) and the
-// rope.scaling.* keys. The norm's epsilon key is per architecture (eps_key, required).
+// rope.scaling.* keys (attn_factor and original_context_length too) and the rope_freqs or
+// LongRoPE rope_factors_long/short tensors; attention.clamp_kqv. The norm's epsilon key is per
+// architecture (eps_key, required).
 #pragma once
 
 #include <span>

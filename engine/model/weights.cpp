@@ -136,14 +136,7 @@ Weights bind_weights(const gguf::File& file, const HParams& hp) {
         l.attn_norm = b.require(weight(p, nm.attn_norm), {embd});
         l.attn_norm_b = b.bind(d.norm_bias, bias(p, nm.attn_norm), {embd});
         l.attn_norm_2 = b.bind(d.attn_norm_2, weight(p, nm.attn_norm_2), {embd});
-        if (l.attn_norm_2) {
-            // attn_norm then feeds the FFN: that needs a parallel FFN without a norm of its own.
-            if (!hp.parallel_residual || d.ffn_norm) {
-                throw gguf::Error("model: tensor '" + weight(p, nm.attn_norm_2) +
-                                  "' with a sequential residual or an FFN norm is not supported");
-            }
-            l.attn_norm_2_b = b.bind(d.norm_bias, bias(p, nm.attn_norm_2), {embd});
-        }
+        if (l.attn_norm_2) l.attn_norm_2_b = b.bind(d.norm_bias, bias(p, nm.attn_norm_2), {embd});
         if (d.fused_qkv) {
             l.wqkv = b.require(weight(p, nm.attn_qkv), {embd, qkv_out});
             l.bqkv = b.bind(d.qkv_bias, bias(p, nm.attn_qkv), {qkv_out});

@@ -634,6 +634,17 @@ TEST(ArchReference, EveryLayoutKeyChangesTheLogits) {
     }
 }
 
+// A second input norm hands attn_norm to the FFN, which only a parallel FFN without a norm of
+// its own can take (Context::eval relies on it).
+TEST(ArchDescriptions, SecondInputNormOnlyWithASharedParallelNorm) {
+    for (const ArchDesc* d : supported_archs()) {
+        if (d->attn_norm_2 == Need::absent) continue;
+        EXPECT_EQ(d->residual, Residual::parallel) << d->name;
+        EXPECT_TRUE(d->parallel_residual_key.empty()) << d->name;
+        EXPECT_FALSE(d->ffn_norm) << d->name;
+    }
+}
+
 // phi3's fused matrices are qwen2's separate ones stacked: same logits, bit for bit.
 TEST(ArchEquivalence, Phi3EqualsQwen2WithStackedTensors) {
     const Tiny qwen = make_tiny(qwen2_spec(), 5);
