@@ -212,6 +212,14 @@ void scale(const float* x, float s, float* y, int64_t n, ThreadPool* pool) {
     for_chunks(n, pool, [&](int64_t i, int64_t m) { k.scale(x + i, s, y + i, m); });
 }
 
+void clamp(const float* x, float lo, float hi, float* y, int64_t n, ThreadPool* pool) {
+    check_array(x, n, "clamp: bad input");
+    check_array(y, n, "clamp: bad output");
+    require(lo <= hi, "clamp: lo must not exceed hi");
+    const auto& k = active_op_kernels();
+    for_chunks(n, pool, [&](int64_t i, int64_t m) { k.clamp(x + i, lo, hi, y + i, m); });
+}
+
 void add_bias(const float* x, const float* bias, float* y, int64_t n_rows, int64_t n,
               ThreadPool* pool) {
     require(n_rows >= 0 && n >= 0, "add_bias: negative size");

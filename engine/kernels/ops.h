@@ -49,6 +49,8 @@ void swiglu(const float* gate, const float* up, float* y, int64_t n, ThreadPool*
 void add(const float* a, const float* b, float* y, int64_t n, ThreadPool* pool = nullptr);
 void mul(const float* a, const float* b, float* y, int64_t n, ThreadPool* pool = nullptr);
 void scale(const float* x, float s, float* y, int64_t n, ThreadPool* pool = nullptr);
+// y = min(max(x, lo), hi); NaN stays NaN.
+void clamp(const float* x, float lo, float hi, float* y, int64_t n, ThreadPool* pool = nullptr);
 // y[r][i] = x[r][i] + bias[i] over rows [n_rows][n].
 void add_bias(const float* x, const float* bias, float* y, int64_t n_rows, int64_t n,
               ThreadPool* pool = nullptr);

@@ -32,6 +32,7 @@ const OpKernels* avx2_op_kernels() {
         .add = avx2::k_add,
         .mul = avx2::k_mul,
         .scale = avx2::k_scale,
+        .clamp = avx2::k_clamp,
         .f32_to_f16 = avx2::k_f32_to_f16,
         .f16_to_f32 = avx2::k_f16_to_f32,
         .argmax = avx2::k_argmax,

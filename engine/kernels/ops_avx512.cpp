@@ -40,6 +40,7 @@ const OpKernels* avx512_op_kernels() {
         .add = avx512::k_add,
         .mul = avx512::k_mul,
         .scale = avx512::k_scale,
+        .clamp = avx512::k_clamp,
         .f32_to_f16 = avx512::k_f32_to_f16,
         .f16_to_f32 = avx512::k_f16_to_f32,
         .argmax = avx512::k_argmax,

@@ -65,6 +65,7 @@ struct OpKernels {
     void (*add)(const float* a, const float* b, float* y, int64_t n);
     void (*mul)(const float* a, const float* b, float* y, int64_t n);
     void (*scale)(const float* x, float s, float* y, int64_t n);
+    void (*clamp)(const float* x, float lo, float hi, float* y, int64_t n);
     void (*f32_to_f16)(const float* x, uint16_t* y, int64_t n);
     void (*f16_to_f32)(const uint16_t* x, float* y, int64_t n);
     int64_t (*argmax)(const float* x, int64_t n);

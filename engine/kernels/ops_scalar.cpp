@@ -99,6 +99,11 @@ void scale(const float* x, float s, float* y, int64_t n) {
     for (int64_t i = 0; i < n; ++i) y[i] = x[i] * s;
 }
 
+void clamp(const float* x, float lo, float hi, float* y, int64_t n) {
+    for (int64_t i = 0; i < n; ++i)
+        y[i] = std::isnan(x[i]) ? x[i] : std::min(std::max(x[i], lo), hi);
+}
+
 void f32_to_f16(const float* x, uint16_t* y, int64_t n) {
     for (int64_t i = 0; i < n; ++i) y[i] = fp32_to_fp16(x[i]);
 }
@@ -202,6 +207,7 @@ const OpKernels* scalar_op_kernels() {
         .add = add,
         .mul = mul,
         .scale = scale,
+        .clamp = clamp,
         .f32_to_f16 = f32_to_f16,
         .f16_to_f32 = f16_to_f32,
         .argmax = argmax,

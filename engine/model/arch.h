@@ -9,7 +9,9 @@
 // (default head_count), attention.key_length (default embedding_length / head_count),
 // attention.value_length (default key_length), vocab_size (default the token list's size); with
 // RoPE also rope.dimension_count (default key_length), rope.freq_base (10000) and the
-// rope.scaling.* keys. The norm's epsilon key is per architecture (eps_key, required).
+// rope.scaling.* keys (attn_factor and original_context_length too) and the rope_freqs or
+// LongRoPE rope_factors_long/short tensors; attention.clamp_kqv. The norm's epsilon key is per
+// architecture (eps_key, required).
 #pragma once
 
 #include <span>
@@ -38,6 +40,7 @@ enum class PositionKind {
     rope,     // rotary, applied to Q and K (rope ordering, rope.dimension_count rotated dims)
     learned,  // absolute: row `pos` of position_embd [n_embd, context_length] added to the input
     none,
+    alibi,  // no position on Q/K: each head's attention logits get -slope * distance (mpt, bloom)
 };
 
 enum class Residual {
@@ -64,6 +67,9 @@ struct TensorNames {
     std::string_view ffn_gate = "ffn_gate";
     std::string_view ffn_up = "ffn_up";
     std::string_view ffn_down = "ffn_down";
+    // Layout variants (falcon-40b, bloom).
+    std::string_view attn_norm_2 = "attn_norm_2";
+    std::string_view tok_embd_norm = "token_embd_norm";
 };
 
 struct ArchDesc {
@@ -89,12 +95,21 @@ struct ArchDesc {
     // Metadata key (under "<name>.") that can turn the parallel residual off; empty: fixed.
     std::string_view parallel_residual_key = {};
 
-    // A per-layer tensor name marking a variant of the architecture this description does not
-    // compute (falcon-40b's attn_norm_2): files holding it are refused. Empty: none.
-    std::string_view unsupported_layer_tensor = {};
-
     bool embd_scale_sqrt = false;  // input embeddings multiplied by sqrt(n_embd) (gemma)
     Need output_bias = Need::absent;
+
+    // --- layout variants: a second input norm, an embedding norm, ALiBi, scale multipliers ---
+    // falcon-40b's second input norm: in a layer that has it, attn_norm_2 feeds attention and
+    // attn_norm feeds the (parallel) FFN. Only for a parallel residual without an FFN norm.
+    Need attn_norm_2 = Need::absent;
+    Need embd_norm = Need::absent;  // a norm of the input embeddings (bloom's token_embd_norm)
+    // ALiBi's maximum bias when attention.max_alibi_bias is absent (PositionKind::alibi).
+    float alibi_max_bias = 8.0f;
+    // granite's multipliers from embedding_scale, residual_scale (attention and FFN outputs before
+    // their residual add), attention.scale (replaces 1/sqrt(head)) and logit_scale (logits are
+    // divided by it); other architectures do not read these keys (cohere multiplies by its
+    // logit_scale).
+    bool scale_keys = false;
 
     TensorNames names = {};
 };

@@ -66,6 +66,18 @@ Context::Context(std::shared_ptr<const Model> model, const ContextParams& params
           params.kv_type) {
     cell_positions_.resize(static_cast<size_t>(kv_.n_ctx()));
     std::iota(cell_positions_.begin(), cell_positions_.end(), 0);
+    // LongRoPE's long factors serve a context beyond the original one, as llama.cpp decides by
+    // its context size (Hugging Face decides per sequence length, which would change a
+    // sequence's earlier keys as it grows).
+    const Weights& w = model_->weights();
+    const bool long_context =
+        static_cast<uint32_t>(kv_.n_ctx()) > model_->hparams().rope_n_ctx_orig;
+    if (w.rope_factors_long) {
+        rope_factors_ =
+            model_->vector_weight(long_context ? w.rope_factors_long : w.rope_factors_short);
+    } else if (w.rope_freqs) {
+        rope_factors_ = model_->vector_weight(w.rope_freqs);
+    }
 }
 
 void Context::validate(std::span<const BatchToken> batch) const {
@@ -163,6 +175,27 @@ void Context::add_bias(const gguf::TensorInfo* bias, float* y, int64_t n, int64_
     if (bias) kernels::add_bias(y, model_->vector_weight(bias), y, n, dim, &pool_);
 }
 
+void Context::prepare_embeddings(float* x, int64_t n) {
+    const HParams& hp = model_->hparams();
+    const Weights& w = model_->weights();
+    if (hp.embd_scale != 1.0f) kernels::scale(x, hp.embd_scale, x, n * hp.n_embd, &pool_);
+    if (w.tok_embd_norm) norm(w.tok_embd_norm, w.tok_embd_norm_b, x, x, n);
+}
+
+void Context::scale_residual(float* y, int64_t count) {
+    const float s = model_->hparams().residual_scale;
+    if (s != 1.0f) kernels::scale(y, s, y, count, &pool_);
+}
+
+void Context::clamp_qkv(float* q, float* k, float* v, int64_t n) {
+    const HParams& hp = model_->hparams();
+    const float c = hp.clamp_kqv;
+    if (c <= 0.0f) return;
+    kernels::clamp(q, -c, c, q, n * int64_t{hp.head_dim_k} * hp.n_head, &pool_);
+    kernels::clamp(k, -c, c, k, n * hp.n_embd_k_gqa(), &pool_);
+    kernels::clamp(v, -c, c, v, n * hp.n_embd_v_gqa(), &pool_);
+}
+
 void Context::feed_forward(const LayerWeights& l, const float* xn, int64_t n, float* y) {
     const FfnKind kind = model_->hparams().desc->ffn;
     const int64_t ff = model_->hparams().n_ff;
@@ -212,7 +245,8 @@ void Context::eval(std::span<const BatchToken> batch_in, std::vector<float>& log
     const int64_t q_dim = int64_t{hp.head_dim_k} * hp.n_head;
     const int64_t k_dim = hp.n_embd_k_gqa(), v_dim = hp.n_embd_v_gqa();
     const int64_t att_dim = int64_t{hp.head_dim_v} * hp.n_head;
-    const kernels::RopeParams rope = rope_params(hp);
+    kernels::RopeParams rope = rope_params(hp);
+    rope.freq_factors = rope_factors_;
 
     // Work in an order where each sequence's tokens are contiguous, as attention wants them.
     std::vector<size_t> order(batch_in.size());
@@ -254,9 +288,7 @@ void Context::eval(std::span<const BatchToken> batch_in, std::vector<float>& log
             w.tok_embd->data + static_cast<uint64_t>(batch[static_cast<size_t>(i)].token) * emb_row,
             x + i * embd, embd);
     }
-    if (d.embd_scale_sqrt) {
-        kernels::scale(x, std::sqrt(static_cast<float>(embd)), x, n * embd, &pool_);
-    }
+    prepare_embeddings(x, n);
     if (w.pos_embd) {
         const kernels::FormatKernels& pe = kernels::kernels_for(w.pos_embd->type);
         for (int64_t i = 0; i < n; ++i) {
@@ -272,14 +304,20 @@ void Context::eval(std::span<const BatchToken> batch_in, std::vector<float>& log
     ap.n_head = hp.n_head;
     ap.n_head_kv = hp.n_head_kv;
     ap.head_dim = hp.head_dim_k;
-    ap.scale = 1.0f / std::sqrt(static_cast<float>(hp.head_dim_k));
+    ap.scale =
+        hp.attn_scale > 0.0f ? hp.attn_scale : 1.0f / std::sqrt(static_cast<float>(hp.head_dim_k));
+    ap.max_bias = hp.alibi_max_bias;
 
     for (uint32_t il = 0; il < hp.n_layer; ++il) {
         const LayerWeights& l = w.layers[il];
         const int layer = static_cast<int>(il);
 
-        // Attention block.
-        norm(l.attn_norm, l.attn_norm_b, x, xn, n);
+        // Attention block (reading the second input norm where the layer has one).
+        if (l.attn_norm_2) {
+            norm(l.attn_norm_2, l.attn_norm_2_b, x, xn, n);
+        } else {
+            norm(l.attn_norm, l.attn_norm_b, x, xn, n);
+        }
         if (l.wqkv) {
             // One product for Q, K and V, then split so each is contiguous as below.
             const int64_t qkv_dim = q_dim + k_dim + v_dim;
@@ -297,6 +335,7 @@ void Context::eval(std::span<const BatchToken> batch_in, std::vector<float>& log
             add_bias(l.bk, k, n, k_dim);
             add_bias(l.bv, v, n, v_dim);
         }
+        clamp_qkv(q, k, v, n);
         if (d.position == PositionKind::rope) {
             kernels::rope(q, n, hp.n_head, hp.head_dim_k, positions.data(), rope, &pool_);
             kernels::rope(k, n, hp.n_head_kv, hp.head_dim_k, positions.data(), rope, &pool_);
@@ -323,18 +362,26 @@ void Context::eval(std::span<const BatchToken> batch_in, std::vector<float>& log
                                att + g.begin * att_dim, &pool_);
         }
         affine(*l.wo, l.bo, att, n, tmp);
+        scale_residual(tmp, n * embd);
 
         if (!hp.parallel_residual) {
             kernels::add(x, tmp, x, n * embd, &pool_);
             norm(l.ffn_norm, l.ffn_norm_b, x, xn, n);
             feed_forward(l, xn, n, tmp);
+            scale_residual(tmp, n * embd);
             kernels::add(x, tmp, x, n * embd, &pool_);
         } else {
             // Both branches read the block's input; without an FFN norm of its own the FFN
-            // reuses the attention's normed input, still in xn.
+            // reuses the attention's normed input, still in xn, unless attention read the
+            // second norm (then attn_norm is the FFN's).
             float* ffn_out = grow(ffn_out_, static_cast<size_t>(n * embd));
-            if (l.ffn_norm) norm(l.ffn_norm, l.ffn_norm_b, x, xn, n);
+            if (l.ffn_norm) {
+                norm(l.ffn_norm, l.ffn_norm_b, x, xn, n);
+            } else if (l.attn_norm_2) {
+                norm(l.attn_norm, l.attn_norm_b, x, xn, n);
+            }
             feed_forward(l, xn, n, ffn_out);
+            scale_residual(ffn_out, n * embd);
             kernels::add(x, tmp, x, n * embd, &pool_);
             kernels::add(x, ffn_out, x, n * embd, &pool_);
         }
@@ -365,6 +412,10 @@ void Context::eval(std::span<const BatchToken> batch_in, std::vector<float>& log
     }
     logits.resize(static_cast<size_t>(m) * hp.n_vocab);
     affine(*w.output, w.output_b, xn, m, logits.data());
+    if (hp.logit_divisor != 1.0f) {
+        kernels::scale(logits.data(), 1.0f / hp.logit_divisor, logits.data(),
+                       static_cast<int64_t>(logits.size()), &pool_);
+    }
 }
 
 }  // namespace ggufd::model

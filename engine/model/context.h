@@ -68,11 +68,22 @@ class Context {
     // y[n x dim] += bias, when the tensor exists.
     void add_bias(const gguf::TensorInfo* bias, float* y, int64_t n, int64_t dim);
 
+    // --- layout variants ---
+    // The input embeddings x [n][n_embd] scaled (embd_scale) and normed (embedding norm).
+    void prepare_embeddings(float* x, int64_t n);
+    // y [count] multiplied by the residual scale before its residual add.
+    void scale_residual(float* y, int64_t count);
+    // Q, K and V clamped to the model's clamp_kqv, when it has one.
+    void clamp_qkv(float* q, float* k, float* v, int64_t n);
+
     std::shared_ptr<const Model> model_;
     kernels::ThreadPool pool_;
     KvCache kv_;
     std::vector<int32_t>
         cell_positions_;  // 0, 1, 2, ...: a sequence's cells hold positions in order
+    // RoPE's per-pair frequency divisors (rope_freqs, or LongRoPE's long or short factors chosen
+    // by this context's size), or nullptr.
+    const float* rope_factors_ = nullptr;
 
     // Scratch reused across calls (grown, never shrunk).
     std::vector<float> x_, xn_, q_, k_, v_, qkv_, att_, tmp_, ffn_out_, gate_, up_;

@@ -82,8 +82,19 @@ nlohmann::ordered_json describe_hparams(const HParams& hp) {
         case PositionKind::none:
             j["positions"] = "none";
             break;
+        case PositionKind::alibi:
+            j["positions"] = "alibi";
+            j["attention"]["max_alibi_bias"] = decimal(hp.alibi_max_bias);
+            break;
     }
-    if (d.embd_scale_sqrt) j["embedding_scale"] = "sqrt(embedding_length)";
+    if (hp.yarn_attn_factor != 1.0f && j.contains("rope")) {
+        j["rope"]["attn_factor"] = decimal(hp.yarn_attn_factor);
+    }
+    if (hp.attn_scale > 0.0f) j["attention"]["scale"] = decimal(hp.attn_scale);
+    if (hp.clamp_kqv > 0.0f) j["attention"]["clamp_kqv"] = decimal(hp.clamp_kqv);
+    if (hp.embd_scale != 1.0f) j["embedding_scale"] = decimal(hp.embd_scale);
+    if (hp.residual_scale != 1.0f) j["residual_scale"] = decimal(hp.residual_scale);
+    if (hp.logit_divisor != 1.0f) j["logit_scale"] = decimal(hp.logit_divisor);
     return j;
 }
 

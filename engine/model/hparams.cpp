@@ -25,6 +25,32 @@ HParams read_vocab_size(const gguf::File& f, const std::string& p, HParams hp) {
     return hp;
 }
 
+// A multiplier key: absent gives `fallback`; present, it must be positive and finite.
+float positive_key(const gguf::File& f, const std::string& key, float fallback) {
+    const float v = f.get_or<float>(key, fallback);
+    if (!(v > 0.0f) || !std::isfinite(v)) refuse(key + " must be a positive finite number");
+    return v;
+}
+
+// The layout variants' keys: embedding, residual, attention and logit multipliers, ALiBi's
+// maximum bias and the Q/K/V clamp.
+void read_layout_keys(const gguf::File& f, const std::string& p, const ArchDesc& d, HParams& hp) {
+    hp.embd_scale = d.embd_scale_sqrt ? std::sqrt(static_cast<float>(hp.n_embd)) : 1.0f;
+    if (d.scale_keys) {
+        hp.embd_scale = positive_key(f, p + "embedding_scale", hp.embd_scale);
+        hp.residual_scale = positive_key(f, p + "residual_scale", 1.0f);
+        hp.attn_scale = positive_key(f, p + "attention.scale",
+                                     1.0f / std::sqrt(static_cast<float>(hp.head_dim_k)));
+        hp.logit_divisor = positive_key(f, p + "logit_scale", 1.0f);
+    }
+    if (d.position == PositionKind::alibi) {
+        hp.alibi_max_bias = positive_key(f, p + "attention.max_alibi_bias", d.alibi_max_bias);
+    }
+    if (f.metadata().contains(p + "attention.clamp_kqv")) {
+        hp.clamp_kqv = positive_key(f, p + "attention.clamp_kqv", 0.0f);
+    }
+}
+
 }  // namespace
 
 bool is_supported_architecture(const std::string& arch) {
@@ -90,6 +116,8 @@ HParams read_hparams(const gguf::File& f) {
         refuse(p + "context_length is 0 but the model has learned positions");
     }
 
+    read_layout_keys(f, p, *desc, hp);
+
     hp.rope_ordering = desc->rope;
     if (desc->position != PositionKind::rope) return read_vocab_size(f, p, hp);
     hp.n_rot = f.get_or<uint32_t>(p + "rope.dimension_count", hp.head_dim_k);
@@ -128,6 +156,12 @@ HParams read_hparams(const gguf::File& f) {
     if (hp.rope_scaling == RopeScaling::none) hp.rope_scale_factor = 1.0f;
     hp.rope_n_ctx_orig =
         f.get_or<uint32_t>(p + "rope.scaling.original_context_length", hp.n_ctx_train);
+    hp.yarn_attn_factor = positive_key(f, p + "rope.scaling.attn_factor", 1.0f);
+    // YaRN has a magnitude rule of its own, which Hugging Face's attention_factor replaces and
+    // ggml's multiplies: which one a file means is not known, so the pair is refused.
+    if (hp.rope_scaling == RopeScaling::yarn && hp.yarn_attn_factor != 1.0f) {
+        refuse(p + "rope.scaling.attn_factor with YaRN scaling is not supported");
+    }
 
     return read_vocab_size(f, p, hp);
 }

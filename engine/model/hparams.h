@@ -35,9 +35,17 @@ struct HParams {
     float yarn_beta_fast = 32.0f;
     float yarn_beta_slow = 1.0f;
     float yarn_ext_factor = -1.0f;  // < 0: derived from the scaling as the reference does
-    float yarn_attn_factor = 1.0f;
+    float yarn_attn_factor = 1.0f;  // rope.scaling.attn_factor: cos and sin are multiplied by it
 
     bool parallel_residual = false;  // the desc's residual, or its parallel_residual_key
+
+    // --- layout variants (see ArchDesc) ---
+    float embd_scale = 1.0f;      // input embeddings multiplied by it (gemma, granite)
+    float residual_scale = 1.0f;  // attention and FFN outputs multiplied before the residual add
+    float attn_scale = 0.0f;      // attention logit scale; 0: 1 / sqrt(head_dim_k)
+    float logit_divisor = 1.0f;   // output logits divided by it (granite's logit_scale)
+    float alibi_max_bias = 0.0f;  // > 0: ALiBi (PositionKind::alibi)
+    float clamp_kqv = 0.0f;       // > 0: Q, K and V clamped to [-clamp_kqv, clamp_kqv]
 
     uint32_t n_embd_k_gqa() const { return head_dim_k * n_head_kv; }
     uint32_t n_embd_v_gqa() const { return head_dim_v * n_head_kv; }

@@ -40,8 +40,8 @@ class Binder {
     }
 
     // A tensor the description did not ask for is part of some computation ggufd would leave
-    // out (LongRoPE factors, per-head norms, experts' routers...): refuse the file rather than
-    // answer with different logits.
+    // out (learned positions in a RoPE model, per-head norms, post-norms...): refuse the file
+    // rather than answer with different logits.
     void refuse_unbound(const ArchDesc& d) const {
         for (const gguf::TensorInfo& t : file_.tensors()) {
             if (bound_.contains(&t)) continue;
@@ -87,6 +87,29 @@ std::string bias(std::string_view prefix, std::string_view name) {
     return std::string(prefix) + std::string(name) + ".bias";
 }
 
+// The global tensors of the layout variants: the embedding norm and RoPE's frequency factors.
+void bind_layout_globals(Binder& b, const HParams& hp, Weights& w) {
+    const ArchDesc& d = *hp.desc;
+    const int64_t embd = hp.n_embd;
+    w.tok_embd_norm = b.bind(d.embd_norm, weight("", d.names.tok_embd_norm), {embd});
+    if (w.tok_embd_norm) {
+        w.tok_embd_norm_b = b.bind(d.norm_bias, bias("", d.names.tok_embd_norm), {embd});
+    }
+    if (d.position != PositionKind::rope) return;
+    const int64_t pairs = hp.n_rot / 2;
+    w.rope_factors_long = b.optional("rope_factors_long.weight", {pairs});
+    w.rope_factors_short = b.optional("rope_factors_short.weight", {pairs});
+    if (!w.rope_factors_long != !w.rope_factors_short) {
+        throw gguf::Error(
+            "model: LongRoPE with only one of rope_factors_long and "
+            "rope_factors_short is not supported");
+    }
+    w.rope_freqs = b.optional("rope_freqs.weight", {pairs});
+    if (w.rope_freqs && w.rope_factors_long) {
+        throw gguf::Error("model: rope_freqs together with LongRoPE factors is not supported");
+    }
+}
+
 }  // namespace
 
 Weights bind_weights(const gguf::File& file, const HParams& hp) {
@@ -114,6 +137,7 @@ Weights bind_weights(const gguf::File& file, const HParams& hp) {
         w.tied_output = true;
     }
     w.output_b = b.bind(d.output_bias, bias("", nm.output), {vocab});
+    bind_layout_globals(b, hp, w);
     // Layers are appended as they bind, so a file claiming more layers than it holds fails at the
     // first missing tensor instead of sizing the table by block_count alone (a 5 KB file claiming
     // 16 M layers asked for 1.8 GB; 2^32-1 layers threw std::bad_alloc).
@@ -121,15 +145,10 @@ Weights bind_weights(const gguf::File& file, const HParams& hp) {
     for (uint32_t i = 0; i < hp.n_layer; ++i) {
         const std::string p = "blk." + std::to_string(i) + ".";
         LayerWeights& l = w.layers.emplace_back();
-        if (!d.unsupported_layer_tensor.empty()) {
-            const std::string odd = weight(p, d.unsupported_layer_tensor);
-            if (file.find_tensor(odd)) {
-                throw gguf::Error("model: tensor '" + odd + "' belongs to a " +
-                                  std::string(d.name) + " variant ggufd does not support");
-            }
-        }
         l.attn_norm = b.require(weight(p, nm.attn_norm), {embd});
         l.attn_norm_b = b.bind(d.norm_bias, bias(p, nm.attn_norm), {embd});
+        l.attn_norm_2 = b.bind(d.attn_norm_2, weight(p, nm.attn_norm_2), {embd});
+        if (l.attn_norm_2) l.attn_norm_2_b = b.bind(d.norm_bias, bias(p, nm.attn_norm_2), {embd});
         if (d.fused_qkv) {
             l.wqkv = b.require(weight(p, nm.attn_qkv), {embd, qkv_out});
             l.bqkv = b.bind(d.qkv_bias, bias(p, nm.attn_qkv), {qkv_out});

@@ -33,15 +33,19 @@ struct LayerWeights {
     const gguf::TensorInfo* ffn_up_b = nullptr;
     const gguf::TensorInfo* ffn_down = nullptr;
     const gguf::TensorInfo* ffn_down_b = nullptr;
+    // falcon-40b's second input norm (ArchDesc::attn_norm_2)
+    const gguf::TensorInfo* attn_norm_2 = nullptr;
+    const gguf::TensorInfo* attn_norm_2_b = nullptr;
 
     // Matrices (multiplied through the kernels) and vectors (norms, biases: converted to float
     // at load), each list possibly holding nullptr.
     std::array<const gguf::TensorInfo*, 8> matrices() const {
         return {wqkv, wq, wk, wv, wo, ffn_gate, ffn_up, ffn_down};
     }
-    std::array<const gguf::TensorInfo*, 12> vectors() const {
-        return {attn_norm, attn_norm_b, bqkv,       bq,         bk,       bv,
-                bo,        ffn_norm,    ffn_norm_b, ffn_gate_b, ffn_up_b, ffn_down_b};
+    std::array<const gguf::TensorInfo*, 14> vectors() const {
+        return {attn_norm, attn_norm_b, bqkv,        bq,           bk,
+                bv,        bo,          ffn_norm,    ffn_norm_b,   ffn_gate_b,
+                ffn_up_b,  ffn_down_b,  attn_norm_2, attn_norm_2_b};
     }
 };
 
@@ -53,11 +57,21 @@ struct Weights {
     const gguf::TensorInfo* output = nullptr;  // token_embd.weight when the head is tied
     const gguf::TensorInfo* output_b = nullptr;
     bool tied_output = false;
+    // bloom's norm of the input embeddings (ArchDesc::embd_norm)
+    const gguf::TensorInfo* tok_embd_norm = nullptr;
+    const gguf::TensorInfo* tok_embd_norm_b = nullptr;
+    // LongRoPE (phi3 128k): per-pair frequency divisors [n_rot / 2] for contexts beyond
+    // rope.scaling.original_context_length (long) and within it (short); both or neither.
+    const gguf::TensorInfo* rope_factors_long = nullptr;
+    const gguf::TensorInfo* rope_factors_short = nullptr;
+    const gguf::TensorInfo* rope_freqs =
+        nullptr;  // the same divisors for every context (llama 3.1)
     std::vector<LayerWeights> layers;
 
     std::array<const gguf::TensorInfo*, 3> matrices() const { return {tok_embd, pos_embd, output}; }
-    std::array<const gguf::TensorInfo*, 3> vectors() const {
-        return {output_norm, output_norm_b, output_b};
+    std::array<const gguf::TensorInfo*, 8> vectors() const {
+        return {output_norm,     output_norm_b,     output_b,           tok_embd_norm,
+                tok_embd_norm_b, rope_factors_long, rope_factors_short, rope_freqs};
     }
 };
 

@@ -101,6 +101,9 @@ TEST(OpsSimd, BinaryOpsMatchScalar) {
             ref.scale(a.data(), 0.37f, want.data(), n);
             fast.scale(a.data(), 0.37f, got.data(), n);
             ASSERT_EQ(got, want) << "scale";
+            ref.clamp(a.data(), -0.5f, 0.75f, want.data(), n);
+            fast.clamp(a.data(), -0.5f, 0.75f, got.data(), n);
+            ASSERT_EQ(got, want) << "clamp";
         }
     }
 }
@@ -303,6 +306,34 @@ TEST(OpsReference, ActivationsMatchTheirDefinitions) {
                     1e-6 * std::fabs(v) + 1e-7)
             << v;
     }
+}
+
+// Clamp (mpt's attention.clamp_kqv) on every level, through the public entry and the pool:
+// values inside pass unchanged, values outside land on the bound, NaN stays NaN.
+TEST(OpsReference, ClampMatchesDefinition) {
+    auto x = random_floats(1000, 8, -4, 4);
+    x[17] = std::numeric_limits<float>::quiet_NaN();
+    x[18] = std::numeric_limits<float>::infinity();
+    x[19] = -std::numeric_limits<float>::infinity();
+    for (SimdLevel level : supported_simd_levels()) {
+        SCOPED_TRACE(simd_level_name(level));
+        std::vector<float> y(x.size());
+        op_kernels(level).clamp(x.data(), -1.5f, 2.0f, y.data(), static_cast<int64_t>(x.size()));
+        for (size_t i = 0; i < x.size(); ++i) {
+            if (std::isnan(x[i])) {
+                EXPECT_TRUE(std::isnan(y[i])) << i;
+                continue;
+            }
+            const double want = std::min(std::max(static_cast<double>(x[i]), -1.5), 2.0);
+            EXPECT_EQ(y[i], want) << i << ": " << x[i];
+        }
+    }
+    ThreadPool pool(2);
+    std::vector<float> y(x.size());
+    clamp(x.data(), -1.5f, 2.0f, y.data(), static_cast<int64_t>(x.size()), &pool);
+    EXPECT_EQ(y[18], 2.0f);
+    EXPECT_EQ(y[19], -1.5f);
+    EXPECT_THROW(clamp(x.data(), 1.0f, -1.0f, y.data(), 4), std::invalid_argument);
 }
 
 TEST(OpsReference, ScalarSoftmaxMatchesDefinition) {

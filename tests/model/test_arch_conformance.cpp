@@ -23,8 +23,10 @@ using test_support::read_f32;
 using test_support::read_ids;
 
 // The files (name without .gguf) whose logits ggufd must reproduce.
-const std::vector<std::string> kRuns = {"llama", "qwen2",   "gemma", "phi3",
-                                        "gpt2",  "gptneox", "falcon"};
+const std::vector<std::string> kRuns = {
+    "llama", "qwen2", "gemma", "phi3", "gpt2", "gptneox", "falcon",
+    // layout variants
+    "phi3-longrope", "starcoder2", "stablelm", "granite", "falcon-40b", "mpt", "bloom"};
 
 // Evaluates ids at positions 0.. in batches of at most `chunk` tokens; every position's logits.
 std::vector<float> logits_in_chunks(Context& ctx, const std::vector<int32_t>& ids, size_t chunk) {
@@ -60,8 +62,12 @@ TEST_P(ArchFile, LogitsMatchLlamaCpp) {
     }
 }
 
-INSTANTIATE_TEST_SUITE_P(Dense, ArchFile, ::testing::ValuesIn(kRuns),
-                         [](const auto& param_info) { return param_info.param; });
+INSTANTIATE_TEST_SUITE_P(Dense, ArchFile, ::testing::ValuesIn(kRuns), [](const auto& param_info) {
+    // gtest names allow letters, digits and '_' only.
+    std::string name = param_info.param;
+    std::replace(name.begin(), name.end(), '-', '_');
+    return name;
+});
 
 TEST(ArchFolder, EveryOtherFileIsRefusedWithAReason) {
     GGUFD_REQUIRE_CONFORMANCE(dir);

@@ -36,6 +36,19 @@ struct Spec {
     bool embd_scale = false;
     bool tied = false;
     std::string eps_key = "attention.layer_norm_rms_epsilon";
+    // Layout variants (0 / false: off, key not written).
+    bool no_norm_bias = false;  // LayerNorm without biases (mpt)
+    bool attn_norm_2 = false;   // falcon-40b: attn_norm_2 feeds attention, attn_norm the FFN
+    bool embd_norm = false;     // token_embd_norm on the input embeddings (bloom)
+    bool output_bias = false;   // output.bias (gptj)
+    bool alibi = false;         // ALiBi instead of positions
+    float alibi_key = 0.0f;     // > 0: written as attention.max_alibi_bias (else 8 is assumed)
+    float clamp_kqv = 0.0f;     // attention.clamp_kqv
+    float embedding_scale = 0.0f, residual_scale = 0.0f, attention_scale = 0.0f,
+          logit_scale = 0.0f;  // granite's keys
+    enum { no_factors, long_rope, rope_freqs } rope_factors = no_factors;
+    uint32_t rope_orig_ctx = 0;     // rope.scaling.original_context_length
+    float rope_attn_factor = 0.0f;  // rope.scaling.attn_factor
     uint32_t n_embd = 16, n_head = 2, n_head_kv = 1, head_dim = 8, n_ff = 24, n_vocab = 32,
              n_layer = 2, n_ctx = 16;
 };
@@ -74,6 +87,17 @@ struct Tiny {
         if (s.n_rot) w.set(p + "rope.dimension_count", s.n_rot);
         if (s.parallel_key_false) w.set(p + "use_parallel_residual", false);
         for (const auto& [key, value] : metadata_u32) w.set(key, value);
+        auto set_if = [&](const std::string& key, float v) {
+            if (v > 0.0f) w.set(p + key, v);
+        };
+        set_if("attention.max_alibi_bias", s.alibi_key);
+        set_if("attention.clamp_kqv", s.clamp_kqv);
+        set_if("embedding_scale", s.embedding_scale);
+        set_if("residual_scale", s.residual_scale);
+        set_if("attention.scale", s.attention_scale);
+        set_if("logit_scale", s.logit_scale);
+        set_if("rope.scaling.attn_factor", s.rope_attn_factor);
+        if (s.rope_orig_ctx) w.set(p + "rope.scaling.original_context_length", s.rope_orig_ctx);
         for (const auto& [name, t] : tensors) w.add_tensor(name, t.shape, t.data);
         return w;
     }
@@ -94,8 +118,23 @@ Tiny make_tiny(const Spec& s, uint32_t seed = 1) {
                   kv = int64_t{s.n_head_kv} * s.head_dim, ff = s.n_ff;
     auto norm = [&](const std::string& name) {
         add(name + ".weight", {e}, 1.0f);
-        if (s.layer_norm) add(name + ".bias", {e});
+        if (s.layer_norm && !s.no_norm_bias) add(name + ".bias", {e});
     };
+    // Positive divisors, distinct per pair.
+    auto factors = [&](const std::string& name, float first, float step) {
+        const int64_t pairs = (s.n_rot ? s.n_rot : s.head_dim) / 2;
+        Tensor t{{pairs}, {}};
+        for (int64_t i = 0; i < pairs; ++i) t.data.push_back(first + step * static_cast<float>(i));
+        m.tensors[name] = std::move(t);
+    };
+    if (s.rope_factors == Spec::long_rope) {
+        factors("rope_factors_long.weight", 1.0f, 0.9f);
+        factors("rope_factors_short.weight", 1.0f, 0.15f);
+    } else if (s.rope_factors == Spec::rope_freqs) {
+        factors("rope_freqs.weight", 1.0f, 2.0f);
+    }
+    if (s.embd_norm) norm("token_embd_norm");
+    if (s.output_bias) add("output.bias", {s.n_vocab});
     add("token_embd.weight", {e, s.n_vocab});
     if (s.pos == Spec::learned) add("position_embd.weight", {e, s.n_ctx});
     norm("output_norm");
@@ -103,6 +142,7 @@ Tiny make_tiny(const Spec& s, uint32_t seed = 1) {
     for (uint32_t i = 0; i < s.n_layer; ++i) {
         const std::string b = "blk." + std::to_string(i) + ".";
         norm(b + "attn_norm");
+        if (s.attn_norm_2) norm(b + "attn_norm_2");
         if (s.fused_qkv) {
             add(b + "attn_qkv.weight", {e, q + 2 * kv});
             if (s.qkv_bias) add(b + "attn_qkv.bias", {q + 2 * kv});
@@ -166,16 +206,43 @@ double silu(double x) {
     return x / (1.0 + std::exp(-x));
 }
 
-void rotate(const Spec& s, double* head, int pos) {
+// The context every engine test here runs with (logits_of.h): it picks LongRoPE's factors.
+constexpr uint32_t kEngineContext = 64;
+
+void rotate(const Tiny& m, double* head, int pos) {
+    const Spec& s = m.spec;
     const int n_rot = static_cast<int>(s.n_rot ? s.n_rot : s.head_dim);
+    // Frequency i divided by factor i: LongRoPE's long factors beyond the original context, its
+    // short ones within it; rope_freqs always.
+    const Tensor* factors = m.find("rope_freqs.weight");
+    if (s.rope_factors == Spec::long_rope) {
+        factors = &m.at(kEngineContext > s.rope_orig_ctx ? "rope_factors_long.weight"
+                                                         : "rope_factors_short.weight");
+    }
+    const double magnitude = s.rope_attn_factor > 0.0f ? s.rope_attn_factor : 1.0;
     for (int i = 0; i < n_rot / 2; ++i) {
-        const double theta = pos * std::pow(10000.0, -2.0 * i / n_rot);
+        double theta = pos * std::pow(10000.0, -2.0 * i / n_rot);
+        if (factors) theta /= factors->data[static_cast<size_t>(i)];
         const int a = s.pos == Spec::rope_neox ? i : 2 * i;
         const int b = s.pos == Spec::rope_neox ? i + n_rot / 2 : 2 * i + 1;
         const double x0 = head[a], x1 = head[b];
-        head[a] = x0 * std::cos(theta) - x1 * std::sin(theta);
-        head[b] = x0 * std::sin(theta) + x1 * std::cos(theta);
+        head[a] = (x0 * std::cos(theta) - x1 * std::sin(theta)) * magnitude;
+        head[b] = (x0 * std::sin(theta) + x1 * std::cos(theta)) * magnitude;
     }
+}
+
+// ALiBi's slope for head h of n from the maximum bias: the first 2^k heads (2^k <= n the largest)
+// take powers 1.. of 2^(-max_bias / 2^k), the rest odd powers of 2^(-max_bias / 2^(k+1)).
+double alibi_slope_of(size_t h, size_t n, double max_bias) {
+    size_t pow2 = 1;
+    while (pow2 * 2 <= n) pow2 *= 2;
+    if (h < pow2) return std::pow(2.0, -max_bias / pow2 * static_cast<double>(h + 1));
+    return std::pow(2.0, -max_bias / (2.0 * pow2) * static_cast<double>(2 * (h - pow2) + 1));
+}
+
+void clamp_all(Vec& x, double c) {
+    if (c <= 0.0) return;
+    for (double& v : x) v = std::min(std::max(v, -c), c);
 }
 
 Vec ffn(const Tiny& m, const std::string& b, const Vec& h) {
@@ -210,15 +277,21 @@ std::vector<Vec> reference(const Tiny& m, const std::vector<int32_t>& ids) {
         for (size_t i = 0; i < e; ++i) {
             x[t][i] = m.at("token_embd.weight").data[ids[t] * e + i];
             if (s.embd_scale) x[t][i] *= std::sqrt(static_cast<double>(e));
+            if (s.embedding_scale > 0.0f) x[t][i] *= s.embedding_scale;
             if (s.pos == Spec::learned) x[t][i] += m.at("position_embd.weight").data[t * e + i];
         }
+        if (s.embd_norm) x[t] = normed(m, "token_embd_norm", x[t]);
     }
+    const double residual_scale = s.residual_scale > 0.0f ? s.residual_scale : 1.0;
+    const double attn_scale =
+        s.attention_scale > 0.0f ? s.attention_scale : 1.0 / std::sqrt(static_cast<double>(hd));
+    const double max_bias = s.alibi_key > 0.0f ? s.alibi_key : 8.0;
     const bool parallel = s.parallel && !s.parallel_key_false;
     for (uint32_t l = 0; l < s.n_layer; ++l) {
         const std::string b = "blk." + std::to_string(l) + ".";
         std::vector<Vec> h(n), q(n), k(n), v(n);
         for (size_t t = 0; t < n; ++t) {
-            h[t] = normed(m, b + "attn_norm", x[t]);
+            h[t] = normed(m, b + (s.attn_norm_2 ? "attn_norm_2" : "attn_norm"), x[t]);
             if (s.fused_qkv) {
                 const Vec all =
                     matvec(m.at(b + "attn_qkv.weight"), h[t], m.find(b + "attn_qkv.bias"));
@@ -231,11 +304,14 @@ std::vector<Vec> reference(const Tiny& m, const std::vector<int32_t>& ids) {
                 k[t] = matvec(m.at(b + "attn_k.weight"), h[t], m.find(b + "attn_k.bias"));
                 v[t] = matvec(m.at(b + "attn_v.weight"), h[t], m.find(b + "attn_v.bias"));
             }
-            if (s.pos != Spec::learned) {
+            clamp_all(q[t], s.clamp_kqv);
+            clamp_all(k[t], s.clamp_kqv);
+            clamp_all(v[t], s.clamp_kqv);
+            if (s.pos != Spec::learned && !s.alibi) {
                 for (size_t hh = 0; hh < s.n_head; ++hh)
-                    rotate(s, &q[t][hh * hd], static_cast<int>(t));
+                    rotate(m, &q[t][hh * hd], static_cast<int>(t));
                 for (size_t hh = 0; hh < s.n_head_kv; ++hh)
-                    rotate(s, &k[t][hh * hd], static_cast<int>(t));
+                    rotate(m, &k[t][hh * hd], static_cast<int>(t));
             }
         }
         std::vector<Vec> next = x;
@@ -248,7 +324,11 @@ std::vector<Vec> reference(const Tiny& m, const std::vector<int32_t>& ids) {
                 for (size_t j = 0; j <= t; ++j) {
                     double d = 0.0;
                     for (size_t i = 0; i < hd; ++i) d += q[t][hh * hd + i] * k[j][kh * hd + i];
-                    score[j] = d / std::sqrt(static_cast<double>(hd));
+                    score[j] = d * attn_scale;
+                    if (s.alibi) {
+                        score[j] -=
+                            alibi_slope_of(hh, s.n_head, max_bias) * static_cast<double>(t - j);
+                    }
                     mx = std::max(mx, score[j]);
                 }
                 for (double& sc : score) sum += (sc = std::exp(sc - mx));
@@ -259,20 +339,27 @@ std::vector<Vec> reference(const Tiny& m, const std::vector<int32_t>& ids) {
             const Vec o =
                 matvec(m.at(b + "attn_output.weight"), att, m.find(b + "attn_output.bias"));
             if (parallel) {
-                const Vec f = ffn(m, b, s.shared_norm ? h[t] : normed(m, b + "ffn_norm", x[t]));
-                for (size_t i = 0; i < e; ++i) next[t][i] += o[i] + f[i];
+                const Vec ffn_in = !s.shared_norm  ? normed(m, b + "ffn_norm", x[t])
+                                   : s.attn_norm_2 ? normed(m, b + "attn_norm", x[t])
+                                                   : h[t];
+                const Vec f = ffn(m, b, ffn_in);
+                for (size_t i = 0; i < e; ++i) next[t][i] += (o[i] + f[i]) * residual_scale;
             } else {
-                for (size_t i = 0; i < e; ++i) next[t][i] += o[i];
+                for (size_t i = 0; i < e; ++i) next[t][i] += o[i] * residual_scale;
                 const Vec f = ffn(m, b, normed(m, b + "ffn_norm", next[t]));
-                for (size_t i = 0; i < e; ++i) next[t][i] += f[i];
+                for (size_t i = 0; i < e; ++i) next[t][i] += f[i] * residual_scale;
             }
         }
         x = std::move(next);
     }
     std::vector<Vec> logits(n);
     const Tensor& head = s.tied ? m.at("token_embd.weight") : m.at("output.weight");
-    for (size_t t = 0; t < n; ++t)
-        logits[t] = matvec(head, normed(m, "output_norm", x[t]), nullptr);
+    for (size_t t = 0; t < n; ++t) {
+        logits[t] = matvec(head, normed(m, "output_norm", x[t]), m.find("output.bias"));
+        if (s.logit_scale > 0.0f) {
+            for (double& l : logits[t]) l /= s.logit_scale;
+        }
+    }
     return logits;
 }
 
@@ -353,6 +440,83 @@ Spec falcon_spec() {
                 .eps_key = "attention.layer_norm_epsilon"};
 }
 
+// --- layout variants ---
+// gpt2's biases everywhere, with separate Q/K/V and NeoX RoPE in place of learned positions.
+Spec starcoder2_spec() {
+    Spec s = gpt2_spec();
+    s.arch = "starcoder2";
+    s.fused_qkv = false;
+    s.pos = Spec::rope_neox;
+    return s;
+}
+Spec stablelm_spec() {
+    return Spec{.arch = "stablelm",
+                .layer_norm = true,
+                .qkv_bias = true,
+                .pos = Spec::rope_neox,
+                .n_rot = 4,
+                .eps_key = "attention.layer_norm_epsilon"};
+}
+Spec granite_spec() {
+    return Spec{.arch = "granite",
+                .tied = true,
+                .embedding_scale = 3.0f,
+                .residual_scale = 0.4f,
+                .attention_scale = 0.2f,
+                .logit_scale = 2.5f};
+}
+Spec falcon40b_spec() {
+    Spec s = falcon_spec();
+    s.attn_norm_2 = true;
+    return s;
+}
+Spec mpt_spec() {
+    return Spec{.arch = "mpt",
+                .layer_norm = true,
+                .fused_qkv = true,
+                .ffn = Spec::gelu,
+                .tied = true,
+                .eps_key = "attention.layer_norm_epsilon",
+                .no_norm_bias = true,
+                .alibi = true,
+                .alibi_key = 6.0f,
+                .n_head = 4,
+                .n_head_kv = 4};
+}
+// gpt2's biases everywhere, with an embedding norm and ALiBi in place of learned positions over
+// 3 heads: not a power of two, so head 2 takes the second slope sequence.
+Spec bloom_spec() {
+    Spec s = gpt2_spec();
+    s.arch = "bloom";
+    s.pos = Spec::rope_normal;  // ALiBi below: no rotation, no position_embd
+    s.embd_norm = true;
+    s.alibi = true;
+    s.n_head = s.n_head_kv = 3;
+    return s;
+}
+// Rotary on the first 4 of 8 head dims in adjacent pairs, one norm shared by the parallel
+// attention and FFN, no attention biases, FFN and output biases.
+Spec gptj_spec() {
+    return Spec{.arch = "gptj",
+                .layer_norm = true,
+                .ffn = Spec::gelu,
+                .ffn_bias = true,
+                .pos = Spec::rope_normal,
+                .n_rot = 4,
+                .parallel = true,
+                .shared_norm = true,
+                .eps_key = "attention.layer_norm_epsilon",
+                .output_bias = true};
+}
+// phi3 with LongRoPE: an original context of 8 below the engine's 64 selects the long factors.
+Spec phi3_longrope_spec() {
+    Spec s = phi3_spec();
+    s.rope_factors = Spec::long_rope;
+    s.rope_orig_ctx = 8;
+    s.rope_attn_factor = 1.5f;
+    return s;
+}
+
 // The reference itself checked on llama, whose engine logits match llama.cpp (TinyLlama tests).
 TEST(ArchReference, Llama) {
     expect_matches_reference(llama_spec());
@@ -398,6 +562,91 @@ TEST(ArchReference, OneLayerMhaGemma) {
     expect_matches_reference(s);
 }
 
+TEST(ArchReference, Starcoder2) {
+    expect_matches_reference(starcoder2_spec());
+}
+TEST(ArchReference, StableLmPartialRotary) {
+    expect_matches_reference(stablelm_spec());
+}
+TEST(ArchReference, GraniteMultipliers) {
+    expect_matches_reference(granite_spec());
+}
+TEST(ArchReference, Falcon40bSecondNorm) {
+    expect_matches_reference(falcon40b_spec());
+}
+TEST(ArchReference, MptAlibiWithoutNormBiases) {
+    expect_matches_reference(mpt_spec());
+}
+TEST(ArchReference, MptClampKqv) {
+    Spec s = mpt_spec();
+    s.clamp_kqv = 0.5f;
+    expect_matches_reference(s);
+}
+TEST(ArchReference, BloomEmbeddingNormAndAlibiOfThreeHeads) {
+    expect_matches_reference(bloom_spec());
+}
+TEST(ArchReference, GptJ) {
+    expect_matches_reference(gptj_spec());
+}
+TEST(ArchReference, Phi3LongRopeLongFactors) {
+    expect_matches_reference(phi3_longrope_spec());
+}
+TEST(ArchReference, Phi3LongRopeShortFactorsWithinOriginalContext) {
+    Spec s = phi3_longrope_spec();
+    s.rope_orig_ctx = kEngineContext;
+    expect_matches_reference(s);
+}
+TEST(ArchReference, LlamaRopeFreqs) {
+    Spec s = llama_spec();
+    s.rope_factors = Spec::rope_freqs;
+    expect_matches_reference(s);
+}
+
+// Each key above changes the logits on these tiny models, so the reference tests could fail if
+// the engine ignored one.
+double max_engine_difference(const Spec& a, const Spec& b) {
+    const std::vector<int32_t> ids = {3, 17, 29, 8};
+    const std::vector<float> x = engine_logits(make_tiny(a).writer(), ids);
+    const std::vector<float> y = engine_logits(make_tiny(b).writer(), ids);
+    EXPECT_EQ(x.size(), y.size());
+    double d = 0.0;
+    for (size_t i = 0; i < std::min(x.size(), y.size()); ++i)
+        d = std::max(d, static_cast<double>(std::abs(x[i] - y[i])));
+    return d;
+}
+
+TEST(ArchReference, EveryLayoutKeyChangesTheLogits) {
+    const Spec phi = phi3_longrope_spec();
+    Spec no_attn_factor = phi, short_factors = phi;
+    no_attn_factor.rope_attn_factor = 0.0f;
+    short_factors.rope_orig_ctx = kEngineContext;
+    EXPECT_GT(max_engine_difference(phi, no_attn_factor), 1e-3);
+    EXPECT_GT(max_engine_difference(phi, short_factors), 1e-3);
+    Spec clamped = mpt_spec(), other_bias = mpt_spec();
+    clamped.clamp_kqv = 0.5f;
+    other_bias.alibi_key = 2.0f;
+    EXPECT_GT(max_engine_difference(mpt_spec(), clamped), 1e-3);
+    EXPECT_GT(max_engine_difference(mpt_spec(), other_bias), 1e-3);
+    const Spec g = granite_spec();
+    for (float Spec::*key : {&Spec::embedding_scale, &Spec::residual_scale, &Spec::attention_scale,
+                             &Spec::logit_scale}) {
+        Spec without = g;
+        without.*key = 0.0f;
+        EXPECT_GT(max_engine_difference(g, without), 1e-3);
+    }
+}
+
+// A second input norm hands attn_norm to the FFN, which only a parallel FFN without a norm of
+// its own can take (Context::eval relies on it).
+TEST(ArchDescriptions, SecondInputNormOnlyWithASharedParallelNorm) {
+    for (const ArchDesc* d : supported_archs()) {
+        if (d->attn_norm_2 == Need::absent) continue;
+        EXPECT_EQ(d->residual, Residual::parallel) << d->name;
+        EXPECT_TRUE(d->parallel_residual_key.empty()) << d->name;
+        EXPECT_FALSE(d->ffn_norm) << d->name;
+    }
+}
+
 // phi3's fused matrices are qwen2's separate ones stacked: same logits, bit for bit.
 TEST(ArchEquivalence, Phi3EqualsQwen2WithStackedTensors) {
     const Tiny qwen = make_tiny(qwen2_spec(), 5);
@@ -439,13 +688,16 @@ TEST(ArchEquivalence, Phi3EqualsQwen2WithStackedTensors) {
 
 // --- load-time refusals ---
 
-std::string load_error(const Tiny& m) {
+std::string load_error(const gguf::Writer& w) {
     try {
-        Model::from_file(gguf::File::from_bytes(m.writer().to_bytes()));
+        Model::from_file(gguf::File::from_bytes(w.to_bytes()));
     } catch (const gguf::Error& e) {
         return e.what();
     }
     return "(loaded)";
+}
+std::string load_error(const Tiny& m) {
+    return load_error(m.writer());
 }
 
 TEST(ArchRefusals, MissingTensorIsNamed) {
@@ -482,19 +734,58 @@ TEST(ArchRefusals, BadShapeIsNamed) {
         << load_error(g);
 }
 
-TEST(ArchRefusals, Falcon40bLayoutIsRefused) {
-    Tiny m = make_tiny(falcon_spec());
-    m.tensors["blk.0.attn_norm_2.weight"] = m.at("blk.0.attn_norm.weight");
-    const std::string e = load_error(m);
-    EXPECT_NE(e.find("'blk.0.attn_norm_2.weight' belongs to a falcon variant"), std::string::npos)
-        << e;
+TEST(ArchRefusals, QkNormVariantsAreRefused) {
+    for (const Spec& s : {stablelm_spec(), mpt_spec()}) {
+        Tiny m = make_tiny(s);
+        m.tensors["blk.1.attn_q_norm.weight"] = m.at("blk.1.attn_norm.weight");
+        const std::string e = load_error(m);
+        EXPECT_NE(e.find("'blk.1.attn_q_norm.weight' is not part of the " + s.arch +
+                         " architecture as ggufd computes it"),
+                  std::string::npos)
+            << e;
+    }
+}
+
+TEST(ArchRefusals, RopeFactorsGgufdCannotHonour) {
+    Tiny one = make_tiny(phi3_longrope_spec());
+    one.tensors.erase("rope_factors_short.weight");
+    EXPECT_NE(load_error(one).find("only one of rope_factors_long and rope_factors_short is not "
+                                   "supported"),
+              std::string::npos)
+        << load_error(one);
+    Tiny both = make_tiny(phi3_longrope_spec());
+    both.tensors["rope_freqs.weight"] = both.at("rope_factors_long.weight");
+    EXPECT_NE(load_error(both).find("not supported"), std::string::npos) << load_error(both);
+    Tiny wrong = make_tiny(phi3_longrope_spec());
+    wrong.tensors["rope_factors_long.weight"].shape = {2, 2};
+    EXPECT_NE(load_error(wrong).find("'rope_factors_long.weight' has shape"), std::string::npos)
+        << load_error(wrong);
+}
+
+TEST(ArchRefusals, YarnWithAttnFactorIsRefused) {
+    gguf::Writer w = make_tiny(llama_spec()).writer();
+    w.set("llama.rope.scaling.type", std::string("yarn"));
+    w.set("llama.rope.scaling.factor", 4.0f);
+    w.set("llama.rope.scaling.attn_factor", 1.2f);
+    const std::string e = load_error(w);
+    EXPECT_NE(e.find("attn_factor with YaRN scaling is not supported"), std::string::npos) << e;
+}
+
+TEST(ArchRefusals, LayoutMultipliersMustBePositive) {
+    gguf::Writer w = make_tiny(granite_spec()).writer();
+    w.set("granite.residual_scale", -0.5f);
+    const std::string e = load_error(w);
+    EXPECT_NE(e.find("granite.residual_scale must be a positive"), std::string::npos) << e;
+    gguf::Writer m = make_tiny(mpt_spec()).writer();
+    m.set("mpt.attention.max_alibi_bias", 0.0f);
+    EXPECT_NE(load_error(m).find("max_alibi_bias must be a positive"), std::string::npos);
 }
 
 // A tensor the description does not use would be computation left out: the file is refused
 // naming it, whatever it is called and wherever it sits.
 TEST(ArchRefusals, UnusedTensorIsRefusedByName) {
     for (const std::string name :
-         {"rope_factors_long.weight", "blk.1.attn_q_norm.weight", "blk.0.post_ffw_norm.weight"}) {
+         {"position_embd.weight", "blk.1.attn_q_norm.weight", "blk.0.post_ffw_norm.weight"}) {
         Tiny m = make_tiny(llama_spec());
         m.tensors[name] = m.at("blk.0.attn_norm.weight");
         const std::string e = load_error(m);

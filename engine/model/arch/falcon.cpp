@@ -1,7 +1,7 @@
-// falcon (7b layout): LayerNorm with biases, fused attn_qkv without biases, NeoX RoPE, up ->
-// GELU -> down without biases, attention and FFN in parallel reading the same normed input (no
-// ffn_norm). Falcon-40b's second per-layer norm (attn_norm_2) is a layout this does not cover:
-// such files are refused rather than run wrongly.
+// falcon: LayerNorm with biases, fused attn_qkv without biases, NeoX RoPE, up -> GELU -> down
+// without biases, attention and FFN in parallel from the block's input (no ffn_norm). The 7b
+// layout feeds both from one norm (attn_norm); the 40b one adds attn_norm_2 (ln_attn) for
+// attention, leaving attn_norm (ln_mlp) to the FFN.
 #include "engine/model/arch.h"
 
 namespace ggufd::model::arch {
@@ -17,7 +17,7 @@ extern const ArchDesc falcon = {
     .rope = RopeOrdering::neox,
     .residual = Residual::parallel,
     .ffn_norm = false,
-    .unsupported_layer_tensor = "attn_norm_2",
+    .attn_norm_2 = Need::optional,
 };
 
 }  // namespace ggufd::model::arch

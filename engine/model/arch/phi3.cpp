@@ -1,6 +1,7 @@
 // phi3: RMSNorm, one fused attn_qkv matrix (Q rows, then K, then V), SwiGLU whose gate and up
 // are stacked in ffn_up (2 * n_ff rows, the gate's first), NeoX RoPE, separate output head.
-// (LongRoPE's rope_factors_long/short tensors of the 128k variants are not applied.)
+// The 128k variants' LongRoPE (rope_factors_long/short, rope.scaling.attn_factor) is read for
+// every RoPE architecture (weights.cpp, hparams.cpp).
 #include "engine/model/arch.h"
 
 namespace ggufd::model::arch {

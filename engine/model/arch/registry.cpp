@@ -7,12 +7,15 @@
 namespace ggufd::model {
 namespace arch {
 extern const ArchDesc llama, qwen2, gemma, phi3, gpt2, gptneox, falcon;
+extern const ArchDesc starcoder2, stablelm, granite, mpt, bloom, gptj;  // layout variants
 }  // namespace arch
 
 namespace {
-const std::array<const ArchDesc*, 7> kArchs = {&arch::llama, &arch::qwen2, &arch::gemma,
-                                               &arch::phi3,  &arch::gpt2,  &arch::gptneox,
-                                               &arch::falcon};
+const std::array<const ArchDesc*, 13> kArchs = {
+    &arch::llama, &arch::qwen2, &arch::gemma, &arch::phi3, &arch::gpt2, &arch::gptneox,
+    &arch::falcon,
+    // layout variants
+    &arch::starcoder2, &arch::stablelm, &arch::granite, &arch::mpt, &arch::bloom, &arch::gptj};
 }  // namespace
 
 const ArchDesc* find_arch(std::string_view name) {
