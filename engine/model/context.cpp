@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <stdexcept>
 #include <string>
@@ -200,6 +201,36 @@ void Context::feed_forward(const LayerWeights& l, const float* xn, int64_t n, fl
     affine(*l.ffn_down, l.ffn_down_b, gate, n, y);
 }
 
+void Context::qk_norm(const LayerWeights& l, float* q, float* k, int64_t n) {
+    if (!l.attn_q_norm) return;
+    const HParams& hp = model_->hparams();
+    const int64_t q_dim = int64_t{hp.head_dim_k} * hp.n_head, k_dim = hp.n_embd_k_gqa();
+    const bool whole = hp.desc->qk_norm == QkNorm::whole;
+    const int64_t q_width = whole ? q_dim : hp.head_dim_k;
+    const int64_t k_width = whole ? k_dim : hp.head_dim_k;
+    kernels::rms_norm_rows(q, model_->vector_weight(l.attn_q_norm), q, n * q_dim / q_width, q_width,
+                           hp.norm_eps, &pool_);
+    kernels::rms_norm_rows(k, model_->vector_weight(l.attn_k_norm), k, n * k_dim / k_width, k_width,
+                           hp.norm_eps, &pool_);
+}
+
+void Context::post_norm(const gguf::TensorInfo* w, float* y, int64_t n) {
+    if (w) norm(w, nullptr, y, y, n);
+}
+
+void Context::final_softcap(float* logits, int64_t m) {
+    const HParams& hp = model_->hparams();
+    const float cap = hp.final_softcap;
+    if (cap <= 0.0f) return;
+    const int64_t vocab = hp.n_vocab;
+    // Once per returned row, after the output matrix that costs n_embd times more.
+    pool_.parallel_for(m, 1, [&](int64_t r0, int64_t r1, int) {
+        for (float* p = logits + r0 * vocab; p < logits + r1 * vocab; ++p) {
+            *p = cap * std::tanh(*p / cap);
+        }
+    });
+}
+
 void Context::eval(std::span<const BatchToken> batch_in, std::vector<float>& logits) {
     logits.clear();
     if (batch_in.empty()) return;
@@ -273,18 +304,36 @@ void Context::eval(std::span<const BatchToken> batch_in, std::vector<float>& log
     ap.n_head_kv = hp.n_head_kv;
     ap.head_dim = hp.head_dim_k;
     ap.scale = 1.0f / std::sqrt(static_cast<float>(hp.head_dim_k));
+    ap.softcap = hp.attn_softcap;
+    // Local (sliding-window) layers: their own RoPE base, without the context scaling when asked.
+    kernels::RopeParams rope_swa = rope;
+    rope_swa.freq_base = hp.rope_freq_base_swa;
+    if (d.swa_rope_unscaled) {
+        rope_swa.freq_scale = 1.0f;
+        rope_swa.ext_factor = 0.0f;
+        rope_swa.attn_factor = 1.0f;
+    }
 
     for (uint32_t il = 0; il < hp.n_layer; ++il) {
         const LayerWeights& l = w.layers[il];
         const int layer = static_cast<int>(il);
+        const bool local = hp.is_swa_layer(il);
+        kernels::AttentionParams lap = ap;
+        lap.window = local ? static_cast<int32_t>(
+                                 std::min<uint32_t>(hp.n_swa, std::numeric_limits<int32_t>::max()))
+                           : 0;
 
-        // Attention block.
-        norm(l.attn_norm, l.attn_norm_b, x, xn, n);
+        // Attention block (its input un-normed when the architecture has no pre-norms).
+        const float* h = x;
+        if (l.attn_norm) {
+            norm(l.attn_norm, l.attn_norm_b, x, xn, n);
+            h = xn;
+        }
         if (l.wqkv) {
             // One product for Q, K and V, then split so each is contiguous as below.
             const int64_t qkv_dim = q_dim + k_dim + v_dim;
             float* qkv = grow(qkv_, static_cast<size_t>(n * qkv_dim));
-            affine(*l.wqkv, l.bqkv, xn, n, qkv);
+            affine(*l.wqkv, l.bqkv, h, n, qkv);
             for (int64_t i = 0; i < n; ++i) {
                 const float* row = qkv + i * qkv_dim;
                 std::copy_n(row, q_dim, q + i * q_dim);
@@ -292,14 +341,16 @@ void Context::eval(std::span<const BatchToken> batch_in, std::vector<float>& log
                 std::copy_n(row + q_dim + k_dim, v_dim, v + i * v_dim);
             }
         } else {
-            linear_many({{l.wq, q}, {l.wk, k}, {l.wv, v}}, xn, n);
+            linear_many({{l.wq, q}, {l.wk, k}, {l.wv, v}}, h, n);
             add_bias(l.bq, q, n, q_dim);
             add_bias(l.bk, k, n, k_dim);
             add_bias(l.bv, v, n, v_dim);
         }
+        qk_norm(l, q, k, n);
         if (d.position == PositionKind::rope) {
-            kernels::rope(q, n, hp.n_head, hp.head_dim_k, positions.data(), rope, &pool_);
-            kernels::rope(k, n, hp.n_head_kv, hp.head_dim_k, positions.data(), rope, &pool_);
+            const kernels::RopeParams& lr = local ? rope_swa : rope;
+            kernels::rope(q, n, hp.n_head, hp.head_dim_k, positions.data(), lr, &pool_);
+            kernels::rope(k, n, hp.n_head_kv, hp.head_dim_k, positions.data(), lr, &pool_);
         }
 
         for (int64_t i = 0; i < n; ++i) {
@@ -316,25 +367,39 @@ void Context::eval(std::span<const BatchToken> batch_in, std::vector<float>& log
         }
         for (const Group& g : groups) {
             kernels::KvCellList cells;
-            cells.pos = cell_positions_.data();
-            cells.count = batch[static_cast<size_t>(g.begin + g.count - 1)].pos + 1;
+            const int32_t end = batch[static_cast<size_t>(g.begin + g.count - 1)].pos + 1;
+            // A sliding window's cells start where the group's first query can see.
+            const int32_t start =
+                lap.window > 0
+                    ? std::max(0, batch[static_cast<size_t>(g.begin)].pos + 1 - lap.window)
+                    : 0;
+            cells.index = cell_positions_.data() + start;
+            cells.pos = cell_positions_.data() + start;
+            cells.count = end - start;
             kernels::attention(q + g.begin * q_dim, positions.data() + g.begin, g.count,
-                               kv_.k_view(layer, g.seq), kv_.v_view(layer, g.seq), cells, ap,
+                               kv_.k_view(layer, g.seq), kv_.v_view(layer, g.seq), cells, lap,
                                att + g.begin * att_dim, &pool_);
         }
         affine(*l.wo, l.bo, att, n, tmp);
+        post_norm(l.post_attn_norm, tmp, n);
 
         if (!hp.parallel_residual) {
             kernels::add(x, tmp, x, n * embd, &pool_);
-            norm(l.ffn_norm, l.ffn_norm_b, x, xn, n);
-            feed_forward(l, xn, n, tmp);
+            const float* f = x;
+            if (l.ffn_norm) {
+                norm(l.ffn_norm, l.ffn_norm_b, x, xn, n);
+                f = xn;
+            }
+            feed_forward(l, f, n, tmp);
+            post_norm(l.post_ffn_norm, tmp, n);
             kernels::add(x, tmp, x, n * embd, &pool_);
         } else {
             // Both branches read the block's input; without an FFN norm of its own the FFN
             // reuses the attention's normed input, still in xn.
             float* ffn_out = grow(ffn_out_, static_cast<size_t>(n * embd));
             if (l.ffn_norm) norm(l.ffn_norm, l.ffn_norm_b, x, xn, n);
-            feed_forward(l, xn, n, ffn_out);
+            feed_forward(l, l.ffn_norm ? xn : h, n, ffn_out);
+            post_norm(l.post_ffn_norm, ffn_out, n);
             kernels::add(x, tmp, x, n * embd, &pool_);
             kernels::add(x, ffn_out, x, n * embd, &pool_);
         }
@@ -365,6 +430,7 @@ void Context::eval(std::span<const BatchToken> batch_in, std::vector<float>& log
     }
     logits.resize(static_cast<size_t>(m) * hp.n_vocab);
     affine(*w.output, w.output_b, xn, m, logits.data());
+    final_softcap(logits.data(), m);
 }
 
 }  // namespace ggufd::model

@@ -68,6 +68,14 @@ class Context {
     // y[n x dim] += bias, when the tensor exists.
     void add_bias(const gguf::TensorInfo* bias, float* y, int64_t n, int64_t dim);
 
+    // Attention and norm-placement extras (ArchDesc::qk_norm, norm_placement, soft-caps).
+    // RMSNorm of Q [n][n_head * head] and K [n][n_head_kv * head] per head or whole, in place.
+    void qk_norm(const LayerWeights& l, float* q, float* k, int64_t n);
+    // y [n][n_embd] = norm(y) with weight w, when the tensor exists (post-attention/FFN norms).
+    void post_norm(const gguf::TensorInfo* w, float* y, int64_t n);
+    // logits [m][n_vocab] = c * tanh(logits / c) when the model has a final soft-cap c.
+    void final_softcap(float* logits, int64_t m);
+
     std::shared_ptr<const Model> model_;
     kernels::ThreadPool pool_;
     KvCache kv_;

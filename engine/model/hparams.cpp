@@ -25,6 +25,30 @@ HParams read_vocab_size(const gguf::File& f, const std::string& p, HParams hp) {
     return hp;
 }
 
+// Soft-caps and the sliding window (see ArchDesc::swa_period).
+HParams read_attention_extras(const gguf::File& f, const std::string& p, HParams hp) {
+    const ArchDesc& d = *hp.desc;
+    for (auto [key, cap] : {std::pair{"attn_logit_softcapping", &hp.attn_softcap},
+                            std::pair{"final_logit_softcapping", &hp.final_softcap}}) {
+        *cap = f.get_or<float>(p + key, 0.0f);
+        if (!(*cap >= 0.0f) || !std::isfinite(*cap)) refuse(p + key + " must be >= 0 and finite");
+    }
+    hp.rope_freq_base_swa = hp.rope_freq_base;
+    if (d.swa_period == 0) return hp;
+    const std::string window_key = p + "attention.sliding_window";
+    hp.n_swa = d.swa_window_default > 0 ? f.get_or<uint32_t>(window_key, d.swa_window_default)
+                                        : f.get<uint32_t>(window_key);
+    if (hp.n_swa == 0) refuse(window_key + " must be at least 1");
+    hp.swa_period = f.get_or<uint32_t>(p + "attention.sliding_window_pattern", d.swa_period);
+    if (d.position == PositionKind::rope) {
+        hp.rope_freq_base_swa = f.get_or<float>(p + "rope.freq_base_swa", hp.rope_freq_base);
+        if (!(hp.rope_freq_base_swa > 0.0f) || !std::isfinite(hp.rope_freq_base_swa)) {
+            refuse(p + "rope.freq_base_swa must be a positive finite number");
+        }
+    }
+    return hp;
+}
+
 }  // namespace
 
 bool is_supported_architecture(const std::string& arch) {
@@ -82,7 +106,9 @@ HParams read_hparams(const gguf::File& f) {
     }
 
     hp.rope_ordering = desc->rope;
-    if (desc->position != PositionKind::rope) return read_vocab_size(f, p, hp);
+    if (desc->position != PositionKind::rope) {
+        return read_vocab_size(f, p, read_attention_extras(f, p, hp));
+    }
     hp.n_rot = f.get_or<uint32_t>(p + "rope.dimension_count", hp.head_dim_k);
     // 0 would pass the other checks but the RoPE kernel needs at least one pair to rotate.
     if (hp.n_rot < 2 || hp.n_rot > hp.head_dim_k || hp.n_rot % 2 != 0) {
@@ -120,7 +146,7 @@ HParams read_hparams(const gguf::File& f) {
     hp.rope_n_ctx_orig =
         f.get_or<uint32_t>(p + "rope.scaling.original_context_length", hp.n_ctx_train);
 
-    return read_vocab_size(f, p, hp);
+    return read_vocab_size(f, p, read_attention_extras(f, p, hp));
 }
 
 }  // namespace ggufd::model

@@ -39,6 +39,17 @@ struct HParams {
 
     bool parallel_residual = false;  // the desc's residual, or its parallel_residual_key
 
+    // Attention extras: soft-caps (0: off) and sliding-window attention.
+    float attn_softcap = 0.0f;   // attention logits become c * tanh(s / c)
+    float final_softcap = 0.0f;  // output logits likewise
+    uint32_t n_swa = 0;          // window of the local layers: a query sees it and n_swa - 1 before
+    uint32_t swa_period = 0;     // layer il is local when il % period < period - 1 (0: all)
+    float rope_freq_base_swa = 10000.0f;  // RoPE base of the local layers
+    // Whether layer il attends through the sliding window.
+    bool is_swa_layer(uint32_t il) const {
+        return n_swa > 0 && (swa_period == 0 || il % swa_period < swa_period - 1);
+    }
+
     uint32_t n_embd_k_gqa() const { return head_dim_k * n_head_kv; }
     uint32_t n_embd_v_gqa() const { return head_dim_v * n_head_kv; }
     uint32_t n_gqa() const { return n_head / n_head_kv; }

@@ -68,6 +68,23 @@ std::string bias(std::string_view prefix, std::string_view name) {
     return std::string(prefix) + std::string(name) + ".bias";
 }
 
+// The tensors of ArchDesc::qk_norm and norm_placement for the layer with prefix p.
+void bind_attention_extras(Binder& b, const HParams& hp, const std::string& p, LayerWeights& l) {
+    const ArchDesc& d = *hp.desc;
+    const TensorNames& nm = d.names;
+    if (d.qk_norm != QkNorm::none) {
+        const bool whole = d.qk_norm == QkNorm::whole;
+        const int64_t q_width = whole ? int64_t{hp.head_dim_k} * hp.n_head : hp.head_dim_k;
+        const int64_t k_width = whole ? int64_t{hp.n_embd_k_gqa()} : hp.head_dim_k;
+        l.attn_q_norm = b.require(weight(p, nm.attn_q_norm), {q_width});
+        l.attn_k_norm = b.require(weight(p, nm.attn_k_norm), {k_width});
+    }
+    if (d.norm_placement != NormPlacement::pre) {
+        l.post_attn_norm = b.require(weight(p, nm.post_attn_norm), {hp.n_embd});
+        l.post_ffn_norm = b.require(weight(p, nm.post_ffn_norm), {hp.n_embd});
+    }
+}
+
 }  // namespace
 
 Weights bind_weights(const gguf::File& file, const HParams& hp) {
@@ -109,8 +126,11 @@ Weights bind_weights(const gguf::File& file, const HParams& hp) {
                                   std::string(d.name) + " variant ggufd does not support");
             }
         }
-        l.attn_norm = b.require(weight(p, nm.attn_norm), {embd});
-        l.attn_norm_b = b.bind(d.norm_bias, bias(p, nm.attn_norm), {embd});
+        const bool pre_norms = d.norm_placement != NormPlacement::post;
+        if (pre_norms) {
+            l.attn_norm = b.require(weight(p, nm.attn_norm), {embd});
+            l.attn_norm_b = b.bind(d.norm_bias, bias(p, nm.attn_norm), {embd});
+        }
         if (d.fused_qkv) {
             l.wqkv = b.require(weight(p, nm.attn_qkv), {embd, qkv_out});
             l.bqkv = b.bind(d.qkv_bias, bias(p, nm.attn_qkv), {qkv_out});
@@ -124,7 +144,7 @@ Weights bind_weights(const gguf::File& file, const HParams& hp) {
         }
         l.wo = b.require(weight(p, nm.attn_output), {attn_out_in, embd});
         l.bo = b.bind(d.attn_out_bias, bias(p, nm.attn_output), {embd});
-        if (d.ffn_norm) {
+        if (d.ffn_norm && pre_norms) {
             l.ffn_norm = b.require(weight(p, nm.ffn_norm), {embd});
             l.ffn_norm_b = b.bind(d.norm_bias, bias(p, nm.ffn_norm), {embd});
         }
@@ -136,6 +156,7 @@ Weights bind_weights(const gguf::File& file, const HParams& hp) {
         l.ffn_up_b = b.bind(d.ffn_bias, bias(p, nm.ffn_up), {up_out});
         l.ffn_down = b.require(weight(p, nm.ffn_down), {ff, embd});
         l.ffn_down_b = b.bind(d.ffn_bias, bias(p, nm.ffn_down), {embd});
+        bind_attention_extras(b, hp, p, l);
     }
     return w;
 }

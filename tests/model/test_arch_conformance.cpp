@@ -22,8 +22,10 @@ using test_support::read_f32;
 using test_support::read_ids;
 
 // The files (name without .gguf) whose logits ggufd must reproduce.
-const std::vector<std::string> kRuns = {"llama", "qwen2",   "gemma", "phi3",
-                                        "gpt2",  "gptneox", "falcon"};
+const std::vector<std::string> kRuns = {"llama", "qwen2", "gemma", "phi3", "gpt2", "gptneox",
+                                        "falcon",
+                                        // Attention and norm-placement extras.
+                                        "qwen3", "gemma2", "gemma3", "olmo2"};
 
 // Evaluates ids at positions 0.. in batches of at most `chunk` tokens; every position's logits.
 std::vector<float> logits_in_chunks(Context& ctx, const std::vector<int32_t>& ids, size_t chunk) {

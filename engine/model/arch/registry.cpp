@@ -7,12 +7,16 @@
 namespace ggufd::model {
 namespace arch {
 extern const ArchDesc llama, qwen2, gemma, phi3, gpt2, gptneox, falcon;
+// Attention and norm-placement extras.
+extern const ArchDesc qwen3, gemma2, gemma3, olmo2;
 }  // namespace arch
 
 namespace {
-const std::array<const ArchDesc*, 7> kArchs = {&arch::llama, &arch::qwen2, &arch::gemma,
-                                               &arch::phi3,  &arch::gpt2,  &arch::gptneox,
-                                               &arch::falcon};
+const std::array<const ArchDesc*, 11> kArchs = {
+    &arch::llama, &arch::qwen2, &arch::gemma, &arch::phi3, &arch::gpt2, &arch::gptneox,
+    &arch::falcon,
+    // Attention and norm-placement extras.
+    &arch::qwen3, &arch::gemma2, &arch::gemma3, &arch::olmo2};
 }  // namespace
 
 const ArchDesc* find_arch(std::string_view name) {

@@ -1,0 +1,19 @@
+// gemma2: gemma plus RMSNorms of the attention and FFN outputs before their residual adds
+// (post_attention_norm, post_ffw_norm), soft-capped attention and final logits
+// (attn_logit_softcapping, final_logit_softcapping) and sliding-window attention on every other
+// layer, starting with the first (attention.sliding_window, 4096 when absent).
+#include "engine/model/arch.h"
+
+namespace ggufd::model::arch {
+
+extern const ArchDesc gemma2 = {
+    .name = "gemma2",
+    .ffn = FfnKind::geglu,
+    .rope = RopeOrdering::neox,
+    .embd_scale_sqrt = true,
+    .norm_placement = NormPlacement::pre_and_post,
+    .swa_period = 2,
+    .swa_window_default = 4096,
+};
+
+}  // namespace ggufd::model::arch
