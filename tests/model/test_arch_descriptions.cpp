@@ -36,6 +36,14 @@ struct Spec {
     bool embd_scale = false;
     bool tied = false;
     std::string eps_key = "attention.layer_norm_rms_epsilon";
+    // Attention and norm-placement extras.
+    enum { qk_none, qk_per_head, qk_whole } qk_norm = qk_none;  // RMSNorm of Q and K before RoPE
+    enum { pre, pre_and_post, post } norms = pre;     // post: branch output normed, no pre-norm
+    float attn_softcap = 0.0f, final_softcap = 0.0f;  // written when > 0
+    uint32_t window = 0;                              // attention.sliding_window when > 0
+    uint32_t swa_period = 0;    // local layers: il % period < period - 1 (0: every layer)
+    bool write_period = false;  // attention.sliding_window_pattern = swa_period
+    float rope_base = 10000.0f, rope_base_swa = 0.0f;  // rope.freq_base(_swa), the latter if > 0
     uint32_t n_embd = 16, n_head = 2, n_head_kv = 1, head_dim = 8, n_ff = 24, n_vocab = 32,
              n_layer = 2, n_ctx = 16;
 };
@@ -72,6 +80,12 @@ struct Tiny {
         w.set(p + "vocab_size", s.n_vocab);
         if (s.n_rot) w.set(p + "rope.dimension_count", s.n_rot);
         if (s.parallel_key_false) w.set(p + "use_parallel_residual", false);
+        if (s.attn_softcap > 0) w.set(p + "attn_logit_softcapping", s.attn_softcap);
+        if (s.final_softcap > 0) w.set(p + "final_logit_softcapping", s.final_softcap);
+        if (s.window > 0) w.set(p + "attention.sliding_window", s.window);
+        if (s.write_period) w.set(p + "attention.sliding_window_pattern", s.swa_period);
+        if (s.rope_base != 10000.0f) w.set(p + "rope.freq_base", s.rope_base);
+        if (s.rope_base_swa > 0) w.set(p + "rope.freq_base_swa", s.rope_base_swa);
         for (const auto& [name, t] : tensors) w.add_tensor(name, t.shape, t.data);
         return w;
     }
@@ -100,7 +114,16 @@ Tiny make_tiny(const Spec& s, uint32_t seed = 1) {
     if (!s.tied) add("output.weight", {e, s.n_vocab});
     for (uint32_t i = 0; i < s.n_layer; ++i) {
         const std::string b = "blk." + std::to_string(i) + ".";
-        norm(b + "attn_norm");
+        if (s.norms != Spec::post) norm(b + "attn_norm");
+        if (s.qk_norm != Spec::qk_none) {
+            const bool whole = s.qk_norm == Spec::qk_whole;
+            add(b + "attn_q_norm.weight", {whole ? q : s.head_dim}, 1.0f);
+            add(b + "attn_k_norm.weight", {whole ? kv : s.head_dim}, 1.0f);
+        }
+        if (s.norms != Spec::pre) {
+            add(b + "post_attention_norm.weight", {e}, 1.0f);
+            add(b + "post_ffw_norm.weight", {e}, 1.0f);
+        }
         if (s.fused_qkv) {
             add(b + "attn_qkv.weight", {e, q + 2 * kv});
             if (s.qkv_bias) add(b + "attn_qkv.bias", {q + 2 * kv});
@@ -116,7 +139,7 @@ Tiny make_tiny(const Spec& s, uint32_t seed = 1) {
         }
         add(b + "attn_output.weight", {q, e});
         if (s.out_bias) add(b + "attn_output.bias", {e});
-        if (!s.shared_norm) norm(b + "ffn_norm");
+        if (!s.shared_norm && s.norms != Spec::post) norm(b + "ffn_norm");
         const int64_t up = s.fused_gate_up ? 2 * ff : ff;
         if (s.ffn != Spec::gelu && !s.fused_gate_up) add(b + "ffn_gate.weight", {e, ff});
         add(b + "ffn_up.weight", {e, up});
@@ -164,10 +187,10 @@ double silu(double x) {
     return x / (1.0 + std::exp(-x));
 }
 
-void rotate(const Spec& s, double* head, int pos) {
+void rotate(const Spec& s, double* head, int pos, double base = 10000.0) {
     const int n_rot = static_cast<int>(s.n_rot ? s.n_rot : s.head_dim);
     for (int i = 0; i < n_rot / 2; ++i) {
-        const double theta = pos * std::pow(10000.0, -2.0 * i / n_rot);
+        const double theta = pos * std::pow(base, -2.0 * i / n_rot);
         const int a = s.pos == Spec::rope_neox ? i : 2 * i;
         const int b = s.pos == Spec::rope_neox ? i + n_rot / 2 : 2 * i + 1;
         const double x0 = head[a], x1 = head[b];
@@ -198,6 +221,22 @@ Vec ffn(const Tiny& m, const std::string& b, const Vec& h) {
     return matvec(m.at(b + "ffn_down.weight"), act, m.find(b + "ffn_down.bias"));
 }
 
+// RMSNorm of x[begin, begin + width) with the weight tensor `name` (width wide), in place.
+void rms_in_place(const Tiny& m, const std::string& name, double* x, size_t width) {
+    double sq = 0.0;
+    for (size_t i = 0; i < width; ++i) sq += x[i] * x[i] / static_cast<double>(width);
+    const Tensor& w = m.at(name);
+    for (size_t i = 0; i < width; ++i) x[i] = x[i] / std::sqrt(sq + 1e-5) * w.data[i];
+}
+
+bool local_layer(const Spec& s, uint32_t l) {
+    return s.window > 0 && (s.swa_period == 0 || l % s.swa_period < s.swa_period - 1);
+}
+
+double capped(double x, float cap) {
+    return cap > 0 ? cap * std::tanh(x / cap) : x;
+}
+
 // Logits of every position of one sequence.
 std::vector<Vec> reference(const Tiny& m, const std::vector<int32_t>& ids) {
     const Spec& s = m.spec;
@@ -214,9 +253,11 @@ std::vector<Vec> reference(const Tiny& m, const std::vector<int32_t>& ids) {
     const bool parallel = s.parallel && !s.parallel_key_false;
     for (uint32_t l = 0; l < s.n_layer; ++l) {
         const std::string b = "blk." + std::to_string(l) + ".";
+        const bool local = local_layer(s, l);
+        const double base = local && s.rope_base_swa > 0 ? s.rope_base_swa : s.rope_base;
         std::vector<Vec> h(n), q(n), k(n), v(n);
         for (size_t t = 0; t < n; ++t) {
-            h[t] = normed(m, b + "attn_norm", x[t]);
+            h[t] = s.norms == Spec::post ? x[t] : normed(m, b + "attn_norm", x[t]);
             if (s.fused_qkv) {
                 const Vec all =
                     matvec(m.at(b + "attn_qkv.weight"), h[t], m.find(b + "attn_qkv.bias"));
@@ -229,11 +270,20 @@ std::vector<Vec> reference(const Tiny& m, const std::vector<int32_t>& ids) {
                 k[t] = matvec(m.at(b + "attn_k.weight"), h[t], m.find(b + "attn_k.bias"));
                 v[t] = matvec(m.at(b + "attn_v.weight"), h[t], m.find(b + "attn_v.bias"));
             }
+            if (s.qk_norm == Spec::qk_whole) {
+                rms_in_place(m, b + "attn_q_norm.weight", q[t].data(), q_dim);
+                rms_in_place(m, b + "attn_k_norm.weight", k[t].data(), kv_dim);
+            } else if (s.qk_norm == Spec::qk_per_head) {
+                for (size_t hh = 0; hh < s.n_head; ++hh)
+                    rms_in_place(m, b + "attn_q_norm.weight", &q[t][hh * hd], hd);
+                for (size_t hh = 0; hh < s.n_head_kv; ++hh)
+                    rms_in_place(m, b + "attn_k_norm.weight", &k[t][hh * hd], hd);
+            }
             if (s.pos != Spec::learned) {
                 for (size_t hh = 0; hh < s.n_head; ++hh)
-                    rotate(s, &q[t][hh * hd], static_cast<int>(t));
+                    rotate(s, &q[t][hh * hd], static_cast<int>(t), base);
                 for (size_t hh = 0; hh < s.n_head_kv; ++hh)
-                    rotate(s, &k[t][hh * hd], static_cast<int>(t));
+                    rotate(s, &k[t][hh * hd], static_cast<int>(t), base);
             }
         }
         std::vector<Vec> next = x;
@@ -241,27 +291,32 @@ std::vector<Vec> reference(const Tiny& m, const std::vector<int32_t>& ids) {
             Vec att(q_dim, 0.0);
             for (size_t hh = 0; hh < s.n_head; ++hh) {
                 const size_t kh = hh / (s.n_head / s.n_head_kv);
-                Vec score(t + 1);
+                // A local layer's query sees itself and the window - 1 positions before it.
+                const size_t first = local && t + 1 > s.window ? t + 1 - s.window : 0;
+                Vec score(t + 1, 0.0);
                 double mx = -1e300, sum = 0.0;
-                for (size_t j = 0; j <= t; ++j) {
+                for (size_t j = first; j <= t; ++j) {
                     double d = 0.0;
                     for (size_t i = 0; i < hd; ++i) d += q[t][hh * hd + i] * k[j][kh * hd + i];
-                    score[j] = d / std::sqrt(static_cast<double>(hd));
+                    score[j] = capped(d / std::sqrt(static_cast<double>(hd)), s.attn_softcap);
                     mx = std::max(mx, score[j]);
                 }
-                for (double& sc : score) sum += (sc = std::exp(sc - mx));
-                for (size_t j = 0; j <= t; ++j)
+                for (size_t j = first; j <= t; ++j) sum += (score[j] = std::exp(score[j] - mx));
+                for (size_t j = first; j <= t; ++j)
                     for (size_t i = 0; i < hd; ++i)
                         att[hh * hd + i] += score[j] / sum * v[j][kh * hd + i];
             }
-            const Vec o =
-                matvec(m.at(b + "attn_output.weight"), att, m.find(b + "attn_output.bias"));
+            Vec o = matvec(m.at(b + "attn_output.weight"), att, m.find(b + "attn_output.bias"));
+            if (s.norms != Spec::pre)
+                rms_in_place(m, b + "post_attention_norm.weight", o.data(), e);
             if (parallel) {
                 const Vec f = ffn(m, b, s.shared_norm ? h[t] : normed(m, b + "ffn_norm", x[t]));
                 for (size_t i = 0; i < e; ++i) next[t][i] += o[i] + f[i];
             } else {
                 for (size_t i = 0; i < e; ++i) next[t][i] += o[i];
-                const Vec f = ffn(m, b, normed(m, b + "ffn_norm", next[t]));
+                Vec f =
+                    ffn(m, b, s.norms == Spec::post ? next[t] : normed(m, b + "ffn_norm", next[t]));
+                if (s.norms != Spec::pre) rms_in_place(m, b + "post_ffw_norm.weight", f.data(), e);
                 for (size_t i = 0; i < e; ++i) next[t][i] += f[i];
             }
         }
@@ -269,8 +324,10 @@ std::vector<Vec> reference(const Tiny& m, const std::vector<int32_t>& ids) {
     }
     std::vector<Vec> logits(n);
     const Tensor& head = s.tied ? m.at("token_embd.weight") : m.at("output.weight");
-    for (size_t t = 0; t < n; ++t)
+    for (size_t t = 0; t < n; ++t) {
         logits[t] = matvec(head, normed(m, "output_norm", x[t]), nullptr);
+        for (double& z : logits[t]) z = capped(z, s.final_softcap);
+    }
     return logits;
 }
 
@@ -278,11 +335,32 @@ std::vector<float> engine_logits(const gguf::Writer& w, const std::vector<int32_
     return test_support::logits_of(w, ids, ggufd::kernels::KvType::f32);
 }
 
-void expect_matches_reference(const Spec& s) {
+// The same, in chunks of `chunk` tokens through one context (the KV cache's path).
+std::vector<float> engine_logits_chunked(const gguf::Writer& w, const std::vector<int32_t>& ids,
+                                         size_t chunk) {
+    auto model = Model::from_file(gguf::File::from_bytes(w.to_bytes()));
+    Context ctx(
+        model,
+        ContextParams{
+            .n_seq = 1, .n_ctx = 64, .n_threads = 1, .kv_type = ggufd::kernels::KvType::f32});
+    std::vector<float> all, part;
+    for (size_t begin = 0; begin < ids.size(); begin += chunk) {
+        std::vector<BatchToken> batch;
+        for (size_t i = begin; i < std::min(ids.size(), begin + chunk); ++i)
+            batch.push_back({0, ids[i], static_cast<int32_t>(i), true});
+        ctx.eval(batch, part);
+        all.insert(all.end(), part.begin(), part.end());
+    }
+    return all;
+}
+
+void expect_matches_reference(const Spec& s,
+                              const std::vector<int32_t>& ids = std::vector<int32_t>{3, 17, 29},
+                              size_t chunk = 0) {
     const Tiny m = make_tiny(s);
-    const std::vector<int32_t> ids = {3, 17, 29};
     const std::vector<Vec> ref = reference(m, ids);
-    const std::vector<float> got = engine_logits(m.writer(), ids);
+    const std::vector<float> got =
+        chunk ? engine_logits_chunked(m.writer(), ids, chunk) : engine_logits(m.writer(), ids);
     ASSERT_EQ(got.size(), ids.size() * s.n_vocab);
     double worst = 0.0;
     for (size_t t = 0; t < ids.size(); ++t) {
@@ -296,6 +374,21 @@ void expect_matches_reference(const Spec& s) {
     double spread = 0.0;
     for (double r : ref[2]) spread = std::max(spread, std::abs(r - ref[2][0]));
     EXPECT_GT(spread, 0.1) << "max error " << worst;
+}
+
+// The reference's logits move by more than `at_least` when `change` is applied to the spec (the
+// tensors kept): the mechanism a test exercises is not a no-op on its model.
+void expect_reference_depends_on(const Spec& s, void (*change)(Spec&),
+                                 const std::vector<int32_t>& ids, double at_least = 0.05) {
+    const Tiny m = make_tiny(s);
+    Tiny changed = m;
+    change(changed.spec);
+    const std::vector<Vec> a = reference(m, ids), b = reference(changed, ids);
+    double moved = 0.0;
+    for (size_t t = 0; t < a.size(); ++t)
+        for (size_t i = 0; i < a[t].size(); ++i)
+            moved = std::max(moved, std::abs(a[t][i] - b[t][i]));
+    EXPECT_GT(moved, at_least);
 }
 
 Spec llama_spec() {
@@ -351,6 +444,45 @@ Spec falcon_spec() {
                 .eps_key = "attention.layer_norm_epsilon"};
 }
 
+// Attention and norm-placement extras.
+Spec qwen3_spec() {
+    return Spec{.arch = "qwen3", .pos = Spec::rope_neox, .qk_norm = Spec::qk_per_head};
+}
+Spec gemma2_spec() {
+    return Spec{.arch = "gemma2",
+                .ffn = Spec::geglu,
+                .pos = Spec::rope_neox,
+                .embd_scale = true,
+                .tied = true,
+                .norms = Spec::pre_and_post,
+                .attn_softcap = 0.5f,
+                .final_softcap = 1.5f,
+                .window = 3,
+                .swa_period = 2};
+}
+Spec gemma3_spec() {
+    return Spec{.arch = "gemma3",
+                .ffn = Spec::geglu,
+                .pos = Spec::rope_neox,
+                .embd_scale = true,
+                .tied = true,
+                .qk_norm = Spec::qk_per_head,
+                .norms = Spec::pre_and_post,
+                .window = 3,
+                .swa_period = 2,
+                .write_period = true,
+                .rope_base = 1e6f,
+                .rope_base_swa = 10.0f};
+}
+Spec olmo2_spec() {
+    return Spec{.arch = "olmo2",
+                .pos = Spec::rope_neox,
+                .qk_norm = Spec::qk_whole,
+                .norms = Spec::post,
+                .rope_base = 5e5f};
+}
+const std::vector<int32_t> kLongIds = {3, 17, 29, 5, 11, 2, 30, 8, 21, 14};
+
 // The reference itself checked on llama, whose engine logits match llama.cpp (TinyLlama tests).
 TEST(ArchReference, Llama) {
     expect_matches_reference(llama_spec());
@@ -394,6 +526,53 @@ TEST(ArchReference, OneLayerMhaGemma) {
     s.n_layer = 1;
     s.n_head_kv = 2;
     expect_matches_reference(s);
+}
+
+TEST(ArchReference, Qwen3PerHeadQkNorm) {
+    expect_matches_reference(qwen3_spec());
+}
+TEST(ArchReference, Gemma2SoftCapsPostNormsAndWindow) {
+    for (size_t chunk : {size_t{0}, size_t{4}, size_t{1}}) {
+        SCOPED_TRACE("chunk " + std::to_string(chunk));
+        expect_matches_reference(gemma2_spec(), kLongIds, chunk);
+    }
+    expect_reference_depends_on(
+        gemma2_spec(), [](Spec& s) { s.window = 0; }, kLongIds);
+    expect_reference_depends_on(
+        gemma2_spec(), [](Spec& s) { s.attn_softcap = 0; }, kLongIds);
+    expect_reference_depends_on(
+        gemma2_spec(), [](Spec& s) { s.final_softcap = 0; }, kLongIds);
+}
+// Without a pattern key gemma2 alternates local and global layers (layer 0 local); a pattern of
+// 3 makes layers 0 and 1 local, 2 global.
+TEST(ArchReference, Gemma2PatternKey) {
+    Spec s = gemma2_spec();
+    s.n_layer = 3;
+    expect_matches_reference(s, kLongIds, 3);
+    s.swa_period = 3;
+    s.write_period = true;
+    expect_matches_reference(s, kLongIds, 3);
+    expect_reference_depends_on(
+        s, [](Spec& c) { c.swa_period = 2; }, kLongIds);
+}
+TEST(ArchReference, Gemma3LocalRopeBaseAndQkNorm) {
+    for (size_t chunk : {size_t{0}, size_t{3}, size_t{1}}) {
+        SCOPED_TRACE("chunk " + std::to_string(chunk));
+        expect_matches_reference(gemma3_spec(), kLongIds, chunk);
+    }
+    expect_reference_depends_on(
+        gemma3_spec(), [](Spec& s) { s.rope_base_swa = 0; }, kLongIds);
+}
+// Every layer local (pattern 0), window 1: each token sees only itself.
+TEST(ArchReference, Gemma3AllLocalWindowOne) {
+    Spec s = gemma3_spec();
+    s.window = 1;
+    s.swa_period = 0;
+    expect_matches_reference(s, kLongIds, 4);
+}
+TEST(ArchReference, Olmo2PostNormsWholeQkNorm) {
+    expect_matches_reference(olmo2_spec(), kLongIds);
+    expect_matches_reference(olmo2_spec(), kLongIds, 3);
 }
 
 // phi3's fused matrices are qwen2's separate ones stacked: same logits, bit for bit.
@@ -494,6 +673,47 @@ TEST(ArchRefusals, UnknownArchitectureListsSupported) {
     const std::string e = load_error(make_tiny(s));
     EXPECT_NE(e.find("'mamba' is not supported"), std::string::npos) << e;
     EXPECT_NE(e.find("gemma"), std::string::npos) << e;
+}
+
+std::string load_error(const gguf::Writer& w) {
+    try {
+        Model::from_file(gguf::File::from_bytes(w.to_bytes()));
+    } catch (const gguf::Error& e) {
+        return e.what();
+    }
+    return "(loaded)";
+}
+
+TEST(ArchRefusals, AttentionExtrasAreChecked) {
+    // gemma3 has no default window; gemma2 has one (4096) and loads without the key.
+    Spec g3 = gemma3_spec();
+    g3.window = 0;
+    EXPECT_NE(load_error(make_tiny(g3)).find("gemma3.attention.sliding_window"), std::string::npos)
+        << load_error(make_tiny(g3));
+    Spec g2 = gemma2_spec();
+    g2.window = 0;
+    EXPECT_EQ(load_error(make_tiny(g2)), "(loaded)");
+    gguf::Writer zero = make_tiny(gemma2_spec()).writer();
+    zero.set("gemma2.attention.sliding_window", uint32_t{0});
+    EXPECT_NE(load_error(zero).find("sliding_window must be at least 1"), std::string::npos);
+    gguf::Writer cap = make_tiny(gemma2_spec()).writer();
+    cap.set("gemma2.attn_logit_softcapping", -1.0f);
+    EXPECT_NE(load_error(cap).find("attn_logit_softcapping must be >= 0"), std::string::npos)
+        << load_error(cap);
+    gguf::Writer base = make_tiny(gemma3_spec()).writer();
+    base.set("gemma3.rope.freq_base_swa", 0.0f);
+    EXPECT_NE(load_error(base).find("rope.freq_base_swa must be a positive"), std::string::npos);
+    // The Q/K norms are one head wide for qwen3 and the whole projection for olmo2.
+    Tiny q3 = make_tiny(qwen3_spec());
+    q3.tensors["blk.0.attn_k_norm.weight"] = q3.at("blk.0.attn_q_norm.weight");
+    q3.tensors["blk.1.attn_q_norm.weight"].shape = {16};
+    q3.tensors["blk.1.attn_q_norm.weight"].data.resize(16);
+    EXPECT_NE(load_error(q3).find("'blk.1.attn_q_norm.weight' has shape [16], expected [8]"),
+              std::string::npos)
+        << load_error(q3);
+    Tiny o2 = make_tiny(olmo2_spec());
+    o2.tensors.erase("blk.0.post_ffw_norm.weight");
+    EXPECT_NE(load_error(o2).find("'blk.0.post_ffw_norm.weight' is missing"), std::string::npos);
 }
 
 TEST(ArchRefusals, Gpt2NeedsItsEpsilonKey) {
