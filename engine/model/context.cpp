@@ -64,7 +64,7 @@ Context::Context(std::shared_ptr<const Model> model, const ContextParams& params
     : model_(std::move(model)),
       pool_(params.n_threads),
       kv_(model_->hparams(), params.n_seq, default_context_size(model_->hparams(), params.n_ctx),
-          params.kv_type) {
+          params.kv_type, params.swa_batch) {
     cell_positions_.resize(static_cast<size_t>(kv_.n_ctx()));
     std::iota(cell_positions_.begin(), cell_positions_.end(), 0);
 }
@@ -231,10 +231,35 @@ void Context::final_softcap(float* logits, int64_t m) {
     });
 }
 
-void Context::eval(std::span<const BatchToken> batch_in, std::vector<float>& logits) {
+void Context::eval(std::span<const BatchToken> batch, std::vector<float>& logits) {
     logits.clear();
-    if (batch_in.empty()) return;
-    validate(batch_in);
+    if (batch.empty()) return;
+    validate(batch);
+    // A sliding layer's ring takes a bounded number of one sequence's tokens per step: larger
+    // batches run as consecutive steps, each with at most that many tokens of any sequence.
+    const int32_t limit = kv_.max_tokens_per_step();
+    std::vector<int32_t> taken(static_cast<size_t>(kv_.n_seq()), 0);
+    std::vector<float> part;
+    size_t begin = 0;
+    while (begin < batch.size()) {
+        std::fill(taken.begin(), taken.end(), 0);
+        size_t end = begin;
+        while (end < batch.size() && taken[static_cast<size_t>(batch[end].seq)] < limit) {
+            ++taken[static_cast<size_t>(batch[end].seq)];
+            ++end;
+        }
+        if (begin == 0 && end == batch.size()) {
+            eval_step(batch, logits);
+            return;
+        }
+        eval_step(batch.subspan(begin, end - begin), part);
+        logits.insert(logits.end(), part.begin(), part.end());
+        begin = end;
+    }
+}
+
+void Context::eval_step(std::span<const BatchToken> batch_in, std::vector<float>& logits) {
+    logits.clear();
 
     const HParams& hp = model_->hparams();
     const Weights& w = model_->weights();
@@ -266,6 +291,28 @@ void Context::eval(std::span<const BatchToken> batch_in, std::vector<float>& log
             groups.push_back({batch[static_cast<size_t>(i)].seq, i, 0});
         }
         ++groups.back().count;
+    }
+    // Sliding layers' cells of each group: from where its first query's window starts through
+    // its last token, and where each position lives in the ring (p % cells).
+    struct Window {
+        int32_t start, count;
+        size_t index;  // into ring_index
+    };
+    std::vector<Window> windows;
+    std::vector<int32_t> ring_index;
+    if (hp.n_swa > 0) {
+        int ring = kv_.n_ctx();
+        for (uint32_t il = 0; il < hp.n_layer; ++il) {
+            if (hp.is_swa_layer(il)) ring = kv_.layer_cells(static_cast<int>(il));
+        }
+        for (const Group& g : groups) {
+            const int32_t first = batch[static_cast<size_t>(g.begin)].pos;
+            const int32_t end = batch[static_cast<size_t>(g.begin + g.count - 1)].pos + 1;
+            const int32_t start =
+                static_cast<int32_t>(std::max<int64_t>(0, int64_t{first} + 1 - int64_t{hp.n_swa}));
+            windows.push_back({start, end - start, ring_index.size()});
+            for (int32_t p = start; p < end; ++p) ring_index.push_back(p % ring);
+        }
     }
 
     const ArchDesc& d = *hp.desc;
@@ -365,17 +412,17 @@ void Context::eval(std::span<const BatchToken> batch_in, std::vector<float>& log
                 std::copy_n(v + i * v_dim, v_dim, static_cast<float*>(vc));
             }
         }
-        for (const Group& g : groups) {
+        for (size_t gi = 0; gi < groups.size(); ++gi) {
+            const Group& g = groups[gi];
             kernels::KvCellList cells;
-            const int32_t end = batch[static_cast<size_t>(g.begin + g.count - 1)].pos + 1;
-            // A sliding window's cells start where the group's first query can see.
-            const int32_t start =
-                lap.window > 0
-                    ? std::max(0, batch[static_cast<size_t>(g.begin)].pos + 1 - lap.window)
-                    : 0;
-            cells.index = cell_positions_.data() + start;
-            cells.pos = cell_positions_.data() + start;
-            cells.count = end - start;
+            cells.pos = cell_positions_.data();
+            cells.count = batch[static_cast<size_t>(g.begin + g.count - 1)].pos + 1;
+            if (local) {
+                const Window& win = windows[gi];
+                cells.index = ring_index.data() + win.index;
+                cells.pos = cell_positions_.data() + win.start;
+                cells.count = win.count;
+            }
             kernels::attention(q + g.begin * q_dim, positions.data() + g.begin, g.count,
                                kv_.k_view(layer, g.seq), kv_.v_view(layer, g.seq), cells, lap,
                                att + g.begin * att_dim, &pool_);

@@ -20,6 +20,9 @@ struct ContextParams {
     int n_ctx = 0;      // cells per sequence; 0 = the model's training context, at most 4096
     int n_threads = 0;  // 0 = physical cores
     kernels::KvType kv_type = kernels::KvType::f16;
+    // Sliding-window layers: tokens of one sequence a step adds beyond the window (the ring's
+    // slack, see KvCache); eval splits a batch that brings more.
+    int swa_batch = KvCache::kDefaultSwaBatch;
 };
 
 // One new token of a sequence. A sequence's tokens in a batch must continue it: positions
@@ -57,6 +60,8 @@ class Context {
     };
     void linear_many(std::initializer_list<Projection> projections, const float* x, int64_t n);
     void validate(std::span<const BatchToken> batch) const;
+    // eval of a validated batch within KvCache::max_tokens_per_step per sequence.
+    void eval_step(std::span<const BatchToken> batch, std::vector<float>& logits);
     // The architecture's norm over rows [n][n_embd] with weight w and bias b (may be null).
     void norm(const gguf::TensorInfo* w, const gguf::TensorInfo* b, const float* x, float* y,
               int64_t n);

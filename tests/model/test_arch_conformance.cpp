@@ -56,6 +56,18 @@ TEST_P(ArchFile, LogitsMatchLlamaCpp) {
         expect_logits_match(ours, ref, ctx.n_vocab(),
                             name + ", batches of " + std::to_string(chunk));
     }
+    // Sliding-window layers with a ring of window + 2 cells: the batches run in steps of 3
+    // tokens and the ring wraps several times over the prompt.
+    if (model->hparams().n_swa > 0) {
+        for (size_t chunk : {ids.size(), size_t{1}}) {
+            Context ctx(model,
+                        ContextParams{.n_seq = 1, .n_ctx = 64, .n_threads = 2, .swa_batch = 3});
+            ASSERT_LT(ctx.kv().max_tokens_per_step(), 64);
+            const auto ours = logits_in_chunks(ctx, ids, chunk);
+            expect_logits_match(ours, ref, ctx.n_vocab(),
+                                name + ", ring, batches of " + std::to_string(chunk));
+        }
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(Dense, ArchFile, ::testing::ValuesIn(kRuns),

@@ -337,12 +337,13 @@ std::vector<float> engine_logits(const gguf::Writer& w, const std::vector<int32_
 
 // The same, in chunks of `chunk` tokens through one context (the KV cache's path).
 std::vector<float> engine_logits_chunked(const gguf::Writer& w, const std::vector<int32_t>& ids,
-                                         size_t chunk) {
+                                         size_t chunk, int swa_batch = KvCache::kDefaultSwaBatch) {
     auto model = Model::from_file(gguf::File::from_bytes(w.to_bytes()));
-    Context ctx(
-        model,
-        ContextParams{
-            .n_seq = 1, .n_ctx = 64, .n_threads = 1, .kv_type = ggufd::kernels::KvType::f32});
+    Context ctx(model, ContextParams{.n_seq = 1,
+                                     .n_ctx = 64,
+                                     .n_threads = 1,
+                                     .kv_type = ggufd::kernels::KvType::f32,
+                                     .swa_batch = swa_batch});
     std::vector<float> all, part;
     for (size_t begin = 0; begin < ids.size(); begin += chunk) {
         std::vector<BatchToken> batch;
@@ -354,13 +355,16 @@ std::vector<float> engine_logits_chunked(const gguf::Writer& w, const std::vecto
     return all;
 }
 
+// chunk 0: one batch; swa_batch: the sliding layers' ring slack (KvCache).
 void expect_matches_reference(const Spec& s,
                               const std::vector<int32_t>& ids = std::vector<int32_t>{3, 17, 29},
-                              size_t chunk = 0) {
+                              size_t chunk = 0, int swa_batch = KvCache::kDefaultSwaBatch) {
     const Tiny m = make_tiny(s);
     const std::vector<Vec> ref = reference(m, ids);
+    const bool one_batch = chunk == 0 && swa_batch == KvCache::kDefaultSwaBatch;
     const std::vector<float> got =
-        chunk ? engine_logits_chunked(m.writer(), ids, chunk) : engine_logits(m.writer(), ids);
+        one_batch ? engine_logits(m.writer(), ids)
+                  : engine_logits_chunked(m.writer(), ids, chunk ? chunk : ids.size(), swa_batch);
     ASSERT_EQ(got.size(), ids.size() * s.n_vocab);
     double worst = 0.0;
     for (size_t t = 0; t < ids.size(); ++t) {
@@ -563,6 +567,48 @@ TEST(ArchReference, Gemma3LocalRopeBaseAndQkNorm) {
     expect_reference_depends_on(
         gemma3_spec(), [](Spec& s) { s.rope_base_swa = 0; }, kLongIds);
 }
+// Rings of window - 1 + 1 and + 2 cells: every batch runs in steps of one or two tokens and the
+// ring wraps over the prompt.
+TEST(ArchReference, Gemma2SlidingRing) {
+    for (int swa_batch : {1, 2}) {
+        for (size_t chunk : {size_t{0}, size_t{3}, size_t{1}}) {
+            SCOPED_TRACE("swa_batch " + std::to_string(swa_batch) + " chunk " +
+                         std::to_string(chunk));
+            expect_matches_reference(gemma2_spec(), kLongIds, chunk, swa_batch);
+        }
+    }
+}
+
+// Two sequences interleaved in one batch over rings of window + 1 cells: the batch runs as steps
+// of at most two tokens of each, and each sequence gets its own reference logits.
+TEST(ArchReference, Gemma2RingWithTwoSequences) {
+    const Tiny m = make_tiny(gemma2_spec());
+    const std::vector<int32_t> other = {7, 7, 1, 30, 12, 19, 4, 25, 6, 9};
+    const std::vector<Vec> ref_a = reference(m, kLongIds), ref_b = reference(m, other);
+    auto model = Model::from_file(gguf::File::from_bytes(m.writer().to_bytes()));
+    Context ctx(model, ContextParams{.n_seq = 2,
+                                     .n_ctx = 64,
+                                     .n_threads = 2,
+                                     .kv_type = ggufd::kernels::KvType::f32,
+                                     .swa_batch = 2});
+    std::vector<BatchToken> batch;
+    for (size_t i = 0; i < kLongIds.size(); ++i) {
+        batch.push_back({1, other[i], static_cast<int32_t>(i), true});
+        batch.push_back({0, kLongIds[i], static_cast<int32_t>(i), true});
+    }
+    std::vector<float> got;
+    ctx.eval(batch, got);
+    const size_t vocab = m.spec.n_vocab;
+    ASSERT_EQ(got.size(), batch.size() * vocab);
+    for (size_t r = 0; r < batch.size(); ++r) {
+        const Vec& want = (batch[r].seq == 0 ? ref_a : ref_b)[static_cast<size_t>(batch[r].pos)];
+        for (size_t i = 0; i < vocab; ++i) {
+            ASSERT_NEAR(got[r * vocab + i], want[i], 1e-4 * std::max(1.0, std::abs(want[i])))
+                << "row " << r << " logit " << i;
+        }
+    }
+}
+
 // Every layer local (pattern 0), window 1: each token sees only itself.
 TEST(ArchReference, Gemma3AllLocalWindowOne) {
     Spec s = gemma3_spec();
