@@ -350,7 +350,7 @@ void Context::eval_step(std::span<const BatchToken> batch_in, std::vector<float>
     ap.n_head = hp.n_head;
     ap.n_head_kv = hp.n_head_kv;
     ap.head_dim = hp.head_dim_k;
-    ap.scale = 1.0f / std::sqrt(static_cast<float>(hp.head_dim_k));
+    ap.scale = hp.attn_scale;
     ap.softcap = hp.attn_softcap;
     // Local (sliding-window) layers: their own RoPE base, without the context scaling when asked.
     kernels::RopeParams rope_swa = rope;

@@ -33,6 +33,9 @@ HParams read_attention_extras(const gguf::File& f, const std::string& p, HParams
         *cap = f.get_or<float>(p + key, 0.0f);
         if (!(*cap >= 0.0f) || !std::isfinite(*cap)) refuse(p + key + " must be >= 0 and finite");
     }
+    const bool embd_scale = d.q_scale_embd_blocks != 0 && hp.n_layer == d.q_scale_embd_blocks;
+    hp.attn_scale =
+        1.0f / std::sqrt(static_cast<float>(embd_scale ? hp.n_embd / hp.n_head : hp.head_dim_k));
     hp.rope_freq_base_swa = hp.rope_freq_base;
     if (d.swa_period == 0) return hp;
     const std::string window_key = p + "attention.sliding_window";

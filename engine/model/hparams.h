@@ -45,6 +45,7 @@ struct HParams {
     uint32_t n_swa = 0;          // window of the local layers: a query sees it and n_swa - 1 before
     uint32_t swa_period = 0;     // layer il is local when il % period < period - 1 (0: all)
     float rope_freq_base_swa = 10000.0f;  // RoPE base of the local layers
+    float attn_scale = 0.0f;              // attention logit scale (set at load)
     // Whether layer il attends through the sliding window.
     bool is_swa_layer(uint32_t il) const {
         return n_swa > 0 && (swa_period == 0 || il % swa_period < swa_period - 1);

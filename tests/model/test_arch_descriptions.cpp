@@ -44,6 +44,7 @@ struct Spec {
     uint32_t swa_period = 0;    // local layers: il % period < period - 1 (0: every layer)
     bool write_period = false;  // attention.sliding_window_pattern = swa_period
     float rope_base = 10000.0f, rope_base_swa = 0.0f;  // rope.freq_base(_swa), the latter if > 0
+    double q_scale = 0.0;                              // attention logit scale, 0: 1/sqrt(head)
     uint32_t n_embd = 16, n_head = 2, n_head_kv = 1, head_dim = 8, n_ff = 24, n_vocab = 32,
              n_layer = 2, n_ctx = 16;
 };
@@ -298,7 +299,9 @@ std::vector<Vec> reference(const Tiny& m, const std::vector<int32_t>& ids) {
                 for (size_t j = first; j <= t; ++j) {
                     double d = 0.0;
                     for (size_t i = 0; i < hd; ++i) d += q[t][hh * hd + i] * k[j][kh * hd + i];
-                    score[j] = capped(d / std::sqrt(static_cast<double>(hd)), s.attn_softcap);
+                    const double scale =
+                        s.q_scale > 0 ? s.q_scale : 1.0 / std::sqrt(static_cast<double>(hd));
+                    score[j] = capped(d * scale, s.attn_softcap);
                     mx = std::max(mx, score[j]);
                 }
                 for (size_t j = first; j <= t; ++j) sum += (score[j] = std::exp(score[j] - mx));
@@ -607,6 +610,21 @@ TEST(ArchReference, Gemma2RingWithTwoSequences) {
                 << "row " << r << " logit " << i;
         }
     }
+}
+
+// Gemma 2 27B (46 blocks) scales queries by 1/sqrt(n_embd / n_head), here 1/sqrt(8) with heads of
+// 4; other block counts by 1/sqrt(head).
+TEST(ArchReference, Gemma2QueryScaleOf27B) {
+    Spec s = gemma2_spec();
+    s.head_dim = 4;
+    s.n_layer = 46;
+    s.q_scale = 1.0 / std::sqrt(8.0);
+    expect_matches_reference(s, kLongIds);
+    expect_reference_depends_on(
+        s, [](Spec& c) { c.q_scale = 0.5; }, kLongIds, 1e-3);
+    s.n_layer = 45;
+    s.q_scale = 0.0;
+    expect_matches_reference(s, kLongIds);
 }
 
 // Every layer local (pattern 0), window 1: each token sees only itself.
