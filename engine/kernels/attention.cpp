@@ -55,6 +55,7 @@ void attention_with(const OpKernels& kernels, const float* q, const int32_t* q_p
     require(p.n_head % p.n_head_kv == 0, "n_head must be a multiple of n_head_kv");
     require(std::isfinite(p.scale), "scale must be finite");
     require(p.softcap >= 0.0f && std::isfinite(p.softcap), "softcap must be >= 0");
+    require(p.window >= 0, "window must be >= 0");
     require(n_tokens >= 0 && cells.count >= 0, "negative token or cell count");
     if (n_tokens == 0) return;
     require(q != nullptr && q_pos != nullptr && out != nullptr, "null query, position or output");
@@ -93,6 +94,7 @@ void attention_with(const OpKernels& kernels, const float* q, const int32_t* q_p
         .softcap = p.softcap,
         .causal = p.causal,
         .head_slopes = slopes.empty() ? nullptr : slopes.data(),
+        .window = p.window,
     };
 
     // Query heads sharing a KV head are done together so each K/V row is loaded once for all of

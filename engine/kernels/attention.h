@@ -1,5 +1,6 @@
 // Scaled dot-product attention of one sequence's queries over its cells of a KV cache, with
-// grouped-query attention, causal masking by position, optional logit soft-cap and ALiBi.
+// grouped-query attention, causal masking by position, optional sliding window, logit soft-cap
+// and ALiBi.
 // K and V are read in place from the cache (F32 or F16); the cells a sequence owns are given as a
 // list, so a cache that interleaves several sequences needs no copy.
 #pragma once
@@ -39,6 +40,9 @@ struct AttentionParams {
     float softcap = 0.0f;   // > 0: logits become softcap * tanh(q.k * scale / softcap) (Gemma 2)
     float max_bias = 0.0f;  // > 0: ALiBi with ggml's per-head slopes from this maximum bias
     bool causal = true;     // a query at position p sees the cells with pos <= p
+    // > 0: sliding-window attention, a query at position p sees only the cells with
+    // pos > p - window (itself and the window - 1 positions before it when causal).
+    int32_t window = 0;
 };
 
 // out[t][h][d] = sum_j softmax_j(logit(t, h, j)) * V[cell j][h / group][d] for queries

@@ -44,7 +44,15 @@ struct AttentionJob {
     float softcap;  // 0: off
     bool causal;
     const float* head_slopes;  // ALiBi slope per query head, nullptr: off
+    int32_t window;            // > 0: sliding window (AttentionParams::window)
 };
+
+// Whether a query at q_pos does not see the cell holding position pos: the one mask rule of the
+// scalar and SIMD kernels.
+inline bool attention_masked(const AttentionJob& job, int32_t q_pos, int32_t pos) {
+    return (job.causal && pos > q_pos) ||
+           (job.window > 0 && int64_t{q_pos} - int64_t{pos} >= job.window);
+}
 
 // Cells scored per block by the SIMD attention kernels.
 constexpr int64_t kAttentionBlock = 64;

@@ -157,7 +157,7 @@ void attention(const AttentionJob& job, const AttentionTask& task, float* scratc
         double maxv = -std::numeric_limits<double>::infinity();
         for (int64_t j = 0; j < job.n_cells; ++j) {
             const int32_t pos = job.cell_pos[j];
-            if (job.causal && pos > task.q_pos) {
+            if (attention_masked(job, task.q_pos, pos)) {
                 logits[j] = -std::numeric_limits<double>::infinity();
                 continue;
             }

@@ -48,6 +48,19 @@ enum class Residual {
     parallel,    // x += attn(norm(x)) + ffn(ffn_norm(x) or the same norm(x)), both from the input
 };
 
+// Attention and norm-placement extras (qwen3, gemma2/3, olmo2).
+enum class QkNorm {
+    none,
+    per_head,  // RMSNorm of each head of Q and of K (attn_q_norm / attn_k_norm head-size wide)
+    whole,     // RMSNorm over the whole Q and K projections (n_head * head, n_head_kv * head)
+};
+
+enum class NormPlacement {
+    pre,           // x += branch(norm(x)) (llama)
+    pre_and_post,  // x += post_norm(branch(norm(x))) (gemma2, gemma3)
+    post,          // x += post_norm(branch(x)): no attn_norm / ffn_norm (olmo2)
+};
+
 // Whether a tensor must, may or must not be in the file (absent ones are never looked for).
 enum class Need { absent, optional, required };
 
@@ -70,6 +83,11 @@ struct TensorNames {
     // Layout variants (falcon-40b, bloom).
     std::string_view attn_norm_2 = "attn_norm_2";
     std::string_view tok_embd_norm = "token_embd_norm";
+    // Attention and norm-placement extras.
+    std::string_view attn_q_norm = "attn_q_norm";
+    std::string_view attn_k_norm = "attn_k_norm";
+    std::string_view post_attn_norm = "post_attention_norm";
+    std::string_view post_ffn_norm = "post_ffw_norm";
 };
 
 struct ArchDesc {
@@ -110,6 +128,22 @@ struct ArchDesc {
     // divided by it); other architectures do not read these keys (cohere multiplies by its
     // logit_scale).
     bool scale_keys = false;
+    // Attention and norm-placement extras. Soft-caps ("attn_logit_softcapping",
+    // "final_logit_softcapping") are read for every architecture: a file that has them gets them.
+    QkNorm qk_norm = QkNorm::none;  // applied before RoPE
+    NormPlacement norm_placement = NormPlacement::pre;
+    // Sliding-window attention: 0 = none (an attention.sliding_window key is not read). Otherwise
+    // the default period of local and global layers: layer il is local when
+    // il % period < period - 1 (attention.sliding_window_pattern overrides it); the window is
+    // attention.sliding_window, required when swa_window_default is 0. Local layers use
+    // rope.freq_base_swa (default rope.freq_base).
+    uint32_t swa_period = 0;
+    uint32_t swa_window_default = 0;
+    bool swa_rope_unscaled = false;  // local layers ignore rope.scaling (gemma3)
+    // Block count of the variant whose queries scale by 1/sqrt(n_embd / n_head) instead of
+    // 1/sqrt(key_length): its query_pre_attn_scalar, for which GGUF has no key (gemma2 27B: 46
+    // blocks, gemma3 27B: 62; llama.cpp tells the variant the same way). 0: none.
+    uint32_t q_scale_embd_blocks = 0;
 
     TensorNames names = {};
 };

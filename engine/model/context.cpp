@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <stdexcept>
 #include <string>
@@ -63,7 +64,7 @@ Context::Context(std::shared_ptr<const Model> model, const ContextParams& params
     : model_(std::move(model)),
       pool_(params.n_threads),
       kv_(model_->hparams(), params.n_seq, default_context_size(model_->hparams(), params.n_ctx),
-          params.kv_type) {
+          params.kv_type, params.swa_batch) {
     cell_positions_.resize(static_cast<size_t>(kv_.n_ctx()));
     std::iota(cell_positions_.begin(), cell_positions_.end(), 0);
     // LongRoPE's long factors serve a context beyond the original one, as llama.cpp decides by
@@ -233,10 +234,65 @@ void Context::feed_forward(const LayerWeights& l, const float* xn, int64_t n, fl
     affine(*l.ffn_down, l.ffn_down_b, gate, n, y);
 }
 
-void Context::eval(std::span<const BatchToken> batch_in, std::vector<float>& logits) {
+void Context::qk_norm(const LayerWeights& l, float* q, float* k, int64_t n) {
+    if (!l.attn_q_norm) return;
+    const HParams& hp = model_->hparams();
+    const int64_t q_dim = int64_t{hp.head_dim_k} * hp.n_head, k_dim = hp.n_embd_k_gqa();
+    const bool whole = hp.desc->qk_norm == QkNorm::whole;
+    const int64_t q_width = whole ? q_dim : hp.head_dim_k;
+    const int64_t k_width = whole ? k_dim : hp.head_dim_k;
+    kernels::rms_norm_rows(q, model_->vector_weight(l.attn_q_norm), q, n * q_dim / q_width, q_width,
+                           hp.norm_eps, &pool_);
+    kernels::rms_norm_rows(k, model_->vector_weight(l.attn_k_norm), k, n * k_dim / k_width, k_width,
+                           hp.norm_eps, &pool_);
+}
+
+void Context::post_norm(const gguf::TensorInfo* w, float* y, int64_t n) {
+    if (w) norm(w, nullptr, y, y, n);
+}
+
+void Context::final_softcap(float* logits, int64_t m) {
+    const HParams& hp = model_->hparams();
+    const float cap = hp.final_softcap;
+    if (cap <= 0.0f) return;
+    const int64_t vocab = hp.n_vocab;
+    // Once per returned row, after the output matrix that costs n_embd times more.
+    pool_.parallel_for(m, 1, [&](int64_t r0, int64_t r1, int) {
+        for (float* p = logits + r0 * vocab; p < logits + r1 * vocab; ++p) {
+            *p = cap * std::tanh(*p / cap);
+        }
+    });
+}
+
+void Context::eval(std::span<const BatchToken> batch, std::vector<float>& logits) {
     logits.clear();
-    if (batch_in.empty()) return;
-    validate(batch_in);
+    if (batch.empty()) return;
+    validate(batch);
+    // A sliding layer's ring takes a bounded number of one sequence's tokens per step: larger
+    // batches run as consecutive steps, each with at most that many tokens of any sequence.
+    const int32_t limit = kv_.max_tokens_per_step();
+    std::vector<int32_t> taken(static_cast<size_t>(kv_.n_seq()), 0);
+    std::vector<float> part;
+    size_t begin = 0;
+    while (begin < batch.size()) {
+        std::fill(taken.begin(), taken.end(), 0);
+        size_t end = begin;
+        while (end < batch.size() && taken[static_cast<size_t>(batch[end].seq)] < limit) {
+            ++taken[static_cast<size_t>(batch[end].seq)];
+            ++end;
+        }
+        if (begin == 0 && end == batch.size()) {
+            eval_step(batch, logits);
+            return;
+        }
+        eval_step(batch.subspan(begin, end - begin), part);
+        logits.insert(logits.end(), part.begin(), part.end());
+        begin = end;
+    }
+}
+
+void Context::eval_step(std::span<const BatchToken> batch_in, std::vector<float>& logits) {
+    logits.clear();
 
     const HParams& hp = model_->hparams();
     const Weights& w = model_->weights();
@@ -269,6 +325,28 @@ void Context::eval(std::span<const BatchToken> batch_in, std::vector<float>& log
             groups.push_back({batch[static_cast<size_t>(i)].seq, i, 0});
         }
         ++groups.back().count;
+    }
+    // Sliding layers' cells of each group: from where its first query's window starts through
+    // its last token, and where each position lives in the ring (p % cells).
+    struct Window {
+        int32_t start, count;
+        size_t index;  // into ring_index
+    };
+    std::vector<Window> windows;
+    std::vector<int32_t> ring_index;
+    if (hp.n_swa > 0) {
+        int ring = kv_.n_ctx();
+        for (uint32_t il = 0; il < hp.n_layer; ++il) {
+            if (hp.is_swa_layer(il)) ring = kv_.layer_cells(static_cast<int>(il));
+        }
+        for (const Group& g : groups) {
+            const int32_t first = batch[static_cast<size_t>(g.begin)].pos;
+            const int32_t end = batch[static_cast<size_t>(g.begin + g.count - 1)].pos + 1;
+            const int32_t start =
+                static_cast<int32_t>(std::max<int64_t>(0, int64_t{first} + 1 - int64_t{hp.n_swa}));
+            windows.push_back({start, end - start, ring_index.size()});
+            for (int32_t p = start; p < end; ++p) ring_index.push_back(p % ring);
+        }
     }
 
     const ArchDesc& d = *hp.desc;
@@ -304,25 +382,43 @@ void Context::eval(std::span<const BatchToken> batch_in, std::vector<float>& log
     ap.n_head = hp.n_head;
     ap.n_head_kv = hp.n_head_kv;
     ap.head_dim = hp.head_dim_k;
-    ap.scale =
-        hp.attn_scale > 0.0f ? hp.attn_scale : 1.0f / std::sqrt(static_cast<float>(hp.head_dim_k));
+    ap.scale = hp.attn_scale;
     ap.max_bias = hp.alibi_max_bias;
+    ap.softcap = hp.attn_softcap;
+    // Local (sliding-window) layers: their own RoPE base, without the context scaling when asked.
+    kernels::RopeParams rope_swa = rope;
+    rope_swa.freq_base = hp.rope_freq_base_swa;
+    if (d.swa_rope_unscaled) {
+        rope_swa.freq_scale = 1.0f;
+        rope_swa.ext_factor = 0.0f;
+        rope_swa.attn_factor = 1.0f;
+    }
 
     for (uint32_t il = 0; il < hp.n_layer; ++il) {
         const LayerWeights& l = w.layers[il];
         const int layer = static_cast<int>(il);
+        const bool local = hp.is_swa_layer(il);
+        kernels::AttentionParams lap = ap;
+        lap.window = local ? static_cast<int32_t>(
+                                 std::min<uint32_t>(hp.n_swa, std::numeric_limits<int32_t>::max()))
+                           : 0;
 
-        // Attention block (reading the second input norm where the layer has one).
-        if (l.attn_norm_2) {
-            norm(l.attn_norm_2, l.attn_norm_2_b, x, xn, n);
-        } else {
-            norm(l.attn_norm, l.attn_norm_b, x, xn, n);
+        // Attention block: its input normed by the second input norm where the layer has one,
+        // else by attn_norm, and left as it is when the architecture has no pre-norms.
+        const float* h = x;
+        if (l.attn_norm_2 || l.attn_norm) {
+            if (l.attn_norm_2) {
+                norm(l.attn_norm_2, l.attn_norm_2_b, x, xn, n);
+            } else {
+                norm(l.attn_norm, l.attn_norm_b, x, xn, n);
+            }
+            h = xn;
         }
         if (l.wqkv) {
             // One product for Q, K and V, then split so each is contiguous as below.
             const int64_t qkv_dim = q_dim + k_dim + v_dim;
             float* qkv = grow(qkv_, static_cast<size_t>(n * qkv_dim));
-            affine(*l.wqkv, l.bqkv, xn, n, qkv);
+            affine(*l.wqkv, l.bqkv, h, n, qkv);
             for (int64_t i = 0; i < n; ++i) {
                 const float* row = qkv + i * qkv_dim;
                 std::copy_n(row, q_dim, q + i * q_dim);
@@ -330,15 +426,17 @@ void Context::eval(std::span<const BatchToken> batch_in, std::vector<float>& log
                 std::copy_n(row + q_dim + k_dim, v_dim, v + i * v_dim);
             }
         } else {
-            linear_many({{l.wq, q}, {l.wk, k}, {l.wv, v}}, xn, n);
+            linear_many({{l.wq, q}, {l.wk, k}, {l.wv, v}}, h, n);
             add_bias(l.bq, q, n, q_dim);
             add_bias(l.bk, k, n, k_dim);
             add_bias(l.bv, v, n, v_dim);
         }
         clamp_qkv(q, k, v, n);
+        qk_norm(l, q, k, n);
         if (d.position == PositionKind::rope) {
-            kernels::rope(q, n, hp.n_head, hp.head_dim_k, positions.data(), rope, &pool_);
-            kernels::rope(k, n, hp.n_head_kv, hp.head_dim_k, positions.data(), rope, &pool_);
+            const kernels::RopeParams& lr = local ? rope_swa : rope;
+            kernels::rope(q, n, hp.n_head, hp.head_dim_k, positions.data(), lr, &pool_);
+            kernels::rope(k, n, hp.n_head_kv, hp.head_dim_k, positions.data(), lr, &pool_);
         }
 
         for (int64_t i = 0; i < n; ++i) {
@@ -353,21 +451,34 @@ void Context::eval(std::span<const BatchToken> batch_in, std::vector<float>& log
                 std::copy_n(v + i * v_dim, v_dim, static_cast<float*>(vc));
             }
         }
-        for (const Group& g : groups) {
+        for (size_t gi = 0; gi < groups.size(); ++gi) {
+            const Group& g = groups[gi];
             kernels::KvCellList cells;
             cells.pos = cell_positions_.data();
             cells.count = batch[static_cast<size_t>(g.begin + g.count - 1)].pos + 1;
+            if (local) {
+                const Window& win = windows[gi];
+                cells.index = ring_index.data() + win.index;
+                cells.pos = cell_positions_.data() + win.start;
+                cells.count = win.count;
+            }
             kernels::attention(q + g.begin * q_dim, positions.data() + g.begin, g.count,
-                               kv_.k_view(layer, g.seq), kv_.v_view(layer, g.seq), cells, ap,
+                               kv_.k_view(layer, g.seq), kv_.v_view(layer, g.seq), cells, lap,
                                att + g.begin * att_dim, &pool_);
         }
         affine(*l.wo, l.bo, att, n, tmp);
+        post_norm(l.post_attn_norm, tmp, n);
         scale_residual(tmp, n * embd);
 
         if (!hp.parallel_residual) {
             kernels::add(x, tmp, x, n * embd, &pool_);
-            norm(l.ffn_norm, l.ffn_norm_b, x, xn, n);
-            feed_forward(l, xn, n, tmp);
+            const float* f = x;
+            if (l.ffn_norm) {
+                norm(l.ffn_norm, l.ffn_norm_b, x, xn, n);
+                f = xn;
+            }
+            feed_forward(l, f, n, tmp);
+            post_norm(l.post_ffn_norm, tmp, n);
             scale_residual(tmp, n * embd);
             kernels::add(x, tmp, x, n * embd, &pool_);
         } else {
@@ -375,12 +486,16 @@ void Context::eval(std::span<const BatchToken> batch_in, std::vector<float>& log
             // reuses the attention's normed input, still in xn, unless attention read the
             // second norm (then attn_norm is the FFN's).
             float* ffn_out = grow(ffn_out_, static_cast<size_t>(n * embd));
+            const float* f = h;
             if (l.ffn_norm) {
                 norm(l.ffn_norm, l.ffn_norm_b, x, xn, n);
+                f = xn;
             } else if (l.attn_norm_2) {
                 norm(l.attn_norm, l.attn_norm_b, x, xn, n);
+                f = xn;
             }
-            feed_forward(l, xn, n, ffn_out);
+            feed_forward(l, f, n, ffn_out);
+            post_norm(l.post_ffn_norm, ffn_out, n);
             scale_residual(ffn_out, n * embd);
             kernels::add(x, tmp, x, n * embd, &pool_);
             kernels::add(x, ffn_out, x, n * embd, &pool_);
@@ -416,6 +531,7 @@ void Context::eval(std::span<const BatchToken> batch_in, std::vector<float>& log
         kernels::scale(logits.data(), 1.0f / hp.logit_divisor, logits.data(),
                        static_cast<int64_t>(logits.size()), &pool_);
     }
+    final_softcap(logits.data(), m);
 }
 
 }  // namespace ggufd::model

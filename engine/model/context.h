@@ -20,6 +20,9 @@ struct ContextParams {
     int n_ctx = 0;      // cells per sequence; 0 = the model's training context, at most 4096
     int n_threads = 0;  // 0 = physical cores
     kernels::KvType kv_type = kernels::KvType::f16;
+    // Sliding-window layers: tokens of one sequence a step adds beyond the window (the ring's
+    // slack, see KvCache); eval splits a batch that brings more.
+    int swa_batch = KvCache::kDefaultSwaBatch;
 };
 
 // One new token of a sequence. A sequence's tokens in a batch must continue it: positions
@@ -57,6 +60,8 @@ class Context {
     };
     void linear_many(std::initializer_list<Projection> projections, const float* x, int64_t n);
     void validate(std::span<const BatchToken> batch) const;
+    // eval of a validated batch within KvCache::max_tokens_per_step per sequence.
+    void eval_step(std::span<const BatchToken> batch, std::vector<float>& logits);
     // The architecture's norm over rows [n][n_embd] with weight w and bias b (may be null).
     void norm(const gguf::TensorInfo* w, const gguf::TensorInfo* b, const float* x, float* y,
               int64_t n);
@@ -75,6 +80,13 @@ class Context {
     void scale_residual(float* y, int64_t count);
     // Q, K and V clamped to the model's clamp_kqv, when it has one.
     void clamp_qkv(float* q, float* k, float* v, int64_t n);
+    // Attention and norm-placement extras (ArchDesc::qk_norm, norm_placement, soft-caps).
+    // RMSNorm of Q [n][n_head * head] and K [n][n_head_kv * head] per head or whole, in place.
+    void qk_norm(const LayerWeights& l, float* q, float* k, int64_t n);
+    // y [n][n_embd] = norm(y) with weight w, when the tensor exists (post-attention/FFN norms).
+    void post_norm(const gguf::TensorInfo* w, float* y, int64_t n);
+    // logits [m][n_vocab] = c * tanh(logits / c) when the model has a final soft-cap c.
+    void final_softcap(float* logits, int64_t m);
 
     std::shared_ptr<const Model> model_;
     kernels::ThreadPool pool_;

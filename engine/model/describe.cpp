@@ -90,7 +90,22 @@ nlohmann::ordered_json describe_hparams(const HParams& hp) {
     if (hp.yarn_attn_factor != 1.0f && j.contains("rope")) {
         j["rope"]["attn_factor"] = decimal(hp.yarn_attn_factor);
     }
-    if (hp.attn_scale > 0.0f) j["attention"]["scale"] = decimal(hp.attn_scale);
+    j["attention"]["scale"] = decimal(hp.attn_scale);
+    if (hp.attn_softcap > 0.0f) j["attention"]["logit_softcapping"] = decimal(hp.attn_softcap);
+    if (hp.n_swa > 0) {
+        j["attention"]["sliding_window"] = hp.n_swa;
+        j["attention"]["sliding_window_pattern"] = hp.swa_period;
+        if (hp.rope_freq_base_swa != hp.rope_freq_base && j.contains("rope")) {
+            j["rope"]["freq_base_swa"] = decimal(hp.rope_freq_base_swa);
+        }
+    }
+    if (hp.final_softcap > 0.0f) j["final_logit_softcapping"] = decimal(hp.final_softcap);
+    if (d.qk_norm != QkNorm::none) {
+        j["attention"]["qk_norm"] = d.qk_norm == QkNorm::per_head ? "per_head" : "whole";
+    }
+    if (d.norm_placement != NormPlacement::pre) {
+        j["norm"]["placement"] = d.norm_placement == NormPlacement::post ? "post" : "pre_and_post";
+    }
     if (hp.clamp_kqv > 0.0f) j["attention"]["clamp_kqv"] = decimal(hp.clamp_kqv);
     if (hp.embd_scale != 1.0f) j["embedding_scale"] = decimal(hp.embd_scale);
     if (hp.residual_scale != 1.0f) j["residual_scale"] = decimal(hp.residual_scale);

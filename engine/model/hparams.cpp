@@ -39,8 +39,7 @@ void read_layout_keys(const gguf::File& f, const std::string& p, const ArchDesc&
     if (d.scale_keys) {
         hp.embd_scale = positive_key(f, p + "embedding_scale", hp.embd_scale);
         hp.residual_scale = positive_key(f, p + "residual_scale", 1.0f);
-        hp.attn_scale = positive_key(f, p + "attention.scale",
-                                     1.0f / std::sqrt(static_cast<float>(hp.head_dim_k)));
+        hp.attn_scale = positive_key(f, p + "attention.scale", hp.attn_scale);
         hp.logit_divisor = positive_key(f, p + "logit_scale", 1.0f);
     }
     if (d.position == PositionKind::alibi) {
@@ -49,6 +48,33 @@ void read_layout_keys(const gguf::File& f, const std::string& p, const ArchDesc&
     if (f.metadata().contains(p + "attention.clamp_kqv")) {
         hp.clamp_kqv = positive_key(f, p + "attention.clamp_kqv", 0.0f);
     }
+}
+
+// Soft-caps and the sliding window (see ArchDesc::swa_period).
+HParams read_attention_extras(const gguf::File& f, const std::string& p, HParams hp) {
+    const ArchDesc& d = *hp.desc;
+    for (auto [key, cap] : {std::pair{"attn_logit_softcapping", &hp.attn_softcap},
+                            std::pair{"final_logit_softcapping", &hp.final_softcap}}) {
+        *cap = f.get_or<float>(p + key, 0.0f);
+        if (!(*cap >= 0.0f) || !std::isfinite(*cap)) refuse(p + key + " must be >= 0 and finite");
+    }
+    const bool embd_scale = d.q_scale_embd_blocks != 0 && hp.n_layer == d.q_scale_embd_blocks;
+    hp.attn_scale =
+        1.0f / std::sqrt(static_cast<float>(embd_scale ? hp.n_embd / hp.n_head : hp.head_dim_k));
+    hp.rope_freq_base_swa = hp.rope_freq_base;
+    if (d.swa_period == 0) return hp;
+    const std::string window_key = p + "attention.sliding_window";
+    hp.n_swa = d.swa_window_default > 0 ? f.get_or<uint32_t>(window_key, d.swa_window_default)
+                                        : f.get<uint32_t>(window_key);
+    if (hp.n_swa == 0) refuse(window_key + " must be at least 1");
+    hp.swa_period = f.get_or<uint32_t>(p + "attention.sliding_window_pattern", d.swa_period);
+    if (d.position == PositionKind::rope) {
+        hp.rope_freq_base_swa = f.get_or<float>(p + "rope.freq_base_swa", hp.rope_freq_base);
+        if (!(hp.rope_freq_base_swa > 0.0f) || !std::isfinite(hp.rope_freq_base_swa)) {
+            refuse(p + "rope.freq_base_swa must be a positive finite number");
+        }
+    }
+    return hp;
 }
 
 }  // namespace
@@ -116,10 +142,15 @@ HParams read_hparams(const gguf::File& f) {
         refuse(p + "context_length is 0 but the model has learned positions");
     }
 
-    read_layout_keys(f, p, *desc, hp);
-
+    // The keys read after the positions: the attention extras set the default attention scale,
+    // which granite's attention.scale then replaces.
+    auto finish = [&](HParams h) {
+        h = read_attention_extras(f, p, std::move(h));
+        read_layout_keys(f, p, *desc, h);
+        return read_vocab_size(f, p, std::move(h));
+    };
     hp.rope_ordering = desc->rope;
-    if (desc->position != PositionKind::rope) return read_vocab_size(f, p, hp);
+    if (desc->position != PositionKind::rope) return finish(std::move(hp));
     hp.n_rot = f.get_or<uint32_t>(p + "rope.dimension_count", hp.head_dim_k);
     // 0 would pass the other checks but the RoPE kernel needs at least one pair to rotate.
     if (hp.n_rot < 2 || hp.n_rot > hp.head_dim_k || hp.n_rot % 2 != 0) {
@@ -163,7 +194,7 @@ HParams read_hparams(const gguf::File& f) {
         refuse(p + "rope.scaling.attn_factor with YaRN scaling is not supported");
     }
 
-    return read_vocab_size(f, p, hp);
+    return finish(std::move(hp));
 }
 
 }  // namespace ggufd::model

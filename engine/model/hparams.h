@@ -42,10 +42,21 @@ struct HParams {
     // --- layout variants (see ArchDesc) ---
     float embd_scale = 1.0f;      // input embeddings multiplied by it (gemma, granite)
     float residual_scale = 1.0f;  // attention and FFN outputs multiplied before the residual add
-    float attn_scale = 0.0f;      // attention logit scale; 0: 1 / sqrt(head_dim_k)
     float logit_divisor = 1.0f;   // output logits divided by it (granite's logit_scale)
     float alibi_max_bias = 0.0f;  // > 0: ALiBi (PositionKind::alibi)
     float clamp_kqv = 0.0f;       // > 0: Q, K and V clamped to [-clamp_kqv, clamp_kqv]
+    // Attention extras: soft-caps (0: off) and sliding-window attention.
+    float attn_softcap = 0.0f;   // attention logits become c * tanh(s / c)
+    float final_softcap = 0.0f;  // output logits likewise
+    uint32_t n_swa = 0;          // window of the local layers: a query sees it and n_swa - 1 before
+    uint32_t swa_period = 0;     // layer il is local when il % period < period - 1 (0: all)
+    float rope_freq_base_swa = 10000.0f;  // RoPE base of the local layers
+    // Attention logit scale, set at load: 1 / sqrt(head size), or what the file says.
+    float attn_scale = 0.0f;
+    // Whether layer il attends through the sliding window.
+    bool is_swa_layer(uint32_t il) const {
+        return n_swa > 0 && (swa_period == 0 || il % swa_period < swa_period - 1);
+    }
 
     uint32_t n_embd_k_gqa() const { return head_dim_k * n_head_kv; }
     uint32_t n_embd_v_gqa() const { return head_dim_v * n_head_kv; }

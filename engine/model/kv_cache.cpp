@@ -1,17 +1,32 @@
 #include "engine/model/kv_cache.h"
 
+#include <algorithm>
+#include <limits>
 #include <new>
 #include <stdexcept>
 #include <string>
 
 namespace ggufd::model {
+namespace {
+
+// Cells of a sliding-window layer's ring: its window and one step's tokens, at most n_ctx.
+int ring_cells(const HParams& hp, int n_ctx, int swa_batch) {
+    return static_cast<int>(
+        std::min<int64_t>(n_ctx, int64_t{hp.n_swa} - 1 + std::max(swa_batch, 1)));
+}
+
+int layer_cells_of(const HParams& hp, uint32_t layer, int n_ctx, int swa_batch) {
+    return hp.is_swa_layer(layer) ? ring_cells(hp, n_ctx, swa_batch) : n_ctx;
+}
+
+}  // namespace
 
 LazyZeroBuffer::LazyZeroBuffer(size_t bytes)
     : p_(static_cast<uint8_t*>(std::calloc(bytes == 0 ? 1 : bytes, 1))), size_(bytes) {
     if (!p_) throw std::bad_alloc();
 }
 
-KvCache::KvCache(const HParams& hp, int n_seq, int n_ctx, kernels::KvType type)
+KvCache::KvCache(const HParams& hp, int n_seq, int n_ctx, kernels::KvType type, int swa_batch)
     : n_seq_(n_seq),
       n_ctx_(n_ctx),
       type_(type),
@@ -24,20 +39,43 @@ KvCache::KvCache(const HParams& hp, int n_seq, int n_ctx, kernels::KvType type)
             "KV cache needs at least one sequence and one cell (n_seq=" + std::to_string(n_seq) +
             ", n_ctx=" + std::to_string(n_ctx) + ")");
     }
-    const size_t cells = static_cast<size_t>(n_seq) * static_cast<size_t>(n_ctx);
     k_.reserve(hp.n_layer);
     v_.reserve(hp.n_layer);
     for (uint32_t l = 0; l < hp.n_layer; ++l) {
+        cells_.push_back(layer_cells_of(hp, l, n_ctx, swa_batch));
+        if (cells_.back() < n_ctx) {
+            ring_ = cells_.back();
+            n_swa_ = static_cast<int32_t>(hp.n_swa);
+        }
+        const size_t cells = static_cast<size_t>(n_seq) * static_cast<size_t>(cells_.back());
         k_.emplace_back(cells * k_row_ * element_bytes());
         v_.emplace_back(cells * v_row_ * element_bytes());
     }
     lengths_.assign(static_cast<size_t>(n_seq), 0);
 }
 
-size_t KvCache::bytes_needed(const HParams& hp, int n_seq, int n_ctx, kernels::KvType type) {
+size_t KvCache::bytes_needed(const HParams& hp, int n_seq, int n_ctx, kernels::KvType type,
+                             int swa_batch) {
     const size_t e = type == kernels::KvType::f16 ? 2 : 4;
-    return static_cast<size_t>(hp.n_layer) * static_cast<size_t>(n_seq) *
-           static_cast<size_t>(n_ctx) * (hp.n_embd_k_gqa() + hp.n_embd_v_gqa()) * e;
+    size_t cells = 0;
+    for (uint32_t l = 0; l < hp.n_layer; ++l) {
+        cells += static_cast<size_t>(layer_cells_of(hp, l, n_ctx, swa_batch));
+    }
+    return cells * static_cast<size_t>(n_seq) * (hp.n_embd_k_gqa() + hp.n_embd_v_gqa()) * e;
+}
+
+int32_t KvCache::max_tokens_per_step() const {
+    return ring_ > 0 ? ring_ - n_swa_ + 1 : std::numeric_limits<int32_t>::max();
+}
+
+bool KvCache::can_truncate(int seq, int32_t n) const {
+    const int32_t len = lengths_.at(static_cast<size_t>(seq));
+    if (n < 0 || n > len) return false;
+    // The ring holds positions from len - ring_ on; tokens from n on need those from
+    // n - n_swa + 1 on (none below 0 either way).
+    const int64_t oldest_held = std::max<int64_t>(0, int64_t{len} - ring_);
+    const int64_t oldest_needed = std::max<int64_t>(0, int64_t{n} - n_swa_ + 1);
+    return ring_ == 0 || n == 0 || n == len || oldest_needed >= oldest_held;
 }
 
 size_t KvCache::bytes() const {
@@ -48,9 +86,11 @@ size_t KvCache::bytes() const {
 
 void KvCache::truncate(int seq, int32_t n) {
     int32_t& len = lengths_.at(static_cast<size_t>(seq));
-    if (n < 0 || n > len) {
-        throw std::out_of_range("cannot truncate sequence " + std::to_string(seq) + " of " +
-                                std::to_string(len) + " tokens to " + std::to_string(n));
+    if (!can_truncate(seq, n)) {
+        throw std::out_of_range(
+            "cannot truncate sequence " + std::to_string(seq) + " of " + std::to_string(len) +
+            " tokens to " + std::to_string(n) +
+            (n >= 0 && n <= len ? " (its sliding-window ring no longer holds that window)" : ""));
     }
     len = n;
 }
@@ -60,36 +100,37 @@ void KvCache::set_length(int seq, int32_t n) {
     lengths_.at(static_cast<size_t>(seq)) = n;
 }
 
-size_t KvCache::offset(int seq, int32_t pos, size_t row) const {
-    return (static_cast<size_t>(seq) * static_cast<size_t>(n_ctx_) + static_cast<size_t>(pos)) *
-           row * element_bytes();
+size_t KvCache::offset(int layer, int seq, int32_t pos, size_t row) const {
+    const size_t cells = static_cast<size_t>(layer_cells(layer));
+    return (static_cast<size_t>(seq) * cells + static_cast<size_t>(pos) % cells) * row *
+           element_bytes();
 }
 
 void* KvCache::k_cell(int layer, int seq, int32_t pos) {
-    return k_.at(static_cast<size_t>(layer)).data() + offset(seq, pos, k_row_);
+    return k_.at(static_cast<size_t>(layer)).data() + offset(layer, seq, pos, k_row_);
 }
 
 void* KvCache::v_cell(int layer, int seq, int32_t pos) {
-    return v_.at(static_cast<size_t>(layer)).data() + offset(seq, pos, v_row_);
+    return v_.at(static_cast<size_t>(layer)).data() + offset(layer, seq, pos, v_row_);
 }
 
-kernels::KvView KvCache::view(const LazyZeroBuffer& store, int seq, size_t row,
+kernels::KvView KvCache::view(const LazyZeroBuffer& store, int layer, int seq, size_t row,
                               int64_t head_dim) const {
     kernels::KvView v;
-    v.data = store.data() + offset(seq, 0, row);
+    v.data = store.data() + offset(layer, seq, 0, row);
     v.type = type_;
-    v.n_cells = n_ctx_;
+    v.n_cells = layer_cells(layer);
     v.cell_stride = static_cast<int64_t>(row);
     v.head_stride = head_dim;
     return v;
 }
 
 kernels::KvView KvCache::k_view(int layer, int seq) const {
-    return view(k_.at(static_cast<size_t>(layer)), seq, k_row_, head_dim_k_);
+    return view(k_.at(static_cast<size_t>(layer)), layer, seq, k_row_, head_dim_k_);
 }
 
 kernels::KvView KvCache::v_view(int layer, int seq) const {
-    return view(v_.at(static_cast<size_t>(layer)), seq, v_row_, head_dim_v_);
+    return view(v_.at(static_cast<size_t>(layer)), layer, seq, v_row_, head_dim_v_);
 }
 
 }  // namespace ggufd::model

@@ -1,6 +1,14 @@
 // Keys and values of every layer for a fixed number of sequences, each with its own region of
 // n_ctx cells, so sequences are added, cleared or truncated (for prompt-prefix reuse) without
 // touching the others. Stored as F16 by default, F32 on request.
+//
+// Sliding-window layers (HParams::is_swa_layer) keep a ring of n_swa - 1 + swa_batch cells per
+// sequence (when that is less than n_ctx): position p lives in cell p % ring, so the ring holds the
+// last `ring` positions. A step may then add at most swa_batch tokens to one sequence (the oldest
+// query of the step still sees its whole window after the newest token is written):
+// max_tokens_per_step() says how many, and Context::eval splits larger batches. Truncating a
+// sequence needs the window before the new end to be still in the ring: can_truncate() says
+// whether it is (always for 0 and for caches without a ring), and callers fall back to clearing.
 #pragma once
 
 #include <cstdint>
@@ -35,19 +43,29 @@ class LazyZeroBuffer {
 class KvCache {
   public:
     // Throws std::invalid_argument for non-positive sizes and std::bad_alloc when memory is short.
-    KvCache(const HParams& hp, int n_seq, int n_ctx, kernels::KvType type = kernels::KvType::f16);
+    static constexpr int kDefaultSwaBatch = 512;  // the scheduler's default step budget
+    KvCache(const HParams& hp, int n_seq, int n_ctx, kernels::KvType type = kernels::KvType::f16,
+            int swa_batch = kDefaultSwaBatch);
 
     int n_seq() const { return n_seq_; }
     int n_ctx() const { return n_ctx_; }
     kernels::KvType type() const { return type_; }
     size_t bytes() const;
     // Bytes a cache of these sizes needs, to check memory before allocating.
-    static size_t bytes_needed(const HParams& hp, int n_seq, int n_ctx, kernels::KvType type);
+    static size_t bytes_needed(const HParams& hp, int n_seq, int n_ctx, kernels::KvType type,
+                               int swa_batch = kDefaultSwaBatch);
+    // Cells per sequence of a layer: n_ctx, or the ring of a sliding-window layer.
+    int layer_cells(int layer) const { return cells_.at(static_cast<size_t>(layer)); }
+    // Most tokens one step may add to one sequence (INT32_MAX without a ring).
+    int32_t max_tokens_per_step() const;
+    // Whether truncate(seq, n) keeps every cell the sequence's next tokens need.
 
     // Tokens a sequence holds: positions 0 .. length-1.
     int32_t length(int seq) const { return lengths_.at(static_cast<size_t>(seq)); }
+    bool can_truncate(int seq, int32_t n) const;
     void clear(int seq) { truncate(seq, 0); }
-    // Keeps the first n tokens of a sequence (n <= length).
+    // Keeps the first n tokens of a sequence (n <= length); std::out_of_range when n is beyond
+    // its length or can_truncate says no.
     void truncate(int seq, int32_t n);
 
     // For the forward pass: where token `pos` of `seq` goes in `layer`, and one sequence's view.
@@ -59,14 +77,18 @@ class KvCache {
 
   private:
     size_t element_bytes() const { return type_ == kernels::KvType::f16 ? 2 : 4; }
-    size_t offset(int seq, int32_t pos, size_t row) const;
-    kernels::KvView view(const LazyZeroBuffer& store, int seq, size_t row, int64_t head_dim) const;
+    size_t offset(int layer, int seq, int32_t pos, size_t row) const;
+    kernels::KvView view(const LazyZeroBuffer& store, int layer, int seq, size_t row,
+                         int64_t head_dim) const;
 
     int n_seq_, n_ctx_;
     kernels::KvType type_;
     size_t k_row_, v_row_;  // elements per cell: head_dim * n_head_kv
     int64_t head_dim_k_, head_dim_v_;
     std::vector<LazyZeroBuffer> k_, v_;  // per layer
+    std::vector<int> cells_;             // per layer: cells per sequence
+    int ring_ = 0;                       // cells of the sliding layers (0: none)
+    int32_t n_swa_ = 0;
     std::vector<int32_t> lengths_;
 };
 

@@ -110,6 +110,23 @@ void bind_layout_globals(Binder& b, const HParams& hp, Weights& w) {
     }
 }
 
+// The tensors of ArchDesc::qk_norm and norm_placement for the layer with prefix p.
+void bind_attention_extras(Binder& b, const HParams& hp, const std::string& p, LayerWeights& l) {
+    const ArchDesc& d = *hp.desc;
+    const TensorNames& nm = d.names;
+    if (d.qk_norm != QkNorm::none) {
+        const bool whole = d.qk_norm == QkNorm::whole;
+        const int64_t q_width = whole ? int64_t{hp.head_dim_k} * hp.n_head : hp.head_dim_k;
+        const int64_t k_width = whole ? int64_t{hp.n_embd_k_gqa()} : hp.head_dim_k;
+        l.attn_q_norm = b.require(weight(p, nm.attn_q_norm), {q_width});
+        l.attn_k_norm = b.require(weight(p, nm.attn_k_norm), {k_width});
+    }
+    if (d.norm_placement != NormPlacement::pre) {
+        l.post_attn_norm = b.require(weight(p, nm.post_attn_norm), {hp.n_embd});
+        l.post_ffn_norm = b.require(weight(p, nm.post_ffn_norm), {hp.n_embd});
+    }
+}
+
 }  // namespace
 
 Weights bind_weights(const gguf::File& file, const HParams& hp) {
@@ -145,8 +162,11 @@ Weights bind_weights(const gguf::File& file, const HParams& hp) {
     for (uint32_t i = 0; i < hp.n_layer; ++i) {
         const std::string p = "blk." + std::to_string(i) + ".";
         LayerWeights& l = w.layers.emplace_back();
-        l.attn_norm = b.require(weight(p, nm.attn_norm), {embd});
-        l.attn_norm_b = b.bind(d.norm_bias, bias(p, nm.attn_norm), {embd});
+        const bool pre_norms = d.norm_placement != NormPlacement::post;
+        if (pre_norms) {
+            l.attn_norm = b.require(weight(p, nm.attn_norm), {embd});
+            l.attn_norm_b = b.bind(d.norm_bias, bias(p, nm.attn_norm), {embd});
+        }
         l.attn_norm_2 = b.bind(d.attn_norm_2, weight(p, nm.attn_norm_2), {embd});
         if (l.attn_norm_2) l.attn_norm_2_b = b.bind(d.norm_bias, bias(p, nm.attn_norm_2), {embd});
         if (d.fused_qkv) {
@@ -162,7 +182,7 @@ Weights bind_weights(const gguf::File& file, const HParams& hp) {
         }
         l.wo = b.require(weight(p, nm.attn_output), {attn_out_in, embd});
         l.bo = b.bind(d.attn_out_bias, bias(p, nm.attn_output), {embd});
-        if (d.ffn_norm) {
+        if (d.ffn_norm && pre_norms) {
             l.ffn_norm = b.require(weight(p, nm.ffn_norm), {embd});
             l.ffn_norm_b = b.bind(d.norm_bias, bias(p, nm.ffn_norm), {embd});
         }
@@ -174,6 +194,7 @@ Weights bind_weights(const gguf::File& file, const HParams& hp) {
         l.ffn_up_b = b.bind(d.ffn_bias, bias(p, nm.ffn_up), {up_out});
         l.ffn_down = b.require(weight(p, nm.ffn_down), {ff, embd});
         l.ffn_down_b = b.bind(d.ffn_bias, bias(p, nm.ffn_down), {embd});
+        bind_attention_extras(b, hp, p, l);
     }
     b.refuse_unbound(d);
     return w;

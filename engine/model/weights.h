@@ -36,16 +36,36 @@ struct LayerWeights {
     // falcon-40b's second input norm (ArchDesc::attn_norm_2)
     const gguf::TensorInfo* attn_norm_2 = nullptr;
     const gguf::TensorInfo* attn_norm_2_b = nullptr;
+    // Attention and norm-placement extras (ArchDesc::qk_norm, norm_placement).
+    const gguf::TensorInfo* attn_q_norm = nullptr;
+    const gguf::TensorInfo* attn_k_norm = nullptr;
+    const gguf::TensorInfo* post_attn_norm = nullptr;
+    const gguf::TensorInfo* post_ffn_norm = nullptr;
 
     // Matrices (multiplied through the kernels) and vectors (norms, biases: converted to float
     // at load), each list possibly holding nullptr.
     std::array<const gguf::TensorInfo*, 8> matrices() const {
         return {wqkv, wq, wk, wv, wo, ffn_gate, ffn_up, ffn_down};
     }
-    std::array<const gguf::TensorInfo*, 14> vectors() const {
-        return {attn_norm, attn_norm_b, bqkv,        bq,           bk,
-                bv,        bo,          ffn_norm,    ffn_norm_b,   ffn_gate_b,
-                ffn_up_b,  ffn_down_b,  attn_norm_2, attn_norm_2_b};
+    std::array<const gguf::TensorInfo*, 18> vectors() const {
+        return {attn_norm,
+                attn_norm_b,
+                bqkv,
+                bq,
+                bk,
+                bv,
+                bo,
+                ffn_norm,
+                ffn_norm_b,
+                ffn_gate_b,
+                ffn_up_b,
+                ffn_down_b,
+                attn_norm_2,
+                attn_norm_2_b,
+                attn_q_norm,
+                attn_k_norm,
+                post_attn_norm,
+                post_ffn_norm};
     }
 };
 

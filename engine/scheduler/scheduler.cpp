@@ -23,8 +23,11 @@ Scheduler::Scheduler(std::shared_ptr<const model::Model> model,
       tokenizer_(std::move(tokenizer)),
       params_(params),
       context_(model_,
-               model::ContextParams{
-                   .n_seq = params.n_slots, .n_ctx = params.n_ctx, .n_threads = params.n_threads}),
+               // A sliding-window layer's ring sized for one step's budget: steps never split.
+               model::ContextParams{.n_seq = params.n_slots,
+                                    .n_ctx = params.n_ctx,
+                                    .n_threads = params.n_threads,
+                                    .swa_batch = std::max(params.batch_size, 1)}),
       n_ctx_(context_.kv().n_ctx()) {
     if (params.batch_size < 1) throw std::invalid_argument("batch size must be at least 1");
     slots_.resize(static_cast<size_t>(params.n_slots));
@@ -149,8 +152,11 @@ bool Scheduler::start(Slot& slot, Pending pending) {
         return false;
     }
     // Reuse the cached prefix, but evaluate at least the last prompt token to get its logits.
-    const size_t reuse =
+    size_t reuse =
         std::min(common_prefix(slot.cached, a.request.prompt), a.request.prompt.size() - 1);
+    // A sliding-window layer's ring may no longer hold the window before that point: evaluate
+    // the prompt again from the start.
+    if (!context_.kv().can_truncate(slot.id, static_cast<int32_t>(reuse))) reuse = 0;
     context_.kv().truncate(slot.id, static_cast<int32_t>(reuse));
     slot.cached.resize(reuse);
     a.prompt_done = reuse;

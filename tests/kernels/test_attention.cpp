@@ -73,6 +73,7 @@ std::vector<float> naive_attention(const std::vector<float>& q, const std::vecto
             double maxv = -1e300;
             for (size_t j = 0; j < cell_pos.size(); ++j) {
                 if (p.causal && cell_pos[j] > q_pos[t]) continue;
+                if (p.window > 0 && q_pos[t] - cell_pos[j] >= p.window) continue;
                 const int64_t cell = index.empty() ? static_cast<int64_t>(j) : index[j];
                 double s = 0;
                 for (int64_t d = 0; d < p.head_dim; ++d) {
@@ -200,6 +201,63 @@ TEST(Attention, SoftcapAlibiAndNonCausalMatchReference) {
         for (SimdLevel level : supported_simd_levels()) {
             EXPECT_TRUE(all_close(s.run(op_kernels(level), k, v), want, 5e-5, 5e-6))
                 << simd_level_name(level) << " variant " << variant;
+        }
+    }
+}
+
+// Sliding windows narrower and wider than a SIMD block, with queries spread over the cells so the
+// window cuts blocks at every offset; causal or not, with and without soft-cap, F16 and F32.
+TEST(Attention, SlidingWindowMatchesReference) {
+    uint32_t seed = 300;
+    for (int32_t window : {1, 2, 7, 63, 64, 65, 200}) {
+        for (int variant = 0; variant < 3; ++variant) {
+            for (KvType type : {KvType::f32, KvType::f16}) {
+                const int64_t cells = 170;
+                Problem s(8, 2, 24, 5, cells, ++seed);
+                s.q_pos = {0, 8, 64, 130, 169};
+                s.p.window = window;
+                if (variant == 1) s.p.causal = false;
+                if (variant == 2) s.p.softcap = 3.0f;
+                Cache k(type, cells, 2, 24, ++seed), v(type, cells, 2, 24, ++seed);
+                const auto want = naive_attention(s.q, s.q_pos, k, v, s.index, s.cell_pos, s.p);
+                for (SimdLevel level : supported_simd_levels()) {
+                    ASSERT_TRUE(all_close(s.run(op_kernels(level), k, v), want, 2e-5, 2e-6))
+                        << simd_level_name(level) << " window " << window << " variant " << variant
+                        << (type == KvType::f16 ? " f16" : " f32");
+                }
+            }
+        }
+    }
+}
+
+TEST(Attention, SlidingWindowIgnoresCellsBeforeIt) {
+    // Window 4 at position 50: cells 47..50 count; whatever the others hold changes nothing, and
+    // a window of 1 returns the query's own value row.
+    const int64_t cells = 90;
+    Problem s(4, 2, 16, 1, cells, 91);
+    s.q_pos = {50};
+    s.p.window = 4;
+    Cache k(KvType::f32, cells, 2, 16, 92), v(KvType::f32, cells, 2, 16, 93);
+    for (SimdLevel level : supported_simd_levels()) {
+        const auto before = s.run(op_kernels(level), k, v);
+        Cache k2 = k, v2 = v;
+        for (int64_t c = 0; c < cells; ++c) {
+            if (c >= 47 && c <= 50) continue;
+            for (int64_t h = 0; h < 2; ++h) {
+                for (int64_t d = 0; d < 16; ++d) {
+                    k2.set(c, h, d, 1000.0f);
+                    v2.set(c, h, d, -5000.0f);
+                }
+            }
+        }
+        EXPECT_EQ(s.run(op_kernels(level), k2, v2), before) << simd_level_name(level);
+        Problem own = s;
+        own.p.window = 1;
+        const auto out = own.run(op_kernels(level), k, v);
+        for (int64_t h = 0; h < 4; ++h) {
+            for (int64_t d = 0; d < 16; ++d) {
+                EXPECT_NEAR(out[h * 16 + d], v.at(50, h / 2, d), 1e-6) << simd_level_name(level);
+            }
         }
     }
 }
@@ -344,6 +402,9 @@ TEST(Attention, RejectsBadArguments) {
     KvView narrow = k.view();
     narrow.head_stride = 8;  // smaller than head_dim
     EXPECT_THROW(call(ok, narrow, v.view()), std::invalid_argument);
+    Problem negative_window = ok;
+    negative_window.p.window = -1;
+    EXPECT_THROW(call(negative_window, k.view(), v.view()), std::invalid_argument);
     KvView null_data = k.view();
     null_data.data = nullptr;
     EXPECT_THROW(call(ok, null_data, v.view()), std::invalid_argument);

@@ -26,7 +26,9 @@ using test_support::read_ids;
 const std::vector<std::string> kRuns = {
     "llama", "qwen2", "gemma", "phi3", "gpt2", "gptneox", "falcon",
     // layout variants
-    "phi3-longrope", "starcoder2", "stablelm", "granite", "falcon-40b", "mpt", "bloom"};
+    "phi3-longrope", "starcoder2", "stablelm", "granite", "falcon-40b", "mpt", "bloom",
+    // attention and norm-placement extras
+    "qwen3", "gemma2", "gemma3", "olmo2"};
 
 // Evaluates ids at positions 0.. in batches of at most `chunk` tokens; every position's logits.
 std::vector<float> logits_in_chunks(Context& ctx, const std::vector<int32_t>& ids, size_t chunk) {
@@ -59,6 +61,18 @@ TEST_P(ArchFile, LogitsMatchLlamaCpp) {
         const auto ours = logits_in_chunks(ctx, ids, chunk);
         expect_logits_match(ours, ref, ctx.n_vocab(),
                             name + ", batches of " + std::to_string(chunk));
+    }
+    // Sliding-window layers with a ring of window + 2 cells: the batches run in steps of 3
+    // tokens and the ring wraps several times over the prompt.
+    if (model->hparams().n_swa > 0) {
+        for (size_t chunk : {ids.size(), size_t{1}}) {
+            Context ctx(model,
+                        ContextParams{.n_seq = 1, .n_ctx = 64, .n_threads = 2, .swa_batch = 3});
+            ASSERT_LT(ctx.kv().max_tokens_per_step(), 64);
+            const auto ours = logits_in_chunks(ctx, ids, chunk);
+            expect_logits_match(ours, ref, ctx.n_vocab(),
+                                name + ", ring, batches of " + std::to_string(chunk));
+        }
     }
 }
 

@@ -49,6 +49,15 @@ struct Spec {
     enum { no_factors, long_rope, rope_freqs } rope_factors = no_factors;
     uint32_t rope_orig_ctx = 0;     // rope.scaling.original_context_length
     float rope_attn_factor = 0.0f;  // rope.scaling.attn_factor
+    // Attention and norm-placement extras.
+    enum { qk_none, qk_per_head, qk_whole } qk_norm = qk_none;  // RMSNorm of Q and K before RoPE
+    enum { pre, pre_and_post, post } norms = pre;     // post: branch output normed, no pre-norm
+    float attn_softcap = 0.0f, final_softcap = 0.0f;  // written when > 0
+    uint32_t window = 0;                              // attention.sliding_window when > 0
+    uint32_t swa_period = 0;    // local layers: il % period < period - 1 (0: every layer)
+    bool write_period = false;  // attention.sliding_window_pattern = swa_period
+    float rope_base = 10000.0f, rope_base_swa = 0.0f;  // rope.freq_base(_swa), the latter if > 0
+    double q_scale = 0.0;                              // attention logit scale, 0: 1/sqrt(head)
     uint32_t n_embd = 16, n_head = 2, n_head_kv = 1, head_dim = 8, n_ff = 24, n_vocab = 32,
              n_layer = 2, n_ctx = 16;
 };
@@ -98,6 +107,12 @@ struct Tiny {
         set_if("logit_scale", s.logit_scale);
         set_if("rope.scaling.attn_factor", s.rope_attn_factor);
         if (s.rope_orig_ctx) w.set(p + "rope.scaling.original_context_length", s.rope_orig_ctx);
+        if (s.attn_softcap > 0) w.set(p + "attn_logit_softcapping", s.attn_softcap);
+        if (s.final_softcap > 0) w.set(p + "final_logit_softcapping", s.final_softcap);
+        if (s.window > 0) w.set(p + "attention.sliding_window", s.window);
+        if (s.write_period) w.set(p + "attention.sliding_window_pattern", s.swa_period);
+        if (s.rope_base != 10000.0f) w.set(p + "rope.freq_base", s.rope_base);
+        if (s.rope_base_swa > 0) w.set(p + "rope.freq_base_swa", s.rope_base_swa);
         for (const auto& [name, t] : tensors) w.add_tensor(name, t.shape, t.data);
         return w;
     }
@@ -141,8 +156,17 @@ Tiny make_tiny(const Spec& s, uint32_t seed = 1) {
     if (!s.tied) add("output.weight", {e, s.n_vocab});
     for (uint32_t i = 0; i < s.n_layer; ++i) {
         const std::string b = "blk." + std::to_string(i) + ".";
-        norm(b + "attn_norm");
+        if (s.norms != Spec::post) norm(b + "attn_norm");
         if (s.attn_norm_2) norm(b + "attn_norm_2");
+        if (s.qk_norm != Spec::qk_none) {
+            const bool whole = s.qk_norm == Spec::qk_whole;
+            add(b + "attn_q_norm.weight", {whole ? q : s.head_dim}, 1.0f);
+            add(b + "attn_k_norm.weight", {whole ? kv : s.head_dim}, 1.0f);
+        }
+        if (s.norms != Spec::pre) {
+            add(b + "post_attention_norm.weight", {e}, 1.0f);
+            add(b + "post_ffw_norm.weight", {e}, 1.0f);
+        }
         if (s.fused_qkv) {
             add(b + "attn_qkv.weight", {e, q + 2 * kv});
             if (s.qkv_bias) add(b + "attn_qkv.bias", {q + 2 * kv});
@@ -158,7 +182,7 @@ Tiny make_tiny(const Spec& s, uint32_t seed = 1) {
         }
         add(b + "attn_output.weight", {q, e});
         if (s.out_bias) add(b + "attn_output.bias", {e});
-        if (!s.shared_norm) norm(b + "ffn_norm");
+        if (!s.shared_norm && s.norms != Spec::post) norm(b + "ffn_norm");
         const int64_t up = s.fused_gate_up ? 2 * ff : ff;
         if (s.ffn != Spec::gelu && !s.fused_gate_up) add(b + "ffn_gate.weight", {e, ff});
         add(b + "ffn_up.weight", {e, up});
@@ -209,7 +233,7 @@ double silu(double x) {
 // The context every engine test here runs with (logits_of.h): it picks LongRoPE's factors.
 constexpr uint32_t kEngineContext = 64;
 
-void rotate(const Tiny& m, double* head, int pos) {
+void rotate(const Tiny& m, double* head, int pos, double base = 10000.0) {
     const Spec& s = m.spec;
     const int n_rot = static_cast<int>(s.n_rot ? s.n_rot : s.head_dim);
     // Frequency i divided by factor i: LongRoPE's long factors beyond the original context, its
@@ -221,7 +245,7 @@ void rotate(const Tiny& m, double* head, int pos) {
     }
     const double magnitude = s.rope_attn_factor > 0.0f ? s.rope_attn_factor : 1.0;
     for (int i = 0; i < n_rot / 2; ++i) {
-        double theta = pos * std::pow(10000.0, -2.0 * i / n_rot);
+        double theta = pos * std::pow(base, -2.0 * i / n_rot);
         if (factors) theta /= factors->data[static_cast<size_t>(i)];
         const int a = s.pos == Spec::rope_neox ? i : 2 * i;
         const int b = s.pos == Spec::rope_neox ? i + n_rot / 2 : 2 * i + 1;
@@ -267,6 +291,22 @@ Vec ffn(const Tiny& m, const std::string& b, const Vec& h) {
     return matvec(m.at(b + "ffn_down.weight"), act, m.find(b + "ffn_down.bias"));
 }
 
+// RMSNorm of x[begin, begin + width) with the weight tensor `name` (width wide), in place.
+void rms_in_place(const Tiny& m, const std::string& name, double* x, size_t width) {
+    double sq = 0.0;
+    for (size_t i = 0; i < width; ++i) sq += x[i] * x[i] / static_cast<double>(width);
+    const Tensor& w = m.at(name);
+    for (size_t i = 0; i < width; ++i) x[i] = x[i] / std::sqrt(sq + 1e-5) * w.data[i];
+}
+
+bool local_layer(const Spec& s, uint32_t l) {
+    return s.window > 0 && (s.swa_period == 0 || l % s.swa_period < s.swa_period - 1);
+}
+
+double capped(double x, float cap) {
+    return cap > 0 ? cap * std::tanh(x / cap) : x;
+}
+
 // Logits of every position of one sequence.
 std::vector<Vec> reference(const Tiny& m, const std::vector<int32_t>& ids) {
     const Spec& s = m.spec;
@@ -289,9 +329,13 @@ std::vector<Vec> reference(const Tiny& m, const std::vector<int32_t>& ids) {
     const bool parallel = s.parallel && !s.parallel_key_false;
     for (uint32_t l = 0; l < s.n_layer; ++l) {
         const std::string b = "blk." + std::to_string(l) + ".";
+        const bool local = local_layer(s, l);
+        const double base = local && s.rope_base_swa > 0 ? s.rope_base_swa : s.rope_base;
         std::vector<Vec> h(n), q(n), k(n), v(n);
         for (size_t t = 0; t < n; ++t) {
-            h[t] = normed(m, b + (s.attn_norm_2 ? "attn_norm_2" : "attn_norm"), x[t]);
+            h[t] = s.norms == Spec::post
+                       ? x[t]
+                       : normed(m, b + (s.attn_norm_2 ? "attn_norm_2" : "attn_norm"), x[t]);
             if (s.fused_qkv) {
                 const Vec all =
                     matvec(m.at(b + "attn_qkv.weight"), h[t], m.find(b + "attn_qkv.bias"));
@@ -307,11 +351,20 @@ std::vector<Vec> reference(const Tiny& m, const std::vector<int32_t>& ids) {
             clamp_all(q[t], s.clamp_kqv);
             clamp_all(k[t], s.clamp_kqv);
             clamp_all(v[t], s.clamp_kqv);
+            if (s.qk_norm == Spec::qk_whole) {
+                rms_in_place(m, b + "attn_q_norm.weight", q[t].data(), q_dim);
+                rms_in_place(m, b + "attn_k_norm.weight", k[t].data(), kv_dim);
+            } else if (s.qk_norm == Spec::qk_per_head) {
+                for (size_t hh = 0; hh < s.n_head; ++hh)
+                    rms_in_place(m, b + "attn_q_norm.weight", &q[t][hh * hd], hd);
+                for (size_t hh = 0; hh < s.n_head_kv; ++hh)
+                    rms_in_place(m, b + "attn_k_norm.weight", &k[t][hh * hd], hd);
+            }
             if (s.pos != Spec::learned && !s.alibi) {
                 for (size_t hh = 0; hh < s.n_head; ++hh)
-                    rotate(m, &q[t][hh * hd], static_cast<int>(t));
+                    rotate(m, &q[t][hh * hd], static_cast<int>(t), base);
                 for (size_t hh = 0; hh < s.n_head_kv; ++hh)
-                    rotate(m, &k[t][hh * hd], static_cast<int>(t));
+                    rotate(m, &k[t][hh * hd], static_cast<int>(t), base);
             }
         }
         std::vector<Vec> next = x;
@@ -319,25 +372,29 @@ std::vector<Vec> reference(const Tiny& m, const std::vector<int32_t>& ids) {
             Vec att(q_dim, 0.0);
             for (size_t hh = 0; hh < s.n_head; ++hh) {
                 const size_t kh = hh / (s.n_head / s.n_head_kv);
-                Vec score(t + 1);
+                // A local layer's query sees itself and the window - 1 positions before it.
+                const size_t first = local && t + 1 > s.window ? t + 1 - s.window : 0;
+                Vec score(t + 1, 0.0);
                 double mx = -1e300, sum = 0.0;
-                for (size_t j = 0; j <= t; ++j) {
+                for (size_t j = first; j <= t; ++j) {
                     double d = 0.0;
                     for (size_t i = 0; i < hd; ++i) d += q[t][hh * hd + i] * k[j][kh * hd + i];
-                    score[j] = d * attn_scale;
+                    // Soft-capped, then ALiBi's distance penalty, as the bias is a mask term.
+                    score[j] = capped(d * (s.q_scale > 0 ? s.q_scale : attn_scale), s.attn_softcap);
                     if (s.alibi) {
                         score[j] -=
                             alibi_slope_of(hh, s.n_head, max_bias) * static_cast<double>(t - j);
                     }
                     mx = std::max(mx, score[j]);
                 }
-                for (double& sc : score) sum += (sc = std::exp(sc - mx));
-                for (size_t j = 0; j <= t; ++j)
+                for (size_t j = first; j <= t; ++j) sum += (score[j] = std::exp(score[j] - mx));
+                for (size_t j = first; j <= t; ++j)
                     for (size_t i = 0; i < hd; ++i)
                         att[hh * hd + i] += score[j] / sum * v[j][kh * hd + i];
             }
-            const Vec o =
-                matvec(m.at(b + "attn_output.weight"), att, m.find(b + "attn_output.bias"));
+            Vec o = matvec(m.at(b + "attn_output.weight"), att, m.find(b + "attn_output.bias"));
+            if (s.norms != Spec::pre)
+                rms_in_place(m, b + "post_attention_norm.weight", o.data(), e);
             if (parallel) {
                 const Vec ffn_in = !s.shared_norm  ? normed(m, b + "ffn_norm", x[t])
                                    : s.attn_norm_2 ? normed(m, b + "attn_norm", x[t])
@@ -346,7 +403,9 @@ std::vector<Vec> reference(const Tiny& m, const std::vector<int32_t>& ids) {
                 for (size_t i = 0; i < e; ++i) next[t][i] += (o[i] + f[i]) * residual_scale;
             } else {
                 for (size_t i = 0; i < e; ++i) next[t][i] += o[i] * residual_scale;
-                const Vec f = ffn(m, b, normed(m, b + "ffn_norm", next[t]));
+                Vec f =
+                    ffn(m, b, s.norms == Spec::post ? next[t] : normed(m, b + "ffn_norm", next[t]));
+                if (s.norms != Spec::pre) rms_in_place(m, b + "post_ffw_norm.weight", f.data(), e);
                 for (size_t i = 0; i < e; ++i) next[t][i] += f[i] * residual_scale;
             }
         }
@@ -359,6 +418,7 @@ std::vector<Vec> reference(const Tiny& m, const std::vector<int32_t>& ids) {
         if (s.logit_scale > 0.0f) {
             for (double& l : logits[t]) l /= s.logit_scale;
         }
+        for (double& z : logits[t]) z = capped(z, s.final_softcap);
     }
     return logits;
 }
@@ -367,11 +427,36 @@ std::vector<float> engine_logits(const gguf::Writer& w, const std::vector<int32_
     return test_support::logits_of(w, ids, ggufd::kernels::KvType::f32);
 }
 
-void expect_matches_reference(const Spec& s) {
+// The same, in chunks of `chunk` tokens through one context (the KV cache's path).
+std::vector<float> engine_logits_chunked(const gguf::Writer& w, const std::vector<int32_t>& ids,
+                                         size_t chunk, int swa_batch = KvCache::kDefaultSwaBatch) {
+    auto model = Model::from_file(gguf::File::from_bytes(w.to_bytes()));
+    Context ctx(model, ContextParams{.n_seq = 1,
+                                     .n_ctx = 64,
+                                     .n_threads = 1,
+                                     .kv_type = ggufd::kernels::KvType::f32,
+                                     .swa_batch = swa_batch});
+    std::vector<float> all, part;
+    for (size_t begin = 0; begin < ids.size(); begin += chunk) {
+        std::vector<BatchToken> batch;
+        for (size_t i = begin; i < std::min(ids.size(), begin + chunk); ++i)
+            batch.push_back({0, ids[i], static_cast<int32_t>(i), true});
+        ctx.eval(batch, part);
+        all.insert(all.end(), part.begin(), part.end());
+    }
+    return all;
+}
+
+// chunk 0: one batch; swa_batch: the sliding layers' ring slack (KvCache).
+void expect_matches_reference(const Spec& s,
+                              const std::vector<int32_t>& ids = std::vector<int32_t>{3, 17, 29},
+                              size_t chunk = 0, int swa_batch = KvCache::kDefaultSwaBatch) {
     const Tiny m = make_tiny(s);
-    const std::vector<int32_t> ids = {3, 17, 29};
     const std::vector<Vec> ref = reference(m, ids);
-    const std::vector<float> got = engine_logits(m.writer(), ids);
+    const bool one_batch = chunk == 0 && swa_batch == KvCache::kDefaultSwaBatch;
+    const std::vector<float> got =
+        one_batch ? engine_logits(m.writer(), ids)
+                  : engine_logits_chunked(m.writer(), ids, chunk ? chunk : ids.size(), swa_batch);
     ASSERT_EQ(got.size(), ids.size() * s.n_vocab);
     double worst = 0.0;
     for (size_t t = 0; t < ids.size(); ++t) {
@@ -385,6 +470,21 @@ void expect_matches_reference(const Spec& s) {
     double spread = 0.0;
     for (double r : ref[2]) spread = std::max(spread, std::abs(r - ref[2][0]));
     EXPECT_GT(spread, 0.1) << "max error " << worst;
+}
+
+// The reference's logits move by more than `at_least` when `change` is applied to the spec (the
+// tensors kept): the mechanism a test exercises is not a no-op on its model.
+void expect_reference_depends_on(const Spec& s, void (*change)(Spec&),
+                                 const std::vector<int32_t>& ids, double at_least = 0.05) {
+    const Tiny m = make_tiny(s);
+    Tiny changed = m;
+    change(changed.spec);
+    const std::vector<Vec> a = reference(m, ids), b = reference(changed, ids);
+    double moved = 0.0;
+    for (size_t t = 0; t < a.size(); ++t)
+        for (size_t i = 0; i < a[t].size(); ++i)
+            moved = std::max(moved, std::abs(a[t][i] - b[t][i]));
+    EXPECT_GT(moved, at_least);
 }
 
 Spec llama_spec() {
@@ -516,6 +616,44 @@ Spec phi3_longrope_spec() {
     s.rope_attn_factor = 1.5f;
     return s;
 }
+// Attention and norm-placement extras.
+Spec qwen3_spec() {
+    return Spec{.arch = "qwen3", .pos = Spec::rope_neox, .qk_norm = Spec::qk_per_head};
+}
+Spec gemma2_spec() {
+    return Spec{.arch = "gemma2",
+                .ffn = Spec::geglu,
+                .pos = Spec::rope_neox,
+                .embd_scale = true,
+                .tied = true,
+                .norms = Spec::pre_and_post,
+                .attn_softcap = 0.5f,
+                .final_softcap = 1.5f,
+                .window = 3,
+                .swa_period = 2};
+}
+Spec gemma3_spec() {
+    return Spec{.arch = "gemma3",
+                .ffn = Spec::geglu,
+                .pos = Spec::rope_neox,
+                .embd_scale = true,
+                .tied = true,
+                .qk_norm = Spec::qk_per_head,
+                .norms = Spec::pre_and_post,
+                .window = 3,
+                .swa_period = 2,
+                .write_period = true,
+                .rope_base = 1e6f,
+                .rope_base_swa = 10.0f};
+}
+Spec olmo2_spec() {
+    return Spec{.arch = "olmo2",
+                .pos = Spec::rope_neox,
+                .qk_norm = Spec::qk_whole,
+                .norms = Spec::post,
+                .rope_base = 5e5f};
+}
+const std::vector<int32_t> kLongIds = {3, 17, 29, 5, 11, 2, 30, 8, 21, 14};
 
 // The reference itself checked on llama, whose engine logits match llama.cpp (TinyLlama tests).
 TEST(ArchReference, Llama) {
@@ -645,6 +783,110 @@ TEST(ArchDescriptions, SecondInputNormOnlyWithASharedParallelNorm) {
         EXPECT_TRUE(d->parallel_residual_key.empty()) << d->name;
         EXPECT_FALSE(d->ffn_norm) << d->name;
     }
+}
+
+TEST(ArchReference, Qwen3PerHeadQkNorm) {
+    expect_matches_reference(qwen3_spec());
+}
+TEST(ArchReference, Gemma2SoftCapsPostNormsAndWindow) {
+    for (size_t chunk : {size_t{0}, size_t{4}, size_t{1}}) {
+        SCOPED_TRACE("chunk " + std::to_string(chunk));
+        expect_matches_reference(gemma2_spec(), kLongIds, chunk);
+    }
+    expect_reference_depends_on(
+        gemma2_spec(), [](Spec& s) { s.window = 0; }, kLongIds);
+    expect_reference_depends_on(
+        gemma2_spec(), [](Spec& s) { s.attn_softcap = 0; }, kLongIds);
+    expect_reference_depends_on(
+        gemma2_spec(), [](Spec& s) { s.final_softcap = 0; }, kLongIds);
+}
+// Without a pattern key gemma2 alternates local and global layers (layer 0 local); a pattern of
+// 3 makes layers 0 and 1 local, 2 global.
+TEST(ArchReference, Gemma2PatternKey) {
+    Spec s = gemma2_spec();
+    s.n_layer = 3;
+    expect_matches_reference(s, kLongIds, 3);
+    s.swa_period = 3;
+    s.write_period = true;
+    expect_matches_reference(s, kLongIds, 3);
+    expect_reference_depends_on(
+        s, [](Spec& c) { c.swa_period = 2; }, kLongIds);
+}
+TEST(ArchReference, Gemma3LocalRopeBaseAndQkNorm) {
+    for (size_t chunk : {size_t{0}, size_t{3}, size_t{1}}) {
+        SCOPED_TRACE("chunk " + std::to_string(chunk));
+        expect_matches_reference(gemma3_spec(), kLongIds, chunk);
+    }
+    expect_reference_depends_on(
+        gemma3_spec(), [](Spec& s) { s.rope_base_swa = 0; }, kLongIds);
+}
+// Rings of window - 1 + 1 and + 2 cells: every batch runs in steps of one or two tokens and the
+// ring wraps over the prompt.
+TEST(ArchReference, Gemma2SlidingRing) {
+    for (int swa_batch : {1, 2}) {
+        for (size_t chunk : {size_t{0}, size_t{3}, size_t{1}}) {
+            SCOPED_TRACE("swa_batch " + std::to_string(swa_batch) + " chunk " +
+                         std::to_string(chunk));
+            expect_matches_reference(gemma2_spec(), kLongIds, chunk, swa_batch);
+        }
+    }
+}
+
+// Two sequences interleaved in one batch over rings of window + 1 cells: the batch runs as steps
+// of at most two tokens of each, and each sequence gets its own reference logits.
+TEST(ArchReference, Gemma2RingWithTwoSequences) {
+    const Tiny m = make_tiny(gemma2_spec());
+    const std::vector<int32_t> other = {7, 7, 1, 30, 12, 19, 4, 25, 6, 9};
+    const std::vector<Vec> ref_a = reference(m, kLongIds), ref_b = reference(m, other);
+    auto model = Model::from_file(gguf::File::from_bytes(m.writer().to_bytes()));
+    Context ctx(model, ContextParams{.n_seq = 2,
+                                     .n_ctx = 64,
+                                     .n_threads = 2,
+                                     .kv_type = ggufd::kernels::KvType::f32,
+                                     .swa_batch = 2});
+    std::vector<BatchToken> batch;
+    for (size_t i = 0; i < kLongIds.size(); ++i) {
+        batch.push_back({1, other[i], static_cast<int32_t>(i), true});
+        batch.push_back({0, kLongIds[i], static_cast<int32_t>(i), true});
+    }
+    std::vector<float> got;
+    ctx.eval(batch, got);
+    const size_t vocab = m.spec.n_vocab;
+    ASSERT_EQ(got.size(), batch.size() * vocab);
+    for (size_t r = 0; r < batch.size(); ++r) {
+        const Vec& want = (batch[r].seq == 0 ? ref_a : ref_b)[static_cast<size_t>(batch[r].pos)];
+        for (size_t i = 0; i < vocab; ++i) {
+            ASSERT_NEAR(got[r * vocab + i], want[i], 1e-4 * std::max(1.0, std::abs(want[i])))
+                << "row " << r << " logit " << i;
+        }
+    }
+}
+
+// Gemma 2 27B (46 blocks) scales queries by 1/sqrt(n_embd / n_head), here 1/sqrt(8) with heads of
+// 4; other block counts by 1/sqrt(head).
+TEST(ArchReference, Gemma2QueryScaleOf27B) {
+    Spec s = gemma2_spec();
+    s.head_dim = 4;
+    s.n_layer = 46;
+    s.q_scale = 1.0 / std::sqrt(8.0);
+    expect_matches_reference(s, kLongIds);
+    expect_reference_depends_on(
+        s, [](Spec& c) { c.q_scale = 0.5; }, kLongIds, 1e-3);
+    s.n_layer = 45;
+    s.q_scale = 0.0;
+    expect_matches_reference(s, kLongIds);
+}
+
+// Every layer local (pattern 0), window 1: each token sees only itself.
+TEST(ArchReference, Gemma3AllLocalWindowOne) {
+    Spec s = gemma3_spec();
+    s.window = 1;
+    s.swa_period = 0;
+    expect_matches_reference(s, kLongIds, 4);
+}
+TEST(ArchReference, Olmo2PostNormsWholeQkNorm) {
+    expect_matches_reference(olmo2_spec(), kLongIds);
+    expect_matches_reference(olmo2_spec(), kLongIds, 3);
 }
 
 // phi3's fused matrices are qwen2's separate ones stacked: same logits, bit for bit.
@@ -814,6 +1056,38 @@ TEST(ArchRefusals, UnknownArchitectureListsSupported) {
     const std::string e = load_error(make_tiny(s));
     EXPECT_NE(e.find("'mamba' is not supported"), std::string::npos) << e;
     EXPECT_NE(e.find("gemma"), std::string::npos) << e;
+}
+
+TEST(ArchRefusals, AttentionExtrasAreChecked) {
+    // gemma3 has no default window; gemma2 has one (4096) and loads without the key.
+    Spec g3 = gemma3_spec();
+    g3.window = 0;
+    EXPECT_NE(load_error(make_tiny(g3)).find("gemma3.attention.sliding_window"), std::string::npos)
+        << load_error(make_tiny(g3));
+    Spec g2 = gemma2_spec();
+    g2.window = 0;
+    EXPECT_EQ(load_error(make_tiny(g2)), "(loaded)");
+    gguf::Writer zero = make_tiny(gemma2_spec()).writer();
+    zero.set("gemma2.attention.sliding_window", uint32_t{0});
+    EXPECT_NE(load_error(zero).find("sliding_window must be at least 1"), std::string::npos);
+    gguf::Writer cap = make_tiny(gemma2_spec()).writer();
+    cap.set("gemma2.attn_logit_softcapping", -1.0f);
+    EXPECT_NE(load_error(cap).find("attn_logit_softcapping must be >= 0"), std::string::npos)
+        << load_error(cap);
+    gguf::Writer base = make_tiny(gemma3_spec()).writer();
+    base.set("gemma3.rope.freq_base_swa", 0.0f);
+    EXPECT_NE(load_error(base).find("rope.freq_base_swa must be a positive"), std::string::npos);
+    // The Q/K norms are one head wide for qwen3 and the whole projection for olmo2.
+    Tiny q3 = make_tiny(qwen3_spec());
+    q3.tensors["blk.0.attn_k_norm.weight"] = q3.at("blk.0.attn_q_norm.weight");
+    q3.tensors["blk.1.attn_q_norm.weight"].shape = {16};
+    q3.tensors["blk.1.attn_q_norm.weight"].data.resize(16);
+    EXPECT_NE(load_error(q3).find("'blk.1.attn_q_norm.weight' has shape [16], expected [8]"),
+              std::string::npos)
+        << load_error(q3);
+    Tiny o2 = make_tiny(olmo2_spec());
+    o2.tensors.erase("blk.0.post_ffw_norm.weight");
+    EXPECT_NE(load_error(o2).find("'blk.0.post_ffw_norm.weight' is missing"), std::string::npos);
 }
 
 TEST(ArchRefusals, Gpt2NeedsItsEpsilonKey) {

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstring>
 #include <fstream>
+#include <stdexcept>
 
 #include "engine/model/kv_cache.h"
 
@@ -65,6 +66,58 @@ TEST(KvCache, UnwrittenCellsReadAsZeroAndSequencesAreIndependent) {
     cache.truncate(0, 3);
     EXPECT_EQ(cache.length(0), 3);
     EXPECT_EQ(cache.length(1), 0);
+}
+
+}  // namespace
+
+// Sliding-window layers keep a ring of window - 1 + swa_batch cells; the global ones the context.
+namespace {
+
+HParams sliding_shape() {
+    HParams hp = shape();
+    hp.n_swa = 8;
+    hp.swa_period = 2;  // layers 0 and 2 local
+    return hp;
+}
+
+TEST(KvCacheRing, SlidingLayersKeepTheirWindowAndOneStep) {
+    const HParams hp = sliding_shape();
+    KvCache cache(hp, 2, 100, ggufd::kernels::KvType::f16, 4);
+    EXPECT_EQ(cache.layer_cells(0), 11);
+    EXPECT_EQ(cache.layer_cells(1), 100);
+    EXPECT_EQ(cache.layer_cells(2), 11);
+    EXPECT_EQ(cache.max_tokens_per_step(), 4);
+    EXPECT_EQ(cache.bytes(), KvCache::bytes_needed(hp, 2, 100, ggufd::kernels::KvType::f16, 4));
+    EXPECT_EQ(cache.bytes(), size_t{2} * (11 + 100) * 2 * 2 * 512 * 2);
+    // Position p and p + 11 share a local cell; a global layer keeps both.
+    EXPECT_EQ(cache.k_cell(0, 1, 3), cache.k_cell(0, 1, 14));
+    EXPECT_NE(cache.k_cell(1, 1, 3), cache.k_cell(1, 1, 14));
+    EXPECT_NE(cache.k_cell(0, 0, 3), cache.k_cell(0, 1, 3));  // sequences apart
+    EXPECT_EQ(cache.k_view(0, 1).n_cells, 11);
+    EXPECT_EQ(cache.v_view(1, 1).n_cells, 100);
+    // A context no larger than the ring needs none.
+    KvCache small(hp, 1, 10, ggufd::kernels::KvType::f16, 4);
+    EXPECT_EQ(small.layer_cells(0), 10);
+    EXPECT_EQ(small.max_tokens_per_step(), INT32_MAX);
+}
+
+TEST(KvCacheRing, TruncateOnlyWhereTheWindowIsStillHeld) {
+    KvCache cache(sliding_shape(), 1, 100, ggufd::kernels::KvType::f16, 4);
+    cache.set_length(0, 30);  // the ring holds positions 19..29
+    EXPECT_TRUE(cache.can_truncate(0, 30));
+    EXPECT_TRUE(cache.can_truncate(0, 26));   // next token 26 sees 19..26
+    EXPECT_FALSE(cache.can_truncate(0, 25));  // would need 18
+    EXPECT_FALSE(cache.can_truncate(0, 31));
+    EXPECT_TRUE(cache.can_truncate(0, 0));
+    EXPECT_THROW(cache.truncate(0, 25), std::out_of_range);
+    EXPECT_EQ(cache.length(0), 30);
+    cache.truncate(0, 26);
+    EXPECT_EQ(cache.length(0), 26);
+    cache.set_length(0, 9);  // the ring has not wrapped: everything is there
+    EXPECT_TRUE(cache.can_truncate(0, 1));
+    KvCache plain(shape(), 1, 100);
+    plain.set_length(0, 30);
+    EXPECT_TRUE(plain.can_truncate(0, 1));
 }
 
 }  // namespace

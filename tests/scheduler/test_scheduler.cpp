@@ -365,4 +365,53 @@ TEST_F(SchedulerTest, StopFinishesEverythingAsCancelled) {
               scheduler::SubmitStatus::queue_full);
 }
 
+// A model with sliding-window layers (gemma2: window 8 on block 0) whose ring holds the window and
+// one step's budget: a later prompt sharing only an early prefix cannot reuse the cells (the ring
+// has moved on) and is evaluated again from the start; one sharing all but its last token keeps
+// them. Either way the tokens equal a fresh scheduler's.
+TEST(SchedulerSlidingWindow, PrefixReuseFallsBackWhenTheRingMovedOn) {
+    GGUFD_REQUIRE_CONFORMANCE(dir);
+    auto model = model::Model::load(dir / "arch/gemma2.gguf");
+    auto tok = std::make_shared<const tokenizer::Tokenizer>(
+        tokenizer::Tokenizer(tokenizer::Vocab::from_gguf(model->file())));
+    std::vector<int32_t> prompt;
+    std::ifstream in(dir / "arch/prompt_tokens.txt");
+    for (int32_t id; in >> id;) prompt.push_back(id);
+    ASSERT_EQ(prompt.size(), 24u);
+    scheduler::SchedulerParams p;
+    p.n_slots = 1;
+    p.n_ctx = 64;
+    p.batch_size = 4;  // ring of 8 - 1 + 4 cells
+    p.n_threads = 1;
+    auto run = [&](scheduler::Scheduler& s, const std::vector<int32_t>& tokens, int max_tokens) {
+        auto sink = std::make_shared<RecordingSink>();
+        scheduler::GenerationRequest r;
+        r.prompt = tokens;
+        r.sampling.temperature = 0.0f;
+        r.stop.max_tokens = max_tokens;
+        r.sink = sink;
+        EXPECT_EQ(s.submit(std::move(r)).status, scheduler::SubmitStatus::accepted);
+        sink->wait_done();
+        return sink;
+    };
+    auto fresh = [&](const std::vector<int32_t>& tokens, int max_tokens) {
+        scheduler::Scheduler s(model, tok, p);
+        return run(s, tokens, max_tokens)->tokens;
+    };
+    std::vector<int32_t> early(prompt.begin(), prompt.begin() + 10);
+    early.insert(early.end(), prompt.rbegin(), prompt.rbegin() + 8);  // diverges after 10
+
+    scheduler::Scheduler s(model, tok, p);
+    const auto first = run(s, prompt, 6);
+    EXPECT_EQ(first->tokens, fresh(prompt, 6));
+    ASSERT_EQ(first->tokens.size(), 6u);
+    const auto again = run(s, early, 2);
+    EXPECT_EQ(again->usage.cached_prompt_tokens, 0);
+    EXPECT_EQ(again->tokens, fresh(early, 2));
+    // The same prompt right after itself: 2 steps past it, its window is still in the ring.
+    const auto second = run(s, early, 6);
+    EXPECT_EQ(second->usage.cached_prompt_tokens, static_cast<int32_t>(early.size()) - 1);
+    EXPECT_EQ(second->tokens, fresh(early, 6));
+}
+
 }  // namespace

@@ -1,0 +1,15 @@
+// qwen3: qwen2 without the Q/K/V biases, with an RMSNorm over each head of Q and of K before RoPE
+// (attn_q_norm / attn_k_norm, one head wide). The head size comes from attention.key_length and
+// need not be n_embd / n_head.
+#include "engine/model/arch.h"
+
+namespace ggufd::model::arch {
+
+extern const ArchDesc qwen3 = {
+    .name = "qwen3",
+    .qkv_bias = Need::absent,
+    .rope = RopeOrdering::neox,
+    .qk_norm = QkNorm::per_head,
+};
+
+}  // namespace ggufd::model::arch
