@@ -44,6 +44,7 @@ struct AttentionJob {
     float softcap;  // 0: off
     bool causal;
     const float* head_slopes;  // ALiBi slope per query head, nullptr: off
+    bool f16_accumulator;      // AttentionParams::f16_accumulator, with F16 K and V
 };
 
 // Cells scored per block by the SIMD attention kernels.

@@ -63,7 +63,8 @@ Context::Context(std::shared_ptr<const Model> model, const ContextParams& params
     : model_(std::move(model)),
       pool_(params.n_threads),
       kv_(model_->hparams(), params.n_seq, default_context_size(model_->hparams(), params.n_ctx),
-          params.kv_type) {
+          params.kv_type),
+      f16_accumulator_(params.f16_accumulator) {
     cell_positions_.resize(static_cast<size_t>(kv_.n_ctx()));
     std::iota(cell_positions_.begin(), cell_positions_.end(), 0);
 }
@@ -273,6 +274,7 @@ void Context::eval(std::span<const BatchToken> batch_in, std::vector<float>& log
     ap.n_head_kv = hp.n_head_kv;
     ap.head_dim = hp.head_dim_k;
     ap.scale = 1.0f / std::sqrt(static_cast<float>(hp.head_dim_k));
+    ap.f16_accumulator = f16_accumulator_;
 
     for (uint32_t il = 0; il < hp.n_layer; ++il) {
         const LayerWeights& l = w.layers[il];

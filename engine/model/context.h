@@ -20,6 +20,9 @@ struct ContextParams {
     int n_ctx = 0;      // cells per sequence; 0 = the model's training context, at most 4096
     int n_threads = 0;  // 0 = physical cores
     kernels::KvType kv_type = kernels::KvType::f16;
+    // F16 cache: accumulate attention as llama.cpp does, to follow its greedy decoding where two
+    // logits nearly tie (kernels::AttentionParams::f16_accumulator; attention is about 2x slower).
+    bool f16_accumulator = false;
 };
 
 // One new token of a sequence. A sequence's tokens in a batch must continue it: positions
@@ -73,6 +76,7 @@ class Context {
     KvCache kv_;
     std::vector<int32_t>
         cell_positions_;  // 0, 1, 2, ...: a sequence's cells hold positions in order
+    bool f16_accumulator_;
 
     // Scratch reused across calls (grown, never shrunk).
     std::vector<float> x_, xn_, q_, k_, v_, qkv_, att_, tmp_, ffn_out_, gate_, up_;
