@@ -9,8 +9,8 @@
 // the running maximum. Greedy decoding follows the argmax, so where the two best logits are
 // closer than these roundings move them (stories260K: 0.003 of 16 apart), an engine that
 // attends exactly leaves llama.cpp's continuation. The query rounding costs nothing and is
-// always done against fp16 keys; the fp16 accumulator costs about twice the attention time
-// and is asked for with AttentionParams::f16_accumulator.
+// always done against fp16 keys; the fp16 accumulator costs 2-3x the attention time and is
+// asked for with AttentionParams::f16_accumulator (docs/performance-engine.md has figures).
 #pragma once
 
 #include <cstdint>

@@ -21,7 +21,7 @@ struct ContextParams {
     int n_threads = 0;  // 0 = physical cores
     kernels::KvType kv_type = kernels::KvType::f16;
     // F16 cache: accumulate attention as llama.cpp does, to follow its greedy decoding where two
-    // logits nearly tie (kernels::AttentionParams::f16_accumulator; attention is about 2x slower).
+    // logits nearly tie (kernels::AttentionParams::f16_accumulator; attention takes 2-3x as long).
     bool f16_accumulator = false;
 };
 
