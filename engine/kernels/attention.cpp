@@ -12,9 +12,10 @@
 namespace ggufd::kernels {
 
 int64_t attention_scratch_floats(int64_t head_dim, int64_t n_heads) {
-    // SIMD kernels: accumulators, block scores, ALiBi distances, running max and sum. The
-    // scalar kernel needs one row of head_dim, which this covers.
-    return n_heads * head_dim + n_heads * kAttentionBlock + kAttentionBlock + 2 * n_heads +
+    // SIMD kernels: accumulators, block scores, ALiBi distances, running max and sum, the
+    // fp16-rounded queries, per-cell rescale factors and one converted K row. The scalar kernel
+    // needs one row of head_dim, which this covers.
+    return 2 * n_heads * head_dim + 2 * n_heads * kAttentionBlock + kAttentionBlock + 2 * n_heads +
            head_dim;
 }
 
@@ -95,6 +96,7 @@ void attention_with(const OpKernels& kernels, const float* q, const int32_t* q_p
         .causal = p.causal,
         .head_slopes = slopes.empty() ? nullptr : slopes.data(),
         .window = p.window,
+        .f16_accumulator = p.f16_accumulator && k.type == KvType::f16 && v.type == KvType::f16,
     };
 
     // Query heads sharing a KV head are done together so each K/V row is loaded once for all of

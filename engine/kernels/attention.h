@@ -3,6 +3,15 @@
 // and ALiBi.
 // K and V are read in place from the cache (F32 or F16); the cells a sequence owns are given as a
 // list, so a cache that interleaves several sequences needs no copy.
+//
+// Precision against llama.cpp. Its CPU flash attention (the path it takes by default) rounds
+// the query to fp16 before the dot product with fp16 keys, and with fp16 values keeps the
+// output accumulator itself in fp16, rounded after every cell, rescaled whenever a cell raises
+// the running maximum. Greedy decoding follows the argmax, so where the two best logits are
+// closer than these roundings move them (stories260K: 0.003 of 16 apart), an engine that
+// attends exactly leaves llama.cpp's continuation. The query rounding costs nothing and is
+// always done against fp16 keys; the fp16 accumulator costs 2-3x the attention time and is
+// asked for with AttentionParams::f16_accumulator (docs/performance-engine.md has figures).
 #pragma once
 
 #include <cstdint>
@@ -43,6 +52,9 @@ struct AttentionParams {
     // > 0: sliding-window attention, a query at position p sees only the cells with
     // pos > p - window (itself and the window - 1 positions before it when causal).
     int32_t window = 0;
+    // With F16 K and V: accumulate as llama.cpp does (see the top of this file): cells in order,
+    // the output held at fp16 precision, the keys' dot products summed in its order.
+    bool f16_accumulator = false;
 };
 
 // out[t][h][d] = sum_j softmax_j(logit(t, h, j)) * V[cell j][h / group][d] for queries

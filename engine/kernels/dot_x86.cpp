@@ -2,6 +2,7 @@
 // own namespace: avx2 (AVX2 + FMA + F16C: Haswell and later, Zen and later) and avx512 (adds
 // AVX-512 F/BW/VL/DQ with VNNI: Ice Lake and later, Zen 4 and later). Each type's row points at
 // the <type>_dots both levels define.
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 

@@ -8,6 +8,8 @@
 #include <cmath>
 #include <cstdint>
 
+#include "engine/kernels/float16.h"
+
 #include "engine/kernels/ops_simd_avx2.h"
 
 namespace ggufd::kernels {

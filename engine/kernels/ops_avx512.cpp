@@ -16,6 +16,8 @@
 #include <cmath>
 #include <cstdint>
 
+#include "engine/kernels/float16.h"
+
 #include "engine/kernels/ops_simd_avx512.h"
 
 namespace ggufd::kernels {

@@ -45,6 +45,7 @@ struct AttentionJob {
     bool causal;
     const float* head_slopes;  // ALiBi slope per query head, nullptr: off
     int32_t window;            // > 0: sliding window (AttentionParams::window)
+    bool f16_accumulator;      // AttentionParams::f16_accumulator, with F16 K and V
 };
 
 // Whether a query at q_pos does not see the cell holding position pos: the one mask rule of the

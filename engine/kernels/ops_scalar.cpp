@@ -17,8 +17,8 @@ namespace {
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps) {
-    double sum = 0.0;
-    for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i]) * x[i];
+    double sum = 0.0;  // of squares rounded to float, as llama.cpp sums them
+    for (int64_t i = 0; i < n; ++i) sum += x[i] * x[i];
     const float mean = static_cast<float>(sum / static_cast<double>(n));
     const float s = 1.0f / std::sqrt(mean + eps);
     for (int64_t i = 0; i < n; ++i) y[i] = w ? (x[i] * s) * w[i] : x[i] * s;
@@ -144,15 +144,69 @@ const float* kv_row(const void* base, bool f16, int64_t offset, int64_t n, float
     return tmp;
 }
 
-// Two passes per head in double: all logits, then the weighted sum of values.
+float round_to_f16(float x) {
+    return fp16_to_fp32(fp32_to_fp16(x));
+}
+
+// AttentionJob::f16_accumulator: one pass over the cells in order, the output accumulator
+// rounded to fp16 after every cell and rescaled when a cell raises the running maximum.
+void attention_f16_accumulator(const AttentionJob& job, const AttentionTask& task, const float* q,
+                               int64_t h, float* row, float* dst) {
+    const int64_t dim = job.head_dim;
+    std::vector<float> k(static_cast<size_t>(dim));
+    std::fill(dst, dst + dim, 0.0f);
+    float m = kNegInf, total = 0.0f;
+    for (int64_t j = 0; j < job.n_cells; ++j) {
+        const int32_t pos = job.cell_pos[j];
+        if (job.causal && pos > task.q_pos) continue;
+        const int64_t cell = job.cell_index ? job.cell_index[j] : j;
+        f16_to_f32(static_cast<const uint16_t*>(job.k_data) + cell * job.k_cell_stride +
+                       task.kv_head * job.k_head_stride,
+                   k.data(), dim);
+        double dot = 0.0;
+        for (int64_t d = 0; d < dim; ++d) dot += static_cast<double>(q[d] * k[d]);
+        float s = static_cast<float>(dot) * job.scale;
+        if (job.softcap > 0.0f) s = job.softcap * std::tanh(s / job.softcap);
+        if (job.head_slopes) {
+            s -= job.head_slopes[h] * std::fabs(static_cast<float>(task.q_pos - pos));
+        }
+        float ms = 1.0f, vs = 1.0f;
+        if (s > m) {
+            ms = m == kNegInf ? 0.0f : std::exp(m - s);
+            m = s;
+            for (int64_t d = 0; d < dim; ++d) dst[d] = round_to_f16(dst[d] * ms);
+        } else {
+            vs = std::exp(s - m);
+        }
+        f16_to_f32(static_cast<const uint16_t*>(job.v_data) + cell * job.v_cell_stride +
+                       task.kv_head * job.v_head_stride,
+                   row, dim);
+        for (int64_t d = 0; d < dim; ++d) dst[d] = round_to_f16(std::fma(vs, row[d], dst[d]));
+        total = total * ms + vs;
+    }
+    const float inv = total > 0.0f ? 1.0f / total : 0.0f;
+    for (int64_t d = 0; d < dim; ++d) dst[d] *= inv;
+}
+
+// Two passes per head in double: all logits, then the weighted sum of values. Against fp16
+// keys the query is rounded to fp16 first, as the SIMD kernels do (see attention.h).
 void attention(const AttentionJob& job, const AttentionTask& task, float* scratch) {
     const int64_t dim = job.head_dim;
     float* row = scratch;
     std::vector<double> logits(static_cast<size_t>(job.n_cells));
     std::vector<double> out(static_cast<size_t>(dim));
+    std::vector<float> q16(static_cast<size_t>(job.k_f16 ? dim : 0));
     auto storage_cell = [&](int64_t j) { return job.cell_index ? job.cell_index[j] : j; };
     for (int64_t h = task.head_begin; h < task.head_end; ++h) {
         const float* q = task.q + h * dim;
+        if (job.k_f16) {
+            for (int64_t d = 0; d < dim; ++d) q16[d] = round_to_f16(q[d]);
+            q = q16.data();
+        }
+        if (job.f16_accumulator) {
+            attention_f16_accumulator(job, task, q, h, row, task.out + h * dim);
+            continue;
+        }
         const double slope = job.head_slopes ? job.head_slopes[h] : 0.0;
         double maxv = -std::numeric_limits<double>::infinity();
         for (int64_t j = 0; j < job.n_cells; ++j) {

@@ -69,6 +69,28 @@ GGUFD_SIMD_FN void vstore_f16_part(uint16_t* p, vf v, int64_t n) {
     std::memcpy(p, tmp, static_cast<size_t>(n) * sizeof(uint16_t));
 }
 
+// A sum in double of float lanes: vdsum_add widens each lane and adds it in.
+struct vdsum {
+    __m256d lo, hi;
+};
+GGUFD_SIMD_FN vdsum vdsum_zero() {
+    return {_mm256_setzero_pd(), _mm256_setzero_pd()};
+}
+GGUFD_SIMD_FN vdsum vdsum_add(vdsum acc, vf x) {
+    return {_mm256_add_pd(acc.lo, _mm256_cvtps_pd(_mm256_castps256_ps128(x))),
+            _mm256_add_pd(acc.hi, _mm256_cvtps_pd(_mm256_extractf128_ps(x, 1)))};
+}
+GGUFD_SIMD_FN double vdsum_total(vdsum acc) {
+    const __m256d s = _mm256_add_pd(acc.lo, acc.hi);
+    const __m128d h = _mm_add_pd(_mm256_castpd256_pd128(s), _mm256_extractf128_pd(s, 1));
+    return _mm_cvtsd_f64(_mm_add_sd(h, _mm_unpackhi_pd(h, h)));
+}
+
+// Each lane rounded to the nearest fp16 value (kept as a float).
+GGUFD_SIMD_FN vf vround_f16(vf v) {
+    return _mm256_cvtph_ps(_mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+}
+
 GGUFD_SIMD_FN vf vadd(vf a, vf b) {
     return _mm256_add_ps(a, b);
 }

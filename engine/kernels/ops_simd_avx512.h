@@ -60,6 +60,27 @@ GGUFD_SIMD_FN void vstore_f16_part(uint16_t* p, vf v, int64_t n) {
                              _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
 }
 
+// A sum in double of float lanes: vdsum_add widens each lane and adds it in.
+struct vdsum {
+    __m512d lo, hi;
+};
+GGUFD_SIMD_FN vdsum vdsum_zero() {
+    return {_mm512_setzero_pd(), _mm512_setzero_pd()};
+}
+GGUFD_SIMD_FN vdsum vdsum_add(vdsum acc, vf x) {
+    return {_mm512_add_pd(acc.lo, _mm512_cvtps_pd(_mm512_castps512_ps256(x))),
+            _mm512_add_pd(acc.hi, _mm512_cvtps_pd(_mm256_castpd_ps(
+                                      _mm512_extractf64x4_pd(_mm512_castps_pd(x), 1))))};
+}
+GGUFD_SIMD_FN double vdsum_total(vdsum acc) {
+    return _mm512_reduce_add_pd(_mm512_add_pd(acc.lo, acc.hi));
+}
+
+// Each lane rounded to the nearest fp16 value (kept as a float).
+GGUFD_SIMD_FN vf vround_f16(vf v) {
+    return _mm512_cvtph_ps(_mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+}
+
 GGUFD_SIMD_FN vf vadd(vf a, vf b) {
     return _mm512_add_ps(a, b);
 }

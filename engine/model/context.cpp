@@ -64,7 +64,8 @@ Context::Context(std::shared_ptr<const Model> model, const ContextParams& params
     : model_(std::move(model)),
       pool_(params.n_threads),
       kv_(model_->hparams(), params.n_seq, default_context_size(model_->hparams(), params.n_ctx),
-          params.kv_type, params.swa_batch) {
+          params.kv_type, params.swa_batch),
+      f16_accumulator_(params.f16_accumulator) {
     cell_positions_.resize(static_cast<size_t>(kv_.n_ctx()));
     std::iota(cell_positions_.begin(), cell_positions_.end(), 0);
     // LongRoPE's long factors serve a context beyond the original one, as llama.cpp decides by
@@ -385,6 +386,7 @@ void Context::eval_step(std::span<const BatchToken> batch_in, std::vector<float>
     ap.scale = hp.attn_scale;
     ap.max_bias = hp.alibi_max_bias;
     ap.softcap = hp.attn_softcap;
+    ap.f16_accumulator = f16_accumulator_;
     // Local (sliding-window) layers: their own RoPE base, without the context scaling when asked.
     kernels::RopeParams rope_swa = rope;
     rope_swa.freq_base = hp.rope_freq_base_swa;

@@ -23,6 +23,9 @@ struct ContextParams {
     // Sliding-window layers: tokens of one sequence a step adds beyond the window (the ring's
     // slack, see KvCache); eval splits a batch that brings more.
     int swa_batch = KvCache::kDefaultSwaBatch;
+    // F16 cache: accumulate attention as llama.cpp does, to follow its greedy decoding where two
+    // logits nearly tie (kernels::AttentionParams::f16_accumulator; attention takes 2-3x as long).
+    bool f16_accumulator = false;
 };
 
 // One new token of a sequence. A sequence's tokens in a batch must continue it: positions
@@ -96,6 +99,7 @@ class Context {
     // RoPE's per-pair frequency divisors (rope_freqs, or LongRoPE's long or short factors chosen
     // by this context's size), or nullptr.
     const float* rope_factors_ = nullptr;
+    bool f16_accumulator_;
 
     // Scratch reused across calls (grown, never shrunk).
     std::vector<float> x_, xn_, q_, k_, v_, qkv_, att_, tmp_, ffn_out_, gate_, up_;

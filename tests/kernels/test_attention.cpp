@@ -57,7 +57,8 @@ struct Cache {
     }
 };
 
-// Textbook attention in double, independent of the kernels.
+// Textbook attention in double, independent of the kernels; against fp16 keys the query is
+// rounded to fp16 first, as llama.cpp does and the kernels do (attention.h).
 std::vector<float> naive_attention(const std::vector<float>& q, const std::vector<int32_t>& q_pos,
                                    const Cache& k, const Cache& v,
                                    const std::vector<int32_t>& index,
@@ -77,8 +78,9 @@ std::vector<float> naive_attention(const std::vector<float>& q, const std::vecto
                 const int64_t cell = index.empty() ? static_cast<int64_t>(j) : index[j];
                 double s = 0;
                 for (int64_t d = 0; d < p.head_dim; ++d) {
-                    s += static_cast<double>(q[(t * p.n_head + h) * p.head_dim + d]) *
-                         k.at(cell, g, d);
+                    float qd = q[(t * p.n_head + h) * p.head_dim + d];
+                    if (k.type == KvType::f16) qd = fp16_to_fp32(fp32_to_fp16(qd));
+                    s += static_cast<double>(qd) * k.at(cell, g, d);
                 }
                 s *= p.scale;
                 if (p.softcap > 0) s = p.softcap * std::tanh(s / p.softcap);
@@ -144,6 +146,98 @@ struct Problem {
         return out;
     }
 };
+
+// llama.cpp's CPU flash attention over an F16 cache as attention.h describes it, written out
+// cell by cell in float: the query rounded to fp16, each dot product of fp16 values summed
+// exactly (in double), and for AttentionParams::f16_accumulator the output accumulated in fp16,
+// rounded after every cell and rescaled whenever a cell raises the running maximum.
+std::vector<float> fp16_accumulating_attention(const Problem& s, const Cache& k, const Cache& v) {
+    const AttentionParams& p = s.p;
+    const int64_t group = p.n_head / p.n_head_kv, dim = p.head_dim;
+    auto to_f16 = [](float x) { return fp16_to_fp32(fp32_to_fp16(x)); };
+    std::vector<float> out(s.q.size(), 0.0f);
+    for (int64_t t = 0; t < s.n_tokens; ++t) {
+        for (int64_t h = 0; h < p.n_head; ++h) {
+            const float* q = s.q.data() + (t * p.n_head + h) * dim;
+            float* acc = out.data() + (t * p.n_head + h) * dim;
+            float m = -std::numeric_limits<float>::infinity(), total = 0.0f;
+            for (int64_t j = 0; j < s.n_cells; ++j) {
+                if (p.causal && s.cell_pos[j] > s.q_pos[t]) continue;
+                double dot = 0.0;
+                for (int64_t d = 0; d < dim; ++d) dot += to_f16(q[d]) * k.at(j, h / group, d);
+                const float logit = static_cast<float>(dot) * p.scale;
+                float ms = 1.0f, vs = 1.0f;
+                if (logit > m) {
+                    ms = std::isinf(m) ? 0.0f : std::exp(m - logit);
+                    m = logit;
+                    for (int64_t d = 0; d < dim; ++d) acc[d] = to_f16(acc[d] * ms);
+                } else {
+                    vs = std::exp(logit - m);
+                }
+                for (int64_t d = 0; d < dim; ++d) {
+                    acc[d] = to_f16(std::fma(vs, v.at(j, h / group, d), acc[d]));
+                }
+                total = total * ms + vs;
+            }
+            const float inv = 1.0f / total;
+            for (int64_t d = 0; d < dim; ++d) acc[d] *= inv;
+        }
+    }
+    return out;
+}
+
+// The fraction of elements of got within a few float steps (2e-6 relative) of want.
+double fraction_within_float_steps(const std::vector<float>& got, const std::vector<float>& want) {
+    size_t same = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+        same += std::fabs(got[i] - want[i]) <= 2e-6 * std::fabs(want[i]);
+    }
+    return static_cast<double>(same) / static_cast<double>(got.size());
+}
+
+TEST(Attention, QueryIsRoundedToFp16AgainstFp16Keys) {
+    // The result is that of the fp16-rounded query, bit for bit; against F32 keys it is not
+    // rounded (which also shows the query carries bits fp16 drops).
+    Problem s(8, 2, 64, 3, 70, 41);
+    Problem rounded = s;
+    for (float& x : rounded.q) x = fp16_to_fp32(fp32_to_fp16(x));
+    for (SimdLevel level : supported_simd_levels()) {
+        SCOPED_TRACE(simd_level_name(level));
+        Cache k16(KvType::f16, 70, 2, 64, 42), v16(KvType::f16, 70, 2, 64, 43);
+        EXPECT_EQ(s.run(op_kernels(level), k16, v16), rounded.run(op_kernels(level), k16, v16));
+        Cache k32(KvType::f32, 70, 2, 64, 42), v32(KvType::f32, 70, 2, 64, 43);
+        EXPECT_NE(s.run(op_kernels(level), k32, v32), rounded.run(op_kernels(level), k32, v32));
+    }
+}
+
+TEST(Attention, F16AccumulatorFollowsLlamaCppCellByCell) {
+    // Exact attention differs from the fp16 accumulation by its roundings (about 1e-3 relative);
+    // accumulating as llama.cpp does agrees to a few float steps (the normaliser's last bits) on
+    // nearly every element, the rest one fp16 step away where an exponential differs in its
+    // last bit.
+    // Head size 8 is stories260K's; 64 and 80 take the vector part of the key sums.
+    struct Shape {
+        int64_t n_head, n_head_kv, head_dim, cells;
+    };
+    for (const Shape& shape : {Shape{8, 4, 8, 200}, Shape{8, 2, 64, 130}, Shape{4, 1, 80, 70}}) {
+        Problem s(shape.n_head, shape.n_head_kv, shape.head_dim, 3, shape.cells, 51);
+        s.p.f16_accumulator = true;
+        Cache k(KvType::f16, shape.cells, shape.n_head_kv, shape.head_dim, 52, 2.0f);
+        Cache v(KvType::f16, shape.cells, shape.n_head_kv, shape.head_dim, 53);
+        const auto want = fp16_accumulating_attention(s, k, v);
+        Problem exact = s;
+        exact.p.f16_accumulator = false;
+        EXPECT_LT(fraction_within_float_steps(exact.run(op_kernels(SimdLevel::scalar), k, v), want),
+                  0.5);
+        for (SimdLevel level : supported_simd_levels()) {
+            SCOPED_TRACE(std::string(simd_level_name(level)) + " dim " +
+                         std::to_string(shape.head_dim));
+            const auto got = s.run(op_kernels(level), k, v);
+            EXPECT_GE(fraction_within_float_steps(got, want), 0.95);
+            EXPECT_TRUE(all_close(got, want, 2e-3, 1e-4));
+        }
+    }
+}
 
 TEST(Attention, ScalarMatchesNaiveReference) {
     for (KvType type : {KvType::f32, KvType::f16}) {

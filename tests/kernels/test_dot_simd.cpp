@@ -5,6 +5,7 @@
 #include <cmath>
 #include <random>
 #include <string>
+#include <vector>
 
 #include "engine/kernels/cpu_features.h"
 #include "engine/kernels/formats.h"
@@ -89,6 +90,54 @@ std::vector<TensorType> all_types() {
 
 INSTANTIATE_TEST_SUITE_P(AllTypes, SimdDot, ::testing::ValuesIn(all_types()),
                          testing::type_param_name);
+
+// One F32 row summed in llama.cpp's order, with `lanes` floats a vector: whole groups of 4
+// vectors in 4 accumulators, added as (0 + 2) + (1 + 3), then halved across the lanes, then the
+// remaining elements one by one with fused multiply-adds.
+float f32_dot_in_llama_order(const float* w, const float* a, int64_t n, int lanes) {
+    const int64_t group = 4 * lanes, whole = n / group * group;
+    std::vector<float> acc(static_cast<size_t>(group), 0.0f);
+    for (int64_t i = 0; i < whole; i += group) {
+        for (int64_t l = 0; l < group; ++l) acc[l] = std::fma(w[i + l], a[i + l], acc[l]);
+    }
+    std::vector<float> v(static_cast<size_t>(lanes));
+    for (int l = 0; l < lanes; ++l) {
+        v[l] = (acc[l] + acc[2 * lanes + l]) + (acc[lanes + l] + acc[3 * lanes + l]);
+    }
+    for (int half = lanes / 2; half >= 1; half /= 2) {
+        for (int l = 0; l < half; ++l) v[l] += v[l + half];
+    }
+    float total = v[0];
+    for (int64_t i = whole; i < n; ++i) total = std::fma(w[i], a[i], total);
+    return total;
+}
+
+TEST(SimdDot, F32RowIsSummedInLlamaCppOrder) {
+    // Token generation multiplies one activation row by F32 weights; summed in llama.cpp's order
+    // the result is bit for bit its sum, so fp16 cache roundings downstream agree (simd_x86.inc).
+    std::mt19937 rng(5);
+    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+    int checked = 0;
+    for (int64_t n : {7, 8, 64, 71, 76, 256, 1000, 4096}) {
+        std::vector<float> w(static_cast<size_t>(n)), a(static_cast<size_t>(n));
+        for (float& x : w) x = dist(rng);
+        for (float& x : a) x = dist(rng);
+        for (const DotVariant& v : dot_variants(TensorType::F32)) {
+            if (v.isa == "scalar") continue;
+            SCOPED_TRACE(std::string(v.isa) + " n=" + std::to_string(n));
+            const int lanes = v.isa.starts_with("avx512") ? 16 : 8;
+            // Whole vectors after the groups of 4 are summed as vectors (simd_x86.inc).
+            if (n % (4 * lanes) >= lanes) continue;
+            const float want = f32_dot_in_llama_order(w.data(), a.data(), n, lanes);
+            EXPECT_EQ(v.vec_dot(n, w.data(), a.data()), want);
+            float one = 0.0f;
+            v.multi_dot(n, w.data(), a.data(), 0, 1, &one);
+            EXPECT_EQ(one, want);
+            ++checked;
+        }
+    }
+    if (checked == 0) GTEST_SKIP() << "no SIMD F32 dot on this CPU";
+}
 
 TEST(SimdDot, MainTypesHaveAFastPathOnCapableCpus) {
     // On a CPU with AVX2 the main weight types must not silently fall back to scalar code.
