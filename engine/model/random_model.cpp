@@ -1,10 +1,15 @@
 #include "engine/model/random_model.h"
 
+#include <algorithm>
 #include <cmath>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "engine/kernels/formats.h"
+#include "engine/model/arch.h"
+#include "engine/model/hparams.h"
+#include "engine/model/weights.h"
 
 namespace ggufd::model {
 namespace {
@@ -97,25 +102,43 @@ void add_byte_level_vocab(gguf::Writer& w) {
 }
 
 gguf::Writer make_random_model(const RandomModelSpec& s) {
-    if (s.n_head == 0 || s.n_embd % s.n_head != 0) {
-        throw gguf::Error("random model: n_embd must be a multiple of n_head");
+    const ArchDesc* desc = find_arch(s.arch);
+    if (!desc) {
+        throw gguf::Error("random model: architecture '" + s.arch +
+                          "' is not supported (supported: " + supported_arch_names() + ")");
+    }
+    if (s.n_head == 0 || (s.head_dim == 0 && s.n_embd % s.n_head != 0)) {
+        throw gguf::Error("random model: n_embd must be a multiple of n_head (or give head_dim)");
     }
     if (s.n_head_kv == 0 || s.n_head % s.n_head_kv != 0) {
         throw gguf::Error("random model: n_head_kv must divide n_head");
     }
+    const std::string p = s.arch + ".";
+    const uint32_t head_dim = s.head_dim ? s.head_dim : s.n_embd / s.n_head;
     gguf::Writer w;
-    w.set("general.architecture", "llama");
+    w.set("general.architecture", s.arch);
     w.set("general.name", s.name);
     w.set("general.quantization_version", uint32_t{2});
-    w.set("llama.context_length", s.n_ctx);
-    w.set("llama.embedding_length", s.n_embd);
-    w.set("llama.block_count", s.n_layer);
-    w.set("llama.feed_forward_length", s.n_ff);
-    w.set("llama.attention.head_count", s.n_head);
-    w.set("llama.attention.head_count_kv", s.n_head_kv);
-    w.set("llama.rope.dimension_count", s.n_embd / s.n_head);
-    w.set("llama.rope.freq_base", s.rope_freq_base);
-    w.set("llama.attention.layer_norm_rms_epsilon", s.rms_eps);
+    w.set(p + "context_length", s.n_ctx);
+    w.set(p + "embedding_length", s.n_embd);
+    w.set(p + "block_count", s.n_layer);
+    w.set(p + "feed_forward_length", s.n_ff);
+    w.set(p + "attention.head_count", s.n_head);
+    w.set(p + "attention.head_count_kv", s.n_head_kv);
+    if (s.head_dim) {
+        w.set(p + "attention.key_length", head_dim);
+        w.set(p + "attention.value_length", head_dim);
+    }
+    if (desc->position == PositionKind::rope) {
+        w.set(p + "rope.dimension_count", s.n_rot ? s.n_rot : head_dim);
+        w.set(p + "rope.freq_base", s.rope_freq_base);
+    }
+    // Sliding-window architectures whose files must say their window get the common 4096, or
+    // the whole context when that is smaller.
+    if (desc->swa_period > 0 && desc->swa_window_default == 0) {
+        w.set(p + "attention.sliding_window", std::min<uint32_t>(4096, s.n_ctx));
+    }
+    w.set(p + std::string(desc->eps_key), s.rms_eps);
     if (s.vocab) {
         for (const gguf::KeyValue& kv : s.vocab->metadata().entries()) {
             if (kv.key.starts_with("tokenizer.")) w.set(kv.key, kv.value);
@@ -131,28 +154,30 @@ gguf::Writer make_random_model(const RandomModelSpec& s) {
         throw gguf::Error("random model: the vocabulary file has no tokenizer.ggml.tokens");
     }
     const auto n_vocab = static_cast<int64_t>(tokens->as_array().size());
-    w.set("llama.vocab_size", static_cast<uint32_t>(n_vocab));
+    w.set(p + "vocab_size", static_cast<uint32_t>(n_vocab));
 
+    // The tensors are what loading this metadata would bind: the same hyperparameters, read the
+    // same way, so every architecture's random model has exactly its tensors.
+    const HParams hp = read_hparams(gguf::File::from_bytes(w.to_bytes()));
+    std::set<std::string> wanted;
+    if (!s.tied) wanted.insert("output.weight");
     Rng rng(s.seed);
-    const int64_t embd = s.n_embd, ff = s.n_ff;
-    const int64_t head_dim = embd / s.n_head, kv_dim = head_dim * s.n_head_kv;
-    const float sd = 1.0f / std::sqrt(static_cast<float>(embd));
-    const std::vector<float> ones_embd(static_cast<size_t>(embd), 1.0f);
-    add_matrix(w, rng, "token_embd.weight", s.type, embd, n_vocab, 1.0f);
-    w.add_tensor("output_norm.weight", {embd}, ones_embd);
-    add_matrix(w, rng, "output.weight", s.output_type.value_or(s.type), embd, n_vocab, sd);
-    for (uint32_t l = 0; l < s.n_layer; ++l) {
-        const std::string p = "blk." + std::to_string(l) + ".";
-        w.add_tensor(p + "attn_norm.weight", {embd}, ones_embd);
-        add_matrix(w, rng, p + "attn_q.weight", s.type, embd, embd, sd);
-        add_matrix(w, rng, p + "attn_k.weight", s.type, embd, kv_dim, sd);
-        add_matrix(w, rng, p + "attn_v.weight", s.type, embd, kv_dim, sd);
-        add_matrix(w, rng, p + "attn_output.weight", s.type, embd, embd, sd);
-        w.add_tensor(p + "ffn_norm.weight", {embd}, ones_embd);
-        add_matrix(w, rng, p + "ffn_gate.weight", s.type, embd, ff, sd);
-        add_matrix(w, rng, p + "ffn_up.weight", s.type, embd, ff, sd);
-        add_matrix(w, rng, p + "ffn_down.weight", s.type, ff, embd,
-                   1.0f / std::sqrt(static_cast<float>(ff)));
+    for (const PlannedTensor& t : plan_tensors(hp, wanted)) {
+        if (t.shape.size() == 1) {
+            // Norm weights 1 and biases 0: a random model's layers start as the identity's
+            // neighbours, whatever the architecture.
+            const bool is_bias = t.name.ends_with(".bias");
+            w.add_tensor(
+                t.name, t.shape,
+                std::vector<float>(static_cast<size_t>(t.shape[0]), is_bias ? 0.0f : 1.0f));
+            continue;
+        }
+        const int64_t cols = t.shape[0], rows = t.shape[1];
+        const bool embeddings = t.name == std::string(desc->names.tok_embd) + ".weight";
+        const bool head = t.name == std::string(desc->names.output) + ".weight";
+        const gguf::TensorType type = head ? s.output_type.value_or(s.type) : s.type;
+        add_matrix(w, rng, t.name, type, cols, rows,
+                   embeddings ? 1.0f : 1.0f / std::sqrt(static_cast<float>(cols)));
     }
     return w;
 }

@@ -1,5 +1,6 @@
-// Random-weight llama models, written as GGUF: for tests, benchmarks at realistic sizes (e.g. a
-// 1.1B model in Q4_0) without downloading one, and the server's built-in demo model.
+// Random-weight models of any supported architecture, written as GGUF: for tests, benchmarks at
+// realistic sizes (e.g. a 1.1B model in Q4_0) without downloading one, and the server's built-in
+// demo model.
 #pragma once
 
 #include <cstdint>
@@ -12,6 +13,7 @@
 namespace ggufd::model {
 
 struct RandomModelSpec {
+    std::string arch = "llama";  // any supported architecture: its tensors are what it binds
     std::string name = "random";
     uint32_t n_embd = 256;
     uint32_t n_layer = 2;
@@ -19,7 +21,10 @@ struct RandomModelSpec {
     uint32_t n_head_kv = 2;
     uint32_t n_ff = 768;
     uint32_t n_ctx = 2048;
-    float rms_eps = 1e-5f;
+    uint32_t head_dim = 0;  // 0: n_embd / n_head; else written as key_length and value_length
+    uint32_t n_rot = 0;     // RoPE dimensions, 0: the whole head
+    bool tied = false;      // no output.weight: the head is token_embd
+    float rms_eps = 1e-5f;  // written to the architecture's epsilon key
     float rope_freq_base = 10000.0f;
     gguf::TensorType type = gguf::TensorType::F32;  // every matrix...
     std::optional<gguf::TensorType> output_type;    // ...except the output head, when given

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <initializer_list>
+#include <set>
 #include <string>
 #include <unordered_set>
 
@@ -17,12 +18,17 @@ std::string shape_text(std::initializer_list<int64_t> dims) {
     return s + "]";
 }
 
+// Answers bind_weights' requests for tensors: from a file (loading), or, planning a model that
+// does not exist yet, by writing each request down (plan_tensors).
 class Binder {
   public:
-    explicit Binder(const gguf::File& f) : file_(f) {}
+    explicit Binder(const gguf::File& f) : file_(&f) {}
+    Binder(std::vector<PlannedTensor>& plan, const std::set<std::string>& wanted_optional)
+        : plan_(&plan), wanted_(&wanted_optional) {}
 
     const gguf::TensorInfo* require(const std::string& name, std::initializer_list<int64_t> shape) {
-        const gguf::TensorInfo* t = file_.find_tensor(name);
+        if (plan_) return planned(name, shape);
+        const gguf::TensorInfo* t = file_->find_tensor(name);
         if (!t) throw gguf::Error("model: required tensor '" + name + "' is missing");
         check(*t, shape);
         bound_.insert(t);
@@ -31,7 +37,8 @@ class Binder {
 
     const gguf::TensorInfo* optional(const std::string& name,
                                      std::initializer_list<int64_t> shape) {
-        const gguf::TensorInfo* t = file_.find_tensor(name);
+        if (plan_) return wanted_->contains(name) ? planned(name, shape) : nullptr;
+        const gguf::TensorInfo* t = file_->find_tensor(name);
         if (t) {
             check(*t, shape);
             bound_.insert(t);
@@ -43,7 +50,8 @@ class Binder {
     // out (learned positions in a RoPE model, per-head norms, post-norms...): refuse the file
     // rather than answer with different logits.
     void refuse_unbound(const ArchDesc& d) const {
-        for (const gguf::TensorInfo& t : file_.tensors()) {
+        if (plan_) return;
+        for (const gguf::TensorInfo& t : file_->tensors()) {
             if (bound_.contains(&t)) continue;
             throw gguf::Error("model: tensor '" + t.name + "' is not part of the " +
                               std::string(d.name) +
@@ -76,8 +84,18 @@ class Binder {
         }
     }
 
-    const gguf::File& file_;
+    // Planning: the request is written down, and answered with a stand-in so that the binding
+    // goes on as it would for a file holding the tensor.
+    const gguf::TensorInfo* planned(const std::string& name, std::initializer_list<int64_t> shape) {
+        plan_->push_back({name, std::vector<int64_t>(shape)});
+        static const gguf::TensorInfo stand_in{};
+        return &stand_in;
+    }
+
+    const gguf::File* file_ = nullptr;
     std::unordered_set<const gguf::TensorInfo*> bound_;
+    std::vector<PlannedTensor>* plan_ = nullptr;
+    const std::set<std::string>* wanted_ = nullptr;
 };
 
 std::string weight(std::string_view prefix, std::string_view name) {
@@ -127,12 +145,11 @@ void bind_attention_extras(Binder& b, const HParams& hp, const std::string& p, L
     }
 }
 
-}  // namespace
-
-Weights bind_weights(const gguf::File& file, const HParams& hp) {
+// Every tensor of the description, asked of the binder in one order (the order a planned model
+// writes them in).
+Weights bind_all(Binder& b, const HParams& hp, size_t n_file_tensors) {
     const ArchDesc& d = *hp.desc;
     const TensorNames& nm = d.names;
-    Binder b(file);
     const int64_t embd = hp.n_embd, vocab = hp.n_vocab, ff = hp.n_ff;
     const int64_t q_out = int64_t{hp.head_dim_k} * hp.n_head;
     const int64_t k_out = hp.n_embd_k_gqa(), v_out = hp.n_embd_v_gqa();
@@ -158,7 +175,7 @@ Weights bind_weights(const gguf::File& file, const HParams& hp) {
     // Layers are appended as they bind, so a file claiming more layers than it holds fails at the
     // first missing tensor instead of sizing the table by block_count alone (a 5 KB file claiming
     // 16 M layers asked for 1.8 GB; 2^32-1 layers threw std::bad_alloc).
-    w.layers.reserve(std::min<size_t>(hp.n_layer, file.tensors().size()));
+    w.layers.reserve(std::min<size_t>(hp.n_layer, n_file_tensors));
     for (uint32_t i = 0; i < hp.n_layer; ++i) {
         const std::string p = "blk." + std::to_string(i) + ".";
         LayerWeights& l = w.layers.emplace_back();
@@ -198,6 +215,21 @@ Weights bind_weights(const gguf::File& file, const HParams& hp) {
     }
     b.refuse_unbound(d);
     return w;
+}
+
+}  // namespace
+
+Weights bind_weights(const gguf::File& file, const HParams& hp) {
+    Binder b(file);
+    return bind_all(b, hp, file.tensors().size());
+}
+
+std::vector<PlannedTensor> plan_tensors(const HParams& hp,
+                                        const std::set<std::string>& wanted_optional) {
+    std::vector<PlannedTensor> plan;
+    Binder b(plan, wanted_optional);
+    bind_all(b, hp, hp.n_layer);
+    return plan;
 }
 
 }  // namespace ggufd::model

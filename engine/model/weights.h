@@ -3,6 +3,8 @@
 #pragma once
 
 #include <array>
+#include <set>
+#include <string>
 #include <vector>
 
 #include "engine/model/hparams.h"
@@ -94,6 +96,18 @@ struct Weights {
                 tok_embd_norm_b, rope_factors_long, rope_factors_short, rope_freqs};
     }
 };
+
+// A tensor a model of given hyperparameters has: its GGUF name and shape (columns first).
+struct PlannedTensor {
+    std::string name;
+    std::vector<int64_t> shape;
+};
+
+// The tensors bind_weights would ask a file for, in its order: every required one, and the
+// optional ones named in wanted_optional (e.g. "output.weight" for an untied head). What random
+// models are made from, so that they hold exactly what loading binds.
+std::vector<PlannedTensor> plan_tensors(const HParams& hp,
+                                        const std::set<std::string>& wanted_optional = {});
 
 // Binds every tensor the architecture needs. Throws gguf::Error naming a missing tensor or one
 // whose shape disagrees with the hyperparameters ("tensor 'blk.3.attn_k.weight' has shape

@@ -1,7 +1,10 @@
-// ggufd-mkmodel: writes a random-weight llama GGUF of given dimensions and tensor type, for tests
-// and benchmarks. Example (TinyLlama-1.1B shapes, Llama-2 vocabulary, Q4_K with a Q6_K head):
+// ggufd-mkmodel: writes a random-weight GGUF of any supported architecture, dimensions and tensor
+// type, for tests and benchmarks. Examples (TinyLlama-1.1B shapes, Llama-2 vocabulary, Q4_K with
+// a Q6_K head; a Gemma-3-1B shape in Q8_0):
 //   ggufd-mkmodel --out tl-q4_k_m.gguf --vocab ggml-vocab-llama-spm.gguf --n-embd 2048
 //       --n-layer 22 --n-head 32 --n-head-kv 4 --n-ff 5632 --type Q4_K --output-type Q6_K
+//   ggufd-mkmodel --arch gemma3 --out g3.gguf --n-embd 1152 --n-layer 26 --n-head 4
+//       --n-head-kv 1 --head-dim 256 --n-ff 6912 --type Q8_0 --tied
 #include <boost/program_options.hpp>
 
 #include <chrono>
@@ -21,6 +24,7 @@ int main(int argc, char** argv) {
         ("help,h", "show this help")
         ("out,o", po::value(&out)->required(), "file to write")
         ("vocab", po::value(&vocab), "copy the vocabulary (tokenizer.* keys) from this GGUF; default: byte-level")
+        ("arch", po::value(&spec.arch)->default_value(spec.arch), "architecture (llama, qwen3, gemma3, ...)")
         ("name", po::value(&spec.name)->default_value(spec.name), "general.name")
         ("n-embd", po::value(&spec.n_embd)->default_value(spec.n_embd), "embedding size")
         ("n-layer", po::value(&spec.n_layer)->default_value(spec.n_layer), "blocks")
@@ -28,6 +32,9 @@ int main(int argc, char** argv) {
         ("n-head-kv", po::value(&spec.n_head_kv)->default_value(spec.n_head_kv), "key/value heads")
         ("n-ff", po::value(&spec.n_ff)->default_value(spec.n_ff), "feed-forward size")
         ("n-ctx", po::value(&spec.n_ctx)->default_value(spec.n_ctx), "training context length")
+        ("head-dim", po::value(&spec.head_dim)->default_value(spec.head_dim), "size of one attention head (0: n-embd / n-head)")
+        ("n-rot", po::value(&spec.n_rot)->default_value(spec.n_rot), "dimensions RoPE rotates (0: the whole head)")
+        ("tied", po::bool_switch(&spec.tied), "no output matrix: the head is the token embeddings")
         ("type", po::value(&type)->default_value(type), "type of every matrix (F32, F16, Q8_0, Q4_0, Q4_K, ...)")
         ("output-type", po::value(&output_type), "type of the output head (default: --type)")
         ("seed", po::value(&spec.seed)->default_value(spec.seed), "random seed");
