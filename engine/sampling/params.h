@@ -3,11 +3,16 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
+
+namespace ggufd::grammar {
+class Grammar;
+}
 
 namespace ggufd::sampling {
 
@@ -38,6 +43,9 @@ struct SamplingParams {
     std::vector<std::pair<int32_t, float>> logit_bias;  // token id -> added to its logit
     std::optional<uint64_t> seed;                       // same seed + same request = same output
     int32_t top_logprobs = -1;  // -1 = no logprobs; N >= 0 = chosen token's and top N alternatives'
+    // Constrained sampling: only tokens that keep the generated text a prefix of a sentence of
+    // this grammar, and end-of-generation only once it is a whole one. Null: unconstrained.
+    std::shared_ptr<const grammar::Grammar> grammar;
 };
 
 struct StopParams {

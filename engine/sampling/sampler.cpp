@@ -327,9 +327,21 @@ std::vector<Logprob> compute_logprobs(std::span<const float> logits, int32_t cho
     return logprobs_with(logits, chosen, top_n, weights);
 }
 
-Sampler::Sampler(const SamplingParams& params, int32_t n_vocab)
+Sampler::Sampler(const SamplingParams& params, int32_t n_vocab,
+                 std::shared_ptr<const grammar::TokenVocabulary> vocabulary)
     : params_(params), n_vocab_(n_vocab) {
     validate(params_, n_vocab_);
+    if (params_.grammar) {
+        if (!vocabulary) {
+            throw InvalidParam("grammar", "a grammar needs the model's token vocabulary");
+        }
+        if (vocabulary->size() != n_vocab_) {
+            throw std::invalid_argument("the grammar's vocabulary has " +
+                                        std::to_string(vocabulary->size()) + " tokens, the model " +
+                                        std::to_string(n_vocab_));
+        }
+        grammar_ = std::make_unique<grammar::Constraint>(params_.grammar, std::move(vocabulary));
+    }
     for (const auto& [token, bias] : params_.logit_bias) {
         // A copy, not the binding: lambdas may capture structured bindings only from clang 16.
         const int32_t id = token;
@@ -358,6 +370,11 @@ bool Sampler::penalties_active() const {
 }
 
 void Sampler::accept(int32_t token) {
+    record(token);
+    if (grammar_) grammar_->accept(token);
+}
+
+void Sampler::record(int32_t token) {
     if (token < 0 || token >= n_vocab_) {
         std::ostringstream msg;
         msg << "Sampler::accept: token id " << token << " outside the vocabulary of " << n_vocab_;
@@ -379,7 +396,7 @@ void Sampler::accept(int32_t token) {
 }
 
 void Sampler::accept(std::span<const int32_t> tokens) {
-    for (int32_t t : tokens) accept(t);
+    for (int32_t t : tokens) record(t);
 }
 
 std::vector<Logprob> Sampler::logprobs(std::span<const float> logits, int32_t chosen) {
@@ -667,8 +684,16 @@ int32_t Sampler::draw_all(std::span<const float> logits) {
     return static_cast<int32_t>(n - 1);  // unreachable: the max token has weight 1
 }
 
-int32_t Sampler::sample(std::span<const float> logits) {
+std::span<const float> Sampler::constrain(std::span<const float> logits) {
     check_size(logits);
+    if (!grammar_) return logits;
+    masked_.resize(logits.size());
+    grammar_->apply(logits, masked_);
+    return masked_;
+}
+
+int32_t Sampler::sample(std::span<const float> logits) {
+    logits = constrain(logits);
     collect_adjusted(logits);
     if (params_.temperature == 0.0f) return greedy(logits);
     if (!truncates()) return draw_all(logits);
@@ -677,7 +702,7 @@ int32_t Sampler::sample(std::span<const float> logits) {
 }
 
 std::vector<float> Sampler::adjusted_logits(std::span<const float> logits) {
-    check_size(logits);
+    logits = constrain(logits);
     collect_adjusted(logits);
     std::vector<float> out(logits.size());
     std::transform(logits.begin(), logits.end(), out.begin(), sanitize);
@@ -686,7 +711,7 @@ std::vector<float> Sampler::adjusted_logits(std::span<const float> logits) {
 }
 
 std::vector<int32_t> Sampler::candidates(std::span<const float> logits) {
-    check_size(logits);
+    logits = constrain(logits);
     collect_adjusted(logits);
     if (params_.temperature == 0.0f) return {greedy(logits)};
     run_filters(logits);

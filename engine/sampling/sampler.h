@@ -3,6 +3,9 @@
 // The chain, in the order llama.cpp's default sampler chain uses (facts learned from its
 // src/llama-sampling.cpp and common/sampling.cpp; the code here is our own):
 //
+//   0. grammar       with SamplingParams::grammar, tokens the grammar does not allow next get
+//                    logit -inf before anything else looks at them (grammar/constraint.h), so
+//                    every later step, greedy included, chooses among allowed tokens only.
 //   1. logit bias    logit += bias; a bias <= -100 (OpenAI: "effectively a ban") bans the token
 //                    outright (logit = -inf), so not even greedy decoding can pick it.
 //   2. penalties     for tokens seen in the window of the last penalty_last_n accepted tokens
@@ -50,12 +53,14 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <random>
 #include <span>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
+#include "engine/grammar/constraint.h"
 #include "engine/sampling/params.h"
 
 namespace ggufd::sampling {
@@ -85,17 +90,24 @@ std::vector<Logprob> compute_logprobs(std::span<const float> logits, int32_t cho
 
 class Sampler {
   public:
-    // Validates params against the vocabulary (validate(params, n_vocab)).
-    Sampler(const SamplingParams& params, int32_t n_vocab);
+    // Validates params against the vocabulary (validate(params, n_vocab)). A grammar needs the
+    // vocabulary's token bytes (`vocabulary`, shared by every sequence of a model); without a
+    // grammar it is not used and may be null.
+    Sampler(const SamplingParams& params, int32_t n_vocab,
+            std::shared_ptr<const grammar::TokenVocabulary> vocabulary = nullptr);
 
     // Applies the chain to one position's logits (size must equal n_vocab) and returns the
     // token. Does not accept() it: the caller decides what enters the penalty window.
     int32_t sample(std::span<const float> logits);
 
-    // Records a token (generated, or from the prompt if the caller wants prompt tokens
-    // penalized too) in the penalty window. Throws std::out_of_range for an invalid id.
+    // Records a generated token: in the penalty window, and as the grammar's next token (which
+    // throws std::invalid_argument for a token the grammar does not allow). Throws
+    // std::out_of_range for an invalid id.
     void accept(int32_t token);
+    // Records tokens that were not generated (the prompt, for penalties): the penalty window only.
     void accept(std::span<const int32_t> tokens);
+    // With a grammar: whether the text generated so far is a whole sentence of it.
+    bool grammar_complete() const { return !grammar_ || grammar_->complete(); }
 
     // Diagnostics (and tests) of what sample() does, without consuming randomness:
     // the logits after logit bias and penalties (non-finite values sanitized as above) ...
@@ -125,6 +137,8 @@ class Sampler {
     };
 
     bool penalties_active() const;
+    void record(int32_t token);                                       // the penalty window
+    std::span<const float> constrain(std::span<const float> logits);  // step 0
     void check_size(std::span<const float> logits) const;
     void run_filters(std::span<const float> logits);  // steps 1-6 into cand_
     void collect_adjusted(std::span<const float> logits);
@@ -158,6 +172,9 @@ class Sampler {
     std::vector<float> weights_;      // whole-vocabulary paths: e^(logit - max) per token
     std::vector<double> block_sums_;  // draw_all: the weights summed per block
     bool sorted_desc_ = false;        // cand_ is ordered by logit, best first
+
+    std::unique_ptr<grammar::Constraint> grammar_;  // null: no grammar
+    std::vector<float> masked_;                     // the logits with the grammar's mask
 };
 
 }  // namespace ggufd::sampling

@@ -142,7 +142,12 @@ bool Scheduler::start(Slot& slot, Pending pending) {
     a.request = std::move(pending.request);
     a.submitted = pending.submitted;
     try {
-        a.sampler = std::make_unique<sampling::Sampler>(a.request.sampling, context_.n_vocab());
+        if (a.request.sampling.grammar && !grammar_vocab_) {
+            grammar_vocab_ = grammar::TokenVocabulary::from_tokenizer(*tokenizer_);
+        }
+        a.sampler = std::make_unique<sampling::Sampler>(
+            a.request.sampling, context_.n_vocab(),
+            a.request.sampling.grammar ? grammar_vocab_ : nullptr);
         const tokenizer::Tokenizer& t = *tokenizer_;
         a.stop = std::make_unique<sampling::StopChecker>(a.request.stop,
                                                          [&t](int32_t id) { return t.is_eog(id); });
@@ -266,7 +271,14 @@ void Scheduler::step() {
     const size_t V = static_cast<size_t>(context_.n_vocab());
     for (size_t r = 0; r < wants_logits.size(); ++r) {
         Slot& s = *wants_logits[r].slot;
-        if (s.active) handle_logits(s, std::span<const float>(logits_.data() + r * V, V));
+        if (!s.active) continue;
+        try {
+            handle_logits(s, std::span<const float>(logits_.data() + r * V, V));
+        } catch (const std::exception& e) {
+            // A sampler that cannot choose (no token allowed, a grammar past its limits) ends
+            // its request; the others go on.
+            if (s.active) finish(s, FinishReason::error, e.what());
+        }
     }
 }
 

@@ -97,6 +97,9 @@ class Scheduler final : public Generator {
 
     std::vector<float> logits_;
     std::vector<model::BatchToken> batch_;
+    // Every token's bytes in a trie, for grammar-constrained requests: built by the first such
+    // request (on this thread), then shared by all.
+    std::shared_ptr<const grammar::TokenVocabulary> grammar_vocab_;
 };
 
 }  // namespace ggufd::scheduler

@@ -1,0 +1,449 @@
+// Token masks against a brute-force reference on real vocabularies, JSON documents (random valid
+// ones accepted, mutated ones judged as nlohmann_json judges them), and the sampler with a
+// grammar on a real model.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "engine/grammar/constraint.h"
+#include "engine/grammar/grammar.h"
+#include "engine/grammar/json.h"
+#include "engine/grammar/matcher.h"
+#include "engine/model/context.h"
+#include "engine/sampling/sampler.h"
+#include "engine/tokenizer/tokenizer.h"
+#include "tests/support/conformance.h"
+
+namespace {
+
+using ggufd::grammar::Constraint;
+using ggufd::grammar::Grammar;
+using ggufd::grammar::Position;
+using ggufd::grammar::TokenVocabulary;
+using ggufd::tokenizer::Tokenizer;
+
+std::shared_ptr<const Grammar> compile(const std::string& text) {
+    return std::make_shared<const Grammar>(Grammar::parse(text));
+}
+
+// Loaded once per file: the 150k-token vocabulary takes a while.
+const Tokenizer& tokenizer_of(const std::filesystem::path& path) {
+    static std::map<std::string, std::unique_ptr<Tokenizer>> cache;
+    auto& t = cache[path.string()];
+    if (!t) t = std::make_unique<Tokenizer>(Tokenizer::from_file(path));
+    return *t;
+}
+
+std::shared_ptr<const TokenVocabulary> vocab_of(const std::filesystem::path& path) {
+    static std::map<std::string, std::shared_ptr<const TokenVocabulary>> cache;
+    auto& v = cache[path.string()];
+    if (!v) v = TokenVocabulary::from_tokenizer(tokenizer_of(path));
+    return v;
+}
+
+// What a token may do, decided by feeding its bytes to a copy of the matcher's position.
+std::vector<int32_t> brute_force_allowed(const Grammar& g, const Position& at,
+                                         const TokenVocabulary& vocab) {
+    std::vector<int32_t> out;
+    Position p, next;
+    for (int32_t id = 0; id < vocab.size(); ++id) {
+        if (vocab.is_eog(id)) {
+            if (at.complete()) out.push_back(id);
+            continue;
+        }
+        const std::string_view bytes = vocab.bytes(id);
+        if (bytes.empty()) continue;
+        p = at;
+        bool ok = true;
+        for (char c : bytes) {
+            if (!ggufd::grammar::advance(g, p, static_cast<uint8_t>(c), next)) {
+                ok = false;
+                break;
+            }
+            std::swap(p, next);
+        }
+        if (ok) out.push_back(id);
+    }
+    return out;
+}
+
+void expect_masks_match_brute_force(const std::filesystem::path& vocab_file,
+                                    const std::string& grammar_text,
+                                    const std::vector<std::string>& prefixes,
+                                    size_t cache_bytes = Constraint::kDefaultCacheBytes) {
+    const auto g = compile(grammar_text);
+    const auto vocab = vocab_of(vocab_file);
+    for (const std::string& prefix : prefixes) {
+        SCOPED_TRACE("prefix: " + prefix);
+        Constraint c(g, vocab, cache_bytes);
+        ASSERT_TRUE(c.accept_bytes(prefix));
+        const std::vector<int32_t> expected = brute_force_allowed(*g, c.position(), *vocab);
+        EXPECT_EQ(c.allowed_tokens(), expected);
+        // apply() agrees: exactly the allowed tokens keep their logits, in place as well.
+        std::vector<float> logits(static_cast<size_t>(vocab->size()));
+        for (size_t i = 0; i < logits.size(); ++i) logits[i] = static_cast<float>(i % 97) * 0.5f;
+        std::vector<float> out(logits.size());
+        c.apply(logits, out);
+        std::vector<int32_t> kept;
+        for (size_t i = 0; i < out.size(); ++i) {
+            if (std::isfinite(out[i])) {
+                kept.push_back(static_cast<int32_t>(i));
+                EXPECT_EQ(out[i], logits[i]);
+            }
+        }
+        EXPECT_EQ(kept, expected);
+        c.apply(logits, logits);
+        EXPECT_EQ(logits, out);
+    }
+}
+
+const std::vector<std::string> kJsonPrefixes = {"",
+                                                "{",
+                                                "{\"",
+                                                "{\"k\"",
+                                                "{\"k\": ",
+                                                "{\"k\": [1, tr",
+                                                "{\"k\":-",
+                                                "{\"a\": 12",
+                                                "{\"a\": \"x\\",
+                                                "{\"a\": \"é",
+                                                "{\"a\": \"\xE4",
+                                                "{\"a\": {}}",
+                                                "{\"a\":1 ,\n"};
+
+TEST(GrammarMask, MatchesBruteForceOnLlamaSpmVocabulary) {
+    GGUFD_REQUIRE_CONFORMANCE(dir);
+    expect_masks_match_brute_force(dir / "tokenizer/ggml-vocab-llama-spm.gguf",
+                                   ggufd::grammar::json_grammar(), kJsonPrefixes);
+}
+
+TEST(GrammarMask, MatchesBruteForceOnQwen2Vocabulary) {
+    GGUFD_REQUIRE_CONFORMANCE(dir);
+    expect_masks_match_brute_force(dir / "tokenizer/ggml-vocab-qwen2.gguf",
+                                   ggufd::grammar::json_grammar(), kJsonPrefixes);
+}
+
+TEST(GrammarMask, NonAsciiClassesAndPartialCharacters) {
+    GGUFD_REQUIRE_CONFORMANCE(dir);
+    // Tokens ending inside a character are allowed exactly when a completion can match.
+    const std::string g = "root ::= [一-龥]+ \"。\" | \"é\"{2} [0-9]";
+    expect_masks_match_brute_force(dir / "tokenizer/ggml-vocab-qwen2.gguf", g,
+                                   {"", "\xE4", "中", "中\xE6\x96", "é", "\xC3", "éé"});
+    expect_masks_match_brute_force(dir / "tokenizer/ggml-vocab-llama-spm.gguf", g,
+                                   {"", "中", "\xC3", "éé"});
+}
+
+TEST(GrammarMask, TinyCacheClearsButGivesTheSameMasks) {
+    GGUFD_REQUIRE_CONFORMANCE(dir);
+    expect_masks_match_brute_force(dir / "tokenizer/ggml-vocab-llama-spm.gguf",
+                                   ggufd::grammar::json_grammar(), {"{\"a\": [", "{\"a\": \"b"},
+                                   4096);
+    const auto vocab = vocab_of(dir / "tokenizer/ggml-vocab-llama-spm.gguf");
+    Constraint c(compile(ggufd::grammar::json_grammar()), vocab, 4096);
+    ASSERT_TRUE(c.accept_bytes("{\"a\": "));
+    c.allowed_tokens();
+    ASSERT_TRUE(c.accept_bytes("[1"));
+    c.allowed_tokens();
+    EXPECT_GE(c.stats().clears, 1u);
+}
+
+TEST(GrammarMask, EndOfGenerationOnlyWhenComplete) {
+    const auto vocab = std::make_shared<const TokenVocabulary>(
+        std::vector<std::string>{"", "a", "b", "ab", "", "\xC3", "\xA9"}, std::vector<int32_t>{4});
+    Constraint c(compile(R"(root ::= "a" "b"? "é"?)"), vocab);
+    EXPECT_EQ(c.allowed_tokens(), (std::vector<int32_t>{1, 3}));
+    c.accept(1);
+    EXPECT_EQ(c.allowed_tokens(), (std::vector<int32_t>{2, 4, 5}));
+    c.accept(5);  // half of é: not complete
+    EXPECT_EQ(c.allowed_tokens(), (std::vector<int32_t>{6}));
+    EXPECT_THROW(c.accept(4), std::invalid_argument);
+    c.accept(6);
+    EXPECT_EQ(c.allowed_tokens(), (std::vector<int32_t>{4}));
+    EXPECT_THROW(c.accept(0), std::invalid_argument);  // no bytes
+    EXPECT_THROW(c.accept(2), std::invalid_argument);
+    EXPECT_THROW(c.accept(7), std::invalid_argument);
+    c.accept(4);
+}
+
+// --- JSON documents ------------------------------------------------------------------------------
+
+class JsonGen {
+  public:
+    explicit JsonGen(uint32_t seed) : rng_(seed) {}
+
+    std::string document() { return object(0) + ws(); }
+
+  private:
+    int pick(int n) { return std::uniform_int_distribution<int>(0, n - 1)(rng_); }
+    std::string ws() {
+        static const char* const kWs[] = {"", "", "", " ", "\n", "  ", "\t", "\r\n "};
+        return kWs[pick(8)];
+    }
+    std::string string() {
+        static const char* const kParts[] = {"a",       "key",     " ",    "é",    "中文",
+                                             "😀",       "\\n",     "\\\"", "\\\\", "\\/",
+                                             "\\u00e9", "\\u001F", "Z9",   "\\t"};
+        std::string s = "\"";
+        for (int n = pick(6); n > 0; --n) s += kParts[pick(14)];
+        return s + "\"";
+    }
+    std::string number() {
+        std::string s = pick(3) == 0 ? "-" : "";
+        s += pick(4) == 0 ? "0" : std::to_string(1 + pick(9)) + std::to_string(pick(1000));
+        if (pick(3) == 0) s += "." + std::to_string(pick(100000));
+        if (pick(4) == 0)
+            s +=
+                std::string(pick(2) ? "e" : "E") + (pick(2) ? "-" : "+") + std::to_string(pick(40));
+        return s;
+    }
+    std::string value(int depth) {
+        switch (pick(depth < 4 ? 8 : 6)) {
+            case 0:
+                return string();
+            case 1:
+                return number();
+            case 2:
+                return "true";
+            case 3:
+                return "false";
+            case 4:
+                return "null";
+            case 5:
+                return string();
+            case 6:
+                return object(depth + 1);
+            default:
+                return array(depth + 1);
+        }
+    }
+    std::string object(int depth) {
+        std::string s = "{" + ws();
+        for (int n = pick(4), i = 0; i < n; ++i) {
+            if (i) s += "," + ws();
+            s += string() + ws() + ":" + ws() + value(depth) + ws();
+        }
+        return s + "}";
+    }
+    std::string array(int depth) {
+        std::string s = "[" + ws();
+        for (int n = pick(4), i = 0; i < n; ++i) {
+            if (i) s += "," + ws();
+            s += value(depth) + ws();
+        }
+        return s + "]";
+    }
+    std::mt19937 rng_;
+};
+
+// JSON as nlohmann_json reads it, an object at the top, without leading whitespace (which the
+// grammar leaves out), and no whitespace run over 20 characters (the grammar's bound).
+bool reference_accepts(const std::string& text) {
+    if (text.empty() || std::string(" \t\r\n").find(text[0]) != std::string::npos) return false;
+    size_t run = 0;
+    bool in_string = false;
+    for (size_t i = 0; i < text.size(); ++i) {
+        const char c = text[i];
+        if (in_string) {
+            if (c == '\\') ++i;
+            if (c == '"') in_string = false;
+            continue;
+        }
+        if (c == '"') in_string = true;
+        run = std::string(" \t\r\n").find(c) != std::string::npos ? run + 1 : 0;
+        if (run > 20) return false;
+    }
+    const auto j = nlohmann::json::parse(text, nullptr, false);
+    return !j.is_discarded() && j.is_object();
+}
+
+TEST(GrammarJson, RandomDocumentsAreAcceptedAndMutationsJudgedAsJsonParsersDo) {
+    const Grammar g = Grammar::parse(ggufd::grammar::json_grammar());
+    JsonGen gen(7);
+    std::mt19937 rng(11);
+    const std::string kInsert = "{}[]\",:. -+0123456789eEtrufalsn\\\x01\xC3\xA9 \n";
+    int rejected = 0;
+    for (int i = 0; i < 400; ++i) {
+        const std::string doc = gen.document();
+        ASSERT_TRUE(reference_accepts(doc)) << doc;
+        ASSERT_TRUE(matches(g, doc)) << doc;
+        for (int k = 0; k < 3; ++k) {
+            std::string bad = doc;
+            const size_t at = std::uniform_int_distribution<size_t>(0, bad.size() - 1)(rng);
+            const char c =
+                kInsert[std::uniform_int_distribution<size_t>(0, kInsert.size() - 1)(rng)];
+            switch (k) {
+                case 0:
+                    bad.erase(at, 1);
+                    break;
+                case 1:
+                    bad.insert(bad.begin() + static_cast<std::ptrdiff_t>(at), c);
+                    break;
+                default:
+                    bad[at] = c;
+                    break;
+            }
+            const bool expected = reference_accepts(bad);
+            EXPECT_EQ(matches(g, bad), expected) << "mutated: " << bad;
+            rejected += expected ? 0 : 1;
+        }
+    }
+    EXPECT_GT(rejected, 600);  // most mutations break the document
+}
+
+TEST(GrammarJson, TokenizedDocumentsAreAllowedTokenByToken) {
+    GGUFD_REQUIRE_CONFORMANCE(dir);
+    const auto path = dir / "tokenizer/ggml-vocab-qwen2.gguf";
+    const Tokenizer& t = tokenizer_of(path);
+    const auto vocab = vocab_of(path);
+    const auto g = compile(ggufd::grammar::json_grammar());
+    JsonGen gen(3);
+    ggufd::tokenizer::EncodeOptions no_special;
+    no_special.add_bos = false;
+    no_special.add_eos = false;
+    for (int i = 0; i < 40; ++i) {
+        const std::string doc = gen.document();
+        Constraint c(g, vocab);
+        for (int32_t id : t.encode(doc, no_special)) {
+            ASSERT_TRUE(c.allows(id)) << doc << " token " << id;
+            c.accept(id);
+        }
+        EXPECT_TRUE(c.complete()) << doc;
+        ASSERT_FALSE(vocab->eog_ids().empty());
+        EXPECT_TRUE(c.allows(vocab->eog_ids().front()));
+    }
+}
+
+// --- the sampler with a grammar ------------------------------------------------------------------
+
+using ggufd::model::BatchToken;
+using ggufd::model::Context;
+using ggufd::model::ContextParams;
+using ggufd::sampling::Sampler;
+using ggufd::sampling::SamplingParams;
+
+struct Generated {
+    std::string text;
+    bool ended = false;  // sampled an end-of-generation token
+};
+
+// Generates up to `max` tokens for each params on stories260K, all sequences in one batch per
+// step (each its own sampler and grammar state), and returns each sequence's text.
+std::vector<Generated> generate(const std::filesystem::path& dir,
+                                const std::vector<SamplingParams>& params, int max) {
+    const auto file = dir / "models/stories260K.gguf";
+    auto model = ggufd::model::Model::load(file);
+    const Tokenizer& tok = tokenizer_of(file);
+    const auto vocab = vocab_of(file);
+    const int n = static_cast<int>(params.size());
+    Context ctx(model, ContextParams{.n_seq = n, .n_ctx = 256, .n_threads = 1});
+    std::vector<Sampler> samplers;
+    samplers.reserve(params.size());
+    for (const SamplingParams& p : params) samplers.emplace_back(p, tok.n_vocab(), vocab);
+    const std::vector<int32_t> prompt = tok.encode("Once upon a time");
+    std::vector<BatchToken> batch;
+    for (int s = 0; s < n; ++s) {
+        for (size_t i = 0; i < prompt.size(); ++i) {
+            batch.push_back({s, prompt[i], static_cast<int32_t>(i), i + 1 == prompt.size()});
+        }
+    }
+    std::vector<Generated> runs(static_cast<size_t>(n));
+    std::vector<float> logits;
+    std::vector<int> live(static_cast<size_t>(n));
+    for (int step = 0; step < max && !batch.empty(); ++step) {
+        ctx.eval(batch, logits);
+        std::vector<BatchToken> next;
+        size_t row = 0;
+        for (const BatchToken& b : batch) {
+            if (!b.logits) continue;
+            const std::span<const float> l(logits.data() + row++ * tok.n_vocab(),
+                                           static_cast<size_t>(tok.n_vocab()));
+            Sampler& s = samplers[static_cast<size_t>(b.seq)];
+            const int32_t id = s.sample(l);
+            s.accept(id);
+            Generated& r = runs[static_cast<size_t>(b.seq)];
+            if (tok.is_eog(id)) {
+                r.ended = true;
+                continue;
+            }
+            r.text += tok.token_to_piece(id);
+            next.push_back({b.seq, id, b.pos + 1, true});
+        }
+        batch = std::move(next);
+    }
+    return runs;
+}
+
+TEST(GrammarSampling, EveryChainYieldsOnlyGrammarValidText) {
+    GGUFD_REQUIRE_CONFORMANCE(dir);
+    const auto person = compile(
+        R"(root ::= "{\"name\": \"" [A-Z] [a-z]{1,10} "\", \"age\": " [1-9] [0-9]? ", \"happy\": " ("true" | "false") "}")");
+    const auto sentence =
+        compile(R"(root ::= "The " ("cat" | "dog" | "girl") " was " [a-z]{2,8} ".")");
+    std::vector<SamplingParams> params;
+    for (const auto& g : {person, sentence}) {
+        SamplingParams greedy;
+        greedy.temperature = 0.0f;
+        greedy.grammar = g;
+        params.push_back(greedy);
+        SamplingParams hot;  // temperature 1, the whole distribution
+        hot.seed = 5;
+        hot.grammar = g;
+        params.push_back(hot);
+        SamplingParams chain;  // every filter and penalty at once
+        chain.seed = 9;
+        chain.top_k = 40;
+        chain.typical_p = 0.95f;
+        chain.top_p = 0.9f;
+        chain.min_p = 0.05f;
+        chain.temperature = 0.8f;
+        chain.repeat_penalty = 1.3f;
+        chain.presence_penalty = 0.5f;
+        chain.frequency_penalty = 0.5f;
+        chain.logit_bias = {{13, 5.0f}};
+        chain.grammar = g;
+        params.push_back(chain);
+    }
+    const std::vector<Generated> runs = generate(dir, params, 120);
+    for (size_t i = 0; i < runs.size(); ++i) {
+        SCOPED_TRACE("run " + std::to_string(i) + ": " + runs[i].text);
+        const Grammar& g = *params[i].grammar;
+        EXPECT_TRUE(runs[i].ended);
+        EXPECT_TRUE(matches(g, runs[i].text));
+    }
+}
+
+TEST(GrammarSampling, AGrammarOfAllTextChangesNothing) {
+    GGUFD_REQUIRE_CONFORMANCE(dir);
+    SamplingParams plain;
+    plain.temperature = 0.0f;
+    SamplingParams any = plain;
+    any.grammar = compile("root ::= .*");
+    const std::vector<Generated> runs = generate(dir, {plain, any}, 40);
+    EXPECT_GT(runs[0].text.size(), 40u);
+    EXPECT_EQ(runs[0].text, runs[1].text);
+}
+
+TEST(GrammarSampling, AGrammarNeedsTheVocabulary) {
+    SamplingParams p;
+    p.grammar = compile(R"(root ::= "a")");
+    EXPECT_THROW(Sampler(p, 10), ggufd::sampling::InvalidParam);
+    const auto vocab = std::make_shared<const TokenVocabulary>(std::vector<std::string>{"a", "b"},
+                                                               std::vector<int32_t>{});
+    EXPECT_THROW(Sampler(p, 10, vocab), std::invalid_argument);
+    Sampler s(p, 2, vocab);
+    const std::vector<float> logits = {0.0f, 5.0f};
+    EXPECT_EQ(s.sample(logits), 0);  // "b" is likelier but not allowed
+    EXPECT_EQ(s.candidates(logits), (std::vector<int32_t>{0}));
+    EXPECT_THROW(s.accept(1), std::invalid_argument);
+    s.accept(0);
+    EXPECT_TRUE(s.grammar_complete());
+    EXPECT_THROW(s.sample(logits), std::runtime_error);  // nothing may follow, and no EOG token
+}
+
+}  // namespace
