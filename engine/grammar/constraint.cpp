@@ -314,6 +314,11 @@ bool Constraint::accept_bytes(std::string_view bytes) {
     return true;
 }
 
+void Constraint::reset() {
+    clear_caches_if_full();
+    current_ = intern(initial_position(*grammar_, limits_));
+}
+
 Constraint::Stats Constraint::stats() const {
     return Stats{configs_.size(), trans_count_, masks_.size(), cache_bytes_, clears_};
 }

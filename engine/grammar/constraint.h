@@ -88,6 +88,9 @@ class Constraint {
     // Moves past text that was not sampled (a forced prefix): false, and no change, when the
     // grammar does not allow it.
     bool accept_bytes(std::string_view bytes);
+    // Back to the start of the grammar, keeping the caches (a new generation with the same
+    // grammar and vocabulary).
+    void reset();
 
     bool allows(int32_t token);
     std::vector<int32_t> allowed_tokens();  // ascending

@@ -85,6 +85,12 @@ TEST(FuzzReplay, HttpRequestSeedsAreAccepted) {
 }
 
 // Inputs that once crashed a target or broke an invariant (see docs/reliability.md).
+TEST(FuzzReplay, GrammarSeeds) {
+    ASSERT_GE(files_in(kCorpus / "fuzz_grammar").size(), 4u);
+    // Most seeds are grammars that compile; a few are deliberately broken.
+    EXPECT_GE(replay(kCorpus / "fuzz_grammar", ggufd::fuzz::fuzz_grammar_one), 4u);
+}
+
 TEST(FuzzReplay, FoundInputsStayFixed) {
     replay(kFound / "fuzz_gguf", ggufd::fuzz::fuzz_gguf_one);
     replay(kFound / "fuzz_template", ggufd::fuzz::fuzz_template_one);
@@ -92,6 +98,7 @@ TEST(FuzzReplay, FoundInputsStayFixed) {
     replay(kFound / "fuzz_json_request", ggufd::fuzz::fuzz_json_request_one);
     replay(kFound / "fuzz_model", ggufd::fuzz::fuzz_model_one);
     replay(kFound / "fuzz_http_request", ggufd::fuzz::fuzz_http_request_one);
+    replay(kFound / "fuzz_grammar", ggufd::fuzz::fuzz_grammar_one);
 }
 
 }  // namespace
