@@ -230,6 +230,13 @@ void BM_GrammarRequest(benchmark::State& state) {
     state.counters["per_token"] = benchmark::Counter(
         static_cast<double>(tokens), benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
     state.counters["cache_bytes"] = static_cast<double>(cache);
+    Constraint c(g, l->vocab);
+    run_document(c, docs[0], logits, out);
+    const auto st = c.stats();
+    state.counters["positions"] = static_cast<double>(st.positions);
+    state.counters["transitions"] = static_cast<double>(st.transitions);
+    state.counters["masks"] = static_cast<double>(st.masks);
+    state.counters["tokens"] = static_cast<double>(docs[0].size());
 }
 
 void BM_GrammarWarmStep(benchmark::State& state) {

@@ -126,6 +126,22 @@ int32_t Constraint::intern(Position p) {
 }
 
 int32_t Constraint::transition(int32_t from, uint8_t byte) {
+    Config& config = configs_[static_cast<size_t>(from)];
+    if (config.row >= 0) {
+        int32_t& slot = rows_[static_cast<size_t>(config.row) * 256 + byte];
+        if (slot == kUnknown) slot = slow_transition(from, byte);
+        return slot;
+    }
+    if (++config.lookups > kHotLookups) {
+        config.row = static_cast<int32_t>(rows_.size() / 256);
+        rows_.resize(rows_.size() + 256, kUnknown);
+        cache_bytes_ += 256 * sizeof(int32_t);
+        return transition(from, byte);
+    }
+    return slow_transition(from, byte);
+}
+
+int32_t Constraint::slow_transition(int32_t from, uint8_t byte) {
     const uint64_t key = ((static_cast<uint64_t>(from) << 8) | byte) + 1;
     size_t mask = trans_keys_.size() - 1;
     if (!trans_keys_.empty()) {
@@ -170,6 +186,7 @@ void Constraint::clear_caches_if_full() {
     trans_keys_.clear();
     trans_values_.clear();
     trans_count_ = 0;
+    rows_.clear();
     masks_.clear();
     cache_bytes_ = 0;
     ++clears_;

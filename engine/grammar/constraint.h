@@ -112,7 +112,9 @@ class Constraint {
     struct Config {
         const Position* position;
         bool complete;
-        int32_t mask = -1;  // into masks_
+        int32_t mask = -1;     // into masks_
+        int32_t row = -1;      // into rows_: a dense transition row, once the position is hot
+        uint32_t lookups = 0;  // transitions looked up in the hash table, until it has a row
     };
     struct Mask {
         bool refused;              // ids lists the refused trie tokens, else the allowed ones
@@ -123,6 +125,7 @@ class Constraint {
 
     int32_t intern(Position p);
     int32_t transition(int32_t from, uint8_t byte);
+    int32_t slow_transition(int32_t from, uint8_t byte);  // the hash table, then the matcher
     const Mask& mask();
     void compute_mask(Mask& m);
     void clear_caches_if_full();
@@ -143,6 +146,11 @@ class Constraint {
     std::vector<uint64_t> trans_keys_;
     std::vector<int32_t> trans_values_;
     size_t trans_count_ = 0;
+
+    // Dense rows of 256 transitions for the positions walks visit most (inside a string, the
+    // same position recurs at most trie nodes): one array read instead of a hash probe.
+    std::vector<int32_t> rows_;
+    static constexpr uint32_t kHotLookups = 512;
 
     std::vector<Mask> masks_;
     size_t cache_bytes_ = 0;

@@ -72,7 +72,7 @@ bool narrow(const Grammar& g, const Position& from, Position& to) {
 
 bool advance_code_point(const Grammar& g, const Position& from, uint32_t cp, Position& to,
                         const MatchLimits& limits) {
-    std::vector<Stack> work;
+    thread_local std::vector<Stack> work;  // scratch: this runs for every new transition
     for (const Stack& s : from.stacks) {
         if (s.empty() || !g.contains(g.element(s.back()).value, cp)) continue;
         Stack next = s;
