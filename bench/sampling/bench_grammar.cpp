@@ -211,14 +211,36 @@ void run_document(Constraint& c, const std::vector<int32_t>& doc, const std::vec
     c.apply(logits, out);  // the step that allows end-of-generation
 }
 
-void BM_GrammarRequest(benchmark::State& state) {
-    const Loaded* l = load(static_cast<int>(state.range(0)));
-    if (!l) return state.SkipWithError("conformance vocabulary not found");
+// What a step benchmark runs over: one vocabulary, one grammar, its documents, a logits row.
+struct Workload {
+    const Loaded* loaded = nullptr;
+    std::vector<std::vector<int32_t>> docs;
+    std::shared_ptr<const Grammar> grammar;
+    std::vector<float> logits, out;
+};
+
+bool prepare(benchmark::State& state, Workload& w) {
+    w.loaded = load(static_cast<int>(state.range(0)));
+    if (!w.loaded) {
+        state.SkipWithError("conformance vocabulary not found");
+        return false;
+    }
     const int grammar = static_cast<int>(state.range(1));
-    const auto docs = documents(*l, grammar, 16);
-    const auto g = std::make_shared<const Grammar>(Grammar::parse(grammar_text(grammar)));
-    const std::vector<float> logits = logits_row(l->vocab->size());
-    std::vector<float> out(logits.size());
+    w.docs = documents(*w.loaded, grammar, 16);
+    w.grammar = std::make_shared<const Grammar>(Grammar::parse(grammar_text(grammar)));
+    w.logits = logits_row(w.loaded->vocab->size());
+    w.out.resize(w.logits.size());
+    return true;
+}
+
+void BM_GrammarRequest(benchmark::State& state) {
+    Workload w;
+    if (!prepare(state, w)) return;
+    const Loaded* l = w.loaded;
+    const auto& docs = w.docs;
+    const auto& g = w.grammar;
+    const auto& logits = w.logits;
+    auto& out = w.out;
     size_t i = 0, tokens = 0, cache = 0;
     for (auto _ : state) {
         const auto& doc = docs[i++ % docs.size()];
@@ -240,14 +262,12 @@ void BM_GrammarRequest(benchmark::State& state) {
 }
 
 void BM_GrammarWarmStep(benchmark::State& state) {
-    const Loaded* l = load(static_cast<int>(state.range(0)));
-    if (!l) return state.SkipWithError("conformance vocabulary not found");
-    const int grammar = static_cast<int>(state.range(1));
-    const auto docs = documents(*l, grammar, 16);
-    const auto g = std::make_shared<const Grammar>(Grammar::parse(grammar_text(grammar)));
-    const std::vector<float> logits = logits_row(l->vocab->size());
-    std::vector<float> out(logits.size());
-    Constraint c(g, l->vocab);
+    Workload w;
+    if (!prepare(state, w)) return;
+    const auto& docs = w.docs;
+    const auto& logits = w.logits;
+    auto& out = w.out;
+    Constraint c(w.grammar, w.loaded->vocab);
     for (const auto& doc : docs) {  // warm the caches on every document once
         c.reset();
         run_document(c, doc, logits, out);

@@ -101,7 +101,8 @@ class Compiler {
         size_t first_use = 0;  // the first reference, for "undefined rule"
     };
 
-    [[noreturn]] void fail(size_t at, const std::string& message) const {
+    // Line and column (bytes, from 1) of a byte offset.
+    std::pair<int, int> line_column(size_t at) const {
         at = std::min(at, text_.size());
         int line = 1;
         size_t line_start = 0;
@@ -111,7 +112,12 @@ class Compiler {
                 line_start = i + 1;
             }
         }
-        throw Error(message, line, static_cast<int>(at - line_start) + 1);
+        return {line, static_cast<int>(at - line_start) + 1};
+    }
+
+    [[noreturn]] void fail(size_t at, const std::string& message) const {
+        const auto [line, column] = line_column(at);
+        throw Error(message, line, column);
     }
 
     bool at(char c) const { return pos_ < text_.size() && text_[pos_] == c; }
@@ -269,15 +275,8 @@ class Compiler {
     }
 
     std::string where(size_t at) const {
-        int line = 1;
-        size_t line_start = 0;
-        for (size_t i = 0; i < at; ++i) {
-            if (text_[i] == '\n') {
-                ++line;
-                line_start = i + 1;
-            }
-        }
-        return "line " + std::to_string(line) + ", column " + std::to_string(at - line_start + 1);
+        const auto [line, column] = line_column(at);
+        return "line " + std::to_string(line) + ", column " + std::to_string(column);
     }
 
     uint32_t parse_count(size_t brace) {

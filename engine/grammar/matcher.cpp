@@ -12,7 +12,7 @@ constexpr uint32_t kMinOfLength[5] = {0, 0, 0x80, 0x800, 0x10000};
 // Expands rule references at the top of `stack` until every resulting stack has a character
 // set on top (or is empty), appending them to `out`.
 void expand(const Grammar& g, Stack stack, std::vector<Stack>& out, std::vector<Stack>& work,
-            const MatchLimits& limits) {
+            size_t& elements, const MatchLimits& limits) {
     work.clear();
     work.push_back(std::move(stack));
     while (!work.empty()) {
@@ -24,6 +24,13 @@ void expand(const Grammar& g, Stack stack, std::vector<Stack>& out, std::vector<
                 throw MatchLimitError("the grammar is too ambiguous to follow: more than " +
                                       std::to_string(limits.max_stacks) +
                                       " ways to continue at once");
+            }
+            elements += s.size();
+            if (elements > limits.max_elements) {
+                throw MatchLimitError(
+                    "the grammar is too ambiguous to follow: its ways to "
+                    "continue hold more than " +
+                    std::to_string(limits.max_elements) + " elements");
             }
             out.push_back(std::move(s));
             continue;
@@ -73,11 +80,12 @@ bool narrow(const Grammar& g, const Position& from, Position& to) {
 bool advance_code_point(const Grammar& g, const Position& from, uint32_t cp, Position& to,
                         const MatchLimits& limits) {
     thread_local std::vector<Stack> work;  // scratch: this runs for every new transition
+    size_t elements = 0;
     for (const Stack& s : from.stacks) {
         if (s.empty() || !g.contains(g.element(s.back()).value, cp)) continue;
         Stack next = s;
         ++next.back();  // the element after the character set
-        expand(g, std::move(next), to.stacks, work, limits);
+        expand(g, std::move(next), to.stacks, work, elements, limits);
     }
     canonical(to.stacks);
     return !to.stacks.empty();
@@ -103,8 +111,9 @@ size_t Position::memory_bytes() const {
 Position initial_position(const Grammar& grammar, const MatchLimits& limits) {
     Position p;
     std::vector<Stack> work;
+    size_t elements = 0;
     for (uint32_t alt : grammar.alternatives(grammar.root())) {
-        expand(grammar, Stack{alt}, p.stacks, work, limits);
+        expand(grammar, Stack{alt}, p.stacks, work, elements, limits);
     }
     canonical(p.stacks);
     return p;

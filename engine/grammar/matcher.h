@@ -34,9 +34,12 @@ class MatchLimitError : public std::runtime_error {
     using std::runtime_error::runtime_error;
 };
 
+// The cost of one step grows with the size of the position, and the token masks of a sequence
+// hold many positions: these bound both.
 struct MatchLimits {
-    size_t max_stacks = 4096;  // ways the text can continue, at once
-    size_t max_depth = 8192;   // elements on one stack
+    size_t max_stacks = 512;          // ways the text can continue, at once
+    size_t max_depth = 4096;          // elements on one stack
+    size_t max_elements = 64u << 10;  // elements on all the stacks of a position
 };
 
 using Stack = std::vector<uint32_t>;

@@ -135,6 +135,12 @@ TEST(Matcher, LimitsStopRunawayStates) {
     for (int i = 0; i < 16; ++i)
         text += (i ? " | \"a\" \"" : "\"a\" \"") + std::to_string(i % 10) + "\"";
     EXPECT_THROW(Matcher(compile(text), few), MatchLimitError);
+    MatchLimits small;
+    small.max_elements = 40;
+    // Each "(" adds to both stacks (the two alternatives): past 40 elements, refused.
+    Matcher nested(compile(R"g(root ::= "(" root ")" | "x")g"), small);
+    EXPECT_TRUE(nested.accept(std::string(15, '(')));
+    EXPECT_THROW(nested.accept(std::string(20, '(')), MatchLimitError);
 }
 
 }  // namespace
