@@ -7,6 +7,8 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 
+#include "engine/grammar/grammar.h"
+#include "engine/grammar/matcher.h"
 #include "engine/scheduler/scheduler.h"
 #include "tests/support/conformance.h"
 
@@ -160,6 +162,39 @@ TEST_F(SchedulerTest, ConcurrentRequestsGetTheirSoloResults) {
 
 // What the metrics' histograms are fed: one batch size per engine step, one gap per token after
 // each request's first.
+TEST_F(SchedulerTest, GrammarRequestsBatchedTogetherEachFollowTheirOwnGrammar) {
+    auto s = make(4);
+    const std::vector<std::string> grammars = {
+        R"(root ::= "{\"name\": \"" [A-Z] [a-z]{1,8} "\", \"age\": " [1-9] [0-9]? "}")",
+        R"(root ::= ("yes" | "no") "." )",
+        R"(root ::= [a-z]+ (" " [a-z]+){2,4} ".")",
+    };
+    std::vector<std::shared_ptr<RecordingSink>> sinks;
+    for (size_t i = 0; i <= grammars.size(); ++i) {
+        auto sink = std::make_shared<RecordingSink>();
+        auto r = greedy_request(cases_[i % cases_.size()], sink, 64);
+        if (i < grammars.size()) {
+            r.sampling.grammar =
+                std::make_shared<const grammar::Grammar>(grammar::Grammar::parse(grammars[i]));
+        }
+        ASSERT_EQ(s->submit(std::move(r)).status, scheduler::SubmitStatus::accepted);
+        sinks.push_back(sink);
+    }
+    for (size_t i = 0; i < sinks.size(); ++i) {
+        sinks[i]->wait_done();
+        if (i == grammars.size()) {  // the unconstrained request is unaffected by the others
+            const std::vector<int32_t> expected(cases_[i % cases_.size()].greedy.begin(),
+                                                cases_[i % cases_.size()].greedy.begin() + 64);
+            EXPECT_EQ(sinks[i]->tokens, expected);
+            continue;
+        }
+        SCOPED_TRACE(grammars[i] + " -> " + sinks[i]->text);
+        // Once the grammar is complete only end-of-generation is allowed: every request stops.
+        EXPECT_EQ(sinks[i]->reason, FinishReason::stop);
+        EXPECT_TRUE(grammar::matches(grammar::Grammar::parse(grammars[i]), sinks[i]->text));
+    }
+}
+
 class RecordingObserver : public scheduler::SchedulerObserver {
   public:
     void on_step(int batch_tokens) noexcept override {
