@@ -319,6 +319,7 @@ class Compiler {
 
     // Replaces seq[last..] (the item before the operator) by its repetition.
     void repeat(uint32_t rule, Seq& seq, size_t last, uint32_t min, uint32_t max, size_t at) {
+        if (seq.size() == last) return;  // an empty literal: any number of it is still nothing
         Item item = seq[last];
         if (seq.size() - last != 1) {  // a literal of several characters: one helper rule
             std::vector<Seq> alts{Seq(seq.begin() + static_cast<std::ptrdiff_t>(last), seq.end())};

@@ -107,6 +107,12 @@ TEST(GrammarParse, BoundedRepetition) {
     EXPECT_TRUE(m(R"(root ::= ("ab" "c"){ 1 , 2 })", "abcabc"));
 }
 
+TEST(GrammarParse, RepeatedEmptyLiteralIsEmpty) {
+    // Found by fuzz_grammar: the repetition of "" once read past the sequence's end.
+    EXPECT_TRUE(m(R"(root ::= ""{0,2} "a" ""* ""+)", "a"));
+    EXPECT_FALSE(m(R"(root ::= ""{0,2} "a")", ""));
+}
+
 TEST(GrammarParse, CharacterClasses) {
     const std::string g = R"(root ::= [a-cx0-9_-]+)";
     EXPECT_TRUE(m(g, "abcx09_-"));
