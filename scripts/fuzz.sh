@@ -5,7 +5,7 @@
 # build-fuzz/artifacts/<target>/ (replay it: build-fuzz/bin/<target> <file>).
 #
 #   scripts/fuzz.sh [SECONDS] [TARGET...]     default: GGUFD_FUZZ_SECONDS or 60 s for each of
-#                                             the six targets
+#                                             the seven targets
 #
 # Targets run GGUFD_FUZZ_JOBS at a time (default: one per core); each is one libFuzzer process on
 # one core, so the wall time is about SECONDS x targets / jobs.
@@ -25,7 +25,8 @@ seconds="${1:-${GGUFD_FUZZ_SECONDS:-60}}"
 shift || true
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-    targets=(fuzz_gguf fuzz_model fuzz_template fuzz_tokenizer fuzz_json_request fuzz_http_request)
+    targets=(fuzz_gguf fuzz_model fuzz_template fuzz_tokenizer fuzz_json_request fuzz_http_request
+             fuzz_json_schema)
 fi
 build=build-fuzz
 

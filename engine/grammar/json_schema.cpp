@@ -92,8 +92,24 @@ std::string literal(std::string_view utf8, const std::string& path) {
 }
 
 // How a decoded string character is written inside a JSON string (its one spelling here).
+// Nesting of a value, measured without recursion (printing recurses once per level).
+size_t nesting(const json& v) {
+    size_t deepest = 0;
+    std::vector<std::pair<const json*, size_t>> todo = {{&v, 1}};
+    while (!todo.empty()) {
+        const auto [at, depth] = todo.back();
+        todo.pop_back();
+        deepest = std::max(deepest, depth);
+        if (at->is_structured()) {
+            for (const json& e : *at) todo.emplace_back(&e, depth + 1);
+        }
+    }
+    return deepest;
+}
+
 // A JSON value's compact text (refused when a string in it is not UTF-8).
 std::string dump_value(const json& v, const std::string& path) {
+    if (nesting(v) > kMaxDepth) throw SchemaError(path, "value nested too deeply");
     try {
         return v.dump();
     } catch (const nlohmann::json::exception&) {

@@ -37,20 +37,27 @@
 //   backreferences, lookaround, named groups, \b \B \p{..}, anchors elsewhere.
 // - integers: `minimum`, `maximum`, `exclusiveMinimum`, `exclusiveMaximum` (numbers, or draft 4's
 //   booleans) exactly, by digit-range grammars; bounds are rounded inward and must lie within
-//   +-1e18. Unbounded integers have at most 16 digits.
+//   +-1e18. Without an upper bound an integer has at most 16 digits (or as many as its minimum).
 // - numbers: the same four bounds when each is an integer (a fractional bound is refused), exactly:
 //   a bounded number is written in plain decimal (no exponent), integer part then up to 16
-//   fraction digits. Unbounded numbers: up to 16 integer digits, 16 fraction digits, a 2-digit
-//   exponent.
-// - counts (`minLength`, `maxItems`, ...) up to kMaxRepeat.
+//   fraction digits (ending in a non-zero digit where the integer part is an exclusive bound;
+//   an inclusive upper bound is written without a fraction). Unbounded numbers: up to 16 integer
+//   digits, 16 fraction digits, a 2-digit exponent.
+// - `enum`/`const` values are written as compact JSON (nlohmann's dump: no spaces, strings with
+//   raw UTF-8 and \u00xx for control characters).
+// - counts (`minLength`, `maxItems`, ...) up to kMaxRepeat; schemas and enum values nested up to
+//   64 levels.
 // Annotations are ignored by name: title, description, examples, default, $schema, $id,
-// $comment, deprecated, readOnly, writeOnly, $anchor is not (refused). Any other keyword is
-// refused with a SchemaError naming it.
+// $comment, deprecated, readOnly, writeOnly. Any other keyword ($anchor, multipleOf, not,
+// patternProperties, ...) is refused with a SchemaError naming it.
 //
-// Whitespace: between JSON tokens (after `{` `[` `,` `:` and after each value inside an object or
-// array) the grammar allows nothing, one space, or one newline followed by up to 32 spaces or
-// tabs: compact and pretty-printed JSON both fit, and a model cannot fill its budget with blank
-// space. The text has no whitespace before or after the root value.
+// A character a pattern constrains has one spelling: \" \\ \n \t \r \b \f, \u00xx for the other
+// control characters, itself otherwise.
+//
+// Whitespace: between JSON tokens (after `{`, `[`, `,`, `:`, a key, and each value inside an
+// object or array) the grammar allows nothing, one space, or one newline followed by up to 32
+// spaces or tabs: compact and pretty-printed JSON both fit, and a model cannot fill its budget
+// with blank space. The text has no whitespace before or after the root value.
 #pragma once
 
 #include <cstdint>
