@@ -26,6 +26,7 @@ constexpr size_t kMaxProperties = 512;
 constexpr int64_t kMaxBound = 1000000000000000000;  // 1e18
 constexpr int kUnboundedDigits = 16;
 constexpr size_t kMaxExcludedKey = 256;
+constexpr size_t kInlineMember = 120;
 
 // ---- GBNF spelling ---------------------------------------------------------------------------
 
@@ -265,9 +266,10 @@ const Builtin* find_builtin(std::string_view name) {
 
 // ---- keywords --------------------------------------------------------------------------------
 
+// (`discriminator` is OpenAPI's, written by Pydantic beside oneOf: a hint, it admits no less.)
 const std::set<std::string_view> kAnnotations = {
-    "title", "description", "examples",   "default",  "$schema",
-    "$id",   "$comment",    "deprecated", "readOnly", "writeOnly",
+    "title",    "description", "examples", "default",   "$schema",       "$id",
+    "$comment", "deprecated",  "readOnly", "writeOnly", "discriminator",
 };
 const std::set<std::string_view> kKeywords = {
     "type",
@@ -424,6 +426,7 @@ class Converter {
   private:
     const json& root_;
     std::vector<std::pair<std::string, std::string>> rules_;
+    std::map<std::string, size_t> rule_index_;  // name -> position in rules_
     std::set<std::string> names_;
     std::set<std::string> used_;
     std::map<std::string, std::string> ref_rules_;  // JSON pointer -> rule
@@ -460,6 +463,7 @@ class Converter {
         std::string name = base;
         for (int i = 2; names_.count(name); ++i) name = base + "-" + std::to_string(i);
         names_.insert(name);
+        rule_index_[name] = rules_.size();
         rules_.emplace_back(name, "");
         return name;
     }
@@ -467,9 +471,7 @@ class Converter {
     void define(const std::string& name, std::string body) {
         bytes_ += name.size() + body.size();
         if (bytes_ > kMaxGrammarBytes) throw SchemaError("", "the grammar would be too large");
-        for (auto& [n, b] : rules_) {
-            if (n == name) b = std::move(body);
-        }
+        rules_[rule_index_.at(name)].second = std::move(body);
     }
 
     // A scope in which no character has been written yet, or (nullptr) one after some.
@@ -924,8 +926,7 @@ class Converter {
     }
 
     // Keys that are not one of `names`, spelled without escapes.
-    std::string key_not_in(const std::vector<std::u32string>& names, const std::u32string& prefix,
-                           int depth) {
+    std::string key_not_in(const std::vector<std::u32string>& names, const std::u32string& prefix) {
         std::vector<std::string> alts;
         std::set<char32_t> next;
         bool is_name = false;
@@ -945,11 +946,10 @@ class Converter {
             std::string lit = "\"";
             append_literal_char(lit, c);
             lit += "\"";
-            alts.push_back(lit + " " + key_not_in(names, prefix + c, depth + 1));
+            alts.push_back(lit + " " + key_not_in(names, prefix + c));
         }
         other += "]";
         alts.push_back(other + " " + use("key-char") + "* \"\\\"\"");
-        (void)depth;
         return alternation(alts);
     }
 
@@ -960,8 +960,15 @@ class Converter {
         std::vector<std::string> members;
         for (const Prop& p : spec.props) {
             const std::string value = visit(*p.schema, p.path, name + "-" + p.name);
-            members.push_back(literal(dump_value(json(p.name), p.path), p.path) + " " + ws +
-                              " \":\" " + ws + " " + value + " " + ws);
+            std::string member = literal(dump_value(json(p.name), p.path), p.path) + " " + ws +
+                                 " \":\" " + ws + " " + value + " " + ws;
+            // Optional members appear in several alternatives: long ones are written once.
+            if (!p.required && member.size() > kInlineMember) {
+                const std::string rule = new_rule(name + "-" + p.name + "-kv");
+                define(rule, member);
+                member = rule;
+            }
+            members.push_back(std::move(member));
         }
         std::string extra;
         if (spec.extra) {
@@ -978,7 +985,7 @@ class Converter {
                                           "beside additionalProperties");
                 }
                 const std::string key_rule = new_rule(name + "-extra-key");
-                define(key_rule, "\"\\\"\" " + key_not_in(names, U"", 0));
+                define(key_rule, "\"\\\"\" " + key_not_in(names, U""));
                 key = key_rule;
             }
             const std::string value =

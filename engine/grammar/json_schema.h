@@ -48,7 +48,8 @@
 // - counts (`minLength`, `maxItems`, ...) up to kMaxRepeat; schemas and enum values nested up to
 //   64 levels.
 // Annotations are ignored by name: title, description, examples, default, $schema, $id,
-// $comment, deprecated, readOnly, writeOnly. Any other keyword ($anchor, multipleOf, not,
+// $comment, deprecated, readOnly, writeOnly, and OpenAPI's discriminator (a hint beside oneOf).
+// Any other keyword ($anchor, multipleOf, not,
 // patternProperties, ...) is refused with a SchemaError naming it.
 //
 // A character a pattern constrains has one spelling: \" \\ \n \t \r \b \f, \u00xx for the other

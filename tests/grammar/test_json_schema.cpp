@@ -359,6 +359,31 @@ TEST(JsonSchema, RecursiveRefsBecomeRecursiveRules) {
               "");
 }
 
+TEST(JsonSchema, LargeSchemasStayBounded) {
+    // Many optional members, each long: every member is written once, not once per alternative.
+    json props = json::object();
+    json values = json::array();
+    for (int v = 0; v < 40; ++v) values.push_back("value-" + std::to_string(v));
+    for (int i = 0; i < 400; ++i) props["p" + std::to_string(i)] = {{"enum", values}};
+    const std::string wide = json_schema_to_gbnf(
+        {{"type", "object"}, {"properties", props}, {"additionalProperties", false}});
+    EXPECT_EQ(test::check_gbnf(wide), "");
+    EXPECT_LT(wide.size(), size_t{4} << 20);
+    // Many rules: a union of 20000 object branches.
+    json branches = json::array();
+    for (int i = 0; i < 20000; ++i) {
+        branches.push_back({{"type", "object"},
+                            {"properties", {{"k" + std::to_string(i), {{"type", "null"}}}}},
+                            {"required", {"k" + std::to_string(i)}}});
+    }
+    const std::string many = json_schema_to_gbnf({{"anyOf", branches}});
+    EXPECT_EQ(test::check_gbnf(many), "");
+    // Too many properties for one object is refused by name.
+    json too_many = json::object();
+    for (int i = 0; i < 600; ++i) too_many["p" + std::to_string(i)] = json::object();
+    EXPECT_THROW(json_schema_to_gbnf({{"properties", too_many}}), SchemaError);
+}
+
 TEST(JsonSchema, DeepNestingIsRefusedNotACrash) {
     std::string schema;
     for (int i = 0; i < 5000; ++i) schema += R"({"type":"array","items":)";
