@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdio>
 #include <map>
 #include <optional>
 #include <set>
@@ -118,7 +119,9 @@ std::string dump_value(const json& v, const std::string& path) {
     }
 }
 
-std::string json_spelling(uint32_t cp) {
+// How a quote, backslash or control character is escaped inside a JSON string ("" for a
+// character written as itself).
+std::string json_escape(uint32_t cp) {
     switch (cp) {
         case '"':
             return "\\\"";
@@ -137,28 +140,10 @@ std::string json_spelling(uint32_t cp) {
         default:
             break;
     }
-    if (cp < 0x20) {
-        char buf[8];
-        std::snprintf(buf, sizeof buf, "\\u%04x", cp);
-        return buf;
-    }
-    std::string out;
-    if (cp < 0x80) {
-        out += static_cast<char>(cp);
-    } else if (cp < 0x800) {
-        out += static_cast<char>(0xC0 | (cp >> 6));
-        out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else if (cp < 0x10000) {
-        out += static_cast<char>(0xE0 | (cp >> 12));
-        out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-        out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else {
-        out += static_cast<char>(0xF0 | (cp >> 18));
-        out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-        out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-        out += static_cast<char>(0x80 | (cp & 0x3F));
-    }
-    return out;
+    if (cp >= 0x20) return "";
+    char buf[8];
+    std::snprintf(buf, sizeof buf, "\\u%04x", cp);
+    return buf;
 }
 
 std::string alternation(const std::vector<std::string>& alts) {
@@ -1477,7 +1462,9 @@ class Converter {
 
         std::string char_expr(char32_t c) {
             std::string out = "\"";
-            for (char32_t x : decode_utf8(json_spelling(c), path_)) append_literal_char(out, x);
+            const std::string escape = json_escape(c);
+            if (escape.empty()) append_literal_char(out, c);
+            for (char x : escape) append_literal_char(out, static_cast<unsigned char>(x));
             return out + "\"";
         }
 
