@@ -69,8 +69,9 @@
 
 namespace ggufd::grammar {
 
-// The largest count a schema may ask for (string lengths, array sizes, regex repetitions).
-inline constexpr uint64_t kMaxRepeat = 100000;
+// The largest count a schema may ask for (string lengths, array sizes, regex repetitions): the
+// largest repetition a GBNF reader need accept (engine_grammar's Limits::max_repetition).
+inline constexpr uint64_t kMaxRepeat = 10000;
 
 // A schema the converter refuses: pointer() is the JSON pointer of the offending keyword (or of
 // the schema that cannot be written), so the API can name it in its 400.
