@@ -72,6 +72,12 @@ TEST(FuzzReplay, JsonRequestSeedsAreObjects) {
     EXPECT_EQ(replay(kCorpus / "fuzz_json_request", ggufd::fuzz::fuzz_json_request_one), n);
 }
 
+TEST(FuzzReplay, JsonSchemaSeedsAreJson) {
+    const size_t n = files_in(kCorpus / "fuzz_json_schema").size();
+    ASSERT_GE(n, 15u);
+    EXPECT_EQ(replay(kCorpus / "fuzz_json_schema", ggufd::fuzz::fuzz_json_schema_one), n);
+}
+
 TEST(FuzzReplay, ModelSeedsLoadAndEvaluate) {
     const size_t n = files_in(kCorpus / "fuzz_model").size();
     ASSERT_GE(n, 2u);
@@ -99,6 +105,7 @@ TEST(FuzzReplay, FoundInputsStayFixed) {
     replay(kFound / "fuzz_model", ggufd::fuzz::fuzz_model_one);
     replay(kFound / "fuzz_http_request", ggufd::fuzz::fuzz_http_request_one);
     replay(kFound / "fuzz_grammar", ggufd::fuzz::fuzz_grammar_one);
+    replay(kFound / "fuzz_json_schema", ggufd::fuzz::fuzz_json_schema_one);
 }
 
 }  // namespace
