@@ -35,6 +35,7 @@ po::options_description settings_description() {
         ("ctx-size,c", po::value<std::string>(), "context tokens per sequence (default: the model's, at most 4096)")
         ("batch-size,b", po::value<std::string>(), "token budget of one engine step (default 512)")
         ("queue-size", po::value<std::string>(), "requests per model waiting for a slot before 503 (default 64)")
+        ("attention-accumulator", po::value<std::string>(), "f32, or f16 to accumulate attention as llama.cpp's CPU flash attention does (its greedy text where logits nearly tie; attention 2-3x slower) (default f32)")
         ("chat-template-file", po::value<std::vector<std::string>>(), "Jinja chat template replacing the model's: PATH for every model, or NAME=PATH for one (repeatable)")
         ("api-key", po::value<std::string>(), "require a bearer token on API requests: one key, or several separated by commas")
         ("api-key-file", po::value<std::string>(), "read accepted API keys from this file, one per line (adds to --api-key)")
@@ -348,6 +349,15 @@ LoadResult load(int argc, const char* const* argv, const std::map<std::string, s
     if (auto* v = text("skip-bad-models"))
         c.skip_bad_models = parse_bool(*v, "skip-bad-models", source("skip-bad-models"));
     if (auto* v = text("log-level")) c.log_level = *v;
+    if (auto* v = text("attention-accumulator")) {
+        if (*v == "f32" || *v == "f16") {
+            c.f16_accumulator = *v == "f16";
+        } else {
+            throw ConfigError("invalid attention-accumulator (from " +
+                              source("attention-accumulator") + "): '" + *v +
+                              "' is not f32 or f16");
+        }
+    }
     if (auto* v = text("log-format")) {
         if (*v == "text")
             c.log_format = LogFormat::text;

@@ -35,6 +35,10 @@ struct Config {
     int ctx_size = 0;      // tokens of context per slot; 0 = the model's, capped at 4096
     int batch_size = 512;  // token budget of one engine step
     int queue_size = 64;   // requests per model waiting for a slot; beyond it 503
+    // Attention's output accumulated in fp16, cell by cell, as llama.cpp's CPU flash attention
+    // does with an F16 cache: greedy text then follows llama.cpp's where two logits nearly tie,
+    // at 2-3x the attention time. false: F32 (ggufd's default).
+    bool f16_accumulator = false;
     // Chat templates replacing the models' own tokenizer.chat_template: model name -> Jinja
     // source; the key "" applies to every model without an entry of its own.
     std::map<std::string, std::string> chat_templates;

@@ -27,7 +27,8 @@ Scheduler::Scheduler(std::shared_ptr<const model::Model> model,
                model::ContextParams{.n_seq = params.n_slots,
                                     .n_ctx = params.n_ctx,
                                     .n_threads = params.n_threads,
-                                    .swa_batch = std::max(params.batch_size, 1)}),
+                                    .swa_batch = std::max(params.batch_size, 1),
+                                    .f16_accumulator = params.f16_accumulator}),
       n_ctx_(context_.kv().n_ctx()) {
     if (params.batch_size < 1) throw std::invalid_argument("batch size must be at least 1");
     slots_.resize(static_cast<size_t>(params.n_slots));

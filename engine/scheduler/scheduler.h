@@ -25,11 +25,12 @@
 namespace ggufd::scheduler {
 
 struct SchedulerParams {
-    int n_slots = 4;       // concurrent sequences
-    int n_ctx = 0;         // tokens per sequence; 0 = the model's, at most 4096
-    int batch_size = 512;  // token budget of one step
-    int max_queue = 64;    // requests waiting for a slot before submit() answers queue_full
-    int n_threads = 0;     // inference threads; 0 = physical cores
+    int n_slots = 4;               // concurrent sequences
+    int n_ctx = 0;                 // tokens per sequence; 0 = the model's, at most 4096
+    int batch_size = 512;          // token budget of one step
+    int max_queue = 64;            // requests waiting for a slot before submit() answers queue_full
+    int n_threads = 0;             // inference threads; 0 = physical cores
+    bool f16_accumulator = false;  // model::ContextParams::f16_accumulator
     SchedulerObserver* observer = nullptr;  // not owned; must outlive the scheduler
 };
 

@@ -73,6 +73,9 @@ TEST(Config, CommandLineFlags) {
     EXPECT_EQ(c.parallel, 8);
     EXPECT_EQ(c.ctx_size, 2048);
     EXPECT_EQ(c.log_format, ggufd::config::LogFormat::json);
+    EXPECT_FALSE(c.f16_accumulator);
+    EXPECT_TRUE(
+        load({"--model", "a.gguf", "--attention-accumulator", "f16"}).config.f16_accumulator);
 }
 
 TEST(Config, PrecedenceFileEnvironmentFlags) {
@@ -122,6 +125,8 @@ TEST(Config, ErrorsNameSettingSourceAndReason) {
     EXPECT_NE(e.find("config file"), std::string::npos) << e;
 
     EXPECT_NE(error_of({"--log-format", "xml"}).find("log-format"), std::string::npos);
+    EXPECT_NE(error_of({"--attention-accumulator", "f64"}).find("'f64' is not f32 or f16"),
+              std::string::npos);
     EXPECT_NE(error_of({"--log-level", "loud"}).find("log-level"), std::string::npos);
     EXPECT_NE(error_of({"--no-such-flag"}).find("no-such-flag"), std::string::npos);
     EXPECT_NE(error_of({"--config", "/nonexistent.conf"}).find("/nonexistent.conf"),

@@ -117,24 +117,29 @@ TEST(TinyLlamaReferences, EveryReferenceInTheFolderHasACase) {
     EXPECT_GE(found, static_cast<int>(kTinyLlamaTypes.size()));
 }
 
+// Both attention accumulators: ggufd's F32 one and, on request, llama.cpp's fp16 one.
 TEST(Stories260K, GreedyTokensMatchLlamaCpp) {
     GGUFD_REQUIRE_CONFORMANCE(dir);
-    for (const char* file : {"models/stories260K.gguf", "models/stories260K-f16.gguf"}) {
-        SCOPED_TRACE(file);
-        auto model = Model::load(dir / file);
-        std::ifstream in(dir / "reference/stories260K.greedy.jsonl");
-        std::string line;
-        int cases = 0;
-        while (std::getline(in, line)) {
-            const auto j = nlohmann::json::parse(line);
-            Context ctx(model, ContextParams{.n_seq = 1, .n_ctx = 256, .n_threads = 2});
-            const auto prompt = j["prompt_tokens"].get<std::vector<int32_t>>();
-            const auto want = j["greedy_tokens"].get<std::vector<int32_t>>();
-            EXPECT_EQ(greedy(ctx, prompt, static_cast<int>(want.size())), want) << j["prompt"];
-            ++cases;
+    for (const bool f16_accumulator : {false, true})
+        for (const char* file : {"models/stories260K.gguf", "models/stories260K-f16.gguf"}) {
+            SCOPED_TRACE(std::string(file) + (f16_accumulator ? ", fp16 accumulator" : ""));
+            auto model = Model::load(dir / file);
+            std::ifstream in(dir / "reference/stories260K.greedy.jsonl");
+            std::string line;
+            int cases = 0;
+            while (std::getline(in, line)) {
+                const auto j = nlohmann::json::parse(line);
+                Context ctx(model, ContextParams{.n_seq = 1,
+                                                 .n_ctx = 256,
+                                                 .n_threads = 2,
+                                                 .f16_accumulator = f16_accumulator});
+                const auto prompt = j["prompt_tokens"].get<std::vector<int32_t>>();
+                const auto want = j["greedy_tokens"].get<std::vector<int32_t>>();
+                EXPECT_EQ(greedy(ctx, prompt, static_cast<int>(want.size())), want) << j["prompt"];
+                ++cases;
+            }
+            EXPECT_EQ(cases, 3);
         }
-        EXPECT_EQ(cases, 3);
-    }
 }
 
 // A batch mixing sequences gives each the same logits as evaluating it alone.

@@ -27,6 +27,7 @@ ggufd::scheduler::SchedulerParams scheduler_params(const ggufd::config::Config& 
     p.batch_size = c.batch_size;
     p.n_threads = c.threads;
     p.max_queue = c.queue_size;
+    p.f16_accumulator = c.f16_accumulator;
     return p;
 }
 
