@@ -408,12 +408,8 @@ void Context::eval_step(std::span<const BatchToken> batch_in, std::vector<float>
         // Attention block: its input normed by the second input norm where the layer has one,
         // else by attn_norm, and left as it is when the architecture has no pre-norms.
         const float* h = x;
-        if (l.attn_norm_2 || l.attn_norm) {
-            if (l.attn_norm_2) {
-                norm(l.attn_norm_2, l.attn_norm_2_b, x, xn, n);
-            } else {
-                norm(l.attn_norm, l.attn_norm_b, x, xn, n);
-            }
+        if (const gguf::TensorInfo* in_norm = l.attn_norm_2 ? l.attn_norm_2 : l.attn_norm) {
+            norm(in_norm, l.attn_norm_2 ? l.attn_norm_2_b : l.attn_norm_b, x, xn, n);
             h = xn;
         }
         if (l.wqkv) {

@@ -1,21 +1,12 @@
 #include "engine/model/describe.h"
 
-#include <charconv>
-#include <cstdlib>
-
 #include "engine/model/weights.h"
 
 namespace ggufd::model {
 namespace {
 
-// The double whose shortest decimal is the float's (1e-06, not 9.99999997e-07): JSON numbers
-// are doubles, and the keys were written as the float's decimal.
-double decimal(float f) {
-    char text[32];
-    const auto end = std::to_chars(text, text + sizeof text - 1, f).ptr;
-    *end = '\0';
-    return std::strtod(text, nullptr);
-}
+// Floats as the shortest decimal the file's key was written as (1e-06, not 9.99999997e-07).
+constexpr auto widen = gguf::Value::widen_float;
 
 const char* name_of(NormKind k) {
     return k == NormKind::rms ? "rms" : "layer";
@@ -59,7 +50,7 @@ nlohmann::ordered_json describe_hparams(const HParams& hp) {
                       {"head_count_kv", hp.n_head_kv},
                       {"key_length", hp.head_dim_k},
                       {"value_length", hp.head_dim_v}};
-    j["norm"] = {{"kind", name_of(d.norm)}, {"epsilon", decimal(hp.norm_eps)}};
+    j["norm"] = {{"kind", name_of(d.norm)}, {"epsilon", widen(hp.norm_eps)}};
     j["feed_forward"] = {{"kind", name_of(d.ffn)}, {"length", hp.n_ff}};
     j["residual"] = hp.parallel_residual ? "parallel" : "sequential";
     switch (d.position) {
@@ -67,10 +58,10 @@ nlohmann::ordered_json describe_hparams(const HParams& hp) {
             nlohmann::ordered_json rope = {
                 {"ordering", hp.rope_ordering == RopeOrdering::neox ? "neox" : "normal"},
                 {"dimension_count", hp.n_rot},
-                {"freq_base", decimal(hp.rope_freq_base)}};
+                {"freq_base", widen(hp.rope_freq_base)}};
             if (hp.rope_scaling != RopeScaling::none) {
                 rope["scaling"] = {{"type", name_of(hp.rope_scaling)},
-                                   {"factor", decimal(hp.rope_scale_factor)},
+                                   {"factor", widen(hp.rope_scale_factor)},
                                    {"original_context_length", hp.rope_n_ctx_orig}};
             }
             j["rope"] = std::move(rope);
@@ -84,32 +75,32 @@ nlohmann::ordered_json describe_hparams(const HParams& hp) {
             break;
         case PositionKind::alibi:
             j["positions"] = "alibi";
-            j["attention"]["max_alibi_bias"] = decimal(hp.alibi_max_bias);
+            j["attention"]["max_alibi_bias"] = widen(hp.alibi_max_bias);
             break;
     }
     if (hp.yarn_attn_factor != 1.0f && j.contains("rope")) {
-        j["rope"]["attn_factor"] = decimal(hp.yarn_attn_factor);
+        j["rope"]["attn_factor"] = widen(hp.yarn_attn_factor);
     }
-    j["attention"]["scale"] = decimal(hp.attn_scale);
-    if (hp.attn_softcap > 0.0f) j["attention"]["logit_softcapping"] = decimal(hp.attn_softcap);
+    j["attention"]["scale"] = widen(hp.attn_scale);
+    if (hp.attn_softcap > 0.0f) j["attention"]["logit_softcapping"] = widen(hp.attn_softcap);
     if (hp.n_swa > 0) {
         j["attention"]["sliding_window"] = hp.n_swa;
         j["attention"]["sliding_window_pattern"] = hp.swa_period;
         if (hp.rope_freq_base_swa != hp.rope_freq_base && j.contains("rope")) {
-            j["rope"]["freq_base_swa"] = decimal(hp.rope_freq_base_swa);
+            j["rope"]["freq_base_swa"] = widen(hp.rope_freq_base_swa);
         }
     }
-    if (hp.final_softcap > 0.0f) j["final_logit_softcapping"] = decimal(hp.final_softcap);
+    if (hp.final_softcap > 0.0f) j["final_logit_softcapping"] = widen(hp.final_softcap);
     if (d.qk_norm != QkNorm::none) {
         j["attention"]["qk_norm"] = d.qk_norm == QkNorm::per_head ? "per_head" : "whole";
     }
     if (d.norm_placement != NormPlacement::pre) {
         j["norm"]["placement"] = d.norm_placement == NormPlacement::post ? "post" : "pre_and_post";
     }
-    if (hp.clamp_kqv > 0.0f) j["attention"]["clamp_kqv"] = decimal(hp.clamp_kqv);
-    if (hp.embd_scale != 1.0f) j["embedding_scale"] = decimal(hp.embd_scale);
-    if (hp.residual_scale != 1.0f) j["residual_scale"] = decimal(hp.residual_scale);
-    if (hp.logit_divisor != 1.0f) j["logit_scale"] = decimal(hp.logit_divisor);
+    if (hp.clamp_kqv > 0.0f) j["attention"]["clamp_kqv"] = widen(hp.clamp_kqv);
+    if (hp.embd_scale != 1.0f) j["embedding_scale"] = widen(hp.embd_scale);
+    if (hp.residual_scale != 1.0f) j["residual_scale"] = widen(hp.residual_scale);
+    if (hp.logit_divisor != 1.0f) j["logit_scale"] = widen(hp.logit_divisor);
     return j;
 }
 
