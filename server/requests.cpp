@@ -3,8 +3,13 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <memory>
+#include <optional>
 
 #include <fmt/format.h>
+
+#include "engine/grammar/grammar.h"
+#include "engine/grammar/json_schema.h"
 
 namespace ggufd::server {
 
@@ -217,6 +222,102 @@ std::vector<std::pair<int32_t, float>> parse_logit_bias(const json& body, const 
     return out;
 }
 
+// A JSON Schema (the value at `where`, named `param` in the error) as a grammar; the 400 names
+// the keyword the converter refuses by its JSON pointer within the schema.
+std::string schema_gbnf(const json& schema, const std::string& where, const char* param) {
+    if (!schema.is_object() && !schema.is_boolean()) {
+        throw ApiError::bad_request(fmt::format("'{}' must be a JSON Schema (an object)", where),
+                                    param);
+    }
+    try {
+        return grammar::json_schema_to_gbnf(schema);
+    } catch (const grammar::SchemaError& e) {
+        throw ApiError::bad_request(fmt::format("'{}' cannot be used: {}", where, e.what()), param);
+    }
+}
+
+// What OpenAI's response_format asks for: nothing (text), any JSON object, or a schema's
+// instances. llama-server's {"type": "json_object", "schema": {...}} is a schema too.
+std::optional<std::string> response_format_gbnf(const json& rf) {
+    if (!rf.is_object() || !rf.contains("type") || !rf["type"].is_string()) {
+        throw ApiError::bad_request("'response_format' must be an object with a string 'type'",
+                                    "response_format");
+    }
+    const std::string type = rf["type"].get<std::string>();
+    if (type == "text") return std::nullopt;
+    if (type == "json_object") {
+        if (const json* schema = field(rf, "schema"))
+            return schema_gbnf(*schema, "response_format.schema", "response_format");
+        return grammar::json_object_gbnf();
+    }
+    if (type == "json_schema") {
+        const json* js = field(rf, "json_schema");
+        if (!js || !js->is_object()) {
+            throw ApiError::bad_request(
+                "'response_format.json_schema' must be an object with the 'schema'",
+                "response_format");
+        }
+        // name, description and strict are OpenAI's; the output always follows the schema, so
+        // strict false changes nothing but is accepted.
+        for (const char* key : {"name", "description"}) {
+            if (const json* v = field(*js, key); v && !v->is_string()) {
+                throw ApiError::bad_request(
+                    fmt::format("'response_format.json_schema.{}' must be a string", key),
+                    "response_format");
+            }
+        }
+        if (const json* v = field(*js, "strict"); v && !v->is_boolean()) {
+            throw ApiError::bad_request("'response_format.json_schema.strict' must be a boolean",
+                                        "response_format");
+        }
+        const json* schema = field(*js, "schema");
+        if (!schema) return grammar::json_object_gbnf();  // OpenAI: the schema is optional
+        return schema_gbnf(*schema, "response_format.json_schema.schema", "response_format");
+    }
+    throw ApiError::bad_request(
+        fmt::format("'response_format.type' must be text, json_object or json_schema; got '{}'",
+                    type),
+        "response_format");
+}
+
+// The grammar a request constrains its output with: response_format (OpenAI), or llama-server's
+// `grammar` (GBNF text) and `json_schema` fields; at most one of them.
+std::shared_ptr<const grammar::Grammar> parse_output_grammar(const json& body) {
+    std::optional<std::string> gbnf;
+    const char* from = nullptr;
+    auto take = [&](std::optional<std::string> g, const char* param) {
+        if (!g) return;
+        if (from) {
+            throw ApiError::bad_request(
+                fmt::format("'{}' and '{}' both constrain the output: give one of them", from,
+                            param),
+                param);
+        }
+        gbnf = std::move(g);
+        from = param;
+    };
+    if (const json* rf = field(body, "response_format"))
+        take(response_format_gbnf(*rf), "response_format");
+    if (const json* g = field(body, "grammar")) {
+        if (!g->is_string()) throw ApiError::bad_request("'grammar' must be a string", "grammar");
+        take(g->get<std::string>(), "grammar");
+    }
+    if (const json* schema = field(body, "json_schema"))
+        take(schema_gbnf(*schema, "json_schema", "json_schema"), "json_schema");
+    if (!gbnf) return nullptr;
+    try {
+        return std::make_shared<const grammar::Grammar>(grammar::Grammar::parse(*gbnf));
+    } catch (const grammar::Error& e) {
+        // A converted schema parses unless it outgrows the grammar limits.
+        const bool written_by_us = std::string_view(from) != "grammar";
+        throw ApiError::bad_request(
+            written_by_us
+                ? fmt::format("'{}' gives a grammar too large to use: {}", from, e.message())
+                : fmt::format("'grammar' is not valid GBNF: {}", e.what()),
+            from);
+    }
+}
+
 }  // namespace
 
 GenerationOptions parse_generation_options(const json& body, const ApiLimits& limits,
@@ -270,6 +371,13 @@ GenerationOptions parse_generation_options(const json& body, const ApiLimits& li
     out.stop.ignore_eos = get_bool(body, "ignore_eos", false);
     out.stop.max_tokens =
         static_cast<int32_t>(get_int(body, "max_tokens", default_max_tokens, 1, limits.max_tokens));
+    s.grammar = parse_output_grammar(body);
+    if (s.grammar && out.stop.ignore_eos) {
+        throw ApiError::bad_request(
+            "'ignore_eos' cannot be combined with a constrained output: the output ends where its "
+            "grammar is complete",
+            "ignore_eos");
+    }
     get_string(body, "user");  // accepted for compatibility, checked, unused
     return out;
 }
@@ -437,21 +545,6 @@ ChatRequest parse_chat_request(const json& body, const ApiLimits& limits) {
             static_cast<int32_t>(get_int(body, "top_logprobs", 0, 0, limits.max_top_logprobs));
     } else if (r.logprobs) {
         r.sampling.top_logprobs = 0;
-    }
-
-    if (const json* rf = field(body, "response_format")) {
-        if (!rf->is_object() || !rf->contains("type") || !(*rf)["type"].is_string()) {
-            throw ApiError::bad_request("'response_format' must be an object with a 'type'",
-                                        "response_format");
-        }
-        std::string type = (*rf)["type"].get<std::string>();
-        if (type != "text") {
-            throw ApiError::bad_request(
-                fmt::format("'response_format' type '{}' is not supported: this server cannot "
-                            "constrain its output to JSON",
-                            type),
-                "response_format");
-        }
     }
 
     if (const json* tools = field(body, "tools")) {

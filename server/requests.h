@@ -71,7 +71,9 @@ RequestJson parse_json_body(std::string_view body);
 // StopParams with "max_tokens", which defaults to `default_max_tokens`) and the answer's shape
 // (model, n, stream, ...), each field range-checked here. The HTTP endpoints, ggufd-run generate
 // and the fuzzers all go through it; the engine's own checks against a model are
-// scheduler::validate().
+// scheduler::validate(). The output constraint, one of `response_format` (text, json_object,
+// json_schema), llama-server's `grammar` (GBNF) and `json_schema`, becomes sampling.grammar; a
+// schema the converter refuses or a grammar that does not parse is a 400 saying where.
 GenerationOptions parse_generation_options(const RequestJson& body, const ApiLimits& limits,
                                            int32_t default_max_tokens);
 
@@ -79,7 +81,6 @@ GenerationOptions parse_generation_options(const RequestJson& body, const ApiLim
 CompletionRequest parse_completion_request(const RequestJson& body, const ApiLimits& limits);
 
 // POST /v1/chat/completions. max_tokens defaults to unlimited (the context bounds it).
-// response_format other than {"type": "text"} is rejected: nothing constrains the output to JSON.
 // Text content parts are joined with "\n"; other part types (images, audio) are rejected.
 // Role "developer" is passed to the template as "system".
 ChatRequest parse_chat_request(const RequestJson& body, const ApiLimits& limits);

@@ -1,6 +1,8 @@
-// The official OpenAI client against ggufd: a completion, a chat completion and a streamed chat
-// completion. Usage: node client_test.mjs BASE_URL MODEL
+// The official OpenAI client against ggufd: a completion, a chat completion, a streamed chat
+// completion and structured output (response_format json_schema, checked with Ajv, a real JSON
+// Schema validator). Usage: node client_test.mjs BASE_URL MODEL
 import OpenAI from "openai";
+import Ajv from "ajv";
 import assert from "node:assert/strict";
 
 const [baseURL, model] = process.argv.slice(2);
@@ -41,6 +43,52 @@ for await (const chunk of stream) {
 assert.equal(streamed, chat.choices[0].message.content, "streamed and non-streamed chats differ");
 assert.ok(finish === "length" || finish === "stop", String(finish));
 assert.ok(usage && usage.completion_tokens > 0, "stream_options.include_usage gave no usage");
+
+// A schema a story model can fill in within its budget: bounded strings, an enum, a bounded
+// integer, a short array.
+const schema = {
+  type: "object",
+  properties: {
+    hero: { type: "string", minLength: 1, maxLength: 12 },
+    mood: { enum: ["happy", "sad", "brave"] },
+    age: { type: "integer", minimum: 1, maximum: 99 },
+    friends: { type: "array", items: { type: "string", maxLength: 8 }, maxItems: 2 },
+  },
+  required: ["hero", "mood", "age", "friends"],
+  additionalProperties: false,
+};
+const validate = new Ajv({ strict: true }).compile(schema);
+for (const [temperature, stream] of [[0, false], [1, false], [1, true]]) {
+  const request = {
+    model, messages: [{ role: "user", content: "Describe the hero of a story." }], temperature, seed: 5,
+    max_tokens: 200, response_format: { type: "json_schema", json_schema: { name: "hero", strict: true, schema } },
+  };
+  let content = "";
+  let finish = null;
+  if (stream) {
+    for await (const chunk of await client.chat.completions.create({ ...request, stream: true })) {
+      for (const choice of chunk.choices) {
+        content += choice.delta?.content ?? "";
+        if (choice.finish_reason) finish = choice.finish_reason;
+      }
+    }
+  } else {
+    const structured = await client.chat.completions.create(request);
+    content = structured.choices[0].message.content;
+    finish = structured.choices[0].finish_reason;
+  }
+  assert.equal(finish, "stop", `temperature ${temperature}: ${content}`);
+  const parsed = JSON.parse(content);
+  assert.ok(validate(parsed), `${JSON.stringify(validate.errors)}: ${content}`);
+}
+// A schema the server cannot follow is a 400 naming the keyword, which the client raises.
+await assert.rejects(
+  client.chat.completions.create({
+    model, messages: [{ role: "user", content: "x" }],
+    response_format: { type: "json_schema", json_schema: { name: "n", schema: { type: "number", multipleOf: 3 } } },
+  }),
+  (e) => e.status === 400 && /multipleOf/.test(e.message),
+);
 
 const models = await client.models.list();
 assert.ok(models.data.some((m) => m.id === model));

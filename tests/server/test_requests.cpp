@@ -1,6 +1,7 @@
 // Request parsing and validation, without HTTP.
 #include <gtest/gtest.h>
 
+#include "engine/grammar/matcher.h"
 #include "engine/sampling/sampler.h"
 #include "server/requests.h"
 
@@ -346,11 +347,10 @@ TEST(ParseChat, ResponseFormatToolsAndKwargs) {
     EXPECT_NO_THROW(
         parse_chat_request({{"messages", msgs}, {"response_format", {{"type", "text"}}}}, limits));
     auto e = error_of([&] {
-        parse_chat_request({{"messages", msgs}, {"response_format", {{"type", "json_object"}}}},
-                           limits);
+        parse_chat_request({{"messages", msgs}, {"response_format", {{"type", "yaml"}}}}, limits);
     });
     EXPECT_EQ(e.param(), "response_format");
-    EXPECT_NE(std::string(e.what()).find("not supported"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("'yaml'"), std::string::npos) << e.what();
 
     json tools = {{{"type", "function"}, {"function", {{"name", "f"}}}}};
     auto r = parse_chat_request({{"messages", msgs}, {"tools", tools}}, limits);
@@ -430,6 +430,112 @@ TEST(ParseJsonBody, KeepsTheClientsKeyOrder) {
     EXPECT_EQ(r.messages.dump(), R"([{"role":"user","name":"n","content":"c"}])");
     EXPECT_EQ(r.tools.dump(),
               R"([{"type":"function","function":{"name":"f","description":"d","parameters":{}}}])");
+}
+
+// The output constraint: which texts each request form lets the model write.
+bool allows(const GenerationOptions& o, std::string_view text) {
+    return o.sampling.grammar && grammar::matches(*o.sampling.grammar, text);
+}
+
+TEST(OutputConstraint, ResponseFormatOnBothEndpoints) {
+    const json msgs = {{{"role", "user"}, {"content", "x"}}};
+    auto chat = parse_chat_request(
+        {{"messages", msgs}, {"response_format", {{"type", "json_object"}}}}, limits);
+    EXPECT_TRUE(allows(chat, R"({"a": [1, {"b": null}]})"));
+    EXPECT_FALSE(allows(chat, "[1]"));  // an object, not any value
+    EXPECT_FALSE(allows(chat, R"({"a": )"));
+
+    const json schema = {{"type", "object"},
+                         {"properties", {{"n", {{"type", "integer"}, {"minimum", 3}}}}},
+                         {"required", {"n"}}};
+    for (const json& rf :
+         {json{{"type", "json_schema"},
+               {"json_schema", {{"name", "t"}, {"strict", true}, {"schema", schema}}}},
+          json{{"type", "json_object"}, {"schema", schema}}}) {  // llama-server's spelling
+        auto completion =
+            parse_completion_request({{"prompt", "p"}, {"response_format", rf}}, limits);
+        EXPECT_TRUE(allows(completion, R"({"n": 7})")) << rf;
+        EXPECT_FALSE(allows(completion, R"({"n": 2})")) << rf;
+        EXPECT_FALSE(allows(completion, R"({})")) << rf;
+    }
+    // A json_schema without its schema is any object, as OpenAI's schema is optional.
+    auto any = parse_completion_request(
+        {{"prompt", "p"},
+         {"response_format", {{"type", "json_schema"}, {"json_schema", {{"name", "x"}}}}}},
+        limits);
+    EXPECT_TRUE(allows(any, R"({"z": true})"));
+    auto text = parse_completion_request({{"prompt", "p"}, {"response_format", {{"type", "text"}}}},
+                                         limits);
+    EXPECT_EQ(text.sampling.grammar, nullptr);
+}
+
+TEST(OutputConstraint, LlamaServerGrammarAndJsonSchemaFields) {
+    auto g = parse_completion_request(
+        {{"prompt", "p"}, {"grammar", "root ::= (\"yes\" | \"no\") \"!\""}}, limits);
+    EXPECT_TRUE(allows(g, "yes!"));
+    EXPECT_FALSE(allows(g, "maybe"));
+    auto s = parse_completion_request(
+        {{"prompt", "p"}, {"json_schema", {{"enum", {"red", "green"}}}}}, limits);
+    EXPECT_TRUE(allows(s, R"("green")"));
+    EXPECT_FALSE(allows(s, R"("blue")"));
+}
+
+TEST(OutputConstraint, ErrorsSayWhereAndWhy) {
+    auto e = error_of([] {
+        parse_completion_request({{"prompt", "p"}, {"grammar", "root ::= \"a\"\nitem ::= [a-"}},
+                                 limits);
+    });
+    EXPECT_EQ(e.param(), "grammar");
+    EXPECT_NE(std::string(e.what()).find("line 2, column"), std::string::npos) << e.what();
+
+    e = error_of([] {
+        parse_completion_request(
+            {{"prompt", "p"},
+             {"response_format",
+              {{"type", "json_schema"},
+               {"json_schema",
+                {{"name", "t"},
+                 {"schema",
+                  {{"type", "object"},
+                   {"properties", {{"n", {{"type", "number"}, {"multipleOf", 3}}}}}}}}}}}},
+            limits);
+    });
+    EXPECT_EQ(e.param(), "response_format");
+    EXPECT_NE(std::string(e.what()).find("multipleOf"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("/properties/n/multipleOf"), std::string::npos)
+        << e.what();
+
+    e = error_of([] {
+        parse_completion_request({{"prompt", "p"}, {"json_schema", {{"$ref", "#/$defs/none"}}}},
+                                 limits);
+    });
+    EXPECT_EQ(e.param(), "json_schema");
+    EXPECT_NE(std::string(e.what()).find("points to nothing"), std::string::npos) << e.what();
+
+    // Two constraints at once, a schema of the wrong type, a malformed response_format, and
+    // ignore_eos (the grammar ends the output) are refused.
+    EXPECT_EQ(error_of([] {
+                  parse_completion_request({{"prompt", "p"},
+                                            {"grammar", "root ::= \"a\""},
+                                            {"response_format", {{"type", "json_object"}}}},
+                                           limits);
+              }).param(),
+              "grammar");
+    EXPECT_EQ(error_of([] {
+                  parse_completion_request({{"prompt", "p"}, {"json_schema", "object"}}, limits);
+              }).param(),
+              "json_schema");
+    EXPECT_EQ(error_of([] {
+                  parse_completion_request(
+                      {{"prompt", "p"}, {"response_format", {{"type", "json_schema"}}}}, limits);
+              }).param(),
+              "response_format");
+    EXPECT_EQ(error_of([] {
+                  parse_completion_request(
+                      {{"prompt", "p"}, {"grammar", "root ::= \"a\""}, {"ignore_eos", true}},
+                      limits);
+              }).param(),
+              "ignore_eos");
 }
 
 }  // namespace

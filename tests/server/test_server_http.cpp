@@ -533,7 +533,7 @@ TEST_F(ServerTest, MalformedJsonWrongTypesAndRanges) {
     EXPECT_EQ(r.result_int(), 400);
     EXPECT_EQ(body_of(r)["error"]["param"], "n");
     r = c.post("/v1/chat/completions",
-               {{"messages", chat_messages}, {"response_format", {{"type", "json_object"}}}});
+               {{"messages", chat_messages}, {"response_format", {{"type", "yaml"}}}});
     EXPECT_EQ(r.result_int(), 400);
     EXPECT_EQ(body_of(r)["error"]["param"], "response_format");
     r = c.post("/v1/completions", {{"prompt", "x"}, {"logit_bias", {{"5000", 1}}}});

@@ -1,4 +1,5 @@
 // ggufd-run generate --model M --prompt TEXT --n-predict N [--temp T --seed S ...]
+//   [--grammar GBNF | --grammar-file F | --json-schema JSON | --json-schema-file F]
 // Prints the prompt (as the model's tokens spell it) followed by the completion, streamed as it
 // is generated, through the same scheduler the server uses. The sampling flags become the
 // fields of an API request body and go through the server's request mapping, so they are
@@ -99,7 +100,17 @@ int cmd_generate(Args args) {
                 body["max_tokens"] = n;
         } else if (a == "--stop")
             body["stop"].push_back(value());
-        else if (a == "--threads" || a == "-t")
+        else if (a == "--grammar")
+            body["grammar"] = value();
+        else if (a == "--grammar-file")
+            body["grammar"] = read_file(value());
+        else if (a == "--json-schema" || a == "--json-schema-file") {
+            const std::string text = a == "--json-schema" ? value() : read_file(value());
+            server::RequestJson schema = server::RequestJson::parse(text, nullptr, false);
+            if (schema.is_discarded())
+                throw std::runtime_error(std::string(a) + ": not valid JSON");
+            body["json_schema"] = std::move(schema);
+        } else if (a == "--threads" || a == "-t")
             params.n_threads = std::stoi(value());
         else if (a == "--ctx-size" || a == "-c")
             params.n_ctx = std::stoi(value());

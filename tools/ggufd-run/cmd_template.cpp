@@ -17,12 +17,6 @@ namespace ggufd::run {
 
 namespace {
 
-std::string read_file(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw std::runtime_error("cannot open '" + path + "'");
-    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
 constexpr const char* kUsage =
     "usage: ggufd-run template (--model M | --template-file T) --context-json C\n"
     "  --model M          read tokenizer.chat_template from the GGUF file M (ChatML if absent)\n"

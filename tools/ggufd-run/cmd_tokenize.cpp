@@ -73,12 +73,6 @@ tokenizer::Tokenizer load_tokenizer(const std::string& path) {
     return tokenizer::Tokenizer::from_file(path);
 }
 
-std::string read_file(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw std::runtime_error("cannot open '" + path + "'");
-    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
 // "1 2 3", "1,2,3" or "[1, 2, 3]".
 std::vector<int32_t> parse_ids(const std::string& text) {
     std::vector<int32_t> ids;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <span>
+#include <string>
 #include <string_view>
 
 namespace ggufd::run {
@@ -17,5 +18,8 @@ struct Command {
 
 // The table every subcommand registers in (main.cpp).
 std::span<const Command> commands();
+
+// The whole file as bytes; throws std::runtime_error naming it when it cannot be opened.
+std::string read_file(const std::string& path);
 
 }  // namespace ggufd::run

@@ -2,6 +2,9 @@
 #include <array>
 #include <cstdio>
 #include <exception>
+#include <fstream>
+#include <iterator>
+#include <stdexcept>
 #include <string_view>
 #include <vector>
 
@@ -26,7 +29,9 @@ std::span<const Command> commands() {
             "generate",
             "generate --model M --prompt TEXT --n-predict N [--temp T --seed S --top-k K --top-p P "
             "--min-p P --typical-p P --repeat-penalty R --repeat-last-n N --presence-penalty P "
-            "--frequency-penalty P --stop S --threads N --ctx-size N]",
+            "--frequency-penalty P --stop S --threads N --ctx-size N] [--grammar GBNF | "
+            "--grammar-file F "
+            "| --json-schema JSON | --json-schema-file F]",
             cmd_generate},
         Command{"template", "template (--model M | --template-file T) --context-json C",
                 cmd_template},
@@ -34,6 +39,12 @@ std::span<const Command> commands() {
                 cmd_logits},
     };
     return table;
+}
+
+std::string read_file(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw std::runtime_error("cannot open '" + path + "'");
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
 }  // namespace ggufd::run
