@@ -33,6 +33,47 @@ bool Grammar::intersects(uint32_t set, uint32_t lo, uint32_t hi) const {
     return r != last && r->lo <= hi;
 }
 
+bool Grammar::covers(uint32_t set, uint32_t lo, uint32_t hi) const {
+    const Set& s = sets_[set];
+    const CharRange* first = ranges_.data() + s.begin;
+    const CharRange* last = ranges_.data() + s.end;
+    const CharRange* r =
+        std::lower_bound(first, last, lo, [](const CharRange& x, uint32_t v) { return x.hi < v; });
+    // Ranges are disjoint and not adjacent: one of them holds all of [lo, hi] or none does.
+    return r != last && r->lo <= lo && r->hi >= hi;
+}
+
+bool Grammar::same_compiled_form(const Grammar& other) const {
+    const auto same_elements = [](const Element& a, const Element& b) {
+        return a.kind == b.kind && a.value == b.value;
+    };
+    const auto same_ranges = [](const CharRange& a, const CharRange& b) {
+        return a.lo == b.lo && a.hi == b.hi;
+    };
+    const auto same_sets = [](const Set& a, const Set& b) {
+        return a.begin == b.begin && a.end == b.end;
+    };
+    return root_ == other.root_ && rule_alts_ == other.rule_alts_ &&
+           alt_starts_ == other.alt_starts_ &&
+           std::equal(elements_.begin(), elements_.end(), other.elements_.begin(),
+                      other.elements_.end(), same_elements) &&
+           std::equal(sets_.begin(), sets_.end(), other.sets_.begin(), other.sets_.end(),
+                      same_sets) &&
+           std::equal(ranges_.begin(), ranges_.end(), other.ranges_.begin(), other.ranges_.end(),
+                      same_ranges);
+}
+
+size_t Grammar::fingerprint() const {
+    uint64_t h = 0xCBF29CE484222325ull ^ root_;
+    const auto add = [&h](uint64_t v) { h = (h ^ v) * 0x100000001B3ull; };
+    for (uint32_t v : rule_alts_) add(v);
+    for (uint32_t v : alt_starts_) add(v);
+    for (const Element& e : elements_) add((uint64_t{e.value} << 8) | static_cast<uint8_t>(e.kind));
+    for (const CharRange& r : ranges_) add((uint64_t{r.lo} << 32) | r.hi);
+    add(sets_.size());
+    return static_cast<size_t>(h ^ (h >> 31));
+}
+
 size_t Grammar::memory_bytes() const {
     size_t n = sizeof(*this) + rule_alts_.size() * 4 + alt_starts_.size() * 4 +
                elements_.size() * sizeof(Element) + sets_.size() * sizeof(Set) +

@@ -97,6 +97,8 @@ class Grammar {
     }
     // Whether the set holds any code point of [lo, hi].
     bool intersects(uint32_t set, uint32_t lo, uint32_t hi) const;
+    // Whether the set holds every code point of [lo, hi].
+    bool covers(uint32_t set, uint32_t lo, uint32_t hi) const;
     std::span<const CharRange> ranges(uint32_t set) const {
         return {ranges_.data() + sets_[set].begin, ranges_.data() + sets_[set].end};
     }
@@ -104,6 +106,12 @@ class Grammar {
 
     // Bytes the compiled form holds (for limits and reports).
     size_t memory_bytes() const;
+
+    // Whether two grammars compiled to the same form (rule names aside), so that they match the
+    // same texts position by position: what lets sequences of equal grammars share token masks.
+    bool same_compiled_form(const Grammar& other) const;
+    // A hash of the compiled form, consistent with same_compiled_form.
+    size_t fingerprint() const;
 
   private:
     friend class Compiler;
