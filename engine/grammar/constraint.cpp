@@ -36,19 +36,20 @@ size_t bitset_bytes(const std::vector<uint64_t>& bits) {
 
 constexpr float kBanned = -std::numeric_limits<float>::infinity();
 
-// -inf over n floats, by copies of a block (a plain loop of stores is not vectorised here).
+// -inf over n floats. A plain loop of stores is not vectorised at this optimisation level, and a
+// memcpy of a variable size is inlined as a slow string move: copies of a fixed 64-byte block are
+// plain vector moves.
 void fill_banned(float* out, size_t n) {
-    static const std::array<float, 1024> kBlock = [] {
-        std::array<float, 1024> b;
+    static const std::array<float, 16> kBlock = [] {
+        std::array<float, 16> b;
         b.fill(kBanned);
         return b;
     }();
-    while (n > 0) {
-        const size_t k = std::min(n, kBlock.size());
-        std::memcpy(out, kBlock.data(), k * sizeof(float));
-        out += k;
-        n -= k;
+    size_t i = 0;
+    for (; i + kBlock.size() <= n; i += kBlock.size()) {
+        std::memcpy(out + i, kBlock.data(), sizeof(kBlock));
     }
+    for (; i < n; ++i) out[i] = kBanned;
 }
 
 // Classes with fewer code points hold too few tokens for a table to pay (digits, a few letters):
