@@ -23,13 +23,6 @@ void set_bit(std::vector<uint64_t>& bits, size_t i) {
     bits[i >> 6] |= uint64_t{1} << (i & 63);
 }
 
-// Membership in a sorted list of disjoint ranges.
-bool class_meets(std::span<const CharRange> ranges, uint32_t lo, uint32_t hi) {
-    const auto r = std::lower_bound(ranges.begin(), ranges.end(), lo,
-                                    [](const CharRange& x, uint32_t v) { return x.hi < v; });
-    return r != ranges.end() && r->lo <= hi;
-}
-
 size_t bitset_bytes(const std::vector<uint64_t>& bits) {
     return bits.capacity() * sizeof(uint64_t);
 }
@@ -180,7 +173,7 @@ std::shared_ptr<ClassTable> TokenVocabulary::build_class_table(
             const Utf8Decoder& d = state[i];
             uint32_t lo = 0, hi = 0;
             const bool pure =
-                d.need == 0 || (d.possible_range(lo, hi) && class_meets(ranges, lo, hi));
+                d.need == 0 || (d.possible_range(lo, hi) && ranges_meet(ranges, lo, hi));
             if (pure) {
                 for (int32_t id : tokens_at(n)) {
                     set_bit(t->pure, static_cast<size_t>(id));
@@ -204,7 +197,7 @@ std::shared_ptr<ClassTable> TokenVocabulary::build_class_table(
                     ok[c] = 1;
                     break;
                 case Utf8Decoder::Step::complete:
-                    ok[c] = class_meets(ranges, cp, cp);
+                    ok[c] = ranges_meet(ranges, cp, cp);
                     break;
             }
             state[c] = d;

@@ -15,32 +15,37 @@ Error::Error(const std::string& message, int line, int column)
       line_(line),
       column_(column) {}
 
+namespace {
+
+// The first range whose upper end reaches cp.
+const CharRange* reaching(std::span<const CharRange> ranges, uint32_t cp) {
+    return std::lower_bound(ranges.data(), ranges.data() + ranges.size(), cp,
+                            [](const CharRange& x, uint32_t v) { return x.hi < v; });
+}
+
+}  // namespace
+
+bool ranges_meet(std::span<const CharRange> ranges, uint32_t lo, uint32_t hi) {
+    const CharRange* r = reaching(ranges, lo);
+    return r != ranges.data() + ranges.size() && r->lo <= hi;
+}
+
+bool ranges_cover(std::span<const CharRange> ranges, uint32_t lo, uint32_t hi) {
+    // Disjoint and not adjacent: one range holds all of [lo, hi] or none does.
+    const CharRange* r = reaching(ranges, lo);
+    return r != ranges.data() + ranges.size() && r->lo <= lo && r->hi >= hi;
+}
+
 bool Grammar::contains_slow(const Set& s, uint32_t cp) const {
-    const CharRange* first = ranges_.data() + s.begin;
-    const CharRange* last = ranges_.data() + s.end;
-    // The first range whose upper end reaches cp.
-    const CharRange* r =
-        std::lower_bound(first, last, cp, [](const CharRange& x, uint32_t v) { return x.hi < v; });
-    return r != last && r->lo <= cp;
+    return ranges_meet({ranges_.data() + s.begin, ranges_.data() + s.end}, cp, cp);
 }
 
 bool Grammar::intersects(uint32_t set, uint32_t lo, uint32_t hi) const {
-    const Set& s = sets_[set];
-    const CharRange* first = ranges_.data() + s.begin;
-    const CharRange* last = ranges_.data() + s.end;
-    const CharRange* r =
-        std::lower_bound(first, last, lo, [](const CharRange& x, uint32_t v) { return x.hi < v; });
-    return r != last && r->lo <= hi;
+    return ranges_meet(ranges(set), lo, hi);
 }
 
 bool Grammar::covers(uint32_t set, uint32_t lo, uint32_t hi) const {
-    const Set& s = sets_[set];
-    const CharRange* first = ranges_.data() + s.begin;
-    const CharRange* last = ranges_.data() + s.end;
-    const CharRange* r =
-        std::lower_bound(first, last, lo, [](const CharRange& x, uint32_t v) { return x.hi < v; });
-    // Ranges are disjoint and not adjacent: one of them holds all of [lo, hi] or none does.
-    return r != last && r->lo <= lo && r->hi >= hi;
+    return ranges_cover(ranges(set), lo, hi);
 }
 
 bool Grammar::same_compiled_form(const Grammar& other) const {

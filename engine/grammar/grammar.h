@@ -76,6 +76,11 @@ struct CharRange {
     uint32_t lo, hi;  // inclusive
 };
 
+// Over sorted, disjoint, non-adjacent ranges (a character set's, a class's): whether they hold any
+// code point of [lo, hi], and whether they hold all of them.
+bool ranges_meet(std::span<const CharRange> ranges, uint32_t lo, uint32_t hi);
+bool ranges_cover(std::span<const CharRange> ranges, uint32_t lo, uint32_t hi);
+
 class Grammar {
   public:
     static Grammar parse(std::string_view text, const Limits& limits = {});
