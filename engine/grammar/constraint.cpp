@@ -48,6 +48,8 @@ void fill_banned(float* out, size_t n) {
 // Classes with fewer code points hold too few tokens for a table to pay (digits, a few letters):
 // their positions walk the trie, which prunes early there.
 constexpr uint32_t kMinClassSize = 16;
+// Set membership tests choosing a position's class may take.
+constexpr size_t kMaxClassWork = 1u << 16;
 // Class tables a vocabulary keeps (each about 60 KB for 150k tokens).
 constexpr size_t kClassTables = 32;
 
@@ -336,6 +338,24 @@ int32_t ConstraintCache::transition(int32_t from, uint8_t byte) {
 }
 
 int32_t ConstraintCache::slow_transition(int32_t from, uint8_t byte) {
+    // Most bytes a walk tries are dead at once: an ASCII byte continues only where a stack's top
+    // set holds it (and no character is pending), which the position's map tells without the
+    // matcher or an entry in the table.
+    if (byte < 0x80) {
+        Config& c = configs_[static_cast<size_t>(from)];
+        if (!c.ascii_known) {
+            c.ascii_known = true;
+            if (c.position->utf8.need == 0) {
+                for (const Stack& s : c.position->stacks) {
+                    if (s.empty()) continue;
+                    const uint64_t* map = grammar_->ascii_map(grammar_->element(s.back()).value);
+                    c.ascii[0] |= map[0];
+                    c.ascii[1] |= map[1];
+                }
+            }
+        }
+        if (!((c.ascii[byte >> 6] >> (byte & 63)) & 1)) return kDead;
+    }
     const uint64_t key = ((static_cast<uint64_t>(from) << 8) | byte) + 1;
     size_t mask = trans_keys_.size() - 1;
     if (!trans_keys_.empty()) {
@@ -409,6 +429,9 @@ int32_t ConstraintCache::choose_class(const Position& p) {
     }
     std::sort(cuts.begin(), cuts.end());
     cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+    // Each piece tests every set: past this much work (sets of thousands of ranges, as a hostile
+    // grammar may have) the plain walk is the cheaper way.
+    if (cuts.size() * sets.size() > kMaxClassWork) return -1;
     struct Candidate {
         uint64_t signature;
         std::vector<CharRange> ranges;
@@ -558,15 +581,15 @@ void ConstraintCache::compute_mask(int32_t at, Mask& m) {
     const ClassTable* t = c.loop == 1 ? classes_[static_cast<size_t>(c.cls)].get() : nullptr;
     const auto& nodes = vocab_->nodes();
     const size_t words = vocab_->mask_words();
-    std::shared_ptr<const std::vector<uint64_t>> at_most;
+    // With a class the mask starts from its pure tokens as bits; without one it is the tokens
+    // the walk reaches, each once (often few: kept as ids).
+    ids_.clear();
     if (t) {
         bits_ = t->pure;
         if (c.budget < t->max_pure_chars) {
-            at_most = vocab_->tokens_of_at_most(c.budget);
+            const auto at_most = vocab_->tokens_of_at_most(c.budget);
             for (size_t w = 0; w < words; ++w) bits_[w] &= (*at_most)[w];
         }
-    } else {
-        bits_.assign(words, 0);
     }
     // Without a class every child is visited; with one, only those whose subtree holds an impure
     // token (or, past a budget that is not strong, a pure token longer than it).
@@ -574,7 +597,12 @@ void ConstraintCache::compute_mask(int32_t at, Mask& m) {
         const TokenVocabulary::Node& n = nodes[child];
         const int32_t to = transition(f.config, n.byte);
         if (to == kDead) return;
-        for (int32_t id : vocab_->tokens_at(n)) set_bit(bits_, static_cast<size_t>(id));
+        const auto tokens = vocab_->tokens_at(n);
+        if (t) {
+            for (int32_t id : tokens) set_bit(bits_, static_cast<size_t>(id));
+        } else {
+            ids_.insert(ids_.end(), tokens.begin(), tokens.end());
+        }
         if (n.child_count) walk_.push_back({child, to});
     };
     walk_.clear();
@@ -607,22 +635,32 @@ void ConstraintCache::compute_mask(int32_t at, Mask& m) {
             }
         }
     }
-    size_t count = 0;
-    for (uint64_t w : bits_) count += static_cast<size_t>(std::popcount(w));
-    // A list of ids when it is at most half the bitset's size.
+    size_t count = ids_.size();
+    if (t) {
+        count = 0;
+        for (uint64_t w : bits_) count += static_cast<size_t>(std::popcount(w));
+    }
     m.count = count;
-    if (count <= words) {
-        m.dense = false;
-        m.ids.reserve(count);
-        for (size_t w = 0; w < words; ++w) {
-            for (uint64_t b = bits_[w]; b; b &= b - 1) {
-                m.ids.push_back(
-                    static_cast<int32_t>(w * 64 + static_cast<size_t>(std::countr_zero(b))));
+    // A list of ids when it is at most half the bitset's size.
+    m.dense = count > words;
+    if (!m.dense) {
+        if (t) {
+            m.ids.reserve(count);
+            for (size_t w = 0; w < words; ++w) {
+                for (uint64_t b = bits_[w]; b; b &= b - 1) {
+                    m.ids.push_back(
+                        static_cast<int32_t>(w * 64 + static_cast<size_t>(std::countr_zero(b))));
+                }
             }
+        } else {
+            m.ids = ids_;
+            std::sort(m.ids.begin(), m.ids.end());
         }
-    } else {
-        m.dense = true;
+    } else if (t) {
         m.bits = bits_;
+    } else {
+        m.bits.assign(words, 0);
+        for (int32_t id : ids_) set_bit(m.bits, static_cast<size_t>(id));
     }
     cache_bytes_ += sizeof(Mask) + m.ids.capacity() * sizeof(int32_t) + bitset_bytes(m.bits);
 }

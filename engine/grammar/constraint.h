@@ -177,6 +177,8 @@ class ConstraintCache {
         int32_t mask = -1;     // into masks_
         int32_t row = -1;      // into rows_: a dense transition row, once the position is hot
         uint32_t lookups = 0;  // transitions looked up in the hash table, until it has a row
+        bool ascii_known = false;
+        uint64_t ascii[2] = {0, 0};  // the ASCII bytes that may follow (the stack tops' members)
     };
     struct Mask {
         bool dense = false;          // bits over token ids, else the allowed ids
@@ -235,6 +237,7 @@ class ConstraintCache {
     };
     std::vector<Frame> walk_;
     std::vector<uint64_t> bits_;
+    std::vector<int32_t> ids_;
     std::vector<float> saved_;
     Position scratch_;
 };

@@ -397,7 +397,7 @@ class Compiler {
             if (pos_ >= text_.size()) fail(open, "unterminated string literal");
             if (at('"')) break;
             const uint32_t cp = parse_char();
-            seq.push_back({Element::Kind::chars, intern({{cp, cp}})});
+            seq.push_back({Element::Kind::chars, intern_char(cp)});
         }
         ++pos_;
     }
@@ -523,6 +523,15 @@ class Compiler {
         return out;
     }
 
+    // Literal characters are most of a grammar's sets: looked up without building a range list.
+    uint32_t intern_char(uint32_t cp) {
+        const auto it = chars_.find(cp);
+        if (it != chars_.end()) return it->second;
+        const uint32_t id = intern({{cp, cp}});
+        chars_.emplace(cp, id);
+        return id;
+    }
+
     uint32_t intern(std::vector<CharRange> ranges) {
         std::vector<std::pair<uint32_t, uint32_t>> key;
         key.reserve(ranges.size());
@@ -632,6 +641,7 @@ class Compiler {
     std::vector<Rule> rules_;
     std::unordered_map<std::string, uint32_t> ids_;
     std::map<std::vector<std::pair<uint32_t, uint32_t>>, size_t> sets_;
+    std::unordered_map<uint32_t, uint32_t> chars_;  // one-character sets, by code point
     std::vector<std::vector<CharRange>> set_ranges_;
 };
 

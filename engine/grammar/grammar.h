@@ -104,6 +104,9 @@ class Grammar {
     bool intersects(uint32_t set, uint32_t lo, uint32_t hi) const;
     // Whether the set holds every code point of [lo, hi].
     bool covers(uint32_t set, uint32_t lo, uint32_t hi) const;
+    // The set's ASCII members as a 128-bit map (two words, code point c at bit c % 64 of word
+    // c / 64).
+    const uint64_t* ascii_map(uint32_t set) const { return sets_[set].ascii; }
     std::span<const CharRange> ranges(uint32_t set) const {
         return {ranges_.data() + sets_[set].begin, ranges_.data() + sets_[set].end};
     }
