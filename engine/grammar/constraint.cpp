@@ -506,10 +506,20 @@ void ConstraintCache::find_loop(int32_t at) {
         return;
     }
     const ClassTable& t = *classes_[static_cast<size_t>(cls)];
+    // The representative: the class's first character that UTF-8 can encode (not a surrogate).
+    uint32_t cp = kMaxCodePoint + 1;
+    for (const CharRange& r : t.ranges) {
+        cp = r.lo >= 0xD800 && r.lo <= 0xDFFF ? 0xE000 : r.lo;
+        if (cp <= r.hi) break;
+        cp = kMaxCodePoint + 1;
+    }
+    if (cp > kMaxCodePoint) {  // surrogates only: no token is made of them
+        configs_[static_cast<size_t>(at)].loop = 0;
+        return;
+    }
     uint8_t rep[4];
     size_t rep_len = 0;
     {
-        const uint32_t cp = t.ranges.front().lo;
         if (cp < 0x80) {
             rep[rep_len++] = static_cast<uint8_t>(cp);
         } else if (cp < 0x800) {

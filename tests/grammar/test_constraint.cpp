@@ -214,6 +214,8 @@ TEST(GrammarClass, BudgetsThatEndWhereOtherSetsContinue) {
     // A class that loops every other character, and one bounded by two alternatives at once.
     expect_on_both_vocabularies(R"(root ::= ([a-z] [0-9])* ";")", {"", "a", "a1", "a1b"});
     expect_on_both_vocabularies(R"(root ::= [a-z]{0,3} | [a-z]{0,5} "x")", {"", "ab", "abcd"});
+    // A class that starts with surrogates (which UTF-8 cannot encode) and goes on past them.
+    expect_on_both_vocabularies(R"(root ::= [\uD800-\uE0FF]{0,3} "!")", {"", "\xEE\x80\x80"});
     // A class of non-ASCII characters only, bounded.
     expect_on_both_vocabularies(R"(root ::= [一-龥]{1,4} "。")",
                                 {"", "中", "中文字", "中文字\xE4"});
