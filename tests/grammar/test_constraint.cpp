@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "engine/grammar/constraint.h"
@@ -343,6 +344,47 @@ TEST(GrammarCache, SequencesSharingASmallCacheFollowItsClears) {
     const auto other_vocab = std::make_shared<const TokenVocabulary>(std::vector<std::string>{"a"},
                                                                      std::vector<int32_t>{});
     EXPECT_THROW(Constraint(cache, other_vocab), std::invalid_argument);
+}
+
+TEST(GrammarCache, ThreadsSharingACacheGetExactMasks) {
+    GGUFD_REQUIRE_CONFORMANCE(dir);
+    const auto vocab = vocab_of(dir / "tokenizer/ggml-vocab-llama-spm.gguf");
+    const auto g = compile(kBoundedString);
+    const std::vector<std::string> texts = {"{\"name\": \"Zürich street 42\", \"n\": 7}",
+                                            "{\"name\": \"\\u00e9t\u00e9\", \"n\": 12}",
+                                            "{\"name\": \"中文 and more\", \"n\": 345}"};
+    // The masks along each text, by brute force, before the threads start.
+    std::vector<std::vector<std::vector<int32_t>>> expected(texts.size());
+    for (size_t k = 0; k < texts.size(); ++k) {
+        ggufd::grammar::Matcher m(g);
+        for (size_t i = 0; i <= texts[k].size(); ++i) {
+            expected[k].push_back(brute_force_allowed(*g, m.position(), *vocab));
+            if (i < texts[k].size()) {
+                ASSERT_TRUE(m.accept(texts[k].substr(i, 1)));
+            }
+        }
+    }
+    // A cache small enough that the threads clear it under each other all the time.
+    auto cache = std::make_shared<ggufd::grammar::ConstraintCache>(g, vocab, 64u << 10);
+    std::vector<int> mismatches(texts.size(), 0);
+    std::vector<std::thread> threads;
+    for (size_t k = 0; k < texts.size(); ++k) {
+        threads.emplace_back([&, k] {
+            Constraint c(cache, vocab);
+            for (int round = 0; round < 30; ++round) {
+                c.reset();
+                for (size_t i = 0; i <= texts[k].size(); ++i) {
+                    if (c.allowed_tokens() != expected[k][i]) ++mismatches[k];
+                    if (i < texts[k].size() && !c.accept_bytes(texts[k].substr(i, 1))) {
+                        ++mismatches[k];
+                    }
+                }
+            }
+        });
+    }
+    for (std::thread& t : threads) t.join();
+    EXPECT_EQ(mismatches, std::vector<int>(texts.size(), 0));
+    EXPECT_GE(cache->stats().clears, 10u);
 }
 
 TEST(GrammarMask, EndOfGenerationOnlyWhenComplete) {
