@@ -174,8 +174,10 @@ std::shared_ptr<ClassTable> TokenVocabulary::build_class_table(
         if (ok[i] && n.token_begin != n.token_end) {
             const Utf8Decoder& d = state[i];
             uint32_t lo = 0, hi = 0;
+            // A token of 255 characters or more (its count saturated) is left to the walk.
             const bool pure =
-                d.need == 0 || (d.possible_range(lo, hi) && ranges_meet(ranges, lo, hi));
+                (d.need == 0 || (d.possible_range(lo, hi) && ranges_meet(ranges, lo, hi))) &&
+                token_chars_[static_cast<size_t>(trie_tokens_[n.token_begin])] < 255;
             if (pure) {
                 for (int32_t id : tokens_at(n)) {
                     set_bit(t->pure, static_cast<size_t>(id));

@@ -245,6 +245,24 @@ TEST(GrammarClass, TokensEndingInsideACharacterPastTheBudget) {
     }
 }
 
+TEST(GrammarClass, TokensOfMoreThan255CharactersAreWalked) {
+    // Character counts saturate at 255; a longer bound must still refuse a longer token.
+    std::vector<std::string> pieces = {"a",
+                                       "b",
+                                       "!",
+                                       repeated("a", 260),
+                                       repeated("a", 300),
+                                       repeated("b", 279) + "!",
+                                       repeated("b", 281) + "!"};
+    const auto vocab = std::make_shared<const TokenVocabulary>(pieces, std::vector<int32_t>{});
+    const auto g = compile(R"(root ::= [a-z]{0,280} "!")");
+    for (const std::string& prefix : {std::string(), repeated("a", 10)}) {
+        Constraint c(g, vocab);
+        ASSERT_TRUE(c.accept_bytes(prefix));
+        EXPECT_EQ(c.allowed_tokens(), brute_force_allowed(*g, c.position(), *vocab));
+    }
+}
+
 std::string converted_schema(const char* name) {
     std::ifstream in(std::filesystem::path(GGUFD_SOURCE_DIR) / "tests/grammar/schemas" / name);
     return ggufd::grammar::json_schema_to_gbnf(nlohmann::ordered_json::parse(in));
