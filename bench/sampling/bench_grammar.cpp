@@ -4,23 +4,30 @@
 //
 //   build/bin/bench_grammar --benchmark_min_time=0.5
 //
-// Workloads: the JSON grammar (any object) and a grammar shaped like a JSON-schema converter's
-// output (an object with fixed keys, a nested object, an array, bounded strings and integers).
-// Each token step does what the sampler does with a grammar: apply the mask to a row of logits,
-// then accept the token. The tokens are those of random documents valid for the grammar,
-// tokenized by the vocabulary's own tokenizer.
+// Workloads (the `grammar` argument): 0 the JSON grammar (any object); 1 a grammar shaped like a
+// JSON-schema converter's output, written by hand (an object with fixed keys, a nested object, an
+// array, bounded strings and integers); 2 and 3 the converter's own output for two of the test
+// schemas (tests/grammar/schemas/person_extraction.json and invoice.json). Each token step does
+// what the sampler does with a grammar: apply the mask to a row of logits, then accept the token.
+// The tokens are those of random documents valid for the grammar, tokenized by the vocabulary's
+// own tokenizer.
 //
 //   BM_GrammarVocabularyTrie  the trie of token bytes, built once per model
+//   BM_GrammarClassTable      the table of the JSON string characters, built once per model
 //   BM_GrammarFirstToken      parse the grammar, start a sequence, mask its first token (cold)
-//   BM_GrammarRequest         a whole document from a fresh sequence (caches cold at first, as a
-//                             new request's are); per_token is the mean step, setup included
+//   BM_GrammarRequest         a whole document from a fresh sequence with a cache of its own (cold
+//                             at first, as the first request of a grammar finds it); per_token is
+//                             the mean step, setup included
+//   BM_GrammarRequestShared   the same with the cache sequences of one grammar share, kept between
+//                             requests (a grammar the daemon has seen recently)
 //   BM_GrammarWarmStep        steady state: the same sequence restarted, its caches kept
-// Counters: per_token (seconds per step), cache_bytes (one sequence's caches after a document),
-// trie_bytes (the shared trie).
+// Counters: per_token (seconds per step), cache_bytes (the grammar's cache after a document),
+// sequence_bytes (what one sequence holds of its own), trie_bytes (the shared trie).
 #include <benchmark/benchmark.h>
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <random>
@@ -31,6 +38,7 @@
 #include "engine/grammar/constraint.h"
 #include "engine/grammar/grammar.h"
 #include "engine/grammar/json.h"
+#include "engine/grammar/json_schema.h"
 #include "engine/tokenizer/tokenizer.h"
 
 namespace {
@@ -92,15 +100,51 @@ class Docs {
         if (pick(2)) s += ", \"active\": true";
         return s + "}";
     }
+    // tests/grammar/schemas/person_extraction.json
+    std::string people() {
+        static const char* const kRoles[] = {"\"author\"", "\"editor\"", "\"reviewer\"", "null"};
+        std::string s = "{\"people\": [";
+        for (int n = 1 + pick(3), i = 0; i < n; ++i) {
+            s += i ? ", " : "";
+            s += "{\"name\": " + str(40) +
+                 ", \"age\": " + (pick(5) ? std::to_string(pick(131)) : "null") + ", \"email\": " +
+                 (pick(4) ? "\"jane.doe_" + std::to_string(pick(100)) + "@example.com\"" : "null") +
+                 ", \"role\": " + kRoles[pick(4)] + "}";
+        }
+        return s + "]}";
+    }
+    // tests/grammar/schemas/invoice.json
+    std::string invoice() {
+        std::string s = "{\"invoice_id\": \"INV-" + std::to_string(100000 + pick(899999)) +
+                        "\", \"issued\": \"2024-0" + std::to_string(1 + pick(9)) + "-1" +
+                        std::to_string(pick(10)) + "\", \"currency\": \"EUR\", \"lines\": [";
+        for (int n = 1 + pick(3), i = 0; i < n; ++i) {
+            s += i ? ", " : "";
+            s += "{\"description\": " + str(50) +
+                 ", \"quantity\": " + std::to_string(1 + pick(999)) +
+                 ", \"unit_price\": " + std::to_string(pick(5000)) + "." +
+                 std::to_string(10 + pick(90)) + "}";
+        }
+        return s + "], \"total\": " + std::to_string(1 + pick(90000)) + ".5}";
+    }
 
   private:
     int pick(int n) { return std::uniform_int_distribution<int>(0, n - 1)(rng_); }
-    std::string str() {
+    // A string of a few words, at most `max_chars` characters inside the quotes.
+    std::string str(size_t max_chars = 64) {
         static const char* const kWords[] = {"Alice",        " Smith", " street", "42",  " Zürich",
                                              "@example.com", " the",   " quick",  "\\n", "中文"};
-        std::string s = "\"";
-        for (int n = 1 + pick(5); n > 0; --n) s += kWords[pick(10)];
-        return s + "\"";
+        std::string s;
+        size_t chars = 0;
+        for (int n = 1 + pick(5); n > 0; --n) {
+            const std::string w = kWords[pick(10)];
+            size_t c = 0;
+            for (char b : w) c += (static_cast<unsigned char>(b) & 0xC0) != 0x80;
+            if (chars + c > max_chars) break;
+            s += w;
+            chars += c;
+        }
+        return "\"" + (s.empty() ? std::string("x") : s) + "\"";
     }
     std::string value(int depth) {
         switch (pick(depth < 3 ? 6 : 4)) {
@@ -131,8 +175,35 @@ class Docs {
     std::mt19937 rng_;
 };
 
+std::string converted(const char* schema) {
+    std::ifstream in(std::filesystem::path(GGUFD_SOURCE_DIR) / "tests/grammar/schemas" / schema);
+    return ggufd::grammar::json_schema_to_gbnf(nlohmann::ordered_json::parse(in));
+}
+
 std::string grammar_text(int which) {
-    return which == 0 ? ggufd::grammar::json_grammar() : kSchemaGrammar;
+    switch (which) {
+        case 0:
+            return ggufd::grammar::json_grammar();
+        case 1:
+            return kSchemaGrammar;
+        case 2:
+            return converted("person_extraction.json");
+        default:
+            return converted("invoice.json");
+    }
+}
+
+std::string document(Docs& gen, int grammar) {
+    switch (grammar) {
+        case 0:
+            return gen.json();
+        case 1:
+            return gen.person();
+        case 2:
+            return gen.people();
+        default:
+            return gen.invoice();
+    }
 }
 
 // Token ids of documents for the grammar, as the vocabulary's tokenizer spells them. The first
@@ -147,7 +218,7 @@ std::vector<std::vector<int32_t>> documents(const Loaded& l, int grammar, int co
     const auto g = std::make_shared<const Grammar>(Grammar::parse(grammar_text(grammar)));
     const ggufd::tokenizer::Vocab& v = l.tokenizer->vocab();
     for (int attempt = 0; static_cast<int>(out.size()) < count && attempt < count * 10; ++attempt) {
-        const std::string doc = grammar == 0 ? gen.json() : gen.person();
+        const std::string doc = document(gen, grammar);
         std::vector<int32_t> ids = l.tokenizer->encode(doc, o);
         const std::string first = l.tokenizer->token_to_piece(ids.front());
         if (!first.empty() && first.front() == ' ') {
@@ -161,7 +232,7 @@ std::vector<std::vector<int32_t>> documents(const Loaded& l, int grammar, int co
             ids.erase(ids.begin());
             ids.insert(ids.begin(), head.begin(), head.end());
         }
-        Constraint c(g, l.vocab);
+        Constraint c(g, l.vocab, Constraint::kDefaultCacheBytes);  // leaves the shared caches cold
         bool ok = true;
         for (int32_t id : ids) ok = ok && c.allows(id) && (c.accept(id), true);
         if (ok && c.complete()) out.push_back(std::move(ids));
@@ -188,6 +259,22 @@ void BM_GrammarVocabularyTrie(benchmark::State& state) {
     state.counters["trie_nodes"] = static_cast<double>(l->vocab->nodes().size());
 }
 
+void BM_GrammarClassTable(benchmark::State& state) {
+    const Loaded* l = load(static_cast<int>(state.range(0)));
+    if (!l) return state.SkipWithError("conformance vocabulary not found");
+    // What a JSON string takes without an escape: [^"\\\x00-\x1F].
+    const std::vector<ggufd::grammar::CharRange> ranges = {
+        {0x20, 0x21}, {0x23, 0x5B}, {0x5D, ggufd::grammar::kMaxCodePoint}};
+    size_t bytes = 0;
+    for (auto _ : state) {
+        const auto t = l->vocab->build_class_table(ranges);
+        bytes = t->memory_bytes();
+        benchmark::DoNotOptimize(t.get());
+    }
+    state.counters["table_bytes"] = static_cast<double>(bytes);
+}
+
+// The first mask of a fresh sequence with a cache of its own (the vocabulary's tables warm).
 void BM_GrammarFirstToken(benchmark::State& state) {
     const Loaded* l = load(static_cast<int>(state.range(0)));
     if (!l) return state.SkipWithError("conformance vocabulary not found");
@@ -196,7 +283,7 @@ void BM_GrammarFirstToken(benchmark::State& state) {
     std::vector<float> out(logits.size());
     for (auto _ : state) {
         auto g = std::make_shared<const Grammar>(Grammar::parse(text));
-        Constraint c(std::move(g), l->vocab);
+        Constraint c(std::move(g), l->vocab, Constraint::kDefaultCacheBytes);
         c.apply(logits, out);
         benchmark::DoNotOptimize(out.data());
     }
@@ -233,32 +320,40 @@ bool prepare(benchmark::State& state, Workload& w) {
     return true;
 }
 
-void BM_GrammarRequest(benchmark::State& state) {
+// Whole documents, each from a fresh sequence: with a cache of its own when `own_cache`, else
+// with the grammar's shared cache (the same grammar parsed again for each request, as the server
+// does).
+void request(benchmark::State& state, bool own_cache) {
     Workload w;
     if (!prepare(state, w)) return;
-    const Loaded* l = w.loaded;
-    const auto& docs = w.docs;
-    const auto& g = w.grammar;
-    const auto& logits = w.logits;
-    auto& out = w.out;
-    size_t i = 0, tokens = 0, cache = 0;
+    const auto& vocab = w.loaded->vocab;
+    const std::string text = grammar_text(static_cast<int>(state.range(1)));
+    size_t i = 0, tokens = 0;
+    Constraint::Stats st;
     for (auto _ : state) {
-        const auto& doc = docs[i++ % docs.size()];
-        Constraint c(g, l->vocab);
-        run_document(c, doc, logits, out);
+        const auto& doc = w.docs[i++ % w.docs.size()];
+        auto c = own_cache
+                     ? Constraint(w.grammar, vocab, Constraint::kDefaultCacheBytes)
+                     : Constraint(std::make_shared<const Grammar>(Grammar::parse(text)), vocab);
+        run_document(c, doc, w.logits, w.out);
         tokens += doc.size() + 1;
-        cache = std::max(cache, c.stats().cache_bytes);
+        if (i == 1) st = c.stats();  // after the first document, from cold
     }
     state.counters["per_token"] = benchmark::Counter(
         static_cast<double>(tokens), benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
-    state.counters["cache_bytes"] = static_cast<double>(cache);
-    Constraint c(g, l->vocab);
-    run_document(c, docs[0], logits, out);
-    const auto st = c.stats();
+    state.counters["cache_bytes"] = static_cast<double>(st.cache_bytes);
+    state.counters["sequence_bytes"] = static_cast<double>(st.sequence_bytes);
     state.counters["positions"] = static_cast<double>(st.positions);
     state.counters["transitions"] = static_cast<double>(st.transitions);
     state.counters["masks"] = static_cast<double>(st.masks);
-    state.counters["tokens"] = static_cast<double>(docs[0].size());
+    state.counters["tokens"] = static_cast<double>(w.docs[0].size());
+}
+
+void BM_GrammarRequest(benchmark::State& state) {
+    request(state, true);
+}
+void BM_GrammarRequestShared(benchmark::State& state) {
+    request(state, false);
 }
 
 void BM_GrammarWarmStep(benchmark::State& state) {
@@ -267,7 +362,7 @@ void BM_GrammarWarmStep(benchmark::State& state) {
     const auto& docs = w.docs;
     const auto& logits = w.logits;
     auto& out = w.out;
-    Constraint c(w.grammar, w.loaded->vocab);
+    Constraint c(w.grammar, w.loaded->vocab, Constraint::kDefaultCacheBytes);
     for (const auto& doc : docs) {  // warm the caches on every document once
         c.reset();
         run_document(c, doc, logits, out);
@@ -284,17 +379,20 @@ void BM_GrammarWarmStep(benchmark::State& state) {
     state.counters["cache_bytes"] = static_cast<double>(c.stats().cache_bytes);
 }
 
-// Args: vocabulary (0: llama-spm 32000, 1: qwen2 151936), grammar (0: JSON, 1: schema-shaped).
+// Args: vocabulary (0: llama-spm 32000, 1: qwen2 151936), grammar (0: JSON, 1: schema-shaped,
+// 2: person_extraction.json converted, 3: invoice.json converted).
 void vocab_and_grammar(benchmark::internal::Benchmark* b) {
     for (int v : {0, 1}) {
-        for (int g : {0, 1}) b->Args({v, g});
+        for (int g : {0, 1, 2, 3}) b->Args({v, g});
     }
     b->ArgNames({"vocab", "grammar"})->Unit(benchmark::kMillisecond);
 }
 
 BENCHMARK(BM_GrammarVocabularyTrie)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_GrammarClassTable)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_GrammarFirstToken)->Apply(vocab_and_grammar);
 BENCHMARK(BM_GrammarRequest)->Apply(vocab_and_grammar);
+BENCHMARK(BM_GrammarRequestShared)->Apply(vocab_and_grammar);
 BENCHMARK(BM_GrammarWarmStep)->Apply(vocab_and_grammar);
 
 }  // namespace

@@ -15,22 +15,68 @@ Error::Error(const std::string& message, int line, int column)
       line_(line),
       column_(column) {}
 
+namespace {
+
+// The first range whose upper end reaches cp.
+const CharRange* reaching(std::span<const CharRange> ranges, uint32_t cp) {
+    return std::lower_bound(ranges.data(), ranges.data() + ranges.size(), cp,
+                            [](const CharRange& x, uint32_t v) { return x.hi < v; });
+}
+
+}  // namespace
+
+bool ranges_meet(std::span<const CharRange> ranges, uint32_t lo, uint32_t hi) {
+    const CharRange* r = reaching(ranges, lo);
+    return r != ranges.data() + ranges.size() && r->lo <= hi;
+}
+
+bool ranges_cover(std::span<const CharRange> ranges, uint32_t lo, uint32_t hi) {
+    // Disjoint and not adjacent: one range holds all of [lo, hi] or none does.
+    const CharRange* r = reaching(ranges, lo);
+    return r != ranges.data() + ranges.size() && r->lo <= lo && r->hi >= hi;
+}
+
 bool Grammar::contains_slow(const Set& s, uint32_t cp) const {
-    const CharRange* first = ranges_.data() + s.begin;
-    const CharRange* last = ranges_.data() + s.end;
-    // The first range whose upper end reaches cp.
-    const CharRange* r =
-        std::lower_bound(first, last, cp, [](const CharRange& x, uint32_t v) { return x.hi < v; });
-    return r != last && r->lo <= cp;
+    return ranges_meet({ranges_.data() + s.begin, ranges_.data() + s.end}, cp, cp);
 }
 
 bool Grammar::intersects(uint32_t set, uint32_t lo, uint32_t hi) const {
-    const Set& s = sets_[set];
-    const CharRange* first = ranges_.data() + s.begin;
-    const CharRange* last = ranges_.data() + s.end;
-    const CharRange* r =
-        std::lower_bound(first, last, lo, [](const CharRange& x, uint32_t v) { return x.hi < v; });
-    return r != last && r->lo <= hi;
+    return ranges_meet(ranges(set), lo, hi);
+}
+
+bool Grammar::covers(uint32_t set, uint32_t lo, uint32_t hi) const {
+    return ranges_cover(ranges(set), lo, hi);
+}
+
+bool Grammar::same_compiled_form(const Grammar& other) const {
+    const auto same_elements = [](const Element& a, const Element& b) {
+        return a.kind == b.kind && a.value == b.value;
+    };
+    const auto same_ranges = [](const CharRange& a, const CharRange& b) {
+        return a.lo == b.lo && a.hi == b.hi;
+    };
+    const auto same_sets = [](const Set& a, const Set& b) {
+        return a.begin == b.begin && a.end == b.end;
+    };
+    return root_ == other.root_ && rule_alts_ == other.rule_alts_ &&
+           alt_starts_ == other.alt_starts_ &&
+           std::equal(elements_.begin(), elements_.end(), other.elements_.begin(),
+                      other.elements_.end(), same_elements) &&
+           std::equal(sets_.begin(), sets_.end(), other.sets_.begin(), other.sets_.end(),
+                      same_sets) &&
+           std::equal(ranges_.begin(), ranges_.end(), other.ranges_.begin(), other.ranges_.end(),
+                      same_ranges);
+}
+
+size_t Grammar::fingerprint() const {
+    uint64_t h = 0xCBF29CE484222325ull ^ root_;
+    const auto add = [&h](uint64_t v) { h = (h ^ v) * 0x100000001B3ull; };
+    for (uint32_t v : rule_alts_) add(v);
+    for (uint32_t v : alt_starts_) add(v);
+    for (const Element& e : elements_) add((uint64_t{e.value} << 8) | static_cast<uint8_t>(e.kind));
+    for (const CharRange& r : ranges_) add((uint64_t{r.lo} << 32) | r.hi);
+    add(sets_.size());
+    return static_cast<size_t>(h ^ (h >> 31));
 }
 
 size_t Grammar::memory_bytes() const {
@@ -351,7 +397,7 @@ class Compiler {
             if (pos_ >= text_.size()) fail(open, "unterminated string literal");
             if (at('"')) break;
             const uint32_t cp = parse_char();
-            seq.push_back({Element::Kind::chars, intern({{cp, cp}})});
+            seq.push_back({Element::Kind::chars, intern_char(cp)});
         }
         ++pos_;
     }
@@ -477,6 +523,15 @@ class Compiler {
         return out;
     }
 
+    // Literal characters are most of a grammar's sets: looked up without building a range list.
+    uint32_t intern_char(uint32_t cp) {
+        const auto it = chars_.find(cp);
+        if (it != chars_.end()) return it->second;
+        const uint32_t id = intern({{cp, cp}});
+        chars_.emplace(cp, id);
+        return id;
+    }
+
     uint32_t intern(std::vector<CharRange> ranges) {
         std::vector<std::pair<uint32_t, uint32_t>> key;
         key.reserve(ranges.size());
@@ -586,6 +641,7 @@ class Compiler {
     std::vector<Rule> rules_;
     std::unordered_map<std::string, uint32_t> ids_;
     std::map<std::vector<std::pair<uint32_t, uint32_t>>, size_t> sets_;
+    std::unordered_map<uint32_t, uint32_t> chars_;  // one-character sets, by code point
     std::vector<std::vector<CharRange>> set_ranges_;
 };
 

@@ -76,6 +76,11 @@ struct CharRange {
     uint32_t lo, hi;  // inclusive
 };
 
+// Over sorted, disjoint, non-adjacent ranges (a character set's, a class's): whether they hold any
+// code point of [lo, hi], and whether they hold all of them.
+bool ranges_meet(std::span<const CharRange> ranges, uint32_t lo, uint32_t hi);
+bool ranges_cover(std::span<const CharRange> ranges, uint32_t lo, uint32_t hi);
+
 class Grammar {
   public:
     static Grammar parse(std::string_view text, const Limits& limits = {});
@@ -97,6 +102,11 @@ class Grammar {
     }
     // Whether the set holds any code point of [lo, hi].
     bool intersects(uint32_t set, uint32_t lo, uint32_t hi) const;
+    // Whether the set holds every code point of [lo, hi].
+    bool covers(uint32_t set, uint32_t lo, uint32_t hi) const;
+    // The set's ASCII members as a 128-bit map (two words, code point c at bit c % 64 of word
+    // c / 64).
+    const uint64_t* ascii_map(uint32_t set) const { return sets_[set].ascii; }
     std::span<const CharRange> ranges(uint32_t set) const {
         return {ranges_.data() + sets_[set].begin, ranges_.data() + sets_[set].end};
     }
@@ -104,6 +114,12 @@ class Grammar {
 
     // Bytes the compiled form holds (for limits and reports).
     size_t memory_bytes() const;
+
+    // Whether two grammars compiled to the same form (rule names aside), so that they match the
+    // same texts position by position: what lets sequences of equal grammars share token masks.
+    bool same_compiled_form(const Grammar& other) const;
+    // A hash of the compiled form, consistent with same_compiled_form.
+    size_t fingerprint() const;
 
   private:
     friend class Compiler;

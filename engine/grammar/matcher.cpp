@@ -58,19 +58,10 @@ void canonical(std::vector<Stack>& stacks) {
     stacks.erase(std::unique(stacks.begin(), stacks.end()), stacks.end());
 }
 
-// The code points a character can still become, given its first bytes.
-bool possible_range(const Position& p, uint32_t& lo, uint32_t& hi) {
-    const uint32_t shift = 6u * p.need;
-    lo = std::max(p.partial << shift, kMinOfLength[p.length]);
-    hi = std::min((p.partial << shift) | ((1u << shift) - 1), kMaxCodePoint);
-    if (lo >= 0xD800 && hi <= 0xDFFF) return false;  // surrogates only
-    return lo <= hi;
-}
-
 // Keeps the stacks whose character set meets what the pending character can become.
 bool narrow(const Grammar& g, const Position& from, Position& to) {
     uint32_t lo = 0, hi = 0;
-    if (!possible_range(to, lo, hi)) return false;
+    if (!to.utf8.possible_range(lo, hi)) return false;
     for (const Stack& s : from.stacks) {
         if (!s.empty() && g.intersects(g.element(s.back()).value, lo, hi)) to.stacks.push_back(s);
     }
@@ -93,8 +84,48 @@ bool advance_code_point(const Grammar& g, const Position& from, uint32_t cp, Pos
 
 }  // namespace
 
+Utf8Decoder::Step Utf8Decoder::step(uint8_t byte, uint32_t& cp) {
+    if (need == 0) {
+        if (byte < 0x80) {
+            cp = byte;
+            return Step::complete;
+        }
+        const uint8_t n = byte >= 0xC2 && byte <= 0xDF   ? 2
+                          : byte >= 0xE0 && byte <= 0xEF ? 3
+                          : byte >= 0xF0 && byte <= 0xF4 ? 4
+                                                         : 0;
+        if (n == 0) return Step::invalid;
+        length = n;
+        need = static_cast<uint8_t>(n - 1);
+        partial = byte & (0x7Fu >> n);
+        return Step::pending;
+    }
+    if ((byte & 0xC0) != 0x80) return Step::invalid;
+    const uint32_t bits = (partial << 6) | (byte & 0x3Fu);
+    if (need > 1) {
+        partial = bits;
+        --need;
+        return Step::pending;
+    }
+    if (bits < kMinOfLength[length] || bits > kMaxCodePoint || (bits >= 0xD800 && bits <= 0xDFFF)) {
+        return Step::invalid;
+    }
+    *this = Utf8Decoder{};
+    cp = bits;
+    return Step::complete;
+}
+
+bool Utf8Decoder::possible_range(uint32_t& lo, uint32_t& hi) const {
+    const uint32_t shift = 6u * need;
+    lo = std::max(partial << shift, kMinOfLength[length]);
+    hi = std::min((partial << shift) | ((1u << shift) - 1), kMaxCodePoint);
+    if (lo >= 0xD800 && hi <= 0xDFFF) return false;  // surrogates only
+    return lo <= hi;
+}
+
 size_t Position::hash() const {
-    uint64_t h = 0x9E3779B97F4A7C15ull ^ (uint64_t{partial} << 16) ^ (uint64_t{need} << 8) ^ length;
+    uint64_t h = 0x9E3779B97F4A7C15ull ^ (uint64_t{utf8.partial} << 16) ^
+                 (uint64_t{utf8.need} << 8) ^ utf8.length;
     for (const Stack& s : stacks) {
         h = (h ^ s.size()) * 0x100000001B3ull;
         for (uint32_t v : s) h = (h ^ v) * 0x100000001B3ull;
@@ -122,38 +153,20 @@ Position initial_position(const Grammar& grammar, const MatchLimits& limits) {
 bool advance(const Grammar& g, const Position& from, uint8_t byte, Position& to,
              const MatchLimits& limits) {
     to.stacks.clear();
-    to.partial = 0;
-    to.need = 0;
-    to.length = 0;
-    if (from.need == 0) {
-        if (byte < 0x80) return advance_code_point(g, from, byte, to, limits);
-        const uint8_t length = byte >= 0xC2 && byte <= 0xDF   ? 2
-                               : byte >= 0xE0 && byte <= 0xEF ? 3
-                               : byte >= 0xF0 && byte <= 0xF4 ? 4
-                                                              : 0;
-        if (length == 0) return false;
-        to.length = length;
-        to.need = static_cast<uint8_t>(length - 1);
-        to.partial = byte & (0x7Fu >> length);
-        if (narrow(g, from, to)) return true;
-        to = Position{};
-        return false;
+    to.utf8 = from.utf8;
+    uint32_t cp = 0;
+    switch (to.utf8.step(byte, cp)) {
+        case Utf8Decoder::Step::invalid:
+            to.utf8 = Utf8Decoder{};
+            return false;
+        case Utf8Decoder::Step::pending:
+            if (narrow(g, from, to)) return true;
+            to = Position{};
+            return false;
+        case Utf8Decoder::Step::complete:
+            break;
     }
-    if ((byte & 0xC0) != 0x80) return false;
-    const uint32_t partial = (from.partial << 6) | (byte & 0x3Fu);
-    if (from.need > 1) {
-        to.partial = partial;
-        to.need = static_cast<uint8_t>(from.need - 1);
-        to.length = from.length;
-        if (narrow(g, from, to)) return true;
-        to = Position{};
-        return false;
-    }
-    if (partial < kMinOfLength[from.length] || partial > kMaxCodePoint ||
-        (partial >= 0xD800 && partial <= 0xDFFF)) {
-        return false;
-    }
-    return advance_code_point(g, from, partial, to, limits);
+    return advance_code_point(g, from, cp, to, limits);
 }
 
 Matcher::Matcher(std::shared_ptr<const Grammar> grammar, MatchLimits limits)

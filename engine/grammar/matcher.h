@@ -44,15 +44,31 @@ struct MatchLimits {
 
 using Stack = std::vector<uint32_t>;
 
+// UTF-8 as the matcher reads it, one byte at a time: overlong forms, surrogates, code points past
+// U+10FFFF and bytes that cannot start a character are invalid. (The token tables of constraint.h
+// classify token bytes with the same decoder.)
+struct Utf8Decoder {
+    uint32_t partial = 0;  // bits of a character whose bytes are still arriving
+    uint8_t need = 0;      // continuation bytes still expected (0: between characters)
+    uint8_t length = 0;    // total bytes of that character
+
+    enum class Step : uint8_t { invalid, pending, complete };
+    // Takes one byte. `complete`: the character is `cp` and the decoder is between characters;
+    // `invalid`: the decoder is unchanged.
+    Step step(uint8_t byte, uint32_t& cp);
+    // While pending: the code points the character can still become. False when it can become
+    // none (its first bytes lead only to surrogates).
+    bool possible_range(uint32_t& lo, uint32_t& hi) const;
+    bool operator==(const Utf8Decoder& other) const = default;
+};
+
 struct Position {
     std::vector<Stack> stacks;  // sorted, unique; empty: the text cannot continue (dead)
-    uint32_t partial = 0;       // bits of a character whose bytes are still arriving
-    uint8_t need = 0;           // continuation bytes still expected (0: between characters)
-    uint8_t length = 0;         // total bytes of that character
+    Utf8Decoder utf8;           // a character whose bytes are still arriving
 
     bool dead() const { return stacks.empty(); }
     // The text so far is a whole sentence of the grammar (generation may end here).
-    bool complete() const { return need == 0 && !stacks.empty() && stacks.front().empty(); }
+    bool complete() const { return utf8.need == 0 && !stacks.empty() && stacks.front().empty(); }
     bool operator==(const Position& other) const = default;
     size_t hash() const;
     size_t memory_bytes() const;

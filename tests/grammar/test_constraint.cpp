@@ -4,16 +4,20 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "engine/grammar/constraint.h"
 #include "engine/grammar/grammar.h"
 #include "engine/grammar/json.h"
+#include "engine/grammar/json_schema.h"
 #include "engine/grammar/matcher.h"
 #include "engine/model/context.h"
 #include "engine/sampling/sampler.h"
@@ -151,6 +155,254 @@ TEST(GrammarMask, TinyCacheClearsButGivesTheSameMasks) {
     ASSERT_TRUE(c.accept_bytes("[1"));
     c.allowed_tokens();
     EXPECT_GE(c.stats().clears, 1u);
+}
+
+// --- character classes and their budgets -------------------------------------------------------
+// A position inside a bounded string allows the tokens made only of string characters without
+// visiting them, up to its budget; these compare such positions, near and far from the bound, with
+// the brute force on both real vocabularies (Qwen2 has pure tokens of up to 128 characters, more
+// than any bound here; Llama-2's longest has 16).
+
+std::string repeated(const std::string& piece, int n) {
+    std::string s;
+    for (int i = 0; i < n; ++i) s += piece;
+    return s;
+}
+
+void expect_on_both_vocabularies(const std::string& grammar_text,
+                                 const std::vector<std::string>& prefixes) {
+    GGUFD_REQUIRE_CONFORMANCE(dir);
+    for (const char* v : {"ggml-vocab-llama-spm.gguf", "ggml-vocab-qwen2.gguf"}) {
+        SCOPED_TRACE(v);
+        expect_masks_match_brute_force(dir / "tokenizer" / v, grammar_text, prefixes);
+    }
+}
+
+// A string of at most 64 characters, as converters write it.
+const char* const kBoundedString = R"(root ::= "{\"name\": " string ", \"n\": " [0-9]{1,3} "}"
+string ::= "\"" char{0,64} "\""
+char ::= [^"\\\x7F\x00-\x1F] | "\\" ( ["\\/bfnrt] | "u" [0-9a-fA-F]{4} )
+)";
+
+TEST(GrammarClass, BoundedStringNearAndFarFromItsBound) {
+    const std::string open = "{\"name\": \"";
+    std::vector<std::string> prefixes = {open};
+    for (int n : {1, 20, 40, 59, 62, 63, 64}) prefixes.push_back(open + repeated("a", n));
+    // Multi-byte characters count once; tokens may end inside one, also at the bound.
+    prefixes.push_back(open + repeated("é", 62));
+    prefixes.push_back(open + repeated("a", 62) + "\xC3");
+    prefixes.push_back(open + repeated("a", 63) + "\xE4\xB8");
+    prefixes.push_back(open + repeated("中", 63));
+    // An escape in progress near the bound; the string closed at the bound.
+    prefixes.push_back(open + repeated("a", 62) + "\\");
+    prefixes.push_back(open + repeated("a", 61) + "\\u00");
+    prefixes.push_back(open + repeated("a", 64) + "\"");
+    expect_on_both_vocabularies(kBoundedString, prefixes);
+}
+
+TEST(GrammarClass, BudgetsThatEndWhereOtherSetsContinue) {
+    // Past the bound the class [a-z] is split by [a-f]: longer pure tokens must be walked.
+    expect_on_both_vocabularies(R"(root ::= [a-z]{2,6} [a-f]* ".")",
+                                {"", "a", "ab", "abcde", "abcdef", "abcdefab"});
+    // Past the bound only "é" continues: a token ending in its first byte stays allowed.
+    expect_on_both_vocabularies(R"(root ::= [a-z]{0,4} "é")", {"", "ab", "abcd", "abcd\xC3"});
+    // Past the bound only "é" continues, outside the class [a-zà-è] but with the same first byte
+    // as some of its characters: a pure token ending in that byte stays allowed.
+    expect_on_both_vocabularies(R"(root ::= [a-zà-è]{0,2} "é")", {"", "a", "ab"});
+    // Past the bound only "!" continues: every longer pure token is refused, also those ending
+    // inside a character of the class.
+    expect_on_both_vocabularies(R"(root ::= [a-zé]{0,3} "!")", {"", "a", "ab\xC3", "abc"});
+    // A class that loops every other character, and one bounded by two alternatives at once.
+    expect_on_both_vocabularies(R"(root ::= ([a-z] [0-9])* ";")", {"", "a", "a1", "a1b"});
+    expect_on_both_vocabularies(R"(root ::= [a-z]{0,3} | [a-z]{0,5} "x")", {"", "ab", "abcd"});
+    // A class that starts with surrogates (which UTF-8 cannot encode) and goes on past them.
+    expect_on_both_vocabularies(R"(root ::= [\uD800-\uE0FF]{0,3} "!")", {"", "\xEE\x80\x80"});
+    // A class of non-ASCII characters only, bounded.
+    expect_on_both_vocabularies(R"(root ::= [一-龥]{1,4} "。")",
+                                {"", "中", "中文字", "中文字\xE4"});
+}
+
+TEST(GrammarClass, TokensEndingInsideACharacterPastTheBudget) {
+    // Pieces made of class characters, some ending in the first byte of a two-byte character.
+    std::vector<std::string> pieces;
+    for (char c = 'a'; c <= 'z'; ++c) pieces.emplace_back(1, c);
+    for (const char* p : {"ab", "abc", "\xC3", "a\xC3", "ab\xC3", "abc\xC3", "à", "é", "aé", "abé",
+                          "abà", "àb\xC3", "\xC3\xA9!", "ab!", "!"}) {
+        pieces.emplace_back(p);
+    }
+    const auto vocab = std::make_shared<const TokenVocabulary>(pieces, std::vector<int32_t>{});
+    // After the bound, "é" (same first byte as the class's à-è) or "!" (ASCII) continues.
+    for (const char* text : {R"(root ::= [a-zà-è]{0,2} "é")", R"(root ::= [a-zà-è]{0,2} "!")",
+                             R"(root ::= [a-zà-è]{0,2} ("é" | [a-z]))"}) {
+        SCOPED_TRACE(text);
+        const auto g = compile(text);
+        for (const char* prefix : {"", "a", "ab", "à"}) {
+            SCOPED_TRACE(prefix);
+            Constraint c(g, vocab);
+            ASSERT_TRUE(c.accept_bytes(prefix));
+            EXPECT_EQ(c.allowed_tokens(), brute_force_allowed(*g, c.position(), *vocab));
+        }
+    }
+}
+
+TEST(GrammarClass, TokensOfMoreThan255CharactersAreWalked) {
+    // Character counts saturate at 255; a longer bound must still refuse a longer token.
+    std::vector<std::string> pieces = {"a",
+                                       "b",
+                                       "!",
+                                       repeated("a", 260),
+                                       repeated("a", 300),
+                                       repeated("b", 279) + "!",
+                                       repeated("b", 281) + "!"};
+    const auto vocab = std::make_shared<const TokenVocabulary>(pieces, std::vector<int32_t>{});
+    const auto g = compile(R"(root ::= [a-z]{0,280} "!")");
+    for (const std::string& prefix : {std::string(), repeated("a", 10)}) {
+        Constraint c(g, vocab);
+        ASSERT_TRUE(c.accept_bytes(prefix));
+        EXPECT_EQ(c.allowed_tokens(), brute_force_allowed(*g, c.position(), *vocab));
+    }
+}
+
+std::string converted_schema(const char* name) {
+    std::ifstream in(std::filesystem::path(GGUFD_SOURCE_DIR) / "tests/grammar/schemas" / name);
+    return ggufd::grammar::json_schema_to_gbnf(nlohmann::ordered_json::parse(in));
+}
+
+TEST(GrammarClass, ConverterGrammarsInsideTheirStrings) {
+    // name: char{1,40}; email: [a-z0-9._]+ "@" ...
+    const std::string person = "{\"people\": [{\"name\": \"";
+    expect_on_both_vocabularies(
+        converted_schema("person_extraction.json"),
+        {person, person + "A", person + repeated("b", 20), person + repeated("c", 39),
+         person + repeated("d", 40), person + "Zoë\", \"age\": 3, \"email\": \"jane.do"});
+    // description: char{0,50}
+    const std::string line =
+        "{\"invoice_id\": \"INV-123456\", \"issued\": \"2024-02-29\", \"currency\": \"EUR\", "
+        "\"lines\": [{\"description\": \"";
+    expect_on_both_vocabularies(converted_schema("invoice.json"),
+                                {line, line + repeated("x", 45), line + repeated("x", 49),
+                                 line + repeated("x", 50), line + "ok\", \"quantity\": 12"});
+}
+
+// --- caches shared between sequences -------------------------------------------------------------
+
+TEST(GrammarCache, EqualGrammarsShareOneCacheAndKeepItForTheNextRequests) {
+    const auto vocab = std::make_shared<const TokenVocabulary>(
+        std::vector<std::string>{"a", "b", "ab", "c", ""}, std::vector<int32_t>{4});
+    Constraint a(compile("root ::= x+\nx ::= \"a\" | \"b\""), vocab);
+    Constraint b(compile("root ::= y+  # the same, other names\ny ::= \"a\" | \"b\""), vocab);
+    Constraint other(compile("root ::= \"c\""), vocab);
+    EXPECT_EQ(&a.cache(), &b.cache());
+    EXPECT_NE(&a.cache(), &other.cache());
+    EXPECT_EQ(a.allowed_tokens(), (std::vector<int32_t>{0, 1, 2}));
+    const size_t masks = a.stats().masks;
+    EXPECT_EQ(b.allowed_tokens(), a.allowed_tokens());
+    EXPECT_EQ(b.stats().masks, masks);  // found, not computed again
+    a.accept(2);
+    EXPECT_EQ(a.allowed_tokens(), (std::vector<int32_t>{0, 1, 2, 4}));
+    EXPECT_FALSE(b.complete());  // each sequence has its own position
+    EXPECT_LT(a.stats().sequence_bytes, 1024u);
+}
+
+TEST(GrammarCache, RecentCachesOutliveTheirSequences) {
+    const auto vocab = std::make_shared<const TokenVocabulary>(
+        std::vector<std::string>{"a", "b", "ab"}, std::vector<int32_t>{});
+    const std::string text = "root ::= x+\nx ::= \"a\" | \"b\"";
+    size_t masks = 0;
+    {
+        Constraint c(compile(text), vocab);
+        c.allowed_tokens();
+        masks = c.stats().masks;
+        ASSERT_GT(masks, 0u);
+    }
+    {
+        Constraint c(compile(text), vocab);  // the next request finds the masks
+        EXPECT_EQ(c.stats().masks, masks);
+    }
+    for (size_t i = 0; i < ggufd::grammar::ConstraintCache::kRecentCaches; ++i) {
+        Constraint(compile("root ::= \"a\"{" + std::to_string(i + 1) + "}"), vocab)
+            .allowed_tokens();
+    }
+    Constraint c(compile(text), vocab);  // pushed out by as many newer grammars
+    EXPECT_EQ(c.stats().masks, 0u);
+}
+
+TEST(GrammarCache, TheVocabularyIsFreedWithItsCaches) {
+    std::weak_ptr<const TokenVocabulary> weak;
+    {
+        const auto vocab = std::make_shared<const TokenVocabulary>(
+            std::vector<std::string>{"a", "b"}, std::vector<int32_t>{});
+        weak = vocab;
+        Constraint c(compile("root ::= \"a\" \"b\""), vocab);
+        c.accept(0);
+        EXPECT_EQ(c.allowed_tokens(), (std::vector<int32_t>{1}));
+    }
+    EXPECT_TRUE(weak.expired());
+}
+
+TEST(GrammarCache, SequencesSharingASmallCacheFollowItsClears) {
+    GGUFD_REQUIRE_CONFORMANCE(dir);
+    const auto vocab = vocab_of(dir / "tokenizer/ggml-vocab-llama-spm.gguf");
+    const auto g = compile(kBoundedString);
+    auto cache = std::make_shared<ggufd::grammar::ConstraintCache>(g, vocab, 64u << 10);
+    Constraint a(cache, vocab), b(cache, vocab);
+    const std::string text = "{\"name\": \"Zürich street 42\", \"n\": 7}";
+    // Interleaved: each step of one may clear the cache under the other.
+    for (size_t i = 0; i < text.size(); ++i) {
+        ASSERT_TRUE(a.accept_bytes(text.substr(i, 1)));
+        EXPECT_EQ(a.allowed_tokens(), brute_force_allowed(*g, a.position(), *vocab));
+        if (i % 3 == 0) {
+            ASSERT_TRUE(b.accept_bytes(text.substr(i / 3, 1)));
+            // b lags behind a: a prefix of the same text.
+            EXPECT_EQ(b.allowed_tokens(), brute_force_allowed(*g, b.position(), *vocab));
+        }
+    }
+    EXPECT_TRUE(a.complete());
+    EXPECT_GE(a.stats().clears, 2u);
+    const auto other_vocab = std::make_shared<const TokenVocabulary>(std::vector<std::string>{"a"},
+                                                                     std::vector<int32_t>{});
+    EXPECT_THROW(Constraint(cache, other_vocab), std::invalid_argument);
+}
+
+TEST(GrammarCache, ThreadsSharingACacheGetExactMasks) {
+    GGUFD_REQUIRE_CONFORMANCE(dir);
+    const auto vocab = vocab_of(dir / "tokenizer/ggml-vocab-llama-spm.gguf");
+    const auto g = compile(kBoundedString);
+    const std::vector<std::string> texts = {"{\"name\": \"Zürich street 42\", \"n\": 7}",
+                                            "{\"name\": \"\\u00e9t\u00e9\", \"n\": 12}",
+                                            "{\"name\": \"中文 and more\", \"n\": 345}"};
+    // The masks along each text, by brute force, before the threads start.
+    std::vector<std::vector<std::vector<int32_t>>> expected(texts.size());
+    for (size_t k = 0; k < texts.size(); ++k) {
+        ggufd::grammar::Matcher m(g);
+        for (size_t i = 0; i <= texts[k].size(); ++i) {
+            expected[k].push_back(brute_force_allowed(*g, m.position(), *vocab));
+            if (i < texts[k].size()) {
+                ASSERT_TRUE(m.accept(texts[k].substr(i, 1)));
+            }
+        }
+    }
+    // A cache small enough that the threads clear it under each other all the time.
+    auto cache = std::make_shared<ggufd::grammar::ConstraintCache>(g, vocab, 64u << 10);
+    std::vector<int> mismatches(texts.size(), 0);
+    std::vector<std::thread> threads;
+    for (size_t k = 0; k < texts.size(); ++k) {
+        threads.emplace_back([&, k] {
+            Constraint c(cache, vocab);
+            for (int round = 0; round < 30; ++round) {
+                c.reset();
+                for (size_t i = 0; i <= texts[k].size(); ++i) {
+                    if (c.allowed_tokens() != expected[k][i]) ++mismatches[k];
+                    if (i < texts[k].size() && !c.accept_bytes(texts[k].substr(i, 1))) {
+                        ++mismatches[k];
+                    }
+                }
+            }
+        });
+    }
+    for (std::thread& t : threads) t.join();
+    EXPECT_EQ(mismatches, std::vector<int>(texts.size(), 0));
+    EXPECT_GE(cache->stats().clears, 10u);
 }
 
 TEST(GrammarMask, EndOfGenerationOnlyWhenComplete) {

@@ -163,6 +163,32 @@ TEST(GrammarParse, JsonGrammarCompiles) {
     EXPECT_TRUE(matches(Grammar::parse(ggufd::grammar::json_grammar("value")), "[1]"));
 }
 
+TEST(GrammarParse, CompiledFormsCompareWithoutRuleNames) {
+    const Grammar a = Grammar::parse("root ::= item+\nitem ::= [a-z] | \"-\"");
+    const Grammar b = Grammar::parse(
+        "root ::= piece+  # the same language, other names\n"
+        "piece ::= [a-z] | \"-\"");
+    const Grammar c = Grammar::parse("root ::= item+\nitem ::= [a-y] | \"-\"");
+    const Grammar d = Grammar::parse("root ::= item*\nitem ::= [a-z] | \"-\"");
+    EXPECT_TRUE(a.same_compiled_form(b));
+    EXPECT_EQ(a.fingerprint(), b.fingerprint());
+    EXPECT_FALSE(a.same_compiled_form(c));  // another set
+    EXPECT_FALSE(a.same_compiled_form(d));  // another structure
+    EXPECT_NE(a.fingerprint(), c.fingerprint());
+    EXPECT_NE(a.fingerprint(), d.fingerprint());
+}
+
+TEST(GrammarParse, SetsCoverAndIntersectRanges) {
+    const Grammar g = Grammar::parse("root ::= [a-f0-9]");
+    const uint32_t set = g.element(g.alternatives(g.root())[0]).value;
+    EXPECT_TRUE(g.covers(set, 'a', 'f'));
+    EXPECT_TRUE(g.covers(set, '2', '5'));
+    EXPECT_FALSE(g.covers(set, 'a', 'g'));  // g is outside
+    EXPECT_FALSE(g.covers(set, '0', 'a'));  // a gap between the ranges
+    EXPECT_TRUE(g.intersects(set, 'f', 'z'));
+    EXPECT_FALSE(g.intersects(set, 'g', 'z'));
+}
+
 TEST(GrammarErrors, UndefinedRule) {
     EXPECT_GRAMMAR_ERROR("root ::= a\n\nb ::= \"x\" missing\n", 1, 10, "undefined rule 'a'");
     EXPECT_GRAMMAR_ERROR("root ::= \"x\" missing\n", 1, 14, "undefined rule 'missing'");
