@@ -4,13 +4,13 @@
 //
 //   build/bin/bench_grammar --benchmark_min_time=0.5
 //
-// Workloads (the `grammar` argument): 0 the JSON grammar (any object); 1 a grammar shaped like a
-// JSON-schema converter's output, written by hand (an object with fixed keys, a nested object, an
-// array, bounded strings and integers); 2 and 3 the converter's own output for two of the test
-// schemas (tests/grammar/schemas/person_extraction.json and invoice.json). Each token step does
-// what the sampler does with a grammar: apply the mask to a row of logits, then accept the token.
-// The tokens are those of random documents valid for the grammar, tokenized by the vocabulary's
-// own tokenizer.
+// Workloads (the `grammar` argument): 0 any JSON object (json_object_gbnf, what response_format
+// json_object uses); 1 a grammar shaped like a JSON-schema converter's output, written by hand (an
+// object with fixed keys, a nested object, an array, bounded strings and integers); 2 and 3 the
+// converter's own output for two of the test schemas (tests/grammar/schemas/person_extraction.json
+// and invoice.json). Each token step does what the sampler does with a grammar: apply the mask to a
+// row of logits, then accept the token. The tokens are those of random documents valid for the
+// grammar, tokenized by the vocabulary's own tokenizer.
 //
 //   BM_GrammarVocabularyTrie  the trie of token bytes, built once per model
 //   BM_GrammarClassTable      the table of the JSON string characters, built once per model
@@ -37,7 +37,6 @@
 
 #include "engine/grammar/constraint.h"
 #include "engine/grammar/grammar.h"
-#include "engine/grammar/json.h"
 #include "engine/grammar/json_schema.h"
 #include "engine/tokenizer/tokenizer.h"
 
@@ -183,7 +182,7 @@ std::string converted(const char* schema) {
 std::string grammar_text(int which) {
     switch (which) {
         case 0:
-            return ggufd::grammar::json_grammar();
+            return ggufd::grammar::json_object_gbnf();  // what response_format json_object uses
         case 1:
             return kSchemaGrammar;
         case 2:

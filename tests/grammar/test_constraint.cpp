@@ -16,7 +16,7 @@
 
 #include "engine/grammar/constraint.h"
 #include "engine/grammar/grammar.h"
-#include "engine/grammar/json.h"
+#include "tests/grammar/json_grammar.h"
 #include "engine/grammar/json_schema.h"
 #include "engine/grammar/matcher.h"
 #include "engine/model/context.h"

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "engine/grammar/grammar.h"
-#include "engine/grammar/json.h"
+#include "tests/grammar/json_grammar.h"
 #include "engine/grammar/matcher.h"
 
 namespace {
