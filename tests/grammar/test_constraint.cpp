@@ -16,12 +16,12 @@
 
 #include "engine/grammar/constraint.h"
 #include "engine/grammar/grammar.h"
-#include "tests/grammar/json_grammar.h"
 #include "engine/grammar/json_schema.h"
 #include "engine/grammar/matcher.h"
 #include "engine/model/context.h"
 #include "engine/sampling/sampler.h"
 #include "engine/tokenizer/tokenizer.h"
+#include "tests/grammar/json_grammar.h"
 #include "tests/support/conformance.h"
 
 namespace {

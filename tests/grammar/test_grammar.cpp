@@ -5,8 +5,8 @@
 #include <string>
 
 #include "engine/grammar/grammar.h"
-#include "tests/grammar/json_grammar.h"
 #include "engine/grammar/matcher.h"
+#include "tests/grammar/json_grammar.h"
 
 namespace {
 
