@@ -1,0 +1,222 @@
+#include "chat/json_scan.h"
+
+#include <vector>
+
+namespace ggufd::chat::detail {
+
+namespace {
+
+enum class St : unsigned char {
+    value,      // a value must come
+    arr_first,  // after '[': a value or ']'
+    obj_first,  // after '{': a key or '}'
+    obj_key,    // after ',' in an object: a key
+    colon,      // after a key
+    after,      // after a value inside a container: ',' or the closing bracket
+    str,
+    str_escape,
+    str_hex,
+    num_minus,  // '-' read
+    num_zero,   // a leading 0 read
+    num_int,
+    num_dot,  // '.' read, a digit must follow
+    num_frac,
+    num_e,       // 'e' read
+    num_e_sign,  // 'e+' read
+    num_exp,
+    literal,  // inside true / false / null
+};
+
+bool blank(char c) {
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+bool digit(char c) {
+    return c >= '0' && c <= '9';
+}
+bool hex(char c) {
+    return digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+}
+
+}  // namespace
+
+JsonExtent scan_json(std::string_view s, bool at_end) {
+    const JsonExtent more{at_end ? Scan::bad : Scan::more, 0};
+    const JsonExtent bad{Scan::bad, 0};
+    if (s.empty()) return more;
+    if (s[0] != '{' && s[0] != '[') return bad;
+
+    std::vector<char> stack;
+    St st = St::value;
+    bool key = false;       // the string being read is an object key
+    int hex_left = 0;       // \uXXXX digits still to read
+    std::string_view rest;  // the rest of a literal
+
+    for (size_t i = 0; i < s.size(); ++i) {
+        const char c = s[i];
+        // A number ends at the first byte that cannot continue it; that byte is then read as
+        // whatever follows a value.
+        switch (st) {
+            case St::num_zero:
+                if (c == '.') {
+                    st = St::num_dot;
+                    continue;
+                }
+                if (c == 'e' || c == 'E') {
+                    st = St::num_e;
+                    continue;
+                }
+                st = St::after;
+                break;
+            case St::num_int:
+                if (digit(c)) continue;
+                if (c == '.') {
+                    st = St::num_dot;
+                    continue;
+                }
+                if (c == 'e' || c == 'E') {
+                    st = St::num_e;
+                    continue;
+                }
+                st = St::after;
+                break;
+            case St::num_frac:
+                if (digit(c)) continue;
+                if (c == 'e' || c == 'E') {
+                    st = St::num_e;
+                    continue;
+                }
+                st = St::after;
+                break;
+            case St::num_exp:
+                if (digit(c)) continue;
+                st = St::after;
+                break;
+            default:
+                break;
+        }
+        switch (st) {
+            case St::arr_first:
+                if (blank(c)) continue;
+                if (c == ']') goto close;
+                st = St::value;
+                [[fallthrough]];
+            case St::value:
+                if (blank(c)) continue;
+                if (c == '{' || c == '[') {
+                    if (stack.size() >= kMaxJsonDepth) return bad;
+                    stack.push_back(c);
+                    st = c == '{' ? St::obj_first : St::arr_first;
+                } else if (c == '"') {
+                    st = St::str;
+                    key = false;
+                } else if (c == '-') {
+                    st = St::num_minus;
+                } else if (c == '0') {
+                    st = St::num_zero;
+                } else if (digit(c)) {
+                    st = St::num_int;
+                } else if (c == 't') {
+                    st = St::literal;
+                    rest = "rue";
+                } else if (c == 'f') {
+                    st = St::literal;
+                    rest = "alse";
+                } else if (c == 'n') {
+                    st = St::literal;
+                    rest = "ull";
+                } else {
+                    return bad;
+                }
+                continue;
+            case St::obj_first:
+                if (blank(c)) continue;
+                if (c == '}') goto close;
+                [[fallthrough]];
+            case St::obj_key:
+                if (blank(c)) continue;
+                if (c != '"') return bad;
+                st = St::str;
+                key = true;
+                continue;
+            case St::colon:
+                if (blank(c)) continue;
+                if (c != ':') return bad;
+                st = St::value;
+                continue;
+            case St::after:
+                if (blank(c)) continue;
+                if (c == ',') {
+                    st = stack.back() == '{' ? St::obj_key : St::value;
+                    continue;
+                }
+                if ((c == '}' && stack.back() == '{') || (c == ']' && stack.back() == '[')) {
+                    goto close;
+                }
+                return bad;
+            case St::str:
+                if (c == '"') {
+                    st = key ? St::colon : St::after;
+                } else if (c == '\\') {
+                    st = St::str_escape;
+                } else if (static_cast<unsigned char>(c) < 0x20) {
+                    return bad;
+                }
+                continue;
+            case St::str_escape:
+                if (c == 'u') {
+                    st = St::str_hex;
+                    hex_left = 4;
+                } else if (c == '"' || c == '\\' || c == '/' || c == 'b' || c == 'f' || c == 'n' ||
+                           c == 'r' || c == 't') {
+                    st = St::str;
+                } else {
+                    return bad;
+                }
+                continue;
+            case St::str_hex:
+                if (!hex(c)) return bad;
+                if (--hex_left == 0) st = St::str;
+                continue;
+            case St::num_minus:
+                if (c == '0') {
+                    st = St::num_zero;
+                } else if (digit(c)) {
+                    st = St::num_int;
+                } else {
+                    return bad;
+                }
+                continue;
+            case St::num_dot:
+                if (!digit(c)) return bad;
+                st = St::num_frac;
+                continue;
+            case St::num_e:
+                if (c == '+' || c == '-') {
+                    st = St::num_e_sign;
+                } else if (digit(c)) {
+                    st = St::num_exp;
+                } else {
+                    return bad;
+                }
+                continue;
+            case St::num_e_sign:
+                if (!digit(c)) return bad;
+                st = St::num_exp;
+                continue;
+            case St::literal:
+                if (c != rest.front()) return bad;
+                rest.remove_prefix(1);
+                if (rest.empty()) st = St::after;
+                continue;
+            default:  // the number states were resolved above
+                return bad;
+        }
+    close:
+        stack.pop_back();
+        if (stack.empty()) return {Scan::ok, i + 1};
+        st = St::after;
+    }
+    return more;
+}
+
+}  // namespace ggufd::chat::detail
