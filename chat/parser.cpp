@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "chat/json_scan.h"
+#include "chat/tools.h"
 #include "engine/tokenizer/unicode.h"
 
 namespace ggufd::chat {
@@ -24,21 +25,23 @@ bool all_blank(std::string_view s) {
     return std::all_of(s.begin(), s.end(), blank);
 }
 
-// OpenAI's function names: letters, digits, '_' and '-'.
 bool name_char(char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
-           c == '-';
+    return is_function_name_char(c);
 }
 // Harmony header words (channels, recipients such as functions.NAME, content types).
 bool word_char(char c) {
     return name_char(c) || c == '.' || c == ':';
+}
+// A parameter name of the XML formats: anything up to its closing character, on one line.
+bool key_char(char c) {
+    return c != '>' && c != '"' && c != '<' && c != '\n';
 }
 
 constexpr size_t kMaxName = 256;
 constexpr size_t kMaxHarmonyHeader = 512;
 
 bool valid_name(std::string_view n) {
-    return !n.empty() && n.size() <= kMaxName && std::all_of(n.begin(), n.end(), name_char);
+    return is_function_name(n);
 }
 
 // Compact JSON, key order kept; bytes that are not UTF-8 (possible in raw parameter text) are
@@ -235,18 +238,10 @@ namespace {
 
 using detail::ParameterSchemas;
 
-bool only_string_type(const json& schema) {
-    const json* type = member(schema, "type");
-    if (type == nullptr) return false;
-    if (type->is_string()) return *type == "string";
-    if (!type->is_array() || type->empty()) return false;
-    return std::all_of(type->begin(), type->end(), [](const json& t) { return t == "string"; });
-}
-
 // An unquoted parameter value: text when its schema says string, else JSON when it reads as
 // JSON (Python's True/False/None, which the templates' `| string` writes, included), else text.
 json typed_value(const json* schema, std::string_view raw) {
-    if (schema != nullptr && schema->is_object() && only_string_type(*schema)) {
+    if (schema != nullptr && is_string_schema(*schema)) {
         return std::string(raw);
     }
     const std::string_view t = trim_blanks(raw);
@@ -287,7 +282,7 @@ RegionResult tool_call_tag(Cursor& c, const Context& ctx) {
             if (which == 1) break;
             std::string key;
             std::string_view raw;
-            CHAT_TRY(c.name(key));
+            CHAT_TRY(c.token(key, key_char));
             CHAT_TRY(c.accept(">"));
             CHAT_TRY(c.until("</parameter>", raw));
             // The template writes "\n" around each value.
@@ -590,7 +585,7 @@ Scan dsml_invoke(Cursor& c, Call& call) {
         if (which == 1) break;
         std::string key;
         std::string_view raw;
-        if (Scan s = c.name(key); s != Scan::ok) return s;
+        if (Scan s = c.token(key, key_char); s != Scan::ok) return s;
         if (Scan s = c.accept("\" string=\""); s != Scan::ok) return s;
         size_t is_string = 0;
         if (Scan s = c.accept_any({"false\">", "true\">"}, is_string); s != Scan::ok) return s;

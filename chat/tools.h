@@ -1,0 +1,19 @@
+// What the parser and the call grammar both need to know about OpenAI tools.
+#pragma once
+
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+namespace ggufd::chat {
+
+// OpenAI's function names: 1 to 64 letters, digits, '_' and '-' (longer ones are refused only at
+// 256, so a model's slightly long name still parses).
+bool is_function_name_char(char c);
+bool is_function_name(std::string_view name);
+
+// A schema whose every value is a string ("type": "string" or ["string"]): the XML formats write
+// such a value as raw text, any other as JSON.
+bool is_string_schema(const nlohmann::ordered_json& schema);
+
+}  // namespace ggufd::chat
