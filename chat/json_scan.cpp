@@ -4,9 +4,7 @@
 
 namespace ggufd::chat::detail {
 
-namespace {
-
-enum class St : unsigned char {
+enum class JsonScanner::St : unsigned char {
     value,      // a value must come
     arr_first,  // after '[': a value or ']'
     obj_first,  // after '{': a key or '}'
@@ -27,6 +25,8 @@ enum class St : unsigned char {
     literal,  // inside true / false / null
 };
 
+namespace {
+
 bool blank(char c) {
     return c == ' ' || c == '\t' || c == '\n' || c == '\r';
 }
@@ -39,18 +39,25 @@ bool hex(char c) {
 
 }  // namespace
 
-JsonExtent scan_json(std::string_view s, bool at_end) {
-    const JsonExtent more{at_end ? Scan::bad : Scan::more, 0};
-    const JsonExtent bad{Scan::bad, 0};
-    if (s.empty()) return more;
-    if (s[0] != '{' && s[0] != '[') return bad;
-
-    std::vector<char> stack;
-    St st = St::value;
-    bool key = false;       // the string being read is an object key
-    int hex_left = 0;       // \uXXXX digits still to read
-    std::string_view rest;  // the rest of a literal
-
+Scan JsonScanner::feed(std::string_view s) {
+    if (status_ != Scan::more) return status_;
+    auto fail = [this] { return status_ = Scan::bad; };
+    if (read_ == 0 && !s.empty()) {
+        if (s[0] != '{' && s[0] != '[') return fail();
+        st_ = St::value;
+    }
+    // The state lives in the members; locals keep the loop tight.
+    St st = st_;
+    bool key = key_;
+    int hex_left = hex_left_;
+    std::string_view rest = literal_;
+    std::vector<char>& stack = stack_;
+    auto save = [&] {
+        st_ = st;
+        key_ = key;
+        hex_left_ = hex_left;
+        literal_ = rest;
+    };
     for (size_t i = 0; i < s.size(); ++i) {
         const char c = s[i];
         // A number ends at the first byte that cannot continue it; that byte is then read as
@@ -103,7 +110,7 @@ JsonExtent scan_json(std::string_view s, bool at_end) {
             case St::value:
                 if (blank(c)) continue;
                 if (c == '{' || c == '[') {
-                    if (stack.size() >= kMaxJsonDepth) return bad;
+                    if (stack.size() >= kMaxJsonDepth) return fail();
                     stack.push_back(c);
                     st = c == '{' ? St::obj_first : St::arr_first;
                 } else if (c == '"') {
@@ -125,7 +132,7 @@ JsonExtent scan_json(std::string_view s, bool at_end) {
                     st = St::literal;
                     rest = "ull";
                 } else {
-                    return bad;
+                    return fail();
                 }
                 continue;
             case St::obj_first:
@@ -134,13 +141,13 @@ JsonExtent scan_json(std::string_view s, bool at_end) {
                 [[fallthrough]];
             case St::obj_key:
                 if (blank(c)) continue;
-                if (c != '"') return bad;
+                if (c != '"') return fail();
                 st = St::str;
                 key = true;
                 continue;
             case St::colon:
                 if (blank(c)) continue;
-                if (c != ':') return bad;
+                if (c != ':') return fail();
                 st = St::value;
                 continue;
             case St::after:
@@ -152,14 +159,14 @@ JsonExtent scan_json(std::string_view s, bool at_end) {
                 if ((c == '}' && stack.back() == '{') || (c == ']' && stack.back() == '[')) {
                     goto close;
                 }
-                return bad;
+                return fail();
             case St::str:
                 if (c == '"') {
                     st = key ? St::colon : St::after;
                 } else if (c == '\\') {
                     st = St::str_escape;
                 } else if (static_cast<unsigned char>(c) < 0x20) {
-                    return bad;
+                    return fail();
                 }
                 continue;
             case St::str_escape:
@@ -170,11 +177,11 @@ JsonExtent scan_json(std::string_view s, bool at_end) {
                            c == 'r' || c == 't') {
                     st = St::str;
                 } else {
-                    return bad;
+                    return fail();
                 }
                 continue;
             case St::str_hex:
-                if (!hex(c)) return bad;
+                if (!hex(c)) return fail();
                 if (--hex_left == 0) st = St::str;
                 continue;
             case St::num_minus:
@@ -183,11 +190,11 @@ JsonExtent scan_json(std::string_view s, bool at_end) {
                 } else if (digit(c)) {
                     st = St::num_int;
                 } else {
-                    return bad;
+                    return fail();
                 }
                 continue;
             case St::num_dot:
-                if (!digit(c)) return bad;
+                if (!digit(c)) return fail();
                 st = St::num_frac;
                 continue;
             case St::num_e:
@@ -196,27 +203,50 @@ JsonExtent scan_json(std::string_view s, bool at_end) {
                 } else if (digit(c)) {
                     st = St::num_exp;
                 } else {
-                    return bad;
+                    return fail();
                 }
                 continue;
             case St::num_e_sign:
-                if (!digit(c)) return bad;
+                if (!digit(c)) return fail();
                 st = St::num_exp;
                 continue;
             case St::literal:
-                if (c != rest.front()) return bad;
+                if (c != rest.front()) return fail();
                 rest.remove_prefix(1);
                 if (rest.empty()) st = St::after;
                 continue;
             default:  // the number states were resolved above
-                return bad;
+                return fail();
         }
     close:
         stack.pop_back();
-        if (stack.empty()) return {Scan::ok, i + 1};
+        if (stack.empty()) {
+            read_ += i + 1;
+            return status_ = Scan::ok;
+        }
         st = St::after;
     }
-    return more;
+    read_ += s.size();
+    save();
+    return Scan::more;
+}
+
+JsonScanner& JsonScanners::at(size_t offset) {
+    for (auto& [at, scanner] : scanners_) {
+        if (at == offset) return scanner;
+    }
+    return scanners_.emplace_back(offset, JsonScanner()).second;
+}
+
+void JsonScanners::drop_before(size_t offset) {
+    std::erase_if(scanners_, [offset](const auto& entry) { return entry.first < offset; });
+}
+
+JsonExtent scan_json(std::string_view text, bool at_end) {
+    JsonScanner scanner;
+    Scan status = scanner.feed(text);
+    if (status == Scan::more && at_end) status = Scan::bad;
+    return {status, status == Scan::ok ? scanner.length() : 0};
 }
 
 }  // namespace ggufd::chat::detail

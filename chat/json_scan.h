@@ -11,6 +11,8 @@
 
 #include <cstddef>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 namespace ggufd::chat::detail {
 
@@ -23,6 +25,40 @@ enum class Scan : unsigned char {
 struct JsonExtent {
     Scan status;
     size_t length;  // of the value, when ok
+};
+
+// Reads an object or array as its bytes arrive, so a long value is read once however many pieces
+// it comes in.
+class JsonScanner {
+  public:
+    // Reads `more`, the bytes after those already read (the first must be `{` or `[`): ok once
+    // the value is complete (length()), bad when the text cannot be JSON, more otherwise. Once
+    // ok or bad, further calls read nothing and answer the same.
+    Scan feed(std::string_view more);
+    // Bytes read: the value's length once ok.
+    size_t length() const { return read_; }
+
+  private:
+    enum class St : unsigned char;
+    std::vector<char> stack_;
+    St st_{};
+    bool key_ = false;          // the string being read is an object key
+    int hex_left_ = 0;          // \uXXXX digits still to read
+    std::string_view literal_;  // the rest of true / false / null (a static string)
+    size_t read_ = 0;
+    Scan status_ = Scan::more;
+};
+
+// The scanners of the JSON values of a region still arriving, by their offset in the stream: a
+// streamed region is parsed again with each piece, and its values are read on, not again.
+class JsonScanners {
+  public:
+    JsonScanner& at(size_t offset);
+    // Forgets the values before `offset` (the stream was consumed up to it).
+    void drop_before(size_t offset);
+
+  private:
+    std::vector<std::pair<size_t, JsonScanner>> scanners_;
 };
 
 // The object or array at the start of `text` (its first byte must be `{` or `[`). `at_end`: no

@@ -62,6 +62,8 @@ struct Cursor {
     std::string_view text;
     size_t pos = 0;
     bool at_end = false;
+    size_t base = 0;  // stream offset of text[0]
+    detail::JsonScanners* scanners = nullptr;
 
     std::string_view rest() const { return text.substr(pos); }
     Scan out_of_text() const { return at_end ? Scan::bad : Scan::more; }
@@ -120,14 +122,18 @@ struct Cursor {
         pos = at + marker.size();
         return Scan::ok;
     }
-    // A JSON object or array.
+    // A JSON object or array. Its scanner is kept (by stream offset), so a value that arrives
+    // in many pieces is read once.
     Scan value(json& out) {
         if (pos == text.size()) return out_of_text();
-        const detail::JsonExtent e = detail::scan_json(rest(), at_end);
-        if (e.status != Scan::ok) return e.status;
-        out = json::parse(text.substr(pos, e.length), nullptr, /*allow_exceptions=*/false);
+        detail::JsonScanner local;
+        detail::JsonScanner* scanner = scanners != nullptr ? &scanners->at(base + pos) : &local;
+        Scan s = scanner->feed(rest().substr(scanner->length()));
+        if (s == Scan::more && at_end) s = Scan::bad;
+        if (s != Scan::ok) return s;
+        out = json::parse(text.substr(pos, scanner->length()), nullptr, /*allow_exceptions=*/false);
         if (out.is_discarded()) return Scan::bad;  // e.g. a string that is not UTF-8
-        pos += e.length;
+        pos += scanner->length();
         return Scan::ok;
     }
 };
@@ -846,6 +852,12 @@ void StreamParser::emit_markup(std::string_view text, Delta& out) {
     skip_blanks_ = false;
 }
 
+void StreamParser::consume(size_t n) {
+    pending_.erase(0, n);
+    consumed_ += n;
+    scanners_.drop_before(consumed_);
+}
+
 void StreamParser::run(bool at_end, Delta& out) {
     const Context ctx{*schemas_, options_.parse_tool_calls};
     const bool verbatim_reasoning = options_.reasoning_format == ReasoningFormat::none;
@@ -854,14 +866,14 @@ void StreamParser::run(bool at_end, Delta& out) {
         if (!m) {
             const size_t n = at_end ? pending_.size() : releasable();
             emit_text(std::string_view(pending_).substr(0, n), out);
-            pending_.erase(0, n);
+            consume(n);
             return;
         }
         // Blanks before markup belong to it.
         size_t blanks = m->pos;
         while (blanks > 0 && blank(pending_[blanks - 1])) --blanks;
         emit_text(std::string_view(pending_).substr(0, blanks), out);
-        pending_.erase(0, blanks);
+        consume(blanks);
         m->pos -= blanks;
         const size_t marker_end = m->pos + m->length;
 
@@ -875,20 +887,20 @@ void StreamParser::run(bool at_end, Delta& out) {
                 }
                 mode_ = m->kind == MarkerKind::think_open ? Mode::reasoning : Mode::content;
                 think_possible_ = false;
-                pending_.erase(0, marker_end);
+                consume(marker_end);
                 break;
             case MarkerKind::dropped:
                 skip_blanks_ = true;
-                pending_.erase(0, marker_end);
+                consume(marker_end);
                 break;
             case MarkerKind::region: {
-                Cursor c{pending_, m->pos, at_end};
+                Cursor c{pending_, m->pos, at_end, consumed_, &scanners_};
                 RegionResult r = parse_region(*m->trigger, c, ctx);
                 if (r.status == Scan::more) return;
                 if (r.status == Scan::bad) {
                     // Not a call: the trigger is plain text, and parsing resumes after it.
                     emit_text(std::string_view(pending_).substr(0, marker_end), out);
-                    pending_.erase(0, marker_end);
+                    consume(marker_end);
                     break;
                 }
                 if (r.opens_reasoning && verbatim_reasoning) {
@@ -906,7 +918,7 @@ void StreamParser::run(bool at_end, Delta& out) {
                     think_possible_ = false;
                 }
                 mode_ = r.opens_reasoning ? Mode::reasoning : Mode::content;
-                pending_.erase(0, c.pos);
+                consume(c.pos);
                 break;
             }
         }

@@ -42,6 +42,7 @@
 #include <nlohmann/json.hpp>
 
 #include "chat/family.h"
+#include "chat/json_scan.h"
 
 namespace ggufd::chat {
 
@@ -129,6 +130,7 @@ class StreamParser {
     struct Match;
 
     void run(bool at_end, Delta& out);
+    void consume(size_t n);
     bool active(const Trigger& t, size_t pos) const;
     std::optional<Match> find_marker() const;
     size_t releasable() const;
@@ -138,7 +140,9 @@ class StreamParser {
     ParserOptions options_;
     const FamilySpec& spec_;
     std::shared_ptr<const detail::ParameterSchemas> schemas_;
-    std::string pending_;  // undecided text
+    std::string pending_;            // undecided text
+    size_t consumed_ = 0;            // bytes of the stream before pending_
+    detail::JsonScanners scanners_;  // of the JSON values of an unfinished region
     Mode mode_ = Mode::content;
     bool started_ = false;        // content other than blanks, or a call, was written
     bool skip_blanks_ = false;    // blank text right after markup is dropped

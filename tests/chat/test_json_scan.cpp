@@ -67,6 +67,29 @@ TEST(JsonScan, InvalidDocumentsAreBadAsSoonAsTheyCannotBeJson) {
     EXPECT_EQ(scan_json("", true).status, Scan::bad);
 }
 
+TEST(JsonScan, FedInPiecesAsWhole) {
+    for (const std::string& doc : kValid) {
+        JsonScanner scanner;
+        Scan last = Scan::more;
+        for (size_t i = 0; i < doc.size(); ++i) {
+            ASSERT_EQ(last, Scan::more) << doc << " at " << i;
+            last = scanner.feed(std::string_view(doc).substr(i, 1));
+        }
+        EXPECT_EQ(last, Scan::ok) << doc;
+        EXPECT_EQ(scanner.length(), doc.size());
+        EXPECT_EQ(scanner.feed("more text"), Scan::ok);  // decided: reads nothing more
+        EXPECT_EQ(scanner.length(), doc.size());
+    }
+    for (const std::string& doc : kInvalid) {
+        JsonScanner scanner;
+        Scan last = Scan::more;
+        for (size_t i = 0; i < doc.size() && last == Scan::more; ++i) {
+            last = scanner.feed(std::string_view(doc).substr(i, 1));
+        }
+        EXPECT_EQ(last, scan_json(doc, false).status) << doc;
+    }
+}
+
 TEST(JsonScan, DepthIsBounded) {
     const std::string deep(kMaxJsonDepth + 1, '[');
     EXPECT_EQ(scan_json(deep, false).status, Scan::bad);
