@@ -1,13 +1,13 @@
 #include "chat/call_grammar.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <map>
 #include <stdexcept>
 #include <vector>
 
-#include "chat/tools.h"
+#include "chat/common.h"
 #include "engine/grammar/json_schema.h"
+#include "engine/tokenizer/unicode.h"
 
 namespace ggufd::chat {
 
@@ -15,42 +15,9 @@ namespace {
 
 using json = nlohmann::ordered_json;
 
-bool blank(char c) {
-    return c == ' ' || c == '\t' || c == '\n' || c == '\r';
-}
-
-std::string hex_escape(const char* format, uint32_t value) {
-    char buf[16];
-    std::snprintf(buf, sizeof buf, format, value);
-    return buf;
-}
-
-// Markers are our own constants: valid UTF-8.
-std::vector<uint32_t> code_points(std::string_view s) {
-    std::vector<uint32_t> out;
-    for (size_t i = 0; i < s.size();) {
-        const auto b = static_cast<unsigned char>(s[i]);
-        const int n = b < 0x80 ? 1 : b < 0xE0 ? 2 : b < 0xF0 ? 3 : 4;
-        uint32_t cp = n == 1 ? b : b & (0x7F >> n);
-        for (int k = 1; k < n; ++k) cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3F);
-        out.push_back(cp);
-        i += n;
-    }
-    return out;
-}
-
-std::string class_char(uint32_t cp) {
-    if (cp < 0x80) {
-        const char c = static_cast<char>(cp);
-        if (std::isalnum(static_cast<unsigned char>(c))) return std::string(1, c);
-        return hex_escape("\\x%02X", cp);
-    }
-    return cp <= 0xFFFF ? hex_escape("\\u%04X", cp) : hex_escape("\\U%08X", cp);
-}
-
 std::string char_class(const std::vector<uint32_t>& cps, bool negated) {
     std::string out = negated ? "[^" : "[";
-    for (uint32_t cp : cps) out += class_char(cp);
+    for (uint32_t cp : cps) out += grammar::gbnf_class_char(cp);
     return out + "]";
 }
 
@@ -58,7 +25,7 @@ std::string char_class(const std::vector<uint32_t>& cps, bool negated) {
 // partial match of it (so the marker written after it is its first occurrence): the states of
 // the marker's KMP automaton over code points, each a rule.
 std::string text_without(std::string_view name, std::string_view marker) {
-    const std::vector<uint32_t> m = code_points(marker);
+    const std::vector<uint32_t> m = tokenizer::unicode::decode_lenient(marker);
     const size_t n = m.size();
     std::vector<uint32_t> alphabet = m;
     std::sort(alphabet.begin(), alphabet.end());
@@ -102,20 +69,6 @@ struct Tool {
     std::string pointer;  // of its parameters in the request
 };
 
-std::string pointer_token(std::string_view key) {
-    std::string out;
-    for (char c : key) {
-        if (c == '~') {
-            out += "~0";
-        } else if (c == '/') {
-            out += "~1";
-        } else {
-            out += c;
-        }
-    }
-    return out;
-}
-
 std::vector<Tool> read_tools(const json& tools, const std::string& only) {
     if (!tools.is_array() || tools.empty()) {
         throw std::invalid_argument("'tools' must be a non-empty array of tools");
@@ -124,8 +77,8 @@ std::vector<Tool> read_tools(const json& tools, const std::string& only) {
     for (size_t i = 0; i < tools.size(); ++i) {
         const std::string where = "tools[" + std::to_string(i) + "]";
         const json& t = tools[i];
-        if (!t.is_object() || t.value("type", "") != "function" || !t.contains("function") ||
-            !t["function"].is_object()) {
+        if (!t.is_object() || !t.contains("type") || t["type"] != "function" ||
+            !t.contains("function") || !t["function"].is_object()) {
             throw std::invalid_argument("'" + where +
                                         "' must be {\"type\": \"function\", \"function\": {...}}");
         }
@@ -181,28 +134,27 @@ bool is_placeholder(std::string_view key) {
 // `fill` gives it (nothing when empty). Other braces are text (the JSON of the formats).
 template <class Fill>
 std::string expand(std::string_view tmpl, Fill fill) {
-    std::string out, literal;
-    auto add = [&](const std::string& piece) {
-        if (piece.empty()) return;
-        if (!out.empty()) out += ' ';
-        out += piece;
+    std::vector<std::string> parts;
+    std::string literal;
+    auto flush = [&] {
+        if (!literal.empty()) parts.push_back(grammar::gbnf_literal(literal));
+        literal.clear();
     };
     for (size_t i = 0; i < tmpl.size();) {
         if (tmpl[i] == '{') {
             const size_t close = tmpl.find('}', i);
             if (close != std::string_view::npos &&
                 is_placeholder(tmpl.substr(i + 1, close - i - 1))) {
-                if (!literal.empty()) add(gbnf_literal(literal));
-                literal.clear();
-                add(fill(tmpl.substr(i + 1, close - i - 1)));
+                flush();
+                parts.push_back(fill(tmpl.substr(i + 1, close - i - 1)));
                 i = close + 1;
                 continue;
             }
         }
         literal += tmpl[i++];
     }
-    if (!literal.empty()) add(gbnf_literal(literal));
-    return out;
+    flush();
+    return grammar::gbnf_sequence(parts);
 }
 
 class Builder {
@@ -219,32 +171,25 @@ class Builder {
             calls += (k > 0 ? " | " : "") + call_rule;
         }
         const bool single_form = !format_.single_open.empty();
-        std::string body =
-            join({literal_or_empty(single_form ? format_.single_open : format_.open), "calls",
-                  literal_or_empty(single_form ? format_.single_close : format_.close)});
+        std::string body = grammar::gbnf_sequence(
+            {literal_or_empty(single_form ? format_.single_open : format_.open), "calls",
+             literal_or_empty(single_form ? format_.single_close : format_.close)});
         if (options_.parallel && format_.parallel) {
-            const std::string sep = format_.sep.empty() ? "" : gbnf_literal(format_.sep) + " ";
-            const std::string several =
-                join({literal_or_empty(format_.open), "calls ( " + sep + "calls )*",
-                      literal_or_empty(format_.close)});
+            const std::string sep =
+                format_.sep.empty() ? "" : grammar::gbnf_literal(format_.sep) + " ";
+            const std::string several = grammar::gbnf_sequence({literal_or_empty(format_.open),
+                                                                "calls ( " + sep + "calls )*",
+                                                                literal_or_empty(format_.close)});
             // A format with its own spelling of one call accepts it beside the list form.
             body = single_form ? "( " + body + " | " + several + " )" : several;
         }
-        return "root ::= " + join({reasoning(), body}) + "\n" + calls + "\n" + rules_;
+        return "root ::= " + grammar::gbnf_sequence({reasoning(), body}) + "\n" + calls + "\n" +
+               rules_;
     }
 
   private:
     static std::string literal_or_empty(std::string_view s) {
-        return s.empty() ? "" : gbnf_literal(s);
-    }
-    static std::string join(std::initializer_list<std::string> parts) {
-        std::string out;
-        for (const std::string& p : parts) {
-            if (p.empty()) continue;
-            if (!out.empty()) out += ' ';
-            out += p;
-        }
-        return out;
+        return s.empty() ? "" : grammar::gbnf_literal(s);
     }
 
     std::string reasoning() {
@@ -254,16 +199,16 @@ class Builder {
         }
         rules_ += text_without("think", spec_.think_close);
         const std::string block =
-            "think-0 " + gbnf_literal(format_.reasoning_close) + " [ \\t\\n]{0,4}";
+            "think-0 " + grammar::gbnf_literal(format_.reasoning_close) + " [ \\t\\n]{0,4}";
         if (options_.reasoning == ReasoningPrefix::open) return block;
-        return "( " + gbnf_literal(format_.reasoning_open) + " " + block + " )?";
+        return "( " + grammar::gbnf_literal(format_.reasoning_open) + " " + block + " )?";
     }
 
     std::string call(const Tool& tool, size_t k) {
         const std::string args =
             format_.param.empty() ? json_arguments(tool, k) : parameters(tool, k);
         return expand(format_.call, [&](std::string_view key) -> std::string {
-            if (key == "name") return gbnf_literal(tool.name);
+            if (key == "name") return grammar::gbnf_literal(tool.name);
             if (key == "args") return args;
             if (key == "index") return "[0-9]{1,3}";
             if (key == "call_id") return "( \"[CALL_ID]\" [a-zA-Z0-9]{9} )?";
@@ -281,10 +226,7 @@ class Builder {
     std::string raw_text() {
         if (!raw_defined_) {
             const std::string_view after = format_.param.substr(format_.param.find("{value}") + 7);
-            std::string_view closer = after;
-            while (!closer.empty() && blank(closer.front())) closer.remove_prefix(1);
-            while (!closer.empty() && blank(closer.back())) closer.remove_suffix(1);
-            rules_ += text_without("raw", closer);
+            rules_ += text_without("raw", trim_blanks(after));
             raw_defined_ = true;
         }
         return "raw-0";
@@ -295,7 +237,7 @@ class Builder {
         return expand(format_.param, [&](std::string_view placeholder) -> std::string {
             if (placeholder == "key") return key;
             if (placeholder == "value") return value;
-            if (placeholder == "string") return gbnf_literal(is_string ? "true" : "false");
+            if (placeholder == "string") return grammar::gbnf_literal(is_string ? "true" : "false");
             throw std::logic_error("parameter format placeholder {" + std::string(placeholder) +
                                    "}");
         });
@@ -335,26 +277,27 @@ class Builder {
             const std::string prefix = "t" + std::to_string(k) + "-p" + std::to_string(j) + "-";
             // Converted for every property, so a schema the converter refuses is refused here
             // as in the JSON formats, even where raw text is written instead.
-            const std::string json_rules =
-                schema_rules(sub, tool.pointer + "/properties/" + pointer_token(key), prefix);
+            const std::string json_rules = schema_rules(
+                sub, (json::json_pointer(tool.pointer) / "properties" / key).to_string(), prefix);
             std::string value;
             const bool is_string = is_string_schema(prop);
             if (is_string && prop.contains("enum") && prop["enum"].is_array() &&
                 std::all_of(prop["enum"].begin(), prop["enum"].end(),
                             [](const json& v) { return v.is_string(); })) {
                 for (const json& v : prop["enum"]) {
-                    value += (value.empty() ? "( " : " | ") + gbnf_literal(v.get<std::string>());
+                    value += (value.empty() ? "( " : " | ") +
+                             grammar::gbnf_literal(v.get<std::string>());
                 }
                 value += " )";
             } else if (is_string && prop.contains("const") && prop["const"].is_string()) {
-                value = gbnf_literal(prop["const"].get<std::string>());
+                value = grammar::gbnf_literal(prop["const"].get<std::string>());
             } else if (is_string) {
                 value = raw_text();
             } else {
                 rules_ += json_rules;
                 value = prefix + "root";
             }
-            const std::string item = parameter(gbnf_literal(key), value, is_string);
+            const std::string item = parameter(grammar::gbnf_literal(key), value, is_string);
             const bool needed = std::find(required.begin(), required.end(), key) != required.end();
             out += (out.empty() ? "" : " ") + (needed ? item : "( " + item + " )?");
             ++j;
@@ -370,36 +313,6 @@ class Builder {
 };
 
 }  // namespace
-
-std::string gbnf_literal(std::string_view text) {
-    std::string out = "\"";
-    for (char c : text) {
-        switch (c) {
-            case '"':
-                out += "\\\"";
-                break;
-            case '\\':
-                out += "\\\\";
-                break;
-            case '\n':
-                out += "\\n";
-                break;
-            case '\r':
-                out += "\\r";
-                break;
-            case '\t':
-                out += "\\t";
-                break;
-            default:
-                if (static_cast<unsigned char>(c) < 0x20) {
-                    out += hex_escape("\\x%02X", static_cast<unsigned char>(c));
-                } else {
-                    out += c;
-                }
-        }
-    }
-    return out + "\"";
-}
 
 std::string prefix_gbnf_rules(std::string_view g, std::string_view prefix) {
     std::string out;

@@ -51,7 +51,4 @@ std::string tool_call_grammar(Family family, const nlohmann::ordered_json& tools
 // `gbnf` with every rule name prefixed (definitions and references), so grammars can be joined.
 std::string prefix_gbnf_rules(std::string_view gbnf, std::string_view prefix);
 
-// A GBNF string literal of `text` (quoted, escaped).
-std::string gbnf_literal(std::string_view text);
-
 }  // namespace ggufd::chat

@@ -2,6 +2,8 @@
 
 #include <array>
 
+#include "chat/common.h"
+
 namespace ggufd::chat {
 
 namespace {
@@ -250,10 +252,6 @@ constexpr std::array<std::string_view, kFamilies.size()> collect_names() {
 
 bool has(std::string_view text, std::string_view what) {
     return text.find(what) != std::string_view::npos;
-}
-
-bool is_blank(char c) {
-    return c == ' ' || c == '\t' || c == '\n' || c == '\r';
 }
 
 }  // namespace

@@ -62,44 +62,18 @@ Scan JsonScanner::feed(std::string_view s) {
         const char c = s[i];
         // A number ends at the first byte that cannot continue it; that byte is then read as
         // whatever follows a value.
-        switch (st) {
-            case St::num_zero:
-                if (c == '.') {
-                    st = St::num_dot;
-                    continue;
-                }
-                if (c == 'e' || c == 'E') {
-                    st = St::num_e;
-                    continue;
-                }
-                st = St::after;
-                break;
-            case St::num_int:
-                if (digit(c)) continue;
-                if (c == '.') {
-                    st = St::num_dot;
-                    continue;
-                }
-                if (c == 'e' || c == 'E') {
-                    st = St::num_e;
-                    continue;
-                }
-                st = St::after;
-                break;
-            case St::num_frac:
-                if (digit(c)) continue;
-                if (c == 'e' || c == 'E') {
-                    st = St::num_e;
-                    continue;
-                }
-                st = St::after;
-                break;
-            case St::num_exp:
-                if (digit(c)) continue;
-                st = St::after;
-                break;
-            default:
-                break;
+        const bool whole = st == St::num_zero || st == St::num_int;
+        if (whole || st == St::num_frac || st == St::num_exp) {
+            if (digit(c) && st != St::num_zero) continue;
+            if (c == '.' && whole) {
+                st = St::num_dot;
+                continue;
+            }
+            if ((c == 'e' || c == 'E') && st != St::num_exp) {
+                st = St::num_e;
+                continue;
+            }
+            st = St::after;
         }
         switch (st) {
             case St::arr_first:

@@ -7,8 +7,8 @@
 #include <stdexcept>
 #include <utility>
 
+#include "chat/common.h"
 #include "chat/json_scan.h"
-#include "chat/tools.h"
 #include "engine/tokenizer/unicode.h"
 
 namespace ggufd::chat {
@@ -18,11 +18,8 @@ using json = nlohmann::ordered_json;
 
 namespace {
 
-bool blank(char c) {
-    return c == ' ' || c == '\t' || c == '\n' || c == '\r';
-}
 bool all_blank(std::string_view s) {
-    return std::all_of(s.begin(), s.end(), blank);
+    return std::all_of(s.begin(), s.end(), is_blank);
 }
 
 bool name_char(char c) {
@@ -50,12 +47,6 @@ std::string compact(const json& v) {
     return v.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
-std::string_view trim_blanks(std::string_view s) {
-    while (!s.empty() && blank(s.front())) s.remove_prefix(1);
-    while (!s.empty() && blank(s.back())) s.remove_suffix(1);
-    return s;
-}
-
 // The buffered text of a region, read step by step; every step answers ok, more (the text so far
 // is a valid beginning) or bad. `at_end`: no more text will come, so "more" becomes "bad".
 struct Cursor {
@@ -68,7 +59,7 @@ struct Cursor {
     std::string_view rest() const { return text.substr(pos); }
     Scan out_of_text() const { return at_end ? Scan::bad : Scan::more; }
     void skip_blanks() {
-        while (pos < text.size() && blank(text[pos])) ++pos;
+        while (pos < text.size() && is_blank(text[pos])) ++pos;
     }
     Scan starts(std::string_view lit) const {
         const std::string_view r = rest();
@@ -210,6 +201,16 @@ bool read_call_object(const json& v, Call& out, bool strict) {
     return true;
 }
 
+// A non-empty array of call objects, or one.
+bool read_calls(const json& v, std::vector<Call>& out, bool strict) {
+    if (!v.is_array()) return read_call_object(v, out.emplace_back(), strict);
+    if (v.empty()) return false;
+    for (const json& item : v) {
+        if (!read_call_object(item, out.emplace_back(), strict)) return false;
+    }
+    return true;
+}
+
 }  // namespace
 
 // Each tool's parameter schemas, for the formats that write values unquoted.
@@ -328,22 +329,10 @@ RegionResult json_reply(Cursor& c) {
     c.skip_blanks();
     if (c.pos != c.text.size()) return {};
     if (!c.at_end) return {Scan::more};
+    // The one member of a wrapper, or the call object itself.
+    const bool wrapped = v.size() == 1 && (v.contains("tool_call") || v.contains("tool_calls"));
     std::vector<Call> calls;
-    Call call;
-    if (v.is_object() && v.size() == 1 && v.contains("tool_call")) {
-        if (!read_call_object(v["tool_call"], call, true)) return {};
-        calls.push_back(std::move(call));
-    } else if (v.is_object() && v.size() == 1 && v.contains("tool_calls")) {
-        const json& list = v["tool_calls"];
-        if (!list.is_array() || list.empty()) return {};
-        for (const json& item : list) {
-            if (!read_call_object(item, call, true)) return {};
-            calls.push_back(std::move(call));
-        }
-    } else {
-        if (!read_call_object(v, call, true)) return {};
-        calls.push_back(std::move(call));
-    }
+    if (!read_calls(wrapped ? v.front() : v, calls, true)) return {};
     return done(std::move(calls));
 }
 
@@ -470,17 +459,7 @@ RegionResult json_list(Cursor& c, std::string_view closer) {
     json v;
     CHAT_TRY(c.value(v));
     std::vector<Call> calls;
-    Call call;
-    if (v.is_array()) {
-        if (v.empty()) return {};
-        for (const json& item : v) {
-            if (!read_call_object(item, call, false)) return {};
-            calls.push_back(std::move(call));
-        }
-    } else {
-        if (!read_call_object(v, call, false)) return {};
-        calls.push_back(std::move(call));
-    }
+    if (!read_calls(v, calls, false)) return {};
     if (!closer.empty()) {
         c.skip_blanks();
         CHAT_TRY(c.closer(closer));
@@ -824,14 +803,14 @@ size_t StreamParser::releasable() const {
                         }
                     });
     if (any_marker) {
-        while (keep > 0 && blank(text[keep - 1])) --keep;
+        while (keep > 0 && is_blank(text[keep - 1])) --keep;
     }
     return tokenizer::unicode::complete_prefix_length(text.substr(0, keep));
 }
 
 void StreamParser::emit_text(std::string_view text, Delta& out) {
     if (skip_blanks_) {
-        while (!text.empty() && blank(text.front())) text.remove_prefix(1);
+        while (!text.empty() && is_blank(text.front())) text.remove_prefix(1);
         if (text.empty()) return;
         skip_blanks_ = false;
     }
@@ -871,7 +850,7 @@ void StreamParser::run(bool at_end, Delta& out) {
         }
         // Blanks before markup belong to it.
         size_t blanks = m->pos;
-        while (blanks > 0 && blank(pending_[blanks - 1])) --blanks;
+        while (blanks > 0 && is_blank(pending_[blanks - 1])) --blanks;
         emit_text(std::string_view(pending_).substr(0, blanks), out);
         consume(blanks);
         m->pos -= blanks;

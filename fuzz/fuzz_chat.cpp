@@ -18,8 +18,8 @@
 #include <string_view>
 
 #include "chat/call_grammar.h"
+#include "chat/common.h"
 #include "chat/parser.h"
-#include "chat/tools.h"
 #include "engine/grammar/grammar.h"
 #include "engine/grammar/json_schema.h"
 #include "fuzz/fuzz_support.h"

@@ -295,6 +295,9 @@ TEST(CallGrammarErrors, MalformedToolsAndUnknownFunction) {
     EXPECT_THROW(tool_call_grammar(Family::hermes, json::object()), std::invalid_argument);
     EXPECT_THROW(tool_call_grammar(Family::hermes, json::parse(R"([{"function": {"name": "f"}}])")),
                  std::invalid_argument);
+    EXPECT_THROW(tool_call_grammar(Family::hermes,
+                                   json::parse(R"([{"type": 5, "function": {"name": "f"}}])")),
+                 std::invalid_argument);
     EXPECT_THROW(
         tool_call_grammar(Family::hermes,
                           json::parse(R"([{"type": "function", "function": {"name": "a b"}}])")),
@@ -341,12 +344,6 @@ TEST(PrefixRules, RenamesRulesOnly) {
     const std::string joined = "root ::= t0-root\n" + p;
     const grammar::Grammar parsed = grammar::Grammar::parse(joined);
     EXPECT_TRUE(grammar::matches(parsed, "root ws \"item\"x"));
-}
-
-TEST(GbnfLiteral, Escapes) {
-    EXPECT_EQ(gbnf_literal("a\"b\\c\nd\x01"), "\"a\\\"b\\\\c\\nd\\x01\"");
-    const grammar::Grammar g = grammar::Grammar::parse("root ::= " + gbnf_literal("<｜a\"\\\n\t>"));
-    EXPECT_TRUE(grammar::matches(g, "<｜a\"\\\n\t>"));
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-#include "chat/tools.h"
+#include "chat/common.h"
 
 #include <algorithm>
 
