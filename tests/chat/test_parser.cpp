@@ -255,6 +255,12 @@ std::vector<Case> cases() {
                        "",
                        {}}),
         {"blank_reply", Family::hermes, " \n ", " \n ", "", {}},
+        broken({"think_later_is_content",
+                Family::hermes,
+                "Hello <think>not reasoning</think> there.",
+                "Hello <think>not reasoning</think> there.",
+                "",
+                {}}),
 
         // Qwen3-Coder / Qwen 3.5 / Nemotron 3 / Step 3.5.
         {"qwen3_coder_call",
@@ -477,6 +483,8 @@ std::vector<Case> cases() {
                 "<|channel|>commentary to=browser.search<|message|>{}",
                 "",
                 {}}),
+
+        {"harmony_plain_text", Family::harmony, "No header at all.", "No header at all.", "", {}},
 
         // DeepSeek.
         opened(
