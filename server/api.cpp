@@ -290,8 +290,12 @@ std::shared_ptr<const grammar::Grammar> tool_call_grammar(const ChatRequest& r, 
     chat::CallGrammarOptions o;
     o.function = r.tool_choice_function;
     o.parallel = r.parallel_tool_calls;
-    o.reasoning =
-        starts_in_reasoning ? chat::ReasoningPrefix::open : chat::ReasoningPrefix::optional;
+    // A thinking model may reason before its calls, unless the client turned thinking off.
+    const auto thinking = r.extra_context.find("enable_thinking");
+    const bool thinking_off = thinking != r.extra_context.end() && *thinking == false;
+    o.reasoning = starts_in_reasoning ? chat::ReasoningPrefix::open
+                  : thinking_off      ? chat::ReasoningPrefix::none
+                                      : chat::ReasoningPrefix::optional;
     try {
         return std::make_shared<const grammar::Grammar>(
             grammar::Grammar::parse(chat::tool_call_grammar(family, r.tools, o)));
