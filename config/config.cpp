@@ -37,6 +37,7 @@ po::options_description settings_description() {
         ("queue-size", po::value<std::string>(), "requests per model waiting for a slot before 503 (default 64)")
         ("attention-accumulator", po::value<std::string>(), "f32, or f16 to accumulate attention as llama.cpp's CPU flash attention does (its greedy text where logits nearly tie; attention 2-3x slower) (default f32)")
         ("chat-template-file", po::value<std::vector<std::string>>(), "Jinja chat template replacing the model's: PATH for every model, or NAME=PATH for one (repeatable)")
+        ("tool-parser", po::value<std::vector<std::string>>(), "how replies' reasoning and tool calls are read, instead of the family detected from the chat template: PARSER for every model, or NAME=PARSER for one (repeatable; hermes, llama3, mistral, harmony, ... as /models shows)")
         ("api-key", po::value<std::string>(), "require a bearer token on API requests: one key, or several separated by commas")
         ("api-key-file", po::value<std::string>(), "read accepted API keys from this file, one per line (adds to --api-key)")
         ("metrics-public", po::value<std::string>(), "serve /metrics without an API key: true or false (default false)")
@@ -188,15 +189,20 @@ void validate(const Config& c, const Sources& sources) {
         throw ConfigError("invalid ctx-size (from " + from("ctx-size") + "): must be >= 0");
     if (c.batch_size < 1)
         throw ConfigError("invalid batch-size (from " + from("batch-size") + "): must be >= 1");
-    for (const auto& [name, text] : c.chat_templates) {
-        const bool known =
-            name.empty() || std::any_of(c.models.begin(), c.models.end(),
-                                        [&](const ModelSpec& m) { return m.name == name; });
-        if (!known) {
-            throw ConfigError("invalid chat-template-file (from " + from("chat-template-file") +
-                              "): no model is named '" + name + "'");
+    auto check_model_names = [&](const std::map<std::string, std::string>& values,
+                                 const char* setting) {
+        for (const auto& [name, value] : values) {
+            const bool known =
+                name.empty() || std::any_of(c.models.begin(), c.models.end(),
+                                            [&](const ModelSpec& m) { return m.name == name; });
+            if (!known) {
+                throw ConfigError(std::string("invalid ") + setting + " (from " + from(setting) +
+                                  "): no model is named '" + name + "'");
+            }
         }
-    }
+    };
+    check_model_names(c.chat_templates, "chat-template-file");
+    check_model_names(c.tool_parsers, "tool-parser");
     // The value goes into a response header as it is: one origin or *, never a list.
     for (char ch : c.cors_origin) {
         if (ch == ',' || ch == ' ' || static_cast<unsigned char>(ch) < 0x21 || ch == 0x7f) {
@@ -254,7 +260,7 @@ LoadResult load(int argc, const char* const* argv, const std::map<std::string, s
         env_options.emplace("config", it->second);
     for (const auto& [name, value] : env_options) {
         if (vm.count(name)) continue;  // the command line wins
-        if (name == "model" || name == "chat-template-file") {
+        if (name == "model" || name == "chat-template-file" || name == "tool-parser") {
             vm.emplace(name, po::variable_value(boost::any(split_commas(value)), false));
         } else {
             vm.emplace(name, po::variable_value(boost::any(value), false));
@@ -314,22 +320,31 @@ LoadResult load(int argc, const char* const* argv, const std::map<std::string, s
         c.batch_size = parse_int<int>(*v, "batch-size", source("batch-size"), 1, 1 << 20);
     if (auto* v = text("queue-size"))
         c.queue_size = parse_int<int>(*v, "queue-size", source("queue-size"), 0, 1 << 20);
-    if (vm.count("chat-template-file")) {
-        for (const std::string& item : vm["chat-template-file"].as<std::vector<std::string>>()) {
+    // Per-model settings: VALUE for every model or NAME=VALUE for one.
+    auto per_model = [&](const char* setting, const char* plural, auto&& add) {
+        if (!vm.count(setting)) return;
+        for (const std::string& item : vm[setting].as<std::vector<std::string>>()) {
             const size_t eq = item.find('=');
             const std::string name = eq == std::string::npos ? "" : item.substr(0, eq);
-            const std::string path = eq == std::string::npos ? item : item.substr(eq + 1);
-            const std::string where =
-                "chat-template-file (from " + source("chat-template-file") + ")";
-            if (path.empty())
-                throw ConfigError("invalid " + where + ": '" + item + "' has no path");
-            if (!c.chat_templates.emplace(name, read_text_file(path, where)).second) {
+            const std::string value = eq == std::string::npos ? item : item.substr(eq + 1);
+            const std::string where = std::string(setting) + " (from " + source(setting) + ")";
+            if (value.empty())
+                throw ConfigError("invalid " + where + ": '" + item + "' has no value");
+            if (!add(name, value, where)) {
                 throw ConfigError(
-                    "invalid " + where + ": two templates for " +
+                    "invalid " + where + ": two " + plural + " for " +
                     (name.empty() ? std::string("every model") : "model '" + name + "'"));
             }
         }
-    }
+    };
+    per_model("chat-template-file", "templates",
+              [&](const std::string& name, const std::string& path, const std::string& where) {
+                  return c.chat_templates.emplace(name, read_text_file(path, where)).second;
+              });
+    per_model("tool-parser", "parsers",
+              [&](const std::string& name, const std::string& parser, const std::string&) {
+                  return c.tool_parsers.emplace(name, parser).second;
+              });
     if (auto* v = text("api-key")) c.api_keys = split_commas(*v);
     if (auto* v = text("api-key-file")) {
         for (std::string& key : read_key_file(*v, source("api-key-file"))) {

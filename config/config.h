@@ -42,6 +42,10 @@ struct Config {
     // Chat templates replacing the models' own tokenizer.chat_template: model name -> Jinja
     // source; the key "" applies to every model without an entry of its own.
     std::map<std::string, std::string> chat_templates;
+    // Output parsers (chat::family_names()) replacing the family detected from each model's
+    // template: model name -> parser name, "" for every model. Checked by the daemon, which knows
+    // the names.
+    std::map<std::string, std::string> tool_parsers;
     std::vector<std::string> api_keys;  // none = no authentication; never logged
     bool metrics_public = false;        // serve /metrics without a key
     int io_threads = 2;                 // HTTP threads, apart from the inference threads

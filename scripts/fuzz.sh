@@ -4,8 +4,8 @@
 # leak, an out-of-memory or a timeout; the input that caused it is left in
 # build-fuzz/artifacts/<target>/ (replay it: build-fuzz/bin/<target> <file>).
 #
-#   scripts/fuzz.sh [SECONDS] [TARGET...]     default: GGUFD_FUZZ_SECONDS or 60 s for each of
-#                                             the seven targets
+#   scripts/fuzz.sh [SECONDS] [TARGET...]     default: GGUFD_FUZZ_SECONDS or 60 s for each
+#                                             target
 #
 # Targets run GGUFD_FUZZ_JOBS at a time (default: one per core); each is one libFuzzer process on
 # one core, so the wall time is about SECONDS x targets / jobs.
@@ -26,7 +26,7 @@ shift || true
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
     targets=(fuzz_gguf fuzz_model fuzz_template fuzz_tokenizer fuzz_json_request fuzz_http_request
-        fuzz_grammar fuzz_json_schema)
+        fuzz_grammar fuzz_json_schema fuzz_chat)
 fi
 build=build-fuzz
 

@@ -6,6 +6,9 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "chat/call_grammar.h"
+#include "engine/grammar/grammar.h"
+#include "engine/grammar/json_schema.h"
 #include "server/auth.h"
 #include "server/generation_job.h"
 #include "server/requests.h"
@@ -266,6 +269,48 @@ GenerationPlan make_plan(ApiKind kind, const HttpRequest& request, const ModelBa
     return plan;
 }
 
+// How the replies of a chat request are read: the model's family, the request's reasoning
+// format, and whether calls count (tools offered and tool_choice not "none").
+chat::ParserOptions chat_output_options(const ChatRequest& r, chat::Family family,
+                                        std::string_view prompt_text) {
+    chat::ParserOptions o;
+    o.family = family;
+    o.reasoning_format = r.reasoning_format;
+    o.starts_in_reasoning = chat::prompt_opens_reasoning(family, prompt_text);
+    o.parse_tool_calls =
+        r.tools.is_array() && !r.tools.empty() && r.tool_choice != ToolChoice::none;
+    if (o.parse_tool_calls) o.tools = r.tools;
+    return o;
+}
+
+// The grammar of a reply that is only calls, in the family's trained format (tool_choice
+// "required" or a named function). A thinking model may reason first.
+std::shared_ptr<const grammar::Grammar> tool_call_grammar(const ChatRequest& r, chat::Family family,
+                                                          bool starts_in_reasoning) {
+    chat::CallGrammarOptions o;
+    o.function = r.tool_choice_function;
+    o.parallel = r.parallel_tool_calls;
+    // A thinking model may reason before its calls, unless the client turned thinking off.
+    const auto thinking = r.extra_context.find("enable_thinking");
+    const bool thinking_off = thinking != r.extra_context.end() && *thinking == false;
+    o.reasoning = starts_in_reasoning ? chat::ReasoningPrefix::open
+                  : thinking_off      ? chat::ReasoningPrefix::none
+                                      : chat::ReasoningPrefix::optional;
+    try {
+        return std::make_shared<const grammar::Grammar>(
+            grammar::Grammar::parse(chat::tool_call_grammar(family, r.tools, o)));
+    } catch (const grammar::SchemaError& e) {
+        throw ApiError::bad_request(
+            fmt::format("'tools' cannot be used to force a call: {}", e.what()), "tools");
+    } catch (const grammar::Error& e) {
+        throw ApiError::bad_request(
+            fmt::format("the tools give a call grammar too large to use: {}", e.message()),
+            "tools");
+    } catch (const std::invalid_argument& e) {
+        throw ApiError::bad_request(fmt::format("the tools cannot be used: {}", e.what()), "tools");
+    }
+}
+
 }  // namespace
 
 void Api::completions(const HttpRequest& request, const std::shared_ptr<ResponseChannel>& channel,
@@ -297,10 +342,12 @@ void Api::chat_completions(const HttpRequest& request,
     channel->access().model = model.name();
 
     scheduler::GenerationRequest engine_request{{}, r.sampling, r.stop, nullptr};
+    std::string prompt_text;
     try {
         const jinja::Rendered prompt =
             model.render_chat(r.messages, r.tools, /*add_generation_prompt=*/true, r.extra_context);
         engine_request.prompt = model.tokenize_chat_prompt(prompt);
+        prompt_text = prompt.text;
     } catch (const ChatTemplateError& e) {
         throw ApiError::bad_request(
             std::string("the chat template refused the messages: ") + e.what(), "messages");
@@ -308,6 +355,11 @@ void Api::chat_completions(const HttpRequest& request,
     check_request(engine_request, model, "messages");
 
     GenerationPlan plan = make_plan(ApiKind::chat, request, model, r);
+    plan.chat_output = chat_output_options(r, model.chat_family(), prompt_text);
+    if (r.forces_tool_call()) {
+        engine_request.sampling.grammar =
+            tool_call_grammar(r, model.chat_family(), plan.chat_output->starts_in_reasoning);
+    }
     add_choices(plan, 0, engine_request, {}, r.n);
     start_generation(std::move(plan), model, channel, "messages", options_.retry_after_s);
 }

@@ -112,7 +112,9 @@ std::shared_ptr<EngineBackend> EngineBackend::from_model(std::shared_ptr<const m
         tokenizer::Vocab::from_gguf(b->model_->file()));
     const auto shipped = b->model_->file().get_optional<std::string>("tokenizer.chat_template");
     b->model_has_template_ = shipped.has_value();
-    b->template_ = jinja::Template::compile(jinja::select_template(options.chat_template, shipped));
+    const std::string_view source = jinja::select_template(options.chat_template, shipped);
+    b->template_ = jinja::Template::compile(source);
+    b->chat_family_ = options.tool_parser.value_or(chat::detect_family(source));
     const tokenizer::Tokenizer& t = *b->tokenizer_;
     if (t.bos() >= 0) b->bos_text_ = t.token_to_piece(t.bos(), true);
     if (t.eos() >= 0) b->eos_text_ = t.token_to_piece(t.eos(), true);
@@ -179,6 +181,7 @@ Json EngineBackend::describe(bool full) const {
     d["hyperparameters"] = model::describe_hparams(hp);
     d["size_bytes"] = f.file_size();
     d["chat_template"] = model_has_template_;
+    d["tool_parser"] = chat::family_name(chat_family_);
     d["vocab_size"] = tokenizer_->n_vocab();
     d["slots"] = scheduler_->n_slots();
     d["load_seconds"] = load_seconds_;

@@ -18,6 +18,7 @@ struct EngineBackendOptions {
     std::string name;
     scheduler::SchedulerParams scheduler;
     std::optional<std::string> chat_template;  // overrides the model's tokenizer.chat_template
+    std::optional<chat::Family> tool_parser;   // overrides the family detected from the template
 };
 
 class EngineBackend final : public ModelBackend,
@@ -36,6 +37,7 @@ class EngineBackend final : public ModelBackend,
     bool is_ready() const override { return true; }
     nlohmann::json describe(bool full) const override;
     int32_t vocab_size() const override { return tokenizer_->n_vocab(); }
+    chat::Family chat_family() const override { return chat_family_; }
     std::vector<int32_t> tokenize(const std::string& text, bool add_special,
                                   bool parse_special) const override;
     std::string detokenize(const std::vector<int32_t>& tokens) const override;
@@ -57,6 +59,7 @@ class EngineBackend final : public ModelBackend,
     std::shared_ptr<const tokenizer::Tokenizer> tokenizer_;
     std::optional<jinja::Template> template_;
     bool model_has_template_ = false;
+    chat::Family chat_family_ = chat::Family::generic;
     std::optional<std::string> bos_text_, eos_text_;
     std::unique_ptr<scheduler::Scheduler> scheduler_;
     double load_seconds_ = 0;

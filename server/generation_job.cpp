@@ -65,7 +65,11 @@ GenerationJob::GenerationJob(GenerationPlan plan, std::shared_ptr<ResponseChanne
       channel_(std::move(channel)),
       cancelled_(std::make_shared<std::atomic<bool>>(false)),
       choices_(plan_.choices.size()),
-      start_time_(std::chrono::steady_clock::now()) {}
+      start_time_(std::chrono::steady_clock::now()) {
+    if (plan_.chat_output) {
+        for (Choice& c : choices_) c.parser.emplace(*plan_.chat_output);
+    }
+}
 
 GenerationJob::~GenerationJob() {
     cancelled_->store(true);
@@ -131,6 +135,7 @@ void GenerationJob::append(size_t index, const std::string& text,
             }
         }
         c.text += text;
+        if (c.parser) c.parser->push(text);
         return;
     }
     if (text.empty() && !with_logprobs) return;
@@ -148,7 +153,12 @@ void GenerationJob::append(size_t index, const std::string& text,
     if (plan_.kind == ApiKind::completion) {
         send_event(completion_chunk(plan_.meta, i, text, logprobs, nullptr));
     } else {
-        send_event(chat_chunk(plan_.meta, i, {{"content", text}}, logprobs, nullptr));
+        // The parser may hold text back (a possible marker's start): a chunk with nothing
+        // decided is sent only for its logprobs.
+        json delta = c.parser ? chat_delta_json(c.parser->push(text)) : json{{"content", text}};
+        if (!delta.empty() || with_logprobs) {
+            send_event(chat_chunk(plan_.meta, i, delta, logprobs, nullptr));
+        }
     }
     c.text += text;
 }
@@ -169,6 +179,13 @@ void GenerationJob::on_finish(size_t index, FinishReason reason, const scheduler
     Choice& c = choices_[index];
     std::string rest = c.joiner.finish();
     if (!rest.empty()) append(index, rest, nullptr);
+    if (c.parser) {
+        chat::Delta last = c.parser->finish();
+        if (plan_.stream && !last.empty()) {
+            send_event(chat_chunk(plan_.meta, static_cast<int>(index), chat_delta_json(last),
+                                  nullptr, nullptr));
+        }
+    }
     c.finished = true;
     // One failed choice fails the request: stop the others rather than wait for them.
     if (reason == FinishReason::error) cancelled_->store(true);
@@ -177,7 +194,7 @@ void GenerationJob::on_finish(size_t index, FinishReason reason, const scheduler
     c.error = error;
     if (plan_.stream && (reason == FinishReason::stop || reason == FinishReason::length)) {
         int i = static_cast<int>(index);
-        json finish = finish_reason_json(reason);
+        json finish = choice_finish_reason(c);
         if (plan_.kind == ApiKind::completion) {
             send_event(completion_chunk(plan_.meta, i, "", nullptr, finish));
         } else {
@@ -185,6 +202,14 @@ void GenerationJob::on_finish(size_t index, FinishReason reason, const scheduler
         }
     }
     if (++finished_ == choices_.size()) complete();
+}
+
+json GenerationJob::choice_finish_reason(const Choice& c) const {
+    // OpenAI's reason for a reply that ends with calls the client should run.
+    if (c.parser && c.reason == FinishReason::stop && !c.parser->message().tool_calls.empty()) {
+        return "tool_calls";
+    }
+    return finish_reason_json(c.reason);
 }
 
 json GenerationJob::usage() const {
@@ -209,11 +234,13 @@ json GenerationJob::full_response() const {
             choice["text"] = plan_.choices[i].echo + c.text;
             choice["logprobs"] = plan_.logprobs ? c.completion_logprobs.value() : json(nullptr);
         } else {
-            choice["message"] = {{"role", "assistant"}, {"content", c.text}};
+            chat::Message plain;
+            plain.content = c.text;
+            choice["message"] = chat_message_json(c.parser ? c.parser->message() : plain);
             choice["logprobs"] =
                 plan_.logprobs ? json{{"content", c.chat_logprobs}} : json(nullptr);
         }
-        choice["finish_reason"] = finish_reason_json(c.reason);
+        choice["finish_reason"] = choice_finish_reason(c);
         out_choices.push_back(std::move(choice));
     }
     bool chat = plan_.kind == ApiKind::chat;

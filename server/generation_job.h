@@ -7,11 +7,13 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "chat/parser.h"
 #include "engine/scheduler/generation.h"
 #include "engine/tokenizer/unicode.h"
 #include "server/http_types.h"
@@ -34,6 +36,8 @@ struct GenerationPlan {
     bool include_usage = false;
     bool logprobs = false;
     std::vector<ChoicePlan> choices;  // the response's choices, by index
+    // Chat: how each choice's text is read into content, reasoning and tool calls.
+    std::optional<chat::ParserOptions> chat_output;
 };
 
 class GenerationJob : public Exchange, public std::enable_shared_from_this<GenerationJob> {
@@ -57,7 +61,8 @@ class GenerationJob : public Exchange, public std::enable_shared_from_this<Gener
   private:
     struct Choice {
         tokenizer::unicode::Utf8Joiner joiner;
-        std::string text;  // generated so far (without the echo)
+        std::optional<chat::StreamParser> parser;  // chat: one per choice
+        std::string text;                          // generated so far (without the echo)
         CompletionLogprobs completion_logprobs;
         nlohmann::json chat_logprobs = nlohmann::json::array();
         bool finished = false;
@@ -69,6 +74,7 @@ class GenerationJob : public Exchange, public std::enable_shared_from_this<Gener
     void append(size_t index, const std::string& text, const scheduler::TokenEvent* event);
     void send_event(nlohmann::json chunk);
     void complete();
+    nlohmann::json choice_finish_reason(const Choice& c) const;
     nlohmann::json usage() const;
     nlohmann::json full_response() const;
 

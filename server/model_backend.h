@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "chat/family.h"
 #include "engine/scheduler/generation.h"
 #include "jinja/chat_template.h"
 
@@ -75,6 +76,10 @@ class ModelBackend {
     virtual std::vector<int32_t> tokenize_chat_prompt(const jinja::Rendered& prompt) const {
         return tokenize(prompt.text, /*add_special=*/false, /*parse_special=*/true);
     }
+
+    // How the model writes reasoning and tool calls (detected from its chat template, or set by
+    // --tool-parser): the chat output parser and the call grammar follow it.
+    virtual chat::Family chat_family() const { return chat::Family::generic; }
 
     // The model's scheduler. submit() must not block (the server calls it on an I/O thread).
     virtual scheduler::Generator& generator() = 0;

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "chat/common.h"
 #include "engine/grammar/grammar.h"
 #include "engine/grammar/json_schema.h"
 
@@ -450,6 +451,35 @@ CompletionRequest parse_completion_request(const json& body, const ApiLimits& li
 
 namespace {
 
+// An assistant turn's calls as templates iterate them: `function.arguments` sent as JSON text
+// (as OpenAI clients send it) becomes its object, in place so the key order stays.
+void normalise_tool_calls(json& msg, const std::string& where) {
+    json& calls = msg["tool_calls"];
+    if (!calls.is_array()) {
+        throw ApiError::bad_request(fmt::format("'{}.tool_calls' must be an array", where),
+                                    "messages");
+    }
+    for (size_t k = 0; k < calls.size(); ++k) {
+        json& call = calls[k];
+        const std::string cwhere = fmt::format("{}.tool_calls[{}]", where, k);
+        auto fn = call.is_object() ? call.find("function") : call.end();
+        if (fn == call.end() || !fn->is_object()) {
+            throw ApiError::bad_request(
+                fmt::format("'{}' must be an object with a 'function' object", cwhere), "messages");
+        }
+        auto name = fn->find("name");
+        if (name == fn->end() || !name->is_string()) {
+            throw ApiError::bad_request(fmt::format("'{}.function.name' must be a string", cwhere),
+                                        "messages");
+        }
+        auto args = fn->find("arguments");
+        if (args != fn->end() && args->is_string()) {
+            json parsed = json::parse(args->get<std::string>(), nullptr, false);
+            if (!parsed.is_discarded() && parsed.is_object()) *args = std::move(parsed);
+        }
+    }
+}
+
 json parse_messages(const json& body, const ApiLimits& limits) {
     const json* v = field(body, "messages");
     if (!v) throw ApiError::bad_request("'messages' is required", "messages");
@@ -521,9 +551,106 @@ json parse_messages(const json& body, const ApiLimits& limits) {
                 fmt::format("'{}.content' must be a string or an array of content parts", where),
                 "messages");
         }
+        if (role == "assistant" && field(m, "tool_calls")) {
+            normalise_tool_calls(msg, where);
+            if (msg["content"].is_null()) msg["content"] = "";
+        }
         out.push_back(std::move(msg));
     }
     return out;
+}
+
+// OpenAI's function tools: [{"type": "function", "function": {"name", "description",
+// "parameters", "strict"}}], checked so that a template and the call grammar can rely on them.
+json parse_tools(const json& body) {
+    const json* tools = field(body, "tools");
+    if (!tools) return nullptr;
+    if (!tools->is_array()) throw ApiError::bad_request("'tools' must be an array", "tools");
+    for (size_t i = 0; i < tools->size(); ++i) {
+        const json& t = (*tools)[i];
+        const std::string where = fmt::format("tools[{}]", i);
+        if (!t.is_object()) {
+            throw ApiError::bad_request(fmt::format("'{}' must be an object", where), "tools");
+        }
+        const json* type = field(t, "type");
+        if (!type || *type != "function") {
+            throw ApiError::bad_request(
+                fmt::format("'{}.type' must be \"function\" (the only tool type supported)", where),
+                "tools");
+        }
+        const json* fn = field(t, "function");
+        if (!fn || !fn->is_object()) {
+            throw ApiError::bad_request(fmt::format("'{}.function' must be an object", where),
+                                        "tools");
+        }
+        const json* name = field(*fn, "name");
+        if (!name || !name->is_string() || !chat::is_function_name(name->get<std::string>())) {
+            throw ApiError::bad_request(
+                fmt::format("'{}.function.name' must be 1 to 64 letters, digits, '_' or '-'",
+                            where),
+                "tools");
+        }
+        const json* description = field(*fn, "description");
+        if (description && !description->is_string()) {
+            throw ApiError::bad_request(
+                fmt::format("'{}.function.description' must be a string", where), "tools");
+        }
+        const json* parameters = field(*fn, "parameters");
+        if (parameters && !parameters->is_object()) {
+            throw ApiError::bad_request(
+                fmt::format("'{}.function.parameters' must be a JSON Schema object", where),
+                "tools");
+        }
+    }
+    return *tools;
+}
+
+bool has_tool(const json& tools, const std::string& name) {
+    if (!tools.is_array()) return false;
+    return std::any_of(tools.begin(), tools.end(),
+                       [&](const json& t) { return t["function"]["name"] == name; });
+}
+
+void parse_tool_choice(const json& body, ChatRequest& r) {
+    const json* choice = field(body, "tool_choice");
+    if (!choice) return;
+    const bool has_tools = r.tools.is_array() && !r.tools.empty();
+    if (choice->is_string()) {
+        const std::string c = choice->get<std::string>();
+        if (c == "auto") {
+            r.tool_choice = ToolChoice::automatic;
+        } else if (c == "none") {
+            r.tool_choice = ToolChoice::none;
+        } else if (c == "required") {
+            if (!has_tools) {
+                throw ApiError::bad_request("'tool_choice' \"required\" needs 'tools'",
+                                            "tool_choice");
+            }
+            r.tool_choice = ToolChoice::required;
+        } else {
+            throw ApiError::bad_request(
+                "'tool_choice' must be \"auto\", \"none\", \"required\" or "
+                "{\"type\": \"function\", \"function\": {\"name\": ...}}",
+                "tool_choice");
+        }
+        return;
+    }
+    const json* type = choice->is_object() ? field(*choice, "type") : nullptr;
+    const json* fn = choice->is_object() ? field(*choice, "function") : nullptr;
+    const json* name = fn && fn->is_object() ? field(*fn, "name") : nullptr;
+    if (!type || *type != "function" || !name || !name->is_string()) {
+        throw ApiError::bad_request(
+            "'tool_choice' must be \"auto\", \"none\", \"required\" or "
+            "{\"type\": \"function\", \"function\": {\"name\": ...}}",
+            "tool_choice");
+    }
+    r.tool_choice_function = name->get<std::string>();
+    if (!has_tool(r.tools, r.tool_choice_function)) {
+        throw ApiError::bad_request(fmt::format("'tool_choice' names '{}', which is not in 'tools'",
+                                                r.tool_choice_function),
+                                    "tool_choice");
+    }
+    r.tool_choice = ToolChoice::function;
 }
 
 }  // namespace
@@ -547,22 +674,19 @@ ChatRequest parse_chat_request(const json& body, const ApiLimits& limits) {
         r.sampling.top_logprobs = 0;
     }
 
-    if (const json* tools = field(body, "tools")) {
-        if (!tools->is_array()) throw ApiError::bad_request("'tools' must be an array", "tools");
-        for (const auto& t : *tools) {
-            if (!t.is_object()) {
-                throw ApiError::bad_request("'tools' must be an array of objects", "tools");
-            }
-        }
-        r.tools = *tools;
-    }
-    if (const json* choice = field(body, "tool_choice")) {
-        if (!(choice->is_string() && (*choice == "auto" || *choice == "none"))) {
+    r.tools = parse_tools(body);
+    parse_tool_choice(body, r);
+    r.parallel_tool_calls = get_bool(body, "parallel_tool_calls", true);
+    if (const json* f = field(body, "reasoning_format")) {
+        std::optional<chat::ReasoningFormat> format;
+        if (f->is_string()) format = chat::reasoning_format_from_name(f->get<std::string>());
+        if (!format) {
             throw ApiError::bad_request(
-                "'tool_choice' other than \"auto\" or \"none\" is not supported: tool calls "
-                "cannot be forced",
-                "tool_choice");
+                "'reasoning_format' must be one of \"none\", \"auto\", \"deepseek\", "
+                "\"parsed\"",
+                "reasoning_format");
         }
+        r.reasoning_format = *format;
     }
     if (const json* kw = field(body, "chat_template_kwargs")) {
         if (!kw->is_object()) {
@@ -572,6 +696,22 @@ ChatRequest parse_chat_request(const json& body, const ApiLimits& limits) {
         r.extra_context = *kw;
     } else {
         r.extra_context = json::object();
+    }
+    // llama-server's top-level shortcuts for two template variables; chat_template_kwargs wins.
+    if (field(body, "enable_thinking") && !r.extra_context.contains("enable_thinking"))
+        r.extra_context["enable_thinking"] = get_bool(body, "enable_thinking", true);
+    if (const json* effort = field(body, "reasoning_effort")) {
+        if (!effort->is_string()) {
+            throw ApiError::bad_request("'reasoning_effort' must be a string", "reasoning_effort");
+        }
+        if (!r.extra_context.contains("reasoning_effort"))
+            r.extra_context["reasoning_effort"] = *effort;
+    }
+    if (r.forces_tool_call() && r.sampling.grammar) {
+        throw ApiError::bad_request(
+            "'tool_choice' that forces a call cannot be combined with 'response_format', "
+            "'grammar' or 'json_schema': both would constrain the output",
+            "tool_choice");
     }
     return r;
 }

@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "chat/parser.h"
 #include "engine/sampling/params.h"
 #include "server/api_error.h"
 #include "server/limits.h"
@@ -45,10 +46,21 @@ struct CompletionRequest : GenerationOptions {
     bool echo = false;                 // prepend the prompt to each choice's text
 };
 
+enum class ToolChoice : unsigned char { automatic, none, required, function };
+
 struct ChatRequest : GenerationOptions {
     RequestJson messages;       // array of {"role", "content": string|null, ...}
-    RequestJson tools;          // null or array, passed to the template
-    RequestJson extra_context;  // object (chat_template_kwargs)
+    RequestJson tools;          // null or a checked array of function tools, passed to the template
+    RequestJson extra_context;  // object: chat_template_kwargs, enable_thinking, reasoning_effort
+    ToolChoice tool_choice = ToolChoice::automatic;
+    std::string tool_choice_function;  // ToolChoice::function: the named tool
+    bool parallel_tool_calls = true;
+    chat::ReasoningFormat reasoning_format = chat::ReasoningFormat::parsed;
+    // Whether the request forces a call (tool_choice required or named, with tools).
+    bool forces_tool_call() const {
+        return !tools.is_null() && !tools.empty() &&
+               (tool_choice == ToolChoice::required || tool_choice == ToolChoice::function);
+    }
 };
 
 struct TokenizeRequest {
@@ -82,7 +94,12 @@ CompletionRequest parse_completion_request(const RequestJson& body, const ApiLim
 
 // POST /v1/chat/completions. max_tokens defaults to unlimited (the context bounds it).
 // Text content parts are joined with "\n"; other part types (images, audio) are rejected.
-// Role "developer" is passed to the template as "system".
+// Role "developer" is passed to the template as "system". Messages are normalised into what
+// templates expect: an assistant turn with `tool_calls` and a null content gets content "", and
+// a call's `function.arguments` given as a JSON text is parsed into its object (kept as the string
+// when it is not an object's JSON). `tools`, `tool_choice`, `parallel_tool_calls` and
+// `reasoning_format` are checked here; `enable_thinking` and `reasoning_effort` join
+// extra_context unless chat_template_kwargs sets them.
 ChatRequest parse_chat_request(const RequestJson& body, const ApiLimits& limits);
 
 // POST /tokenize: {"content", "add_special" = false, "parse_special" = true, "with_pieces"}.

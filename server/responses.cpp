@@ -94,6 +94,46 @@ json chat_chunk(const ResponseMeta& meta, int index, const json& delta, const js
             {"choices", json::array({std::move(choice)})}};
 }
 
+json chat_message_json(const chat::Message& message) {
+    json out = {{"role", "assistant"}};
+    const bool calls_only = message.content.empty() && !message.tool_calls.empty();
+    out["content"] = calls_only ? json(nullptr) : json(message.content);
+    if (!message.reasoning_content.empty()) out["reasoning_content"] = message.reasoning_content;
+    if (!message.tool_calls.empty()) {
+        json calls = json::array();
+        for (const chat::ToolCall& call : message.tool_calls) {
+            calls.push_back({{"id", call.id},
+                             {"type", "function"},
+                             {"function", {{"name", call.name}, {"arguments", call.arguments}}}});
+        }
+        out["tool_calls"] = std::move(calls);
+    }
+    return out;
+}
+
+json chat_delta_json(const chat::Delta& delta) {
+    json out = json::object();
+    if (!delta.reasoning_content.empty()) out["reasoning_content"] = delta.reasoning_content;
+    if (!delta.content.empty()) out["content"] = delta.content;
+    if (!delta.tool_calls.empty()) {
+        json calls = json::array();
+        for (const chat::ToolCallDelta& call : delta.tool_calls) {
+            json item = {{"index", call.index}};
+            json function = json::object();
+            if (!call.id.empty()) {
+                item["id"] = call.id;
+                item["type"] = "function";
+                function["name"] = call.name;
+            }
+            function["arguments"] = call.arguments;
+            item["function"] = std::move(function);
+            calls.push_back(std::move(item));
+        }
+        out["tool_calls"] = std::move(calls);
+    }
+    return out;
+}
+
 json usage_chunk(const ResponseMeta& meta, bool chat, const json& usage) {
     return {{"id", meta.id},
             {"object", chat ? "chat.completion.chunk" : "text_completion"},

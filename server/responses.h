@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "chat/parser.h"
 #include "engine/scheduler/generation.h"
 
 namespace ggufd::server {
@@ -59,6 +60,17 @@ nlohmann::json completion_chunk(const ResponseMeta& meta, int index, const std::
 // A streamed chat chunk for one choice with the given delta ({"role"}, {"content"} or {}).
 nlohmann::json chat_chunk(const ResponseMeta& meta, int index, const nlohmann::json& delta,
                           const nlohmann::json& logprobs, const nlohmann::json& finish);
+
+// A chat reply as OpenAI returns it: {"role", "content", "reasoning_content", "tool_calls"}.
+// content is null when the reply is only tool calls; reasoning_content and tool_calls appear only
+// when non-empty; each call is {"id", "type": "function", "function": {"name", "arguments"}}
+// with the arguments as JSON text.
+nlohmann::json chat_message_json(const chat::Message& message);
+
+// A streamed delta: only the parts the parser decided ("reasoning_content", "content",
+// "tool_calls": [{"index", "id", "type", "function": {"name", "arguments"}}], where a call's
+// later pieces carry only index and arguments). {} when nothing was decided.
+nlohmann::json chat_delta_json(const chat::Delta& delta);
 
 // The final usage chunk of a stream with include_usage: no choices, only usage.
 nlohmann::json usage_chunk(const ResponseMeta& meta, bool chat, const nlohmann::json& usage);

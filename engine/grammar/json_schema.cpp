@@ -1638,4 +1638,18 @@ std::string json_object_gbnf() {
     return Converter(empty).any_object();
 }
 
+std::string gbnf_literal(std::string_view utf8) {
+    return literal(utf8, "");
+}
+
+std::string gbnf_class_char(uint32_t cp) {
+    std::string out;
+    append_class_char(out, cp);
+    return out;
+}
+
+std::string gbnf_sequence(const std::vector<std::string>& items) {
+    return join(items);
+}
+
 }  // namespace ggufd::grammar

@@ -64,6 +64,8 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -89,5 +91,12 @@ std::string json_schema_to_gbnf(const nlohmann::ordered_json& schema);
 
 // The grammar of `response_format: {"type": "json_object"}`: any JSON object.
 std::string json_object_gbnf();
+
+// GBNF spellings as the converter writes them, for other writers of grammars (chat/'s tool-call
+// grammars): a string literal of UTF-8 text (SchemaError when it is not UTF-8), one code point
+// inside a character class, and items in sequence (empty ones left out).
+std::string gbnf_literal(std::string_view utf8);
+std::string gbnf_class_char(uint32_t cp);
+std::string gbnf_sequence(const std::vector<std::string>& items);
 
 }  // namespace ggufd::grammar

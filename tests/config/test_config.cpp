@@ -313,6 +313,22 @@ TEST(Config, ChatTemplateFilesForEveryModelOrOne) {
               "{{ 'one' }}");
 }
 
+TEST(Config, ToolParsersForEveryModelOrOne) {
+    const Config c = load({"--model", "a=/x/a.gguf", "--model", "b=/x/b.gguf", "--tool-parser",
+                           "hermes", "--tool-parser", "b=mistral"})
+                         .config;
+    EXPECT_EQ(c.tool_parsers,
+              (std::map<std::string, std::string>{{"", "hermes"}, {"b", "mistral"}}));
+    EXPECT_EQ(load({"--model", "b=/x/b.gguf"}, {{"GGUFD_TOOL_PARSER", "b=llama3"}})
+                  .config.tool_parsers.at("b"),
+              "llama3");
+    const std::string unknown = error_of({"--model", "a=/x/a.gguf", "--tool-parser", "zz=hermes"});
+    EXPECT_NE(unknown.find("tool-parser"), std::string::npos) << unknown;
+    EXPECT_NE(unknown.find("no model is named 'zz'"), std::string::npos) << unknown;
+    const std::string empty = error_of({"--tool-parser", "a="});
+    EXPECT_NE(empty.find("has no value"), std::string::npos) << empty;
+}
+
 TEST(Config, ChatTemplateFileErrorsNameTheSetting) {
     const std::string missing = error_of({"--chat-template-file", "/nonexistent/t.jinja"});
     EXPECT_NE(missing.find("chat-template-file"), std::string::npos) << missing;

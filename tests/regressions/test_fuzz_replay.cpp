@@ -90,6 +90,12 @@ TEST(FuzzReplay, HttpRequestSeedsAreAccepted) {
     EXPECT_EQ(replay(kCorpus / "fuzz_http_request", ggufd::fuzz::fuzz_http_request_one), n);
 }
 
+TEST(FuzzReplay, ChatSeedsParseAndBuildGrammars) {
+    const size_t n = files_in(kCorpus / "fuzz_chat").size();
+    ASSERT_GE(n, 20u);
+    EXPECT_EQ(replay(kCorpus / "fuzz_chat", ggufd::fuzz::fuzz_chat_one), n);
+}
+
 // Inputs that once crashed a target or broke an invariant (see docs/reliability.md).
 TEST(FuzzReplay, GrammarSeeds) {
     ASSERT_GE(files_in(kCorpus / "fuzz_grammar").size(), 4u);
@@ -106,6 +112,7 @@ TEST(FuzzReplay, FoundInputsStayFixed) {
     replay(kFound / "fuzz_http_request", ggufd::fuzz::fuzz_http_request_one);
     replay(kFound / "fuzz_grammar", ggufd::fuzz::fuzz_grammar_one);
     replay(kFound / "fuzz_json_schema", ggufd::fuzz::fuzz_json_schema_one);
+    replay(kFound / "fuzz_chat", ggufd::fuzz::fuzz_chat_one);
 }
 
 }  // namespace

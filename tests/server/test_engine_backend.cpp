@@ -51,6 +51,16 @@ TEST(EngineBackend, DescribeShowsTheHyperparametersRead) {
     EXPECT_FALSE(hp.contains("positions"));  // RoPE models say so under "rope"
 }
 
+// The reply family follows the template in use (the configured one replacing the model's).
+TEST(EngineBackend, ChatFamilyIsDetectedFromTheTemplate) {
+    EXPECT_EQ(demo()->chat_family(), ggufd::chat::Family::generic);
+    const auto b = demo(
+        "{% for m in messages %}{{ m.content }}{% for c in m.tool_calls %}<tool_call>\n"
+        "{{ c.function | tojson }}\n</tool_call>{% endfor %}{% endfor %}");
+    EXPECT_EQ(b->chat_family(), ggufd::chat::Family::hermes);
+    EXPECT_EQ(b->describe(false).at("tool_parser"), "hermes");
+}
+
 TEST(EngineBackend, TemplateMarkersBecomeSpecialTokens) {
     const auto b = demo();
     const int32_t im_start = id_of(*b, "<|im_start|>");

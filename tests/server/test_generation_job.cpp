@@ -205,5 +205,107 @@ TEST(GenerationJob, AnErrorInOneChoiceStopsTheOthers) {
     EXPECT_EQ(channel->chunks.back(), "data: [DONE]\n\n");
 }
 
+// Chat replies read by the family's parser: a Hermes call with reasoning before it.
+GenerationPlan hermes_plan(int choices, bool stream) {
+    GenerationPlan p = plan(ApiKind::chat, choices, stream);
+    chat::ParserOptions o;
+    o.family = chat::Family::hermes;
+    o.tools = json::parse(R"([{"type": "function", "function": {"name": "get"}}])");
+    o.make_id = [next = std::make_shared<int>(0)] { return "call_" + std::to_string((*next)++); };
+    p.chat_output = o;
+    return p;
+}
+
+const std::vector<std::string> kHermesReply = {"<th", "ink>plan</think>\n\nOk", "\n<tool_",
+                                               "call>\n{\"name\": \"get\", ",
+                                               "\"arguments\": {\"q\": 1}}\n</tool_call>"};
+
+TEST(GenerationJob, ChatReplyWithACallIsSplitIntoItsParts) {
+    auto channel = std::make_shared<RecordingChannel>();
+    ManualGenerator gen;
+    auto job = std::make_shared<GenerationJob>(hermes_plan(2, false), channel);
+    job->start(gen);
+    for (const auto& piece : kHermesReply) gen.requests[0].sink->on_token(token(piece));
+    gen.requests[0].sink->on_finish(FinishReason::stop, usage(5), {});
+    gen.requests[1].sink->on_token(token("<tool_call>\n{\"name\": \"get\", \"arguments\": {}}"));
+    gen.requests[1].sink->on_token(token("\n</tool_call>"));
+    gen.requests[1].sink->on_finish(FinishReason::stop, usage(2), {});
+    channel->drain();
+    ASSERT_TRUE(channel->response);
+    json b = json::parse(channel->response->body);
+    const json& m0 = b["choices"][0]["message"];
+    EXPECT_EQ(m0["role"], "assistant");
+    EXPECT_EQ(m0["content"], "Ok");
+    EXPECT_EQ(m0["reasoning_content"], "plan");
+    ASSERT_EQ(m0["tool_calls"].size(), 1u);
+    EXPECT_EQ(m0["tool_calls"][0]["type"], "function");
+    EXPECT_EQ(m0["tool_calls"][0]["function"]["name"], "get");
+    EXPECT_EQ(m0["tool_calls"][0]["function"]["arguments"], R"({"q":1})");
+    EXPECT_EQ(b["choices"][0]["finish_reason"], "tool_calls");
+    // Only calls: content is null, as OpenAI answers; each choice has its own parser and ids.
+    const json& m1 = b["choices"][1]["message"];
+    EXPECT_TRUE(m1["content"].is_null());
+    EXPECT_FALSE(m1.contains("reasoning_content"));
+    EXPECT_EQ(m1["tool_calls"][0]["function"]["arguments"], "{}");
+    EXPECT_NE(m1["tool_calls"][0]["id"], m0["tool_calls"][0]["id"]);
+    EXPECT_EQ(b["choices"][1]["finish_reason"], "tool_calls");
+}
+
+TEST(GenerationJob, ChatStreamSendsReasoningContentAndCallDeltas) {
+    auto channel = std::make_shared<RecordingChannel>();
+    ManualGenerator gen;
+    auto job = std::make_shared<GenerationJob>(hermes_plan(1, true), channel);
+    job->start(gen);
+    for (const auto& piece : kHermesReply) gen.requests[0].sink->on_token(token(piece));
+    gen.requests[0].sink->on_finish(FinishReason::stop, usage(5), {});
+    channel->drain();
+    ASSERT_GE(channel->chunks.size(), 3u);
+    EXPECT_EQ(channel->chunks.back(), "data: [DONE]\n\n");
+    std::string reasoning, content;
+    json calls = json::array();
+    json finish;
+    for (size_t i = 1; i + 1 < channel->chunks.size(); ++i) {
+        json choice = json::parse(channel->chunks[i].substr(6))["choices"][0];
+        const json& d = choice["delta"];
+        // Nothing is sent while the parser holds text back: every delta says something.
+        if (choice["finish_reason"].is_null()) {
+            EXPECT_FALSE(d.empty()) << d;
+        }
+        EXPECT_FALSE(d.contains("content") &&
+                     d["content"].get<std::string>().find('<') != std::string::npos)
+            << "markup leaked: " << d;
+        if (d.contains("reasoning_content")) reasoning += d["reasoning_content"];
+        if (d.contains("content")) content += d["content"];
+        if (d.contains("tool_calls")) {
+            for (const auto& c : d["tool_calls"]) calls.push_back(c);
+        }
+        if (!choice["finish_reason"].is_null()) finish = choice["finish_reason"];
+    }
+    EXPECT_EQ(reasoning, "plan");
+    EXPECT_EQ(content, "Ok");
+    ASSERT_EQ(calls.size(), 1u);
+    EXPECT_EQ(calls[0]["index"], 0);
+    EXPECT_EQ(calls[0]["id"], "call_0");
+    EXPECT_EQ(calls[0]["type"], "function");
+    EXPECT_EQ(calls[0]["function"]["name"], "get");
+    EXPECT_EQ(calls[0]["function"]["arguments"], R"({"q":1})");
+    EXPECT_EQ(finish, "tool_calls");
+}
+
+// A reply cut by max_tokens keeps "length", and an unfinished call is text.
+TEST(GenerationJob, ChatReplyCutInACallIsContent) {
+    auto channel = std::make_shared<RecordingChannel>();
+    ManualGenerator gen;
+    auto job = std::make_shared<GenerationJob>(hermes_plan(1, false), channel);
+    job->start(gen);
+    gen.requests[0].sink->on_token(token("<tool_call>\n{\"name\": \"ge"));
+    gen.requests[0].sink->on_finish(FinishReason::length, usage(3), {});
+    channel->drain();
+    json b = json::parse(channel->response->body);
+    EXPECT_EQ(b["choices"][0]["message"]["content"], "<tool_call>\n{\"name\": \"ge");
+    EXPECT_FALSE(b["choices"][0]["message"].contains("tool_calls"));
+    EXPECT_EQ(b["choices"][0]["finish_reason"], "length");
+}
+
 }  // namespace
 }  // namespace ggufd::server

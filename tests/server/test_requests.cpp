@@ -290,8 +290,12 @@ TEST(ParseChat, MessagesAndDefaults) {
     ASSERT_EQ(r.messages.size(), 3u);
     EXPECT_EQ(r.messages[0]["role"], "system");
     EXPECT_EQ(r.messages[1]["content"], "a\nb");
-    EXPECT_TRUE(r.messages[2]["content"].is_null());
+    // Templates (Qwen3's) raise on a null content: the turn that made calls gets "".
+    EXPECT_EQ(r.messages[2]["content"], "");
     EXPECT_TRUE(r.messages[2].contains("tool_calls"));
+    EXPECT_EQ(r.tool_choice, ToolChoice::automatic);
+    EXPECT_TRUE(r.parallel_tool_calls);
+    EXPECT_EQ(r.reasoning_format, chat::ReasoningFormat::parsed);
     EXPECT_EQ(r.stop.max_tokens, -1);
     EXPECT_FALSE(r.logprobs);
     EXPECT_EQ(r.sampling.top_logprobs, -1);
@@ -430,6 +434,132 @@ TEST(ParseJsonBody, KeepsTheClientsKeyOrder) {
     EXPECT_EQ(r.messages.dump(), R"([{"role":"user","name":"n","content":"c"}])");
     EXPECT_EQ(r.tools.dump(),
               R"([{"type":"function","function":{"name":"f","description":"d","parameters":{}}}])");
+}
+
+// A tool loop as OpenAI clients send it: the calling turn with content null and the arguments as
+// JSON text, then the tool's result.
+TEST(ParseChat, NormalisesAToolLoopForTheTemplate) {
+    auto r = parse_chat_request(parse_json_body(R"({"messages": [
+            {"role": "user", "content": "weather?"},
+            {"role": "assistant", "content": null, "tool_calls": [
+                {"id": "call_1", "type": "function",
+                 "function": {"name": "get", "arguments": "{\"z\": 1, \"a\": [2]}"}},
+                {"id": "call_2", "type": "function",
+                 "function": {"name": "get", "arguments": "not json"}},
+                {"id": "call_3", "type": "function",
+                 "function": {"name": "get", "arguments": "[1]"}}]},
+            {"role": "tool", "tool_call_id": "call_1", "name": "get", "content": "sunny"}]})"),
+                                limits);
+    EXPECT_EQ(
+        r.messages[1].dump(),
+        R"({"role":"assistant","content":"","tool_calls":[)"
+        R"({"id":"call_1","type":"function","function":{"name":"get","arguments":{"z":1,"a":[2]}}},)"
+        R"({"id":"call_2","type":"function","function":{"name":"get","arguments":"not json"}},)"
+        R"({"id":"call_3","type":"function","function":{"name":"get","arguments":"[1]"}}]})");
+    EXPECT_EQ(r.messages[2].dump(),
+              R"({"role":"tool","tool_call_id":"call_1","name":"get","content":"sunny"})");
+    // An assistant turn without calls keeps its null content.
+    r = parse_chat_request(json{{"messages", {{{"role", "assistant"}, {"content", nullptr}}}}},
+                           limits);
+    EXPECT_TRUE(r.messages[0]["content"].is_null());
+
+    for (const char* bad : {R"("x")", R"([1])", R"([{"function": 1}])", R"([{"function": {}}])"}) {
+        auto e = error_of([&] {
+            parse_chat_request(parse_json_body(std::string(R"({"messages": [{"role": "assistant",
+                "content": null, "tool_calls": )") +
+                                               bad + "}]}"),
+                               limits);
+        });
+        EXPECT_EQ(e.param(), "messages") << bad;
+        EXPECT_NE(std::string(e.what()).find("messages[0].tool_calls"), std::string::npos)
+            << e.what();
+    }
+}
+
+TEST(ParseChat, ToolsAreCheckedNamingTheField) {
+    const json msgs = {{{"role", "user"}, {"content", "x"}}};
+    const std::vector<std::pair<json, std::string>> cases = {
+        {json::array({1}), "tools[0]"},
+        {json::array({{{"type", "retrieval"}}}), "tools[0].type"},
+        {json::array({{{"type", "function"}}}), "tools[0].function"},
+        {json::array({{{"type", "function"}, {"function", {{"name", "a b"}}}}}),
+         "tools[0].function.name"},
+        {json::array({{{"type", "function"}, {"function", {{"name", "f"}, {"description", 1}}}}}),
+         "tools[0].function.description"},
+        {json::array({{{"type", "function"}, {"function", {{"name", "f"}}}},
+                      {{"type", "function"}, {"function", {{"name", "g"}, {"parameters", 2}}}}}),
+         "tools[1].function.parameters"},
+    };
+    for (const auto& [tools, where] : cases) {
+        auto e = error_of([&] {
+            parse_chat_request({{"messages", msgs}, {"tools", tools}}, limits);
+        });
+        EXPECT_EQ(e.param(), "tools");
+        EXPECT_NE(std::string(e.what()).find("'" + where), std::string::npos) << e.what();
+    }
+}
+
+TEST(ParseChat, ToolChoiceAndReasoningFields) {
+    const json msgs = {{{"role", "user"}, {"content", "x"}}};
+    const json tools = {{{"type", "function"}, {"function", {{"name", "f"}}}},
+                        {{"type", "function"}, {"function", {{"name", "g"}}}}};
+    json body = {{"messages", msgs}, {"tools", tools}};
+    body["tool_choice"] = "required";
+    body["parallel_tool_calls"] = false;
+    auto r = parse_chat_request(body, limits);
+    EXPECT_EQ(r.tool_choice, ToolChoice::required);
+    EXPECT_FALSE(r.parallel_tool_calls);
+    EXPECT_TRUE(r.forces_tool_call());
+
+    body["tool_choice"] = {{"type", "function"}, {"function", {{"name", "g"}}}};
+    r = parse_chat_request(body, limits);
+    EXPECT_EQ(r.tool_choice, ToolChoice::function);
+    EXPECT_EQ(r.tool_choice_function, "g");
+
+    body["tool_choice"] = "none";
+    r = parse_chat_request(body, limits);
+    EXPECT_EQ(r.tool_choice, ToolChoice::none);
+    EXPECT_FALSE(r.forces_tool_call());
+
+    for (json bad : {json("sometimes"), json{{"type", "function"}, {"function", {{"name", "h"}}}},
+                     json{{"type", "function"}}, json(3)}) {
+        body["tool_choice"] = bad;
+        EXPECT_EQ(error_of([&] { parse_chat_request(body, limits); }).param(), "tool_choice")
+            << bad;
+    }
+    body["tool_choice"] = "required";
+    body["grammar"] = "root ::= \"x\"";
+    EXPECT_EQ(error_of([&] { parse_chat_request(body, limits); }).param(), "tool_choice");
+    body.erase("grammar");
+    body["parallel_tool_calls"] = "yes";
+    EXPECT_EQ(error_of([&] { parse_chat_request(body, limits); }).param(), "parallel_tool_calls");
+
+    r = parse_chat_request({{"messages", msgs}, {"reasoning_format", "none"}}, limits);
+    EXPECT_EQ(r.reasoning_format, chat::ReasoningFormat::none);
+    r = parse_chat_request({{"messages", msgs}, {"reasoning_format", "deepseek"}}, limits);
+    EXPECT_EQ(r.reasoning_format, chat::ReasoningFormat::parsed);
+    EXPECT_EQ(error_of([&] {
+                  parse_chat_request({{"messages", msgs}, {"reasoning_format", "xml"}}, limits);
+              }).param(),
+              "reasoning_format");
+
+    // Top-level enable_thinking / reasoning_effort reach the template; chat_template_kwargs wins.
+    r = parse_chat_request(
+        {{"messages", msgs}, {"enable_thinking", false}, {"reasoning_effort", "low"}}, limits);
+    EXPECT_EQ(r.extra_context.dump(), R"({"enable_thinking":false,"reasoning_effort":"low"})");
+    r = parse_chat_request({{"messages", msgs},
+                            {"enable_thinking", false},
+                            {"chat_template_kwargs", {{"enable_thinking", true}}}},
+                           limits);
+    EXPECT_EQ(r.extra_context.dump(), R"({"enable_thinking":true})");
+    EXPECT_EQ(error_of([&] {
+                  parse_chat_request({{"messages", msgs}, {"enable_thinking", "no"}}, limits);
+              }).param(),
+              "enable_thinking");
+    EXPECT_EQ(error_of([&] {
+                  parse_chat_request({{"messages", msgs}, {"reasoning_effort", 1}}, limits);
+              }).param(),
+              "reasoning_effort");
 }
 
 // The output constraint: which texts each request form lets the model write.

@@ -107,5 +107,35 @@ TEST(HttpRequest, HeadersAndQuery) {
     EXPECT_EQ(url_decode("%2Fx%zz%4"), "/x%zz%4");
 }
 
+TEST(ChatShapes, MessageAndDeltaAsOpenAiWritesThem) {
+    chat::Message m;
+    m.content = "hi";
+    EXPECT_EQ(chat_message_json(m), json({{"role", "assistant"}, {"content", "hi"}}));
+    m.content.clear();
+    m.reasoning_content = "r";
+    m.tool_calls.push_back({"call_1", "f", R"({"a":1})"});
+    EXPECT_EQ(chat_message_json(m),
+              json({{"role", "assistant"},
+                    {"content", nullptr},
+                    {"reasoning_content", "r"},
+                    {"tool_calls",
+                     {{{"id", "call_1"},
+                       {"type", "function"},
+                       {"function", {{"name", "f"}, {"arguments", R"({"a":1})"}}}}}}}));
+
+    EXPECT_EQ(chat_delta_json({}), json::object());
+    chat::Delta d;
+    d.content = "x";
+    d.tool_calls.push_back({1, "call_2", "g", "{"});
+    d.tool_calls.push_back({1, "", "", "}"});  // a later piece: index and arguments only
+    EXPECT_EQ(chat_delta_json(d), json({{"content", "x"},
+                                        {"tool_calls",
+                                         {{{"index", 1},
+                                           {"id", "call_2"},
+                                           {"type", "function"},
+                                           {"function", {{"name", "g"}, {"arguments", "{"}}}},
+                                          {{"index", 1}, {"function", {{"arguments", "}"}}}}}}}));
+}
+
 }  // namespace
 }  // namespace ggufd::server

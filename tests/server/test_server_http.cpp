@@ -5,6 +5,7 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 
+#include "engine/grammar/matcher.h"
 #include "server/server.h"
 #include "tests/server/fake_model.h"
 
@@ -356,6 +357,43 @@ TEST_F(ServerTest, ChatNonStreamed) {
     EXPECT_EQ(reqs[0].prompt, backend->tokenize(rendered, false, true));
     EXPECT_EQ(b["usage"]["prompt_tokens"], reqs[0].prompt.size());
     EXPECT_EQ(reqs[0].stop.max_tokens, -1);
+}
+
+// tool_choice "required" constrains the reply to the family's call text (the fake model's
+// template shows no markup: generic JSON calls), and the reply comes back as tool_calls.
+TEST_F(ServerTest, ForcedToolCallIsConstrainedAndReturnedAsACall) {
+    start();
+    Client c(port);
+    json tools = json::parse(R"([{"type": "function", "function": {"name": "f",
+        "parameters": {"type": "object", "properties": {"a": {"type": "integer"}}}}}])");
+    gen().set_script(testing::FakeGenerator::pieces(
+        {R"({"tool_call": {"name": "f", )", R"("arguments": {"a": 1}}})"}));
+    auto r = c.post("/v1/chat/completions",
+                    {{"messages", chat_messages}, {"tools", tools}, {"tool_choice", "required"}});
+    ASSERT_EQ(r.result_int(), 200) << r.body();
+    json b = body_of(r);
+    EXPECT_TRUE(b["choices"][0]["message"]["content"].is_null());
+    EXPECT_EQ(b["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"], R"({"a":1})");
+    EXPECT_EQ(b["choices"][0]["finish_reason"], "tool_calls");
+    auto reqs = gen().requests();
+    ASSERT_EQ(reqs.size(), 1u);
+    ASSERT_TRUE(reqs[0].sampling.grammar);
+    EXPECT_TRUE(grammar::matches(*reqs[0].sampling.grammar,
+                                 R"({"tool_call": {"name": "f", "arguments": {"a": 1}}})"));
+    EXPECT_FALSE(grammar::matches(*reqs[0].sampling.grammar, "Hello"));
+
+    // tool_choice auto leaves the output free.
+    r = c.post("/v1/chat/completions", {{"messages", chat_messages}, {"tools", tools}});
+    ASSERT_EQ(r.result_int(), 200) << r.body();
+    EXPECT_FALSE(gen().requests().back().sampling.grammar);
+
+    // A schema the converter refuses is a 400 saying where.
+    tools[0]["function"]["parameters"]["properties"]["a"]["multipleOf"] = 3;
+    r = c.post("/v1/chat/completions",
+               {{"messages", chat_messages}, {"tools", tools}, {"tool_choice", "required"}});
+    ASSERT_EQ(r.result_int(), 400) << r.body();
+    EXPECT_EQ(body_of(r)["error"]["param"], "tools");
+    EXPECT_NE(r.body().find("/tools/0/function/parameters"), std::string::npos) << r.body();
 }
 
 TEST_F(ServerTest, ChatTemplateRaiseIsABadRequest) {

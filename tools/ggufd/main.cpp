@@ -5,10 +5,12 @@
 
 #include <chrono>
 #include <cstdio>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "chat/family.h"
 #include "config/config.h"
 #include "config/logging.h"
 #include "engine/kernels/cpu_features.h"
@@ -31,13 +33,30 @@ ggufd::scheduler::SchedulerParams scheduler_params(const ggufd::config::Config& 
     return p;
 }
 
-// The configured chat template for a model: its own entry, else the one for every model.
-std::optional<std::string> chat_template_for(const ggufd::config::Config& c,
-                                             const std::string& model) {
-    auto it = c.chat_templates.find(model);
-    if (it == c.chat_templates.end()) it = c.chat_templates.find("");
-    if (it == c.chat_templates.end()) return std::nullopt;
+// A per-model setting's value for a model: its own entry, else the one for every model.
+std::optional<std::string> value_for(const std::map<std::string, std::string>& values,
+                                     const std::string& model) {
+    auto it = values.find(model);
+    if (it == values.end()) it = values.find("");
+    if (it == values.end()) return std::nullopt;
     return it->second;
+}
+
+// The --tool-parser names, checked here since the config library does not know the families.
+std::optional<std::string> unknown_tool_parser(const ggufd::config::LoadResult& loaded) {
+    for (const auto& [model, parser] : loaded.config.tool_parsers) {
+        if (ggufd::chat::family_from_name(parser)) continue;
+        std::string names;
+        for (std::string_view n : ggufd::chat::family_names()) {
+            names += names.empty() ? "" : ", ";
+            names += n;
+        }
+        auto source = loaded.sources.find("tool-parser");
+        return "invalid tool-parser (from " +
+               (source == loaded.sources.end() ? std::string("default") : source->second) +
+               "): unknown parser '" + parser + "'; one of " + names;
+    }
+    return std::nullopt;
 }
 
 }  // namespace
@@ -54,6 +73,10 @@ int main(int argc, char** argv) {
     if (loaded.exit_now) {
         std::printf("%s\n", loaded.message.c_str());
         return 0;
+    }
+    if (auto error = unknown_tool_parser(loaded)) {
+        std::fprintf(stderr, "ggufd: %s\n", error->c_str());
+        return 2;
     }
     const config::Config& cfg = loaded.config;
     config::setup_logging(cfg.log_format, cfg.log_level);
@@ -85,8 +108,9 @@ int main(int argc, char** argv) {
         return p;
     };
     if (cfg.models.empty()) {
-        auto demo = server::make_demo_backend(params_for(server::kDemoModelName),
-                                              chat_template_for(cfg, server::kDemoModelName));
+        auto demo =
+            server::make_demo_backend(params_for(server::kDemoModelName),
+                                      value_for(cfg.chat_templates, server::kDemoModelName));
         observe(*demo);
         registry.add(std::move(demo));
         spdlog::warn(
@@ -101,12 +125,16 @@ int main(int argc, char** argv) {
             server::EngineBackendOptions options;
             options.name = spec.name;
             options.scheduler = params_for(spec.name);
-            options.chat_template = chat_template_for(cfg, spec.name);
+            options.chat_template = value_for(cfg.chat_templates, spec.name);
+            if (auto parser = value_for(cfg.tool_parsers, spec.name)) {
+                options.tool_parser = chat::family_from_name(*parser);
+            }
             auto backend = server::EngineBackend::load(spec.path, options);
-            spdlog::info("model '{}' loaded from {} in {:.3f} s ({}, {} slots of {} tokens)",
-                         spec.name, spec.path, backend->load_seconds(),
-                         backend->model().hparams().arch, backend->scheduler().n_slots(),
-                         backend->scheduler().context_size());
+            spdlog::info(
+                "model '{}' loaded from {} in {:.3f} s ({}, {} slots of {} tokens, tool parser {})",
+                spec.name, spec.path, backend->load_seconds(), backend->model().hparams().arch,
+                backend->scheduler().n_slots(), backend->scheduler().context_size(),
+                chat::family_name(backend->chat_family()));
             observe(*backend);
             registry.add(std::move(backend));
             continue;

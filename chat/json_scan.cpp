@@ -1,0 +1,226 @@
+#include "chat/json_scan.h"
+
+#include <vector>
+
+namespace ggufd::chat::detail {
+
+enum class JsonScanner::St : unsigned char {
+    value,      // a value must come
+    arr_first,  // after '[': a value or ']'
+    obj_first,  // after '{': a key or '}'
+    obj_key,    // after ',' in an object: a key
+    colon,      // after a key
+    after,      // after a value inside a container: ',' or the closing bracket
+    str,
+    str_escape,
+    str_hex,
+    num_minus,  // '-' read
+    num_zero,   // a leading 0 read
+    num_int,
+    num_dot,  // '.' read, a digit must follow
+    num_frac,
+    num_e,       // 'e' read
+    num_e_sign,  // 'e+' read
+    num_exp,
+    literal,  // inside true / false / null
+};
+
+namespace {
+
+bool blank(char c) {
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+bool digit(char c) {
+    return c >= '0' && c <= '9';
+}
+bool hex(char c) {
+    return digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+}
+
+}  // namespace
+
+Scan JsonScanner::feed(std::string_view s) {
+    if (status_ != Scan::more) return status_;
+    auto fail = [this] { return status_ = Scan::bad; };
+    if (read_ == 0 && !s.empty()) {
+        if (s[0] != '{' && s[0] != '[') return fail();
+        st_ = St::value;
+    }
+    // The state lives in the members; locals keep the loop tight.
+    St st = st_;
+    bool key = key_;
+    int hex_left = hex_left_;
+    std::string_view rest = literal_;
+    std::vector<char>& stack = stack_;
+    auto save = [&] {
+        st_ = st;
+        key_ = key;
+        hex_left_ = hex_left;
+        literal_ = rest;
+    };
+    for (size_t i = 0; i < s.size(); ++i) {
+        const char c = s[i];
+        // A number ends at the first byte that cannot continue it; that byte is then read as
+        // whatever follows a value.
+        const bool whole = st == St::num_zero || st == St::num_int;
+        if (whole || st == St::num_frac || st == St::num_exp) {
+            if (digit(c) && st != St::num_zero) continue;
+            if (c == '.' && whole) {
+                st = St::num_dot;
+                continue;
+            }
+            if ((c == 'e' || c == 'E') && st != St::num_exp) {
+                st = St::num_e;
+                continue;
+            }
+            st = St::after;
+        }
+        switch (st) {
+            case St::arr_first:
+                if (blank(c)) continue;
+                if (c == ']') goto close;
+                st = St::value;
+                [[fallthrough]];
+            case St::value:
+                if (blank(c)) continue;
+                if (c == '{' || c == '[') {
+                    if (stack.size() >= kMaxJsonDepth) return fail();
+                    stack.push_back(c);
+                    st = c == '{' ? St::obj_first : St::arr_first;
+                } else if (c == '"') {
+                    st = St::str;
+                    key = false;
+                } else if (c == '-') {
+                    st = St::num_minus;
+                } else if (c == '0') {
+                    st = St::num_zero;
+                } else if (digit(c)) {
+                    st = St::num_int;
+                } else if (c == 't') {
+                    st = St::literal;
+                    rest = "rue";
+                } else if (c == 'f') {
+                    st = St::literal;
+                    rest = "alse";
+                } else if (c == 'n') {
+                    st = St::literal;
+                    rest = "ull";
+                } else {
+                    return fail();
+                }
+                continue;
+            case St::obj_first:
+                if (blank(c)) continue;
+                if (c == '}') goto close;
+                [[fallthrough]];
+            case St::obj_key:
+                if (blank(c)) continue;
+                if (c != '"') return fail();
+                st = St::str;
+                key = true;
+                continue;
+            case St::colon:
+                if (blank(c)) continue;
+                if (c != ':') return fail();
+                st = St::value;
+                continue;
+            case St::after:
+                if (blank(c)) continue;
+                if (c == ',') {
+                    st = stack.back() == '{' ? St::obj_key : St::value;
+                    continue;
+                }
+                if ((c == '}' && stack.back() == '{') || (c == ']' && stack.back() == '[')) {
+                    goto close;
+                }
+                return fail();
+            case St::str:
+                if (c == '"') {
+                    st = key ? St::colon : St::after;
+                } else if (c == '\\') {
+                    st = St::str_escape;
+                } else if (static_cast<unsigned char>(c) < 0x20) {
+                    return fail();
+                }
+                continue;
+            case St::str_escape:
+                if (c == 'u') {
+                    st = St::str_hex;
+                    hex_left = 4;
+                } else if (c == '"' || c == '\\' || c == '/' || c == 'b' || c == 'f' || c == 'n' ||
+                           c == 'r' || c == 't') {
+                    st = St::str;
+                } else {
+                    return fail();
+                }
+                continue;
+            case St::str_hex:
+                if (!hex(c)) return fail();
+                if (--hex_left == 0) st = St::str;
+                continue;
+            case St::num_minus:
+                if (c == '0') {
+                    st = St::num_zero;
+                } else if (digit(c)) {
+                    st = St::num_int;
+                } else {
+                    return fail();
+                }
+                continue;
+            case St::num_dot:
+                if (!digit(c)) return fail();
+                st = St::num_frac;
+                continue;
+            case St::num_e:
+                if (c == '+' || c == '-') {
+                    st = St::num_e_sign;
+                } else if (digit(c)) {
+                    st = St::num_exp;
+                } else {
+                    return fail();
+                }
+                continue;
+            case St::num_e_sign:
+                if (!digit(c)) return fail();
+                st = St::num_exp;
+                continue;
+            case St::literal:
+                if (c != rest.front()) return fail();
+                rest.remove_prefix(1);
+                if (rest.empty()) st = St::after;
+                continue;
+            default:  // the number states were resolved above
+                return fail();
+        }
+    close:
+        stack.pop_back();
+        if (stack.empty()) {
+            read_ += i + 1;
+            return status_ = Scan::ok;
+        }
+        st = St::after;
+    }
+    read_ += s.size();
+    save();
+    return Scan::more;
+}
+
+JsonScanner& JsonScanners::at(size_t offset) {
+    for (auto& [at, scanner] : scanners_) {
+        if (at == offset) return scanner;
+    }
+    return scanners_.emplace_back(offset, JsonScanner()).second;
+}
+
+void JsonScanners::drop_before(size_t offset) {
+    std::erase_if(scanners_, [offset](const auto& entry) { return entry.first < offset; });
+}
+
+JsonExtent scan_json(std::string_view text, bool at_end) {
+    JsonScanner scanner;
+    Scan status = scanner.feed(text);
+    if (status == Scan::more && at_end) status = Scan::bad;
+    return {status, status == Scan::ok ? scanner.length() : 0};
+}
+
+}  // namespace ggufd::chat::detail

@@ -1,0 +1,932 @@
+#include "chat/parser.h"
+
+#include <algorithm>
+#include <initializer_list>
+#include <memory>
+#include <random>
+#include <stdexcept>
+#include <utility>
+
+#include "chat/common.h"
+#include "chat/json_scan.h"
+#include "engine/tokenizer/unicode.h"
+
+namespace ggufd::chat {
+
+using detail::Scan;
+using json = nlohmann::ordered_json;
+
+namespace {
+
+bool all_blank(std::string_view s) {
+    return std::all_of(s.begin(), s.end(), is_blank);
+}
+
+bool name_char(char c) {
+    return is_function_name_char(c);
+}
+// Harmony header words (channels, recipients such as functions.NAME, content types).
+bool word_char(char c) {
+    return name_char(c) || c == '.' || c == ':';
+}
+// A parameter name of the XML formats: anything up to its closing character, on one line.
+bool key_char(char c) {
+    return c != '>' && c != '"' && c != '<' && c != '\n';
+}
+
+constexpr size_t kMaxName = 256;
+constexpr size_t kMaxHarmonyHeader = 512;
+
+bool valid_name(std::string_view n) {
+    return is_function_name(n);
+}
+
+// Compact JSON, key order kept; bytes that are not UTF-8 (possible in raw parameter text) are
+// replaced rather than thrown on.
+std::string compact(const json& v) {
+    return v.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+// The buffered text of a region, read step by step; every step answers ok, more (the text so far
+// is a valid beginning) or bad. `at_end`: no more text will come, so "more" becomes "bad".
+struct Cursor {
+    std::string_view text;
+    size_t pos = 0;
+    bool at_end = false;
+    size_t base = 0;  // stream offset of text[0]
+    detail::JsonScanners* scanners = nullptr;
+
+    std::string_view rest() const { return text.substr(pos); }
+    Scan out_of_text() const { return at_end ? Scan::bad : Scan::more; }
+    void skip_blanks() {
+        while (pos < text.size() && is_blank(text[pos])) ++pos;
+    }
+    Scan starts(std::string_view lit) const {
+        const std::string_view r = rest();
+        if (r.starts_with(lit)) return Scan::ok;
+        if (lit.starts_with(r)) return out_of_text();
+        return Scan::bad;
+    }
+    Scan accept(std::string_view lit) {
+        const Scan s = starts(lit);
+        if (s == Scan::ok) pos += lit.size();
+        return s;
+    }
+    // The one of `lits` that comes next, consumed (ok and its index), or more / bad.
+    Scan accept_any(std::initializer_list<std::string_view> lits, size_t& index) {
+        Scan result = Scan::bad;
+        index = 0;
+        for (std::string_view lit : lits) {
+            const Scan s = starts(lit);
+            if (s == Scan::ok) {
+                pos += lit.size();
+                return s;
+            }
+            if (s == Scan::more) result = s;
+            ++index;
+        }
+        return result;
+    }
+    // The markup that ends a region: it may be missing when the text ends right here (a model
+    // stopped by its end-of-generation token, which the text does not hold).
+    Scan closer(std::string_view lit) {
+        if (at_end && pos == text.size()) return Scan::ok;
+        return accept(lit);
+    }
+    template <class Pred>
+    Scan token(std::string& out, Pred pred) {
+        size_t end = pos;
+        while (end < text.size() && pred(text[end]) && end - pos <= kMaxName) ++end;
+        if (end - pos > kMaxName) return Scan::bad;
+        if (end == text.size() && !at_end) return Scan::more;
+        if (end == pos) return Scan::bad;
+        out.assign(text.substr(pos, end - pos));
+        pos = end;
+        return Scan::ok;
+    }
+    Scan name(std::string& out) { return token(out, name_char); }
+    // The text up to `marker`, which is consumed too.
+    Scan until(std::string_view marker, std::string_view& out) {
+        const size_t at = text.find(marker, pos);
+        if (at == std::string_view::npos) return out_of_text();
+        out = text.substr(pos, at - pos);
+        pos = at + marker.size();
+        return Scan::ok;
+    }
+    // A JSON object or array. Its scanner is kept (by stream offset), so a value that arrives
+    // in many pieces is read once.
+    Scan value(json& out) {
+        if (pos == text.size()) return out_of_text();
+        detail::JsonScanner local;
+        detail::JsonScanner* scanner = scanners != nullptr ? &scanners->at(base + pos) : &local;
+        Scan s = scanner->feed(rest().substr(scanner->length()));
+        if (s == Scan::more && at_end) s = Scan::bad;
+        if (s != Scan::ok) return s;
+        out = json::parse(text.substr(pos, scanner->length()), nullptr, /*allow_exceptions=*/false);
+        if (out.is_discarded()) return Scan::bad;  // e.g. a string that is not UTF-8
+        pos += scanner->length();
+        return Scan::ok;
+    }
+};
+
+#define CHAT_TRY(step)                                \
+    do {                                              \
+        if (const Scan s_ = (step); s_ != Scan::ok) { \
+            return RegionResult{s_};                  \
+        }                                             \
+    } while (0)
+
+struct Call {
+    std::string name;
+    std::string arguments;
+};
+
+struct RegionResult {
+    Scan status = Scan::bad;
+    std::vector<Call> calls = {};
+    bool opens_reasoning = false;  // harmony: an analysis message begins
+};
+
+RegionResult done(std::vector<Call> calls) {
+    return {Scan::ok, std::move(calls)};
+}
+
+const json* member(const json& object, std::string_view key) {
+    const auto it = object.find(key);
+    return it == object.end() ? nullptr : &*it;
+}
+
+// The arguments of a JSON call object: an object, or a string holding one (some models quote
+// them). Missing arguments mean none, except where the object alone must prove it is a call.
+std::optional<std::string> arguments_text(const json* args, bool strict) {
+    if (args == nullptr) return strict ? std::nullopt : std::optional<std::string>("{}");
+    if (args->is_object()) return compact(*args);
+    if (args->is_string()) {
+        const json inner = json::parse(args->get_ref<const std::string&>(), nullptr, false);
+        if (inner.is_object()) return compact(inner);
+    }
+    return std::nullopt;
+}
+
+// A call object: {"name": .., "arguments": ..} and its spellings ("parameters" for Llama and
+// Command R7B, "tool_name", OpenAI's {"function": {...}} nesting). `strict` for a reply that is
+// nothing but the object: then it must have the name and arguments and no unrelated keys, so an
+// answer that merely is JSON stays content.
+bool read_call_object(const json& v, Call& out, bool strict) {
+    if (!v.is_object()) return false;
+    if (!strict) {
+        if (const json* f = member(v, "function"); f != nullptr && f->is_object()) {
+            return read_call_object(*f, out, false);
+        }
+    }
+    const json* name = member(v, "name");
+    if (name == nullptr) name = member(v, "tool_name");
+    const json* args = member(v, "arguments");
+    if (args == nullptr) args = member(v, "parameters");
+    if (strict) {
+        for (const auto& [key, value] : v.items()) {
+            if (key == "type"
+                    ? value != "function"
+                    : key != "name" && key != "arguments" && key != "parameters" && key != "id") {
+                return false;
+            }
+        }
+    }
+    if (name == nullptr || !name->is_string() || !valid_name(name->get_ref<const std::string&>())) {
+        return false;
+    }
+    std::optional<std::string> text = arguments_text(args, strict);
+    if (!text) return false;
+    out = {name->get<std::string>(), std::move(*text)};
+    return true;
+}
+
+// A non-empty array of call objects, or one.
+bool read_calls(const json& v, std::vector<Call>& out, bool strict) {
+    if (!v.is_array()) return read_call_object(v, out.emplace_back(), strict);
+    if (v.empty()) return false;
+    for (const json& item : v) {
+        if (!read_call_object(item, out.emplace_back(), strict)) return false;
+    }
+    return true;
+}
+
+}  // namespace
+
+// Each tool's parameter schemas, for the formats that write values unquoted.
+class detail::ParameterSchemas {
+  public:
+    explicit ParameterSchemas(const json& tools) {
+        if (!tools.is_array()) return;
+        for (const json& tool : tools) {
+            const json* f = tool.is_object() ? member(tool, "function") : nullptr;
+            if (f == nullptr || !f->is_object()) continue;
+            const json* name = member(*f, "name");
+            const json* params = member(*f, "parameters");
+            const json* props =
+                params != nullptr && params->is_object() ? member(*params, "properties") : nullptr;
+            if (name != nullptr && name->is_string() && props != nullptr && props->is_object()) {
+                tools_.emplace_back(name->get<std::string>(), *props);
+            }
+        }
+    }
+    const json* find(std::string_view tool, std::string_view param) const {
+        for (const auto& [name, props] : tools_) {
+            if (name == tool) return member(props, param);
+        }
+        return nullptr;
+    }
+
+  private:
+    std::vector<std::pair<std::string, json>> tools_;
+};
+
+namespace {
+
+using detail::ParameterSchemas;
+
+// An unquoted parameter value: text when its schema says string, else JSON when it reads as
+// JSON (Python's True/False/None, which the templates' `| string` writes, included), else text.
+json typed_value(const json* schema, std::string_view raw) {
+    if (schema != nullptr && is_string_schema(*schema)) {
+        return std::string(raw);
+    }
+    const std::string_view t = trim_blanks(raw);
+    if (!t.empty()) {
+        json v = json::parse(t, nullptr, false);
+        if (!v.is_discarded()) return v;
+        if (t == "True") return true;
+        if (t == "False") return false;
+        if (t == "None") return nullptr;
+    }
+    return std::string(raw);
+}
+
+struct Context {
+    const ParameterSchemas& schemas;
+    bool parse_calls;
+};
+
+// <tool_call> followed by a JSON call object (Hermes), Qwen3-Coder's <function=NAME> with its
+// <parameter=K> blocks, or GLM's NAME<arg_key>K</arg_key><arg_value>V</arg_value>.
+RegionResult tool_call_tag(Cursor& c, const Context& ctx) {
+    c.skip_blanks();
+    if (c.pos == c.text.size()) return {c.out_of_text()};
+    Call call;
+    if (c.starts("{") == Scan::ok) {
+        json v;
+        CHAT_TRY(c.value(v));
+        if (!read_call_object(v, call, false)) return {};
+    } else if (const Scan s = c.accept("<function="); s != Scan::bad) {
+        CHAT_TRY(s);
+        CHAT_TRY(c.name(call.name));
+        CHAT_TRY(c.accept(">"));
+        json args = json::object();
+        for (;;) {
+            c.skip_blanks();
+            size_t which = 0;
+            CHAT_TRY(c.accept_any({"<parameter=", "</function>"}, which));
+            if (which == 1) break;
+            std::string key;
+            std::string_view raw;
+            CHAT_TRY(c.token(key, key_char));
+            CHAT_TRY(c.accept(">"));
+            CHAT_TRY(c.until("</parameter>", raw));
+            // The template writes "\n" around each value.
+            if (raw.starts_with('\n')) raw.remove_prefix(1);
+            if (raw.ends_with('\n')) raw.remove_suffix(1);
+            args[key] = typed_value(ctx.schemas.find(call.name, key), raw);
+        }
+        call.arguments = compact(args);
+    } else {
+        CHAT_TRY(c.name(call.name));
+        json args = json::object();
+        for (;;) {
+            c.skip_blanks();
+            const Scan pair = c.accept("<arg_key>");
+            if (pair == Scan::bad) break;
+            CHAT_TRY(pair);
+            std::string_view key, raw;
+            CHAT_TRY(c.until("</arg_key>", key));
+            c.skip_blanks();
+            CHAT_TRY(c.accept("<arg_value>"));
+            CHAT_TRY(c.until("</arg_value>", raw));
+            key = trim_blanks(key);
+            args[std::string(key)] = typed_value(ctx.schemas.find(call.name, key), raw);
+        }
+        call.arguments = compact(args);
+    }
+    c.skip_blanks();
+    CHAT_TRY(c.closer("</tool_call>"));
+    return done({std::move(call)});
+}
+
+// A reply that is only JSON: {"name": .., "arguments"|"parameters": ..}, {"tool_call": {..}} or
+// {"tool_calls": [..]}. Decided at the end of the reply.
+RegionResult json_reply(Cursor& c) {
+    json v;
+    CHAT_TRY(c.value(v));
+    c.skip_blanks();
+    if (c.pos != c.text.size()) return {};
+    if (!c.at_end) return {Scan::more};
+    // The one member of a wrapper, or the call object itself.
+    const bool wrapped = v.size() == 1 && (v.contains("tool_call") || v.contains("tool_calls"));
+    std::vector<Call> calls;
+    if (!read_calls(wrapped ? v.front() : v, calls, true)) return {};
+    return done(std::move(calls));
+}
+
+// A Python literal of Llama's builtin calls: a quoted string, a number, True/False/None.
+Scan python_value(Cursor& c, json& out) {
+    if (c.pos == c.text.size()) return c.out_of_text();
+    const char quote = c.text[c.pos];
+    if (quote == '"' || quote == '\'') {
+        std::string s;
+        for (size_t i = c.pos + 1; i < c.text.size(); ++i) {
+            const char ch = c.text[i];
+            if (ch == quote) {
+                out = std::move(s);
+                c.pos = i + 1;
+                return Scan::ok;
+            }
+            if (ch != '\\') {
+                s += ch;
+                continue;
+            }
+            if (++i == c.text.size()) break;
+            switch (const char e = c.text[i]) {
+                case 'n':
+                    s += '\n';
+                    break;
+                case 't':
+                    s += '\t';
+                    break;
+                case 'r':
+                    s += '\r';
+                    break;
+                case '\\':
+                case '\'':
+                case '"':
+                    s += e;
+                    break;
+                default:  // Python keeps the backslash of an unknown escape
+                    s += '\\';
+                    s += e;
+            }
+        }
+        return c.out_of_text();
+    }
+    std::string word;
+    const Scan s = c.token(word, [](char ch) { return name_char(ch) || ch == '.' || ch == '+'; });
+    if (s != Scan::ok) return s;
+    if (word == "True" || word == "False" || word == "None") {
+        out = word == "None" ? json(nullptr) : json(word == "True");
+        return Scan::ok;
+    }
+    out = json::parse(word, nullptr, false);
+    return out.is_discarded() || !out.is_number() ? Scan::bad : Scan::ok;
+}
+
+// After <|python_tag|>: JSON call objects separated by ';', or a builtin tool's
+// NAME.call(key="value", ...) as Llama 3.1 writes brave_search and wolfram_alpha calls.
+RegionResult python_tag(Cursor& c) {
+    c.skip_blanks();
+    if (c.pos == c.text.size()) return {c.out_of_text()};
+    std::vector<Call> calls;
+    if (c.text[c.pos] == '{') {
+        for (;;) {
+            json v;
+            Call call;
+            CHAT_TRY(c.value(v));
+            if (!read_call_object(v, call, false)) return {};
+            calls.push_back(std::move(call));
+            const size_t after_call = c.pos;
+            c.skip_blanks();
+            const Scan s = c.accept(";");
+            if (s == Scan::more) return {s};
+            if (s == Scan::bad) {
+                c.pos = after_call;
+                break;
+            }
+            c.skip_blanks();
+        }
+        return done(std::move(calls));
+    }
+    Call call;
+    CHAT_TRY(c.name(call.name));
+    CHAT_TRY(c.accept(".call("));
+    json args = json::object();
+    for (bool first = true;; first = false) {
+        c.skip_blanks();
+        const Scan closed = c.accept(")");
+        if (closed == Scan::ok) break;
+        if (closed == Scan::more) return {closed};
+        if (!first) {
+            CHAT_TRY(c.accept(","));
+            c.skip_blanks();
+        }
+        std::string key;
+        json value;
+        CHAT_TRY(c.name(key));
+        c.skip_blanks();
+        CHAT_TRY(c.accept("="));
+        c.skip_blanks();
+        CHAT_TRY(python_value(c, value));
+        args[key] = std::move(value);
+    }
+    call.arguments = compact(args);
+    return done({std::move(call)});
+}
+
+// Functionary v3.1: <function=NAME>{json}</function>.
+RegionResult function_tag(Cursor& c) {
+    Call call;
+    json args;
+    CHAT_TRY(c.name(call.name));
+    CHAT_TRY(c.accept(">"));
+    c.skip_blanks();
+    CHAT_TRY(c.value(args));
+    if (!args.is_object()) return {};
+    c.skip_blanks();
+    CHAT_TRY(c.closer("</function>"));
+    call.arguments = compact(args);
+    return done({std::move(call)});
+}
+
+// A JSON array of call objects (or a single one), then the trigger's closer if it has one.
+RegionResult json_list(Cursor& c, std::string_view closer) {
+    c.skip_blanks();
+    json v;
+    CHAT_TRY(c.value(v));
+    std::vector<Call> calls;
+    if (!read_calls(v, calls, false)) return {};
+    if (!closer.empty()) {
+        c.skip_blanks();
+        CHAT_TRY(c.closer(closer));
+    }
+    return done(std::move(calls));
+}
+
+// After [TOOL_CALLS]: the older JSON array, or NAME, an optional [CALL_ID]id, [ARGS]{json}.
+RegionResult mistral(Cursor& c) {
+    c.skip_blanks();
+    if (c.pos == c.text.size()) return {c.out_of_text()};
+    if (c.text[c.pos] == '[') return json_list(c, {});
+    Call call;
+    CHAT_TRY(c.name(call.name));
+    const Scan id = c.accept("[CALL_ID]");
+    if (id == Scan::more) return {id};
+    if (id == Scan::ok) {
+        std::string ignored;  // the reply gets ids of ours
+        CHAT_TRY(c.name(ignored));
+    }
+    CHAT_TRY(c.accept("[ARGS]"));
+    json args;
+    CHAT_TRY(c.value(args));
+    if (!args.is_object()) return {};
+    call.arguments = compact(args);
+    return done({std::move(call)});
+}
+
+// A section of calls: `open`, then calls each starting with `call_open` (parsed by `one`), then
+// `close`. The trigger may be the first call itself, without the section's opener; then the
+// closer is optional.
+template <class One>
+RegionResult section(Cursor& c, std::string_view trigger, std::string_view open,
+                     std::string_view call_open, std::string_view close, One one) {
+    const bool opened = trigger == open;
+    if (opened) c.pos += open.size();
+    std::vector<Call> calls;
+    for (;;) {
+        c.skip_blanks();
+        const Scan s = c.accept(call_open);
+        if (s == Scan::bad) break;
+        CHAT_TRY(s);
+        Call call;
+        CHAT_TRY(one(c, call));
+        calls.push_back(std::move(call));
+    }
+    if (calls.empty()) return {};
+    c.skip_blanks();
+    if (opened) {
+        CHAT_TRY(c.closer(close));
+    } else if (const Scan s = c.accept(close); s == Scan::more) {
+        return {s};
+    }
+    return done(std::move(calls));
+}
+
+// The JSON arguments object that ends a call of the section formats.
+Scan arguments_object(Cursor& c, Call& call) {
+    json args;
+    if (const Scan s = c.value(args); s != Scan::ok) return s;
+    if (!args.is_object()) return Scan::bad;
+    call.arguments = compact(args);
+    return Scan::ok;
+}
+
+// DeepSeek V3/R1: function<｜tool▁sep｜>NAME\n```json\n{..}\n```<｜tool▁call▁end｜>;
+// V3.1: NAME<｜tool▁sep｜>{..}<｜tool▁call▁end｜>.
+Scan deepseek_call(Cursor& c, Call& call) {
+    std::string first;
+    if (Scan s = c.name(first); s != Scan::ok) return s;
+    if (Scan s = c.accept("<｜tool▁sep｜>"); s != Scan::ok) return s;
+    if (c.pos == c.text.size()) return c.out_of_text();
+    if (first == "function" && name_char(c.text[c.pos])) {
+        if (Scan s = c.name(call.name); s != Scan::ok) return s;
+        c.skip_blanks();
+        const Scan fence = c.accept("```");
+        if (fence == Scan::more) return fence;
+        if (fence == Scan::ok) {
+            if (Scan s = c.accept("json"); s == Scan::more) return s;
+            c.skip_blanks();
+        }
+        if (Scan s = arguments_object(c, call); s != Scan::ok) return s;
+        c.skip_blanks();
+        if (fence == Scan::ok) {
+            if (Scan s = c.accept("```"); s != Scan::ok) return s;
+        }
+    } else {
+        call.name = std::move(first);
+        c.skip_blanks();
+        if (Scan s = arguments_object(c, call); s != Scan::ok) return s;
+    }
+    c.skip_blanks();
+    return c.closer("<｜tool▁call▁end｜>");
+}
+
+// DeepSeek V3.2's DSML invoke: NAME"> then typed parameters, then </｜DSML｜invoke>.
+Scan dsml_invoke(Cursor& c, Call& call) {
+    if (Scan s = c.name(call.name); s != Scan::ok) return s;
+    if (Scan s = c.accept("\">"); s != Scan::ok) return s;
+    json args = json::object();
+    for (;;) {
+        c.skip_blanks();
+        size_t which = 0;
+        if (Scan s = c.accept_any({"<｜DSML｜parameter name=\"", "</｜DSML｜invoke>"}, which);
+            s != Scan::ok) {
+            return s;
+        }
+        if (which == 1) break;
+        std::string key;
+        std::string_view raw;
+        if (Scan s = c.token(key, key_char); s != Scan::ok) return s;
+        if (Scan s = c.accept("\" string=\""); s != Scan::ok) return s;
+        size_t is_string = 0;
+        if (Scan s = c.accept_any({"false\">", "true\">"}, is_string); s != Scan::ok) return s;
+        if (Scan s = c.until("</｜DSML｜parameter>", raw); s != Scan::ok) return s;
+        if (is_string == 1) {
+            args[key] = std::string(raw);
+        } else {
+            json v = json::parse(raw, nullptr, false);
+            if (v.is_discarded()) return Scan::bad;
+            args[key] = std::move(v);
+        }
+    }
+    call.arguments = compact(args);
+    return Scan::ok;
+}
+
+// Kimi K2: functions.NAME:INDEX<|tool_call_argument_begin|>{..}<|tool_call_end|>.
+Scan kimi_call(Cursor& c, Call& call) {
+    if (Scan s = c.accept("functions."); s == Scan::more) return s;
+    if (Scan s = c.name(call.name); s != Scan::ok) return s;
+    if (Scan s = c.accept(":"); s == Scan::more) return s;
+    std::string index;
+    if (Scan s = c.name(index); s != Scan::ok) return s;
+    if (Scan s = c.accept("<|tool_call_argument_begin|>"); s != Scan::ok) return s;
+    c.skip_blanks();
+    if (Scan s = arguments_object(c, call); s != Scan::ok) return s;
+    c.skip_blanks();
+    return c.closer("<|tool_call_end|>");
+}
+
+// A harmony header: [<|start|>ROLE] then <|channel|>NAME, ` to=RECIPIENT`, `<|constrain|>TYPE`
+// or a bare content type, in any order, up to <|message|>. An analysis message opens
+// reasoning; a message to functions.NAME is a call whose body is the JSON arguments; any other
+// (final, commentary preambles) is content.
+RegionResult harmony_header(Cursor& c, const Context& ctx) {
+    const size_t start = c.pos;
+    std::string role, channel, recipient, type;
+    if (const Scan s = c.accept("<|start|>"); s == Scan::ok) {
+        CHAT_TRY(c.token(role, word_char));
+    }
+    for (;;) {
+        if (c.pos - start > kMaxHarmonyHeader) return {};
+        c.skip_blanks();
+        size_t which = 0;
+        const Scan s = c.accept_any({"<|message|>", "<|channel|>", "to=", "<|constrain|>"}, which);
+        if (s == Scan::more) return {s};
+        if (s == Scan::bad) {  // a bare content type ("json")
+            CHAT_TRY(c.token(type, word_char));
+            continue;
+        }
+        if (which == 0) break;
+        CHAT_TRY(c.token(which == 1 ? channel : which == 2 ? recipient : type, word_char));
+    }
+    if (recipient.empty()) {
+        RegionResult r = done({});
+        r.opens_reasoning = channel == "analysis";
+        return r;
+    }
+    constexpr std::string_view kFunctions = "functions.";
+    if (!ctx.parse_calls || !recipient.starts_with(kFunctions)) return {};
+    Call call{recipient.substr(kFunctions.size()), {}};
+    if (!valid_name(call.name)) return {};
+    c.skip_blanks();
+    CHAT_TRY(arguments_object(c, call));
+    c.skip_blanks();
+    size_t which = 0;
+    if (const Scan end = c.accept_any({"<|call|>", "<|end|>"}, which); end == Scan::more) {
+        return {end};
+    }
+    return done({std::move(call)});
+}
+
+RegionResult parse_region(const Trigger& t, Cursor& c, const Context& ctx) {
+    if (t.region != Region::json_reply && t.region != Region::deepseek_calls &&
+        t.region != Region::dsml && t.region != Region::kimi_calls &&
+        t.region != Region::harmony_header) {
+        c.pos += t.text.size();
+    }
+    switch (t.region) {
+        case Region::tool_call_tag:
+            return tool_call_tag(c, ctx);
+        case Region::json_reply:
+            return json_reply(c);
+        case Region::python_tag:
+            return python_tag(c);
+        case Region::function_tag:
+            return function_tag(c);
+        case Region::json_list:
+            return json_list(c, t.closer);
+        case Region::mistral:
+            return mistral(c);
+        case Region::deepseek_calls:
+            return section(c, t.text, "<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>",
+                           "<｜tool▁calls▁end｜>", deepseek_call);
+        case Region::dsml:
+            return section(c, t.text, "<｜DSML｜function_calls>", "<｜DSML｜invoke name=\"",
+                           "</｜DSML｜function_calls>", dsml_invoke);
+        case Region::kimi_calls:
+            return section(c, t.text, "<|tool_calls_section_begin|>", "<|tool_call_begin|>",
+                           "<|tool_calls_section_end|>", kimi_call);
+        case Region::harmony_header:
+            return harmony_header(c, ctx);
+    }
+    return {};
+}
+
+#undef CHAT_TRY
+
+}  // namespace
+
+void Message::append(const Delta& delta) {
+    content += delta.content;
+    reasoning_content += delta.reasoning_content;
+    for (const ToolCallDelta& d : delta.tool_calls) {
+        if (d.index == tool_calls.size()) {
+            tool_calls.push_back({d.id, d.name, d.arguments});
+        } else if (d.index < tool_calls.size()) {
+            tool_calls[d.index].arguments += d.arguments;
+        } else {
+            throw std::invalid_argument("tool call delta index " + std::to_string(d.index) +
+                                        " skips a call");
+        }
+    }
+}
+
+std::optional<ReasoningFormat> reasoning_format_from_name(std::string_view name) {
+    if (name == "none") return ReasoningFormat::none;
+    if (name == "auto" || name == "deepseek" || name == "parsed") return ReasoningFormat::parsed;
+    return std::nullopt;
+}
+
+IdGenerator random_ids(Family family) {
+    const IdStyle style = spec(family).ids;
+    auto engine = std::make_shared<std::mt19937_64>(std::random_device{}());
+    return [style, engine] {
+        static constexpr std::string_view kAlphabet =
+            "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+        std::uniform_int_distribution<size_t> pick(0, kAlphabet.size() - 1);
+        std::string id(style.prefix);
+        for (int i = 0; i < style.length; ++i) id += kAlphabet[pick(*engine)];
+        return id;
+    };
+}
+
+namespace {
+
+enum class MarkerKind : unsigned char { think_open, think_close, dropped, region };
+
+// Calls `f(marker, kind, trigger)` for every marker of the family in the current state.
+template <class F>
+void for_each_marker(const FamilySpec& spec, bool content, bool think_possible, F f) {
+    if (!content) {
+        if (!spec.think_close.empty()) f(spec.think_close, MarkerKind::think_close, nullptr);
+        return;
+    }
+    if (think_possible && !spec.think_open.empty()) {
+        f(spec.think_open, MarkerKind::think_open, nullptr);
+    }
+    for (std::string_view d : spec.dropped) f(d, MarkerKind::dropped, nullptr);
+    for (const Trigger& t : spec.triggers) f(t.text, MarkerKind::region, &t);
+}
+
+}  // namespace
+
+struct StreamParser::Match {
+    size_t pos;
+    size_t length;
+    MarkerKind kind;
+    const Trigger* trigger = nullptr;
+};
+
+StreamParser::StreamParser(ParserOptions options)
+    : options_(std::move(options)),
+      spec_(spec(options_.family)),
+      schemas_(std::make_shared<const detail::ParameterSchemas>(options_.tools)) {
+    if (!options_.make_id) options_.make_id = random_ids(options_.family);
+    if (options_.starts_in_reasoning && !spec_.think_close.empty()) {
+        mode_ = Mode::reasoning;
+        think_possible_ = false;
+        skip_blanks_ = options_.reasoning_format == ReasoningFormat::parsed;
+    }
+}
+
+bool StreamParser::active(const Trigger& t, size_t pos) const {
+    if (mode_ != Mode::content) return false;
+    if (t.region != Region::harmony_header && !options_.parse_tool_calls) return false;
+    return !t.at_start || (!started_ && all_blank(std::string_view(pending_).substr(0, pos)));
+}
+
+std::optional<StreamParser::Match> StreamParser::find_marker() const {
+    const std::string_view text = pending_;
+    const bool content = mode_ == Mode::content;
+    const bool think = think_possible_ && !started_;
+    for (size_t pos = 0; pos < text.size(); ++pos) {
+        std::optional<Match> found;
+        for_each_marker(spec_, content, think,
+                        [&](std::string_view m, MarkerKind kind, const Trigger* t) {
+                            if (found || text[pos] != m[0] || text.compare(pos, m.size(), m) != 0)
+                                return;
+                            if (kind == MarkerKind::think_open && !all_blank(text.substr(0, pos)))
+                                return;
+                            if (t != nullptr && !active(*t, pos)) return;
+                            found = Match{pos, m.size(), kind, t};
+                        });
+        if (found) return found;
+    }
+    return std::nullopt;
+}
+
+// How much of the pending text can be released now: not a possible marker start at the end, not
+// the blanks before it (they belong to the markup if it comes), not half a UTF-8 character.
+size_t StreamParser::releasable() const {
+    const std::string_view text = pending_;
+    const bool content = mode_ == Mode::content;
+    const bool think = think_possible_ && !started_;
+    size_t keep = text.size();
+    bool any_marker = false;
+    for_each_marker(spec_, content, think,
+                    [&](std::string_view m, MarkerKind kind, const Trigger* t) {
+                        if (t != nullptr && !active(*t, t->at_start ? 0 : text.size())) return;
+                        any_marker = true;
+                        for (size_t len = std::min(m.size() - 1, text.size()); len > 0; --len) {
+                            const size_t at = text.size() - len;
+                            if (text.compare(at, len, m.substr(0, len)) != 0) continue;
+                            const bool anchored =
+                                kind == MarkerKind::think_open || (t != nullptr && t->at_start);
+                            if (anchored && !all_blank(text.substr(0, at))) continue;
+                            keep = std::min(keep, at);
+                            break;
+                        }
+                    });
+    if (any_marker) {
+        while (keep > 0 && is_blank(text[keep - 1])) --keep;
+    }
+    return tokenizer::unicode::complete_prefix_length(text.substr(0, keep));
+}
+
+void StreamParser::emit_text(std::string_view text, Delta& out) {
+    if (skip_blanks_) {
+        while (!text.empty() && is_blank(text.front())) text.remove_prefix(1);
+        if (text.empty()) return;
+        skip_blanks_ = false;
+    }
+    if (text.empty()) return;
+    if (mode_ == Mode::reasoning && options_.reasoning_format == ReasoningFormat::parsed) {
+        out.reasoning_content += text;
+        return;
+    }
+    out.content += text;
+    if (mode_ == Mode::content && !all_blank(text)) {
+        started_ = true;
+        think_possible_ = false;
+    }
+}
+
+void StreamParser::emit_markup(std::string_view text, Delta& out) {
+    out.content += text;
+    skip_blanks_ = false;
+}
+
+void StreamParser::consume(size_t n) {
+    pending_.erase(0, n);
+    consumed_ += n;
+    scanners_.drop_before(consumed_);
+}
+
+void StreamParser::run(bool at_end, Delta& out) {
+    const Context ctx{*schemas_, options_.parse_tool_calls};
+    const bool verbatim_reasoning = options_.reasoning_format == ReasoningFormat::none;
+    while (!pending_.empty()) {
+        std::optional<Match> m = find_marker();
+        if (!m) {
+            const size_t n = at_end ? pending_.size() : releasable();
+            emit_text(std::string_view(pending_).substr(0, n), out);
+            consume(n);
+            return;
+        }
+        // Blanks before markup belong to it.
+        size_t blanks = m->pos;
+        while (blanks > 0 && is_blank(pending_[blanks - 1])) --blanks;
+        emit_text(std::string_view(pending_).substr(0, blanks), out);
+        consume(blanks);
+        m->pos -= blanks;
+        const size_t marker_end = m->pos + m->length;
+
+        switch (m->kind) {
+            case MarkerKind::think_open:
+            case MarkerKind::think_close:
+                if (verbatim_reasoning) {
+                    emit_markup(std::string_view(pending_).substr(0, marker_end), out);
+                } else {
+                    skip_blanks_ = true;
+                }
+                mode_ = m->kind == MarkerKind::think_open ? Mode::reasoning : Mode::content;
+                think_possible_ = false;
+                consume(marker_end);
+                break;
+            case MarkerKind::dropped:
+                skip_blanks_ = true;
+                consume(marker_end);
+                break;
+            case MarkerKind::region: {
+                Cursor c{pending_, m->pos, at_end, consumed_, &scanners_};
+                RegionResult r = parse_region(*m->trigger, c, ctx);
+                if (r.status == Scan::more) return;
+                if (r.status == Scan::bad) {
+                    // Not a call: the trigger is plain text, and parsing resumes after it.
+                    emit_text(std::string_view(pending_).substr(0, marker_end), out);
+                    consume(marker_end);
+                    break;
+                }
+                if (r.opens_reasoning && verbatim_reasoning) {
+                    emit_markup(std::string_view(pending_).substr(0, c.pos), out);
+                } else {
+                    skip_blanks_ = true;
+                }
+                for (Call& call : r.calls) {
+                    out.tool_calls.push_back({message_.tool_calls.size() + out.tool_calls.size(),
+                                              options_.make_id(), std::move(call.name),
+                                              std::move(call.arguments)});
+                }
+                if (!r.calls.empty()) {
+                    started_ = true;
+                    think_possible_ = false;
+                }
+                mode_ = r.opens_reasoning ? Mode::reasoning : Mode::content;
+                consume(c.pos);
+                break;
+            }
+        }
+    }
+}
+
+Delta StreamParser::push(std::string_view piece) {
+    if (finished_) throw std::logic_error("StreamParser::push after finish");
+    pending_.append(piece);
+    Delta out;
+    run(false, out);
+    message_.append(out);
+    return out;
+}
+
+Delta StreamParser::finish() {
+    Delta out;
+    if (finished_) return out;
+    finished_ = true;
+    run(true, out);
+    message_.append(out);
+    return out;
+}
+
+Message parse(std::string_view text, ParserOptions options) {
+    StreamParser parser(std::move(options));
+    parser.push(text);
+    parser.finish();
+    return parser.message();
+}
+
+}  // namespace ggufd::chat

@@ -1,0 +1,116 @@
+// The official OpenAI client driving ggufd as an agent framework does: a two-turn tool loop with
+// tool_choice "required" (the call grammar makes a random-weight model call the tool), and a
+// thinking template's reasoning returned apart from the answer. Streamed and not.
+// Usage: node tools_test.mjs BASE_URL TOOL_MODEL THINKING_MODEL
+import OpenAI from "openai";
+import Ajv from "ajv";
+import assert from "node:assert/strict";
+
+const [baseURL, toolModel, thinkingModel] = process.argv.slice(2);
+const client = new OpenAI({ baseURL, apiKey: "test-key", maxRetries: 0, timeout: 60_000 });
+
+const parameters = {
+  type: "object",
+  properties: { city: { type: "string", minLength: 1, maxLength: 12 }, days: { type: "integer", minimum: 1, maximum: 7 } },
+  required: ["city", "days"],
+  additionalProperties: false,
+};
+const validate = new Ajv({ strict: true }).compile(parameters);
+const tools = [
+  { type: "function", function: { name: "get_weather", description: "The weather in a city.", parameters } },
+  { type: "function", function: { name: "get_time", description: "The time in a city.", parameters } },
+];
+
+// A streamed reply accumulated as clients do (tool calls by index, arguments concatenated).
+async function collect(request) {
+  const message = { role: "assistant", content: "", reasoning_content: "", tool_calls: [] };
+  let finish = null;
+  for await (const chunk of await client.chat.completions.create({ ...request, stream: true })) {
+    for (const choice of chunk.choices) {
+      const d = choice.delta ?? {};
+      message.content += d.content ?? "";
+      message.reasoning_content += d.reasoning_content ?? "";
+      for (const call of d.tool_calls ?? []) {
+        const slot = (message.tool_calls[call.index] ??= { id: "", type: "function", function: { name: "", arguments: "" } });
+        if (call.id) slot.id = call.id;
+        if (call.function?.name) slot.function.name = call.function.name;
+        slot.function.arguments += call.function?.arguments ?? "";
+      }
+      if (choice.finish_reason) finish = choice.finish_reason;
+    }
+  }
+  return { message, finish };
+}
+
+for (const stream of [false, true]) {
+  const messages = [{ role: "user", content: "What is the weather in Paris for the next two days?" }];
+  const request = {
+    model: toolModel, messages, tools, tool_choice: "required", parallel_tool_calls: false,
+    max_tokens: 120, seed: 7, enable_thinking: false,
+  };
+  let message, finish;
+  if (stream) {
+    ({ message, finish } = await collect(request));
+    assert.equal(message.content, "", "a forced call has no content");
+  } else {
+    const reply = await client.chat.completions.create(request);
+    ({ message } = reply.choices[0]);
+    finish = reply.choices[0].finish_reason;
+    assert.equal(message.content, null, "a reply of calls only has content null");
+  }
+  assert.equal(finish, "tool_calls", JSON.stringify(message));
+  assert.equal(message.tool_calls.length, 1, JSON.stringify(message));
+  const call = message.tool_calls[0];
+  assert.match(call.id, /^call_[A-Za-z0-9]{24}$/);
+  assert.equal(call.type, "function");
+  assert.ok(["get_weather", "get_time"].includes(call.function.name), call.function.name);
+  const args = JSON.parse(call.function.arguments);
+  assert.ok(validate(args), `${JSON.stringify(validate.errors)}: ${call.function.arguments}`);
+
+  // Second turn: the call as the client got it (content null, arguments as JSON text) and the
+  // tool's result; the template refuses a null content or string arguments, so this renders only
+  // because the server normalises them.
+  messages.push({ role: "assistant", content: null, tool_calls: message.tool_calls });
+  messages.push({ role: "tool", tool_call_id: call.id, content: JSON.stringify({ sky: "clear" }) });
+  const answerRequest = { model: toolModel, messages, tools, max_tokens: 8, seed: 7 };
+  const answer = stream ? await collect(answerRequest)
+    : await client.chat.completions.create(answerRequest).then((r) => ({ message: r.choices[0].message, finish: r.choices[0].finish_reason }));
+  assert.ok(["stop", "length"].includes(answer.finish), String(answer.finish));
+  assert.equal(typeof answer.message.content, "string");
+  assert.ok(answer.message.content.length > 0, "the answer has content");
+}
+
+// A named function: only that tool is called.
+const named = await client.chat.completions.create({
+  model: toolModel, messages: [{ role: "user", content: "Time in Oslo?" }], tools,
+  tool_choice: { type: "function", function: { name: "get_time" } }, max_tokens: 120, seed: 3, enable_thinking: false,
+});
+assert.equal(named.choices[0].message.tool_calls[0].function.name, "get_time");
+// A tool_choice naming a function that is not offered is a 400 naming the field.
+await assert.rejects(
+  client.chat.completions.create({
+    model: toolModel, messages: [{ role: "user", content: "x" }], tools,
+    tool_choice: { type: "function", function: { name: "nope" } },
+  }),
+  (e) => e.status === 400 && e.param === "tool_choice",
+);
+
+// Reasoning: the thinking template opens <think> in its generation prompt; a grammar makes the
+// random model write the reasoning, the closer and the answer.
+const grammar = 'root ::= "Two and two make four." "</think>" "\\n\\n" "Four."';
+const thinkRequest = { model: thinkingModel, messages: [{ role: "user", content: "2+2?" }], grammar };
+for (const stream of [false, true]) {
+  const { message, finish } = stream ? await collect(thinkRequest)
+    : await client.chat.completions.create(thinkRequest).then((r) => ({ message: r.choices[0].message, finish: r.choices[0].finish_reason }));
+  assert.equal(finish, "stop");
+  assert.equal(message.reasoning_content, "Two and two make four.");
+  assert.equal(message.content, "Four.");
+}
+const kept = await client.chat.completions.create({ ...thinkRequest, reasoning_format: "none" });
+assert.equal(kept.choices[0].message.content, "Two and two make four.</think>\n\nFour.");
+assert.equal(kept.choices[0].message.reasoning_content, undefined);
+
+const models = await fetch(baseURL.replace(/\/v1$/, "") + "/models").then((r) => r.json());
+const parsers = Object.fromEntries(models.data.map((m) => [m.id, m.tool_parser]));
+assert.equal(parsers[toolModel], "hermes");
+console.log("ok");
