@@ -1,6 +1,7 @@
 #include "chat/family.h"
 
 #include <array>
+#include <vector>
 
 #include "chat/common.h"
 
@@ -262,6 +263,22 @@ const FamilySpec& spec(Family family) {
 
 std::string_view family_name(Family family) {
     return spec(family).name;
+}
+
+std::vector<std::string_view> markup_texts(Family family) {
+    const FamilySpec& f = spec(family);
+    const CallFormat& c = f.format;
+    std::vector<std::string_view> out = {
+        f.think_open, f.think_close,    c.open,           c.call,
+        c.sep,        c.close,          c.single_open,    c.single_close,
+        c.param,      c.reasoning_open, c.reasoning_close};
+    out.insert(out.end(), f.dropped.begin(), f.dropped.end());
+    for (const Trigger& t : f.triggers) {
+        out.push_back(t.text);
+        out.push_back(t.closer);
+    }
+    std::erase_if(out, [](std::string_view s) { return s.empty(); });
+    return out;
 }
 
 std::optional<Family> family_from_name(std::string_view name) {

@@ -17,6 +17,7 @@
 #include <optional>
 #include <span>
 #include <string_view>
+#include <vector>
 
 namespace ggufd::chat {
 
@@ -92,6 +93,10 @@ struct FamilySpec {
 
 const FamilySpec& spec(Family family);
 std::string_view family_name(Family family);
+// Every fixed text of the family's markup: reasoning markers, dropped wrappers, call triggers and
+// closers, the call format's pieces (placeholders included; only the special tokens they contain
+// matter). The server renders the special tokens among them so the parser sees the markup.
+std::vector<std::string_view> markup_texts(Family family);
 // The family a `--tool-parser NAME` flag names (the names family_names() lists), if any.
 std::optional<Family> family_from_name(std::string_view name);
 std::span<const std::string_view> family_names();

@@ -322,7 +322,9 @@ void Api::completions(const HttpRequest& request, const std::shared_ptr<Response
     GenerationPlan plan = make_plan(ApiKind::completion, request, model, r);
     for (size_t k = 0; k < r.prompts.size(); ++k) {
         const PromptInput& p = r.prompts[k];
-        scheduler::GenerationRequest engine_request{{}, r.sampling, r.stop, nullptr};
+        scheduler::GenerationRequest engine_request;
+        engine_request.sampling = r.sampling;
+        engine_request.stop = r.stop;
         // Completion prompts are raw model input: special-token text means the token.
         engine_request.prompt = p.is_tokens ? p.tokens
                                             : model.tokenize(p.text, /*add_special=*/true,
@@ -341,7 +343,9 @@ void Api::chat_completions(const HttpRequest& request,
     ModelBackend& model = resolve_model(r.model);
     channel->access().model = model.name();
 
-    scheduler::GenerationRequest engine_request{{}, r.sampling, r.stop, nullptr};
+    scheduler::GenerationRequest engine_request;
+    engine_request.sampling = r.sampling;
+    engine_request.stop = r.stop;
     std::string prompt_text;
     try {
         const jinja::Rendered prompt =
@@ -356,6 +360,7 @@ void Api::chat_completions(const HttpRequest& request,
 
     GenerationPlan plan = make_plan(ApiKind::chat, request, model, r);
     plan.chat_output = chat_output_options(r, model.chat_family(), prompt_text);
+    engine_request.render_tokens = model.chat_markup_tokens();
     if (r.forces_tool_call()) {
         engine_request.sampling.grammar =
             tool_call_grammar(r, model.chat_family(), plan.chat_output->starts_in_reasoning);

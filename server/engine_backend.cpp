@@ -116,6 +116,21 @@ std::shared_ptr<EngineBackend> EngineBackend::from_model(std::shared_ptr<const m
     b->template_ = jinja::Template::compile(source);
     b->chat_family_ = options.tool_parser.value_or(chat::detect_family(source));
     const tokenizer::Tokenizer& t = *b->tokenizer_;
+    for (std::string_view markup : chat::markup_texts(b->chat_family_)) {
+        tokenizer::EncodeOptions o;
+        o.add_bos = false;
+        o.add_eos = false;
+        o.parse_special = true;
+        for (int32_t id : t.encode(markup, o)) {
+            const uint32_t attrs = t.vocab().token(id).attrs;
+            if ((attrs & tokenizer::attr::kControl) && !t.is_eog(id))
+                b->chat_markup_tokens_.push_back(id);
+        }
+    }
+    std::sort(b->chat_markup_tokens_.begin(), b->chat_markup_tokens_.end());
+    b->chat_markup_tokens_.erase(
+        std::unique(b->chat_markup_tokens_.begin(), b->chat_markup_tokens_.end()),
+        b->chat_markup_tokens_.end());
     if (t.bos() >= 0) b->bos_text_ = t.token_to_piece(t.bos(), true);
     if (t.eos() >= 0) b->eos_text_ = t.token_to_piece(t.eos(), true);
     b->scheduler_ =

@@ -80,6 +80,9 @@ class ModelBackend {
     // How the model writes reasoning and tool calls (detected from its chat template, or set by
     // --tool-parser): the chat output parser and the call grammar follow it.
     virtual chat::Family chat_family() const { return chat::Family::generic; }
+    // The special tokens among that family's markup (control tokens, which decode to nothing
+    // otherwise): chat replies keep their text so the output parser sees the calls.
+    virtual std::vector<int32_t> chat_markup_tokens() const { return {}; }
 
     // The model's scheduler. submit() must not block (the server calls it on an I/O thread).
     virtual scheduler::Generator& generator() = 0;

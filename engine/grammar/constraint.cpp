@@ -137,9 +137,13 @@ TokenVocabulary::~TokenVocabulary() = default;
 
 std::shared_ptr<const TokenVocabulary> TokenVocabulary::from_tokenizer(
     const tokenizer::Tokenizer& t) {
+    // Control tokens count as their text (a grammar can ask for "[TOOL_CALLS]" and get the one
+    // token a model was trained to write); the scheduler renders them under a grammar, so the
+    // output holds what the grammar matched. Unknown tokens stay empty: never allowed.
     std::vector<std::string> pieces(static_cast<size_t>(t.n_vocab()));
     for (int32_t id = 0; id < t.n_vocab(); ++id) {
-        pieces[static_cast<size_t>(id)] = t.token_to_piece(id);
+        const bool unknown = (t.vocab().token(id).attrs & tokenizer::attr::kUnknown) != 0;
+        pieces[static_cast<size_t>(id)] = t.token_to_piece(id, /*render_special=*/!unknown);
     }
     return std::make_shared<const TokenVocabulary>(std::move(pieces), t.vocab().eog_ids());
 }

@@ -1,9 +1,9 @@
 // Grammar-constrained sampling: which tokens of a vocabulary may come next.
 //
 // TokenVocabulary holds every token's bytes in a trie (children of a node contiguous, in byte
-// order), built once per vocabulary and shared by every sequence. A token with no bytes (control
-// tokens, which decode to nothing) is never allowed; end-of-generation tokens are allowed exactly
-// when the grammar is complete.
+// order), built once per vocabulary and shared by every sequence. Control tokens count as their
+// text (the scheduler renders them under a grammar); a token with no bytes (unknown) is never
+// allowed; end-of-generation tokens are allowed exactly when the grammar is complete.
 //
 // The allowed tokens at a position are found by walking the trie from it: a subtree is skipped as
 // soon as its prefix leaves the grammar, and a token is allowed when the walk reaches its node

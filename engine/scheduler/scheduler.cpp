@@ -152,7 +152,11 @@ bool Scheduler::start(Slot& slot, Pending pending) {
         const tokenizer::Tokenizer& t = *tokenizer_;
         a.stop = std::make_unique<sampling::StopChecker>(a.request.stop,
                                                          [&t](int32_t id) { return t.is_eog(id); });
-        a.decoder = std::make_unique<tokenizer::StreamDecoder>(*tokenizer_);
+        tokenizer::StreamDecoder::Options decode;
+        decode.render_special = a.request.sampling.grammar != nullptr;
+        decode.render_ids = a.request.render_tokens;
+        std::sort(decode.render_ids.begin(), decode.render_ids.end());
+        a.decoder = std::make_unique<tokenizer::StreamDecoder>(*tokenizer_, std::move(decode));
     } catch (const std::exception& e) {
         a.request.sink->on_finish(FinishReason::error, {}, e.what());
         return false;

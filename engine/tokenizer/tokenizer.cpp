@@ -576,7 +576,10 @@ StreamDecoder::StreamDecoder(const Tokenizer& tokenizer, Options options)
     : tokenizer_(&tokenizer), options_(options) {}
 
 std::string StreamDecoder::push(int32_t id) {
-    std::string piece = tokenizer_->token_to_piece(id, options_.render_special);
+    const bool render =
+        options_.render_special ||
+        std::binary_search(options_.render_ids.begin(), options_.render_ids.end(), id);
+    std::string piece = tokenizer_->token_to_piece(id, render);
     if (first_ && options_.strip_leading_space && tokenizer_->vocab().add_space_prefix() &&
         !piece.empty() && piece.front() == ' ') {
         piece.erase(0, 1);

@@ -120,6 +120,9 @@ class StreamDecoder {
   public:
     struct Options {
         bool render_special = false;
+        // Control tokens rendered as their text even without render_special (sorted ids): a chat
+        // family's markup, which its output parser must see.
+        std::vector<int32_t> render_ids;
         // Strip one leading space from the first piece (SPM space prefix), as decode() does.
         // Off by default: a generated continuation keeps its leading space.
         bool strip_leading_space = false;

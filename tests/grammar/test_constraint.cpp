@@ -405,6 +405,28 @@ TEST(GrammarCache, ThreadsSharingACacheGetExactMasks) {
     EXPECT_GE(cache->stats().clears, 10u);
 }
 
+// Control tokens count as their text, so a grammar asking for a marker can get the one token a
+// model writes for it (the scheduler renders control tokens under a grammar); end-of-generation
+// tokens stay reserved for the end.
+TEST(GrammarMask, ControlTokensCountAsTheirText) {
+    GGUFD_REQUIRE_CONFORMANCE(dir);
+    const auto path = dir / "tokenizer" / "ggml-vocab-qwen2.gguf";
+    const Tokenizer& t = tokenizer_of(path);
+    const auto vocab = vocab_of(path);
+    ggufd::tokenizer::EncodeOptions special;
+    special.parse_special = true;
+    const std::vector<int32_t> im_start = t.encode("<|im_start|>", special);
+    ASSERT_EQ(im_start.size(), 1u);
+    ASSERT_EQ(t.token_to_piece(im_start[0]), "");  // a control token: no text unless rendered
+    EXPECT_EQ(vocab->bytes(im_start[0]), "<|im_start|>");
+    Constraint c(compile(R"(root ::= "<|im_start|>" [a-z])"), vocab);
+    EXPECT_TRUE(c.allows(im_start[0]));
+    for (int32_t eog : vocab->eog_ids()) EXPECT_FALSE(c.allows(eog)) << eog;
+    c.accept(im_start[0]);
+    EXPECT_FALSE(c.complete());
+    EXPECT_FALSE(c.allows(im_start[0]));
+}
+
 TEST(GrammarMask, EndOfGenerationOnlyWhenComplete) {
     const auto vocab = std::make_shared<const TokenVocabulary>(
         std::vector<std::string>{"", "a", "b", "ab", "", "\xC3", "\xA9"}, std::vector<int32_t>{4});

@@ -3,12 +3,15 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <condition_variable>
 #include <functional>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "engine/model/random_model.h"
 #include "server/api.h"
 #include "server/engine_backend.h"
 
@@ -154,6 +157,83 @@ TEST(EngineBackend, ChatTemplateSeesTheRequestsKeyOrder) {
     // The message is the API's prefix, the template's position, then exactly what it printed.
     EXPECT_TRUE(message.starts_with("the chat template refused the messages: ")) << message;
     EXPECT_TRUE(message.ends_with(": " + tools + " " + messages)) << message;
+}
+
+// Collects a generation's text.
+class TextSink : public ggufd::scheduler::GenerationSink {
+  public:
+    void on_token(const ggufd::scheduler::TokenEvent& e) override {
+        std::lock_guard lock(mutex_);
+        text += e.text;
+    }
+    void on_finish(ggufd::scheduler::FinishReason, const ggufd::scheduler::Usage&,
+                   const std::string&) override {
+        std::lock_guard lock(mutex_);
+        done_ = true;
+        changed_.notify_all();
+    }
+    bool cancelled() const override { return false; }
+    std::string wait() {
+        std::unique_lock lock(mutex_);
+        changed_.wait(lock, [this] { return done_; });
+        return text;
+    }
+
+  private:
+    std::string text;
+    std::mutex mutex_;
+    std::condition_variable changed_;
+    bool done_ = false;
+};
+
+// A family whose markup is a control token (Mistral's [TOOL_CALLS]; here in place of ChatML's
+// <|im_start|> in the demo's vocabulary): replies keep that text, so the output parser sees a
+// call a model writes on its own; other control tokens still decode to nothing, and
+// end-of-generation tokens are never markup.
+TEST(EngineBackend, ControlTokensOfTheFamilysMarkupReachTheReply) {
+    ggufd::model::RandomModelSpec spec;
+    spec.n_embd = 64;
+    spec.n_layer = 1;
+    spec.n_head = 2;
+    spec.n_head_kv = 1;
+    spec.n_ff = 128;
+    const gguf::File plain =
+        gguf::File::from_bytes(ggufd::model::make_random_model(spec).to_bytes());
+    std::vector<std::string> tokens = plain.get_array<std::string>("tokenizer.ggml.tokens");
+    std::replace(tokens.begin(), tokens.end(), std::string("<|im_start|>"),
+                 std::string("[TOOL_CALLS]"));
+    gguf::Writer w = gguf::Writer::copy_of(plain);
+    w.set("tokenizer.ggml.tokens", gguf::Array{tokens});
+    ggufd::server::EngineBackendOptions options;
+    options.name = "mistral-random";
+    options.scheduler.n_slots = 1;
+    options.scheduler.n_threads = 1;
+    options.scheduler.n_ctx = 64;
+    options.tool_parser = ggufd::chat::Family::mistral;
+    const auto b = EngineBackend::from_model(
+        ggufd::model::Model::from_file(gguf::File::from_bytes(w.to_bytes(), "mistral-random")),
+        options);
+
+    const int32_t tool_calls = id_of(*b, "[TOOL_CALLS]");
+    const int32_t bos = id_of(*b, "<|begin_of_text|>");
+    const std::vector<int32_t> markup = b->chat_markup_tokens();
+    EXPECT_EQ(markup, std::vector<int32_t>{tool_calls});
+
+    // One greedy token pushed to a control token by logit_bias, decoded as a chat reply is.
+    auto reply = [&](int32_t token) {
+        ggufd::scheduler::GenerationRequest r;
+        r.prompt = b->tokenize("hi", true, false);
+        r.sampling.temperature = 0.0f;
+        r.sampling.logit_bias = {{token, 100.0f}};
+        r.stop.max_tokens = 1;
+        r.render_tokens = markup;
+        auto sink = std::make_shared<TextSink>();
+        r.sink = sink;
+        EXPECT_TRUE(b->generator().submit(std::move(r)).accepted());
+        return sink->wait();
+    };
+    EXPECT_EQ(reply(tool_calls), "[TOOL_CALLS]");
+    EXPECT_EQ(reply(bos), "");
 }
 
 }  // namespace

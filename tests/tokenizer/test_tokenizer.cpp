@@ -285,6 +285,13 @@ TEST(StreamDecoder, OptionalLeadingSpaceStripAndSpecialTokens) {
     r.render_special = true;
     StreamDecoder rs(t, r);
     EXPECT_EQ(rs.push(v.im_start), "<|im_start|>");
+    // Chosen control tokens only (a chat family's markup): the others still decode to nothing.
+    StreamDecoder::Options chosen;
+    chosen.render_ids = {v.im_start};
+    StreamDecoder cs(t, chosen);
+    EXPECT_EQ(cs.push(v.im_start), "<|im_start|>");
+    EXPECT_EQ(cs.push(2), "");  // </s>
+    EXPECT_EQ(cs.push(0), "");  // <unk>
 }
 
 // --- a small byte-level BPE vocabulary
