@@ -40,7 +40,7 @@ void check_generation(const server::GenerationOptions& r, const ApiLimits& limit
     check(r.stop.max_tokens <= limits.max_tokens, "max_tokens within the limit");
     // The engine must accept what the API accepted, but for ids beyond the vocabulary.
     const scheduler::SubmitResult verdict =
-        scheduler::validate({std::move(prompt), r.sampling, r.stop, nullptr}, kVocab, 1 << 20);
+        scheduler::validate({std::move(prompt), r.sampling, r.stop, nullptr, {}}, kVocab, 1 << 20);
     check(verdict.accepted() || (verdict.status == scheduler::SubmitStatus::invalid &&
                                  (verdict.param == "logit_bias" || verdict.param == "prompt")),
           "the engine refuses only ids beyond the vocabulary");
