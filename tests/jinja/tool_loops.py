@@ -153,7 +153,10 @@ THERMOSTAT_ARGS = {"target": 21.5, "mode": None,
                    "schedule": [{"at": "07:00", "delta": -2}, {"at": "22:30", "delta": 0}],
                    "note": "line1\nline2 \"quoted\" \\ \u0001 \u007f \u2028 😀 </s>",
                    "tiny": 1e-07, "max": 9223372036854775807, "min": -9223372036854775808,
-                   "ratio": 0.1, "whole": 1.0, "neg_zero": -0.0, "exp": 1.5e300}
+                   "ratio": 0.1, "whole": 1.0, "neg_zero": -0.0, "exp": 1.5e300,
+                   "floats": [100.0, 1e16, 1e15, 123456789.123456789, 5e-324, 0.30000000000000004,
+                              1.7976931348623157e308, -1e-5, 2.5e-4],
+                   "città": "\\u00e9 stays as typed", "nested": [[1, [2, []]], {}, [None, True]]}
 WEATHER_RESULT = '{"temperature": 21, "sky": "clear"}'
 SEARCH_RESULT = '[{"name": "Café Schober", "distance_m": 250}]'
 ANSWER = "It is 21 °C and clear in Zürich; Café Schober is 250 m away."
@@ -250,6 +253,24 @@ def conversations():
                                  False)]),
            tool_result(ID_1, "search_places", "[]")]
     yield "big_integer", [s, u] + big, {"tools": TOOLS}
+    # Shapes clients send besides the common one: an empty tool_calls list beside an answer, a
+    # call message without a content key, content as a list of parts, a tool spec without
+    # parameters, empty reasoning.
+    yield ("shapes/empty_tool_calls",
+           [s, u, assistant_calls([], ANSWER), {"role": "user", "content": "Thanks!"}],
+           {"tools": TOOLS})
+    no_content = single_loop()
+    del no_content[0]["content"]
+    yield "shapes/no_content_key", [s, u] + no_content, {"tools": TOOLS}
+    parts = [s, {"role": "user", "content": [{"type": "text", "text": USER["content"]}]}]
+    parts += single_loop()
+    parts[-1]["content"] = [{"type": "text", "text": WEATHER_RESULT}]
+    yield "shapes/content_parts", parts, {"tools": TOOLS}
+    bare_tool = [{"type": "function", "function": {"name": "get_weather"}}]
+    yield "shapes/tool_without_parameters", [s, u] + single_loop(), {"tools": bare_tool}
+    yield ("reasoning/empty",
+           [s, u] + single_loop(reasoning="") + [answer("")],
+           {"tools": TOOLS, "enable_thinking": True})
     # Reasoning left inline in the content, as clients that do not split it send it back.
     inline = {"role": "assistant", "content": "<think>\nCheck the weather.\n</think>\n\n" + ANSWER}
     yield ("reasoning/inline_think",
