@@ -236,8 +236,8 @@ def conversations():
         yield ("reasoning/%s/answered" % tag,
                [s, u] + single_loop(reasoning=REASONING) + [answer("Both results are in.")],
                flag)
-    # Escapes, floats, big integers, null, nested arrays and an empty object in the arguments;
-    # a multi-line result; no `name` on the tool messages.
+    # Escapes, floats, the int64 bounds, null, nested arrays and an empty object in the
+    # arguments; null content beside the calls; a multi-line result; no `name` on the results.
     odd = [assistant_calls([call(ID_1, "set_thermostat", THERMOSTAT_ARGS, False),
                             call(ID_2, "ping", {}, False)], None),
            tool_result(ID_1, None, "ok\n  target=21.5\n"), tool_result(ID_2, None, "pong")]
