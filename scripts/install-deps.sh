@@ -12,7 +12,7 @@ packages=(
   clang lld libclang-rt-14-dev clang-format
   libicu-dev
   wamerican
-  curl python3 python3-jsonschema
+  curl python3 python3-jsonschema python3-jinja2
 )
 
 missing=()

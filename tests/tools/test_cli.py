@@ -111,6 +111,33 @@ def check_template():
                 failed += 1
     assert rendered > 10, rendered
 
+    # --cases-jsonl: every case of each of a few templates from one process, a JSON line each
+    # holding the text or the error, in order; a line that is not an object stops the run.
+    by_template = {}
+    for c in all_cases:
+        by_template.setdefault(c["template"], []).append(c)
+    errors = 0
+    for name in sorted(by_template)[::6] + ["google-gemma-2-2b-it.jinja"]:  # gemma raises
+        group = by_template[name]
+        stdin = "".join(json.dumps(c["context"], ensure_ascii=False) + "\n" for c in group)
+        p = subprocess.run([run, "template", "--template-file", os.path.join(tdir, "templates", name),
+                            "--cases-jsonl", "-", "--now", "2024-07-26 12:00:00"],
+                           input=stdin.encode(), capture_output=True)
+        assert p.returncode == 0, f"{name}: {p.stderr.decode()}"
+        lines = [json.loads(line) for line in p.stdout.decode().split("\n") if line]
+        assert len(lines) == len(group), f"{name}: {len(lines)} lines for {len(group)} cases"
+        for c, got in zip(group, lines):
+            if "expected" in c:
+                assert got == {"text": c["expected"]}, f"{name} {c['case']}: {got}"
+            else:
+                assert list(got) == ["error"] and got["error"], f"{name} {c['case']}: {got}"
+                errors += 1
+    assert errors > 0, "no case raised"
+    p = subprocess.run([run, "template", "--template-file", os.path.join(tdir, "templates", name),
+                        "--cases-jsonl", "-"], input=b'{"messages": []}\n[1]\n', capture_output=True)
+    assert p.returncode == 1 and b"line 2 is not a JSON object" in p.stderr, p.stderr
+    assert p.stdout.count(b"\n") == 1, p.stdout
+
 
 {"generate_greedy": check_generate_greedy, "generate_sampled_is_english": check_generate_sampled_is_english, "template": check_template, "tokenize": check_tokenize, "logits": check_logits}[case]()
 print("ok")

@@ -33,7 +33,8 @@ std::span<const Command> commands() {
             "--grammar-file F "
             "| --json-schema JSON | --json-schema-file F]",
             cmd_generate},
-        Command{"template", "template (--model M | --template-file T) --context-json C",
+        Command{"template",
+                "template (--model M | --template-file T) (--context-json C | --cases-jsonl F)",
                 cmd_template},
         Command{"logits", "logits --model M --tokens-file F --out OUT.f32 [--threads N]",
                 cmd_logits},
