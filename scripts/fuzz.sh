@@ -49,7 +49,14 @@ fi
 
 CXX="$cxx" cmake -S . -B "$build" -G Ninja -DGGUFD_FUZZ=ON -DGGUFD_BUILD_TESTS=OFF \
     -DGGUFD_BUILD_BENCHMARKS=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build "$build" -j "${GGUFD_FUZZ_BUILD_JOBS:-2}" --target "${targets[@]}" >/dev/null
+# Quiet when it builds; a failed build shows its errors (and fails the run) instead of ending it
+# silently.
+if ! cmake --build "$build" -j "${GGUFD_FUZZ_BUILD_JOBS:-2}" --target "${targets[@]}" \
+    >"$build/build.log" 2>&1; then
+    grep -v '^\[[0-9]*/[0-9]*\]' "$build/build.log" | tail -n 40
+    echo "fuzz.sh: the fuzz targets did not build"
+    exit 1
+fi
 
 # Longest input each target is given: enough for every structure it parses, small enough to keep
 # thousands of runs a second.
