@@ -117,11 +117,8 @@ std::shared_ptr<EngineBackend> EngineBackend::from_model(std::shared_ptr<const m
     b->chat_family_ = options.tool_parser.value_or(chat::detect_family(source));
     const tokenizer::Tokenizer& t = *b->tokenizer_;
     for (std::string_view markup : chat::markup_texts(b->chat_family_)) {
-        tokenizer::EncodeOptions o;
-        o.add_bos = false;
-        o.add_eos = false;
-        o.parse_special = true;
-        for (int32_t id : t.encode(markup, o)) {
+        for (int32_t id : b->tokenize(std::string(markup), /*add_special=*/false,
+                                      /*parse_special=*/true)) {
             const uint32_t attrs = t.vocab().token(id).attrs;
             if ((attrs & tokenizer::attr::kControl) && !t.is_eog(id))
                 b->chat_markup_tokens_.push_back(id);

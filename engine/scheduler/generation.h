@@ -55,7 +55,7 @@ struct GenerationRequest {
     sampling::SamplingParams sampling;
     sampling::StopParams stop;
     std::shared_ptr<GenerationSink> sink;
-    // Control tokens whose text the reply keeps (sorted ids; others decode to nothing): the
+    // Control tokens whose text the reply keeps (ids in any order; others decode to nothing): the
     // markup a chat family writes with special tokens ([TOOL_CALLS], <|python_tag|>, harmony's
     // <|channel|>). Under a grammar every control token keeps its text, as the grammar matched it.
     std::vector<int32_t> render_tokens;
