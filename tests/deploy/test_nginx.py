@@ -21,7 +21,8 @@ import time
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from deploy_support import Ggufd, RepoConfig, free_port, request, require_binary, stop_process, wait_listening  # noqa: E402
+from deploy_support import (Ggufd, free_port, loopback_nginx_config, request, require_binary,  # noqa: E402
+                            stop_process, wait_listening)
 
 nginx = require_binary("nginx", "nginx")
 bin_dir, work_root = sys.argv[1], os.path.abspath(sys.argv[2])
@@ -32,24 +33,13 @@ os.chmod(tmp, 0o755)
 
 
 def loopback_config(ggufd_port, nginx_port):
-    conf = RepoConfig("docker", "nginx", "nginx.conf")
+    conf = loopback_nginx_config(tmp, [ggufd_port], nginx_port)
     # nginx 1.22 passes small SSE chunks on promptly even with proxy_buffering on (it buffers
     # against slow clients, which a test cannot provoke reliably), so the setting itself is
     # checked: the generation routes must not be buffered.
     start = conf.text.index("location /v1/ {")
     block = conf.text[start:conf.text.index("}", start)]
     assert "proxy_buffering off;" in block, "location /v1/ must keep proxy_buffering off"
-    conf.rewrite("server ggufd:8080;", f"server 127.0.0.1:{ggufd_port};")
-    conf.rewrite("listen 80;", f"listen 127.0.0.1:{nginx_port};")
-    conf.rewrite("listen [::]:80;", "")
-    conf.rewrite("access_log /dev/stdout ggufd;", f"access_log {tmp}/access.log ggufd;")
-    conf.rewrite("error_log /dev/stderr warn;", f"error_log {tmp}/error.log warn;")
-    kinds = ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
-    temp_paths = "".join(f"\n    {kind}_temp_path {tmp}/{kind};" for kind in kinds)
-    for kind in kinds:
-        os.mkdir(os.path.join(tmp, kind))
-        os.chmod(os.path.join(tmp, kind), 0o777)
-    conf.rewrite("http {", "http {" + temp_paths)
     return conf.text
 
 
