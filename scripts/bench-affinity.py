@@ -91,6 +91,7 @@ def run_policy(args, policy, model, nginx_bin, work):
                 for i in range(args.replicas)]
     port = free_port()
     conf = loopback_nginx_config(tmp, [r.port for r in replicas], port)
+    conf.text = conf.text.replace("max_conns=4;", f"max_conns={args.parallel};")
     if policy == "least_conn":
         conf.rewrite("~^/v1/(chat/)?completions$ ggufd_affinity;", "~^/v1/(chat/)?completions$ ggufd;")
     proxy = Nginx(nginx_bin, tmp, conf.text, port).start()

@@ -180,7 +180,7 @@ def promql_names(expr):
 
 
 # The replica line of each upstream group in docker/nginx/nginx.conf (one per group).
-NGINX_REPLICA_LINE = "server ggufd:8080 max_fails=2 fail_timeout=10s;"
+NGINX_REPLICA_LINE = re.compile(r"server ggufd:8080( [^;]*)?;")
 NGINX_UPSTREAM_GROUPS = 2
 
 
@@ -188,9 +188,11 @@ def loopback_nginx_config(tmp, ggufd_ports, nginx_port):
     """docker/nginx/nginx.conf for a loopback run: one server line per ggufd port in each
     upstream group, listening on nginx_port, logs and temporary files under tmp."""
     conf = RepoConfig("docker", "nginx", "nginx.conf")
-    replicas = "\n        ".join(NGINX_REPLICA_LINE.replace("ggufd:8080", f"127.0.0.1:{p}")
-                                  for p in ggufd_ports)
-    conf.rewrite(NGINX_REPLICA_LINE, replicas, count=NGINX_UPSTREAM_GROUPS)
+    lines = NGINX_REPLICA_LINE.findall(conf.text)
+    assert len(lines) == NGINX_UPSTREAM_GROUPS, f"{conf.path}: replica lines {lines}: update this test"
+    conf.text = NGINX_REPLICA_LINE.sub(
+        lambda m: "\n        ".join(f"server 127.0.0.1:{p}{m.group(1) or ''};" for p in ggufd_ports),
+        conf.text)
     conf.rewrite("listen 80;", f"listen 127.0.0.1:{nginx_port};")
     conf.rewrite("listen [::]:80;", "")
     conf.rewrite("access_log /dev/stdout ggufd;", f"access_log {tmp}/access.log ggufd;")
