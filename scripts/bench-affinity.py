@@ -13,7 +13,8 @@ streamed) of every turn and of the follow-up turns alone, and the wall time.
           [--concurrency 6] [--policy both|affinity|least_conn] [--model FILE.gguf]
 
 Needs nginx (Debian package nginx-light or nginx). "affinity" is docker/nginx/nginx.conf as it
-is; "least_conn" sends generation to its least_conn group instead of the hashed one.
+is (with max_conns set to --parallel); "least_conn" sends generation to its least_conn group
+instead of the hashed one; "hash_unbounded" is the hash without max_conns.
 """
 import argparse
 import http.client
@@ -91,7 +92,10 @@ def run_policy(args, policy, model, nginx_bin, work):
                 for i in range(args.replicas)]
     port = free_port()
     conf = loopback_nginx_config(tmp, [r.port for r in replicas], port)
-    conf.text = conf.text.replace("max_conns=4;", f"max_conns={args.parallel};")
+    bound = "max_conns=4;"
+    assert bound in conf.text, "docker/nginx/nginx.conf no longer bounds the hash with max_conns=4"
+    # The bound follows the replicas' slots, as the configuration's comment asks.
+    conf.text = conf.text.replace(bound, "" if policy == "hash_unbounded" else f"max_conns={args.parallel};")
     if policy == "least_conn":
         conf.rewrite("~^/v1/(chat/)?completions$ ggufd_affinity;", "~^/v1/(chat/)?completions$ ggufd;")
     proxy = Nginx(nginx_bin, tmp, conf.text, port).start()
@@ -155,7 +159,8 @@ def main():
     p.add_argument("--threads", type=int, default=1, help="--threads of each replica")
     p.add_argument("--parallel", type=int, default=2, help="--parallel (slots) of each replica")
     p.add_argument("--ctx-size", type=int, default=2048)
-    p.add_argument("--policy", choices=["both", "affinity", "least_conn"], default="both")
+    p.add_argument("--policy", choices=["both", "all", "affinity", "least_conn", "hash_unbounded"],
+                   default="both", help="both: least_conn and affinity; all: also hash_unbounded")
     p.add_argument("--model", help="a GGUF file (default: a random-weight model, byte vocabulary)")
     p.add_argument("--rounds", type=int, default=1, help="alternate the policies this many times")
     args = p.parse_args()
@@ -168,7 +173,8 @@ def main():
         model = args.model or make_model(args.bin, os.path.join(tmp, "model.gguf"), "--n-embd", "512",
                                          "--n-layer", "8", "--n-head", "8", "--n-head-kv", "4",
                                          "--n-ff", "1536", "--type", "Q8_0")
-        policies = ["least_conn", "affinity"] if args.policy == "both" else [args.policy]
+        policies = {"both": ["least_conn", "affinity"],
+                    "all": ["least_conn", "affinity", "hash_unbounded"]}.get(args.policy, [args.policy])
         for _ in range(args.rounds):
             for policy in policies:
                 print(json.dumps(run_policy(args, policy, model, nginx_bin, tmp)), flush=True)
