@@ -92,10 +92,10 @@ def run_policy(args, policy, model, nginx_bin, work):
                 for i in range(args.replicas)]
     port = free_port()
     conf = loopback_nginx_config(tmp, [r.port for r in replicas], port)
-    bound = "max_conns=4;"
+    bound = " max_conns=4;"
     assert bound in conf.text, "docker/nginx/nginx.conf no longer bounds the hash with max_conns=4"
     # The bound follows the replicas' slots, as the configuration's comment asks.
-    conf.text = conf.text.replace(bound, "" if policy == "hash_unbounded" else f"max_conns={args.parallel};")
+    conf.text = conf.text.replace(bound, ";" if policy == "hash_unbounded" else f" max_conns={args.parallel};")
     if policy == "least_conn":
         conf.rewrite("~^/v1/(chat/)?completions$ ggufd_affinity;", "~^/v1/(chat/)?completions$ ggufd;")
     proxy = Nginx(nginx_bin, tmp, conf.text, port).start()

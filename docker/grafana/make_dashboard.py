@@ -86,6 +86,14 @@ def stat(title, query, unit, description="", thresholds=None, text_mode="value")
                         "justifyMode": "auto", "orientation": "auto"}}
 
 
+def picker(name, label, definition, ref):
+    """A dashboard variable: every value of a label, several at once, all by default."""
+    return {"name": name, "label": label, "type": "query", "datasource": DS,
+            "query": {"query": definition, "refId": ref}, "definition": definition,
+            "refresh": 2, "includeAll": True, "multi": True, "allValue": ".*",
+            "current": {"selected": True, "text": ["All"], "value": ["$__all"]}, "sort": 1}
+
+
 def build():
     L = Layout()
     L.row("Overview")
@@ -205,20 +213,9 @@ def build():
         "time": {"from": "now-1h", "to": "now"},
         "schemaVersion": 39,
         "version": 1,
-        "templating": {"list": [{
-            "name": "model", "label": "Model", "type": "query", "datasource": DS,
-            "query": {"query": "label_values(ggufd_generated_tokens_total, model)",
-                      "refId": "models"},
-            "definition": "label_values(ggufd_generated_tokens_total, model)",
-            "refresh": 2, "includeAll": True, "multi": True, "allValue": ".*",
-            "current": {"selected": True, "text": ["All"], "value": ["$__all"]},
-            "sort": 1}, {
-            "name": "instance", "label": "Replica", "type": "query", "datasource": DS,
-            "query": {"query": "label_values(ggufd_build_info, instance)", "refId": "replicas"},
-            "definition": "label_values(ggufd_build_info, instance)",
-            "refresh": 2, "includeAll": True, "multi": True, "allValue": ".*",
-            "current": {"selected": True, "text": ["All"], "value": ["$__all"]},
-            "sort": 1}]},
+        "templating": {"list": [
+            picker("model", "Model", "label_values(ggufd_generated_tokens_total, model)", "models"),
+            picker("instance", "Replica", "label_values(ggufd_build_info, instance)", "replicas")]},
         "annotations": {"list": []},
         "panels": L.panels,
     }

@@ -181,6 +181,19 @@ class ServerTest : public ::testing::Test {
 
     FakeGenerator& gen() { return backend->gen; }
 
+    // A client whose stream runs until it is cancelled, once its first piece has arrived.
+    std::unique_ptr<Client> endless_stream() {
+        FakeGenerator::Script s;
+        s.endless = true;
+        s.delay = 5ms;
+        gen().set_script(s);
+        auto client = std::make_unique<Client>(port);
+        client->send(http::verb::post, "/v1/completions",
+                     json{{"prompt", "x"}, {"stream", true}, {"max_tokens", 30000}}.dump());
+        client->read_until("Hello");
+        return client;
+    }
+
     std::shared_ptr<FakeBackend> backend = std::make_shared<FakeBackend>("fake");
     ModelRegistry registry;
     std::unique_ptr<Server> server;
@@ -929,14 +942,8 @@ TEST_F(ServerTest, GracefulStopFinishesAStreamInFlight) {
 
 TEST_F(ServerTest, GracefulStopCancelsWhatOutlivesTheDeadline) {
     start();
-    FakeGenerator::Script s;
-    s.endless = true;
-    s.delay = 5ms;
-    gen().set_script(s);
-    Client streaming(port);
-    streaming.send(http::verb::post, "/v1/completions",
-                   json{{"prompt", "x"}, {"stream", true}, {"max_tokens", 30000}}.dump());
-    streaming.read_until("Hello");
+    auto streaming_client = endless_stream();
+    Client& streaming = *streaming_client;
     Client idle(port);
     EXPECT_EQ(idle.get("/health").result_int(), 200);
     server->stop(100ms);
@@ -990,14 +997,8 @@ TEST_F(ServerTest, DrainTurnsReadinessAndNewWorkAwayWhileARunningStreamFinishes)
 
 TEST_F(ServerTest, DrainGivesUpAtItsDeadline) {
     start();
-    FakeGenerator::Script s;
-    s.endless = true;
-    s.delay = 5ms;
-    gen().set_script(s);
-    Client streaming(port);
-    streaming.send(http::verb::post, "/v1/completions",
-                   json{{"prompt", "x"}, {"stream", true}, {"max_tokens", 30000}}.dump());
-    streaming.read_until("Hello");
+    auto streaming_client = endless_stream();
+    Client& streaming = *streaming_client;
     auto t0 = std::chrono::steady_clock::now();
     EXPECT_FALSE(server->drain(200ms));
     EXPECT_GE(std::chrono::steady_clock::now() - t0, 200ms);
