@@ -6,7 +6,8 @@ upstream address, log and temporary file paths); every rewrite must apply, so a 
 fails here rather than being tested half-way. Checks: a streamed chat completion arrives through
 the proxy event by event (not collected by proxy buffering) and with the same text as straight
 from ggufd; ggufd's X-Request-Id comes through and lands in nginx's access log; oversized bodies
-stop at nginx; /metrics is not published.
+stop at nginx; /metrics is not published; requests beyond the hashed replica's max_conns are
+handed to the least busy replica instead of being refused.
 
 Usage: test_nginx.py BIN_DIR WORK_DIR
 """
@@ -17,6 +18,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
@@ -40,6 +42,9 @@ def loopback_config(ggufd_port, nginx_port):
     start = conf.text.index("location /v1/ {")
     block = conf.text[start:conf.text.index("}", start)]
     assert "proxy_buffering off;" in block, "location /v1/ must keep proxy_buffering off"
+    # One request at a time on the hashed group, so that concurrent requests find the replica
+    # full and must take the spill-over route (checked below).
+    conf.rewrite(" max_conns=4;", " max_conns=1;")
     return conf.text
 
 
@@ -166,6 +171,19 @@ try:
     assert status == 200 and json.loads(payload)["status"] == "ok" and "x-request-id" in headers, payload
     assert request(nginx_port, "GET", "/metrics")[0] == 404
     assert request(ggufd.port, "GET", "/metrics")[0] == 200
+
+    # Bounded affinity: more requests at once than the hashed replica's max_conns are not
+    # refused (nginx's own 502) but handed to the least busy replica, here the same one.
+    answers = []
+    body = {k: v for k, v in chat_body(False).items() if k != "stream_options"}
+    body["max_tokens"] = 60
+    workers = [threading.Thread(target=lambda: answers.append(
+        request(nginx_port, "POST", "/v1/chat/completions", body)[0])) for _ in range(3)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    assert answers == [200, 200, 200], f"concurrent requests over max_conns were answered {answers}"
     ok = True
     print(f"ok: {n} events in {len(arrivals)} reads over {span:.2f} s, first after {first:.3f} s")
 finally:
