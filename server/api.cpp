@@ -107,6 +107,7 @@ void Api::handle(const HttpRequest& request, const std::shared_ptr<ResponseChann
             channel->respond(std::move(r));
             return;
         }
+        refuse_new_work_while_draining(*route);
         (this->*(route->handler))(request, channel, param);
     } catch (const ApiError& e) {
         channel->respond(error_response(e));
@@ -118,6 +119,13 @@ void Api::handle(const HttpRequest& request, const std::shared_ptr<ResponseChann
         channel->respond(error_response(
             ApiError::internal("internal server error (request id " + request.request_id + ")")));
     }
+}
+
+void Api::refuse_new_work_while_draining(const Route& route) const {
+    if (!draining()) return;
+    if (route.handler == &Api::health || route.handler == &Api::metrics) return;
+    throw ApiError::unavailable("This server is shutting down; send the request to another replica",
+                                "shutting_down", options_.retry_after_s);
 }
 
 ModelBackend& Api::resolve_model(const std::string& name) const {
@@ -186,13 +194,13 @@ void Api::check_request(const scheduler::GenerationRequest& request, ModelBacken
 
 void Api::health(const HttpRequest&, const std::shared_ptr<ResponseChannel>& channel,
                  const std::string&) {
-    if (registry_.all_ready()) {
+    if (registry_.all_ready() && !draining()) {
         json body = {{"status", "ok"}};
         if (!registry_.failed().empty()) body["failed_models"] = registry_.failed();
         channel->respond(json_response(200, body));
         return;
     }
-    HttpResponse r = json_response(503, {{"status", "loading"}});
+    HttpResponse r = json_response(503, {{"status", draining() ? "draining" : "loading"}});
     r.headers.emplace_back("Retry-After", std::to_string(options_.retry_after_s));
     channel->respond(std::move(r));
 }

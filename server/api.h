@@ -3,6 +3,7 @@
 // inference. Independent of Beast.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <string>
@@ -40,6 +41,12 @@ class Api {
 
     const ApiOptions& options() const { return options_; }
 
+    // Readiness drain before a shutdown (Server::drain): from now on /health answers 503
+    // "draining" and every route but /health and /metrics 503 with Retry-After, so a load balancer
+    // stops choosing this replica and retries new work elsewhere while what runs finishes.
+    void start_draining() { draining_.store(true); }
+    bool draining() const { return draining_.load(); }
+
   private:
     using Handler = void (Api::*)(const HttpRequest&, const std::shared_ptr<ResponseChannel>&,
                                   const std::string& param);
@@ -53,6 +60,8 @@ class Api {
     // The route for a path, whatever the method; nullptr when none.
     const Route* match(const std::string& path, std::string& param) const;
     ModelBackend& resolve_model(const std::string& name) const;
+    // Throws 503 while draining, except for the routes a prober or a scraper uses.
+    void refuse_new_work_while_draining(const Route& route) const;
     // The server's prompt cap, then the engine's validate(): 400 naming the parameter (the
     // prompt as `prompt_param`) before anything is submitted or streamed.
     void check_request(const scheduler::GenerationRequest& request, ModelBackend& model,
@@ -77,6 +86,7 @@ class Api {
     const ModelRegistry& registry_;
     ApiOptions options_;
     std::vector<Route> routes_;
+    std::atomic<bool> draining_{false};
 };
 
 // The response for an error: its status, OpenAI-shaped body, Retry-After when it has one.

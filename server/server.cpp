@@ -62,6 +62,9 @@ struct Shared {
     std::condition_variable changed;
     std::vector<std::weak_ptr<Session>> sessions;
     size_t live_sessions = 0;
+    // Requests dispatched before a drain began that have not finished (Server::drain waits for
+    // them); guarded by `mutex`, signalled through `changed`.
+    size_t running_requests = 0;
 
     std::atomic<uint64_t> request_counter{0};
     uint64_t request_salt = std::random_device{}() * 0x9E3779B97F4A7C15ull ^ std::random_device{}();
@@ -105,6 +108,7 @@ class Session : public std::enable_shared_from_this<Session>, public ResponseCha
     ~Session() override {
         if (exchange_) exchange_->cancel();
         std::lock_guard lock(shared_->mutex);
+        if (counted_running_) --shared_->running_requests;
         --shared_->live_sessions;
         shared_->changed.notify_all();
     }
@@ -345,6 +349,7 @@ class Session : public std::enable_shared_from_this<Session>, public ResponseCha
         request.request_id = request_id_;
         parser_.reset();
 
+        count_running();
         watch_client();
         shared_->api.handle(request, shared_from_this());
     }
@@ -456,6 +461,7 @@ class Session : public std::enable_shared_from_this<Session>, public ResponseCha
     void finish_exchange() {
         if (phase_ != Phase::handling) return;
         log_access(status_, nullptr);
+        uncount_running();
         release_exchange();
         phase_ = Phase::idle;
         if (!keep_alive_ || stop_requested_ || shared_->stopping) {
@@ -489,8 +495,26 @@ class Session : public std::enable_shared_from_this<Session>, public ResponseCha
     void close_now() {
         if (phase_ == Phase::closed) return;
         phase_ = Phase::closed;
+        uncount_running();
         release_exchange();
         stream_.close();
+    }
+
+    // A request that arrives while draining is refused at once by the API, so only those
+    // dispatched before count.
+    void count_running() {
+        if (shared_->api.draining()) return;
+        std::lock_guard lock(shared_->mutex);
+        ++shared_->running_requests;
+        counted_running_ = true;
+    }
+
+    void uncount_running() {
+        if (!counted_running_) return;
+        std::lock_guard lock(shared_->mutex);
+        counted_running_ = false;
+        --shared_->running_requests;
+        shared_->changed.notify_all();
     }
 
     // Half-closes and drains what the client still sends for a moment before closing, so a
@@ -577,6 +601,7 @@ class Session : public std::enable_shared_from_this<Session>, public ResponseCha
     bool watching_ = false;
     bool resume_after_watch_ = false;
     bool draining_ = false;
+    bool counted_running_ = false;
 };
 
 }  // namespace
@@ -691,6 +716,14 @@ void Server::start() {
 
 uint16_t Server::port() const {
     return impl_->port;
+}
+
+bool Server::drain(std::chrono::milliseconds deadline) {
+    Impl& m = *impl_;
+    m.shared->api.start_draining();
+    std::unique_lock lock(m.shared->mutex);
+    return m.shared->changed.wait_for(lock, deadline,
+                                      [&m] { return m.shared->running_requests == 0; });
 }
 
 void Server::stop(std::chrono::milliseconds deadline) {

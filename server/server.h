@@ -52,6 +52,12 @@ class Server {
     // The bound port (after start()).
     uint16_t port() const;
 
+    // Readiness drain, before stop(): still listening, /health answers 503 "draining" and new
+    // requests 503 with Retry-After (Api::start_draining), so a load balancer or an orchestrator
+    // takes this replica out, until the requests running when it began have finished or
+    // `deadline` passed. True when they finished.
+    bool drain(std::chrono::milliseconds deadline);
+
     // Graceful shutdown: stops accepting, closes idle connections, lets requests in flight finish
     // for up to `deadline`, then cancels the rest (their sinks report cancelled()) and closes
     // every connection. Returns when the I/O threads have exited. Safe to call more than once.

@@ -11,7 +11,9 @@ import sys
 from pathlib import Path
 
 DS = {"type": "prometheus", "uid": "prometheus"}
-M = 'model=~"$model"'
+# Every panel follows the model and replica pickers; panels sum over replicas unless they say
+# "by replica".
+M = 'model=~"$model",instance=~"$instance"'
 RI = "$__rate_interval"
 
 
@@ -84,11 +86,19 @@ def stat(title, query, unit, description="", thresholds=None, text_mode="value")
                         "justifyMode": "auto", "orientation": "auto"}}
 
 
+def picker(name, label, definition, ref):
+    """A dashboard variable: every value of a label, several at once, all by default."""
+    return {"name": name, "label": label, "type": "query", "datasource": DS,
+            "query": {"query": definition, "refId": ref}, "definition": definition,
+            "refresh": 2, "includeAll": True, "multi": True, "allValue": ".*",
+            "current": {"selected": True, "text": ["All"], "value": ["$__all"]}, "sort": 1}
+
+
 def build():
     L = Layout()
     L.row("Overview")
-    L.add(stat("Up", q('up{job="ggufd"}', "{{instance}}"), "none",
-               "1 when Prometheus reached ggufd at the last scrape",
+    L.add(stat("Replicas up", q('sum(up{job="ggufd"})', "up"), "none",
+               "Replicas Prometheus reached at the last scrape",
                [{"color": "red", "value": None}, {"color": "green", "value": 1}]), 3, 4)
     L.add(stat("Version", q("ggufd_build_info", "{{version}} ({{compiler}})"), "none",
                "ggufd_build_info: version and compiler; CPU features in the legend tooltip",
@@ -139,14 +149,15 @@ def build():
 
     L.row("Scheduler")
     L.add(timeseries("Queue depth and rejections",
-                     [q(f"ggufd_queue_depth{{{M}}}", "waiting {{model}}"),
-                      q(f"rate(ggufd_requests_rejected_total{{{M}}}[{RI}])",
+                     [q(f"sum by (model) (ggufd_queue_depth{{{M}}})", "waiting {{model}}"),
+                      q(f"sum by (model) (rate(ggufd_requests_rejected_total{{{M}}}[{RI}]))",
                         "rejected/s {{model}}")], "none",
                      "Requests waiting for a slot; rejected = turned away with 503 (queue full)"),
           12, 8)
     L.add(timeseries("Busy slots",
-                     [q(f"ggufd_slots_busy{{{M}}}", "busy {{model}}"),
-                      q(f"ggufd_slots_capacity{{{M}}}", "capacity {{model}}")], "none",
+                     [q(f"sum by (model) (ggufd_slots_busy{{{M}}})", "busy {{model}}"),
+                      q(f"sum by (model) (ggufd_slots_capacity{{{M}}})", "capacity {{model}}")],
+                     "none",
                      "Sequences being served vs --parallel"), 12, 8)
     L.add(timeseries("Batch size per engine step",
                      quantiles("ggufd_batch_size_tokens", [0.5, 0.95]) +
@@ -156,9 +167,30 @@ def build():
                      "Tokens evaluated together in one forward pass (decode + prefill chunks)"),
           12, 8)
     L.add(timeseries("KV cache usage",
-                     [q(f"ggufd_kv_cache_cells_used{{{M}}} / ggufd_kv_cache_cells_capacity{{{M}}}",
-                        "{{model}}")], "percentunit",
+                     [q(f"sum by (model) (ggufd_kv_cache_cells_used{{{M}}}) / "
+                        f"sum by (model) (ggufd_kv_cache_cells_capacity{{{M}}})", "{{model}}")],
+                     "percentunit",
                      "Cells holding a token / cells allocated (slots x context)"), 12, 8)
+
+    L.row("Replicas")
+    L.add(timeseries("Generated tokens / s by replica",
+                     [q(f"sum by (instance) (rate(ggufd_generated_tokens_total{{{M}}}[{RI}]))",
+                        "{{instance}}")], "none",
+                     "How the load balancer spreads generation over the replicas"), 12, 8)
+    L.add(timeseries("Prompt tokens / s by replica",
+                     [q(f"sum by (instance) (rate(ggufd_prompt_tokens_total{{{M}}}[{RI}]))",
+                        "{{instance}}")], "none",
+                     "Prompt evaluation per replica: prefix affinity keeps it low by reusing "
+                     "each conversation's cached prefix"), 12, 8)
+    L.add(timeseries("Busy slots and queue by replica",
+                     [q(f"sum by (instance) (ggufd_slots_busy{{{M}}})", "busy {{instance}}"),
+                      q(f"sum by (instance) (ggufd_queue_depth{{{M}}})", "waiting {{instance}}")],
+                     "none", "A replica with a queue while others have free slots is a hot spot"),
+          12, 8)
+    L.add(timeseries("Time to first token p95 by replica",
+                     quantiles("ggufd_time_to_first_token_seconds", [0.95], by="instance"), "s",
+                     "From a generation request's arrival to its first token, per replica"),
+          12, 8)
 
     L.row("Process")
     L.add(timeseries("Resident memory",
@@ -181,14 +213,9 @@ def build():
         "time": {"from": "now-1h", "to": "now"},
         "schemaVersion": 39,
         "version": 1,
-        "templating": {"list": [{
-            "name": "model", "label": "Model", "type": "query", "datasource": DS,
-            "query": {"query": "label_values(ggufd_generated_tokens_total, model)",
-                      "refId": "models"},
-            "definition": "label_values(ggufd_generated_tokens_total, model)",
-            "refresh": 2, "includeAll": True, "multi": True, "allValue": ".*",
-            "current": {"selected": True, "text": ["All"], "value": ["$__all"]},
-            "sort": 1}]},
+        "templating": {"list": [
+            picker("model", "Model", "label_values(ggufd_generated_tokens_total, model)", "models"),
+            picker("instance", "Replica", "label_values(ggufd_build_info, instance)", "replicas")]},
         "annotations": {"list": []},
         "panels": L.panels,
     }

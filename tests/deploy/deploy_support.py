@@ -25,8 +25,9 @@ class RepoConfig:
         with open(os.path.join(REPO, self.path)) as f:
             self.text = f.read()
 
-    def rewrite(self, old, new):
-        assert self.text.count(old) == 1, f"{self.path} no longer has exactly one {old!r}: update this test"
+    def rewrite(self, old, new, count=1):
+        assert self.text.count(old) == count, (
+            f"{self.path} no longer has exactly {count} {old!r}: update this test")
         self.text = self.text.replace(old, new)
 
 
@@ -176,3 +177,70 @@ def promql_names(expr):
             continue  # a function, an aggregation or a keyword
         metrics.add(name)
     return metrics, labels
+
+
+# The replica line of each upstream group in docker/nginx/nginx.conf (one per group).
+NGINX_REPLICA_LINE = re.compile(r"server ggufd:8080( [^;]*)?;")
+NGINX_UPSTREAM_GROUPS = 2
+
+
+def loopback_nginx_config(tmp, ggufd_ports, nginx_port):
+    """docker/nginx/nginx.conf for a loopback run: one server line per ggufd port in each
+    upstream group, listening on nginx_port, logs and temporary files under tmp."""
+    conf = RepoConfig("docker", "nginx", "nginx.conf")
+    lines = NGINX_REPLICA_LINE.findall(conf.text)
+    assert len(lines) == NGINX_UPSTREAM_GROUPS, f"{conf.path}: replica lines {lines}: update this test"
+    conf.text = NGINX_REPLICA_LINE.sub(
+        lambda m: "\n        ".join(f"server 127.0.0.1:{p}{m.group(1) or ''};" for p in ggufd_ports),
+        conf.text)
+    conf.rewrite("listen 80;", f"listen 127.0.0.1:{nginx_port};")
+    conf.rewrite("listen [::]:80;", "")
+    conf.rewrite("access_log /dev/stdout ggufd;", f"access_log {tmp}/access.log ggufd;")
+    conf.rewrite("error_log /dev/stderr warn;", f"error_log {tmp}/error.log warn;")
+    kinds = ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
+    temp_paths = "".join(f"\n    {kind}_temp_path {tmp}/{kind};" for kind in kinds)
+    for kind in kinds:
+        os.makedirs(os.path.join(tmp, kind), exist_ok=True)
+        os.chmod(os.path.join(tmp, kind), 0o777)
+    conf.rewrite("http {", "http {" + temp_paths)
+    return conf
+
+
+class Nginx:
+    """The real nginx running `conf_text` (checked with nginx -t first) in the foreground."""
+
+    def __init__(self, nginx, tmp, conf_text, port):
+        self.nginx, self.tmp, self.port = nginx, tmp, port
+        self.conf_path = os.path.join(tmp, "nginx.conf")
+        with open(self.conf_path, "w") as f:
+            f.write(conf_text)
+        subprocess.run([nginx, "-t", "-q", "-e", f"{tmp}/error.log", "-c", self.conf_path,
+                        "-g", f"pid {tmp}/nginx.pid;"], check=True)
+        self.proc = None
+        atexit.register(self.stop)
+
+    def start(self):
+        self.proc = subprocess.Popen([self.nginx, "-e", f"{self.tmp}/error.log", "-c", self.conf_path,
+                                      "-g", f"daemon off; pid {self.tmp}/nginx.pid;"],
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        wait_listening(self.port, self.proc, "nginx")
+        return self
+
+    def stop(self):
+        if self.proc:
+            stop_process(self.proc)
+
+    def access_log(self):
+        """The access log's records (stop nginx first so that every line is written)."""
+        path = os.path.join(self.tmp, "access.log")
+        if not os.path.exists(path):
+            return []
+        with open(path) as f:
+            return [json.loads(line) for line in f if line.strip()]
+
+
+def make_model(bin_dir, path, *args):
+    """A random-weight model from ggufd-mkmodel (arguments such as --n-layer 8)."""
+    subprocess.run([os.path.join(bin_dir, "ggufd-mkmodel"), "--out", path, *args], check=True,
+                   stdout=subprocess.DEVNULL)
+    return path

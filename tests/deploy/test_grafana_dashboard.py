@@ -111,10 +111,10 @@ for base, title in charted.items():
     if totals.get(base + "_count", 0.0) <= 0:
         problems.append(f"{title!r}: {base} has no observations after the traffic")
 
-# The model picker lists values of a real label of a real metric.
+# The model and replica pickers list values of a real label of a real metric.
 for var in dashboard["templating"]["list"]:
     m = re.fullmatch(r"label_values\((\w+),\s*(\w+)\)", var["definition"])
-    if not m or m.group(2) not in series.get(m.group(1), set()):
+    if not m or m.group(2) not in series.get(m.group(1), set()) | SCRAPE_LABELS:
         problems.append(f"variable {var['name']!r}: {var['definition']!r} names no exported label")
 
 # What the issue asks the dashboard to show, each by the query that shows it.
@@ -136,6 +136,9 @@ coverage = {
     "busy slots": r"ggufd_slots_busy\b",
     "KV cache usage": r"ggufd_kv_cache_cells_used\b.*ggufd_kv_cache_cells_capacity\b",
     "errors (5xx)": r'ggufd_requests_total\{status=~"5\.\."\}',
+    "replicas up": r'sum\(up\{job="ggufd"\}\)',
+    "generation split by replica": r"sum by \(instance\) \(rate\(ggufd_generated_tokens_total\b",
+    "busy slots split by replica": r"sum by \(instance\) \(ggufd_slots_busy\b",
 }
 for what, pattern in coverage.items():
     if not shown(pattern):

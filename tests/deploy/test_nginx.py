@@ -6,7 +6,8 @@ upstream address, log and temporary file paths); every rewrite must apply, so a 
 fails here rather than being tested half-way. Checks: a streamed chat completion arrives through
 the proxy event by event (not collected by proxy buffering) and with the same text as straight
 from ggufd; ggufd's X-Request-Id comes through and lands in nginx's access log; oversized bodies
-stop at nginx; /metrics is not published.
+stop at nginx; /metrics is not published; requests beyond the hashed replica's max_conns are
+handed to the least busy replica instead of being refused.
 
 Usage: test_nginx.py BIN_DIR WORK_DIR
 """
@@ -17,11 +18,13 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from deploy_support import Ggufd, RepoConfig, free_port, request, require_binary, stop_process, wait_listening  # noqa: E402
+from deploy_support import (Ggufd, free_port, loopback_nginx_config, request, require_binary,  # noqa: E402
+                            stop_process, wait_listening)
 
 nginx = require_binary("nginx", "nginx")
 bin_dir, work_root = sys.argv[1], os.path.abspath(sys.argv[2])
@@ -32,24 +35,16 @@ os.chmod(tmp, 0o755)
 
 
 def loopback_config(ggufd_port, nginx_port):
-    conf = RepoConfig("docker", "nginx", "nginx.conf")
+    conf = loopback_nginx_config(tmp, [ggufd_port], nginx_port)
     # nginx 1.22 passes small SSE chunks on promptly even with proxy_buffering on (it buffers
     # against slow clients, which a test cannot provoke reliably), so the setting itself is
     # checked: the generation routes must not be buffered.
     start = conf.text.index("location /v1/ {")
     block = conf.text[start:conf.text.index("}", start)]
     assert "proxy_buffering off;" in block, "location /v1/ must keep proxy_buffering off"
-    conf.rewrite("server ggufd:8080;", f"server 127.0.0.1:{ggufd_port};")
-    conf.rewrite("listen 80;", f"listen 127.0.0.1:{nginx_port};")
-    conf.rewrite("listen [::]:80;", "")
-    conf.rewrite("access_log /dev/stdout ggufd;", f"access_log {tmp}/access.log ggufd;")
-    conf.rewrite("error_log /dev/stderr warn;", f"error_log {tmp}/error.log warn;")
-    kinds = ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
-    temp_paths = "".join(f"\n    {kind}_temp_path {tmp}/{kind};" for kind in kinds)
-    for kind in kinds:
-        os.mkdir(os.path.join(tmp, kind))
-        os.chmod(os.path.join(tmp, kind), 0o777)
-    conf.rewrite("http {", "http {" + temp_paths)
+    # One request at a time on the hashed group, so that concurrent requests find the replica
+    # full and must take the spill-over route (checked below).
+    conf.rewrite(" max_conns=4;", " max_conns=1;")
     return conf.text
 
 
@@ -176,6 +171,19 @@ try:
     assert status == 200 and json.loads(payload)["status"] == "ok" and "x-request-id" in headers, payload
     assert request(nginx_port, "GET", "/metrics")[0] == 404
     assert request(ggufd.port, "GET", "/metrics")[0] == 200
+
+    # Bounded affinity: more requests at once than the hashed replica's max_conns are not
+    # refused (nginx's own 502) but handed to the least busy replica, here the same one.
+    answers = []
+    body = {k: v for k, v in chat_body(False).items() if k != "stream_options"}
+    body["max_tokens"] = 60
+    workers = [threading.Thread(target=lambda: answers.append(
+        request(nginx_port, "POST", "/v1/chat/completions", body)[0])) for _ in range(3)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    assert answers == [200, 200, 200], f"concurrent requests over max_conns were answered {answers}"
     ok = True
     print(f"ok: {n} events in {len(arrivals)} reads over {span:.2f} s, first after {first:.3f} s")
 finally:

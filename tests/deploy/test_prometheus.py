@@ -30,9 +30,18 @@ os.makedirs(work_root, exist_ok=True)
 tmp = tempfile.mkdtemp(prefix="prometheus-", dir=work_root)
 
 
-def loopback_config(ggufd_port, prometheus_port):
+def loopback_config(ggufd_ports, prometheus_port):
     conf = RepoConfig("docker", "prometheus", "prometheus.yml")
-    conf.rewrite('["ggufd:8080"]', f'["127.0.0.1:{ggufd_port}"]')
+    # The compose network's DNS lists the replicas; here they are listed by hand.
+    targets = ", ".join(f'"127.0.0.1:{p}"' for p in ggufd_ports)
+    conf.rewrite("""    dns_sd_configs:
+      - names: ["ggufd"]
+        type: A
+        port: 8080
+        refresh_interval: 30s
+""", f"""    static_configs:
+      - targets: [{targets}]
+""")
     conf.rewrite('["localhost:9090"]', f'["127.0.0.1:{prometheus_port}"]')
     conf.rewrite("scrape_interval: 5s", "scrape_interval: 1s")
     conf.rewrite("scrape_timeout: 4s", "scrape_timeout: 1s")
@@ -78,11 +87,13 @@ def prom_log():
         return f.read()[-4000:]
 
 
-ggufd = Ggufd(bin_dir, os.path.join(tmp, "ggufd.log"))  # the built-in demo model
+# Two replicas of the built-in demo model, each its own instance.
+replicas = [Ggufd(bin_dir, os.path.join(tmp, f"ggufd{i}.log")) for i in range(2)]
+ggufd = replicas[0]
 prom_port = free_port()
 conf_path = os.path.join(tmp, "prometheus.yml")
 with open(conf_path, "w") as f:
-    f.write(loopback_config(ggufd.port, prom_port))
+    f.write(loopback_config([r.port for r in replicas], prom_port))
 promtool = shutil.which("promtool")
 if promtool:
     subprocess.run([promtool, "check", "config", conf_path], check=True, stdout=subprocess.DEVNULL)
@@ -113,9 +124,9 @@ try:
             return (False, answer)
         targets = answer["data"]["activeTargets"]
         mine = [t for t in targets if t["labels"].get("job") == "ggufd"]
-        return (len(mine) == 1 and mine[0]["health"] == "up", mine)
+        return (len(mine) == len(replicas) and all(t["health"] == "up" for t in mine), mine)
 
-    wait_for("the ggufd target to be up", ggufd_target)
+    wait_for("every ggufd replica's target to be up", ggufd_target)
 
     def has_samples(query):
         def check():
@@ -123,8 +134,10 @@ try:
             return (answer.get("status") == "success" and len(answer["data"]["result"]) > 0, answer)
         return check
 
-    build = wait_for("ggufd_build_info to have a sample", has_samples("ggufd_build_info"))[1]
-    assert build["data"]["result"][0]["value"][1] == "1", build
+    build = wait_for("ggufd_build_info to have a sample", has_samples("count(ggufd_build_info) == 2"))[1]
+    instances = api(prom_port, "query", query="ggufd_build_info")["data"]["result"]
+    assert sorted(x["metric"]["instance"] for x in instances) == sorted(
+        f"127.0.0.1:{r.port}" for r in replicas), instances
     answer = wait_for("the chat request to be counted",
                       has_samples('ggufd_requests_total{endpoint="/v1/chat/completions",status="200"} >= 1'))[1]
     assert answer["data"]["result"][0]["metric"]["model"], answer
@@ -146,14 +159,15 @@ try:
     exprs = [t["expr"] for p in dashboard["panels"] for t in p.get("targets", [])]
     assert exprs, "the dashboard has no queries"
     for expr in exprs:
-        concrete = expr.replace("$__rate_interval", "1m").replace("$model", ".*")
+        concrete = expr.replace("$__rate_interval", "1m").replace("$model", ".*").replace("$instance", ".*")
         answer = api(prom_port, "query", query=concrete)
         assert answer.get("status") == "success", f"Prometheus rejects the dashboard query {expr!r}: {answer}"
     ok = True
     print(f"ok: target up, series scraped, {len(rules)} alert rules, {len(exprs)} dashboard queries valid")
 finally:
     stop_process(prom)
-    code = ggufd.stop()
+    codes = [r.stop() for r in replicas]
+    code = max(codes, key=abs)
     if not ok:
         print("--- Prometheus log (tail):\n" + prom_log())
         print("--- ggufd log (tail):\n" + ggufd.log_text()[-3000:])

@@ -181,6 +181,19 @@ class ServerTest : public ::testing::Test {
 
     FakeGenerator& gen() { return backend->gen; }
 
+    // A client whose stream runs until it is cancelled, once its first piece has arrived.
+    std::unique_ptr<Client> endless_stream() {
+        FakeGenerator::Script s;
+        s.endless = true;
+        s.delay = 5ms;
+        gen().set_script(s);
+        auto client = std::make_unique<Client>(port);
+        client->send(http::verb::post, "/v1/completions",
+                     json{{"prompt", "x"}, {"stream", true}, {"max_tokens", 30000}}.dump());
+        client->read_until("Hello");
+        return client;
+    }
+
     std::shared_ptr<FakeBackend> backend = std::make_shared<FakeBackend>("fake");
     ModelRegistry registry;
     std::unique_ptr<Server> server;
@@ -929,20 +942,69 @@ TEST_F(ServerTest, GracefulStopFinishesAStreamInFlight) {
 
 TEST_F(ServerTest, GracefulStopCancelsWhatOutlivesTheDeadline) {
     start();
-    FakeGenerator::Script s;
-    s.endless = true;
-    s.delay = 5ms;
-    gen().set_script(s);
-    Client streaming(port);
-    streaming.send(http::verb::post, "/v1/completions",
-                   json{{"prompt", "x"}, {"stream", true}, {"max_tokens", 30000}}.dump());
-    streaming.read_until("Hello");
+    auto streaming_client = endless_stream();
+    Client& streaming = *streaming_client;
     Client idle(port);
     EXPECT_EQ(idle.get("/health").result_int(), 200);
     server->stop(100ms);
     EXPECT_TRUE(gen().wait_cancelled(1));
     EXPECT_TRUE(streaming.closed_by_server());
     EXPECT_TRUE(idle.closed_by_server());
+}
+
+TEST_F(ServerTest, DrainTurnsReadinessAndNewWorkAwayWhileARunningStreamFinishes) {
+    start();
+    gen().set_script(FakeGenerator::pieces({"a", "b", "c", "d"}, 50ms));
+    Client streaming(port);
+    streaming.send(http::verb::post, "/v1/completions",
+                   json{{"prompt", "x"}, {"stream", true}}.dump());
+    while (gen().requests().empty()) std::this_thread::sleep_for(1ms);
+    Client other(port);  // connected before the drain, like a load balancer's kept-alive one
+    EXPECT_EQ(other.get("/health").result_int(), 200);
+
+    bool finished = false;
+    std::thread drainer([&] { finished = server->drain(30s); });
+    auto until = std::chrono::steady_clock::now() + 10s;
+    while (other.get("/health").result_int() == 200 && std::chrono::steady_clock::now() < until) {
+        std::this_thread::sleep_for(1ms);
+    }
+    auto r = other.get("/health");
+    EXPECT_EQ(r.result_int(), 503);
+    EXPECT_EQ(body_of(r)["status"], "draining");
+    EXPECT_FALSE(r[http::field::retry_after].empty());
+    // New work is refused with a retryable 503 on an old connection and on a new one alike.
+    r = other.post("/v1/completions", {{"prompt", "x"}});
+    EXPECT_EQ(r.result_int(), 503);
+    EXPECT_EQ(body_of(r)["error"]["code"], "shutting_down");
+    EXPECT_FALSE(r[http::field::retry_after].empty());
+    Client fresh(port);
+    EXPECT_EQ(fresh.post("/v1/chat/completions", {{"messages", chat_messages}}).result_int(), 503);
+    EXPECT_EQ(fresh.get("/metrics").result_int(), 200);
+    EXPECT_EQ(gen().requests().size(), 1u);
+
+    // The stream that ran before the drain completes, and then the drain ends.
+    auto s = streaming.read();
+    drainer.join();
+    EXPECT_TRUE(finished);
+    EXPECT_EQ(s.result_int(), 200);
+    Sse sse = parse_sse(s.body());
+    EXPECT_TRUE(sse.done);
+    EXPECT_EQ(sse.events.size(), 5u);
+    EXPECT_EQ(gen().cancelled_seen(), 0);
+    server->stop(1s);
+    EXPECT_THROW(Client{port}, std::runtime_error);
+}
+
+TEST_F(ServerTest, DrainGivesUpAtItsDeadline) {
+    start();
+    auto streaming_client = endless_stream();
+    Client& streaming = *streaming_client;
+    auto t0 = std::chrono::steady_clock::now();
+    EXPECT_FALSE(server->drain(200ms));
+    EXPECT_GE(std::chrono::steady_clock::now() - t0, 200ms);
+    server->stop(0ms);
+    EXPECT_TRUE(gen().wait_cancelled(1));
+    EXPECT_TRUE(streaming.closed_by_server());
 }
 
 }  // namespace

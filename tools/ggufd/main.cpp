@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <map>
@@ -169,9 +170,15 @@ int main(int argc, char** argv) {
         spdlog::info("listening on http://{}:{}", cfg.host, http.port());
         int sig = 0;
         sigwait(&signals, &sig);
-        spdlog::info("{} received: finishing in-flight requests (at most {} s)",
+        spdlog::info("{} received: draining, finishing in-flight requests (at most {} s)",
                      sig == SIGINT ? "SIGINT" : "SIGTERM", kShutdownDeadline.count());
-        http.stop(kShutdownDeadline);
+        // Draining first keeps the port open, answering 503 to new work, so a load balancer
+        // retries it on another replica instead of meeting a refused connection mid-flight.
+        auto until = std::chrono::steady_clock::now() + kShutdownDeadline;
+        http.drain(kShutdownDeadline);
+        http.stop(std::chrono::duration_cast<std::chrono::milliseconds>(
+            std::max(until - std::chrono::steady_clock::now(),
+                     std::chrono::steady_clock::duration::zero())));
     } catch (const std::exception& e) {
         spdlog::critical("server: {}", e.what());
         return 1;
