@@ -96,6 +96,7 @@ Model::Model(gguf::File file, const LoadOptions& options)
     for (const gguf::TensorInfo* v : weights_.vectors()) add_vector(v);
     for (const LayerWeights& l : weights_.layers) {
         for (const gguf::TensorInfo* m : l.matrices()) check_matrix(m);
+        for (const gguf::TensorInfo* m : l.expert_matrices()) check_matrix(m);
         for (const gguf::TensorInfo* v : l.vectors()) add_vector(v);
     }
     plan_repack(options.repack);
