@@ -280,8 +280,17 @@ void Context::expert_products(std::initializer_list<ExpertProduct> products, con
                 kernels::PreparedActivations view = act;
                 view.data = static_cast<const uint8_t*>(act.data) + row0 * act.row_stride;
                 view.n_rows = groups.begin[static_cast<size_t>(e) + 1] - row0;
-                kernels::matmul_rows(w.type, w.data + static_cast<uint64_t>(e) * matrix_bytes, rows,
-                                     cols, view, p.y + row0 * rows, rows, lo, hi);
+                float* y = p.y + row0 * rows;
+                if (const kernels::RepackedMatrix* r = model_->repacked(&w)) {
+                    // Expert e's rows are whole groups from its first (Model's repacking).
+                    const kernels::RepackedMatrix one{
+                        r->type, r->data + e * kernels::repacked_bytes(w.type, rows, cols), rows,
+                        cols};
+                    kernels::matmul_rows_repacked(one, view, y, rows, lo, hi);
+                } else {
+                    kernels::matmul_rows(w.type, w.data + static_cast<uint64_t>(e) * matrix_bytes,
+                                         rows, cols, view, y, rows, lo, hi);
+                }
             }
         }
     });
