@@ -256,14 +256,34 @@ float q8_1_dot(int64_t n, const void* w, const void* a) {
     return static_cast<float>(sum);
 }
 
-// ---- IQ4_NL
-void iq4_nl_to_float(const void* blocks, float* out, int64_t n) {
-    const auto* b = blocks_of<BlockIQ4_NL>(blocks);
+// ---- Codebook formats (IQ4_NL, MXFP4): element j is book[code j] times the block's scale.
+template <class Block, const int8_t* kBook, float (*kScale)(const Block&)>
+void codebook_to_float(const void* blocks, float* out, int64_t n) {
+    const auto* b = blocks_of<Block>(blocks);
     for (int64_t i = 0; i < n / kQK; ++i, out += kQK) {
-        const float d = half(b[i].d);
-        for (int j = 0; j < kQK; ++j) out[j] = d * kIQ4Codebook[nibble(b[i].qs, j)];
+        const float d = kScale(b[i]);
+        for (int j = 0; j < kQK; ++j) out[j] = d * kBook[nibble(b[i].qs, j)];
     }
 }
+template <class Block, const int8_t* kBook, float (*kScale)(const Block&)>
+float codebook_dot(int64_t n, const void* w, const void* a) {
+    const auto* x = blocks_of<Block>(w);
+    const auto* y = blocks_of<BlockQ8_0>(a);
+    double sum = 0;
+    for (int64_t i = 0; i < n / kQK; ++i) {
+        int isum = 0;
+        for (int j = 0; j < kQK; ++j) isum += kBook[nibble(x[i].qs, j)] * y[i].qs[j];
+        sum += static_cast<double>(kScale(x[i])) * half(y[i].d) * isum;
+    }
+    return static_cast<float>(sum);
+}
+
+// ---- IQ4_NL
+float iq4_nl_scale(const BlockIQ4_NL& b) {
+    return half(b.d);
+}
+constexpr auto iq4_nl_to_float = codebook_to_float<BlockIQ4_NL, kIQ4Codebook, iq4_nl_scale>;
+constexpr auto iq4_nl_dot = codebook_dot<BlockIQ4_NL, kIQ4Codebook, iq4_nl_scale>;
 void iq4_nl_from_float(const float* in, void* blocks, int64_t n) {
     auto* b = static_cast<BlockIQ4_NL*>(blocks);
     int q[kQK];
@@ -275,29 +295,17 @@ void iq4_nl_from_float(const float* in, void* blocks, int64_t n) {
         pack_nibbles(q, b[i].qs);
     }
 }
-float iq4_nl_dot(int64_t n, const void* w, const void* a) {
-    const auto* x = blocks_of<BlockIQ4_NL>(w);
-    const auto* y = blocks_of<BlockQ8_0>(a);
-    double sum = 0;
-    for (int64_t i = 0; i < n / kQK; ++i) {
-        int isum = 0;
-        for (int j = 0; j < kQK; ++j) isum += kIQ4Codebook[nibble(x[i].qs, j)] * y[i].qs[j];
-        sum += static_cast<double>(half(x[i].d)) * half(y[i].d) * isum;
-    }
-    return static_cast<float>(sum);
-}
 
 // ---- MXFP4: codes from kMXFP4Codebook times a power-of-two scale.
-void mxfp4_to_float(const void* blocks, float* out, int64_t n) {
-    const auto* b = blocks_of<BlockMXFP4>(blocks);
-    for (int64_t i = 0; i < n / kQK; ++i, out += kQK) {
-        const float d = e8m0_half(b[i].e);
-        for (int j = 0; j < kQK; ++j) out[j] = d * kMXFP4Codebook[nibble(b[i].qs, j)];
-    }
+float mxfp4_scale(const BlockMXFP4& b) {
+    return e8m0_half(b.e);
 }
-// The scale is the power of two that brings the largest magnitude into the codebook's top
-// octave (amax / d in [8, 16)), so 12 reaches it and nothing overflows beyond rounding to 12;
-// each element then takes its nearest code (ties to the smaller magnitude).
+constexpr auto mxfp4_to_float = codebook_to_float<BlockMXFP4, kMXFP4Codebook, mxfp4_scale>;
+constexpr auto mxfp4_dot = codebook_dot<BlockMXFP4, kMXFP4Codebook, mxfp4_scale>;
+// The shared exponent is the OCP specification's: floor(log2(amax)) minus E2M1's largest
+// exponent (2), so the largest magnitude lands in [4, 8) of E2M1 units ([8, 16) of the doubled
+// codes): one past 6 is clipped to 6 (by less than a quarter), which keeps the finer steps for
+// the rest. Each element then takes its nearest code (ties to the smaller magnitude).
 void mxfp4_from_float(const float* in, void* blocks, int64_t n) {
     auto* b = static_cast<BlockMXFP4*>(blocks);
     int q[kQK];
@@ -329,17 +337,6 @@ void mxfp4_from_float(const float* in, void* blocks, int64_t n) {
         }
         pack_nibbles(q, b[i].qs);
     }
-}
-float mxfp4_dot(int64_t n, const void* w, const void* a) {
-    const auto* x = blocks_of<BlockMXFP4>(w);
-    const auto* y = blocks_of<BlockQ8_0>(a);
-    double sum = 0;
-    for (int64_t i = 0; i < n / kQK; ++i) {
-        int isum = 0;
-        for (int j = 0; j < kQK; ++j) isum += kMXFP4Codebook[nibble(x[i].qs, j)] * y[i].qs[j];
-        sum += static_cast<double>(e8m0_half(x[i].e)) * half(y[i].d) * isum;
-    }
-    return static_cast<float>(sum);
 }
 
 }  // namespace
