@@ -282,8 +282,6 @@ float codebook_dot(int64_t n, const void* w, const void* a) {
 float iq4_nl_scale(const BlockIQ4_NL& b) {
     return half(b.d);
 }
-constexpr auto iq4_nl_to_float = codebook_to_float<BlockIQ4_NL, kIQ4Codebook, iq4_nl_scale>;
-constexpr auto iq4_nl_dot = codebook_dot<BlockIQ4_NL, kIQ4Codebook, iq4_nl_scale>;
 void iq4_nl_from_float(const float* in, void* blocks, int64_t n) {
     auto* b = static_cast<BlockIQ4_NL*>(blocks);
     int q[kQK];
@@ -300,8 +298,6 @@ void iq4_nl_from_float(const float* in, void* blocks, int64_t n) {
 float mxfp4_scale(const BlockMXFP4& b) {
     return e8m0_half(b.e);
 }
-constexpr auto mxfp4_to_float = codebook_to_float<BlockMXFP4, kMXFP4Codebook, mxfp4_scale>;
-constexpr auto mxfp4_dot = codebook_dot<BlockMXFP4, kMXFP4Codebook, mxfp4_scale>;
 // The shared exponent is the OCP specification's: floor(log2(amax)) minus E2M1's largest
 // exponent (2), so the largest magnitude lands in [4, 8) of E2M1 units ([8, 16) of the doubled
 // codes): one past 6 is clipped to 6 (by less than a quarter), which keeps the finer steps for
@@ -379,12 +375,14 @@ const FormatRow kRows[] = {
      GGUFD_ISA(avx2, q8_0_dots), GGUFD_ISA(avx512, q8_0_dots), GGUFD_ISA(avx512, q8_0_fast),
      &q8_0_repack},
     {TensorType::Q8_1, q8_1_to_float, q8_1_from_float, kAct, q8_1_dot, multi_dot_by_rows<q8_1_dot>},
-    {TensorType::IQ4_NL, iq4_nl_to_float, iq4_nl_from_float, kAct, iq4_nl_dot,
-     multi_dot_by_rows<iq4_nl_dot>, GGUFD_ISA(avx2, iq4_nl_dots), GGUFD_ISA(avx512, iq4_nl_dots),
-     nullptr, nullptr},
-    {TensorType::MXFP4, mxfp4_to_float, mxfp4_from_float, kAct, mxfp4_dot,
-     multi_dot_by_rows<mxfp4_dot>, GGUFD_ISA(avx2, mxfp4_dots), GGUFD_ISA(avx512, mxfp4_dots),
-     nullptr, nullptr},
+    {TensorType::IQ4_NL, codebook_to_float<BlockIQ4_NL, kIQ4Codebook, iq4_nl_scale>,
+     iq4_nl_from_float, kAct, codebook_dot<BlockIQ4_NL, kIQ4Codebook, iq4_nl_scale>,
+     multi_dot_by_rows<codebook_dot<BlockIQ4_NL, kIQ4Codebook, iq4_nl_scale>>,
+     GGUFD_ISA(avx2, iq4_nl_dots), GGUFD_ISA(avx512, iq4_nl_dots), nullptr, nullptr},
+    {TensorType::MXFP4, codebook_to_float<BlockMXFP4, kMXFP4Codebook, mxfp4_scale>,
+     mxfp4_from_float, kAct, codebook_dot<BlockMXFP4, kMXFP4Codebook, mxfp4_scale>,
+     multi_dot_by_rows<codebook_dot<BlockMXFP4, kMXFP4Codebook, mxfp4_scale>>,
+     GGUFD_ISA(avx2, mxfp4_dots), GGUFD_ISA(avx512, mxfp4_dots), nullptr, nullptr},
 };
 
 }  // namespace
