@@ -97,6 +97,7 @@ void attention_with(const OpKernels& kernels, const float* q, const int32_t* q_p
         .head_slopes = slopes.empty() ? nullptr : slopes.data(),
         .window = p.window,
         .f16_accumulator = p.f16_accumulator && k.type == KvType::f16 && v.type == KvType::f16,
+        .sinks = p.sinks,
     };
 
     // Query heads sharing a KV head are done together so each K/V row is loaded once for all of

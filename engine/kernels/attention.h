@@ -55,6 +55,9 @@ struct AttentionParams {
     // With F16 K and V: accumulate as llama.cpp does (see the top of this file): cells in order,
     // the output held at fp16 precision, the keys' dot products summed in its order.
     bool f16_accumulator = false;
+    // Attention sinks: one logit per query head [n_head] that joins the softmax's denominator
+    // without a value, so a head can attend to nothing (gpt-oss). nullptr: none.
+    const float* sinks = nullptr;
 };
 
 // out[t][h][d] = sum_j softmax_j(logit(t, h, j)) * V[cell j][h / group][d] for queries

@@ -107,6 +107,13 @@ struct BlockIQ4_NL {
     uint8_t qs[kQK / 2];
 };
 
+// OCP microscaling FP4: 32 E2M1 codes (nibbles ordered as Q4_0's) sharing one power-of-two
+// scale stored as a biased E8M0 exponent.
+struct BlockMXFP4 {
+    uint8_t e;
+    uint8_t qs[kQK / 2];
+};
+
 // 8 sub-blocks of 32, 6-bit scales (offset 32): low 4 bits in scales_l, high 2 in scales_h.
 struct BlockIQ4_XS {
     uint16_t d;
@@ -150,6 +157,7 @@ static_assert(has_geometry<BlockQ5_K>(gguf::TensorType::Q5_K, kQKK));
 static_assert(has_geometry<BlockQ6_K>(gguf::TensorType::Q6_K, kQKK));
 static_assert(has_geometry<BlockQ8_K>(gguf::TensorType::Q8_K, kQKK));
 static_assert(has_geometry<BlockIQ4_NL>(gguf::TensorType::IQ4_NL, kQK));
+static_assert(has_geometry<BlockMXFP4>(gguf::TensorType::MXFP4, kQK));
 static_assert(has_geometry<BlockIQ4_XS>(gguf::TensorType::IQ4_XS, kQKK));
 static_assert(has_geometry<BlockTQ1_0>(gguf::TensorType::TQ1_0, kQKK));
 static_assert(has_geometry<BlockTQ2_0>(gguf::TensorType::TQ2_0, kQKK));
@@ -180,5 +188,20 @@ inline int q6_k_code(const BlockQ6_K& b, int e) {
 // definition (ggml's kvalues_iq4nl); a file's 4-bit indices mean nothing without them.
 inline constexpr int8_t kIQ4Codebook[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                             1,    13,   25,  38,  53,  69,  89,  113};
+
+// The E2M1 values of MXFP4's 16 codes, doubled so they are integers (bit 3 is the sign; 0.5,
+// 1, 1.5, 2, 3, 4, 6 become 1, 2, 3, 4, 6, 8, 12). The block scale is halved to match
+// (e8m0_half).
+inline constexpr int8_t kMXFP4Codebook[16] = {0, 1,  2,  3,  4,  6,  8,  12,
+                                              0, -1, -2, -3, -4, -6, -8, -12};
+
+// Half of an E8M0 scale: 2^(e - 127) / 2 = 2^(e - 128), built from the float's bits (e = 0 and
+// 1 give subnormals; e = 255, the format's NaN, is read as 2^127 like the rest).
+inline float e8m0_half(uint8_t e) {
+    const uint32_t bits = e >= 2 ? uint32_t{e - 1u} << 23 : uint32_t{0x00200000u} << e;
+    float f;
+    __builtin_memcpy(&f, &bits, sizeof f);
+    return f;
+}
 
 }  // namespace ggufd::kernels

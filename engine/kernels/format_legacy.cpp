@@ -1,5 +1,5 @@
-// The 32-element block formats Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1 and IQ4_NL. All of them take
-// Q8_0 activations: the offset formats (Q4_1, Q5_1) need the activation block sums, which the
+// The 32-element block formats Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, IQ4_NL and MXFP4. All of them
+// take Q8_0 activations: the offset formats (Q4_1, Q5_1) need the activation block sums, which the
 // kernels add up from the int8 values exactly instead of reading Q8_1's fp16-rounded copy.
 #include <algorithm>
 #include <cmath>
@@ -256,13 +256,31 @@ float q8_1_dot(int64_t n, const void* w, const void* a) {
     return static_cast<float>(sum);
 }
 
-// ---- IQ4_NL
-void iq4_nl_to_float(const void* blocks, float* out, int64_t n) {
-    const auto* b = blocks_of<BlockIQ4_NL>(blocks);
+// ---- Codebook formats (IQ4_NL, MXFP4): element j is book[code j] times the block's scale.
+template <class Block, const int8_t* kBook, float (*kScale)(const Block&)>
+void codebook_to_float(const void* blocks, float* out, int64_t n) {
+    const auto* b = blocks_of<Block>(blocks);
     for (int64_t i = 0; i < n / kQK; ++i, out += kQK) {
-        const float d = half(b[i].d);
-        for (int j = 0; j < kQK; ++j) out[j] = d * kIQ4Codebook[nibble(b[i].qs, j)];
+        const float d = kScale(b[i]);
+        for (int j = 0; j < kQK; ++j) out[j] = d * kBook[nibble(b[i].qs, j)];
     }
+}
+template <class Block, const int8_t* kBook, float (*kScale)(const Block&)>
+float codebook_dot(int64_t n, const void* w, const void* a) {
+    const auto* x = blocks_of<Block>(w);
+    const auto* y = blocks_of<BlockQ8_0>(a);
+    double sum = 0;
+    for (int64_t i = 0; i < n / kQK; ++i) {
+        int isum = 0;
+        for (int j = 0; j < kQK; ++j) isum += kBook[nibble(x[i].qs, j)] * y[i].qs[j];
+        sum += static_cast<double>(kScale(x[i])) * half(y[i].d) * isum;
+    }
+    return static_cast<float>(sum);
+}
+
+// ---- IQ4_NL
+float iq4_nl_scale(const BlockIQ4_NL& b) {
+    return half(b.d);
 }
 void iq4_nl_from_float(const float* in, void* blocks, int64_t n) {
     auto* b = static_cast<BlockIQ4_NL*>(blocks);
@@ -275,16 +293,46 @@ void iq4_nl_from_float(const float* in, void* blocks, int64_t n) {
         pack_nibbles(q, b[i].qs);
     }
 }
-float iq4_nl_dot(int64_t n, const void* w, const void* a) {
-    const auto* x = blocks_of<BlockIQ4_NL>(w);
-    const auto* y = blocks_of<BlockQ8_0>(a);
-    double sum = 0;
-    for (int64_t i = 0; i < n / kQK; ++i) {
-        int isum = 0;
-        for (int j = 0; j < kQK; ++j) isum += kIQ4Codebook[nibble(x[i].qs, j)] * y[i].qs[j];
-        sum += static_cast<double>(half(x[i].d)) * half(y[i].d) * isum;
+
+// ---- MXFP4: codes from kMXFP4Codebook times a power-of-two scale.
+float mxfp4_scale(const BlockMXFP4& b) {
+    return e8m0_half(b.e);
+}
+// The shared exponent is the OCP specification's: floor(log2(amax)) minus E2M1's largest
+// exponent (2), so the largest magnitude lands in [4, 8) of E2M1 units ([8, 16) of the doubled
+// codes): one past 6 is clipped to 6 (by less than a quarter), which keeps the finer steps for
+// the rest. Each element then takes its nearest code (ties to the smaller magnitude).
+void mxfp4_from_float(const float* in, void* blocks, int64_t n) {
+    auto* b = static_cast<BlockMXFP4*>(blocks);
+    int q[kQK];
+    for (int64_t i = 0; i < n / kQK; ++i, in += kQK) {
+        float amax = 0.0f;
+        for (int j = 0; j < kQK; ++j) amax = std::max(amax, std::fabs(in[j]));
+        int e = 0;
+        if (amax > 0.0f && std::isfinite(amax)) {
+            // amax = m * 2^x with m in [0.5, 1): amax / 2^(x - 4) is in [8, 16), and
+            // e8m0_half(e) = 2^(e - 128) = 2^(x - 4) gives e = x + 124.
+            int x = 0;
+            std::frexp(amax, &x);
+            e = std::clamp(x + 124, 0, 254);
+        }
+        b[i].e = static_cast<uint8_t>(e);
+        const float id = 1.0f / e8m0_half(b[i].e);
+        for (int j = 0; j < kQK; ++j) {
+            const float v = in[j] * id;
+            int best = 0;
+            float best_err = std::fabs(v);
+            for (int c = 1; c < 16; ++c) {
+                const float err = std::fabs(v - static_cast<float>(kMXFP4Codebook[c]));
+                if (err < best_err) {
+                    best = c;
+                    best_err = err;
+                }
+            }
+            q[j] = best;
+        }
+        pack_nibbles(q, b[i].qs);
     }
-    return static_cast<float>(sum);
 }
 
 }  // namespace
@@ -296,6 +344,7 @@ GGUFD_DECLARE_DOTS(q5_0)
 GGUFD_DECLARE_DOTS(q5_1)
 GGUFD_DECLARE_DOTS(q8_0)
 GGUFD_DECLARE_DOTS(iq4_nl)
+GGUFD_DECLARE_DOTS(mxfp4)
 GGUFD_DECLARE_FAST(q4_0)
 GGUFD_DECLARE_FAST(q4_1)
 GGUFD_DECLARE_FAST(q5_0)
@@ -326,9 +375,14 @@ const FormatRow kRows[] = {
      GGUFD_ISA(avx2, q8_0_dots), GGUFD_ISA(avx512, q8_0_dots), GGUFD_ISA(avx512, q8_0_fast),
      &q8_0_repack},
     {TensorType::Q8_1, q8_1_to_float, q8_1_from_float, kAct, q8_1_dot, multi_dot_by_rows<q8_1_dot>},
-    {TensorType::IQ4_NL, iq4_nl_to_float, iq4_nl_from_float, kAct, iq4_nl_dot,
-     multi_dot_by_rows<iq4_nl_dot>, GGUFD_ISA(avx2, iq4_nl_dots), GGUFD_ISA(avx512, iq4_nl_dots),
-     nullptr, nullptr},
+    {TensorType::IQ4_NL, codebook_to_float<BlockIQ4_NL, kIQ4Codebook, iq4_nl_scale>,
+     iq4_nl_from_float, kAct, codebook_dot<BlockIQ4_NL, kIQ4Codebook, iq4_nl_scale>,
+     multi_dot_by_rows<codebook_dot<BlockIQ4_NL, kIQ4Codebook, iq4_nl_scale>>,
+     GGUFD_ISA(avx2, iq4_nl_dots), GGUFD_ISA(avx512, iq4_nl_dots), nullptr, nullptr},
+    {TensorType::MXFP4, codebook_to_float<BlockMXFP4, kMXFP4Codebook, mxfp4_scale>,
+     mxfp4_from_float, kAct, codebook_dot<BlockMXFP4, kMXFP4Codebook, mxfp4_scale>,
+     multi_dot_by_rows<codebook_dot<BlockMXFP4, kMXFP4Codebook, mxfp4_scale>>,
+     GGUFD_ISA(avx2, mxfp4_dots), GGUFD_ISA(avx512, mxfp4_dots), nullptr, nullptr},
 };
 
 }  // namespace

@@ -189,6 +189,18 @@ void swiglu(const float* gate, const float* up, float* y, int64_t n, ThreadPool*
     for_chunks(n, pool, [&](int64_t i, int64_t m) { k.swiglu(gate + i, up + i, y + i, m); });
 }
 
+void swiglu_clamped(const float* gate, const float* up, float* y, int64_t n, float alpha,
+                    float limit, ThreadPool* pool) {
+    check_array(gate, n, "swiglu_clamped: bad gate");
+    check_array(up, n, "swiglu_clamped: bad up");
+    check_array(y, n, "swiglu_clamped: bad output");
+    require(limit >= 0.0f, "swiglu_clamped: limit must be >= 0");
+    const auto& k = active_op_kernels();
+    for_chunks(n, pool, [&](int64_t i, int64_t m) {
+        k.swiglu_clamped(gate + i, up + i, y + i, m, alpha, limit);
+    });
+}
+
 void add(const float* a, const float* b, float* y, int64_t n, ThreadPool* pool) {
     check_array(a, n, "add: bad a");
     check_array(b, n, "add: bad b");

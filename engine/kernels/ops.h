@@ -46,6 +46,10 @@ void gelu(const float* x, float* y, int64_t n, ThreadPool* pool = nullptr);
 void gelu_erf(const float* x, float* y, int64_t n, ThreadPool* pool = nullptr);  // exact GELU
 // y = silu(gate) * up
 void swiglu(const float* gate, const float* up, float* y, int64_t n, ThreadPool* pool = nullptr);
+// y = g sigmoid(alpha g) (u + 1) with g = min(gate, limit), u = clamp(up, -limit, limit)
+// (gpt-oss's SwiGLU; limit >= 0).
+void swiglu_clamped(const float* gate, const float* up, float* y, int64_t n, float alpha,
+                    float limit, ThreadPool* pool = nullptr);
 void add(const float* a, const float* b, float* y, int64_t n, ThreadPool* pool = nullptr);
 void mul(const float* a, const float* b, float* y, int64_t n, ThreadPool* pool = nullptr);
 void scale(const float* x, float s, float* y, int64_t n, ThreadPool* pool = nullptr);

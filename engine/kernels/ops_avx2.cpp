@@ -31,6 +31,7 @@ const OpKernels* avx2_op_kernels() {
         .gelu = avx2::k_gelu,
         .gelu_erf = avx2::k_gelu_erf,
         .swiglu = avx2::k_swiglu,
+        .swiglu_clamped = avx2::k_swiglu_clamped,
         .add = avx2::k_add,
         .mul = avx2::k_mul,
         .scale = avx2::k_scale,

@@ -39,6 +39,7 @@ const OpKernels* avx512_op_kernels() {
         .gelu = avx512::k_gelu,
         .gelu_erf = avx512::k_gelu_erf,
         .swiglu = avx512::k_swiglu,
+        .swiglu_clamped = avx512::k_swiglu_clamped,
         .add = avx512::k_add,
         .mul = avx512::k_mul,
         .scale = avx512::k_scale,

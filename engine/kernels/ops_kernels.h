@@ -3,6 +3,7 @@
 // tests call every level the machine supports against the scalar one.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -43,10 +44,20 @@ struct AttentionJob {
     float scale;
     float softcap;  // 0: off
     bool causal;
-    const float* head_slopes;  // ALiBi slope per query head, nullptr: off
-    int32_t window;            // > 0: sliding window (AttentionParams::window)
-    bool f16_accumulator;      // AttentionParams::f16_accumulator, with F16 K and V
+    const float* head_slopes;      // ALiBi slope per query head, nullptr: off
+    int32_t window;                // > 0: sliding window (AttentionParams::window)
+    bool f16_accumulator;          // AttentionParams::f16_accumulator, with F16 K and V
+    const float* sinks = nullptr;  // AttentionParams::sinks
 };
+
+// The softmax denominator of query head h whose visible logits have maximum `max` and sum of
+// e^(logit - max) `sum`: with a sink, its logit joins the sum (a large one overflows to infinity
+// and the output to 0, its limit). 0 when the query saw nothing.
+template <class T>
+inline T attention_denominator(const AttentionJob& job, int64_t h, T max, T sum) {
+    if (!(sum > 0) || !job.sinks) return sum;
+    return sum + std::exp(static_cast<T>(job.sinks[h]) - max);
+}
 
 // Whether a query at q_pos does not see the cell holding position pos: the one mask rule of the
 // scalar and SIMD kernels.
@@ -71,6 +82,8 @@ struct OpKernels {
     void (*gelu)(const float* x, float* y, int64_t n);
     void (*gelu_erf)(const float* x, float* y, int64_t n);
     void (*swiglu)(const float* gate, const float* up, float* y, int64_t n);
+    void (*swiglu_clamped)(const float* gate, const float* up, float* y, int64_t n, float alpha,
+                           float limit);
     void (*add)(const float* a, const float* b, float* y, int64_t n);
     void (*mul)(const float* a, const float* b, float* y, int64_t n);
     void (*scale)(const float* x, float s, float* y, int64_t n);

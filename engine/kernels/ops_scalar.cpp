@@ -87,6 +87,15 @@ void swiglu(const float* gate, const float* up, float* y, int64_t n) {
     for (int64_t i = 0; i < n; ++i) y[i] = silu1(gate[i]) * up[i];
 }
 
+void swiglu_clamped(const float* gate, const float* up, float* y, int64_t n, float alpha,
+                    float limit) {
+    for (int64_t i = 0; i < n; ++i) {
+        const float g = std::min(gate[i], limit);
+        const float u = std::min(std::max(up[i], -limit), limit);
+        y[i] = g / (1.0f + std::exp(-alpha * g)) * (u + 1.0f);
+    }
+}
+
 void add(const float* a, const float* b, float* y, int64_t n) {
     for (int64_t i = 0; i < n; ++i) y[i] = a[i] + b[i];
 }
@@ -158,7 +167,7 @@ void attention_f16_accumulator(const AttentionJob& job, const AttentionTask& tas
     float m = kNegInf, total = 0.0f;
     for (int64_t j = 0; j < job.n_cells; ++j) {
         const int32_t pos = job.cell_pos[j];
-        if (job.causal && pos > task.q_pos) continue;
+        if (attention_masked(job, task.q_pos, pos)) continue;
         const int64_t cell = job.cell_index ? job.cell_index[j] : j;
         f16_to_f32(static_cast<const uint16_t*>(job.k_data) + cell * job.k_cell_stride +
                        task.kv_head * job.k_head_stride,
@@ -184,6 +193,7 @@ void attention_f16_accumulator(const AttentionJob& job, const AttentionTask& tas
         for (int64_t d = 0; d < dim; ++d) dst[d] = round_to_f16(std::fma(vs, row[d], dst[d]));
         total = total * ms + vs;
     }
+    total = attention_denominator(job, h, m, total);
     const float inv = total > 0.0f ? 1.0f / total : 0.0f;
     for (int64_t d = 0; d < dim; ++d) dst[d] *= inv;
 }
@@ -240,6 +250,7 @@ void attention(const AttentionJob& job, const AttentionTask& task, float* scratc
                 for (int64_t d = 0; d < dim; ++d) out[d] += p * v[d];
             }
         }
+        total = attention_denominator(job, h, maxv, total);
         float* dst = task.out + h * dim;
         for (int64_t d = 0; d < dim; ++d) {
             dst[d] = total > 0.0 ? static_cast<float>(out[d] / total) : 0.0f;
@@ -258,6 +269,7 @@ const OpKernels* scalar_op_kernels() {
         .gelu = gelu,
         .gelu_erf = gelu_erf,
         .swiglu = swiglu,
+        .swiglu_clamped = swiglu_clamped,
         .add = add,
         .mul = mul,
         .scale = scale,

@@ -34,6 +34,9 @@ enum class FfnKind {
     swiglu,  // down(silu(gate(x)) * up(x))
     geglu,   // down(gelu(gate(x)) * up(x)), GELU with the tanh approximation
     gelu,    // down(gelu(up(x))): no gate
+    // down(g' sigmoid(alpha g') (u' + 1)), g' = min(g, limit), u' = clamp(u, -limit, limit)
+    // (gpt-oss; ArchDesc::glu_alpha, glu_limit)
+    swiglu_clamped,
 };
 
 enum class PositionKind {
@@ -59,6 +62,13 @@ enum class NormPlacement {
     pre,           // x += branch(norm(x)) (llama)
     pre_and_post,  // x += post_norm(branch(norm(x))) (gemma2, gemma3)
     post,          // x += post_norm(branch(x)): no attn_norm / ffn_norm (olmo2)
+};
+
+// Mixture of experts: how a token's router logits become the weights of the experts it uses.
+enum class ExpertGating {
+    softmax,          // softmax over all experts, keep the best expert_used_count (Mixtral, Qwen3)
+    sigmoid,          // sigmoid of each logit, keep the best
+    softmax_of_best,  // keep the best logits, then softmax over those alone (gpt-oss)
 };
 
 // Whether a tensor must, may or must not be in the file (absent ones are never looked for).
@@ -88,6 +98,12 @@ struct TensorNames {
     std::string_view attn_k_norm = "attn_k_norm";
     std::string_view post_attn_norm = "post_attention_norm";
     std::string_view post_ffn_norm = "post_ffw_norm";
+    // Mixture of experts: the router and the experts' stacked [cols, rows, n_expert] matrices.
+    std::string_view ffn_gate_inp = "ffn_gate_inp";
+    std::string_view ffn_gate_exps = "ffn_gate_exps";
+    std::string_view ffn_up_exps = "ffn_up_exps";
+    std::string_view ffn_down_exps = "ffn_down_exps";
+    std::string_view attn_sinks = "attn_sinks";
 };
 
 struct ArchDesc {
@@ -144,6 +160,25 @@ struct ArchDesc {
     // 1/sqrt(key_length): its query_pre_attn_scalar, for which GGUF has no key (gemma2 27B: 46
     // blocks, gemma3 27B: 62; llama.cpp tells the variant the same way). 0: none.
     uint32_t q_scale_embd_blocks = 0;
+
+    // --- mixture of experts, attention sinks, clamped SwiGLU ---
+    // Experts: absent (expert_count must be 0), optional (expert_count > 0 replaces every dense
+    // FFN by a routed one: llama as Mixtral) or required. Metadata: expert_count,
+    // expert_used_count, expert_feed_forward_length (default feed_forward_length),
+    // expert_gating_func (1 softmax, 2 sigmoid; default `gating`), expert_weights_norm (default
+    // `expert_weights_norm`), expert_weights_scale (default 1); shared experts and dense leading
+    // blocks are refused.
+    Need experts = Need::absent;
+    ExpertGating gating = ExpertGating::softmax;
+    bool expert_weights_norm = false;  // the kept weights renormalised to sum 1
+    Need expert_bias = Need::absent;   // router bias and per-expert gate/up/down biases
+    // A learned logit per query head that joins every softmax of attention without a value
+    // (gpt-oss's attn_sinks).
+    Need attn_sinks = Need::absent;
+    // FfnKind::swiglu_clamped's constants: min(g, limit) * sigmoid(alpha * min(g, limit)) *
+    // (clamp(u, -limit, limit) + 1). GGUF has no keys for them.
+    float glu_alpha = 1.702f;
+    float glu_limit = 7.0f;
 
     TensorNames names = {};
 };

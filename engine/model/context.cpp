@@ -11,6 +11,7 @@
 #include "engine/kernels/matmul.h"
 #include "engine/kernels/ops.h"
 #include "engine/kernels/repack.h"
+#include "engine/model/moe.h"
 
 namespace ggufd::model {
 namespace {
@@ -199,6 +200,10 @@ void Context::clamp_qkv(float* q, float* k, float* v, int64_t n) {
 }
 
 void Context::feed_forward(const LayerWeights& l, const float* xn, int64_t n, float* y) {
+    if (l.ffn_gate_inp) {
+        moe_feed_forward(l, xn, n, y);
+        return;
+    }
     const FfnKind kind = model_->hparams().desc->ffn;
     const int64_t ff = model_->hparams().n_ff;
     float* gate = grow(gate_, static_cast<size_t>(n * ff));
@@ -211,28 +216,154 @@ void Context::feed_forward(const LayerWeights& l, const float* xn, int64_t n, fl
             linear_many({{l.ffn_gate, gate}, {l.ffn_up, up}}, xn, n);
             add_bias(l.ffn_gate_b, gate, n, ff);
             add_bias(l.ffn_up_b, up, n, ff);
-            if (kind == FfnKind::swiglu) {
-                kernels::swiglu(gate, up, gate, n * ff, &pool_);
-            } else {
-                kernels::gelu(gate, gate, n * ff, &pool_);
-                kernels::mul(gate, up, gate, n * ff, &pool_);
-            }
+            gated_activation(gate, up, n * ff, true);
         } else {
             // Gate and up stacked in one matrix: row r of the product is [gate | up].
             float* gate_up = grow(up_, static_cast<size_t>(n * 2 * ff));
             affine(*l.ffn_up, l.ffn_up_b, xn, n, gate_up);
             for (int64_t r = 0; r < n; ++r) {
-                const float* g = gate_up + r * 2 * ff;
-                if (kind == FfnKind::swiglu) {
-                    kernels::swiglu(g, g + ff, gate + r * ff, ff);
-                } else {
-                    kernels::gelu(g, gate + r * ff, ff);
-                    kernels::mul(gate + r * ff, g + ff, gate + r * ff, ff);
-                }
+                std::copy_n(gate_up + r * 2 * ff, ff, gate + r * ff);
+                gated_activation(gate + r * ff, gate_up + r * 2 * ff + ff, ff, false);
             }
         }
     }
     affine(*l.ffn_down, l.ffn_down_b, gate, n, y);
+}
+
+void Context::gated_activation(float* gate, const float* up, int64_t count, bool pooled) {
+    const ArchDesc& d = *model_->hparams().desc;
+    kernels::ThreadPool* pool = pooled ? &pool_ : nullptr;
+    switch (d.ffn) {
+        case FfnKind::swiglu:
+            kernels::swiglu(gate, up, gate, count, pool);
+            break;
+        case FfnKind::swiglu_clamped:
+            kernels::swiglu_clamped(gate, up, gate, count, d.glu_alpha, d.glu_limit, pool);
+            break;
+        case FfnKind::geglu:
+        case FfnKind::gelu:
+            kernels::gelu(gate, gate, count, pool);
+            kernels::mul(gate, up, gate, count, pool);
+            break;
+    }
+}
+
+void Context::expert_products(std::initializer_list<ExpertProduct> products, const float* x,
+                              int64_t cols, const ExpertGroups& groups) {
+    // One activation quantization of all grouped rows when the matrices share a type; expert e's
+    // rows of it are a view. Tasks are ranges over the concatenated rows of every (product,
+    // active expert), so one dispatch covers all and a task never waits on another expert.
+    const gguf::TensorInfo& first = *products.begin()->w;
+    if (std::any_of(products.begin(), products.end(),
+                    [&](const ExpertProduct& p) { return p.w->type != first.type; })) {
+        for (const ExpertProduct& p : products) expert_products({p}, x, cols, groups);
+        return;
+    }
+    const int64_t pairs = groups.begin.back();
+    void* buffer = grow(act_, kernels::activation_buffer_bytes(first.type, cols, pairs));
+    const kernels::PreparedActivations act =
+        kernels::prepare_activations(first.type, x, pairs, cols, cols, buffer);
+    const int64_t n_active = static_cast<int64_t>(groups.active.size());
+    int64_t total = 0;
+    for (const ExpertProduct& p : products) total += p.w->ne[1] * n_active;
+    pool_.parallel_for(total, rows_per_task(pool_, total), [&](int64_t r0, int64_t r1, int) {
+        int64_t base = 0;
+        for (const ExpertProduct& p : products) {
+            const gguf::TensorInfo& w = *p.w;
+            const int64_t rows = w.ne[1];
+            const uint64_t matrix_bytes = static_cast<uint64_t>(rows) * w.row_bytes();
+            for (int32_t e : groups.active) {
+                const int64_t lo = std::max(r0, base) - base, hi = std::min(r1, base + rows) - base;
+                base += rows;
+                if (lo >= hi) continue;
+                const int64_t row0 = groups.begin[static_cast<size_t>(e)];
+                kernels::PreparedActivations view = act;
+                view.data = static_cast<const uint8_t*>(act.data) + row0 * act.row_stride;
+                view.n_rows = groups.begin[static_cast<size_t>(e) + 1] - row0;
+                float* y = p.y + row0 * rows;
+                if (const kernels::RepackedMatrix* r = model_->repacked(&w)) {
+                    // Expert e's rows are whole groups from its first (Model's repacking).
+                    const kernels::RepackedMatrix one{
+                        r->type, r->data + e * kernels::repacked_bytes(w.type, rows, cols), rows,
+                        cols};
+                    kernels::matmul_rows_repacked(one, view, y, rows, lo, hi);
+                } else {
+                    kernels::matmul_rows(w.type, w.data + static_cast<uint64_t>(e) * matrix_bytes,
+                                         rows, cols, view, y, rows, lo, hi);
+                }
+            }
+        }
+    });
+}
+
+void Context::moe_feed_forward(const LayerWeights& l, const float* xn, int64_t n, float* y) {
+    const HParams& hp = model_->hparams();
+    const int64_t embd = hp.n_embd, ff = hp.n_ff_expert, k = hp.n_expert_used;
+    float* logits = grow(moe_logits_, static_cast<size_t>(n * hp.n_expert));
+    affine(*l.ffn_gate_inp, l.ffn_gate_inp_b, xn, n, logits);
+    int32_t* experts = grow(moe_experts_, static_cast<size_t>(n * k));
+    float* weights = grow(moe_weights_, static_cast<size_t>(n * k));
+    route_tokens(hp, logits, n, experts, weights);
+    const ExpertGroups groups = group_by_expert(experts, weights, n, k, hp.n_expert);
+
+    // Each token's normed input once per expert it uses, grouped by expert.
+    const int64_t pairs = n * k;
+    float* x = grow(moe_x_, static_cast<size_t>(pairs * embd));
+    float* gate = grow(moe_gate_, static_cast<size_t>(pairs * ff));
+    float* up = grow(moe_up_, static_cast<size_t>(pairs * ff));
+    float* down = grow(moe_down_, static_cast<size_t>(pairs * embd));
+    pool_.parallel_for(pairs, [&](int64_t i0, int64_t i1, int) {
+        for (int64_t i = i0; i < i1; ++i) {
+            std::copy_n(xn + groups.token[static_cast<size_t>(i)] * embd, embd, x + i * embd);
+        }
+    });
+    expert_products({{l.ffn_gate_exps, gate}, {l.ffn_up_exps, up}}, x, embd, groups);
+    add_expert_bias(l.ffn_gate_exps_b, groups, gate, ff);
+    add_expert_bias(l.ffn_up_exps_b, groups, up, ff);
+    gated_activation(gate, up, pairs * ff, true);
+    expert_products({{l.ffn_down_exps, down}}, gate, ff, groups);
+    add_expert_bias(l.ffn_down_exps_b, groups, down, embd);
+
+    // y[t] = sum of its experts' outputs times their weights, each token on one thread in a fixed
+    // order (increasing expert), so the result does not depend on the thread count.
+    std::vector<int64_t> row_of(static_cast<size_t>(pairs));
+    {
+        std::vector<int64_t> filled(static_cast<size_t>(n), 0);
+        for (int64_t i = 0; i < pairs; ++i) {
+            const int32_t t = groups.token[static_cast<size_t>(i)];
+            row_of[static_cast<size_t>(t * k + filled[static_cast<size_t>(t)]++)] = i;
+        }
+    }
+    pool_.parallel_for(n, [&](int64_t t0, int64_t t1, int) {
+        for (int64_t t = t0; t < t1; ++t) {
+            float* yt = y + t * embd;
+            for (int64_t j = 0; j < k; ++j) {
+                const int64_t i = row_of[static_cast<size_t>(t * k + j)];
+                float* d = down + i * embd;
+                kernels::scale(d, groups.weight[static_cast<size_t>(i)], d, embd);
+                if (j == 0) {
+                    std::copy_n(d, embd, yt);
+                } else {
+                    kernels::add(yt, d, yt, embd);
+                }
+            }
+        }
+    });
+}
+
+void Context::add_expert_bias(const gguf::TensorInfo* bias, const ExpertGroups& groups, float* y,
+                              int64_t dim) {
+    if (!bias) return;
+    const float* b = model_->vector_weight(bias);
+    const int64_t n_active = static_cast<int64_t>(groups.active.size());
+    pool_.parallel_for(n_active, [&](int64_t a0, int64_t a1, int) {
+        for (int64_t a = a0; a < a1; ++a) {
+            const int32_t e = groups.active[static_cast<size_t>(a)];
+            const int64_t row0 = groups.begin[static_cast<size_t>(e)];
+            const int64_t rows = groups.begin[static_cast<size_t>(e) + 1] - row0;
+            kernels::add_bias(y + row0 * dim, b + e * dim, y + row0 * dim, rows, dim);
+        }
+    });
 }
 
 void Context::qk_norm(const LayerWeights& l, float* q, float* k, int64_t n) {
@@ -401,6 +532,7 @@ void Context::eval_step(std::span<const BatchToken> batch_in, std::vector<float>
         const int layer = static_cast<int>(il);
         const bool local = hp.is_swa_layer(il);
         kernels::AttentionParams lap = ap;
+        lap.sinks = model_->vector_weight(l.attn_sinks);
         lap.window = local ? static_cast<int32_t>(
                                  std::min<uint32_t>(hp.n_swa, std::numeric_limits<int32_t>::max()))
                            : 0;

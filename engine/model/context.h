@@ -15,6 +15,8 @@
 
 namespace ggufd::model {
 
+struct ExpertGroups;  // moe.h
+
 struct ContextParams {
     int n_seq = 1;      // sequences (slots) the KV cache holds
     int n_ctx = 0;      // cells per sequence; 0 = the model's training context, at most 4096
@@ -90,6 +92,26 @@ class Context {
     void post_norm(const gguf::TensorInfo* w, float* y, int64_t n);
     // logits [m][n_vocab] = c * tanh(logits / c) when the model has a final soft-cap c.
     void final_softcap(float* logits, int64_t m);
+
+    // --- mixture of experts and the clamped SwiGLU ---
+    // y = act(gate) * up for count elements: the architecture's gated activation.
+    void gated_activation(float* gate, const float* up, int64_t count, bool pooled);
+    // The routed FFN (l.ffn_gate_inp): each token's experts weighted into y [n][n_embd]; each
+    // active expert's gate and up (then down) for all its tokens in one pool dispatch.
+    void moe_feed_forward(const LayerWeights& l, const float* xn, int64_t n, float* y);
+    // Y[i] = X[i] . W_e^T for the grouped rows of every active expert e over the pool: `w` holds
+    // matrices [cols, rows, n_expert], X the grouped activations prepared for its type.
+    struct ExpertProduct {
+        const gguf::TensorInfo* w;
+        float* y;  // [grouped rows][rows of one expert]
+    };
+    void expert_products(std::initializer_list<ExpertProduct> products, const float* x,
+                         int64_t cols, const ExpertGroups& groups);
+    // y [grouped rows][dim] += the bias row of each row's expert (bias [dim, n_expert]).
+    void add_expert_bias(const gguf::TensorInfo* bias, const ExpertGroups& groups, float* y,
+                         int64_t dim);
+    std::vector<float> moe_logits_, moe_x_, moe_gate_, moe_up_, moe_down_, moe_weights_;
+    std::vector<int32_t> moe_experts_;
 
     std::shared_ptr<const Model> model_;
     kernels::ThreadPool pool_;

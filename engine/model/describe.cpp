@@ -20,6 +20,20 @@ const char* name_of(FfnKind k) {
             return "geglu";
         case FfnKind::gelu:
             return "gelu";
+        case FfnKind::swiglu_clamped:
+            return "swiglu_clamped";
+    }
+    return "?";
+}
+
+const char* name_of(ExpertGating g) {
+    switch (g) {
+        case ExpertGating::softmax:
+            return "softmax";
+        case ExpertGating::sigmoid:
+            return "sigmoid";
+        case ExpertGating::softmax_of_best:
+            return "softmax_of_best";
     }
     return "?";
 }
@@ -101,6 +115,15 @@ nlohmann::ordered_json describe_hparams(const HParams& hp) {
     if (hp.embd_scale != 1.0f) j["embedding_scale"] = widen(hp.embd_scale);
     if (hp.residual_scale != 1.0f) j["residual_scale"] = widen(hp.residual_scale);
     if (hp.logit_divisor != 1.0f) j["logit_scale"] = widen(hp.logit_divisor);
+    if (hp.n_expert > 0) {
+        j["experts"] = {{"count", hp.n_expert},
+                        {"used", hp.n_expert_used},
+                        {"feed_forward_length", hp.n_ff_expert},
+                        {"gating", name_of(hp.expert_gating)},
+                        {"weights_norm", hp.expert_weights_norm},
+                        {"weights_scale", widen(hp.expert_weights_scale)}};
+    }
+    if (d.attn_sinks != Need::absent) j["attention"]["sinks"] = true;
     return j;
 }
 

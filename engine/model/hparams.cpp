@@ -77,6 +77,59 @@ HParams read_attention_extras(const gguf::File& f, const std::string& p, HParams
     return hp;
 }
 
+// Mixture of experts (ArchDesc::experts): every key that changes the routing is read here or
+// refused, so a file is never routed differently from what it says.
+void read_experts(const gguf::File& f, const std::string& p, HParams& hp) {
+    const ArchDesc& d = *hp.desc;
+    hp.n_expert = f.get_or<uint32_t>(p + "expert_count", 0);
+    const bool router = f.find_tensor("blk.0." + std::string(d.names.ffn_gate_inp) + ".weight");
+    if (d.experts == Need::absent) {
+        if (hp.n_expert > 0 || router) {
+            refuse("this " + hp.arch + " model is a mixture of experts (" +
+                   std::to_string(hp.n_expert) +
+                   " experts); ggufd does not support experts in this architecture");
+        }
+        return;
+    }
+    if (hp.n_expert == 0) {
+        if (d.experts == Need::required) refuse(p + "expert_count is missing or 0");
+        if (router) refuse("router tensors without " + p + "expert_count are not supported");
+        return;
+    }
+    hp.n_expert_used = f.get<uint32_t>(p + "expert_used_count");
+    if (hp.n_expert_used == 0 || hp.n_expert_used > hp.n_expert) {
+        refuse(p + "expert_used_count (" + std::to_string(hp.n_expert_used) +
+               ") must be between 1 and expert_count (" + std::to_string(hp.n_expert) + ")");
+    }
+    hp.n_ff_expert = f.get_or<uint32_t>(p + "expert_feed_forward_length", hp.n_ff);
+    if (hp.n_ff_expert == 0) refuse(p + "expert_feed_forward_length is 0");
+    hp.expert_gating = d.gating;
+    if (auto func = f.get_optional<uint32_t>(p + "expert_gating_func")) {
+        // GGUF's numbering: 1 softmax, 2 sigmoid. An architecture that picks its best logits
+        // before the softmax has no key for that, so it keeps its own rule only without one.
+        if (*func == 1 && d.gating != ExpertGating::softmax_of_best) {
+            hp.expert_gating = ExpertGating::softmax;
+        } else if (*func == 2) {
+            hp.expert_gating = ExpertGating::sigmoid;
+        } else if (!(*func == 1 && d.gating == ExpertGating::softmax_of_best)) {
+            refuse(p + "expert_gating_func " + std::to_string(*func) + " is not supported");
+        }
+    }
+    hp.expert_weights_norm = f.get_or<bool>(p + "expert_weights_norm", d.expert_weights_norm);
+    hp.expert_weights_scale = positive_key(f, p + "expert_weights_scale", 1.0f);
+    // Layouts beyond "every block routed, no shared expert": the largest value that still means
+    // that layout.
+    for (auto [key, most] :
+         {std::pair{"expert_shared_count", 0u}, std::pair{"leading_dense_block_count", 0u},
+          std::pair{"interleave_moe_layer_step", 1u}, std::pair{"expert_group_count", 1u}}) {
+        if (f.get_or<uint32_t>(p + key, 0) > most) {
+            refuse(p + key +
+                   " is not supported (only a routed FFN in every block without "
+                   "shared experts)");
+        }
+    }
+}
+
 }  // namespace
 
 bool is_supported_architecture(const std::string& arch) {
@@ -93,15 +146,6 @@ HParams read_hparams(const gguf::File& f) {
     }
     hp.desc = desc;
     const std::string p = hp.arch + ".";
-
-    // Said before any tensor is looked for, so the message names what the file is rather than
-    // the first dense-FFN tensor it lacks.
-    const uint32_t experts = f.get_or<uint32_t>(p + "expert_count", 0);
-    if (experts > 0 || f.find_tensor("blk.0.ffn_gate_inp.weight")) {
-        refuse("this " + hp.arch + " model is a mixture of experts (" + std::to_string(experts) +
-               " experts, " + std::to_string(f.get_or<uint32_t>(p + "expert_used_count", 0)) +
-               " used per token); mixture-of-experts models are not supported yet");
-    }
 
     hp.n_ctx_train = f.get<uint32_t>(p + "context_length");
     hp.n_embd = f.get<uint32_t>(p + "embedding_length");
@@ -144,6 +188,7 @@ HParams read_hparams(const gguf::File& f) {
 
     // The keys read after the positions: the attention extras set the default attention scale,
     // which granite's attention.scale then replaces.
+    read_experts(f, p, hp);
     auto finish = [&](HParams h) {
         h = read_attention_extras(f, p, std::move(h));
         read_layout_keys(f, p, *desc, h);

@@ -51,6 +51,13 @@ struct HParams {
     uint32_t n_swa = 0;          // window of the local layers: a query sees it and n_swa - 1 before
     uint32_t swa_period = 0;     // layer il is local when il % period < period - 1 (0: all)
     float rope_freq_base_swa = 10000.0f;  // RoPE base of the local layers
+    // Mixture of experts (ArchDesc::experts): 0 experts means a dense FFN.
+    uint32_t n_expert = 0;
+    uint32_t n_expert_used = 0;
+    uint32_t n_ff_expert = 0;  // rows of each expert's gate and up
+    ExpertGating expert_gating = ExpertGating::softmax;
+    bool expert_weights_norm = false;
+    float expert_weights_scale = 1.0f;
     // Attention logit scale, set at load: 1 / sqrt(head size), or what the file says.
     float attn_scale = 0.0f;
     // Whether layer il attends through the sliding window.

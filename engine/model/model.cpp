@@ -17,6 +17,11 @@ namespace ggufd::model {
 
 namespace {
 
+// Rows of a matrix, or of all the experts of a stacked [cols, rows, n_expert] tensor.
+int64_t matrix_rows(const gguf::TensorInfo& t) {
+    return t.ne[0] > 0 ? static_cast<int64_t>(t.n_elements / static_cast<uint64_t>(t.ne[0])) : 0;
+}
+
 // Below this many bytes of repackable matrices, repacking at load takes a few milliseconds.
 constexpr size_t kBackgroundBytes = size_t{16} << 20;
 
@@ -96,6 +101,7 @@ Model::Model(gguf::File file, const LoadOptions& options)
     for (const gguf::TensorInfo* v : weights_.vectors()) add_vector(v);
     for (const LayerWeights& l : weights_.layers) {
         for (const gguf::TensorInfo* m : l.matrices()) check_matrix(m);
+        for (const gguf::TensorInfo* m : l.expert_matrices()) check_matrix(m);
         for (const gguf::TensorInfo* v : l.vectors()) add_vector(v);
     }
     plan_repack(options.repack);
@@ -108,6 +114,9 @@ void Model::plan_repack(Repack mode) {
         return;
     }
     std::vector<const gguf::TensorInfo*> todo;
+    // ne[1] rows per matrix: a stack of experts [cols, rows, n_expert] is repacked as one matrix
+    // of all their rows when each expert's rows fill whole groups, so expert e is the view from
+    // its first group.
     auto consider = [&](const gguf::TensorInfo* t) {
         if (t && kernels::can_repack(t->type, t->ne[1], t->ne[0]) &&
             std::find(todo.begin(), todo.end(), t) == todo.end()) {
@@ -120,12 +129,13 @@ void Model::plan_repack(Repack mode) {
     consider(weights_.output);
     for (const LayerWeights& l : weights_.layers) {
         for (const gguf::TensorInfo* m : l.matrices()) consider(m);
+        for (const gguf::TensorInfo* m : l.expert_matrices()) consider(m);
     }
     size_t total = 0;
     std::vector<size_t> offsets;
     for (const gguf::TensorInfo* t : todo) {
         offsets.push_back(total);
-        total += (kernels::repacked_bytes(t->type, t->ne[1], t->ne[0]) + 63) & ~size_t{63};
+        total += (kernels::repacked_bytes(t->type, matrix_rows(*t), t->ne[0]) + 63) & ~size_t{63};
     }
     if (total == 0) {
         repacked_->finished = true;
@@ -140,7 +150,7 @@ void Model::plan_repack(Repack mode) {
         const gguf::TensorInfo* t = todo[i];
         RepackedStore::Entry& e = repacked_->entries.emplace_back();
         e.tensor = t;
-        e.matrix = {t->type, static_cast<uint8_t*>(region) + offsets[i], t->ne[1], t->ne[0]};
+        e.matrix = {t->type, static_cast<uint8_t*>(region) + offsets[i], matrix_rows(*t), t->ne[0]};
         repacked_->by_tensor.emplace(t, &e);
     }
     if (total < kBackgroundBytes) {

@@ -50,8 +50,12 @@ std::string utf8(uint32_t cp) {
     return s;
 }
 
+// A matrix of any rank: rows of shape[0] elements, as many as the other dimensions make.
 void add_matrix(gguf::Writer& w, Rng& rng, const std::string& name, gguf::TensorType type,
-                int64_t cols, int64_t rows, float stddev) {
+                const std::vector<int64_t>& shape, float stddev) {
+    const int64_t cols = shape[0];
+    int64_t rows = 1;
+    for (size_t d = 1; d < shape.size(); ++d) rows *= shape[d];
     const gguf::TypeInfo& info = gguf::type_info(type);
     if (cols % info.block_size != 0) {
         throw gguf::Error("random model: tensor '" + name + "' has rows of " +
@@ -69,7 +73,7 @@ void add_matrix(gguf::Writer& w, Rng& rng, const std::string& name, gguf::Tensor
         for (float& x : row) x = rng.normal() * stddev;
         k.from_float(row.data(), data.data() + static_cast<uint64_t>(r) * row_bytes, cols);
     }
-    w.add_tensor(name, type, {cols, rows}, data);
+    w.add_tensor(name, type, shape, data);
 }
 
 }  // namespace
@@ -139,6 +143,13 @@ gguf::Writer make_random_model(const RandomModelSpec& s) {
         w.set(p + "attention.sliding_window", std::min<uint32_t>(4096, s.n_ctx));
     }
     w.set(p + std::string(desc->eps_key), s.rms_eps);
+    if (desc->experts != Need::absent && (s.n_expert > 0 || desc->experts == Need::required)) {
+        const uint32_t n_expert = s.n_expert > 0 ? s.n_expert : 8;
+        w.set(p + "expert_count", n_expert);
+        w.set(p + "expert_used_count",
+              s.n_expert_used > 0 ? s.n_expert_used : std::min(2u, n_expert));
+        w.set(p + "expert_feed_forward_length", s.n_ff_expert > 0 ? s.n_ff_expert : s.n_ff);
+    }
     if (s.vocab) {
         for (const gguf::KeyValue& kv : s.vocab->metadata().entries()) {
             if (kv.key.starts_with("tokenizer.")) w.set(kv.key, kv.value);
@@ -172,11 +183,20 @@ gguf::Writer make_random_model(const RandomModelSpec& s) {
                 std::vector<float>(static_cast<size_t>(t.shape[0]), is_bias ? 0.0f : 1.0f));
             continue;
         }
-        const int64_t cols = t.shape[0], rows = t.shape[1];
+        if (t.name.ends_with(".bias")) {  // the experts' biases [rows, n_expert]
+            w.add_tensor(t.name, t.shape,
+                         std::vector<float>(static_cast<size_t>(t.shape[0] * t.shape[1]), 0.0f));
+            continue;
+        }
+        const int64_t cols = t.shape[0];
         const bool embeddings = t.name == std::string(desc->names.tok_embd) + ".weight";
         const bool head = t.name == std::string(desc->names.output) + ".weight";
-        const gguf::TensorType type = head ? s.output_type.value_or(s.type) : s.type;
-        add_matrix(w, rng, t.name, type, cols, rows,
+        // Routers stay F32, as quantizers leave them: their logits pick the experts.
+        const bool router = t.name.ends_with(std::string(desc->names.ffn_gate_inp) + ".weight");
+        const gguf::TensorType type = router ? gguf::TensorType::F32
+                                      : head ? s.output_type.value_or(s.type)
+                                             : s.type;
+        add_matrix(w, rng, t.name, type, t.shape,
                    embeddings ? 1.0f : 1.0f / std::sqrt(static_cast<float>(cols)));
     }
     return w;

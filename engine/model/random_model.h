@@ -28,6 +28,12 @@ struct RandomModelSpec {
     float rope_freq_base = 10000.0f;
     gguf::TensorType type = gguf::TensorType::F32;  // every matrix...
     std::optional<gguf::TensorType> output_type;    // ...except the output head, when given
+    // Mixture of experts (architectures with ArchDesc::experts): expert_count, expert_used_count
+    // and expert_feed_forward_length (0: n_ff). An architecture that requires experts gets 8, 2
+    // used, when n_expert is 0.
+    uint32_t n_expert = 0;
+    uint32_t n_expert_used = 0;
+    uint32_t n_ff_expert = 0;
     uint64_t seed = 42;
     // Copy the tokenizer.* keys (vocabulary, merges, special ids, chat template) from this file;
     // without one, a byte-level vocabulary of 256 byte tokens plus BOS and EOS is built.

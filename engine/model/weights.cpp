@@ -145,6 +145,24 @@ void bind_attention_extras(Binder& b, const HParams& hp, const std::string& p, L
     }
 }
 
+// The routed FFN of the layer with prefix p (ArchDesc::experts) in place of the dense one.
+void bind_experts(Binder& b, const HParams& hp, const std::string& p, LayerWeights& l) {
+    const ArchDesc& d = *hp.desc;
+    const TensorNames& nm = d.names;
+    const int64_t embd = hp.n_embd, ff = hp.n_ff_expert, n_exp = hp.n_expert;
+    l.ffn_gate_inp = b.require(weight(p, nm.ffn_gate_inp), {embd, n_exp});
+    l.ffn_gate_inp_b = b.bind(d.expert_bias, bias(p, nm.ffn_gate_inp), {n_exp});
+    if (d.ffn == FfnKind::gelu || d.fused_gate_up) {
+        throw gguf::Error("model: experts of an ungated or fused gate+up FFN are not supported");
+    }
+    l.ffn_gate_exps = b.require(weight(p, nm.ffn_gate_exps), {embd, ff, n_exp});
+    l.ffn_gate_exps_b = b.bind(d.expert_bias, bias(p, nm.ffn_gate_exps), {ff, n_exp});
+    l.ffn_up_exps = b.require(weight(p, nm.ffn_up_exps), {embd, ff, n_exp});
+    l.ffn_up_exps_b = b.bind(d.expert_bias, bias(p, nm.ffn_up_exps), {ff, n_exp});
+    l.ffn_down_exps = b.require(weight(p, nm.ffn_down_exps), {ff, embd, n_exp});
+    l.ffn_down_exps_b = b.bind(d.expert_bias, bias(p, nm.ffn_down_exps), {embd, n_exp});
+}
+
 // Every tensor of the description, asked of the binder in one order (the order a planned model
 // writes them in).
 Weights bind_all(Binder& b, const HParams& hp, size_t n_file_tensors) {
@@ -202,6 +220,12 @@ Weights bind_all(Binder& b, const HParams& hp, size_t n_file_tensors) {
         if (d.ffn_norm && pre_norms) {
             l.ffn_norm = b.require(weight(p, nm.ffn_norm), {embd});
             l.ffn_norm_b = b.bind(d.norm_bias, bias(p, nm.ffn_norm), {embd});
+        }
+        l.attn_sinks = b.bind(d.attn_sinks, weight(p, nm.attn_sinks), {hp.n_head});
+        if (hp.n_expert > 0) {
+            bind_experts(b, hp, p, l);
+            bind_attention_extras(b, hp, p, l);
+            continue;
         }
         if (gated && !d.fused_gate_up) {
             l.ffn_gate = b.require(weight(p, nm.ffn_gate), {embd, ff});

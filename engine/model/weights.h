@@ -43,13 +43,28 @@ struct LayerWeights {
     const gguf::TensorInfo* attn_k_norm = nullptr;
     const gguf::TensorInfo* post_attn_norm = nullptr;
     const gguf::TensorInfo* post_ffn_norm = nullptr;
+    // Mixture of experts (ArchDesc::experts, expert_bias) and attention sinks (attn_sinks). The
+    // experts' matrices are [cols, rows, n_expert], expert e's rows contiguous from row e * rows;
+    // their biases [rows, n_expert].
+    const gguf::TensorInfo* ffn_gate_inp = nullptr;  // the router [n_embd, n_expert]
+    const gguf::TensorInfo* ffn_gate_inp_b = nullptr;
+    const gguf::TensorInfo* ffn_gate_exps = nullptr;
+    const gguf::TensorInfo* ffn_gate_exps_b = nullptr;
+    const gguf::TensorInfo* ffn_up_exps = nullptr;
+    const gguf::TensorInfo* ffn_up_exps_b = nullptr;
+    const gguf::TensorInfo* ffn_down_exps = nullptr;
+    const gguf::TensorInfo* ffn_down_exps_b = nullptr;
+    const gguf::TensorInfo* attn_sinks = nullptr;  // [n_head]
+    std::array<const gguf::TensorInfo*, 3> expert_matrices() const {
+        return {ffn_gate_exps, ffn_up_exps, ffn_down_exps};
+    }
 
     // Matrices (multiplied through the kernels) and vectors (norms, biases: converted to float
     // at load), each list possibly holding nullptr.
-    std::array<const gguf::TensorInfo*, 8> matrices() const {
-        return {wqkv, wq, wk, wv, wo, ffn_gate, ffn_up, ffn_down};
+    std::array<const gguf::TensorInfo*, 9> matrices() const {
+        return {wqkv, wq, wk, wv, wo, ffn_gate, ffn_up, ffn_down, ffn_gate_inp};
     }
-    std::array<const gguf::TensorInfo*, 18> vectors() const {
+    std::array<const gguf::TensorInfo*, 23> vectors() const {
         return {attn_norm,
                 attn_norm_b,
                 bqkv,
@@ -67,7 +82,12 @@ struct LayerWeights {
                 attn_q_norm,
                 attn_k_norm,
                 post_attn_norm,
-                post_ffn_norm};
+                post_ffn_norm,
+                ffn_gate_inp_b,
+                ffn_gate_exps_b,
+                ffn_up_exps_b,
+                ffn_down_exps_b,
+                attn_sinks};
     }
 };
 

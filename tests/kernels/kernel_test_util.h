@@ -84,6 +84,8 @@ inline std::vector<uint8_t> random_weight_row(gguf::TensorType t, int64_t n, std
             const uint16_t h = fp32_to_fp16(scale(rng));
             std::memcpy(row.data() + off + field, &h, 2);
         }
+        // MXFP4's scale is an E8M0 exponent in the block's first byte: keep it near 2^-5.
+        if (t == gguf::TensorType::MXFP4) row[off] = static_cast<uint8_t>(115 + byte(rng) % 12);
     }
     return row;
 }

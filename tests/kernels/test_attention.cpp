@@ -96,6 +96,8 @@ std::vector<float> naive_attention(const std::vector<float>& q, const std::vecto
                 w[j] = seen[j] ? std::exp(w[j] - maxv) : 0.0;
                 total += w[j];
             }
+            // A sink is one more softmax term without a value.
+            if (p.sinks && total > 0) total += std::exp(static_cast<double>(p.sinks[h]) - maxv);
             for (int64_t d = 0; d < p.head_dim; ++d) {
                 double acc = 0;
                 for (size_t j = 0; j < w.size(); ++j) {
@@ -295,6 +297,39 @@ TEST(Attention, SoftcapAlibiAndNonCausalMatchReference) {
         for (SimdLevel level : supported_simd_levels()) {
             EXPECT_TRUE(all_close(s.run(op_kernels(level), k, v), want, 5e-5, 5e-6))
                 << simd_level_name(level) << " variant " << variant;
+        }
+    }
+}
+
+// Attention sinks (gpt-oss): per head, a logit below, near and far above the others', alone and
+// with a sliding window, F16 (with and without llama.cpp's accumulator) and F32, every level.
+TEST(Attention, SinksMatchReference) {
+    uint32_t seed = 900;
+    for (int variant = 0; variant < 3; ++variant) {
+        for (KvType type : {KvType::f32, KvType::f16}) {
+            for (bool f16_acc : {false, true}) {
+                if (f16_acc && type != KvType::f16) continue;
+                Problem s(8, 2, 32, 4, 90, ++seed);
+                const std::vector<float> sinks = {-3.0f, 0.0f,  2.5f, 40.0f,
+                                                  1.0f,  -0.5f, 7.0f, 0.2f};
+                s.p.sinks = sinks.data();
+                s.p.f16_accumulator = f16_acc;
+                if (variant == 1) s.p.window = 5;
+                if (variant == 2) s.p.scale = 0.01f;  // flat logits: the sink takes a large share
+                Cache k(type, 90, 2, 32, ++seed), v(type, 90, 2, 32, ++seed);
+                const auto want = naive_attention(s.q, s.q_pos, k, v, s.index, s.cell_pos, s.p);
+                AttentionParams no_sink = s.p;
+                no_sink.sinks = nullptr;
+                const auto without =
+                    naive_attention(s.q, s.q_pos, k, v, s.index, s.cell_pos, no_sink);
+                ASSERT_FALSE(all_close(without, want, 1e-3, 1e-4)) << "the sinks change nothing";
+                const double rtol = f16_acc ? 3e-3 : 2e-5;
+                for (SimdLevel level : supported_simd_levels()) {
+                    EXPECT_TRUE(all_close(s.run(op_kernels(level), k, v), want, rtol, rtol / 10))
+                        << simd_level_name(level) << " variant " << variant
+                        << (type == KvType::f16 ? " f16" : " f32") << (f16_acc ? " f16acc" : "");
+                }
+            }
         }
     }
 }

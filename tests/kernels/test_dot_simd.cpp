@@ -143,10 +143,11 @@ TEST(SimdDot, MainTypesHaveAFastPathOnCapableCpus) {
     // On a CPU with AVX2 the main weight types must not silently fall back to scalar code.
     const CpuFeatures& cpu = cpu_features();
     if (!(cpu.avx2 && cpu.fma && cpu.f16c)) GTEST_SKIP() << "no AVX2 here: " << cpu.describe();
-    for (TensorType t : {TensorType::F32, TensorType::F16, TensorType::BF16, TensorType::Q4_0,
-                         TensorType::Q4_1, TensorType::Q5_0, TensorType::Q5_1, TensorType::Q8_0,
-                         TensorType::Q2_K, TensorType::Q3_K, TensorType::Q4_K, TensorType::Q5_K,
-                         TensorType::Q6_K, TensorType::IQ4_NL, TensorType::IQ4_XS}) {
+    for (TensorType t :
+         {TensorType::F32, TensorType::F16, TensorType::BF16, TensorType::Q4_0, TensorType::Q4_1,
+          TensorType::Q5_0, TensorType::Q5_1, TensorType::Q8_0, TensorType::Q2_K, TensorType::Q3_K,
+          TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K, TensorType::IQ4_NL,
+          TensorType::IQ4_XS, TensorType::MXFP4}) {
         EXPECT_NE(kernels_for(t).dot_isa, "scalar") << gguf::type_name(t);
     }
     if (cpu.avx512vnni && cpu.avx512bw && cpu.avx512vl && cpu.avx512dq) {

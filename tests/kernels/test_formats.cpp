@@ -40,7 +40,7 @@ const std::map<TensorType, double> kRoundTripBound = {
     {TensorType::Q4_1, 0.09},  {TensorType::IQ4_NL, 0.09}, {TensorType::IQ4_XS, 0.09},
     {TensorType::Q6_K, 0.025}, {TensorType::Q5_K, 0.045},  {TensorType::Q4_K, 0.09},
     {TensorType::Q3_K, 0.20},  {TensorType::Q2_K, 0.36},   {TensorType::TQ1_0, 0.85},
-    {TensorType::TQ2_0, 0.85},
+    {TensorType::TQ2_0, 0.85}, {TensorType::MXFP4, 0.2},
 };
 
 // The block layouts themselves are checked against gguf's table at compile time (blocks.h);
@@ -62,9 +62,9 @@ TEST(FormatTable, BlockGeometryMatchesTypeTable) {
 }
 
 TEST(FormatTable, UnsupportedTypesFailNamingTheType) {
-    for (TensorType t : {TensorType::IQ2_XXS, TensorType::IQ2_XS, TensorType::IQ3_XXS,
-                         TensorType::IQ1_S, TensorType::IQ1_M, TensorType::IQ3_S, TensorType::IQ2_S,
-                         TensorType::MXFP4, TensorType::I32}) {
+    for (TensorType t :
+         {TensorType::IQ2_XXS, TensorType::IQ2_XS, TensorType::IQ3_XXS, TensorType::IQ1_S,
+          TensorType::IQ1_M, TensorType::IQ3_S, TensorType::IQ2_S, TensorType::I32}) {
         const std::string name(gguf::type_name(t));
         EXPECT_EQ(find_kernels(t), nullptr) << name;
         try {
@@ -149,6 +149,42 @@ TEST(Ternary, ExactTernaryValuesSurvive) {
         k.from_float(x.data(), q.data(), n);
         EXPECT_EQ(dequantized(t, q.data(), n), x) << k.name;
     }
+}
+
+// MXFP4 as the OCP microscaling specification defines it: code c is the E2M1 value (sign bit 3,
+// then 0, 0.5, 1, 1.5, 2, 3, 4, 6) times 2^(e - 127); element j < 16 is the low nibble of qs[j],
+// element j + 16 its high nibble.
+TEST(Mxfp4, DecodesTheSpecificationsValues) {
+    const float e2m1[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+    for (int e : {127, 130, 120, 1, 254}) {
+        std::vector<uint8_t> block(17);
+        block[0] = static_cast<uint8_t>(e);
+        for (int j = 0; j < 16; ++j) block[1 + j] = static_cast<uint8_t>(j | ((15 - j) << 4));
+        std::vector<float> y(32);
+        dequantize_row(TensorType::MXFP4, block.data(), y.data(), 32);
+        const double scale = std::ldexp(1.0, e - 127);
+        for (int j = 0; j < 32; ++j) {
+            const int code = j < 16 ? j : 15 - (j - 16);
+            const double want = (code & 8 ? -1.0 : 1.0) * e2m1[code & 7] * scale;
+            EXPECT_EQ(y[static_cast<size_t>(j)], static_cast<float>(want))
+                << "e " << e << " j " << j;
+        }
+    }
+}
+
+// Values already on the grid of one block's scale survive quantization exactly.
+TEST(Mxfp4, GridValuesSurviveQuantization) {
+    const float grid[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+    std::vector<float> x(32);
+    for (int j = 0; j < 32; ++j) x[static_cast<size_t>(j)] = (j % 2 ? -0.25f : 0.25f) * grid[j % 8];
+    x[7] = 1.5f;  // the block's largest magnitude: 6 * 2^-2
+    std::vector<uint8_t> q(17);
+    quantize_row(TensorType::MXFP4, x.data(), q.data(), 32);
+    EXPECT_EQ(q[0], 125);
+    std::vector<float> y(32);
+    dequantize_row(TensorType::MXFP4, q.data(), y.data(), 32);
+    for (int j = 0; j < 32; ++j)
+        EXPECT_EQ(y[static_cast<size_t>(j)], x[static_cast<size_t>(j)]) << j;
 }
 
 TEST(Q8K, BlockSumsMatchCodes) {

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <limits>
@@ -91,6 +92,9 @@ TEST(OpsSimd, BinaryOpsMatchScalar) {
             ref.swiglu(a.data(), b.data(), want.data(), n);
             fast.swiglu(a.data(), b.data(), got.data(), n);
             ASSERT_TRUE(all_close(got, want, 2e-6, 1e-30)) << "swiglu";
+            ref.swiglu_clamped(a.data(), b.data(), want.data(), n, 1.702f, 7.0f);
+            fast.swiglu_clamped(a.data(), b.data(), got.data(), n, 1.702f, 7.0f);
+            ASSERT_TRUE(all_close(got, want, 2e-6, 1e-30)) << "swiglu_clamped";
             // Single IEEE operations: bit-identical.
             ref.add(a.data(), b.data(), want.data(), n);
             fast.add(a.data(), b.data(), got.data(), n);
@@ -334,6 +338,37 @@ TEST(OpsReference, ClampMatchesDefinition) {
     EXPECT_EQ(y[18], 2.0f);
     EXPECT_EQ(y[19], -1.5f);
     EXPECT_THROW(clamp(x.data(), 1.0f, -1.0f, y.data(), 4), std::invalid_argument);
+}
+
+// gpt-oss's clamped SwiGLU against its definition in double, gate and up on both sides of the
+// limit, on every level and through the pool.
+TEST(OpsReference, ClampedSwigluMatchesDefinition) {
+    const auto g = activation_inputs(3000, 21);
+    const auto u = random_floats(3000, 22, -12, 12);
+    const float alpha = 1.702f, limit = 7.0f;
+    auto want = [&](size_t i) {
+        const double gc = std::min(static_cast<double>(g[i]), double{limit});
+        const double uc = std::clamp(static_cast<double>(u[i]), -double{limit}, double{limit});
+        return gc / (1.0 + std::exp(-alpha * gc)) * (uc + 1.0);
+    };
+    for (SimdLevel level : supported_simd_levels()) {
+        SCOPED_TRACE(simd_level_name(level));
+        std::vector<float> y(g.size());
+        op_kernels(level).swiglu_clamped(g.data(), u.data(), y.data(), 3000, alpha, limit);
+        for (size_t i = 0; i < g.size(); ++i) {
+            EXPECT_NEAR(y[i], want(i), 2e-6 * std::fabs(want(i)) + 1e-6) << g[i] << " " << u[i];
+        }
+    }
+    ThreadPool pool(2);
+    std::vector<float> y(g.size());
+    swiglu_clamped(g.data(), u.data(), y.data(), 3000, alpha, limit, &pool);
+    for (size_t i = 0; i < g.size(); i += 97)
+        EXPECT_NEAR(y[i], want(i), 2e-6 * std::fabs(want(i)) + 1e-6);
+    // Past the limit, the gate and the up value stop growing.
+    const float big_g[2] = {7.0f, 100.0f}, big_u[2] = {-7.0f, -50.0f};
+    float out[2];
+    swiglu_clamped(big_g, big_u, out, 2, alpha, limit);
+    EXPECT_EQ(out[0], out[1]);
 }
 
 TEST(OpsReference, ScalarSoftmaxMatchesDefinition) {

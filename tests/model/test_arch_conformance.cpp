@@ -28,7 +28,9 @@ const std::vector<std::string> kRuns = {
     // layout variants
     "phi3-longrope", "starcoder2", "stablelm", "granite", "falcon-40b", "mpt", "bloom",
     // attention and norm-placement extras
-    "qwen3", "gemma2", "gemma3", "olmo2"};
+    "qwen3", "gemma2", "gemma3", "olmo2",
+    // mixtures of experts
+    "llama-moe", "qwen3moe", "gpt-oss", "gpt-oss-mxfp4"};
 
 // Evaluates ids at positions 0.. in batches of at most `chunk` tokens; every position's logits.
 std::vector<float> logits_in_chunks(Context& ctx, const std::vector<int32_t>& ids, size_t chunk) {

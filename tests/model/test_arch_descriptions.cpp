@@ -5,12 +5,15 @@
 // load-time refusals naming the tensor.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <random>
 #include <stdexcept>
 
 #include "engine/model/context.h"
+#include "engine/model/moe.h"
 #include "gguf/writer.h"
 #include "tests/model/logits_of.h"
 
@@ -58,6 +61,16 @@ struct Spec {
     bool write_period = false;  // attention.sliding_window_pattern = swa_period
     float rope_base = 10000.0f, rope_base_swa = 0.0f;  // rope.freq_base(_swa), the latter if > 0
     double q_scale = 0.0;                              // attention logit scale, 0: 1/sqrt(head)
+    // Mixture of experts (n_expert > 0: every FFN routed), attention sinks, clamped SwiGLU.
+    uint32_t n_expert = 0, n_expert_used = 0, n_ff_expert = 0;
+    enum { by_softmax, by_sigmoid, softmax_of_best } gating = by_softmax;
+    bool renormalise = true;     // the kept weights divided by their sum
+    double weights_scale = 0.0;  // > 0: written as expert_weights_scale
+    bool write_gating = false;   // write expert_gating_func and expert_weights_norm
+    bool expert_bias = false;    // router and expert biases
+    bool sinks = false;          // attn_sinks per head
+    bool clamped_glu = false;    // min(g, 7) sigmoid(1.702 min(g, 7)) (clamp(u, -7, 7) + 1)
+    std::string ffn_norm_name = "ffn_norm";
     uint32_t n_embd = 16, n_head = 2, n_head_kv = 1, head_dim = 8, n_ff = 24, n_vocab = 32,
              n_layer = 2, n_ctx = 16;
 };
@@ -95,6 +108,16 @@ struct Tiny {
         w.set(p + "vocab_size", s.n_vocab);
         if (s.n_rot) w.set(p + "rope.dimension_count", s.n_rot);
         if (s.parallel_key_false) w.set(p + "use_parallel_residual", false);
+        if (s.n_expert > 0) {
+            w.set(p + "expert_count", s.n_expert);
+            w.set(p + "expert_used_count", s.n_expert_used);
+            w.set(p + "expert_feed_forward_length", s.n_ff_expert);
+        }
+        if (s.write_gating) {
+            w.set(p + "expert_gating_func", uint32_t{s.gating == Spec::by_sigmoid ? 2u : 1u});
+            w.set(p + "expert_weights_norm", s.renormalise);
+        }
+        if (s.weights_scale > 0) w.set(p + "expert_weights_scale", float(s.weights_scale));
         for (const auto& [key, value] : metadata_u32) w.set(key, value);
         auto set_if = [&](const std::string& key, float v) {
             if (v > 0.0f) w.set(p + key, v);
@@ -182,7 +205,24 @@ Tiny make_tiny(const Spec& s, uint32_t seed = 1) {
         }
         add(b + "attn_output.weight", {q, e});
         if (s.out_bias) add(b + "attn_output.bias", {e});
-        if (!s.shared_norm && s.norms != Spec::post) norm(b + "ffn_norm");
+        if (s.sinks) add(b + "attn_sinks.weight", {s.n_head});
+        if (!s.shared_norm && s.norms != Spec::post) norm(b + s.ffn_norm_name);
+        if (s.n_expert > 0) {
+            const int64_t ne = s.n_expert, fe = s.n_ff_expert;
+            // Routers of larger weights than the rest so that the experts' choice varies.
+            add(b + "ffn_gate_inp.weight", {e, ne});
+            for (float& r : m.tensors[b + "ffn_gate_inp.weight"].data) r *= 3.0f;
+            add(b + "ffn_gate_exps.weight", {e, fe, ne});
+            add(b + "ffn_up_exps.weight", {e, fe, ne});
+            add(b + "ffn_down_exps.weight", {fe, e, ne});
+            if (s.expert_bias) {
+                add(b + "ffn_gate_inp.bias", {ne});
+                add(b + "ffn_gate_exps.bias", {fe, ne});
+                add(b + "ffn_up_exps.bias", {fe, ne});
+                add(b + "ffn_down_exps.bias", {e, ne});
+            }
+            continue;
+        }
         const int64_t up = s.fused_gate_up ? 2 * ff : ff;
         if (s.ffn != Spec::gelu && !s.fused_gate_up) add(b + "ffn_gate.weight", {e, ff});
         add(b + "ffn_up.weight", {e, up});
@@ -269,8 +309,81 @@ void clamp_all(Vec& x, double c) {
     for (double& v : x) v = std::min(std::max(v, -c), c);
 }
 
+// Expert e of a stacked [cols, rows, n_expert] tensor (or of a [rows, n_expert] bias).
+Tensor expert_slice(const Tensor& t, int64_t e) {
+    const int64_t per = t.shape[0] * (t.shape.size() > 2 ? t.shape[1] : 1);
+    Tensor one{{t.shape[0]}, {}};
+    if (t.shape.size() > 2) one.shape.push_back(t.shape[1]);
+    one.data.assign(t.data.begin() + e * per, t.data.begin() + (e + 1) * per);
+    return one;
+}
+
+double clamped_glu(double g, double u) {
+    const double gc = std::min(g, 7.0), uc = std::min(std::max(u, -7.0), 7.0);
+    return gc / (1.0 + std::exp(-1.702 * gc)) * (uc + 1.0);
+}
+
+// The routed FFN: router logits, the gating's choice of experts and their weights, and the
+// weighted sum of the chosen experts' outputs (each with its biases).
+Vec moe_ffn(const Tiny& m, const std::string& b, const Vec& h) {
+    const Spec& s = m.spec;
+    const Vec logits = matvec(m.at(b + "ffn_gate_inp.weight"), h, m.find(b + "ffn_gate_inp.bias"));
+    const size_t ne = s.n_expert, k = s.n_expert_used;
+    Vec score(ne);
+    const double mx = *std::max_element(logits.begin(), logits.end());
+    double total = 0.0;
+    for (size_t e = 0; e < ne; ++e) {
+        score[e] = s.gating == Spec::by_softmax   ? std::exp(logits[e] - mx)
+                   : s.gating == Spec::by_sigmoid ? 1.0 / (1.0 + std::exp(-logits[e]))
+                                                  : logits[e];
+        total += score[e];
+    }
+    if (s.gating == Spec::by_softmax) {
+        for (double& p : score) p /= total;
+    }
+    std::vector<size_t> order(ne);
+    for (size_t e = 0; e < ne; ++e) order[e] = e;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t a, size_t c) { return score[a] > score[c]; });
+    Vec w(k);
+    double sum = 0.0;
+    for (size_t j = 0; j < k; ++j) {
+        w[j] = s.gating == Spec::softmax_of_best ? std::exp(score[order[j]] - score[order[0]])
+                                                 : score[order[j]];
+        sum += w[j];
+    }
+    if (s.gating == Spec::softmax_of_best || s.renormalise) {
+        for (double& x : w) x /= sum;
+    }
+    if (s.weights_scale > 0) {
+        for (double& x : w) x *= s.weights_scale;
+    }
+    Vec out(s.n_embd, 0.0);
+    for (size_t j = 0; j < k; ++j) {
+        const auto e = static_cast<int64_t>(order[j]);
+        auto bias_of = [&](const std::string& name) {
+            const Tensor* t = m.find(b + name + ".bias");
+            return t ? std::optional<Tensor>(expert_slice(*t, e)) : std::nullopt;
+        };
+        const auto gb = bias_of("ffn_gate_exps"), ub = bias_of("ffn_up_exps"),
+                   db = bias_of("ffn_down_exps");
+        const Vec g =
+            matvec(expert_slice(m.at(b + "ffn_gate_exps.weight"), e), h, gb ? &*gb : nullptr);
+        const Vec u =
+            matvec(expert_slice(m.at(b + "ffn_up_exps.weight"), e), h, ub ? &*ub : nullptr);
+        Vec act(g.size());
+        for (size_t i = 0; i < g.size(); ++i)
+            act[i] = s.clamped_glu ? clamped_glu(g[i], u[i]) : silu(g[i]) * u[i];
+        const Vec d =
+            matvec(expert_slice(m.at(b + "ffn_down_exps.weight"), e), act, db ? &*db : nullptr);
+        for (size_t i = 0; i < out.size(); ++i) out[i] += w[j] * d[i];
+    }
+    return out;
+}
+
 Vec ffn(const Tiny& m, const std::string& b, const Vec& h) {
     const Spec& s = m.spec;
+    if (s.n_expert > 0) return moe_ffn(m, b, h);
     const size_t ff = s.n_ff;
     const Vec up = matvec(m.at(b + "ffn_up.weight"), h, m.find(b + "ffn_up.bias"));
     Vec act(ff);
@@ -388,6 +501,8 @@ std::vector<Vec> reference(const Tiny& m, const std::vector<int32_t>& ids) {
                     mx = std::max(mx, score[j]);
                 }
                 for (size_t j = first; j <= t; ++j) sum += (score[j] = std::exp(score[j] - mx));
+                // A sink: one more term of the denominator, without a value.
+                if (s.sinks) sum += std::exp(m.at(b + "attn_sinks.weight").data[hh] - mx);
                 for (size_t j = first; j <= t; ++j)
                     for (size_t i = 0; i < hd; ++i)
                         att[hh * hd + i] += score[j] / sum * v[j][kh * hd + i];
@@ -396,7 +511,7 @@ std::vector<Vec> reference(const Tiny& m, const std::vector<int32_t>& ids) {
             if (s.norms != Spec::pre)
                 rms_in_place(m, b + "post_attention_norm.weight", o.data(), e);
             if (parallel) {
-                const Vec ffn_in = !s.shared_norm  ? normed(m, b + "ffn_norm", x[t])
+                const Vec ffn_in = !s.shared_norm  ? normed(m, b + s.ffn_norm_name, x[t])
                                    : s.attn_norm_2 ? normed(m, b + "attn_norm", x[t])
                                                    : h[t];
                 const Vec f = ffn(m, b, ffn_in);
@@ -404,7 +519,8 @@ std::vector<Vec> reference(const Tiny& m, const std::vector<int32_t>& ids) {
             } else {
                 for (size_t i = 0; i < e; ++i) next[t][i] += o[i] * residual_scale;
                 Vec f =
-                    ffn(m, b, s.norms == Spec::post ? next[t] : normed(m, b + "ffn_norm", next[t]));
+                    ffn(m, b,
+                        s.norms == Spec::post ? next[t] : normed(m, b + s.ffn_norm_name, next[t]));
                 if (s.norms != Spec::pre) rms_in_place(m, b + "post_ffw_norm.weight", f.data(), e);
                 for (size_t i = 0; i < e; ++i) next[t][i] += f[i] * residual_scale;
             }
@@ -653,7 +769,131 @@ Spec olmo2_spec() {
                 .norms = Spec::post,
                 .rope_base = 5e5f};
 }
+// Mixtures of experts: Mixtral's llama, qwen3moe, gpt-oss (n_ff_expert a multiple of 32 is
+// not needed for F32 files).
+Spec llama_moe_spec() {
+    return Spec{.arch = "llama", .n_expert = 4, .n_expert_used = 2, .n_ff_expert = 12};
+}
+Spec qwen3moe_spec() {
+    return Spec{.arch = "qwen3moe",
+                .pos = Spec::rope_neox,
+                .qk_norm = Spec::qk_per_head,
+                .n_expert = 6,
+                .n_expert_used = 3,
+                .n_ff_expert = 10};
+}
+Spec gpt_oss_spec() {
+    return Spec{.arch = "gpt-oss",
+                .qkv_bias = true,
+                .out_bias = true,
+                .pos = Spec::rope_neox,
+                .window = 3,
+                .swa_period = 2,
+                .n_expert = 4,
+                .n_expert_used = 2,
+                .n_ff_expert = 12,
+                .gating = Spec::softmax_of_best,
+                .expert_bias = true,
+                .sinks = true,
+                .clamped_glu = true,
+                .ffn_norm_name = "post_attention_norm"};
+}
+
 const std::vector<int32_t> kLongIds = {3, 17, 29, 5, 11, 2, 30, 8, 21, 14};
+
+// --- mixtures of experts against the reference: one batch (tokens grouped by expert), chunks
+// and single tokens (one token's experts) ---
+TEST(ArchReference, LlamaWithExperts) {
+    expect_matches_reference(llama_moe_spec(), kLongIds);
+    expect_matches_reference(llama_moe_spec(), kLongIds, 3);
+    expect_matches_reference(llama_moe_spec(), kLongIds, 1);
+    // The routing is not a no-op: using one expert, or not renormalising, moves the logits.
+    expect_reference_depends_on(
+        llama_moe_spec(), [](Spec& s) { s.n_expert_used = 1; }, kLongIds);
+    expect_reference_depends_on(
+        llama_moe_spec(), [](Spec& s) { s.renormalise = false; }, kLongIds);
+}
+TEST(ArchReference, Qwen3Moe) {
+    expect_matches_reference(qwen3moe_spec(), kLongIds);
+    expect_matches_reference(qwen3moe_spec(), kLongIds, 4);
+}
+TEST(ArchReference, GptOssSinksBiasesClampedSwiglu) {
+    expect_matches_reference(gpt_oss_spec(), kLongIds);
+    expect_matches_reference(gpt_oss_spec(), kLongIds, 1);
+    expect_reference_depends_on(
+        gpt_oss_spec(), [](Spec& s) { s.sinks = false; }, kLongIds);
+    // (Softmax over all experts then renormalised equals the softmax of the best: without the
+    // renormalisation it does not.)
+    expect_reference_depends_on(
+        gpt_oss_spec(),
+        [](Spec& s) {
+            s.gating = Spec::by_softmax;
+            s.renormalise = false;
+        },
+        kLongIds);
+    expect_reference_depends_on(
+        gpt_oss_spec(), [](Spec& s) { s.clamped_glu = false; }, kLongIds);
+}
+// route_tokens on its own against the definitions in double: ties go to the lower index, and
+// the grouping lists each expert's tokens in order with their weights.
+TEST(ExpertRouting, GatingsAgainstDefinitions) {
+    HParams hp;
+    hp.n_expert = 5;
+    hp.n_expert_used = 2;
+    const std::vector<float> logits = {0.5f,  2.0f, -1.0f, 2.0f, 0.0f,   // a tie at the top
+                                       -3.0f, 1.0f, 0.25f, 4.0f, 1.0f};  // a tie for second
+    std::vector<int32_t> ex(4);
+    std::vector<float> w(4);
+    auto softmax_all = [&](int t, int e) {
+        double sum = 0;
+        for (int i = 0; i < 5; ++i) sum += std::exp(double{logits[t * 5 + i]});
+        return std::exp(double{logits[t * 5 + e]}) / sum;
+    };
+    hp.expert_gating = ExpertGating::softmax;
+    hp.expert_weights_norm = false;
+    route_tokens(hp, logits.data(), 2, ex.data(), w.data());
+    EXPECT_EQ(ex, (std::vector<int32_t>{1, 3, 3, 1}));
+    EXPECT_NEAR(w[0], softmax_all(0, 1), 1e-6);
+    EXPECT_NEAR(w[3], softmax_all(1, 1), 1e-6);
+
+    hp.expert_weights_norm = true;
+    hp.expert_weights_scale = 3.0f;
+    route_tokens(hp, logits.data(), 2, ex.data(), w.data());
+    EXPECT_NEAR(w[0], 1.5, 1e-6);  // equal logits: half each, times 3
+    const double a = softmax_all(1, 3), b = softmax_all(1, 1);
+    EXPECT_NEAR(w[2], 3.0 * a / (a + b), 1e-6);
+
+    hp.expert_gating = ExpertGating::sigmoid;
+    hp.expert_weights_norm = false;
+    hp.expert_weights_scale = 1.0f;
+    route_tokens(hp, logits.data(), 2, ex.data(), w.data());
+    EXPECT_NEAR(w[2], 1.0 / (1.0 + std::exp(-4.0)), 1e-6);
+    EXPECT_NEAR(w[3], 1.0 / (1.0 + std::exp(-1.0)), 1e-6);
+
+    hp.expert_gating = ExpertGating::softmax_of_best;
+    route_tokens(hp, logits.data(), 2, ex.data(), w.data());
+    EXPECT_NEAR(w[2], 1.0 / (1.0 + std::exp(1.0 - 4.0)), 1e-6);
+
+    const ExpertGroups g = group_by_expert(ex.data(), w.data(), 2, 2, 5);
+    // Token 0 uses experts 1 and 3, token 1 experts 3 and 1.
+    EXPECT_EQ(g.begin, (std::vector<int64_t>{0, 0, 2, 2, 4, 4}));
+    EXPECT_EQ(g.token, (std::vector<int32_t>{0, 1, 0, 1}));
+    EXPECT_EQ(g.active, (std::vector<int32_t>{1, 3}));
+    EXPECT_EQ(g.weight[3], w[2]);
+}
+
+// The gating keys override the architecture's: sigmoid gating without renormalisation, weights
+// scaled; and softmax with renormalisation turned off.
+TEST(ArchReference, ExpertGatingKeys) {
+    Spec s = llama_moe_spec();
+    s.write_gating = true;
+    s.gating = Spec::by_sigmoid;
+    s.renormalise = false;
+    s.weights_scale = 2.5;
+    expect_matches_reference(s, kLongIds);
+    s.gating = Spec::by_softmax;
+    expect_matches_reference(s, kLongIds);
+}
 
 // The reference itself checked on llama, whose engine logits match llama.cpp (TinyLlama tests).
 TEST(ArchReference, Llama) {
@@ -1041,13 +1281,47 @@ TEST(ArchRefusals, UnusedTensorIsRefusedByName) {
     EXPECT_EQ(load_error(tied), "(loaded)");
 }
 
-TEST(ArchRefusals, MixtureOfExpertsIsNamed) {
-    Tiny m = make_tiny(llama_spec());
-    m.metadata_u32["llama.expert_count"] = 4;
-    m.metadata_u32["llama.expert_used_count"] = 2;
-    const std::string e = load_error(m);
-    EXPECT_NE(e.find("mixture of experts (4 experts, 2 used per token)"), std::string::npos) << e;
-    EXPECT_NE(e.find("not supported"), std::string::npos) << e;
+// Experts where the architecture has none, and routing layouts ggufd does not compute, are
+// refused naming what; keys that change the routing are honoured or refused, never ignored.
+TEST(ArchRefusals, MixtureOfExpertsLayoutsAreChecked) {
+    Tiny dense_arch = make_tiny(qwen2_spec());
+    dense_arch.metadata_u32["qwen2.expert_count"] = 4;
+    std::string e = load_error(dense_arch);
+    EXPECT_NE(e.find("mixture of experts (4 experts)"), std::string::npos) << e;
+    EXPECT_NE(e.find("does not support experts"), std::string::npos) << e;
+
+    for (const char* key : {"expert_shared_count", "leading_dense_block_count"}) {
+        Tiny m = make_tiny(llama_moe_spec());
+        m.metadata_u32[std::string("llama.") + key] = 1;
+        e = load_error(m);
+        EXPECT_NE(e.find(key), std::string::npos) << e;
+        EXPECT_NE(e.find("not supported"), std::string::npos) << e;
+    }
+    Tiny gating = make_tiny(llama_moe_spec());
+    gating.metadata_u32["llama.expert_gating_func"] = 3;
+    e = load_error(gating);
+    EXPECT_NE(e.find("expert_gating_func 3 is not supported"), std::string::npos) << e;
+
+    Tiny too_many = make_tiny(llama_moe_spec());
+    too_many.metadata_u32["llama.expert_used_count"] = 5;
+    e = load_error(too_many);
+    EXPECT_NE(e.find("expert_used_count (5) must be between 1 and expert_count (4)"),
+              std::string::npos)
+        << e;
+
+    // Experts stored with a shape that disagrees with expert_feed_forward_length.
+    Tiny shape = make_tiny(llama_moe_spec());
+    shape.metadata_u32["llama.expert_feed_forward_length"] = 8;
+    e = load_error(shape);
+    EXPECT_NE(e.find("ffn_gate_exps.weight' has shape [16, 12, 4], expected [16, 8, 4]"),
+              std::string::npos)
+        << e;
+
+    // gpt-oss without its sinks.
+    Tiny sinkless = make_tiny(gpt_oss_spec());
+    sinkless.tensors.erase("blk.0.attn_sinks.weight");
+    e = load_error(sinkless);
+    EXPECT_NE(e.find("'blk.0.attn_sinks.weight' is missing"), std::string::npos) << e;
 }
 
 TEST(ArchRefusals, UnknownArchitectureListsSupported) {

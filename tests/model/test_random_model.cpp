@@ -3,6 +3,7 @@
 // tensors are the plan's, in the plan's order.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "engine/model/context.h"
@@ -49,7 +50,10 @@ TEST_P(EveryArch, RandomModelLoadsAndEvaluates) {
 
 INSTANTIATE_TEST_SUITE_P(Supported, EveryArch, ::testing::ValuesIn(supported_archs()),
                          [](const auto& param_info) {
-                             return std::string(param_info.param->name);
+                             // gtest names allow letters, digits and '_' only.
+                             std::string name(param_info.param->name);
+                             std::replace(name.begin(), name.end(), '-', '_');
+                             return name;
                          });
 
 TEST(RandomModel, TiedHeadHasNoOutputMatrix) {

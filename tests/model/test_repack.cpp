@@ -114,6 +114,27 @@ TEST_P(Repacked, LogitsAgreeWithTheFileLayout) {
                  logits_of(model_of(small_spec(GetParam()), Repack::at_load)));
 }
 
+// A mixture of experts: each stack of experts is repacked as one matrix (every expert's rows are
+// whole groups) and each expert is read as its own view of it; the logits agree with the file's
+// layout in one batch and token by token.
+TEST_P(Repacked, ExpertStacksAgreeWithTheFileLayout) {
+    RandomModelSpec s = small_spec(GetParam());
+    s.arch = "qwen3moe";
+    s.n_expert = 8;
+    s.n_expert_used = 3;
+    s.n_ff_expert = 256;
+    const auto at_load = model_of(s, Repack::at_load);
+    const LayerWeights& l = at_load->weights().layers[0];
+    if (cpu_repacks(GetParam())) {
+        const ggufd::kernels::RepackedMatrix* r = at_load->repacked(l.ffn_down_exps);
+        ASSERT_NE(r, nullptr);
+        EXPECT_EQ(r->rows, 8 * s.n_embd);
+        EXPECT_EQ(at_load->repacked(l.ffn_gate_inp), nullptr) << "F32 router";
+    }
+    expect_close(logits_of(model_of(s, Repack::off)), logits_of(at_load),
+                 layout_tolerance(GetParam()));
+}
+
 TEST_P(Repacked, BackgroundRepackingCanBeUsedWaitedForAndAbandoned) {
     const std::vector<uint8_t> bytes = make_random_model(large_spec(GetParam())).to_bytes();
     const std::vector<float> reference = logits_of(model_of(bytes, Repack::off));

@@ -65,10 +65,34 @@ def check_tokenize():
 
 
 def check_logits():
-    model = os.path.join(conf, "models", "tiny-llama-f32.gguf")
-    tokens = os.path.join(conf, "reference", "tiny-llama.prompt_tokens.txt")
+    compare_logits(os.path.join(conf, "models", "tiny-llama-f32.gguf"),
+                   os.path.join(conf, "reference", "tiny-llama.prompt_tokens.txt"),
+                   os.path.join(conf, "reference", "tiny-llama-f32.logits.f32"))
+
+
+def check_moe():
+    """A mixture of experts end to end: gpt-oss with MXFP4 experts against llama.cpp's logits, and
+    a random qwen3moe from ggufd-mkmodel that gguf-inspect describes with its experts."""
+    arch = os.path.join(conf, "arch")
+    compare_logits(os.path.join(arch, "gpt-oss-mxfp4.gguf"), os.path.join(arch, "prompt_tokens.txt"),
+                   os.path.join(arch, "gpt-oss-mxfp4.logits.f32"))
+    with tempfile.TemporaryDirectory() as d:
+        model = os.path.join(d, "moe.gguf")
+        subprocess.run([os.path.join(bin_dir, "ggufd-mkmodel"), "--arch", "qwen3moe", "--out", model,
+                        "--n-embd", "64", "--n-layer", "1", "--n-head", "2", "--n-head-kv", "1",
+                        "--n-expert", "8", "--n-expert-used", "3", "--n-ff-expert", "32",
+                        "--type", "Q8_0"], check=True, capture_output=True)
+        out = subprocess.run([os.path.join(bin_dir, "gguf-inspect"), model, "--json"], check=True,
+                             capture_output=True).stdout.decode()
+        experts = json.loads(out)["ggufd"]["hyperparameters"]["experts"]
+        assert experts["count"] == 8 and experts["used"] == 3, experts
+        assert experts["feed_forward_length"] == 32 and experts["gating"] == "softmax", experts
+
+
+def compare_logits(model, tokens, reference):
+    """ggufd-run logits of the prompt within the conformance tolerance of llama.cpp's."""
     ref = array.array("f")
-    with open(os.path.join(conf, "reference", "tiny-llama-f32.logits.f32"), "rb") as f:
+    with open(reference, "rb") as f:
         ref.frombytes(f.read())
     with tempfile.TemporaryDirectory() as d:
         out = os.path.join(d, "logits.f32")
@@ -139,5 +163,5 @@ def check_template():
     assert p.stdout.count(b"\n") == 1, p.stdout
 
 
-{"generate_greedy": check_generate_greedy, "generate_sampled_is_english": check_generate_sampled_is_english, "template": check_template, "tokenize": check_tokenize, "logits": check_logits}[case]()
+{"generate_greedy": check_generate_greedy, "generate_sampled_is_english": check_generate_sampled_is_english, "template": check_template, "tokenize": check_tokenize, "logits": check_logits, "moe": check_moe}[case]()
 print("ok")

@@ -23,7 +23,7 @@ double seconds_since(Clock::time_point t0) {
     return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-WeightCost weight_cost(const model::Weights& w) {
+WeightCost weight_cost(const model::Weights& w, const model::HParams& hp) {
     WeightCost c;
     auto add = [&](const gguf::TensorInfo* t) {
         if (!t) return;
@@ -32,6 +32,13 @@ WeightCost weight_cost(const model::Weights& w) {
     };
     for (const auto& l : w.layers) {
         for (const auto* t : {l.wq, l.wk, l.wv, l.wo, l.ffn_gate, l.ffn_up, l.ffn_down}) add(t);
+        // A routed FFN: the router, and the expert_used_count experts a token goes to.
+        add(l.ffn_gate_inp);
+        for (const auto* t : l.expert_matrices()) {
+            if (!t) continue;
+            c.matmul_params += t->n_elements / hp.n_expert * hp.n_expert_used;
+            c.matmul_bytes += t->n_bytes / hp.n_expert * hp.n_expert_used;
+        }
     }
     add(w.output);
     return c;
@@ -77,7 +84,7 @@ EngineResult run_engine(const EngineOptions& opts) {
     r.load_s = seconds_since(t_load);
     r.repacked_mib = static_cast<double>(model->repacked_bytes()) / (1 << 20);
     r.file_bytes = std::filesystem::file_size(opts.model_path);
-    r.cost = weight_cost(model->weights());
+    r.cost = weight_cost(model->weights(), model->hparams());
 
     model::ContextParams cp;
     cp.n_threads = opts.threads;

@@ -19,7 +19,7 @@ struct EngineOptions {
 
 // What one generated token costs, from the model's tensors: every matrix multiplied per token
 // (each layer's attention and FFN projections and the output head; the embedding table is only
-// indexed). Used by the roofline.
+// indexed; of a routed FFN, the experts one token uses). Used by the roofline.
 struct WeightCost {
     uint64_t matmul_params = 0;  // multiply-adds per token (2 flops each)
     uint64_t matmul_bytes = 0;   // bytes of those weights, read once per decode step

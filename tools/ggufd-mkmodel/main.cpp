@@ -5,6 +5,9 @@
 //       --n-layer 22 --n-head 32 --n-head-kv 4 --n-ff 5632 --type Q4_K --output-type Q6_K
 //   ggufd-mkmodel --arch gemma3 --out g3.gguf --n-embd 1152 --n-layer 26 --n-head 4
 //       --n-head-kv 1 --head-dim 256 --n-ff 6912 --type Q8_0 --tied
+// and a mixture of experts (Qwen3-30B-A3B's proportions, smaller: 64 experts, 8 used per token):
+//   ggufd-mkmodel --arch qwen3moe --out moe.gguf --n-embd 1024 --n-layer 8 --n-head 16
+//       --n-head-kv 4 --head-dim 64 --n-expert 64 --n-expert-used 8 --n-ff-expert 512 --type Q4_0
 #include <boost/program_options.hpp>
 
 #include <chrono>
@@ -31,6 +34,9 @@ int main(int argc, char** argv) {
         ("n-head", po::value(&spec.n_head)->default_value(spec.n_head), "attention heads")
         ("n-head-kv", po::value(&spec.n_head_kv)->default_value(spec.n_head_kv), "key/value heads")
         ("n-ff", po::value(&spec.n_ff)->default_value(spec.n_ff), "feed-forward size")
+        ("n-expert", po::value(&spec.n_expert)->default_value(spec.n_expert), "experts per block (architectures with experts; qwen3moe and gpt-oss default to 8)")
+        ("n-expert-used", po::value(&spec.n_expert_used)->default_value(spec.n_expert_used), "experts each token uses (0: 2)")
+        ("n-ff-expert", po::value(&spec.n_ff_expert)->default_value(spec.n_ff_expert), "feed-forward size of one expert (0: --n-ff)")
         ("n-ctx", po::value(&spec.n_ctx)->default_value(spec.n_ctx), "training context length")
         ("head-dim", po::value(&spec.head_dim)->default_value(spec.head_dim), "size of one attention head (0: n-embd / n-head)")
         ("n-rot", po::value(&spec.n_rot)->default_value(spec.n_rot), "dimensions RoPE rotates (0: the whole head)")

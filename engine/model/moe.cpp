@@ -1,0 +1,84 @@
+#include "engine/model/moe.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+namespace ggufd::model {
+
+void route_tokens(const HParams& hp, const float* logits, int64_t n, int32_t* experts,
+                  float* weights) {
+    const int64_t n_exp = hp.n_expert, k = hp.n_expert_used;
+    std::vector<float> score(static_cast<size_t>(n_exp));
+    std::vector<int32_t> order(static_cast<size_t>(n_exp));
+    for (int64_t t = 0; t < n; ++t) {
+        const float* l = logits + t * n_exp;
+        // The score the best are chosen by; the probabilities themselves for softmax and sigmoid.
+        float max = *std::max_element(l, l + n_exp);
+        for (int64_t e = 0; e < n_exp; ++e) {
+            switch (hp.expert_gating) {
+                case ExpertGating::softmax:
+                    score[e] = std::exp(l[e] - max);
+                    break;
+                case ExpertGating::sigmoid:
+                    score[e] = 1.0f / (1.0f + std::exp(-l[e]));
+                    break;
+                case ExpertGating::softmax_of_best:
+                    score[e] = l[e];
+                    break;
+            }
+        }
+        if (hp.expert_gating == ExpertGating::softmax) {
+            const float sum = std::accumulate(score.begin(), score.end(), 0.0f);
+            for (float& s : score) s /= sum;
+        }
+        std::iota(order.begin(), order.end(), 0);
+        std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int32_t a, int32_t b) {
+            return score[a] > score[b] || (score[a] == score[b] && a < b);
+        });
+        int32_t* ex = experts + t * k;
+        float* w = weights + t * k;
+        for (int64_t j = 0; j < k; ++j) {
+            ex[j] = order[j];
+            w[j] = score[order[j]];
+        }
+        if (hp.expert_gating == ExpertGating::softmax_of_best) {
+            max = w[0];  // the best logit
+            float sum = 0.0f;
+            for (int64_t j = 0; j < k; ++j) sum += w[j] = std::exp(w[j] - max);
+            for (int64_t j = 0; j < k; ++j) w[j] /= sum;
+        } else if (hp.expert_weights_norm) {
+            float sum = 0.0f;
+            for (int64_t j = 0; j < k; ++j) sum += w[j];
+            if (sum > 0.0f) {
+                for (int64_t j = 0; j < k; ++j) w[j] /= sum;
+            }
+        }
+        if (hp.expert_weights_scale != 1.0f) {
+            for (int64_t j = 0; j < k; ++j) w[j] *= hp.expert_weights_scale;
+        }
+    }
+}
+
+ExpertGroups group_by_expert(const int32_t* experts, const float* weights, int64_t n,
+                             int64_t n_used, int64_t n_expert) {
+    ExpertGroups g;
+    g.begin.assign(static_cast<size_t>(n_expert + 1), 0);
+    const int64_t pairs = n * n_used;
+    for (int64_t i = 0; i < pairs; ++i) ++g.begin[static_cast<size_t>(experts[i]) + 1];
+    for (int64_t e = 0; e < n_expert; ++e) {
+        if (g.begin[static_cast<size_t>(e) + 1] > 0) g.active.push_back(static_cast<int32_t>(e));
+        g.begin[static_cast<size_t>(e) + 1] += g.begin[static_cast<size_t>(e)];
+    }
+    g.token.resize(static_cast<size_t>(pairs));
+    g.weight.resize(static_cast<size_t>(pairs));
+    std::vector<int64_t> next(g.begin.begin(), g.begin.end() - 1);
+    for (int64_t i = 0; i < pairs; ++i) {
+        const int64_t at = next[static_cast<size_t>(experts[i])]++;
+        g.token[static_cast<size_t>(at)] = static_cast<int32_t>(i / n_used);
+        g.weight[static_cast<size_t>(at)] = weights[i];
+    }
+    return g;
+}
+
+}  // namespace ggufd::model
