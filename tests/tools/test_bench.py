@@ -109,8 +109,12 @@ def check_engine_mode():
         assert float(row["mean"]) > 0 and float(row["sd"]) >= 0, row
     r = run("--model", model, "-p", "8,0", "-n", "0", "-d", "4", "-t", "1", "-r", "1")
     assert r.returncode == 0, r.stderr
-    assert "| threads |" in r.stdout and "| pp8 @ d4 |" in r.stdout.replace("  ", ""), r.stdout
-    assert " ± " in r.stdout and "tg" not in r.stdout.split("| t/s |")[1], r.stdout
+    cells = [[c.strip() for c in line.strip("|").split("|")]
+             for line in r.stdout.splitlines() if line.startswith("|")]
+    assert cells[0] == ["model", "size", "params", "threads", "test", "t/s"], r.stdout
+    assert [row[3:5] for row in cells[2:]] == [["1", "pp8 @ d4"]], r.stdout  # -n 0: no tg line
+    mean, sd = cells[2][5].split(" ± ")
+    assert float(mean) > 0 and float(sd) == 0, r.stdout  # one repetition
     r = run("--model", model, "-d", "0,-8")
     assert r.returncode == 1 and "-d" in r.stderr, r.stderr
     r = run("--roofline", "-t", "1,2")
