@@ -115,7 +115,8 @@ void fill_to(model::Context& ctx, int depth, std::vector<float>& logits) {
     for (int32_t first = have; first < depth; first += kFillBatch) {
         const int32_t last = std::min(depth, first + kFillBatch);
         batch.clear();
-        for (int32_t i = first; i < last; ++i) batch.push_back({0, bench_token(i, ctx.n_vocab()), i, false});
+        for (int32_t i = first; i < last; ++i)
+            batch.push_back({0, bench_token(i, ctx.n_vocab()), i, false});
         ctx.eval(batch, logits);
     }
 }
@@ -231,7 +232,8 @@ void print_engine(const EngineResult& r, bool csv) {
     std::printf("model %s\ncpu   %s\n\n", r.model_path.c_str(),
                 kernels::cpu_features().describe().c_str());
     std::vector<std::vector<std::string>> rows;
-    const std::string model = r.arch + " " + std::filesystem::path(r.model_path).filename().string();
+    const std::string model =
+        r.arch + " " + std::filesystem::path(r.model_path).filename().string();
     for (const auto& t : r.tests) {
         const MeanSd m = mean_sd(t.samples);
         rows.push_back({model, format_mib(r.tensor_bytes), format_params(r.n_params),
@@ -243,8 +245,8 @@ void print_engine(const EngineResult& r, bool csv) {
                stdout);
     double worst_wait = -1;
     for (const auto& t : r.tests) worst_wait = std::max(worst_wait, t.cpu_wait);
-    std::printf("\nload  %.3f s (%.1f MiB repacked), peak RSS %.1f MiB\n", r.load_s,
-                r.repacked_mib, r.peak_rss_mib);
+    std::printf("\nload  %.3f s (%.1f MiB repacked), peak RSS %.1f MiB\n", r.load_s, r.repacked_mib,
+                r.peak_rss_mib);
     if (worst_wait >= 0) {
         std::printf("threads waited for a CPU up to %.0f%% of a test's time%s\n", 100 * worst_wait,
                     worst_wait > 0.1 ? " (a busy machine: figures are low)" : "");

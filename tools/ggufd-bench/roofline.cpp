@@ -167,13 +167,13 @@ void print_roofline(const Ceilings& c, const EngineResult& e, bool csv) {
     for (const auto& t : e.tests) {
         const double tps = spread(t.samples).median;
         if (t.prompt) {
-            rows.push_back(
-                {test_name(t), t.threads, tps, c.int8_gops * 1e9 / flops, "int8", c.int8_gops, "Gop/s"});
+            rows.push_back({test_name(t), t.threads, tps, c.int8_gops * 1e9 / flops, "int8",
+                            c.int8_gops, "Gop/s"});
             rows.push_back({test_name(t), t.threads, tps, c.fp32_gflops * 1e9 / flops, "fp32",
                             c.fp32_gflops, "Gflop/s"});
         } else {
-            rows.push_back(
-                {test_name(t), t.threads, tps, c.read_gbps * 1e9 / bytes, "bw", c.read_gbps, "GB/s"});
+            rows.push_back({test_name(t), t.threads, tps, c.read_gbps * 1e9 / bytes, "bw",
+                            c.read_gbps, "GB/s"});
         }
     }
     if (csv) {

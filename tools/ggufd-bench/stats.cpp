@@ -67,8 +67,8 @@ std::vector<int> parse_int_list(const std::string& text, int min) {
             used = 0;
         }
         if (item.empty() || used != item.size() || value < min) {
-            throw std::invalid_argument("'" + item + "' in '" + text + "' is not an integer >= " +
-                                        std::to_string(min));
+            throw std::invalid_argument("'" + item + "' in '" + text +
+                                        "' is not an integer >= " + std::to_string(min));
         }
         out.push_back(value);
         start = comma + 1;

@@ -37,8 +37,7 @@ std::string markdown_table(const std::vector<std::string>& header,
     auto widen = [&](const std::vector<std::string>& row) {
         if (row.size() != header.size()) {
             throw std::invalid_argument("markdown_table: a row has " + std::to_string(row.size()) +
-                                        " cells for " + std::to_string(header.size()) +
-                                        " columns");
+                                        " cells for " + std::to_string(header.size()) + " columns");
         }
         for (size_t i = 0; i < row.size(); ++i) w[i] = std::max(w[i], width(row[i]));
     };
@@ -46,7 +45,8 @@ std::string markdown_table(const std::vector<std::string>& header,
     for (const auto& row : rows) widen(row);
     auto line = [&](const std::vector<std::string>& row) {
         std::string out = "|";
-        for (size_t i = 0; i < row.size(); ++i) out += " " + pad(row[i], w[i], right_aligned[i]) + " |";
+        for (size_t i = 0; i < row.size(); ++i)
+            out += " " + pad(row[i], w[i], right_aligned[i]) + " |";
         return out + "\n";
     };
     std::string out = line(header) + "|";
@@ -70,6 +70,8 @@ std::string format_params(uint64_t count) {
     return printf_string("%.2f K", n / 1e3);
 }
 
-std::string format_rate(const MeanSd& m) { return printf_string("%.2f ± %.2f", m.mean, m.sd); }
+std::string format_rate(const MeanSd& m) {
+    return printf_string("%.2f ± %.2f", m.mean, m.sd);
+}
 
 }  // namespace ggufd::bench

@@ -17,8 +17,8 @@ std::string markdown_table(const std::vector<std::string>& header,
                            const std::vector<bool>& right_aligned,
                            const std::vector<std::vector<std::string>>& rows);
 
-std::string format_mib(uint64_t bytes);      // "606.53 MiB"
-std::string format_params(uint64_t count);   // "1.10 B", "260.10 K" below a million
-std::string format_rate(const MeanSd& m);    // "123.45 ± 1.23"
+std::string format_mib(uint64_t bytes);     // "606.53 MiB"
+std::string format_params(uint64_t count);  // "1.10 B", "260.10 K" below a million
+std::string format_rate(const MeanSd& m);   // "123.45 ± 1.23"
 
 }  // namespace ggufd::bench
