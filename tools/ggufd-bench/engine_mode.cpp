@@ -185,9 +185,14 @@ EngineResult run_engine(const EngineOptions& opts) {
             };
             for (int n : opts.n_prompt) add(true, n);
             for (int n : opts.n_gen) add(false, n);
+            if (depth != static_cast<int>(ctx.kv().length(0))) {
+                std::fprintf(stderr, "ggufd-bench: filling the cache to depth %d...\n", depth);
+            }
             fill_to(ctx, depth, logits);
             for (EngineTest& t : tests) {
                 t.threads = ctx.pool().size();
+                std::fprintf(stderr, "ggufd-bench: %s, %d threads...\n", test_name(t).c_str(),
+                             t.threads);
                 if (!warm) {  // caches warm and weights paged in once per context
                     run_once(ctx, t, logits);
                     warm = true;
