@@ -191,8 +191,6 @@ EngineResult run_engine(const EngineOptions& opts) {
             fill_to(ctx, depth, logits);
             for (EngineTest& t : tests) {
                 t.threads = ctx.pool().size();
-                std::fprintf(stderr, "ggufd-bench: %s, %d threads...\n", test_name(t).c_str(),
-                             t.threads);
                 if (!warm) {  // caches warm and weights paged in once per context
                     run_once(ctx, t, logits);
                     warm = true;
@@ -212,6 +210,8 @@ EngineResult run_engine(const EngineOptions& opts) {
                 if (waits_known && measured_s > 0) {
                     t.cpu_wait = static_cast<double>(wait_ns) / 1e9 / (measured_s * t.threads);
                 }
+                std::fprintf(stderr, "ggufd-bench: %s, %d threads: %s t/s\n", test_name(t).c_str(),
+                             t.threads, format_rate(mean_sd(t.samples)).c_str());
                 r.tests.push_back(std::move(t));
             }
         }
