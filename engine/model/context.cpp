@@ -125,7 +125,7 @@ void Context::linear_many(std::initializer_list<Projection> projections, const f
     const int64_t cols = first.ne[0];
     void* buffer = grow(act_, kernels::activation_buffer_bytes(first.type, cols, n));
     const kernels::PreparedActivations act =
-        kernels::prepare_activations(first.type, x, n, cols, cols, buffer);
+        kernels::prepare_activations(first.type, x, n, cols, cols, buffer, &pool_);
     int64_t total = 0;
     for (const Projection& p : projections) total += p.w->ne[1];
     // Up to four tasks per thread (a thread that falls behind is helped), each one long
