@@ -103,13 +103,18 @@ int32_t bench_token(int64_t i, int32_t vocab) {
 
 // Brings sequence 0's cache to exactly `depth` tokens: truncating what is beyond, evaluating
 // the missing positions in batches (a long depth in one batch would need its activations at
-// once).
+// once). A sliding-window ring that no longer holds the window before `depth` cannot be
+// truncated there, so it is evaluated again from the start.
 void fill_to(model::Context& ctx, int depth, std::vector<float>& logits) {
     constexpr int kFillBatch = 512;
-    const int32_t have = static_cast<int32_t>(ctx.kv().length(0));
-    if (have >= depth) {
+    int32_t have = ctx.kv().length(0);
+    if (have >= depth && ctx.kv().can_truncate(0, depth)) {
         ctx.kv().truncate(0, depth);
         return;
+    }
+    if (have > depth) {
+        ctx.kv().clear(0);
+        have = 0;
     }
     std::vector<model::BatchToken> batch;
     for (int32_t first = have; first < depth; first += kFillBatch) {
@@ -123,7 +128,7 @@ void fill_to(model::Context& ctx, int depth, std::vector<float>& logits) {
 
 // One run of a test on a cache filled to t.depth; returns tokens/s.
 double run_once(model::Context& ctx, const EngineTest& t, std::vector<float>& logits) {
-    ctx.kv().truncate(0, t.depth);
+    fill_to(ctx, t.depth, logits);
     const int32_t vocab = ctx.n_vocab();
     if (t.prompt) {
         std::vector<model::BatchToken> batch;

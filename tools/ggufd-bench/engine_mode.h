@@ -64,7 +64,8 @@ struct EngineResult {
 void check_engine_options(const EngineOptions& opts);
 
 // Loads the model once, then per thread count one context whose cache is filled to each depth
-// (once per depth: every repetition truncates back to it), one warm-up run of the first test
+// (once per depth: every repetition truncates back to it, or refills a sliding-window ring
+// that cannot be truncated there), one warm-up run of the first test
 // and opts.reps measured runs of each. Throws on bad options or a model that does not load.
 EngineResult run_engine(const EngineOptions& opts);
 
