@@ -47,6 +47,27 @@ void check_view(const KvView& view, const AttentionParams& p, const char* name) 
             n + " cell_stride is smaller than one cell");
 }
 
+// Calls task(t, kv_head, part, scratch) for every query token t, KV head and part of its work
+// (the attention tasks of both splits below), on the pool when there is one; each thread's
+// scratch fits `heads` query heads.
+template <class F>
+void for_each_task(int64_t n_tokens, int64_t n_head_kv, int64_t parts, int64_t head_dim,
+                   int64_t heads, ThreadPool* pool, F&& task) {
+    auto run = [&](int64_t begin, int64_t end, int) {
+        thread_local std::vector<float> scratch;
+        scratch.resize(static_cast<size_t>(attention_scratch_floats(head_dim, heads)));
+        for (int64_t i = begin; i < end; ++i) {
+            task(i / (parts * n_head_kv), (i / parts) % n_head_kv, i % parts, scratch.data());
+        }
+    };
+    const int64_t n_tasks = n_tokens * n_head_kv * parts;
+    if (pool && pool->size() > 1 && n_tasks > 1) {
+        pool->parallel_for(n_tasks, run);
+    } else {
+        run(0, n_tasks, 0);
+    }
+}
+
 // Decode over a long cache (flash-decoding): a step's few queries times few KV heads are too
 // few tasks to occupy many threads, and splitting a head group instead makes every task stream
 // the group's whole K and V again. So the cells are cut into fixed chunks, each (token, KV head,
@@ -119,29 +140,23 @@ void attention_kv_split(const OpKernels& kernels, const AttentionJob& job, const
     float* const part = part_buffer.data();
     float* const stats = stats_buffer.data();
 
-    auto run = [&](int64_t begin, int64_t end, int) {
-        thread_local std::vector<float> scratch;
-        scratch.resize(static_cast<size_t>(attention_scratch_floats(p.head_dim, group)));
-        for (int64_t i = begin; i < end; ++i) {
-            const int64_t c = i % n_chunks;
-            const int64_t kv_head = (i / n_chunks) % p.n_head_kv;
-            const int64_t t = i / (n_chunks * p.n_head_kv);
-            const int64_t first = c * kKvSplitCells;
-            const AttentionJob slice =
-                job_slice(job, first, std::min(kKvSplitCells, job.n_cells - first));
-            const int64_t tc = t * n_chunks + c;
-            const AttentionTask task{
-                .q = q + t * token_floats,
-                .out = part + tc * token_floats,
-                .head_begin = kv_head * group,
-                .head_end = kv_head * group + group,
-                .kv_head = kv_head,
-                .q_pos = q_pos[t],
-                .stats = stats + (tc * p.n_head + kv_head * group) * 2,
-            };
-            kernels.attention(slice, task, scratch.data());
-        }
-    };
+    for_each_task(n_tokens, p.n_head_kv, n_chunks, p.head_dim, group, pool,
+                  [&](int64_t t, int64_t kv_head, int64_t c, float* scratch) {
+                      const int64_t first = c * kKvSplitCells;
+                      const AttentionJob slice =
+                          job_slice(job, first, std::min(kKvSplitCells, job.n_cells - first));
+                      const int64_t tc = t * n_chunks + c;
+                      const AttentionTask task{
+                          .q = q + t * token_floats,
+                          .out = part + tc * token_floats,
+                          .head_begin = kv_head * group,
+                          .head_end = kv_head * group + group,
+                          .kv_head = kv_head,
+                          .q_pos = q_pos[t],
+                          .stats = stats + (tc * p.n_head + kv_head * group) * 2,
+                      };
+                      kernels.attention(slice, task, scratch);
+                  });
     auto merge = [&](int64_t begin, int64_t end, int) {
         for (int64_t i = begin; i < end; ++i) {  // i = t * n_head + h
             const int64_t t = i / p.n_head, h = i % p.n_head;
@@ -150,12 +165,9 @@ void attention_kv_split(const OpKernels& kernels, const AttentionJob& job, const
                          p.head_dim, out + i * p.head_dim);
         }
     };
-    const int64_t n_tasks = n_tokens * p.n_head_kv * n_chunks;
     if (pool && pool->size() > 1) {
-        pool->parallel_for(n_tasks, run);
         pool->parallel_for(n_tokens * p.n_head, merge);
     } else {
-        run(0, n_tasks, 0);
         merge(0, n_tokens * p.n_head, 0);
     }
 }
@@ -228,33 +240,22 @@ void attention_with(const OpKernels& kernels, const float* q, const int32_t* q_p
     const int64_t heads_per_task = (group + splits - 1) / splits;
     const int64_t head_stride = p.n_head * p.head_dim;  // floats per token in q and out
 
-    auto run = [&](int64_t begin, int64_t end, int) {
-        thread_local std::vector<float> scratch;
-        scratch.resize(static_cast<size_t>(attention_scratch_floats(p.head_dim, heads_per_task)));
-        for (int64_t i = begin; i < end; ++i) {
-            const int64_t split = i % splits;
-            const int64_t kv_head = (i / splits) % p.n_head_kv;
-            const int64_t t = i / (splits * p.n_head_kv);
-            const int64_t first = kv_head * group + split * heads_per_task;
-            const int64_t last = std::min(kv_head * group + group, first + heads_per_task);
-            if (first >= last) continue;
-            const AttentionTask task{
-                .q = q + t * head_stride,
-                .out = out + t * head_stride,
-                .head_begin = first,
-                .head_end = last,
-                .kv_head = kv_head,
-                .q_pos = q_pos[t],
-            };
-            kernels.attention(job, task, scratch.data());
-        }
-    };
-    const int64_t n_tasks = base_tasks * splits;
-    if (pool && pool->size() > 1 && n_tasks > 1) {
-        pool->parallel_for(n_tasks, run);
-    } else {
-        run(0, n_tasks, 0);
-    }
+    for_each_task(n_tokens, p.n_head_kv, splits, p.head_dim, heads_per_task, pool,
+                  [&](int64_t t, int64_t kv_head, int64_t split, float* scratch) {
+                      const int64_t first = kv_head * group + split * heads_per_task;
+                      const int64_t last =
+                          std::min(kv_head * group + group, first + heads_per_task);
+                      if (first >= last) return;
+                      const AttentionTask task{
+                          .q = q + t * head_stride,
+                          .out = out + t * head_stride,
+                          .head_begin = first,
+                          .head_end = last,
+                          .kv_head = kv_head,
+                          .q_pos = q_pos[t],
+                      };
+                      kernels.attention(job, task, scratch);
+                  });
 }
 
 void attention(const float* q, const int32_t* q_pos, int64_t n_tokens, const KvView& k,
