@@ -2,6 +2,8 @@
 # The whole performance benchmark of docs/performance.md on this machine:
 #   1. makes the three TinyLlama-1.1B-shaped random models if missing (Q4_0, Q8_0, Q4_K + Q6_K head),
 #   2. engine mode for each (pp128, tg32, load time, peak RSS) and its roofline fractions,
+#      then a depth sweep on the first model (pp128 and tg32 after 0, 2048, 8192 tokens already
+#      in the KV cache),
 #   3. starts ggufd --parallel 8 on one model: time to ready, the concurrency sweep, daemon RSS
 #      against file size + KV cache,
 #   4. prints a summary; every raw output stays in the results folder.
@@ -15,7 +17,8 @@
 #   GGUFD_BENCH_SERVER_MODEL  which model the daemon serves, one of those names (default q4_0)
 #   GGUFD_BENCH_CONCURRENCY   levels of the sweep (default 1,2,4,8,16)
 #   GGUFD_BENCH_REQUESTS      requests per client per level (default 2)
-#   GGUFD_BENCH_SKIP     space-separated parts to skip: engine roofline server
+#   GGUFD_BENCH_DEPTHS   depths of the depth sweep (default 0,2048,8192)
+#   GGUFD_BENCH_SKIP     space-separated parts to skip: engine depth roofline server
 #   GGUFD_LLAMA_BENCH    a llama.cpp llama-bench binary: if set, it runs on each model right after
 #                        ggufd's engine mode (same settings), so the two are compared in the same
 #                        minutes (docs/performance.md says how to build one without network)
@@ -32,6 +35,7 @@ reps=${GGUFD_BENCH_REPS:-3}
 server_model=${GGUFD_BENCH_SERVER_MODEL:-q4_0}
 concurrency=${GGUFD_BENCH_CONCURRENCY:-1,2,4,8,16}
 requests=${GGUFD_BENCH_REQUESTS:-2}
+depths=${GGUFD_BENCH_DEPTHS:-0,2048,8192}
 skip=" ${GGUFD_BENCH_SKIP:-} "
 bin=${BUILD_DIR:-build/bin}
 vocab=${GGUFD_CONFORMANCE_DIR:-../shared/conformance}/tokenizer/ggml-vocab-llama-spm.gguf
@@ -84,6 +88,18 @@ if [[ "$skip" != *" engine "* ]]; then
         >"$out/llama-$name.csv" 2>/dev/null
     fi
   done
+fi
+if [[ "$skip" != *" depth "* ]]; then
+  # Attention's share grows with the context: the same tests after `depth` tokens of cache.
+  name=${names[0]}
+  echo "bench: depth sweep $name ($depths)" >&2
+  "$bin/ggufd-bench" --model "$models/tl-$name.gguf" -p 128 -n 32 -d "$depths" -t "$threads" \
+    -r "$reps" --csv >"$out/depth-$name.csv"
+  if [ -n "${GGUFD_LLAMA_BENCH:-}" ]; then
+    echo "bench: llama.cpp depth sweep $name" >&2
+    "$GGUFD_LLAMA_BENCH" -m "$models/tl-$name.gguf" -p 128 -n 32 -d "$depths" -t "$threads" \
+      -r "$reps" -fa 1 -o csv >"$out/llama-depth-$name.csv" 2>/dev/null
+  fi
 fi
 if [[ "$skip" != *" roofline "* ]]; then
   "$bin/ggufd-bench" --roofline -t "$threads" --csv >"$out/ceilings.csv"
@@ -159,12 +175,20 @@ for name in MODELS:
               f"(min {r['min']}, max {r['max']})  load {r['load_s']} s  peak RSS {r['peak_rss_mib']} MiB  "
               f"waited for a CPU {100 * float(r['cpu_wait']):.0f}%")
 for name in MODELS:
-    ours = {r["test"]: float(r["tokens_per_s_median"]) for r in rows(f"engine-{name}.csv")}
-    for r in rows(f"llama-{name}.csv"):
-        test = f"pp{r['n_prompt']}" if int(r["n_prompt"]) else f"tg{r['n_gen']}"
-        theirs = float(r["avg_ts"])
-        vs = f"  ggufd/llama.cpp x{ours[test] / theirs:.2f}" if test in ours and theirs else ""
-        print(f"{name:7} {test:6} {theirs:8.2f} tok/s llama.cpp llama-bench (mean of the runs){vs}")
+    for r in rows(f"depth-{name}.csv"):
+        print(f"{name:7} {r['test']:14} {float(r['tokens_per_s_median']):8.2f} tok/s "
+              f"(min {r['min']}, max {r['max']})  waited for a CPU {100 * float(r['cpu_wait']):.0f}%")
+for name in MODELS:
+    for ours_csv, theirs_csv in ((f"engine-{name}.csv", f"llama-{name}.csv"),
+                                 (f"depth-{name}.csv", f"llama-depth-{name}.csv")):
+        ours = {r["test"]: float(r["tokens_per_s_median"]) for r in rows(ours_csv)}
+        for r in rows(theirs_csv):
+            test = f"pp{r['n_prompt']}" if int(r["n_prompt"]) else f"tg{r['n_gen']}"
+            if int(r.get("n_depth") or 0):
+                test += f" @ d{r['n_depth']}"
+            theirs = float(r["avg_ts"])
+            vs = f"  ggufd/llama.cpp x{ours[test] / theirs:.2f}" if test in ours and theirs else ""
+            print(f"{name:7} {test:14} {theirs:8.2f} tok/s llama.cpp llama-bench (mean of the runs){vs}")
 for r in rows("ceilings.csv"):
     print(f"ceiling {r['ceiling']:15} {r['best']:>9} {r['unit']} (median {r['median']}, {r['isa']})")
 for name in MODELS:

@@ -1,5 +1,5 @@
 // Attention of one decode token over a KV cache (32 query heads, 4 KV heads, head_dim 64) at
-// context 512..4096, F16 and F32 caches, per SIMD level, on 1 thread and on a 2-thread pool.
+// context 512..8192, F16 and F32 caches, per SIMD level, on 1 thread and on a 2-thread pool.
 // Arguments: level (0 scalar, 1 AVX2, 2 AVX-512), context, F16 (1) or F32 (0), threads.
 #include <benchmark/benchmark.h>
 
@@ -68,7 +68,7 @@ void BM_AttentionDecode(benchmark::State& state) {
 BENCHMARK(BM_AttentionDecode)
     ->ArgNames({"level", "ctx", "f16", "threads"})
     ->ArgsProduct({{0, 1, 2}, {512, 4096}, {1}, {1}})
-    ->ArgsProduct({{2}, {512, 1024, 2048, 4096}, {0, 1}, {1, 2}})
+    ->ArgsProduct({{2}, {512, 1024, 2048, 4096, 8192}, {0, 1}, {1, 2}})
     ->UseRealTime();
 
 // A 128-token prefill chunk attending causally over 512 cached cells.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -44,6 +45,131 @@ void check_view(const KvView& view, const AttentionParams& p, const char* name) 
     require(view.head_stride >= p.head_dim, n + " head_stride is smaller than head_dim");
     require(view.cell_stride >= (p.n_head_kv - 1) * view.head_stride + p.head_dim,
             n + " cell_stride is smaller than one cell");
+}
+
+// Calls task(t, kv_head, part, scratch) for every query token t, KV head and part of its work
+// (the attention tasks of both splits below), on the pool when there is one; each thread's
+// scratch fits `heads` query heads.
+template <class F>
+void for_each_task(int64_t n_tokens, int64_t n_head_kv, int64_t parts, int64_t head_dim,
+                   int64_t heads, ThreadPool* pool, F&& task) {
+    auto run = [&](int64_t begin, int64_t end, int) {
+        thread_local std::vector<float> scratch;
+        scratch.resize(static_cast<size_t>(attention_scratch_floats(head_dim, heads)));
+        for (int64_t i = begin; i < end; ++i) {
+            task(i / (parts * n_head_kv), (i / parts) % n_head_kv, i % parts, scratch.data());
+        }
+    };
+    const int64_t n_tasks = n_tokens * n_head_kv * parts;
+    if (pool && pool->size() > 1 && n_tasks > 1) {
+        pool->parallel_for(n_tasks, run);
+    } else {
+        run(0, n_tasks, 0);
+    }
+}
+
+// Decode over a long cache (flash-decoding): a step's few queries times few KV heads are too
+// few tasks to occupy many threads, and splitting a head group instead makes every task stream
+// the group's whole K and V again. So the cells are cut into fixed chunks, each (token, KV head,
+// chunk) task attends over its chunk with the whole head group, and the chunks' outputs are
+// merged by their softmax maxima and normalisers. The chunk size is fixed, never derived from
+// the thread count, so the result is the same on any pool.
+constexpr int64_t kKvSplitCells = 256;
+constexpr int64_t kKvSplitMaxTasks = 32;  // (token, KV head) pairs beyond which heads suffice
+
+bool use_kv_split(int64_t n_tokens, const AttentionParams& p, int64_t n_cells, bool f16_acc) {
+    return !f16_acc && n_tokens * p.n_head_kv < kKvSplitMaxTasks && n_cells >= 2 * kKvSplitCells;
+}
+
+// The list entries [begin, begin + count) of a job as a job of their own.
+AttentionJob job_slice(const AttentionJob& job, int64_t begin, int64_t count) {
+    AttentionJob slice = job;
+    slice.cell_pos = job.cell_pos + begin;
+    slice.n_cells = count;
+    if (job.cell_index) {
+        slice.cell_index = job.cell_index + begin;
+    } else {
+        const auto advance = [&](const void* data, bool f16, int64_t cell_stride) {
+            const size_t bytes = f16 ? sizeof(uint16_t) : sizeof(float);
+            return static_cast<const void*>(static_cast<const char*>(data) +
+                                            static_cast<size_t>(begin * cell_stride) * bytes);
+        };
+        slice.k_data = advance(job.k_data, job.k_f16, job.k_cell_stride);
+        slice.v_data = advance(job.v_data, job.v_f16, job.v_cell_stride);
+    }
+    return slice;
+}
+
+// out[h] = sum_c w_c * part[c][h] / sum_c w_c with w_c = sum_c * e^(max_c - max over chunks):
+// each chunk's normalised output weighted by its share of the whole softmax.
+void merge_chunks(const float* part, const float* stats, int64_t n_chunks, int64_t chunk_stride,
+                  int64_t dim, float* out) {
+    constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+    float top = kNegInf;
+    for (int64_t c = 0; c < n_chunks; ++c) {
+        if (stats[c * 2 * chunk_stride + 1] > 0.0f)
+            top = std::max(top, stats[c * 2 * chunk_stride]);
+    }
+    std::fill_n(out, dim, 0.0f);
+    if (top == kNegInf) return;  // no chunk saw a cell: zeros, as the unsplit kernel gives
+    float total = 0.0f;
+    for (int64_t c = 0; c < n_chunks; ++c) {
+        const float* st = stats + c * 2 * chunk_stride;
+        if (!(st[1] > 0.0f)) continue;
+        const float w = st[1] * std::exp(st[0] - top);
+        total += w;
+        const float* o = part + c * chunk_stride * dim;
+        for (int64_t d = 0; d < dim; ++d) out[d] += w * o[d];
+    }
+    const float inv = 1.0f / total;
+    for (int64_t d = 0; d < dim; ++d) out[d] *= inv;
+}
+
+void attention_kv_split(const OpKernels& kernels, const AttentionJob& job, const float* q,
+                        const int32_t* q_pos, int64_t n_tokens, const AttentionParams& p,
+                        float* out, ThreadPool* pool) {
+    const int64_t n_chunks = (job.n_cells + kKvSplitCells - 1) / kKvSplitCells;
+    const int64_t group = p.n_head / p.n_head_kv;
+    const int64_t token_floats = p.n_head * p.head_dim;
+    // part[t][c][h][d] and stats[t][c][h][2]; kept per calling thread so a step reuses them
+    // (the workers reach them through these pointers: a thread_local named in the lambdas
+    // would be each worker's own).
+    thread_local std::vector<float> part_buffer, stats_buffer;
+    part_buffer.resize(static_cast<size_t>(n_tokens * n_chunks * token_floats));
+    stats_buffer.resize(static_cast<size_t>(n_tokens * n_chunks * p.n_head * 2));
+    float* const part = part_buffer.data();
+    float* const stats = stats_buffer.data();
+
+    for_each_task(n_tokens, p.n_head_kv, n_chunks, p.head_dim, group, pool,
+                  [&](int64_t t, int64_t kv_head, int64_t c, float* scratch) {
+                      const int64_t first = c * kKvSplitCells;
+                      const AttentionJob slice =
+                          job_slice(job, first, std::min(kKvSplitCells, job.n_cells - first));
+                      const int64_t tc = t * n_chunks + c;
+                      const AttentionTask task{
+                          .q = q + t * token_floats,
+                          .out = part + tc * token_floats,
+                          .head_begin = kv_head * group,
+                          .head_end = kv_head * group + group,
+                          .kv_head = kv_head,
+                          .q_pos = q_pos[t],
+                          .stats = stats + (tc * p.n_head + kv_head * group) * 2,
+                      };
+                      kernels.attention(slice, task, scratch);
+                  });
+    auto merge = [&](int64_t begin, int64_t end, int) {
+        for (int64_t i = begin; i < end; ++i) {  // i = t * n_head + h
+            const int64_t t = i / p.n_head, h = i % p.n_head;
+            const int64_t first = t * n_chunks * p.n_head + h;  // chunk 0's row of this head
+            merge_chunks(part + first * p.head_dim, stats + first * 2, n_chunks, p.n_head,
+                         p.head_dim, out + i * p.head_dim);
+        }
+    };
+    if (pool && pool->size() > 1) {
+        pool->parallel_for(n_tokens * p.n_head, merge);
+    } else {
+        merge(0, n_tokens * p.n_head, 0);
+    }
 }
 
 }  // namespace
@@ -100,6 +226,11 @@ void attention_with(const OpKernels& kernels, const float* q, const int32_t* q_p
         .sinks = p.sinks,
     };
 
+    if (use_kv_split(n_tokens, p, cells.count, job.f16_accumulator)) {
+        attention_kv_split(kernels, job, q, q_pos, n_tokens, p, out, pool);
+        return;
+    }
+
     // Query heads sharing a KV head are done together so each K/V row is loaded once for all of
     // them; the group is split further only when there would be too few tasks for the threads.
     const int64_t group = p.n_head / p.n_head_kv;
@@ -110,33 +241,22 @@ void attention_with(const OpKernels& kernels, const float* q, const int32_t* q_p
     const int64_t heads_per_task = (group + splits - 1) / splits;
     const int64_t head_stride = p.n_head * p.head_dim;  // floats per token in q and out
 
-    auto run = [&](int64_t begin, int64_t end, int) {
-        thread_local std::vector<float> scratch;
-        scratch.resize(static_cast<size_t>(attention_scratch_floats(p.head_dim, heads_per_task)));
-        for (int64_t i = begin; i < end; ++i) {
-            const int64_t split = i % splits;
-            const int64_t kv_head = (i / splits) % p.n_head_kv;
-            const int64_t t = i / (splits * p.n_head_kv);
-            const int64_t first = kv_head * group + split * heads_per_task;
-            const int64_t last = std::min(kv_head * group + group, first + heads_per_task);
-            if (first >= last) continue;
-            const AttentionTask task{
-                .q = q + t * head_stride,
-                .out = out + t * head_stride,
-                .head_begin = first,
-                .head_end = last,
-                .kv_head = kv_head,
-                .q_pos = q_pos[t],
-            };
-            kernels.attention(job, task, scratch.data());
-        }
-    };
-    const int64_t n_tasks = base_tasks * splits;
-    if (pool && pool->size() > 1 && n_tasks > 1) {
-        pool->parallel_for(n_tasks, run);
-    } else {
-        run(0, n_tasks, 0);
-    }
+    for_each_task(n_tokens, p.n_head_kv, splits, p.head_dim, heads_per_task, pool,
+                  [&](int64_t t, int64_t kv_head, int64_t split, float* scratch) {
+                      const int64_t first = kv_head * group + split * heads_per_task;
+                      const int64_t last =
+                          std::min(kv_head * group + group, first + heads_per_task);
+                      if (first >= last) return;
+                      const AttentionTask task{
+                          .q = q + t * head_stride,
+                          .out = out + t * head_stride,
+                          .head_begin = first,
+                          .head_end = last,
+                          .kv_head = kv_head,
+                          .q_pos = q_pos[t],
+                      };
+                      kernels.attention(job, task, scratch);
+                  });
 }
 
 void attention(const float* q, const int32_t* q_pos, int64_t n_tokens, const KvView& k,

@@ -9,6 +9,7 @@
 
 #include "engine/kernels/fast_matmul.h"
 #include "engine/kernels/formats.h"
+#include "engine/kernels/threadpool.h"
 
 namespace ggufd::kernels {
 namespace {
@@ -88,7 +89,7 @@ size_t activation_buffer_bytes(gguf::TensorType wtype, int64_t cols, int64_t n_r
 }
 
 PreparedActivations prepare_activations(gguf::TensorType wtype, const float* X, int64_t n_rows,
-                                        int64_t cols, int64_t ldx, void* buffer) {
+                                        int64_t cols, int64_t ldx, void* buffer, ThreadPool* pool) {
     const FormatKernels& k = kernels_for(wtype);
     check_cols(k, cols);
     if (n_rows < 0 || ldx < cols) throw std::invalid_argument("bad activation shape");
@@ -101,13 +102,21 @@ PreparedActivations prepare_activations(gguf::TensorType wtype, const float* X, 
     auto* out = static_cast<uint8_t*>(buffer);
     const detail::FastFormat* f = detail::find_fast_format(wtype);
     const size_t rb = gguf::row_bytes(k.vec_dot_type, static_cast<uint64_t>(cols));
-    for (int64_t r = 0; r < n_rows; ++r) {
-        uint8_t* row = out + r * stride;
-        if (f) {
-            f->quantize_act(X + r * ldx, cols, *f, detail::act_layout(*f, rb, cols), row);
-        } else {
-            act.from_float(X + r * ldx, row, cols);
+    auto convert = [&](int64_t r0, int64_t r1, int) {
+        for (int64_t r = r0; r < r1; ++r) {
+            uint8_t* row = out + r * stride;
+            if (f) {
+                f->quantize_act(X + r * ldx, cols, *f, detail::act_layout(*f, rb, cols), row);
+            } else {
+                act.from_float(X + r * ldx, row, cols);
+            }
         }
+    };
+    // One row (a decode step) takes about a microsecond: less than a dispatch.
+    if (pool && pool->size() > 1 && n_rows > 1) {
+        pool->parallel_for(n_rows, convert);
+    } else {
+        convert(0, n_rows, 0);
     }
     p.data = buffer;
     p.row_stride = stride;

@@ -14,6 +14,8 @@
 
 namespace ggufd::kernels {
 
+class ThreadPool;
+
 // Activation rows ready for a weight type's dot product.
 struct PreparedActivations {
     gguf::TensorType type;  // the weight type's vec_dot_type
@@ -33,9 +35,12 @@ size_t activation_buffer_bytes(gguf::TensorType wtype, int64_t cols, int64_t n_r
 
 // Converts the rows of X (row stride ldx floats) to wtype's activation type into `buffer`
 // (at least activation_buffer_bytes bytes). For float weight types X itself is used, so X must
-// outlive the result. Throws on sizes the weight type cannot take.
+// outlive the result. Throws on sizes the weight type cannot take. With a pool, rows are
+// converted in parallel (a prompt's rows would otherwise wait on one thread); the bytes are the
+// same either way.
 PreparedActivations prepare_activations(gguf::TensorType wtype, const float* X, int64_t n_rows,
-                                        int64_t cols, int64_t ldx, void* buffer);
+                                        int64_t cols, int64_t ldx, void* buffer,
+                                        ThreadPool* pool = nullptr);
 
 // Y[i][r] for r in [r0, r1) and every activation row i; Y has row stride ldy floats.
 // W points at weight row 0 (row r starts at W + r * row_bytes(wtype, cols)).

@@ -27,6 +27,10 @@ struct AttentionTask {
     int64_t head_end;
     int64_t kv_head;
     int32_t q_pos;
+    // Not null: also the softmax's running maximum and normaliser of each head,
+    // stats[2 * (h - head_begin)] and [... + 1] (normaliser 0 when the head saw no cell), so
+    // outputs over disjoint cell ranges can be merged (attention.cpp's KV-split decode).
+    float* stats = nullptr;
 };
 
 // Everything that is the same for all tasks of one attention call.

@@ -160,7 +160,7 @@ float round_to_f16(float x) {
 // AttentionJob::f16_accumulator: one pass over the cells in order, the output accumulator
 // rounded to fp16 after every cell and rescaled when a cell raises the running maximum.
 void attention_f16_accumulator(const AttentionJob& job, const AttentionTask& task, const float* q,
-                               int64_t h, float* row, float* dst) {
+                               int64_t h, float* row, float* dst, float* stats) {
     const int64_t dim = job.head_dim;
     std::vector<float> k(static_cast<size_t>(dim));
     std::fill(dst, dst + dim, 0.0f);
@@ -196,6 +196,10 @@ void attention_f16_accumulator(const AttentionJob& job, const AttentionTask& tas
     total = attention_denominator(job, h, m, total);
     const float inv = total > 0.0f ? 1.0f / total : 0.0f;
     for (int64_t d = 0; d < dim; ++d) dst[d] *= inv;
+    if (stats) {
+        stats[0] = m;
+        stats[1] = total;
+    }
 }
 
 // Two passes per head in double: all logits, then the weighted sum of values. Against fp16
@@ -214,7 +218,9 @@ void attention(const AttentionJob& job, const AttentionTask& task, float* scratc
             q = q16.data();
         }
         if (job.f16_accumulator) {
-            attention_f16_accumulator(job, task, q, h, row, task.out + h * dim);
+            attention_f16_accumulator(
+                job, task, q, h, row, task.out + h * dim,
+                task.stats ? task.stats + 2 * (h - task.head_begin) : nullptr);
             continue;
         }
         const double slope = job.head_slopes ? job.head_slopes[h] : 0.0;
@@ -254,6 +260,11 @@ void attention(const AttentionJob& job, const AttentionTask& task, float* scratc
         float* dst = task.out + h * dim;
         for (int64_t d = 0; d < dim; ++d) {
             dst[d] = total > 0.0 ? static_cast<float>(out[d] / total) : 0.0f;
+        }
+        if (task.stats) {
+            float* st = task.stats + 2 * (h - task.head_begin);
+            st[0] = static_cast<float>(maxv);
+            st[1] = static_cast<float>(total);
         }
     }
 }

@@ -117,6 +117,18 @@ void ThreadPool::run_inline(int64_t n_tasks, int64_t chunk, TaskFn fn, void* ctx
     }
 }
 
+ThreadPool::Pieces ThreadPool::granule_pieces(int64_t n_tasks, int64_t granule) const {
+    if (granule < 1) throw std::invalid_argument("parallel_for_granules: granule must be >= 1");
+    Pieces p;
+    p.n_tasks = std::max<int64_t>(n_tasks, 0);
+    p.granule = granule;
+    p.n_granules = (p.n_tasks + granule - 1) / granule;
+    const int64_t threads = n_threads_;
+    p.count = p.n_granules <= threads ? p.n_granules
+                                      : threads * std::min<int64_t>(4, p.n_granules / threads);
+    return p;
+}
+
 void ThreadPool::run(int64_t n_tasks, int64_t chunk, TaskFn fn, void* ctx) {
     if (n_tasks <= 0) return;
     if (chunk <= 0) chunk = default_chunk(n_tasks);

@@ -4,6 +4,7 @@
 // operations and only then sleep on a futex (std::atomic::wait), so an idle pool uses no CPU.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <exception>
@@ -48,6 +49,29 @@ class ThreadPool {
     void parallel_for(int64_t n_tasks, F&& fn) {
         parallel_for(n_tasks, default_chunk(n_tasks), std::forward<F>(fn));
     }
+
+    // Runs fn(begin, end, thread_index) over [0, n_tasks) cut into pieces that start at
+    // multiples of `granule` (a repacked matrix's row group) and differ by at most one granule:
+    // a whole multiple of the thread count of them (up to four per thread) when there are
+    // enough granules, so no thread is left with an extra piece at the end of an operation.
+    template <class F>
+    void parallel_for_granules(int64_t n_tasks, int64_t granule, F&& fn) {
+        const Pieces p = granule_pieces(n_tasks, granule);
+        parallel_for(p.count, 1, [&](int64_t i0, int64_t i1, int thread) {
+            for (int64_t i = i0; i < i1; ++i) {
+                fn(p.begin(i), p.begin(i + 1), thread);
+            }
+        });
+    }
+
+    // How parallel_for_granules cuts n_tasks: piece i is [begin(i), begin(i + 1)).
+    struct Pieces {
+        int64_t n_tasks = 0, granule = 1, n_granules = 0, count = 0;
+        int64_t begin(int64_t i) const {
+            return std::min(n_tasks, i * n_granules / count * granule);
+        }
+    };
+    Pieces granule_pieces(int64_t n_tasks, int64_t granule) const;
 
     int64_t default_chunk(int64_t n_tasks) const {
         const int64_t pieces = static_cast<int64_t>(n_threads_) * 4;

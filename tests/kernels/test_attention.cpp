@@ -512,6 +512,78 @@ TEST(Attention, ThreadPoolGivesIdenticalResults) {
     }
 }
 
+// Decode over a long cache takes the KV-split path (chunks of cells merged by their softmax
+// statistics): few (token, KV head) pairs and at least two chunks' worth of cells. Cell counts
+// around the chunk size, queries whose causal mask or window empties whole chunks, soft-cap,
+// ALiBi, logits far apart between chunks, scattered cells, every level against the reference.
+TEST(Attention, LongCacheDecodeMatchesReference) {
+    struct Case {
+        int64_t n_head, n_head_kv, head_dim, tokens, cells;
+    };
+    const Case cases[] = {{32, 4, 64, 1, 512}, {32, 4, 64, 1, 513}, {8, 1, 128, 3, 777},
+                          {6, 3, 96, 2, 1500}, {4, 2, 17, 1, 1030}, {16, 8, 64, 3, 600}};
+    uint32_t seed = 900;
+    for (const Case& c : cases) {
+        for (int variant = 0; variant < 6; ++variant) {
+            for (KvType type : {KvType::f32, KvType::f16}) {
+                Problem s(c.n_head, c.n_head_kv, c.head_dim, c.tokens, c.cells, ++seed);
+                if (variant == 1) {  // queries early in the cache: later chunks fully masked
+                    for (auto& pos : s.q_pos) pos = static_cast<int32_t>(pos / 3);
+                }
+                if (variant == 2) s.p.window = 300;  // earlier chunks fully outside the window
+                if (variant == 3) {
+                    s.p.softcap = 5.0f;
+                    s.p.max_bias = 8.0f;
+                }
+                if (variant == 4) {  // logits tens apart: most chunks weigh e^-40 or less
+                    for (float& x : s.q) x *= 12.0f;
+                }
+                if (variant == 5) {  // the cells scattered through a larger cache, shuffled
+                    s.index.resize(static_cast<size_t>(c.cells));
+                    std::iota(s.index.begin(), s.index.end(), 0);
+                    std::shuffle(s.index.begin(), s.index.end(), std::mt19937(seed));
+                    for (auto& i : s.index) i = 2 * i + 1;
+                }
+                const int64_t storage = variant == 5 ? 2 * c.cells + 1 : c.cells;
+                Cache k(type, storage, c.n_head_kv, c.head_dim, ++seed);
+                Cache v(type, storage, c.n_head_kv, c.head_dim, ++seed);
+                const auto want = naive_attention(s.q, s.q_pos, k, v, s.index, s.cell_pos, s.p);
+                for (SimdLevel level : supported_simd_levels()) {
+                    SCOPED_TRACE(std::string(simd_level_name(level)) + " heads " +
+                                 std::to_string(c.n_head) + "/" + std::to_string(c.n_head_kv) +
+                                 " cells " + std::to_string(c.cells) + " variant " +
+                                 std::to_string(variant) + (type == KvType::f16 ? " f16" : " f32"));
+                    ASSERT_TRUE(all_close(s.run(op_kernels(level), k, v), want, 2e-5, 2e-6));
+                }
+            }
+        }
+    }
+}
+
+TEST(Attention, LongCacheDecodeIsTheSameOnAnyPool) {
+    ThreadPool two(2), three(3);
+    for (int64_t cells : {512, 1000, 2100}) {
+        Problem s(32, 4, 64, 1, cells, 77);
+        Cache k(KvType::f16, cells, 4, 64, 78), v(KvType::f16, cells, 4, 64, 79);
+        for (SimdLevel level : supported_simd_levels()) {
+            const OpKernels& kernels = op_kernels(level);
+            const auto alone = s.run(kernels, k, v);
+            EXPECT_EQ(s.run(kernels, k, v, &two), alone) << simd_level_name(level);
+            EXPECT_EQ(s.run(kernels, k, v, &three), alone) << simd_level_name(level);
+        }
+    }
+}
+
+TEST(Attention, LongCacheQueryThatSeesNothingGetsZeros) {
+    // Every cell is in the query's future: no chunk contributes.
+    Problem s(8, 2, 32, 1, 700, 81);
+    s.q_pos = {-1};
+    Cache k(KvType::f16, 700, 2, 32, 82), v(KvType::f16, 700, 2, 32, 83);
+    for (SimdLevel level : supported_simd_levels()) {
+        for (float x : s.run(op_kernels(level), k, v)) ASSERT_EQ(x, 0.0f) << simd_level_name(level);
+    }
+}
+
 TEST(Attention, RejectsBadArguments) {
     Problem s(6, 4, 16, 1, 10, 81);  // 6 is not a multiple of 4
     Cache k(KvType::f32, 10, 4, 16, 82), v(KvType::f32, 10, 4, 16, 83);

@@ -16,6 +16,7 @@
 #include "engine/kernels/formats.h"
 #include "engine/kernels/matmul.h"
 #include "engine/kernels/repack.h"
+#include "engine/kernels/threadpool.h"
 #include "kernel_test_util.h"
 
 namespace ggufd::kernels {
@@ -136,6 +137,24 @@ std::vector<TensorType> weight_types() {
 
 INSTANTIATE_TEST_SUITE_P(AllTypes, Matmul, ::testing::ValuesIn(weight_types()),
                          testing::type_param_name);
+
+// Activations converted on the pool, row by row on any thread, are the same bytes.
+TEST(PrepareActivations, ThePoolWritesTheSameBytes) {
+    ThreadPool pool(3);
+    std::mt19937 rng(5);
+    for (const FormatKernels& k : supported_formats()) {
+        if (k.vec_dot_type == TensorType::F32) continue;
+        const int64_t cols = 512;
+        for (int64_t n : {1, 2, 37}) {
+            std::vector<float> X = testing::random_floats(static_cast<size_t>(n * cols), rng, 3.0f);
+            const size_t bytes = activation_buffer_bytes(k.type, cols, n);
+            std::vector<uint8_t> alone(bytes, 0xAB), pooled(bytes, 0xAB);
+            prepare_activations(k.type, X.data(), n, cols, cols, alone.data());
+            prepare_activations(k.type, X.data(), n, cols, cols, pooled.data(), &pool);
+            ASSERT_EQ(alone, pooled) << gguf::type_name(k.type) << " rows " << n;
+        }
+    }
+}
 
 TEST(MatmulApi, SubRangeLeavesOtherColumnsUntouched) {
     const Problem p = make_problem(TensorType::Q4_0, 20, 64, 3, 7);

@@ -50,6 +50,49 @@ TEST(ThreadPool, RunsEveryTaskExactlyOnce) {
     }
 }
 
+TEST(ThreadPool, GranulePiecesAreAlignedBalancedAndCoverOnce) {
+    for (int threads : {1, 2, 3, 16}) {
+        ThreadPool pool(threads);
+        for (int64_t n : {1, 15, 16, 17, 100, 2560, 11264, 32000, 4099}) {
+            for (int64_t granule : {1, 16}) {
+                SCOPED_TRACE("threads=" + std::to_string(threads) + " n=" + std::to_string(n) +
+                             " granule=" + std::to_string(granule));
+                const ThreadPool::Pieces p = pool.granule_pieces(n, granule);
+                const int64_t granules = (n + granule - 1) / granule;
+                // Enough granules: a whole multiple of the threads, at most four pieces each.
+                if (granules >= threads) {
+                    EXPECT_EQ(p.count % threads, 0);
+                    EXPECT_LE(p.count, 4 * threads);
+                } else {
+                    EXPECT_EQ(p.count, granules);
+                }
+                int64_t smallest = n, largest = 0;
+                for (int64_t i = 0; i < p.count; ++i) {
+                    const int64_t b = p.begin(i), e = p.begin(i + 1);
+                    EXPECT_EQ(b % granule, 0) << i;
+                    EXPECT_LT(b, e) << i;
+                    if (e < n) {  // the last piece may end on a partial granule
+                        smallest = std::min(smallest, (e - b) / granule);
+                        largest = std::max(largest, (e - b) / granule);
+                    }
+                }
+                EXPECT_EQ(p.begin(0), 0);
+                EXPECT_EQ(p.begin(p.count), n);
+                if (largest > 0) {
+                    EXPECT_LE(largest - smallest, 1);
+                }
+                std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+                pool.parallel_for_granules(n, granule, [&](int64_t b, int64_t e, int) {
+                    for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)].fetch_add(1);
+                });
+                for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[static_cast<size_t>(i)].load(), 1);
+            }
+        }
+    }
+    ThreadPool pool(2);
+    EXPECT_THROW(pool.granule_pieces(10, 0), std::invalid_argument);
+}
+
 TEST(ThreadPool, EmptyRangeDoesNothing) {
     ThreadPool pool(2);
     int calls = 0;

@@ -195,6 +195,28 @@ TEST(Batching, TruncateAndReuseAPrefix) {
     for (int64_t i = 0; i < 2 * V; ++i) ASSERT_NEAR(logits[i], full[3 * V + i], 1e-4f);
 }
 
+// Past a few hundred cells, single-token decode splits the cache into chunks merged afterwards
+// (kernels/attention.cpp); a prompt of many tokens attends in one pass. The same positions'
+// logits must agree either way.
+TEST(Batching, LongContextDecodeMatchesOneBatch) {
+    GGUFD_REQUIRE_CONFORMANCE(dir);
+    auto model = Model::load(dir / "models/tiny-llama-q8_0.gguf");
+    const int32_t n_prefix = 1100, n_decode = 12, n = n_prefix + n_decode;
+    std::vector<int32_t> ids;
+    for (int32_t i = 0; i < n; ++i) ids.push_back(1 + (i * 7919) % 500);
+    Context ctx(model, ContextParams{.n_seq = 1, .n_ctx = n, .n_threads = 2});
+    const auto batch = prompt_logits(ctx, ids);
+    ctx.kv().truncate(0, n_prefix);
+    const int64_t V = ctx.n_vocab();
+    std::vector<float> logits;
+    for (int32_t pos = n_prefix; pos < n; ++pos) {
+        const BatchToken t{0, ids[static_cast<size_t>(pos)], pos, true};
+        ctx.eval(std::span(&t, 1), logits);
+        const float* want = batch.data() + static_cast<size_t>(pos) * V;
+        for (int64_t i = 0; i < V; ++i) ASSERT_NEAR(logits[i], want[i], 2e-3f) << pos << " " << i;
+    }
+}
+
 TEST(Batching, InvalidBatchesAreRefusedWithoutEffect) {
     GGUFD_REQUIRE_CONFORMANCE(dir);
     auto model = Model::load(dir / "models/stories260K.gguf");

@@ -98,6 +98,27 @@ def check_engine_mode():
         assert 0 < float(row["min"]) <= float(row["tokens_per_s_median"]) <= float(row["max"]), row
         assert float(row["peak_rss_mib"]) > 0, row
         assert float(row["cpu_wait"]) == -1 or 0 <= float(row["cpu_wait"]) <= 1.01, row
+    # llama-bench's lists: comma lists and repeated flags, every depth with every length, and its
+    # table ("pp8 @ d8", mean ± sd) in the text output.
+    r = run("--model", model, "-p", "8", "-n", "4", "-d", "0", "-d", "8", "-t", "1", "-r", "2", "--csv")
+    assert r.returncode == 0, r.stderr
+    rows = table(r.stdout)
+    assert [(x["test"], x["depth"]) for x in rows] == [
+        ("pp8", "0"), ("tg4", "0"), ("pp8 @ d8", "8"), ("tg4 @ d8", "8")], rows
+    for row in rows:
+        assert float(row["mean"]) > 0 and float(row["sd"]) >= 0, row
+    r = run("--model", model, "-p", "8,0", "-n", "0", "-d", "4", "-t", "1", "-r", "1")
+    assert r.returncode == 0, r.stderr
+    cells = [[c.strip() for c in line.strip("|").split("|")]
+             for line in r.stdout.splitlines() if line.startswith("|")]
+    assert cells[0] == ["model", "size", "params", "threads", "test", "t/s"], r.stdout
+    assert [row[3:5] for row in cells[2:]] == [["1", "pp8 @ d4"]], r.stdout  # -n 0: no tg line
+    mean, sd = cells[2][5].split(" ± ")
+    assert float(mean) > 0 and float(sd) == 0, r.stdout  # one repetition
+    r = run("--model", model, "-d", "0,-8")
+    assert r.returncode == 1 and "-d" in r.stderr, r.stderr
+    r = run("--roofline", "-t", "1,2")
+    assert r.returncode == 1 and "one -t" in r.stderr, r.stderr
     r = run("--model", os.path.join(conf, "no-such.gguf"))
     assert r.returncode == 1 and "no-such.gguf" in r.stderr, r.stderr
     # --no-repack keeps a repackable model (where this CPU repacks it) in the file's layout.

@@ -1,5 +1,5 @@
 // ggufd-bench: how fast the engine and the server are, and how close to this machine's limits.
-//   engine:   ggufd-bench --model M -p 128 -n 32 -t 2 -r 3
+//   engine:   ggufd-bench --model M -p 128 -n 32 -t 2 -r 3 [-d 0,2048]  (lists as llama-bench)
 //   roofline: ggufd-bench --roofline [--model M ...]
 //   server:   ggufd-bench --server http://127.0.0.1:8080 --concurrency 1,2,4,8,16 --max-tokens 64
 // Each mode lives in its own file; this one only reads options and dispatches.
@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <iostream>
 #include <string>
+#include <vector>
 
 #include "tools/ggufd-bench/engine_mode.h"
 #include "tools/ggufd-bench/roofline.h"
@@ -23,11 +24,13 @@ int main(int argc, char** argv) {
     RooflineOptions roof;
     SweepOptions sweep;
     std::string server, concurrency = "1,2,4,8,16", plot;
+    std::vector<std::string> n_prompt, n_gen, threads, depth;
     bool csv = false, roofline = false, no_repack = false;
     po::options_description d(
         "usage:\n"
-        "  ggufd-bench --model M [-p 128] [-n 32] [-t 2] [-r 3] [--no-repack] [--csv]  engine "
-        "speed\n"
+        "  ggufd-bench --model M [-p 128] [-n 32] [-t 2] [-d 0] [-r 3] [--no-repack] [--csv]\n"
+        "      engine speed; -p -n -t -d take comma lists and may repeat (-t 1,2 -d 0,2048):\n"
+        "      every thread count x depth runs every pp and tg length\n"
         "  ggufd-bench --roofline [--model M ...] [--buffer-mib 512]         ceilings\n"
         "  ggufd-bench --server URL [--concurrency 1,2,4] [--max-tokens 64] [--plot out.png]\n"
         "options");
@@ -35,9 +38,10 @@ int main(int argc, char** argv) {
     d.add_options()
         ("help,h", "show this help")
         ("model,m", po::value<std::string>(), "engine/roofline: GGUF file; server: \"model\" name")
-        ("n-prompt,p", po::value(&engine.n_prompt)->default_value(engine.n_prompt), "prompt tokens per pp run (0 = skip)")
-        ("n-gen,n", po::value(&engine.n_gen)->default_value(engine.n_gen), "generated tokens per tg run (0 = skip)")
-        ("threads,t", po::value(&engine.threads)->default_value(engine.threads), "threads (0 = physical cores)")
+        ("n-prompt,p", po::value(&n_prompt)->composing()->default_value({"128"}, "128"), "prompt tokens per pp test (0 = none)")
+        ("n-gen,n", po::value(&n_gen)->composing()->default_value({"32"}, "32"), "generated tokens per tg test (0 = none)")
+        ("threads,t", po::value(&threads)->composing()->default_value({"0"}, "0"), "threads (0 = physical cores)")
+        ("n-depth,d", po::value(&depth)->composing()->default_value({"0"}, "0"), "tokens already in the KV cache when a test starts")
         ("repetitions,r", po::value(&engine.reps)->default_value(engine.reps), "repetitions")
         ("no-repack", po::bool_switch(&no_repack), "engine: keep the weights in the file's layout (to measure what repacking gains)")
         ("roofline", po::bool_switch(&roofline), "measure memory bandwidth and int8/fp32 rates; with --model, engine figures as fractions of them")
@@ -61,6 +65,10 @@ int main(int argc, char** argv) {
         }
         po::notify(vm);
         engine.repack = !no_repack;
+        engine.n_prompt = parse_int_lists(n_prompt, "-p", 0);
+        engine.n_gen = parse_int_lists(n_gen, "-n", 0);
+        engine.threads = parse_int_lists(threads, "-t", 0);
+        engine.depth = parse_int_lists(depth, "-d", 0);
         const std::string model = vm.count("model") ? vm["model"].as<std::string>() : "";
 
         if (!server.empty()) {
@@ -76,7 +84,10 @@ int main(int argc, char** argv) {
         }
         if (!plot.empty()) throw std::invalid_argument("--plot charts a server sweep (--server)");
         if (roofline) {
-            roof.threads = engine.threads;
+            if (engine.threads.size() != 1) {
+                throw std::invalid_argument("--roofline measures one thread count (one -t value)");
+            }
+            roof.threads = engine.threads.front();
             roof.reps = std::max(engine.reps, 3);
             const Ceilings c = measure_ceilings(roof);
             if (model.empty()) {

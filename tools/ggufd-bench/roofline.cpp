@@ -155,6 +155,7 @@ void print_ceilings(const Ceilings& c, bool csv) {
 void print_roofline(const Ceilings& c, const EngineResult& e, bool csv) {
     struct Row {
         std::string test;
+        int threads;
         double measured, ceiling;
         const char* bound;
         double hw;  // the ceiling in hardware units
@@ -163,16 +164,17 @@ void print_roofline(const Ceilings& c, const EngineResult& e, bool csv) {
     std::vector<Row> rows;
     const double bytes = static_cast<double>(e.cost.matmul_bytes);
     const double flops = 2.0 * static_cast<double>(e.cost.matmul_params);
-    if (!e.pp.empty()) {
-        const double tps = spread(e.pp).median;
-        rows.push_back({"pp" + std::to_string(e.n_prompt), tps, c.int8_gops * 1e9 / flops, "int8",
-                        c.int8_gops, "Gop/s"});
-        rows.push_back({"pp" + std::to_string(e.n_prompt), tps, c.fp32_gflops * 1e9 / flops, "fp32",
-                        c.fp32_gflops, "Gflop/s"});
-    }
-    if (!e.tg.empty()) {
-        rows.push_back({"tg" + std::to_string(e.n_gen), spread(e.tg).median,
-                        c.read_gbps * 1e9 / bytes, "bw", c.read_gbps, "GB/s"});
+    for (const auto& t : e.tests) {
+        const double tps = spread(t.samples).median;
+        if (t.prompt) {
+            rows.push_back({test_name(t), t.threads, tps, c.int8_gops * 1e9 / flops, "int8",
+                            c.int8_gops, "Gop/s"});
+            rows.push_back({test_name(t), t.threads, tps, c.fp32_gflops * 1e9 / flops, "fp32",
+                            c.fp32_gflops, "Gflop/s"});
+        } else {
+            rows.push_back({test_name(t), t.threads, tps, c.read_gbps * 1e9 / bytes, "bw",
+                            c.read_gbps, "GB/s"});
+        }
     }
     if (csv) {
         std::printf(
@@ -180,7 +182,7 @@ void print_roofline(const Ceilings& c, const EngineResult& e, bool csv) {
             "fraction\n");
         for (const auto& r : rows) {
             std::printf("%s,%s,%d,%s,%.2f,%s,%.2f,%.2f,%.3f\n", e.model_path.c_str(),
-                        r.test.c_str(), e.threads, r.bound, r.hw, r.unit, r.measured, r.ceiling,
+                        r.test.c_str(), r.threads, r.bound, r.hw, r.unit, r.measured, r.ceiling,
                         r.measured / r.ceiling);
         }
         return;

@@ -23,7 +23,37 @@ Spread spread(const std::vector<double>& samples) {
     return {percentile(samples, 50), *lo, *hi};
 }
 
-std::vector<int> parse_int_list(const std::string& text) {
+MeanSd mean_sd(const std::vector<double>& samples) {
+    if (samples.empty()) throw std::invalid_argument("mean of no samples");
+    const double n = static_cast<double>(samples.size());
+    double sum = 0;
+    for (double x : samples) sum += x;
+    MeanSd m;
+    m.mean = sum / n;
+    if (samples.size() > 1) {
+        double sq = 0;
+        for (double x : samples) sq += (x - m.mean) * (x - m.mean);
+        m.sd = std::sqrt(sq / (n - 1));
+    }
+    return m;
+}
+
+std::vector<int> parse_int_lists(const std::vector<std::string>& texts, const std::string& flag,
+                                 int min) {
+    std::vector<int> out;
+    for (const auto& text : texts) {
+        try {
+            const auto part = parse_int_list(text, min);
+            out.insert(out.end(), part.begin(), part.end());
+        } catch (const std::invalid_argument& e) {
+            throw std::invalid_argument(flag + ": " + e.what());
+        }
+    }
+    if (out.empty()) throw std::invalid_argument(flag + " has no value");
+    return out;
+}
+
+std::vector<int> parse_int_list(const std::string& text, int min) {
     std::vector<int> out;
     size_t start = 0;
     while (start <= text.size()) {
@@ -36,9 +66,9 @@ std::vector<int> parse_int_list(const std::string& text) {
         } catch (const std::exception&) {
             used = 0;
         }
-        if (item.empty() || used != item.size() || value < 1) {
+        if (item.empty() || used != item.size() || value < min) {
             throw std::invalid_argument("'" + item + "' in '" + text +
-                                        "' is not a positive integer");
+                                        "' is not an integer >= " + std::to_string(min));
         }
         out.push_back(value);
         start = comma + 1;

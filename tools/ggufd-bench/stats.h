@@ -18,7 +18,21 @@ struct Spread {
 // Median, smallest and largest of the samples; throws std::invalid_argument for none.
 Spread spread(const std::vector<double>& samples);
 
-// Parses "1,2,4" into positive integers; throws std::invalid_argument naming the bad item.
-std::vector<int> parse_int_list(const std::string& text);
+struct MeanSd {
+    double mean = 0, sd = 0;  // sd: sample standard deviation (n - 1), 0 for one sample
+};
+
+// Mean and standard deviation, as llama-bench reports them; throws std::invalid_argument for
+// no samples.
+MeanSd mean_sd(const std::vector<double>& samples);
+
+// Parses "1,2,4" into integers >= min (positive by default); throws std::invalid_argument naming
+// the bad item.
+std::vector<int> parse_int_list(const std::string& text, int min = 1);
+
+// The values of a flag given as comma lists, possibly repeated ("-t 1,2 -t 4" is 1, 2, 4), as
+// llama-bench reads its flags; each item >= min. Throws std::invalid_argument naming the flag.
+std::vector<int> parse_int_lists(const std::vector<std::string>& texts, const std::string& flag,
+                                 int min);
 
 }  // namespace ggufd::bench
