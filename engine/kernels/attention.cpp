@@ -101,9 +101,11 @@ AttentionJob job_slice(const AttentionJob& job, int64_t begin, int64_t count) {
 }
 
 // out[h] = sum_c w_c * part[c][h] / sum_c w_c with w_c = sum_c * e^(max_c - max over chunks):
-// each chunk's normalised output weighted by its share of the whole softmax.
+// each chunk's normalised output weighted by its share of the whole softmax. A sink (a logit
+// without a value) belongs to the whole softmax, not to any chunk: the chunks run without it and
+// it joins the denominator here, once.
 void merge_chunks(const float* part, const float* stats, int64_t n_chunks, int64_t chunk_stride,
-                  int64_t dim, float* out) {
+                  int64_t dim, const float* sink, float* out) {
     constexpr float kNegInf = -std::numeric_limits<float>::infinity();
     float top = kNegInf;
     for (int64_t c = 0; c < n_chunks; ++c) {
@@ -121,6 +123,7 @@ void merge_chunks(const float* part, const float* stats, int64_t n_chunks, int64
         const float* o = part + c * chunk_stride * dim;
         for (int64_t d = 0; d < dim; ++d) out[d] += w * o[d];
     }
+    if (sink) total += std::exp(*sink - top);
     const float inv = 1.0f / total;
     for (int64_t d = 0; d < dim; ++d) out[d] *= inv;
 }
@@ -143,8 +146,9 @@ void attention_kv_split(const OpKernels& kernels, const AttentionJob& job, const
     for_each_task(n_tokens, p.n_head_kv, n_chunks, p.head_dim, group, pool,
                   [&](int64_t t, int64_t kv_head, int64_t c, float* scratch) {
                       const int64_t first = c * kKvSplitCells;
-                      const AttentionJob slice =
+                      AttentionJob slice =
                           job_slice(job, first, std::min(kKvSplitCells, job.n_cells - first));
+                      slice.sinks = nullptr;  // merge_chunks adds them
                       const int64_t tc = t * n_chunks + c;
                       const AttentionTask task{
                           .q = q + t * token_floats,
@@ -162,7 +166,7 @@ void attention_kv_split(const OpKernels& kernels, const AttentionJob& job, const
             const int64_t t = i / p.n_head, h = i % p.n_head;
             const int64_t first = t * n_chunks * p.n_head + h;  // chunk 0's row of this head
             merge_chunks(part + first * p.head_dim, stats + first * 2, n_chunks, p.n_head,
-                         p.head_dim, out + i * p.head_dim);
+                         p.head_dim, job.sinks ? job.sinks + h : nullptr, out + i * p.head_dim);
         }
     };
     if (pool && pool->size() > 1) {

@@ -515,7 +515,8 @@ TEST(Attention, ThreadPoolGivesIdenticalResults) {
 // Decode over a long cache takes the KV-split path (chunks of cells merged by their softmax
 // statistics): few (token, KV head) pairs and at least two chunks' worth of cells. Cell counts
 // around the chunk size, queries whose causal mask or window empties whole chunks, soft-cap,
-// ALiBi, logits far apart between chunks, scattered cells, every level against the reference.
+// ALiBi, logits far apart between chunks, scattered cells, sinks (one per softmax, not one per
+// chunk), every level against the reference.
 TEST(Attention, LongCacheDecodeMatchesReference) {
     struct Case {
         int64_t n_head, n_head_kv, head_dim, tokens, cells;
@@ -524,9 +525,14 @@ TEST(Attention, LongCacheDecodeMatchesReference) {
                           {6, 3, 96, 2, 1500}, {4, 2, 17, 1, 1030}, {16, 8, 64, 3, 600}};
     uint32_t seed = 900;
     for (const Case& c : cases) {
-        for (int variant = 0; variant < 6; ++variant) {
+        for (int variant = 0; variant < 7; ++variant) {
             for (KvType type : {KvType::f32, KvType::f16}) {
                 Problem s(c.n_head, c.n_head_kv, c.head_dim, c.tokens, c.cells, ++seed);
+                std::vector<float> sinks;
+                if (variant == 6) {  // logits below, near and far above the cells'
+                    for (int64_t h = 0; h < c.n_head; ++h) sinks.push_back(-3.0f + 1.7f * h);
+                    s.p.sinks = sinks.data();
+                }
                 if (variant == 1) {  // queries early in the cache: later chunks fully masked
                     for (auto& pos : s.q_pos) pos = static_cast<int32_t>(pos / 3);
                 }
