@@ -59,6 +59,18 @@ enum class NormPlacement {
     pre,           // x += branch(norm(x)) (llama)
     pre_and_post,  // x += post_norm(branch(norm(x))) (gemma2, gemma3)
     post,          // x += post_norm(branch(x)): no attn_norm / ffn_norm (olmo2)
+    // x = post_norm(x + branch(x)), the norm with biases (norm_bias): no attn_norm / ffn_norm
+    // (bert, nomic-bert)
+    after_residual,
+};
+
+// How an embedding is made of a sequence's final hidden states (<arch>.pooling_type's values).
+enum class Pooling {
+    none = 0,  // every token's state, no pooling
+    mean = 1,  // the mean over all the sequence's tokens
+    cls = 2,   // the first token's
+    last = 3,  // the last token's
+    rank = 4,  // a score: the first token's state through the classifier head (cls, cls.output)
 };
 
 // Whether a tensor must, may or must not be in the file (absent ones are never looked for).
@@ -88,6 +100,10 @@ struct TensorNames {
     std::string_view attn_k_norm = "attn_k_norm";
     std::string_view post_attn_norm = "post_attention_norm";
     std::string_view post_ffn_norm = "post_ffw_norm";
+    // Encoders.
+    std::string_view token_types = "token_types";
+    std::string_view cls = "cls";
+    std::string_view cls_output = "cls.output";
 };
 
 struct ArchDesc {
@@ -144,6 +160,16 @@ struct ArchDesc {
     // 1/sqrt(key_length): its query_pre_attn_scalar, for which GGUF has no key (gemma2 27B: 46
     // blocks, gemma3 27B: 62; llama.cpp tells the variant the same way). 0: none.
     uint32_t q_scale_embd_blocks = 0;
+
+    // --- encoders (bert, nomic-bert) ---
+    // attention.causal's default (the key is read for every architecture): false, every token
+    // of a sequence attends to all of it, so a sequence is evaluated whole.
+    bool causal = true;
+    // false: no output norm and no vocabulary head; the model serves embeddings only.
+    bool lm_head = true;
+    Need token_types = Need::absent;  // token_types [n_embd, types]: row 0 added to every token
+    // pooling_type's default; decoders serve embeddings of their last token unless told.
+    Pooling pooling = Pooling::last;
 
     TensorNames names = {};
 };

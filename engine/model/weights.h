@@ -43,6 +43,9 @@ struct LayerWeights {
     const gguf::TensorInfo* attn_k_norm = nullptr;
     const gguf::TensorInfo* post_attn_norm = nullptr;
     const gguf::TensorInfo* post_ffn_norm = nullptr;
+    // Encoders: the biases of the post norms (NormPlacement::after_residual).
+    const gguf::TensorInfo* post_attn_norm_b = nullptr;
+    const gguf::TensorInfo* post_ffn_norm_b = nullptr;
 
     // Matrices (multiplied through the kernels) and vectors (norms, biases: converted to float
     // at load), each list possibly holding nullptr.
@@ -69,6 +72,9 @@ struct LayerWeights {
                 post_attn_norm,
                 post_ffn_norm};
     }
+    std::array<const gguf::TensorInfo*, 2> encoder_vectors() const {
+        return {post_attn_norm_b, post_ffn_norm_b};
+    }
 };
 
 struct Weights {
@@ -89,8 +95,19 @@ struct Weights {
     const gguf::TensorInfo* rope_freqs =
         nullptr;  // the same divisors for every context (llama 3.1)
     std::vector<LayerWeights> layers;
+    // Encoders: token types (row 0 is every token's) and the classifier head of rank pooling
+    // (cls: n_embd -> n_embd, then tanh; cls.output: -> the scores), each optional.
+    const gguf::TensorInfo* token_types = nullptr;
+    const gguf::TensorInfo* cls = nullptr;
+    const gguf::TensorInfo* cls_b = nullptr;
+    const gguf::TensorInfo* cls_out = nullptr;
+    const gguf::TensorInfo* cls_out_b = nullptr;
 
     std::array<const gguf::TensorInfo*, 3> matrices() const { return {tok_embd, pos_embd, output}; }
+    std::array<const gguf::TensorInfo*, 3> encoder_matrices() const {
+        return {token_types, cls, cls_out};
+    }
+    std::array<const gguf::TensorInfo*, 2> encoder_vectors() const { return {cls_b, cls_out_b}; }
     std::array<const gguf::TensorInfo*, 8> vectors() const {
         return {output_norm,     output_norm_b,     output_b,           tok_embd_norm,
                 tok_embd_norm_b, rope_factors_long, rope_factors_short, rope_freqs};

@@ -9,16 +9,19 @@ namespace arch {
 extern const ArchDesc llama, qwen2, gemma, phi3, gpt2, gptneox, falcon;
 extern const ArchDesc starcoder2, stablelm, granite, mpt, bloom, gptj;  // layout variants
 extern const ArchDesc qwen3, gemma2, gemma3, olmo2;  // attention and norm-placement extras
+extern const ArchDesc bert, nomic_bert;              // encoders
 }  // namespace arch
 
 namespace {
-const std::array<const ArchDesc*, 17> kArchs = {
+const std::array<const ArchDesc*, 19> kArchs = {
     &arch::llama, &arch::qwen2, &arch::gemma, &arch::phi3, &arch::gpt2, &arch::gptneox,
     &arch::falcon,
     // layout variants
     &arch::starcoder2, &arch::stablelm, &arch::granite, &arch::mpt, &arch::bloom, &arch::gptj,
     // attention and norm-placement extras
-    &arch::qwen3, &arch::gemma2, &arch::gemma3, &arch::olmo2};
+    &arch::qwen3, &arch::gemma2, &arch::gemma3, &arch::olmo2,
+    // encoders
+    &arch::bert, &arch::nomic_bert};
 }  // namespace
 
 const ArchDesc* find_arch(std::string_view name) {
