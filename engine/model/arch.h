@@ -14,6 +14,7 @@
 // architecture (eps_key, required).
 #pragma once
 
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -72,6 +73,10 @@ enum class Pooling {
     last = 3,  // the last token's
     rank = 4,  // a score: the first token's state through the classifier head (cls, cls.output)
 };
+
+// "none", "mean", "cls", "last", "rank"; and back (nullopt for another name).
+std::string_view pooling_name(Pooling pooling);
+std::optional<Pooling> pooling_from_name(std::string_view name);
 
 // Whether a tensor must, may or must not be in the file (absent ones are never looked for).
 enum class Need { absent, optional, required };

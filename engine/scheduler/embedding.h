@@ -38,11 +38,12 @@ struct EmbeddingRequest {
 };
 
 // What an embedding request needs of the model: inputs of at most max_tokens tokens of a
-// vocabulary of n_vocab, and a classifier head for rank pooling.
+// vocabulary of n_vocab, and a classifier head for rank pooling; and what it gives back.
 struct EmbeddingLimits {
     int32_t n_vocab = 0;
     int32_t max_tokens = 0;
     bool can_rank = false;
+    int64_t dimensions = 0;  // floats in a pooled embedding (n_embd)
 };
 
 // The engine's checks of an embedding request: at least one input, none empty or longer than

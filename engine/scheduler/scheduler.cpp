@@ -87,7 +87,7 @@ EmbeddingLimits Scheduler::embedding_limits() const {
     // An input is one sequence evaluated in one step: within the context and the most tokens of
     // one sequence a step takes (a sliding layer's ring).
     return {context_.n_vocab(), std::min(n_ctx_, context_.kv().max_tokens_per_step()),
-            model_->weights().cls_out != nullptr};
+            model_->weights().cls_out != nullptr, model_->hparams().n_embd};
 }
 
 SubmitResult Scheduler::submit_embedding(EmbeddingRequest request) {

@@ -44,4 +44,19 @@ std::string supported_arch_names() {
     return s;
 }
 
+namespace {
+constexpr std::array<std::string_view, 5> kPoolingNames = {"none", "mean", "cls", "last", "rank"};
+}  // namespace
+
+std::string_view pooling_name(Pooling pooling) {
+    return kPoolingNames[static_cast<size_t>(pooling)];
+}
+
+std::optional<Pooling> pooling_from_name(std::string_view name) {
+    for (size_t i = 0; i < kPoolingNames.size(); ++i) {
+        if (kPoolingNames[i] == name) return static_cast<Pooling>(i);
+    }
+    return std::nullopt;
+}
+
 }  // namespace ggufd::model
