@@ -147,6 +147,8 @@ void Scheduler::loop() {
             // Take as many waiting requests as there are free slots; the rest keep their place.
             int free = 0;
             for (const Slot& s : slots_) free += s.active ? 0 : 1;
+            // Waiting embeddings keep one free slot, so generation cannot starve them.
+            if (!embed_jobs_.empty() && free > 0) --free;
             while (free-- > 0 && !queue_.empty()) {
                 incoming.push_back(std::move(queue_.front()));
                 queue_.pop_front();

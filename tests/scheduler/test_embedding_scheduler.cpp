@@ -3,6 +3,8 @@
 // either, and the refusals (generation on an encoder, an input beyond the limit).
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <condition_variable>
 #include <fstream>
@@ -25,17 +27,20 @@ class EmbeddingRecorder : public scheduler::EmbeddingSink {
                    const std::string& err) override {
         std::lock_guard lock(mutex_);
         result = std::move(r);
+        finished_at = std::chrono::steady_clock::now();
         reason = why;
         error = err;
         done_ = true;
         changed_.notify_all();
     }
-    bool cancelled() const override { return false; }
+    bool cancelled() const override { return cancel; }
     void wait_done() {
         std::unique_lock lock(mutex_);
         ASSERT_TRUE(changed_.wait_for(lock, std::chrono::seconds(60), [this] { return done_; }));
     }
 
+    std::atomic<bool> cancel{false};
+    std::chrono::steady_clock::time_point finished_at;
     scheduler::EmbeddingResult result;
     FinishReason reason = FinishReason::cancelled;
     std::string error;
@@ -48,6 +53,10 @@ class EmbeddingRecorder : public scheduler::EmbeddingSink {
 
 class GenerationRecorder : public scheduler::GenerationSink {
   public:
+    void on_started() override {
+        std::lock_guard lock(mutex_);
+        started_at = std::chrono::steady_clock::now();
+    }
     void on_token(const scheduler::TokenEvent& e) override {
         std::lock_guard lock(mutex_);
         tokens.push_back(e.token);
@@ -63,6 +72,7 @@ class GenerationRecorder : public scheduler::GenerationSink {
         ASSERT_TRUE(changed_.wait_for(lock, std::chrono::seconds(60), [this] { return done_; }));
     }
     std::vector<int32_t> tokens;
+    std::chrono::steady_clock::time_point started_at;
 
   private:
     std::mutex mutex_;
@@ -240,6 +250,38 @@ TEST(EmbeddingScheduler, DecoderEmbeddingsShareStepsWithGeneration) {
         }
     }
     EXPECT_EQ(s->stats().embedded_inputs, 12u);
+}
+
+// With every slot taken, a waiting embedding gets the next free slot before queued generation,
+// and a cancelled one is answered as such.
+TEST(EmbeddingScheduler, EmbeddingsAreNotStarvedAndCanBeCancelled) {
+    GGUFD_REQUIRE_CONFORMANCE(dir);
+    auto s = make(model::Model::load(dir / "models/stories260K.gguf"), 1);
+    auto generate = [&](std::shared_ptr<GenerationRecorder> sink) {
+        scheduler::GenerationRequest g;
+        g.prompt = {1, 400, 401};
+        g.sampling.temperature = 0.0f;
+        g.stop.max_tokens = 24;
+        g.sink = std::move(sink);
+        ASSERT_TRUE(s->submit(std::move(g)).accepted());
+    };
+    auto first = std::make_shared<GenerationRecorder>();
+    auto second = std::make_shared<GenerationRecorder>();
+    generate(first);
+    generate(second);
+    auto embedding = std::make_shared<EmbeddingRecorder>();
+    ASSERT_TRUE(s->submit_embedding({{{1, 50, 60}}, model::Pooling::mean, embedding}).accepted());
+    auto cancelled = std::make_shared<EmbeddingRecorder>();
+    cancelled->cancel = true;
+    ASSERT_TRUE(s->submit_embedding({{{1, 50}}, model::Pooling::mean, cancelled}).accepted());
+    first->wait_done();
+    second->wait_done();
+    embedding->wait_done();
+    cancelled->wait_done();
+    EXPECT_EQ(embedding->reason, FinishReason::stop);
+    EXPECT_LT(embedding->finished_at, second->started_at);
+    EXPECT_EQ(cancelled->reason, FinishReason::cancelled);
+    EXPECT_TRUE(cancelled->result.rows.empty());
 }
 
 }  // namespace
