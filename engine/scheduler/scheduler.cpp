@@ -63,21 +63,26 @@ SubmitResult Scheduler::submit(GenerationRequest request) {
         ++stats_.rejected;
         return verdict;
     }
+    return enqueue(queue_, Pending{std::move(request), Clock::now()}, "requests");
+}
+
+template <typename Item>
+SubmitResult Scheduler::enqueue(std::deque<Item>& queue, Item item, const char* what) {
     {
         std::lock_guard lock(mutex_);
         if (stopping_) {
             ++stats_.rejected;
             return {SubmitStatus::queue_full, {}, "The model is shutting down"};
         }
-        if (static_cast<int>(queue_.size()) >= params_.max_queue) {
+        if (static_cast<int>(queue.size()) >= params_.max_queue) {
             ++stats_.rejected;
             return {SubmitStatus::queue_full,
                     {},
-                    "The server is busy: " + std::to_string(queue_.size()) +
-                        " requests are waiting for this model; retry later"};
+                    "The server is busy: " + std::to_string(queue.size()) + " " + what +
+                        " are waiting for this model; retry later"};
         }
-        queue_.push_back({std::move(request), Clock::now()});
-        stats_.queued = static_cast<int>(queue_.size());
+        queue.push_back(std::move(item));
+        stats_.queued = static_cast<int>(queue_.size() + embed_queue_.size());
     }
     wake_.notify_one();
     return {};
@@ -96,23 +101,7 @@ SubmitResult Scheduler::submit_embedding(EmbeddingRequest request) {
         ++stats_.rejected;
         return verdict;
     }
-    {
-        std::lock_guard lock(mutex_);
-        if (stopping_) {
-            ++stats_.rejected;
-            return {SubmitStatus::queue_full, {}, "The model is shutting down"};
-        }
-        if (static_cast<int>(embed_queue_.size()) >= params_.max_queue) {
-            ++stats_.rejected;
-            return {SubmitStatus::queue_full,
-                    {},
-                    "The server is busy: " + std::to_string(embed_queue_.size()) +
-                        " embedding requests are waiting for this model; retry later"};
-        }
-        embed_queue_.push_back({std::move(request), 0, {}, false});
-    }
-    wake_.notify_one();
-    return {};
+    return enqueue(embed_queue_, EmbedJob{std::move(request), 0, {}, false}, "embedding requests");
 }
 
 void Scheduler::loop() {

@@ -93,6 +93,11 @@ class Scheduler final : public Generator, public Embedder {
         Slot* slot;
     };
 
+    // Puts an accepted request at the back of `queue` (guarded by mutex_), or says why not: the
+    // scheduler is stopping, or the queue is full (`what` names its requests in the message).
+    template <typename Item>
+    SubmitResult enqueue(std::deque<Item>& queue, Item item, const char* what);
+
     void loop();
     void admit(std::deque<Pending>& incoming);
     bool start(Slot& slot, Pending pending);

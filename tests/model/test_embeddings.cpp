@@ -7,6 +7,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <ostream>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -92,6 +93,11 @@ struct EncoderCase {
     Pooling pooling;
     bool from_file;  // the pooling is the file's pooling_type (else an override)
 };
+
+// gtest (and ctest's test names) print a case as this rather than its bytes.
+void PrintTo(const EncoderCase& c, std::ostream* os) {
+    *os << c.model << " pooled " << pooling_name(c.pooling) << " against " << c.reference;
+}
 
 class EncoderFile : public ::testing::TestWithParam<EncoderCase> {};
 
