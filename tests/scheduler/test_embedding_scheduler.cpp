@@ -8,6 +8,7 @@
 #include <cmath>
 #include <condition_variable>
 #include <fstream>
+#include <functional>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -58,8 +59,12 @@ class GenerationRecorder : public scheduler::GenerationSink {
         started_at = std::chrono::steady_clock::now();
     }
     void on_token(const scheduler::TokenEvent& e) override {
-        std::lock_guard lock(mutex_);
-        tokens.push_back(e.token);
+        {
+            std::lock_guard lock(mutex_);
+            tokens.push_back(e.token);
+        }
+        // Runs on the scheduler thread, between two steps.
+        if (tokens.size() == 1 && on_first_token) on_first_token();
     }
     void on_finish(FinishReason, const scheduler::Usage&, const std::string&) override {
         std::lock_guard lock(mutex_);
@@ -73,6 +78,7 @@ class GenerationRecorder : public scheduler::GenerationSink {
     }
     std::vector<int32_t> tokens;
     std::chrono::steady_clock::time_point started_at;
+    std::function<void()> on_first_token;
 
   private:
     std::mutex mutex_;
@@ -224,20 +230,27 @@ TEST(EmbeddingScheduler, DecoderEmbeddingsShareStepsWithGeneration) {
 
     auto s = make(m, 3);
     auto gen = std::make_shared<GenerationRecorder>();
+    std::vector<std::shared_ptr<EmbeddingRecorder>> sinks;
+    // Submitted while the generation's first token is reported, so that they wait for the next
+    // step, which is a decode step of the generation.
+    gen->on_first_token = [&] {
+        for (int round = 0; round < 6; ++round) {
+            auto sink = std::make_shared<EmbeddingRecorder>();
+            const auto pooling = round % 2 ? model::Pooling::mean : model::Pooling::last;
+            EXPECT_TRUE(s->submit_embedding({inputs, pooling, sink}).accepted());
+            sinks.push_back(sink);
+        }
+    };
     scheduler::GenerationRequest g;
     g.prompt = prompt;
     g.sampling.temperature = 0.0f;
     g.stop.max_tokens = 64;
     g.sink = gen;
     ASSERT_TRUE(s->submit(std::move(g)).accepted());
-    std::vector<std::shared_ptr<EmbeddingRecorder>> sinks;
-    for (int round = 0; round < 6; ++round) {
-        auto sink = std::make_shared<EmbeddingRecorder>();
-        const auto pooling = round % 2 ? model::Pooling::mean : model::Pooling::last;
-        ASSERT_TRUE(s->submit_embedding({inputs, pooling, sink}).accepted());
-        sinks.push_back(sink);
-    }
     gen->wait_done();
+    // One prefill step and 63 decode steps: the six requests (two inputs each, two free slots)
+    // took no step of their own.
+    EXPECT_EQ(s->stats().steps, 64u);
     EXPECT_EQ(gen->tokens, std::vector<int32_t>(greedy.begin(), greedy.begin() + 64));
     const int64_t width = m->hparams().n_embd;
     for (size_t i = 0; i < sinks.size(); ++i) {
