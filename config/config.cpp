@@ -38,6 +38,7 @@ po::options_description settings_description() {
         ("attention-accumulator", po::value<std::string>(), "f32, or f16 to accumulate attention as llama.cpp's CPU flash attention does (its greedy text where logits nearly tie; attention 2-3x slower) (default f32)")
         ("chat-template-file", po::value<std::vector<std::string>>(), "Jinja chat template replacing the model's: PATH for every model, or NAME=PATH for one (repeatable)")
         ("tool-parser", po::value<std::vector<std::string>>(), "how replies' reasoning and tool calls are read, instead of the family detected from the chat template: PARSER for every model, or NAME=PARSER for one (repeatable; hermes, llama3, mistral, harmony, ... as /models shows)")
+        ("pooling", po::value<std::vector<std::string>>(), "how embeddings are pooled, instead of the model's pooling_type: POOLING for every model, or NAME=POOLING for one (repeatable; none, mean, cls, last, rank)")
         ("api-key", po::value<std::string>(), "require a bearer token on API requests: one key, or several separated by commas")
         ("api-key-file", po::value<std::string>(), "read accepted API keys from this file, one per line (adds to --api-key)")
         ("metrics-public", po::value<std::string>(), "serve /metrics without an API key: true or false (default false)")
@@ -203,6 +204,7 @@ void validate(const Config& c, const Sources& sources) {
     };
     check_model_names(c.chat_templates, "chat-template-file");
     check_model_names(c.tool_parsers, "tool-parser");
+    check_model_names(c.poolings, "pooling");
     // The value goes into a response header as it is: one origin or *, never a list.
     for (char ch : c.cors_origin) {
         if (ch == ',' || ch == ' ' || static_cast<unsigned char>(ch) < 0x21 || ch == 0x7f) {
@@ -260,7 +262,8 @@ LoadResult load(int argc, const char* const* argv, const std::map<std::string, s
         env_options.emplace("config", it->second);
     for (const auto& [name, value] : env_options) {
         if (vm.count(name)) continue;  // the command line wins
-        if (name == "model" || name == "chat-template-file" || name == "tool-parser") {
+        if (name == "model" || name == "chat-template-file" || name == "tool-parser" ||
+            name == "pooling") {
             vm.emplace(name, po::variable_value(boost::any(split_commas(value)), false));
         } else {
             vm.emplace(name, po::variable_value(boost::any(value), false));
@@ -344,6 +347,10 @@ LoadResult load(int argc, const char* const* argv, const std::map<std::string, s
     per_model("tool-parser", "parsers",
               [&](const std::string& name, const std::string& parser, const std::string&) {
                   return c.tool_parsers.emplace(name, parser).second;
+              });
+    per_model("pooling", "poolings",
+              [&](const std::string& name, const std::string& pooling, const std::string&) {
+                  return c.poolings.emplace(name, pooling).second;
               });
     if (auto* v = text("api-key")) c.api_keys = split_commas(*v);
     if (auto* v = text("api-key-file")) {

@@ -46,6 +46,9 @@ struct Config {
     // template: model name -> parser name, "" for every model. Checked by the daemon, which knows
     // the names.
     std::map<std::string, std::string> tool_parsers;
+    // Embedding pooling (none, mean, cls, last, rank) replacing each model's pooling_type: model
+    // name -> pooling, "" for every model. Checked by the daemon.
+    std::map<std::string, std::string> poolings;
     std::vector<std::string> api_keys;  // none = no authentication; never logged
     bool metrics_public = false;        // serve /metrics without a key
     int io_threads = 2;                 // HTTP threads, apart from the inference threads

@@ -9,11 +9,13 @@
 // vocabulary), so the scheduler never sees parameters it would refuse.
 //
 // Input layout: byte 0 picks the endpoint (bits 0-1) and whether the first line is a query
-// string (bit 2); the rest is the body.
+// string (bit 2); with bit 3 set, the endpoint is embeddings (bit 0 clear) or rerank (bit 0 set)
+// instead; the rest is the body.
 #include <string>
 #include <string_view>
 
 #include "engine/sampling/sampler.h"
+#include "engine/scheduler/embedding.h"
 #include "engine/scheduler/generation.h"
 #include "fuzz/fuzz_support.h"
 #include "jinja/chat_template.h"
@@ -64,6 +66,33 @@ void render_chat(const server::ChatRequest& r) {
     }
 }
 
+// Embeddings and rerank bodies: what is accepted is within the limits and its token inputs pass
+// the engine's own check of an embedding request (but for ids beyond this target's vocabulary).
+void check_embeddings(const server::RequestJson& parsed, const ApiLimits& limits, bool rerank) {
+    if (rerank) {
+        const auto r = server::parse_rerank_request(parsed, limits);
+        check(!r.documents.empty() &&
+                  r.documents.size() <= static_cast<size_t>(limits.max_embedding_inputs),
+              "documents within the limit");
+        check(!r.top_n ||
+                  (*r.top_n >= 1 && *r.top_n <= static_cast<size_t>(limits.max_embedding_inputs)),
+              "top_n within the limit");
+        return;
+    }
+    const auto r = server::parse_embeddings_request(parsed, limits);
+    check(!r.inputs.empty() && r.inputs.size() <= static_cast<size_t>(limits.max_embedding_inputs),
+          "inputs within the limit");
+    check(!r.dimensions || *r.dimensions >= 1, "dimensions positive");
+    scheduler::EmbeddingRequest request;
+    for (const auto& in : r.inputs)
+        request.inputs.push_back(in.is_tokens ? in.tokens : std::vector<int32_t>{1});
+    const scheduler::SubmitResult verdict =
+        scheduler::validate(request, {kVocab, 1 << 20, false, 64});
+    check(verdict.accepted() ||
+              (verdict.status == scheduler::SubmitStatus::invalid && verdict.param == "input"),
+          "the engine refuses only ids beyond the vocabulary");
+}
+
 }  // namespace
 
 bool fuzz_http_request_one(const uint8_t* data, size_t size) {
@@ -85,6 +114,10 @@ bool fuzz_http_request_one(const uint8_t* data, size_t size) {
     const ApiLimits limits;
     try {
         const server::RequestJson parsed = server::parse_json_body(body);
+        if (selector & 8) {
+            check_embeddings(parsed, limits, selector & 1);
+            return true;
+        }
         switch (selector & 3) {
             case 0: {
                 const auto r = server::parse_completion_request(parsed, limits);

@@ -128,9 +128,29 @@ void run_stop(const json& body, const sampling::StopParams& params) {
 
 }  // namespace
 
+// The same body read as an embeddings and as a rerank request: a 400 or a request within the
+// limits.
+void run_embedding_parsers(const json& body) {
+    const server::ApiLimits limits;
+    try {
+        const auto r = server::parse_embeddings_request(body, limits);
+        check(!r.inputs.empty(), "an embeddings request has an input");
+        for (const auto& in : r.inputs) check(!in.is_tokens || !in.tokens.empty(), "no empty ids");
+    } catch (const server::ApiError& e) {
+        check(e.status() == 400, "a refused embeddings body is a 400");
+    }
+    try {
+        const auto r = server::parse_rerank_request(body, limits);
+        check(!r.documents.empty(), "a rerank request has documents");
+    } catch (const server::ApiError& e) {
+        check(e.status() == 400, "a refused rerank body is a 400");
+    }
+}
+
 bool fuzz_json_request_one(const uint8_t* data, size_t size) {
     const json body = json::parse(data, data + size, nullptr, /*allow_exceptions=*/false);
     if (body.is_discarded() || !body.is_object()) return false;
+    run_embedding_parsers(body);
     server::GenerationOptions options;
     try {
         options = server::parse_generation_options(body, server::ApiLimits{}, -1);

@@ -55,6 +55,7 @@ Api::Api(const ModelRegistry& registry, ApiOptions options)
         {"POST", "/tokenize", &Api::tokenize, false},
         {"POST", "/detokenize", &Api::detokenize, false},
     };
+    add_embedding_routes();
 }
 
 const Api::Route* Api::match(const std::string& path, std::string& param) const {
@@ -156,8 +157,6 @@ ModelBackend& Api::resolve_model(const std::string& name) const {
     return *model;
 }
 
-namespace {
-
 // A request the engine refused, answered with the engine's own reason. The engine names the
 // prompt "prompt"; a chat request's prompt is its "messages".
 void throw_refusal(const scheduler::SubmitResult& r, const char* prompt_param, int retry_after_s) {
@@ -174,8 +173,6 @@ void throw_refusal(const scheduler::SubmitResult& r, const char* prompt_param, i
     }
     throw ApiError::internal("the scheduler answered an unknown submit status");
 }
-
-}  // namespace
 
 void Api::check_request(const scheduler::GenerationRequest& request, ModelBackend& model,
                         const char* prompt_param) const {

@@ -83,6 +83,12 @@ class Api {
     void detokenize(const HttpRequest&, const std::shared_ptr<ResponseChannel>&,
                     const std::string&);
 
+    // Embeddings and reranking (embeddings.cpp).
+    void add_embedding_routes();
+    void embeddings(const HttpRequest&, const std::shared_ptr<ResponseChannel>&,
+                    const std::string&);
+    void rerank(const HttpRequest&, const std::shared_ptr<ResponseChannel>&, const std::string&);
+
     const ModelRegistry& registry_;
     ApiOptions options_;
     std::vector<Route> routes_;
@@ -91,5 +97,9 @@ class Api {
 
 // The response for an error: its status, OpenAI-shaped body, Retry-After when it has one.
 HttpResponse error_response(const ApiError& error);
+
+// A request the engine refused, thrown as the ApiError its status means (nothing when accepted):
+// the engine's "prompt" parameter is named `prompt_param`.
+void throw_refusal(const scheduler::SubmitResult& r, const char* prompt_param, int retry_after_s);
 
 }  // namespace ggufd::server

@@ -132,7 +132,32 @@ std::shared_ptr<EngineBackend> EngineBackend::from_model(std::shared_ptr<const m
     if (t.eos() >= 0) b->eos_text_ = t.token_to_piece(t.eos(), true);
     b->scheduler_ =
         std::make_unique<scheduler::Scheduler>(b->model_, b->tokenizer_, options.scheduler);
+    b->pooling_ = options.pooling.value_or(b->model_->hparams().pooling);
+    if (b->pooling_ == model::Pooling::rank && !b->model_->weights().cls_out) {
+        throw std::runtime_error(
+            "rank pooling needs a classifier head (cls.output), which this model lacks");
+    }
     return b;
+}
+
+std::vector<int32_t> EngineBackend::rerank_pair(const std::string& query,
+                                                const std::string& document) const {
+    const tokenizer::SpecialTokens& sp = tokenizer_->vocab().special();
+    std::vector<int32_t> ids;
+    auto special = [&](int32_t id) {
+        if (id != tokenizer::kNoToken) ids.push_back(id);
+    };
+    auto text = [&](const std::string& t) {
+        const std::vector<int32_t> part = tokenize(t, /*add_special=*/false, false);
+        ids.insert(ids.end(), part.begin(), part.end());
+    };
+    special(sp.bos);
+    text(query);
+    special(sp.eos);
+    special(sp.sep);
+    text(document);
+    special(sp.eos);
+    return ids;
 }
 
 std::vector<int32_t> EngineBackend::tokenize(const std::string& text, bool add_special,
@@ -197,6 +222,12 @@ Json EngineBackend::describe(bool full) const {
     d["vocab_size"] = tokenizer_->n_vocab();
     d["slots"] = scheduler_->n_slots();
     d["load_seconds"] = load_seconds_;
+    // What the model serves: generation (not an encoder), embeddings, reranking.
+    d["generation"] = model_->weights().output != nullptr;
+    d["pooling"] = std::string(model::pooling_name(pooling_));
+    d["embeddings"] = pooling_ != model::Pooling::rank && pooling_ != model::Pooling::none;
+    d["rerank"] = pooling_ == model::Pooling::rank;
+    d["embedding_length"] = hp.n_embd;
     Json general = Json::object();
     Json metadata = Json::object();
     for (const gguf::KeyValue& kv : f.metadata().entries()) {

@@ -19,6 +19,7 @@ struct EngineBackendOptions {
     scheduler::SchedulerParams scheduler;
     std::optional<std::string> chat_template;  // overrides the model's tokenizer.chat_template
     std::optional<chat::Family> tool_parser;   // overrides the family detected from the template
+    std::optional<model::Pooling> pooling;     // overrides the model's pooling_type
 };
 
 class EngineBackend final : public ModelBackend,
@@ -47,6 +48,10 @@ class EngineBackend final : public ModelBackend,
                                 const nlohmann::ordered_json& extra_context) const override;
     std::vector<int32_t> tokenize_chat_prompt(const jinja::Rendered& prompt) const override;
     scheduler::Generator& generator() override { return *scheduler_; }
+    std::optional<model::Pooling> pooling() const override { return pooling_; }
+    scheduler::Embedder& embedder() override { return *scheduler_; }
+    std::vector<int32_t> rerank_pair(const std::string& query,
+                                     const std::string& document) const override;
 
     const model::Model& model() const { return *model_; }
     scheduler::Scheduler& scheduler() { return *scheduler_; }
@@ -65,6 +70,7 @@ class EngineBackend final : public ModelBackend,
     std::optional<std::string> bos_text_, eos_text_;
     std::unique_ptr<scheduler::Scheduler> scheduler_;
     double load_seconds_ = 0;
+    model::Pooling pooling_ = model::Pooling::last;
 };
 
 // The built-in demo served when no model is configured: random weights with a byte-level

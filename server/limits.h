@@ -24,6 +24,8 @@ struct ApiLimits {
     int32_t max_top_logprobs = 20;
     // Chat `messages` per request.
     int32_t max_messages = 4096;
+    // Embedding `input` items, and rerank `documents`, per request (OpenAI's limit).
+    int32_t max_embedding_inputs = 2048;
 };
 
 }  // namespace ggufd::server

@@ -7,6 +7,7 @@
 #include <ctime>
 #include <map>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -14,6 +15,8 @@
 #include <nlohmann/json.hpp>
 
 #include "chat/family.h"
+#include "engine/model/arch.h"
+#include "engine/scheduler/embedding.h"
 #include "engine/scheduler/generation.h"
 #include "jinja/chat_template.h"
 
@@ -86,6 +89,20 @@ class ModelBackend {
 
     // The model's scheduler. submit() must not block (the server calls it on an I/O thread).
     virtual scheduler::Generator& generator() = 0;
+
+    // --- embeddings and reranking ---
+    // How the model pools its embeddings (its pooling_type, or --pooling): rank makes it a
+    // reranker (POST /v1/rerank). nullopt: it serves no embeddings (the default, for doubles).
+    virtual std::optional<model::Pooling> pooling() const { return std::nullopt; }
+    // The scheduler's embedding side; only called when pooling() has a value.
+    virtual scheduler::Embedder& embedder() {
+        throw std::logic_error("this model serves no embeddings");
+    }
+    // The tokens of one query-document pair to score, as llama-server builds them: BOS, query,
+    // EOS, SEP, document, EOS, each special token where the vocabulary has one.
+    virtual std::vector<int32_t> rerank_pair(const std::string&, const std::string&) const {
+        throw std::logic_error("this model does not rerank");
+    }
 };
 
 // Name -> backend. Filled before the server starts and not changed while it runs, so reads need

@@ -116,38 +116,40 @@ std::vector<int32_t> token_list(const json& array, const std::string& param) {
     return out;
 }
 
-std::vector<PromptInput> parse_prompt(const json& body) {
-    const json* p = field(body, "prompt");
-    if (!p) throw ApiError::bad_request("'prompt' is required", "prompt");
+// `name`: "prompt" (completions) or "input" (embeddings), the same shapes.
+std::vector<PromptInput> parse_prompt(const json& body, const char* name = "prompt") {
+    const json* p = field(body, name);
+    if (!p) throw ApiError::bad_request(fmt::format("'{}' is required", name), name);
     std::vector<PromptInput> prompts;
     if (p->is_string()) {
         prompts.push_back({false, p->get<std::string>(), {}});
         return prompts;
     }
-    const char* shape =
-        "'prompt' must be a string, an array of strings, an array of token ids or an array of "
-        "arrays of token ids";
-    if (!p->is_array() || p->empty()) throw ApiError::bad_request(shape, "prompt");
+    const std::string shape = fmt::format(
+        "'{}' must be a string, an array of strings, an array of token ids or an array of "
+        "arrays of token ids",
+        name);
+    if (!p->is_array() || p->empty()) throw ApiError::bad_request(shape, name);
     const json& first = p->front();
     if (first.is_number()) {
-        prompts.push_back({true, {}, token_list(*p, "prompt")});
+        prompts.push_back({true, {}, token_list(*p, name)});
     } else if (first.is_string()) {
         for (const auto& item : *p) {
-            if (!item.is_string()) throw ApiError::bad_request(shape, "prompt");
+            if (!item.is_string()) throw ApiError::bad_request(shape, name);
             prompts.push_back({false, item.get<std::string>(), {}});
         }
     } else if (first.is_array()) {
         for (size_t i = 0; i < p->size(); ++i) {
             const json& item = (*p)[i];
-            if (!item.is_array()) throw ApiError::bad_request(shape, "prompt");
-            std::string param = fmt::format("prompt[{}]", i);
+            if (!item.is_array()) throw ApiError::bad_request(shape, name);
+            std::string param = fmt::format("{}[{}]", name, i);
             if (item.empty()) {
-                throw ApiError::bad_request(fmt::format("'{}' must not be empty", param), "prompt");
+                throw ApiError::bad_request(fmt::format("'{}' must not be empty", param), name);
             }
             prompts.push_back({true, {}, token_list(item, param)});
         }
     } else {
-        throw ApiError::bad_request(shape, "prompt");
+        throw ApiError::bad_request(shape, name);
     }
     return prompts;
 }
@@ -738,6 +740,75 @@ DetokenizeRequest parse_detokenize_request(const json& body) {
         throw ApiError::bad_request("'tokens' must be an array of token ids", "tokens");
     }
     r.tokens = token_list(*tokens, "tokens");
+    return r;
+}
+
+// --- embeddings and reranking ---
+
+EmbeddingsRequest parse_embeddings_request(const json& body, const ApiLimits& limits) {
+    EmbeddingsRequest r;
+    r.model = get_string(body, "model");
+    r.inputs = parse_prompt(body, "input");
+    if (r.inputs.size() > static_cast<size_t>(limits.max_embedding_inputs)) {
+        throw ApiError::bad_request(fmt::format("'input' has {} items; at most {} are accepted",
+                                                r.inputs.size(), limits.max_embedding_inputs),
+                                    "input");
+    }
+    if (const json* f = field(body, "encoding_format")) {
+        const std::string format = f->is_string() ? f->get<std::string>() : std::string();
+        if (format != "float" && format != "base64") {
+            throw ApiError::bad_request("'encoding_format' must be \"float\" or \"base64\"",
+                                        "encoding_format");
+        }
+        r.base64 = format == "base64";
+    }
+    if (field(body, "dimensions")) r.dimensions = get_int(body, "dimensions", 0, 1, 1 << 20);
+    r.normalize = get_bool(body, "normalize", true);
+    // llama-server's spelling: -1 raw, 2 Euclidean (L2); its other norms are not offered.
+    if (field(body, "embd_normalize")) {
+        const int64_t norm = get_int(body, "embd_normalize", 2, -1, 2);
+        if (norm != -1 && norm != 2) {
+            throw ApiError::bad_request(
+                "'embd_normalize' must be -1 (raw) or 2 (Euclidean); other norms are not "
+                "supported",
+                "embd_normalize");
+        }
+        if (field(body, "normalize") && r.normalize != (norm == 2)) {
+            throw ApiError::bad_request("'normalize' and 'embd_normalize' disagree",
+                                        "embd_normalize");
+        }
+        r.normalize = norm == 2;
+    }
+    r.truncate = get_bool(body, "truncate", false);
+    return r;
+}
+
+RerankRequest parse_rerank_request(const json& body, const ApiLimits& limits) {
+    RerankRequest r;
+    r.model = get_string(body, "model");
+    const json* query = field(body, "query");
+    if (!query) throw ApiError::bad_request("'query' is required", "query");
+    if (!query->is_string()) throw ApiError::bad_request("'query' must be a string", "query");
+    r.query = query->get<std::string>();
+    const json* docs = field(body, "documents");
+    if (!docs) throw ApiError::bad_request("'documents' is required", "documents");
+    const char* shape = "'documents' must be a non-empty array of strings or of {\"text\": string}";
+    if (!docs->is_array() || docs->empty()) throw ApiError::bad_request(shape, "documents");
+    if (docs->size() > static_cast<size_t>(limits.max_embedding_inputs)) {
+        throw ApiError::bad_request(fmt::format("'documents' has {} items; at most {} are accepted",
+                                                docs->size(), limits.max_embedding_inputs),
+                                    "documents");
+    }
+    for (const json& d : *docs) {
+        // Jina's and Cohere's clients may send {"text": ...} objects.
+        const json* text = d.is_object() ? field(d, "text") : &d;
+        if (!text || !text->is_string()) throw ApiError::bad_request(shape, "documents");
+        r.documents.push_back(text->get<std::string>());
+    }
+    if (field(body, "top_n")) {
+        r.top_n = static_cast<size_t>(get_int(body, "top_n", 0, 1, limits.max_embedding_inputs));
+    }
+    r.return_documents = get_bool(body, "return_documents", false);
     return r;
 }
 

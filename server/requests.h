@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -75,6 +76,30 @@ struct DetokenizeRequest {
     std::string model;
     std::vector<int32_t> tokens;
 };
+
+// --- embeddings and reranking ---
+
+// POST /v1/embeddings, in OpenAI's shape.
+struct EmbeddingsRequest {
+    std::string model;
+    std::vector<PromptInput> inputs;    // "input": the same shapes as a completion's prompt
+    bool base64 = false;                // encoding_format "base64": little-endian float32 bytes
+    std::optional<int64_t> dimensions;  // keep the first n values (then renormalise)
+    bool normalize = true;  // L2-normalised, as OpenAI's; false (or embd_normalize -1): raw
+    bool truncate = false;  // an input beyond the model's limit is cut instead of refused
+};
+
+// POST /v1/rerank and /rerank, as llama-server, Jina and Cohere take it.
+struct RerankRequest {
+    std::string model;
+    std::string query;
+    std::vector<std::string> documents;  // strings, or {"text": string} objects
+    std::optional<size_t> top_n;         // the best n results only
+    bool return_documents = false;       // each result carries {"document": {"text"}}
+};
+
+EmbeddingsRequest parse_embeddings_request(const RequestJson& body, const ApiLimits& limits);
+RerankRequest parse_rerank_request(const RequestJson& body, const ApiLimits& limits);
 
 // The body as a JSON object; malformed JSON or a non-object -> 400.
 RequestJson parse_json_body(std::string_view body);

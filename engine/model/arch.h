@@ -14,6 +14,7 @@
 // architecture (eps_key, required).
 #pragma once
 
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -62,6 +63,9 @@ enum class NormPlacement {
     pre,           // x += branch(norm(x)) (llama)
     pre_and_post,  // x += post_norm(branch(norm(x))) (gemma2, gemma3)
     post,          // x += post_norm(branch(x)): no attn_norm / ffn_norm (olmo2)
+    // x = post_norm(x + branch(x)), the norm with biases (norm_bias): no attn_norm / ffn_norm
+    // (bert, nomic-bert)
+    after_residual,
 };
 
 // Mixture of experts: how a token's router logits become the weights of the experts it uses.
@@ -70,6 +74,19 @@ enum class ExpertGating {
     sigmoid,          // sigmoid of each logit, keep the best
     softmax_of_best,  // keep the best logits, then softmax over those alone (gpt-oss)
 };
+
+// How an embedding is made of a sequence's final hidden states (<arch>.pooling_type's values).
+enum class Pooling {
+    none = 0,  // every token's state, no pooling
+    mean = 1,  // the mean over all the sequence's tokens
+    cls = 2,   // the first token's
+    last = 3,  // the last token's
+    rank = 4,  // a score: the first token's state through the classifier head (cls, cls.output)
+};
+
+// "none", "mean", "cls", "last", "rank"; and back (nullopt for another name).
+std::string_view pooling_name(Pooling pooling);
+std::optional<Pooling> pooling_from_name(std::string_view name);
 
 // Whether a tensor must, may or must not be in the file (absent ones are never looked for).
 enum class Need { absent, optional, required };
@@ -104,6 +121,10 @@ struct TensorNames {
     std::string_view ffn_up_exps = "ffn_up_exps";
     std::string_view ffn_down_exps = "ffn_down_exps";
     std::string_view attn_sinks = "attn_sinks";
+    // Encoders.
+    std::string_view token_types = "token_types";
+    std::string_view cls = "cls";
+    std::string_view cls_output = "cls.output";
 };
 
 struct ArchDesc {
@@ -179,6 +200,15 @@ struct ArchDesc {
     // (clamp(u, -limit, limit) + 1). GGUF has no keys for them.
     float glu_alpha = 1.702f;
     float glu_limit = 7.0f;
+    // --- encoders (bert, nomic-bert) ---
+    // attention.causal's default (the key is read for every architecture): false, every token
+    // of a sequence attends to all of it, so a sequence is evaluated whole.
+    bool causal = true;
+    // false: no output norm and no vocabulary head; the model serves embeddings only.
+    bool lm_head = true;
+    Need token_types = Need::absent;  // token_types [n_embd, types]: row 0 added to every token
+    // pooling_type's default; decoders serve embeddings of their last token unless told.
+    Pooling pooling = Pooling::last;
 
     TensorNames names = {};
 };

@@ -88,6 +88,11 @@ void Context::validate(std::span<const BatchToken> batch) const {
                                         " is outside the vocabulary (" + std::to_string(n_vocab) +
                                         ")");
         }
+        if (t.logits && !model_->weights().output) {
+            throw std::invalid_argument(at +
+                                        "the model has no vocabulary head (an encoder): it "
+                                        "gives embeddings, not logits");
+        }
         int32_t& expect = next[static_cast<size_t>(t.seq)];
         if (t.pos != expect) {
             throw std::invalid_argument(at + "position " + std::to_string(t.pos) +
@@ -172,11 +177,38 @@ void Context::add_bias(const gguf::TensorInfo* bias, float* y, int64_t n, int64_
     if (bias) kernels::add_bias(y, model_->vector_weight(bias), y, n, dim, &pool_);
 }
 
-void Context::prepare_embeddings(float* x, int64_t n) {
+void Context::prepare_embeddings(float* x, const int32_t* positions, int64_t n) {
     const HParams& hp = model_->hparams();
     const Weights& w = model_->weights();
     if (hp.embd_scale != 1.0f) kernels::scale(x, hp.embd_scale, x, n * hp.n_embd, &pool_);
+    // The embedding norm (bloom, the encoders) sees the sum with the positions and types.
+    add_positions_and_types(x, positions, n);
     if (w.tok_embd_norm) norm(w.tok_embd_norm, w.tok_embd_norm_b, x, x, n);
+}
+
+void Context::add_positions_and_types(float* x, const int32_t* positions, int64_t n) {
+    const Weights& w = model_->weights();
+    const int64_t embd = model_->hparams().n_embd;
+    float* row = grow(tmp_, static_cast<size_t>(embd));
+    if (w.token_types) {
+        kernels::kernels_for(w.token_types->type).to_float(w.token_types->data, row, embd);
+        for (int64_t i = 0; i < n; ++i) kernels::add(x + i * embd, row, x + i * embd, embd);
+    }
+    if (!w.pos_embd) return;
+    const kernels::FormatKernels& pe = kernels::kernels_for(w.pos_embd->type);
+    for (int64_t i = 0; i < n; ++i) {
+        pe.to_float(
+            w.pos_embd->data + static_cast<uint64_t>(positions[i]) * w.pos_embd->row_bytes(), row,
+            embd);
+        kernels::add(x + i * embd, row, x + i * embd, embd);
+    }
+}
+
+void Context::residual_norm(const gguf::TensorInfo* w, const gguf::TensorInfo* b, float* x,
+                            int64_t n) {
+    if (w && model_->hparams().desc->norm_placement == NormPlacement::after_residual) {
+        norm(w, b, x, x, n);
+    }
 }
 
 void Context::scale_residual(float* y, int64_t count) {
@@ -260,7 +292,7 @@ void Context::expert_products(std::initializer_list<ExpertProduct> products, con
     const int64_t n_active = static_cast<int64_t>(groups.active.size());
     int64_t total = 0;
     for (const ExpertProduct& p : products) total += p.w->ne[1] * n_active;
-    pool_.parallel_for(total, rows_per_task(pool_, total), [&](int64_t r0, int64_t r1, int) {
+    pool_.parallel_for_granules(total, kernels::kRepackRows, [&](int64_t r0, int64_t r1, int) {
         int64_t base = 0;
         for (const ExpertProduct& p : products) {
             const gguf::TensorInfo& w = *p.w;
@@ -374,7 +406,10 @@ void Context::qk_norm(const LayerWeights& l, float* q, float* k, int64_t n) {
 }
 
 void Context::post_norm(const gguf::TensorInfo* w, float* y, int64_t n) {
-    if (w) norm(w, nullptr, y, y, n);
+    // After-residual placement norms the sum instead (residual_norm).
+    if (w && model_->hparams().desc->norm_placement != NormPlacement::after_residual) {
+        norm(w, nullptr, y, y, n);
+    }
 }
 
 void Context::final_softcap(float* logits, int64_t m) {
@@ -492,17 +527,7 @@ void Context::eval_step(std::span<const BatchToken> batch_in, std::vector<float>
             w.tok_embd->data + static_cast<uint64_t>(batch[static_cast<size_t>(i)].token) * emb_row,
             x + i * embd, embd);
     }
-    prepare_embeddings(x, n);
-    if (w.pos_embd) {
-        const kernels::FormatKernels& pe = kernels::kernels_for(w.pos_embd->type);
-        for (int64_t i = 0; i < n; ++i) {
-            pe.to_float(
-                w.pos_embd->data + static_cast<uint64_t>(positions[static_cast<size_t>(i)]) *
-                                       w.pos_embd->row_bytes(),
-                tmp, embd);
-            kernels::add(x + i * embd, tmp, x + i * embd, embd);
-        }
-    }
+    prepare_embeddings(x, positions.data(), n);
 
     kernels::AttentionParams ap;
     ap.n_head = hp.n_head;
@@ -512,6 +537,7 @@ void Context::eval_step(std::span<const BatchToken> batch_in, std::vector<float>
     ap.max_bias = hp.alibi_max_bias;
     ap.softcap = hp.attn_softcap;
     ap.f16_accumulator = f16_accumulator_;
+    ap.causal = hp.causal;
     // Local (sliding-window) layers: their own RoPE base, without the context scaling when asked.
     kernels::RopeParams rope_swa = rope;
     rope_swa.freq_base = hp.rope_freq_base_swa;
@@ -596,6 +622,7 @@ void Context::eval_step(std::span<const BatchToken> batch_in, std::vector<float>
 
         if (!hp.parallel_residual) {
             kernels::add(x, tmp, x, n * embd, &pool_);
+            residual_norm(l.post_attn_norm, l.post_attn_norm_b, x, n);
             const float* f = x;
             if (l.ffn_norm) {
                 norm(l.ffn_norm, l.ffn_norm_b, x, xn, n);
@@ -605,6 +632,7 @@ void Context::eval_step(std::span<const BatchToken> batch_in, std::vector<float>
             post_norm(l.post_ffn_norm, tmp, n);
             scale_residual(tmp, n * embd);
             kernels::add(x, tmp, x, n * embd, &pool_);
+            residual_norm(l.post_ffn_norm, l.post_ffn_norm_b, x, n);
         } else {
             // Both branches read the block's input; without an FFN norm of its own the FFN
             // reuses the attention's normed input, still in xn, unless attention read the
@@ -629,6 +657,8 @@ void Context::eval_step(std::span<const BatchToken> batch_in, std::vector<float>
     for (const Group& g : groups) {
         kv_.set_length(g.seq, batch[static_cast<size_t>(g.begin + g.count - 1)].pos + 1);
     }
+
+    if (pooled_) pool_states(batch, x);
 
     // Output head for the positions that asked, in the caller's batch order.
     std::vector<int64_t> rows;  // rows of x (in sorted order) in caller order
@@ -656,6 +686,114 @@ void Context::eval_step(std::span<const BatchToken> batch_in, std::vector<float>
                        static_cast<int64_t>(logits.size()), &pool_);
     }
     final_softcap(logits.data(), m);
+}
+
+// --- embeddings ---
+
+int64_t Context::embedding_width(Pooling pooling) const {
+    const Weights& w = model_->weights();
+    if (pooling == Pooling::rank) return w.cls_out ? w.cls_out->ne[1] : 0;
+    return model_->hparams().n_embd;
+}
+
+void Context::check_pooled(std::span<const BatchToken> batch, const Pooled& pooled) const {
+    if (!pooled.out) throw std::invalid_argument("eval_pooled: no output vector");
+    if (pooled.pooling == Pooling::rank && !model_->weights().cls_out) {
+        throw std::invalid_argument("rank pooling needs a classifier head, which the model lacks");
+    }
+    // The batch must be one step (eval splits it only for a sliding layer's ring), so that a
+    // pooled sequence is never cut and its rows come out in one piece.
+    const int32_t limit = kv_.max_tokens_per_step();
+    std::vector<int32_t> count(static_cast<size_t>(kv_.n_seq()), 0);
+    for (const BatchToken& t : batch) {
+        if (t.seq >= 0 && t.seq < kv_.n_seq() && ++count[static_cast<size_t>(t.seq)] > limit) {
+            throw std::invalid_argument("sequence " + std::to_string(t.seq) + " has more than " +
+                                        std::to_string(limit) +
+                                        " tokens, more than one step of this model takes");
+        }
+    }
+    for (size_t i = 0; i < pooled.seqs.size(); ++i) {
+        const int32_t seq = pooled.seqs[i];
+        const std::string which = "pooled sequence " + std::to_string(seq) + ": ";
+        if (seq < 0 || seq >= kv_.n_seq()) throw std::invalid_argument(which + "does not exist");
+        if (std::find(pooled.seqs.begin(), pooled.seqs.begin() + static_cast<ptrdiff_t>(i), seq) !=
+            pooled.seqs.begin() + static_cast<ptrdiff_t>(i)) {
+            throw std::invalid_argument(which + "listed twice");
+        }
+        if (kv_.length(seq) != 0) {
+            throw std::invalid_argument(which + "must start at position 0 (its cache holds " +
+                                        std::to_string(kv_.length(seq)) + " tokens)");
+        }
+        if (count[static_cast<size_t>(seq)] == 0) {
+            throw std::invalid_argument(which + "has no token in the batch");
+        }
+    }
+}
+
+void Context::eval_pooled(std::span<const BatchToken> batch, const Pooled& pooled,
+                          std::vector<float>& logits) {
+    check_pooled(batch, pooled);
+    pooled.out->clear();
+    struct Reset {
+        const Pooled*& p;
+        ~Reset() { p = nullptr; }
+    } reset{pooled_};
+    pooled_ = &pooled;
+    eval(batch, logits);
+}
+
+void Context::pool_states(std::span<const BatchToken> sorted, const float* x) {
+    const HParams& hp = model_->hparams();
+    const Weights& w = model_->weights();
+    const int64_t embd = hp.n_embd;
+    const Pooling pooling = pooled_->pooling;
+    std::vector<float>& out = *pooled_->out;
+    std::vector<float> states;  // one sequence's final hidden states, output-normed
+    for (const int32_t seq : pooled_->seqs) {
+        const auto first = std::find_if(sorted.begin(), sorted.end(),
+                                        [&](const BatchToken& t) { return t.seq == seq; });
+        const auto end =
+            std::find_if(first, sorted.end(), [&](const BatchToken& t) { return t.seq != seq; });
+        const int64_t begin = first - sorted.begin(), count = end - first;
+        const float* h = x + begin * embd;
+        if (w.output_norm) {
+            // A decoder's final state is its output norm's, as its head reads it.
+            states.resize(static_cast<size_t>(count * embd));
+            norm(w.output_norm, w.output_norm_b, h, states.data(), count);
+            h = states.data();
+        }
+        const size_t at = out.size();
+        switch (pooling) {
+            case Pooling::none:
+                out.insert(out.end(), h, h + count * embd);
+                break;
+            case Pooling::mean: {
+                out.resize(at + static_cast<size_t>(embd), 0.0f);
+                float* m = out.data() + at;
+                for (int64_t r = 0; r < count; ++r) kernels::add(m, h + r * embd, m, embd);
+                kernels::scale(m, 1.0f / static_cast<float>(count), m, embd);
+                break;
+            }
+            case Pooling::cls:
+                out.insert(out.end(), h, h + embd);
+                break;
+            case Pooling::last:
+                out.insert(out.end(), h + (count - 1) * embd, h + count * embd);
+                break;
+            case Pooling::rank: {
+                // The first token's state through cls (then tanh) and cls.output.
+                std::vector<float> in(h, h + embd), mid(static_cast<size_t>(embd));
+                if (w.cls) {
+                    affine(*w.cls, w.cls_b, in.data(), 1, mid.data());
+                    for (float& v : mid) v = std::tanh(v);
+                    in.swap(mid);
+                }
+                out.resize(at + static_cast<size_t>(w.cls_out->ne[1]));
+                affine(*w.cls_out, w.cls_out_b, in.data(), 1, out.data() + at);
+                break;
+            }
+        }
+    }
 }
 
 }  // namespace ggufd::model

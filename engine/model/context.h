@@ -55,6 +55,25 @@ class Context {
     // a sequence that would outgrow its context.
     void eval(std::span<const BatchToken> batch, std::vector<float>& logits);
 
+    // --- embeddings ---
+    // Sequences of a batch whose final hidden states are pooled instead of giving logits.
+    struct Pooled {
+        std::span<const int32_t> seqs;  // each one whole in the batch, from position 0
+        Pooling pooling = Pooling::mean;
+        std::vector<float>* out = nullptr;  // filled: see eval_pooled
+    };
+    // eval of a batch in which the sequences of `pooled` are evaluated whole (every token from
+    // position 0, so bidirectional attention sees all of them) and pooled: `pooled.out` gets one
+    // row of embedding_width(pooling) floats per sequence in the order of `pooled.seqs` (for
+    // Pooling::none, one row per token of each, in position order); the batch's other tokens
+    // give logits as eval does. A pooled sequence stays in the cache; the caller clears it.
+    // Throws std::invalid_argument as eval does, and for a pooled sequence that is not whole
+    // or a pooling the model cannot do (rank without a classifier head).
+    void eval_pooled(std::span<const BatchToken> batch, const Pooled& pooled,
+                     std::vector<float>& logits);
+    // Floats in one pooled row: n_embd, or the classifier's outputs for Pooling::rank.
+    int64_t embedding_width(Pooling pooling) const;
+
   private:
     // Y[n][rows] = X[n][cols] . W^T over the pool.
     void linear(const gguf::TensorInfo& w, const float* x, int64_t n, float* y);
@@ -79,8 +98,9 @@ class Context {
     void add_bias(const gguf::TensorInfo* bias, float* y, int64_t n, int64_t dim);
 
     // --- layout variants ---
-    // The input embeddings x [n][n_embd] scaled (embd_scale) and normed (embedding norm).
-    void prepare_embeddings(float* x, int64_t n);
+    // The input embeddings x [n][n_embd] scaled (embd_scale), with their positions and types
+    // added, and normed (embedding norm).
+    void prepare_embeddings(float* x, const int32_t* positions, int64_t n);
     // y [count] multiplied by the residual scale before its residual add.
     void scale_residual(float* y, int64_t count);
     // Q, K and V clamped to the model's clamp_kqv, when it has one.
@@ -92,6 +112,16 @@ class Context {
     void post_norm(const gguf::TensorInfo* w, float* y, int64_t n);
     // logits [m][n_vocab] = c * tanh(logits / c) when the model has a final soft-cap c.
     void final_softcap(float* logits, int64_t m);
+    // Encoders and embeddings.
+    // x [n][n_embd] += token type 0's row and the learned position rows, when the model has them.
+    void add_positions_and_types(float* x, const int32_t* positions, int64_t n);
+    // x = norm(x) after a residual add (NormPlacement::after_residual), when the tensor exists.
+    void residual_norm(const gguf::TensorInfo* w, const gguf::TensorInfo* b, float* x, int64_t n);
+    void check_pooled(std::span<const BatchToken> batch, const Pooled& pooled) const;
+    // The pooled rows of pooled_'s sequences from the final hidden states x of the batch sorted
+    // by sequence.
+    void pool_states(std::span<const BatchToken> sorted, const float* x);
+    const Pooled* pooled_ = nullptr;  // set during eval_pooled
 
     // --- mixture of experts and the clamped SwiGLU ---
     // y = act(gate) * up for count elements: the architecture's gated activation.

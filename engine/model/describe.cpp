@@ -109,8 +109,14 @@ nlohmann::ordered_json describe_hparams(const HParams& hp) {
         j["attention"]["qk_norm"] = d.qk_norm == QkNorm::per_head ? "per_head" : "whole";
     }
     if (d.norm_placement != NormPlacement::pre) {
-        j["norm"]["placement"] = d.norm_placement == NormPlacement::post ? "post" : "pre_and_post";
+        j["norm"]["placement"] = d.norm_placement == NormPlacement::post ? "post"
+                                 : d.norm_placement == NormPlacement::after_residual
+                                     ? "after_residual"
+                                     : "pre_and_post";
     }
+    // Encoders and embeddings.
+    if (!hp.causal) j["attention"]["causal"] = false;
+    j["pooling"] = pooling_name(hp.pooling);
     if (hp.clamp_kqv > 0.0f) j["attention"]["clamp_kqv"] = widen(hp.clamp_kqv);
     if (hp.embd_scale != 1.0f) j["embedding_scale"] = widen(hp.embd_scale);
     if (hp.residual_scale != 1.0f) j["residual_scale"] = widen(hp.residual_scale);

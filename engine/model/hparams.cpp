@@ -130,6 +130,21 @@ void read_experts(const gguf::File& f, const std::string& p, HParams& hp) {
     }
 }
 
+// attention.causal and pooling_type (see ArchDesc's encoder block).
+void read_encoder_keys(const gguf::File& f, const std::string& p, HParams& hp) {
+    hp.causal = f.get_or<bool>(p + "attention.causal", hp.desc->causal);
+    hp.pooling = hp.desc->pooling;
+    if (!f.metadata().contains(p + "pooling_type")) return;
+    // -1 (llama.cpp's "unspecified") keeps the architecture's default.
+    const int64_t type = f.get<int64_t>(p + "pooling_type");
+    if (type == -1) return;
+    if (type < 0 || type > static_cast<int64_t>(Pooling::rank)) {
+        refuse(p + "pooling_type " + std::to_string(type) +
+               " is not supported (0 none, 1 mean, 2 cls, 3 last, 4 rank)");
+    }
+    hp.pooling = static_cast<Pooling>(type);
+}
+
 }  // namespace
 
 bool is_supported_architecture(const std::string& arch) {
@@ -192,6 +207,7 @@ HParams read_hparams(const gguf::File& f) {
     auto finish = [&](HParams h) {
         h = read_attention_extras(f, p, std::move(h));
         read_layout_keys(f, p, *desc, h);
+        read_encoder_keys(f, p, h);
         return read_vocab_size(f, p, std::move(h));
     };
     hp.rope_ordering = desc->rope;

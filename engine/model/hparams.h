@@ -60,6 +60,9 @@ struct HParams {
     float expert_weights_scale = 1.0f;
     // Attention logit scale, set at load: 1 / sqrt(head size), or what the file says.
     float attn_scale = 0.0f;
+    // --- encoders and embeddings ---
+    bool causal = true;               // attention.causal (ArchDesc::causal by default)
+    Pooling pooling = Pooling::last;  // pooling_type (ArchDesc::pooling by default)
     // Whether layer il attends through the sliding window.
     bool is_swa_layer(uint32_t il) const {
         return n_swa > 0 && (swa_period == 0 || il % swa_period < swa_period - 1);

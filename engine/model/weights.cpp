@@ -60,6 +60,12 @@ class Binder {
         }
     }
 
+    // A tensor of the file without binding it, to read a dimension the hyperparameters do not
+    // give; nullptr when planning.
+    const gguf::TensorInfo* find(const std::string& name) const {
+        return file_ ? file_->find_tensor(name) : nullptr;
+    }
+
     const gguf::TensorInfo* bind(Need need, const std::string& name,
                                  std::initializer_list<int64_t> shape) {
         switch (need) {
@@ -143,6 +149,30 @@ void bind_attention_extras(Binder& b, const HParams& hp, const std::string& p, L
         l.post_attn_norm = b.require(weight(p, nm.post_attn_norm), {hp.n_embd});
         l.post_ffn_norm = b.require(weight(p, nm.post_ffn_norm), {hp.n_embd});
     }
+    if (d.norm_placement == NormPlacement::after_residual) {
+        l.post_attn_norm_b = b.bind(d.norm_bias, bias(p, nm.post_attn_norm), {hp.n_embd});
+        l.post_ffn_norm_b = b.bind(d.norm_bias, bias(p, nm.post_ffn_norm), {hp.n_embd});
+    }
+}
+
+// The encoders' globals: token types and the classifier head, which rank pooling needs.
+void bind_encoder_globals(Binder& b, const HParams& hp, Weights& w) {
+    const ArchDesc& d = *hp.desc;
+    const int64_t embd = hp.n_embd;
+    // Only row 0 is read; the file says how many types there are.
+    const std::string types = weight("", d.names.token_types);
+    const gguf::TensorInfo* t = b.find(types);
+    w.token_types = b.bind(d.token_types, types, {embd, t && t->n_dims == 2 ? t->ne[1] : 2});
+    w.cls = b.optional(weight("", d.names.cls), {embd, embd});
+    if (w.cls) w.cls_b = b.optional(bias("", d.names.cls), {embd});
+    const gguf::TensorInfo* out = b.find(weight("", d.names.cls_output));
+    const int64_t n_out = out && out->n_dims == 2 ? out->ne[1] : 1;
+    w.cls_out = b.optional(weight("", d.names.cls_output), {embd, n_out});
+    if (w.cls_out) w.cls_out_b = b.optional(bias("", d.names.cls_output), {n_out});
+    if (hp.pooling == Pooling::rank && !w.cls_out) {
+        throw gguf::Error("model: rank pooling needs the classifier head '" +
+                          weight("", d.names.cls_output) + "', which the file lacks");
+    }
 }
 
 // The routed FFN of the layer with prefix p (ArchDesc::experts) in place of the dense one.
@@ -181,15 +211,18 @@ Weights bind_all(Binder& b, const HParams& hp, size_t n_file_tensors) {
     if (d.position == PositionKind::learned) {
         w.pos_embd = b.require(weight("", nm.pos_embd), {embd, hp.n_ctx_train});
     }
-    w.output_norm = b.require(weight("", nm.output_norm), {embd});
-    w.output_norm_b = b.bind(d.norm_bias, bias("", nm.output_norm), {embd});
-    w.output = b.optional(weight("", nm.output), {embd, vocab});
-    if (!w.output) {
-        w.output = w.tok_embd;
-        w.tied_output = true;
+    if (d.lm_head) {
+        w.output_norm = b.require(weight("", nm.output_norm), {embd});
+        w.output_norm_b = b.bind(d.norm_bias, bias("", nm.output_norm), {embd});
+        w.output = b.optional(weight("", nm.output), {embd, vocab});
+        if (!w.output) {
+            w.output = w.tok_embd;
+            w.tied_output = true;
+        }
+        w.output_b = b.bind(d.output_bias, bias("", nm.output), {vocab});
     }
-    w.output_b = b.bind(d.output_bias, bias("", nm.output), {vocab});
     bind_layout_globals(b, hp, w);
+    bind_encoder_globals(b, hp, w);
     // Layers are appended as they bind, so a file claiming more layers than it holds fails at the
     // first missing tensor instead of sizing the table by block_count alone (a 5 KB file claiming
     // 16 M layers asked for 1.8 GB; 2^32-1 layers threw std::bad_alloc).
@@ -197,7 +230,8 @@ Weights bind_all(Binder& b, const HParams& hp, size_t n_file_tensors) {
     for (uint32_t i = 0; i < hp.n_layer; ++i) {
         const std::string p = "blk." + std::to_string(i) + ".";
         LayerWeights& l = w.layers.emplace_back();
-        const bool pre_norms = d.norm_placement != NormPlacement::post;
+        const bool pre_norms = d.norm_placement != NormPlacement::post &&
+                               d.norm_placement != NormPlacement::after_residual;
         if (pre_norms) {
             l.attn_norm = b.require(weight(p, nm.attn_norm), {embd});
             l.attn_norm_b = b.bind(d.norm_bias, bias(p, nm.attn_norm), {embd});

@@ -58,13 +58,16 @@ struct LayerWeights {
     std::array<const gguf::TensorInfo*, 3> expert_matrices() const {
         return {ffn_gate_exps, ffn_up_exps, ffn_down_exps};
     }
+    // Encoders: the biases of the post norms (NormPlacement::after_residual).
+    const gguf::TensorInfo* post_attn_norm_b = nullptr;
+    const gguf::TensorInfo* post_ffn_norm_b = nullptr;
 
     // Matrices (multiplied through the kernels) and vectors (norms, biases: converted to float
     // at load), each list possibly holding nullptr.
     std::array<const gguf::TensorInfo*, 9> matrices() const {
         return {wqkv, wq, wk, wv, wo, ffn_gate, ffn_up, ffn_down, ffn_gate_inp};
     }
-    std::array<const gguf::TensorInfo*, 23> vectors() const {
+    std::array<const gguf::TensorInfo*, 25> vectors() const {
         return {attn_norm,
                 attn_norm_b,
                 bqkv,
@@ -87,7 +90,9 @@ struct LayerWeights {
                 ffn_gate_exps_b,
                 ffn_up_exps_b,
                 ffn_down_exps_b,
-                attn_sinks};
+                attn_sinks,
+                post_attn_norm_b,
+                post_ffn_norm_b};
     }
 };
 
@@ -109,8 +114,19 @@ struct Weights {
     const gguf::TensorInfo* rope_freqs =
         nullptr;  // the same divisors for every context (llama 3.1)
     std::vector<LayerWeights> layers;
+    // Encoders: token types (row 0 is every token's) and the classifier head of rank pooling
+    // (cls: n_embd -> n_embd, then tanh; cls.output: -> the scores), each optional.
+    const gguf::TensorInfo* token_types = nullptr;
+    const gguf::TensorInfo* cls = nullptr;
+    const gguf::TensorInfo* cls_b = nullptr;
+    const gguf::TensorInfo* cls_out = nullptr;
+    const gguf::TensorInfo* cls_out_b = nullptr;
 
     std::array<const gguf::TensorInfo*, 3> matrices() const { return {tok_embd, pos_embd, output}; }
+    std::array<const gguf::TensorInfo*, 3> encoder_matrices() const {
+        return {token_types, cls, cls_out};
+    }
+    std::array<const gguf::TensorInfo*, 2> encoder_vectors() const { return {cls_b, cls_out_b}; }
     std::array<const gguf::TensorInfo*, 8> vectors() const {
         return {output_norm,     output_norm_b,     output_b,           tok_embd_norm,
                 tok_embd_norm_b, rope_factors_long, rope_factors_short, rope_freqs};

@@ -53,29 +53,55 @@ void Scheduler::stop() {
 }
 
 SubmitResult Scheduler::submit(GenerationRequest request) {
+    if (!model_->weights().output) {
+        ++stats_.rejected;
+        return {SubmitStatus::invalid, "model",
+                "this model is an encoder: it serves embeddings, not text generation"};
+    }
     SubmitResult verdict = validate(request, context_.n_vocab(), n_ctx_);
     if (!verdict.accepted()) {
         ++stats_.rejected;
         return verdict;
     }
+    return enqueue(queue_, Pending{std::move(request), Clock::now()}, "requests");
+}
+
+template <typename Item>
+SubmitResult Scheduler::enqueue(std::deque<Item>& queue, Item item, const char* what) {
     {
         std::lock_guard lock(mutex_);
         if (stopping_) {
             ++stats_.rejected;
             return {SubmitStatus::queue_full, {}, "The model is shutting down"};
         }
-        if (static_cast<int>(queue_.size()) >= params_.max_queue) {
+        if (static_cast<int>(queue.size()) >= params_.max_queue) {
             ++stats_.rejected;
             return {SubmitStatus::queue_full,
                     {},
-                    "The server is busy: " + std::to_string(queue_.size()) +
-                        " requests are waiting for this model; retry later"};
+                    "The server is busy: " + std::to_string(queue.size()) + " " + what +
+                        " are waiting for this model; retry later"};
         }
-        queue_.push_back({std::move(request), Clock::now()});
-        stats_.queued = static_cast<int>(queue_.size());
+        queue.push_back(std::move(item));
+        stats_.queued = static_cast<int>(queue_.size() + embed_queue_.size());
     }
     wake_.notify_one();
     return {};
+}
+
+EmbeddingLimits Scheduler::embedding_limits() const {
+    // An input is one sequence evaluated in one step: within the context and the most tokens of
+    // one sequence a step takes (a sliding layer's ring).
+    return {context_.n_vocab(), std::min(n_ctx_, context_.kv().max_tokens_per_step()),
+            model_->weights().cls_out != nullptr, model_->hparams().n_embd};
+}
+
+SubmitResult Scheduler::submit_embedding(EmbeddingRequest request) {
+    SubmitResult verdict = validate(request, embedding_limits());
+    if (!verdict.accepted()) {
+        ++stats_.rejected;
+        return verdict;
+    }
+    return enqueue(embed_queue_, EmbedJob{std::move(request), 0, {}, false}, "embedding requests");
 }
 
 void Scheduler::loop() {
@@ -83,13 +109,23 @@ void Scheduler::loop() {
         std::deque<Pending> incoming;
         {
             std::unique_lock lock(mutex_);
-            const bool busy = std::any_of(slots_.begin(), slots_.end(),
+            const bool busy = !embed_jobs_.empty() ||
+                              std::any_of(slots_.begin(), slots_.end(),
                                           [](const Slot& s) { return s.active.has_value(); });
-            if (!busy) wake_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+            if (!busy) {
+                wake_.wait(
+                    lock, [this] { return stopping_ || !queue_.empty() || !embed_queue_.empty(); });
+            }
+            // Embedding jobs wait for slots on this thread, behind the ones already here.
+            while (!embed_queue_.empty()) {
+                embed_jobs_.push_back(std::move(embed_queue_.front()));
+                embed_queue_.pop_front();
+            }
             if (stopping_) {
                 incoming.swap(queue_);
                 stats_.queued = 0;
                 lock.unlock();
+                end_embed_jobs(FinishReason::cancelled, {});
                 for (Pending& p : incoming)
                     p.request.sink->on_finish(FinishReason::cancelled, {}, {});
                 for (Slot& s : slots_) {
@@ -100,6 +136,8 @@ void Scheduler::loop() {
             // Take as many waiting requests as there are free slots; the rest keep their place.
             int free = 0;
             for (const Slot& s : slots_) free += s.active ? 0 : 1;
+            // Waiting embeddings keep one free slot, so generation cannot starve them.
+            if (!embed_jobs_.empty() && free > 0) --free;
             while (free-- > 0 && !queue_.empty()) {
                 incoming.push_back(std::move(queue_.front()));
                 queue_.pop_front();
@@ -224,8 +262,9 @@ void Scheduler::step() {
         batch_.push_back({s.id, s.active->next_token, pos, true});
         fed.emplace_back(&s, 1);
     }
-    // Then prompt chunks within what is left of the budget.
+    // Then embedding inputs and prompt chunks within what is left of the budget.
     int budget = params_.batch_size - static_cast<int>(batch_.size());
+    add_embedding_inputs(budget);
     for (Slot& s : slots_) {
         if (budget <= 0) break;
         if (!s.active || s.active->next_token >= 0) continue;
@@ -245,9 +284,18 @@ void Scheduler::step() {
     if (batch_.empty()) return;
 
     try {
-        context_.eval(batch_, logits_);
+        if (embed_inputs_.empty()) {
+            context_.eval(batch_, logits_);
+        } else {
+            context_.eval_pooled(batch_,
+                                 {.seqs = embed_seqs_,
+                                  .pooling = embed_inputs_.front().job->request.pooling,
+                                  .out = &pooled_},
+                                 logits_);
+        }
     } catch (const std::exception& e) {
         spdlog::error("engine step failed: {}", e.what());
+        finish_embedding_inputs(e.what());
         for (auto& [slot, n] : fed) {
             context_.kv().clear(slot->id);
             slot->cached.clear();
@@ -258,6 +306,7 @@ void Scheduler::step() {
     ++stats_.steps;
     stats_.last_batch_tokens = static_cast<int>(batch_.size());
     if (params_.observer) params_.observer->on_step(static_cast<int>(batch_.size()));
+    finish_embedding_inputs({});
 
     // Record what each slot's cells now hold.
     size_t cursor = 0;
@@ -325,6 +374,100 @@ void Scheduler::handle_logits(Slot& slot, std::span<const float> logits) {
     a.request.sink->on_token(event);
     a.next_token = token;
     if (context_.kv().length(slot.id) >= n_ctx_) finish(slot, FinishReason::length);
+}
+
+// --- embeddings ---
+
+void Scheduler::add_embedding_inputs(int& budget) {
+    embed_inputs_.clear();
+    embed_seqs_.clear();
+    // Cancelled jobs leave first; a job whose inputs all have slots waits for its rows.
+    for (auto it = embed_jobs_.begin(); it != embed_jobs_.end();) {
+        if (it->request.sink->cancelled()) {
+            it->request.sink->on_finish({}, FinishReason::cancelled, {});
+            it = embed_jobs_.erase(it);
+        } else {
+            ++it;
+        }
+    }
+    // One step pools one way: inputs are taken in order while their jobs agree with the first.
+    std::vector<Slot*> free;
+    for (Slot& s : slots_) {
+        if (!s.active) free.push_back(&s);
+    }
+    // Slots without a cached prefix first, so generation keeps the prefixes it may reuse.
+    std::stable_sort(free.begin(), free.end(), [](const Slot* a, const Slot* b) {
+        return a->cached.size() < b->cached.size();
+    });
+    size_t next_free = 0;
+    for (EmbedJob& job : embed_jobs_) {
+        if (!embed_inputs_.empty() &&
+            job.request.pooling != embed_inputs_.front().job->request.pooling) {
+            break;
+        }
+        while (job.next_input < job.request.inputs.size() && next_free < free.size()) {
+            const std::vector<int32_t>& ids = job.request.inputs[job.next_input];
+            // An input longer than the budget goes alone, so that it is never left waiting.
+            if (!embed_inputs_.empty() && static_cast<int>(ids.size()) > budget) return;
+            Slot& slot = *free[next_free++];
+            context_.kv().clear(slot.id);
+            slot.cached.clear();
+            for (size_t p = 0; p < ids.size(); ++p) {
+                batch_.push_back({slot.id, ids[p], static_cast<int32_t>(p), false});
+            }
+            embed_inputs_.push_back({&job, &slot});
+            embed_seqs_.push_back(slot.id);
+            budget -= static_cast<int>(ids.size());
+            ++job.next_input;
+        }
+        if (next_free == free.size()) return;
+    }
+}
+
+void Scheduler::finish_embedding_inputs(const std::string& error) {
+    if (embed_inputs_.empty()) return;
+    const model::Pooling pooling = embed_inputs_.front().job->request.pooling;
+    const size_t width = static_cast<size_t>(context_.embedding_width(pooling));
+    size_t row = 0;  // into pooled_, in rows of width
+    for (const EmbedInput& in : embed_inputs_) {
+        EmbedJob& job = *in.job;
+        const int32_t tokens = context_.kv().length(in.slot->id);
+        context_.kv().clear(in.slot->id);
+        if (!error.empty()) {
+            job.failed = true;
+            continue;
+        }
+        // Pooling::none gives a row per token.
+        const size_t rows = pooling == model::Pooling::none ? static_cast<size_t>(tokens) : 1;
+        const float* begin = pooled_.data() + row * width;
+        job.result.rows.insert(job.result.rows.end(), begin, begin + rows * width);
+        job.result.width = static_cast<int64_t>(width);
+        job.result.prompt_tokens += tokens;
+        row += rows;
+        ++stats_.embedded_inputs;
+        stats_.embedded_tokens += static_cast<uint64_t>(tokens);
+    }
+    embed_inputs_.clear();
+    embed_seqs_.clear();
+    // Every input given a slot is done after its step: a job whose inputs all had one is
+    // complete. A failed job ends at once, its other inputs unevaluated.
+    for (auto it = embed_jobs_.begin(); it != embed_jobs_.end();) {
+        if (it->failed) {
+            it->request.sink->on_finish({}, FinishReason::error, error);
+        } else if (it->next_input == it->request.inputs.size()) {
+            it->request.sink->on_finish(std::move(it->result), FinishReason::stop, {});
+        } else {
+            ++it;
+            continue;
+        }
+        it = embed_jobs_.erase(it);
+    }
+}
+
+void Scheduler::end_embed_jobs(FinishReason reason, const std::string& error) {
+    std::deque<EmbedJob> jobs;
+    jobs.swap(embed_jobs_);
+    for (EmbedJob& job : jobs) job.request.sink->on_finish({}, reason, error);
 }
 
 }  // namespace ggufd::scheduler

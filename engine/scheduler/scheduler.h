@@ -18,6 +18,7 @@
 #include "engine/model/context.h"
 #include "engine/sampling/sampler.h"
 #include "engine/sampling/stop.h"
+#include "engine/scheduler/embedding.h"
 #include "engine/scheduler/generation.h"
 #include "engine/scheduler/stats.h"
 #include "engine/tokenizer/tokenizer.h"
@@ -34,7 +35,7 @@ struct SchedulerParams {
     SchedulerObserver* observer = nullptr;  // not owned; must outlive the scheduler
 };
 
-class Scheduler final : public Generator {
+class Scheduler final : public Generator, public Embedder {
   public:
     Scheduler(std::shared_ptr<const model::Model> model,
               std::shared_ptr<const tokenizer::Tokenizer> tokenizer, const SchedulerParams& params);
@@ -42,6 +43,11 @@ class Scheduler final : public Generator {
 
     SubmitResult submit(GenerationRequest request) override;
     int32_t context_size() const override { return n_ctx_; }
+
+    // Embeddings (and rank scores) of whole inputs; an input takes a free slot for one step.
+    // An encoder (no vocabulary head) takes only these: submit() refuses it generation.
+    SubmitResult submit_embedding(EmbeddingRequest request) override;
+    EmbeddingLimits embedding_limits() const override;
 
     // Stops taking work and ends the loop; every queued or running request finishes cancelled.
     void stop();
@@ -74,6 +80,24 @@ class Scheduler final : public Generator {
         std::vector<int32_t> cached;  // tokens whose keys/values this slot's cells hold
     };
 
+    // An embedding request being worked through, input by input.
+    struct EmbedJob {
+        EmbeddingRequest request;
+        size_t next_input = 0;  // inputs before it have a slot in this or an earlier step
+        EmbeddingResult result;
+        bool failed = false;  // its step failed: answered with the error
+    };
+    // An input in this step's batch: its job and slot.
+    struct EmbedInput {
+        EmbedJob* job;
+        Slot* slot;
+    };
+
+    // Puts an accepted request at the back of `queue` (guarded by mutex_), or says why not: the
+    // scheduler is stopping, or the queue is full (`what` names its requests in the message).
+    template <typename Item>
+    SubmitResult enqueue(std::deque<Item>& queue, Item item, const char* what);
+
     void loop();
     void admit(std::deque<Pending>& incoming);
     bool start(Slot& slot, Pending pending);
@@ -81,6 +105,11 @@ class Scheduler final : public Generator {
     void step();
     void handle_logits(Slot& slot, std::span<const float> logits);
     void finish(Slot& slot, FinishReason reason, const std::string& error = {});
+    // Embeddings: inputs of the waiting jobs into free slots within this step's budget; then
+    // their pooled rows handed to the jobs, and the jobs that are complete (or failed) answered.
+    void add_embedding_inputs(int& budget);
+    void finish_embedding_inputs(const std::string& error);
+    void end_embed_jobs(FinishReason reason, const std::string& error);
 
     std::shared_ptr<const model::Model> model_;
     std::shared_ptr<const tokenizer::Tokenizer> tokenizer_;
@@ -95,6 +124,13 @@ class Scheduler final : public Generator {
     std::deque<Pending> queue_;  // guarded by mutex_
     bool stopping_ = false;      // guarded by mutex_
     std::thread thread_;
+
+    // Embedding jobs: waiting (guarded by mutex_), then the scheduler thread's.
+    std::deque<EmbedJob> embed_queue_;
+    std::deque<EmbedJob> embed_jobs_;
+    std::vector<EmbedInput> embed_inputs_;  // this step's
+    std::vector<int32_t> embed_seqs_;
+    std::vector<float> pooled_;
 
     std::vector<float> logits_;
     std::vector<model::BatchToken> batch_;

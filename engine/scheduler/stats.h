@@ -17,6 +17,9 @@ struct SchedulerStats {
     std::atomic<uint64_t> generated_tokens{0};
     std::atomic<uint64_t> rejected{0};
     std::atomic<int> last_batch_tokens{0};
+    // Embeddings and rank scores.
+    std::atomic<uint64_t> embedded_inputs{0};
+    std::atomic<uint64_t> embedded_tokens{0};
 };
 
 // Distributions that counters cannot carry (each step's batch size, each gap between two tokens

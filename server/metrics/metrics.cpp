@@ -90,6 +90,8 @@ ModelMetrics::ModelMetrics(std::string name, Metrics& owner)
       load_seconds_(owner.load_seconds_.Add(model_label(name_))),
       prompt_tps_(owner.prompt_tps_.Add(model_label(name_))),
       generated_tps_(owner.generated_tps_.Add(model_label(name_))),
+      embedded_inputs_(owner.embedded_inputs_.Add(model_label(name_))),
+      embedded_tokens_(owner.embedded_tokens_.Add(model_label(name_))),
       ttft_(owner.ttft_.add(model_label(name_))),
       inter_token_(owner.inter_token_.add(model_label(name_))),
       batch_size_(owner.batch_size_.add(model_label(name_))) {}
@@ -99,6 +101,7 @@ struct Metrics::Watch {
     ModelMetrics* model = nullptr;
     // The scheduler's cumulative counters as of the previous scrape.
     uint64_t prompt = 0, generated = 0, rejected = 0, steps = 0;
+    uint64_t embedded_inputs = 0, embedded_tokens = 0;
 };
 
 Metrics::Metrics() : Metrics(Options{}) {}
@@ -169,6 +172,14 @@ Metrics::Metrics(Options options)
                          .Name("ggufd_generated_tokens_per_second")
                          .Help("Tokens generated per second, averaged over recent scrapes")
                          .Register(*registry_)),
+      embedded_inputs_(prometheus::BuildCounter()
+                           .Name("ggufd_embedded_inputs_total")
+                           .Help("Inputs embedded, and query-document pairs scored")
+                           .Register(*registry_)),
+      embedded_tokens_(prometheus::BuildCounter()
+                           .Name("ggufd_embedded_tokens_total")
+                           .Help("Tokens of the inputs embedded and pairs scored")
+                           .Register(*registry_)),
       resident_bytes_(prometheus::BuildGauge()
                           .Name("process_resident_memory_bytes")
                           .Help("Resident memory size in bytes")
@@ -263,6 +274,10 @@ void Metrics::refresh_watches() {
                 stats->generated_tokens.load(std::memory_order_relaxed));
         advance(m.rejected_, w->rejected, stats->rejected.load(std::memory_order_relaxed));
         advance(m.steps_, w->steps, stats->steps.load(std::memory_order_relaxed));
+        advance(m.embedded_inputs_, w->embedded_inputs,
+                stats->embedded_inputs.load(std::memory_order_relaxed));
+        advance(m.embedded_tokens_, w->embedded_tokens,
+                stats->embedded_tokens.load(std::memory_order_relaxed));
     }
 }
 

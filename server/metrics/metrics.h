@@ -90,6 +90,9 @@ class ModelMetrics final : public scheduler::SchedulerObserver {
     prometheus::Gauge& load_seconds_;
     prometheus::Gauge& prompt_tps_;
     prometheus::Gauge& generated_tps_;
+    // Embeddings and rank scores (from the watched scheduler).
+    prometheus::Counter& embedded_inputs_;
+    prometheus::Counter& embedded_tokens_;
     AtomicHistogram& ttft_;
     AtomicHistogram& inter_token_;
     AtomicHistogram& batch_size_;
@@ -184,6 +187,8 @@ class Metrics {
     prometheus::Family<prometheus::Gauge>& load_seconds_;
     prometheus::Family<prometheus::Gauge>& prompt_tps_;
     prometheus::Family<prometheus::Gauge>& generated_tps_;
+    prometheus::Family<prometheus::Counter>& embedded_inputs_;
+    prometheus::Family<prometheus::Counter>& embedded_tokens_;
     prometheus::Gauge& resident_bytes_;
     prometheus::Gauge& virtual_bytes_;
 

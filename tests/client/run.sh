@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs client_test.mjs (the official openai npm package) against a ggufd serving stories260K, and
 # tools_test.mjs against a random-weight model with Qwen 2's vocabulary (its <tool_call> and <think>
-# tokens) served with a Hermes-style template and with a thinking template.
+# tokens) served with a Hermes-style template and with a thinking template, and embeddings_test.mjs
+# against the conformance folder's bert-mean encoder and bert-rank reranker.
 # Usage: run.sh BIN_DIR CONFORMANCE_DIR. Exits 77 (skipped) when Node.js is missing, except under
 # CI, where .ci/run installs it.
 set -euo pipefail
@@ -19,7 +20,7 @@ if [ ! -d "$conf" ]; then
 fi
 work="$bin_dir/../client-test"
 mkdir -p "$work"
-cp "$here/package.json" "$here/client_test.mjs" "$here/tools_test.mjs" "$work/"
+cp "$here/package.json" "$here/client_test.mjs" "$here/tools_test.mjs" "$here/embeddings_test.mjs" "$work/"
 (cd "$work" && npm install --no-audit --no-fund --loglevel=error >/dev/null)
 
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
@@ -28,6 +29,7 @@ port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); pr
 "$bin_dir/ggufd" --port "$port" --model "stories=$conf/models/stories260K.gguf" \
   --model "agent=$work/agent.gguf" --chat-template-file "agent=$here/hermes_tools.jinja" \
   --model "thinker=$work/agent.gguf" --chat-template-file "thinker=$here/thinking.jinja" \
+  --model "embed=$conf/embeddings/bert-mean.gguf" --model "rank=$conf/embeddings/bert-rank.gguf" \
   >"$work/ggufd.log" 2>&1 &
 pid=$!
 trap 'kill $pid 2>/dev/null || true' EXIT
@@ -37,5 +39,6 @@ for _ in $(seq 100); do
 done
 node "$work/client_test.mjs" "http://127.0.0.1:$port/v1" stories
 node "$work/tools_test.mjs" "http://127.0.0.1:$port/v1" agent thinker
+node "$work/embeddings_test.mjs" "http://127.0.0.1:$port/v1" embed rank "$conf/embeddings"
 kill -TERM $pid
 wait $pid

@@ -329,6 +329,21 @@ TEST(Config, ToolParsersForEveryModelOrOne) {
     EXPECT_NE(empty.find("has no value"), std::string::npos) << empty;
 }
 
+TEST(Config, PoolingsForEveryModelOrOne) {
+    const Config c = load({"--model", "a=/x/a.gguf", "--model", "b=/x/b.gguf", "--pooling", "mean",
+                           "--pooling", "b=rank"})
+                         .config;
+    EXPECT_EQ(c.poolings, (std::map<std::string, std::string>{{"", "mean"}, {"b", "rank"}}));
+    EXPECT_EQ(
+        load({"--model", "b=/x/b.gguf"}, {{"GGUFD_POOLING", "b=cls"}}).config.poolings.at("b"),
+        "cls");
+    const std::string unknown = error_of({"--model", "a=/x/a.gguf", "--pooling", "zz=mean"});
+    EXPECT_NE(unknown.find("pooling"), std::string::npos) << unknown;
+    EXPECT_NE(unknown.find("no model is named 'zz'"), std::string::npos) << unknown;
+    const std::string twice = error_of({"--pooling", "mean", "--pooling", "last"});
+    EXPECT_NE(twice.find("two poolings for every model"), std::string::npos) << twice;
+}
+
 TEST(Config, ChatTemplateFileErrorsNameTheSetting) {
     const std::string missing = error_of({"--chat-template-file", "/nonexistent/t.jinja"});
     EXPECT_NE(missing.find("chat-template-file"), std::string::npos) << missing;

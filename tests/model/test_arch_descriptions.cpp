@@ -54,7 +54,9 @@ struct Spec {
     float rope_attn_factor = 0.0f;  // rope.scaling.attn_factor
     // Attention and norm-placement extras.
     enum { qk_none, qk_per_head, qk_whole } qk_norm = qk_none;  // RMSNorm of Q and K before RoPE
-    enum { pre, pre_and_post, post } norms = pre;     // post: branch output normed, no pre-norm
+    // post: branch output normed, no pre-norm; after_residual: the sum with the branch normed
+    // (attn_output_norm, layer_output_norm, with biases), no pre-norm (the encoders)
+    enum { pre, pre_and_post, post, after_residual } norms = pre;
     float attn_softcap = 0.0f, final_softcap = 0.0f;  // written when > 0
     uint32_t window = 0;                              // attention.sliding_window when > 0
     uint32_t swa_period = 0;    // local layers: il % period < period - 1 (0: every layer)
@@ -71,6 +73,10 @@ struct Spec {
     bool sinks = false;          // attn_sinks per head
     bool clamped_glu = false;    // min(g, 7) sigmoid(1.702 min(g, 7)) (clamp(u, -7, 7) + 1)
     std::string ffn_norm_name = "ffn_norm";
+    // Encoders: token type 0's row added to the input, no output norm or vocabulary head (the
+    // reference gives the final hidden states), and attention over the whole sequence.
+    bool encoder = false;
+    bool bidirectional = false;
     uint32_t n_embd = 16, n_head = 2, n_head_kv = 1, head_dim = 8, n_ff = 24, n_vocab = 32,
              n_layer = 2, n_ctx = 16;
 };
@@ -175,18 +181,26 @@ Tiny make_tiny(const Spec& s, uint32_t seed = 1) {
     if (s.output_bias) add("output.bias", {s.n_vocab});
     add("token_embd.weight", {e, s.n_vocab});
     if (s.pos == Spec::learned) add("position_embd.weight", {e, s.n_ctx});
-    norm("output_norm");
-    if (!s.tied) add("output.weight", {e, s.n_vocab});
+    if (s.encoder) {
+        add("token_types.weight", {e, 2});
+    } else {
+        norm("output_norm");
+        if (!s.tied) add("output.weight", {e, s.n_vocab});
+    }
+    const bool pre_norms = s.norms != Spec::post && s.norms != Spec::after_residual;
     for (uint32_t i = 0; i < s.n_layer; ++i) {
         const std::string b = "blk." + std::to_string(i) + ".";
-        if (s.norms != Spec::post) norm(b + "attn_norm");
+        if (pre_norms) norm(b + "attn_norm");
         if (s.attn_norm_2) norm(b + "attn_norm_2");
         if (s.qk_norm != Spec::qk_none) {
             const bool whole = s.qk_norm == Spec::qk_whole;
             add(b + "attn_q_norm.weight", {whole ? q : s.head_dim}, 1.0f);
             add(b + "attn_k_norm.weight", {whole ? kv : s.head_dim}, 1.0f);
         }
-        if (s.norms != Spec::pre) {
+        if (s.norms == Spec::after_residual) {
+            norm(b + "attn_output_norm");
+            norm(b + "layer_output_norm");
+        } else if (s.norms != Spec::pre) {
             add(b + "post_attention_norm.weight", {e}, 1.0f);
             add(b + "post_ffw_norm.weight", {e}, 1.0f);
         }
@@ -206,7 +220,7 @@ Tiny make_tiny(const Spec& s, uint32_t seed = 1) {
         add(b + "attn_output.weight", {q, e});
         if (s.out_bias) add(b + "attn_output.bias", {e});
         if (s.sinks) add(b + "attn_sinks.weight", {s.n_head});
-        if (!s.shared_norm && s.norms != Spec::post) norm(b + s.ffn_norm_name);
+        if (!s.shared_norm && pre_norms) norm(b + s.ffn_norm_name);
         if (s.n_expert > 0) {
             const int64_t ne = s.n_expert, fe = s.n_ff_expert;
             // Routers of larger weights than the rest so that the experts' choice varies.
@@ -420,7 +434,7 @@ double capped(double x, float cap) {
     return cap > 0 ? cap * std::tanh(x / cap) : x;
 }
 
-// Logits of every position of one sequence.
+// Logits of every position of one sequence (an encoder's final hidden states).
 std::vector<Vec> reference(const Tiny& m, const std::vector<int32_t>& ids) {
     const Spec& s = m.spec;
     const size_t n = ids.size(), e = s.n_embd, hd = s.head_dim;
@@ -432,6 +446,7 @@ std::vector<Vec> reference(const Tiny& m, const std::vector<int32_t>& ids) {
             if (s.embd_scale) x[t][i] *= std::sqrt(static_cast<double>(e));
             if (s.embedding_scale > 0.0f) x[t][i] *= s.embedding_scale;
             if (s.pos == Spec::learned) x[t][i] += m.at("position_embd.weight").data[t * e + i];
+            if (s.encoder) x[t][i] += m.at("token_types.weight").data[i];
         }
         if (s.embd_norm) x[t] = normed(m, "token_embd_norm", x[t]);
     }
@@ -446,7 +461,7 @@ std::vector<Vec> reference(const Tiny& m, const std::vector<int32_t>& ids) {
         const double base = local && s.rope_base_swa > 0 ? s.rope_base_swa : s.rope_base;
         std::vector<Vec> h(n), q(n), k(n), v(n);
         for (size_t t = 0; t < n; ++t) {
-            h[t] = s.norms == Spec::post
+            h[t] = s.norms == Spec::post || s.norms == Spec::after_residual
                        ? x[t]
                        : normed(m, b + (s.attn_norm_2 ? "attn_norm_2" : "attn_norm"), x[t]);
             if (s.fused_qkv) {
@@ -487,9 +502,11 @@ std::vector<Vec> reference(const Tiny& m, const std::vector<int32_t>& ids) {
                 const size_t kh = hh / (s.n_head / s.n_head_kv);
                 // A local layer's query sees itself and the window - 1 positions before it.
                 const size_t first = local && t + 1 > s.window ? t + 1 - s.window : 0;
-                Vec score(t + 1, 0.0);
+                // Bidirectional: every position of the sequence.
+                const size_t last = s.bidirectional ? n - 1 : t;
+                Vec score(last + 1, 0.0);
                 double mx = -1e300, sum = 0.0;
-                for (size_t j = first; j <= t; ++j) {
+                for (size_t j = first; j <= last; ++j) {
                     double d = 0.0;
                     for (size_t i = 0; i < hd; ++i) d += q[t][hh * hd + i] * k[j][kh * hd + i];
                     // Soft-capped, then ALiBi's distance penalty, as the bias is a mask term.
@@ -500,17 +517,23 @@ std::vector<Vec> reference(const Tiny& m, const std::vector<int32_t>& ids) {
                     }
                     mx = std::max(mx, score[j]);
                 }
-                for (size_t j = first; j <= t; ++j) sum += (score[j] = std::exp(score[j] - mx));
+                for (size_t j = first; j <= last; ++j) sum += (score[j] = std::exp(score[j] - mx));
                 // A sink: one more term of the denominator, without a value.
                 if (s.sinks) sum += std::exp(m.at(b + "attn_sinks.weight").data[hh] - mx);
-                for (size_t j = first; j <= t; ++j)
+                for (size_t j = first; j <= last; ++j)
                     for (size_t i = 0; i < hd; ++i)
                         att[hh * hd + i] += score[j] / sum * v[j][kh * hd + i];
             }
             Vec o = matvec(m.at(b + "attn_output.weight"), att, m.find(b + "attn_output.bias"));
-            if (s.norms != Spec::pre)
+            if (s.norms == Spec::pre_and_post || s.norms == Spec::post)
                 rms_in_place(m, b + "post_attention_norm.weight", o.data(), e);
-            if (parallel) {
+            if (s.norms == Spec::after_residual) {
+                for (size_t i = 0; i < e; ++i) next[t][i] += o[i];
+                next[t] = normed(m, b + "attn_output_norm", next[t]);
+                const Vec f = ffn(m, b, next[t]);
+                for (size_t i = 0; i < e; ++i) next[t][i] += f[i];
+                next[t] = normed(m, b + "layer_output_norm", next[t]);
+            } else if (parallel) {
                 const Vec ffn_in = !s.shared_norm  ? normed(m, b + s.ffn_norm_name, x[t])
                                    : s.attn_norm_2 ? normed(m, b + "attn_norm", x[t])
                                                    : h[t];
@@ -527,6 +550,7 @@ std::vector<Vec> reference(const Tiny& m, const std::vector<int32_t>& ids) {
         }
         x = std::move(next);
     }
+    if (s.encoder) return x;
     std::vector<Vec> logits(n);
     const Tensor& head = s.tied ? m.at("token_embd.weight") : m.at("output.weight");
     for (size_t t = 0; t < n; ++t) {
@@ -1180,6 +1204,92 @@ std::string load_error(const gguf::Writer& w) {
 }
 std::string load_error(const Tiny& m) {
     return load_error(m.writer());
+}
+
+// --- encoders ---
+Spec bert_spec() {
+    return Spec{.arch = "bert",
+                .layer_norm = true,
+                .qkv_bias = true,
+                .out_bias = true,
+                .ffn = Spec::gelu,
+                .ffn_bias = true,
+                .pos = Spec::learned,
+                .eps_key = "attention.layer_norm_epsilon",
+                .embd_norm = true,
+                .norms = Spec::after_residual,
+                .encoder = true,
+                .bidirectional = true};
+}
+Spec nomic_bert_spec() {
+    return Spec{.arch = "nomic-bert",
+                .layer_norm = true,
+                .fused_qkv = true,
+                .pos = Spec::rope_neox,
+                .eps_key = "attention.layer_norm_epsilon",
+                .embd_norm = true,
+                .norms = Spec::after_residual,
+                .encoder = true,
+                .bidirectional = true};
+}
+
+// The engine's pooled rows of one sequence, evaluated whole.
+std::vector<float> engine_pooled(const gguf::Writer& w, const std::vector<int32_t>& ids,
+                                 Pooling pooling) {
+    auto model = Model::from_file(gguf::File::from_bytes(w.to_bytes()));
+    Context ctx(
+        model,
+        ContextParams{
+            .n_seq = 1, .n_ctx = 16, .n_threads = 1, .kv_type = ggufd::kernels::KvType::f32});
+    std::vector<BatchToken> batch;
+    for (size_t i = 0; i < ids.size(); ++i) batch.push_back({0, ids[i], static_cast<int32_t>(i)});
+    const std::vector<int32_t> seqs = {0};
+    std::vector<float> out, logits;
+    ctx.eval_pooled(batch, {.seqs = seqs, .pooling = pooling, .out = &out}, logits);
+    return out;
+}
+
+// Every pooling of an encoder's final hidden states against the reference's.
+void expect_encoder_matches_reference(const Spec& s) {
+    const std::vector<int32_t> ids = {3, 17, 29, 5};
+    const Tiny m = make_tiny(s);
+    const std::vector<Vec> states = reference(m, ids);
+    const size_t e = s.n_embd, n = ids.size();
+    Vec mean(e, 0.0);
+    for (const Vec& row : states)
+        for (size_t i = 0; i < e; ++i) mean[i] += row[i] / static_cast<double>(n);
+    const std::pair<Pooling, std::vector<Vec>> cases[] = {
+        {Pooling::none, states},
+        {Pooling::mean, {mean}},
+        {Pooling::cls, {states.front()}},
+        {Pooling::last, {states.back()}},
+    };
+    for (const auto& [pooling, rows] : cases) {
+        const std::vector<float> got = engine_pooled(m.writer(), ids, pooling);
+        ASSERT_EQ(got.size(), rows.size() * e) << pooling_name(pooling);
+        for (size_t r = 0; r < rows.size(); ++r) {
+            for (size_t i = 0; i < e; ++i) {
+                ASSERT_NEAR(got[r * e + i], rows[r][i], 1e-4 * std::max(1.0, std::abs(rows[r][i])))
+                    << pooling_name(pooling) << " row " << r << " value " << i;
+            }
+        }
+    }
+    // Two tokens' states differ: the model carries signal.
+    double apart = 0.0;
+    for (size_t i = 0; i < e; ++i) apart = std::max(apart, std::abs(states[0][i] - states[1][i]));
+    EXPECT_GT(apart, 0.1);
+}
+
+TEST(ArchReference, BertEncoder) {
+    expect_encoder_matches_reference(bert_spec());
+    // Each mechanism moves the states: attention both ways, the norms after the residual adds.
+    expect_reference_depends_on(bert_spec(), [](Spec& s) { s.bidirectional = false; },
+                                {3, 17, 29, 5});
+}
+TEST(ArchReference, NomicBertEncoder) {
+    expect_encoder_matches_reference(nomic_bert_spec());
+    expect_reference_depends_on(nomic_bert_spec(), [](Spec& s) { s.bidirectional = false; },
+                                {3, 17, 29, 5});
 }
 
 TEST(ArchRefusals, MissingTensorIsNamed) {

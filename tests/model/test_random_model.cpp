@@ -40,9 +40,19 @@ TEST_P(EveryArch, RandomModelLoadsAndEvaluates) {
     }
 
     Context ctx(model, ContextParams{.n_seq = 1, .n_ctx = 32, .n_threads = 1});
+    const bool encoder = !GetParam()->lm_head;
     std::vector<BatchToken> batch;
-    for (int32_t i = 0; i < 8; ++i) batch.push_back({0, (i * 37) % 256, i, true});
+    for (int32_t i = 0; i < 8; ++i) batch.push_back({0, (i * 37) % 256, i, !encoder});
     std::vector<float> logits;
+    if (encoder) {
+        // An encoder has no vocabulary head: its output is the pooled state.
+        std::vector<float> pooled;
+        const std::vector<int32_t> seqs = {0};
+        ctx.eval_pooled(batch, {.seqs = seqs, .pooling = Pooling::mean, .out = &pooled}, logits);
+        ASSERT_EQ(pooled.size(), size_t{spec.n_embd});
+        for (float v : pooled) ASSERT_TRUE(std::isfinite(v));
+        return;
+    }
     ctx.eval(batch, logits);
     ASSERT_EQ(logits.size(), 8u * static_cast<size_t>(ctx.n_vocab()));
     for (float v : logits) ASSERT_TRUE(std::isfinite(v));

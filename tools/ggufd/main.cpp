@@ -15,6 +15,7 @@
 #include "config/config.h"
 #include "config/logging.h"
 #include "engine/kernels/cpu_features.h"
+#include "engine/model/arch.h"
 #include "server/engine_backend.h"
 #include "server/metrics/metrics.h"
 #include "server/server.h"
@@ -60,6 +61,18 @@ std::optional<std::string> unknown_tool_parser(const ggufd::config::LoadResult& 
     return std::nullopt;
 }
 
+// The --pooling names, checked here since the config library does not know the model's.
+std::optional<std::string> unknown_pooling(const ggufd::config::LoadResult& loaded) {
+    for (const auto& [model, pooling] : loaded.config.poolings) {
+        if (ggufd::model::pooling_from_name(pooling)) continue;
+        auto source = loaded.sources.find("pooling");
+        return "invalid pooling (from " +
+               (source == loaded.sources.end() ? std::string("default") : source->second) +
+               "): unknown pooling '" + pooling + "'; one of none, mean, cls, last, rank";
+    }
+    return std::nullopt;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -76,6 +89,10 @@ int main(int argc, char** argv) {
         return 0;
     }
     if (auto error = unknown_tool_parser(loaded)) {
+        std::fprintf(stderr, "ggufd: %s\n", error->c_str());
+        return 2;
+    }
+    if (auto error = unknown_pooling(loaded)) {
         std::fprintf(stderr, "ggufd: %s\n", error->c_str());
         return 2;
     }
@@ -129,6 +146,9 @@ int main(int argc, char** argv) {
             options.chat_template = value_for(cfg.chat_templates, spec.name);
             if (auto parser = value_for(cfg.tool_parsers, spec.name)) {
                 options.tool_parser = chat::family_from_name(*parser);
+            }
+            if (auto pooling = value_for(cfg.poolings, spec.name)) {
+                options.pooling = model::pooling_from_name(*pooling);
             }
             auto backend = server::EngineBackend::load(spec.path, options);
             spdlog::info(

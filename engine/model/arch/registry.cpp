@@ -10,10 +10,11 @@ extern const ArchDesc llama, qwen2, gemma, phi3, gpt2, gptneox, falcon;
 extern const ArchDesc starcoder2, stablelm, granite, mpt, bloom, gptj;  // layout variants
 extern const ArchDesc qwen3, gemma2, gemma3, olmo2;  // attention and norm-placement extras
 extern const ArchDesc qwen3moe, gpt_oss;             // mixtures of experts
+extern const ArchDesc bert, nomic_bert;              // encoders
 }  // namespace arch
 
 namespace {
-const std::array<const ArchDesc*, 19> kArchs = {
+const std::array<const ArchDesc*, 21> kArchs = {
     &arch::llama, &arch::qwen2, &arch::gemma, &arch::phi3, &arch::gpt2, &arch::gptneox,
     &arch::falcon,
     // layout variants
@@ -21,7 +22,9 @@ const std::array<const ArchDesc*, 19> kArchs = {
     // attention and norm-placement extras
     &arch::qwen3, &arch::gemma2, &arch::gemma3, &arch::olmo2,
     // mixtures of experts
-    &arch::qwen3moe, &arch::gpt_oss};
+    &arch::qwen3moe, &arch::gpt_oss,
+    // encoders
+    &arch::bert, &arch::nomic_bert};
 }  // namespace
 
 const ArchDesc* find_arch(std::string_view name) {
@@ -42,6 +45,21 @@ std::string supported_arch_names() {
         s += a->name;
     }
     return s;
+}
+
+namespace {
+constexpr std::array<std::string_view, 5> kPoolingNames = {"none", "mean", "cls", "last", "rank"};
+}  // namespace
+
+std::string_view pooling_name(Pooling pooling) {
+    return kPoolingNames[static_cast<size_t>(pooling)];
+}
+
+std::optional<Pooling> pooling_from_name(std::string_view name) {
+    for (size_t i = 0; i < kPoolingNames.size(); ++i) {
+        if (kPoolingNames[i] == name) return static_cast<Pooling>(i);
+    }
+    return std::nullopt;
 }
 
 }  // namespace ggufd::model
