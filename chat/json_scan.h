@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -35,7 +36,8 @@ class JsonScanner {
     // the value is complete (length()), bad when the text cannot be JSON, more otherwise. Once
     // ok or bad, further calls read nothing and answer the same.
     Scan feed(std::string_view more);
-    // Bytes read: the value's length once ok.
+    // Bytes read: the value's length once ok; once bad, the offset of the first byte that
+    // cannot continue the value (the text before it is a valid beginning).
     size_t length() const { return read_; }
 
   private:
@@ -64,6 +66,14 @@ class JsonScanners {
 // The object or array at the start of `text` (its first byte must be `{` or `[`). `at_end`: no
 // more text will come, so an unfinished value is bad rather than more.
 JsonExtent scan_json(std::string_view text, bool at_end);
+
+// The compact form of a JSON value's beginning `text` (a valid beginning, as the scanner
+// judged it): blanks outside strings removed, escapes and numbers written as nlohmann's dump
+// writes them (so a complete value gives exactly the dump of its parse), and only what is decided:
+// a number, an escape or a UTF-8 character still arriving is left out until it is complete. The
+// compact form of a longer text extends that of a shorter one, so a call's arguments can stream.
+// Bytes that are not UTF-8 and lone surrogates become U+FFFD.
+std::string compact_json_prefix(std::string_view text);
 
 // Containers nested deeper than this are refused (bad).
 inline constexpr size_t kMaxJsonDepth = 256;
