@@ -234,6 +234,19 @@ TEST_P(CallGrammar, RefusesOtherNamesBadArgumentsAndText) {
     EXPECT_FALSE(accepts(g, ""));
 }
 
+// minLength / maxLength hold in every format, also where a string value is raw text.
+TEST_P(CallGrammar, StringLengthBounds) {
+    const Family f = GetParam();
+    const json tools = json::parse(R"([{"type": "function", "function": {"name": "get_weather",
+        "parameters": {"type": "object", "properties": {"location": {"type": "string",
+        "minLength": 2, "maxLength": 5}}, "required": ["location"]}}}])");
+    const std::string g = tool_call_grammar(f, tools);
+    EXPECT_TRUE(accepts(g, reply(f, {{"get_weather", {{"location", "Paris"}}}})));
+    EXPECT_TRUE(accepts(g, reply(f, {{"get_weather", {{"location", "Rö"}}}})));
+    EXPECT_FALSE(accepts(g, reply(f, {{"get_weather", {{"location", "Berlin"}}}})));
+    EXPECT_FALSE(accepts(g, reply(f, {{"get_weather", {{"location", "X"}}}})));
+}
+
 TEST_P(CallGrammar, NamedFunctionOnly) {
     const Family f = GetParam();
     CallGrammarOptions named;

@@ -1,0 +1,104 @@
+// Every template family end to end through the official OpenAI client: a random-weight model
+// served with a real chat template of the family makes a call the grammar forces
+// (tool_choice "required"), the client sends the call and the tool's result back, and the model
+// answers. Streamed and not, with the same seed: the streamed call (id and name first, then the
+// arguments in fragments) accumulates to exactly the non-streamed one.
+// Usage: node families_test.mjs BASE_URL MODEL=FAMILY...
+import OpenAI from "openai";
+import Ajv from "ajv";
+import assert from "node:assert/strict";
+
+const [baseURL, ...pairs] = process.argv.slice(2);
+const client = new OpenAI({ baseURL, apiKey: "test-key", maxRetries: 0, timeout: 120_000 });
+
+const parameters = {
+  type: "object",
+  properties: { city: { type: "string", minLength: 1, maxLength: 12 }, days: { type: "integer", minimum: 1, maximum: 7 } },
+  required: ["city", "days"],
+  additionalProperties: false,
+};
+const validate = new Ajv({ strict: true }).compile(parameters);
+const tools = [
+  { type: "function", function: { name: "get_weather", description: "The weather in a city.", parameters } },
+  { type: "function", function: { name: "get_time", description: "The time in a city.", parameters } },
+];
+// Formats whose calls are written as XML parameters, or as a reply that is only JSON: a call
+// arrives whole once complete. The others stream their arguments.
+const whole = new Set(["qwen3-coder", "glm", "deepseek-v3.2", "generic", "llama3"]);
+
+async function collect(request) {
+  const message = { role: "assistant", content: "", reasoning_content: "", tool_calls: [] };
+  const fragments = [];
+  let finish = null;
+  for await (const chunk of await client.chat.completions.create({ ...request, stream: true })) {
+    for (const choice of chunk.choices) {
+      const d = choice.delta ?? {};
+      message.content += d.content ?? "";
+      message.reasoning_content += d.reasoning_content ?? "";
+      for (const call of d.tool_calls ?? []) {
+        const slot = message.tool_calls[call.index];
+        if (slot === undefined) {
+          assert.equal(call.index, message.tool_calls.length, "calls arrive in order");
+          assert.ok(call.id && call.function?.name, "a call's first delta has its id and name");
+          message.tool_calls.push({ id: call.id, type: "function", function: { name: call.function.name, arguments: call.function.arguments ?? "" } });
+          fragments[call.index] = 1;
+        } else {
+          assert.equal(call.id, undefined, "only the first delta has the id");
+          slot.function.arguments += call.function?.arguments ?? "";
+          fragments[call.index] += 1;
+        }
+      }
+      if (choice.finish_reason) finish = choice.finish_reason;
+    }
+  }
+  return { message, finish, fragments };
+}
+
+async function once(request) {
+  const reply = await client.chat.completions.create(request);
+  return { message: reply.choices[0].message, finish: reply.choices[0].finish_reason };
+}
+
+const models = await fetch(baseURL.replace(/\/v1$/, "") + "/models").then((r) => r.json());
+const parsers = Object.fromEntries(models.data.map((m) => [m.id, m.tool_parser]));
+
+for (const pair of pairs) {
+  const [model, family] = pair.split("=");
+  assert.equal(parsers[model], family, `${model}: the family detected from its template`);
+  const calls = {};
+  for (const stream of [false, true]) {
+    const what = `${model} (${family}, ${stream ? "streamed" : "not streamed"})`;
+    const messages = [{ role: "user", content: "What is the weather in Paris for the next two days?" }];
+    const request = {
+      model, messages, tools, tool_choice: "required", parallel_tool_calls: false,
+      max_tokens: 400, seed: 11, chat_template_kwargs: { enable_thinking: false },
+    };
+    const { message, finish, fragments } = stream ? await collect(request) : await once(request);
+    assert.equal(finish, "tool_calls", `${what}: ${JSON.stringify(message)}`);
+    assert.equal(message.tool_calls.length, 1, `${what}: ${JSON.stringify(message)}`);
+    assert.ok(!message.content, `${what}: a forced call has no content: ${JSON.stringify(message.content)}`);
+    const call = message.tool_calls[0];
+    assert.match(call.id, /^[A-Za-z0-9_]{9,}$/, what);
+    assert.ok(["get_weather", "get_time"].includes(call.function.name), `${what}: ${call.function.name}`);
+    const args = JSON.parse(call.function.arguments);
+    assert.ok(validate(args), `${what}: ${JSON.stringify(validate.errors)}: ${call.function.arguments}`);
+    calls[stream] = call;
+    if (stream && !whole.has(family)) {
+      assert.ok(fragments[0] > 1, `${what}: the arguments stream (${fragments[0]} deltas)`);
+    }
+
+    // Second turn: the call as the client got it and the tool's result; the model answers.
+    messages.push({ role: "assistant", content: null, tool_calls: message.tool_calls });
+    messages.push({ role: "tool", tool_call_id: call.id, content: JSON.stringify({ sky: "clear" }) });
+    const answerRequest = { model, messages, tools, tool_choice: "none", max_tokens: 8, seed: 7 };
+    const answer = stream ? await collect(answerRequest) : await once(answerRequest);
+    assert.ok(["stop", "length"].includes(answer.finish), `${what}: ${answer.finish}`);
+    assert.equal(typeof answer.message.content, "string", what);
+    assert.ok(answer.message.content.length > 0, `${what}: the answer has content`);
+    assert.equal(answer.message.tool_calls?.length ?? 0, 0, what);
+  }
+  assert.equal(calls[true].function.name, calls[false].function.name, model);
+  assert.equal(calls[true].function.arguments, calls[false].function.arguments, model);
+  console.log(`${model}: ${family} ok (${calls[false].function.name} ${calls[false].function.arguments})`);
+}
+console.log("ok");
