@@ -46,6 +46,12 @@ struct SamplingParams {
     // Constrained sampling: only tokens that keep the generated text a prefix of a sentence of
     // this grammar, and end-of-generation only once it is a whole one. Null: unconstrained.
     std::shared_ptr<const grammar::Grammar> grammar;
+    // A lazy grammar: sampling is free until the generated text contains one of these texts;
+    // from that trigger's first byte on, the text must follow the grammar (whose sentences start
+    // with a trigger), to its end. A trigger the grammar refuses there (the text after it leaves
+    // the grammar within the same token) does not count, and the search goes on after it. Empty:
+    // the grammar holds from the first token.
+    std::vector<std::string> grammar_triggers;
 };
 
 struct StopParams {

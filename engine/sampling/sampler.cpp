@@ -262,6 +262,11 @@ void validate(const SamplingParams& p) {
     }
     if (p.top_logprobs < -1)
         invalid("top_logprobs", ">= -1 (-1 disables logprobs)", p.top_logprobs);
+    if (!p.grammar_triggers.empty() && !p.grammar)
+        throw InvalidParam("grammar_triggers", "grammar triggers need a grammar");
+    for (const std::string& trigger : p.grammar_triggers) {
+        if (trigger.empty()) throw InvalidParam("grammar_triggers", "a grammar trigger is empty");
+    }
 }
 
 void validate(const SamplingParams& p, int32_t n_vocab) {
@@ -340,7 +345,9 @@ Sampler::Sampler(const SamplingParams& params, int32_t n_vocab,
                                         std::to_string(vocabulary->size()) + " tokens, the model " +
                                         std::to_string(n_vocab_));
         }
-        grammar_ = std::make_unique<grammar::Constraint>(params_.grammar, std::move(vocabulary));
+        grammar_ = std::make_unique<grammar::Constraint>(params_.grammar, vocabulary);
+        vocabulary_ = std::move(vocabulary);
+        grammar_active_ = params_.grammar_triggers.empty();
     }
     for (const auto& [token, bias] : params_.logit_bias) {
         // A copy, not the binding: lambdas may capture structured bindings only from clang 16.
@@ -371,7 +378,34 @@ bool Sampler::penalties_active() const {
 
 void Sampler::accept(int32_t token) {
     record(token);
-    if (grammar_) grammar_->accept(token);
+    if (!grammar_) return;
+    if (grammar_active_) {
+        grammar_->accept(token);
+    } else {
+        watch_triggers(token);
+    }
+}
+
+// A lazy grammar's search for its triggers in the text generated so far (the tail that may
+// still hold the start of one).
+void Sampler::watch_triggers(int32_t token) {
+    trigger_tail_ += vocabulary_->bytes(token);
+    size_t longest = 0;
+    for (;;) {
+        size_t at = std::string::npos;
+        for (const std::string& t : params_.grammar_triggers) {
+            at = std::min(at, trigger_tail_.find(t));
+            longest = std::max(longest, t.size());
+        }
+        if (at == std::string::npos) break;
+        if (grammar_->accept_bytes(std::string_view(trigger_tail_).substr(at))) {
+            grammar_active_ = true;
+            trigger_tail_.clear();
+            return;
+        }
+        trigger_tail_.erase(0, at + 1);
+    }
+    if (trigger_tail_.size() >= longest) trigger_tail_.erase(0, trigger_tail_.size() - longest + 1);
 }
 
 void Sampler::record(int32_t token) {
@@ -686,7 +720,7 @@ int32_t Sampler::draw_all(std::span<const float> logits) {
 
 std::span<const float> Sampler::constrain(std::span<const float> logits) {
     check_size(logits);
-    if (!grammar_) return logits;
+    if (!grammar_active_) return logits;
     masked_.resize(logits.size());
     grammar_->apply(logits, masked_);
     return masked_;

@@ -56,6 +56,7 @@
 #include <memory>
 #include <random>
 #include <span>
+#include <string>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -106,8 +107,11 @@ class Sampler {
     void accept(int32_t token);
     // Records tokens that were not generated (the prompt, for penalties): the penalty window only.
     void accept(std::span<const int32_t> tokens);
-    // With a grammar: whether the text generated so far is a whole sentence of it.
-    bool grammar_complete() const { return !grammar_ || grammar_->complete(); }
+    // With a grammar: whether the text generated so far is a whole sentence of it (a lazy
+    // grammar that no trigger started owes nothing).
+    bool grammar_complete() const { return !grammar_active_ || grammar_->complete(); }
+    // Whether the grammar constrains the next token (always, unless it is lazy and waiting).
+    bool grammar_active() const { return grammar_active_; }
 
     // Diagnostics (and tests) of what sample() does, without consuming randomness:
     // the logits after logit bias and penalties (non-finite values sanitized as above) ...
@@ -175,6 +179,11 @@ class Sampler {
 
     std::unique_ptr<grammar::Constraint> grammar_;  // null: no grammar
     std::vector<float> masked_;                     // the logits with the grammar's mask
+    // A lazy grammar (grammar_triggers) waits for a trigger in the generated text.
+    void watch_triggers(int32_t token);
+    std::shared_ptr<const grammar::TokenVocabulary> vocabulary_;
+    bool grammar_active_ = false;
+    std::string trigger_tail_;
 };
 
 }  // namespace ggufd::sampling

@@ -153,7 +153,10 @@ bool Scheduler::start(Slot& slot, Pending pending) {
         a.stop = std::make_unique<sampling::StopChecker>(a.request.stop,
                                                          [&t](int32_t id) { return t.is_eog(id); });
         tokenizer::StreamDecoder::Options decode;
-        decode.render_special = a.request.sampling.grammar != nullptr;
+        // A lazy grammar's text before its trigger is unconstrained: control tokens keep their
+        // usual rendering (the family's markup is in render_ids).
+        decode.render_special =
+            a.request.sampling.grammar != nullptr && a.request.sampling.grammar_triggers.empty();
         decode.render_ids = a.request.render_tokens;
         std::sort(decode.render_ids.begin(), decode.render_ids.end());
         a.decoder = std::make_unique<tokenizer::StreamDecoder>(*tokenizer_, std::move(decode));

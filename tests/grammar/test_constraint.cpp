@@ -703,6 +703,58 @@ TEST(GrammarSampling, AGrammarOfAllTextChangesNothing) {
     EXPECT_EQ(runs[0].text, runs[1].text);
 }
 
+// A lazy grammar: free text until a trigger appears in the output (across token boundaries too),
+// then the grammar from the trigger's first byte; a trigger whose token goes on with text the
+// grammar refuses does not start it.
+TEST(GrammarSampling, ALazyGrammarStartsAtItsTrigger) {
+    const auto vocab = std::make_shared<const TokenVocabulary>(
+        std::vector<std::string>{"a", "<t", "ool>", "x", "ool>y", "", "<tool>"},
+        std::vector<int32_t>{5});
+    SamplingParams p;
+    p.grammar = compile(R"(root ::= "<tool>" "x"+)");
+    p.grammar_triggers = {"<tool>"};
+    p.temperature = 0.0f;
+    Sampler s(p, 7, vocab);
+    const std::vector<float> flat(7, 0.0f);
+    std::vector<float> favour_y = flat;
+    favour_y[4] = 5.0f;
+    EXPECT_FALSE(s.grammar_active());
+    EXPECT_TRUE(s.grammar_complete());
+    EXPECT_EQ(s.sample(favour_y), 4);  // free: the grammar would refuse "ool>y" anywhere
+    s.accept(0);
+    s.accept(1);
+    s.accept(4);  // "a<tool>y": the trigger, then text the grammar refuses
+    EXPECT_FALSE(s.grammar_active());
+    s.accept(1);  // "<t" ...
+    EXPECT_FALSE(s.grammar_active());
+    s.accept(2);  // ... "ool>": the trigger across two tokens
+    EXPECT_TRUE(s.grammar_active());
+    EXPECT_FALSE(s.grammar_complete());
+    EXPECT_EQ(s.sample(favour_y), 3);  // only "x" now
+    EXPECT_THROW(s.accept(0), std::invalid_argument);
+    s.accept(3);
+    EXPECT_TRUE(s.grammar_complete());
+    std::vector<float> favour_eog = flat;
+    favour_eog[5] = 5.0f;
+    EXPECT_EQ(s.sample(favour_eog), 5);
+
+    // A trigger token whose text the grammar allows goes on at once.
+    Sampler one(p, 7, vocab);
+    one.accept(6);
+    EXPECT_TRUE(one.grammar_active());
+    EXPECT_EQ(one.candidates(flat), (std::vector<int32_t>{3}));
+}
+
+TEST(GrammarSampling, GrammarTriggersNeedAGrammarAndText) {
+    SamplingParams p;
+    p.grammar_triggers = {"<tool>"};
+    EXPECT_THROW(ggufd::sampling::validate(p), ggufd::sampling::InvalidParam);
+    p.grammar = compile(R"(root ::= "<tool>")");
+    EXPECT_NO_THROW(ggufd::sampling::validate(p));
+    p.grammar_triggers = {""};
+    EXPECT_THROW(ggufd::sampling::validate(p), ggufd::sampling::InvalidParam);
+}
+
 TEST(GrammarSampling, AGrammarNeedsTheVocabulary) {
     SamplingParams p;
     p.grammar = compile(R"(root ::= "a")");
