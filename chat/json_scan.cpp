@@ -337,8 +337,8 @@ std::string compact_json_prefix(std::string_view text) {
                 const bool may_pair =
                     next.size() < 3 ? kLow.starts_with(next.substr(0, 2))
                                     : next.starts_with(kLow) && (next[2] | 0x20) == 'd' &&
-                                          (next.size() < 4 || ((next[3] | 0x20) >= 'c' &&
-                                                               (next[3] | 0x20) <= 'f'));
+                                          (next.size() < 4 ||
+                                           ((next[3] | 0x20) >= 'c' && (next[3] | 0x20) <= 'f'));
                 if (may_pair && next.size() < 6) break;
                 if (may_pair) {
                     const uint32_t low = hex4(text, i + 8);

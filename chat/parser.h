@@ -58,7 +58,7 @@ namespace ggufd::chat {
 namespace detail {
 class ParameterSchemas;
 struct ParsedCall;
-}
+}  // namespace detail
 
 struct ToolCall {
     std::string id;

@@ -542,13 +542,12 @@ std::vector<Case> cases() {
          "",
          "",
          {{"a", R"({"x":)"}}},
-        broken(
-            {"deepseek_unterminated_section",
-             Family::deepseek_r1,
-             "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>a\n```js",
-             "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>a\n```js",
-             "",
-             {}}),
+        broken({"deepseek_unterminated_section",
+                Family::deepseek_r1,
+                "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>a\n```js",
+                "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>a\n```js",
+                "",
+                {}}),
 
         // Granite 3.x.
         {"granite_calls",
@@ -706,13 +705,23 @@ TEST_P(ParserCase, ArgumentsStreamAsTheyAreWritten) {
     const Case& c = GetParam();
     const Message whole = parse(c.text, options_of(c));
     if (whole.tool_calls.empty()) GTEST_SKIP() << "no calls";
-    static const std::set<std::string> kWhole = {
-        "hermes_arguments_as_string", "hermes_openai_nesting", "qwen3_coder_call",
-        "qwen3_coder_schema_types", "qwen3_coder_multiline_and_parallel",
-        "qwen35_prompt_opened_reasoning", "qwen3_coder_python_literals", "glm_call",
-        "glm45_newlines_and_reasoning", "llama_json_reply", "llama32_json_reply_with_type",
-        "llama_builtin_brave_search", "llama_builtin_wolfram", "deepseek_v32_dsml",
-        "generic_tool_call", "generic_tool_calls", "generic_name_arguments_after_reasoning"};
+    static const std::set<std::string> kWhole = {"hermes_arguments_as_string",
+                                                 "hermes_openai_nesting",
+                                                 "qwen3_coder_call",
+                                                 "qwen3_coder_schema_types",
+                                                 "qwen3_coder_multiline_and_parallel",
+                                                 "qwen35_prompt_opened_reasoning",
+                                                 "qwen3_coder_python_literals",
+                                                 "glm_call",
+                                                 "glm45_newlines_and_reasoning",
+                                                 "llama_json_reply",
+                                                 "llama32_json_reply_with_type",
+                                                 "llama_builtin_brave_search",
+                                                 "llama_builtin_wolfram",
+                                                 "deepseek_v32_dsml",
+                                                 "generic_tool_call",
+                                                 "generic_tool_calls",
+                                                 "generic_name_arguments_after_reasoning"};
     StreamParser parser(options_of(c));
     std::vector<std::string> first;  // each call's arguments in its first delta
     std::vector<size_t> fragments;
