@@ -368,6 +368,33 @@ std::string prefix_gbnf_rules(std::string_view g, std::string_view prefix) {
     return out;
 }
 
+std::vector<std::string> lazy_call_triggers(Family family) {
+    const FamilySpec& f = spec(family);
+    // The fixed text the grammar's sentences start with.
+    std::string_view start = f.format.open;
+    if (start.empty()) {
+        start = f.format.call;
+        for (size_t i = start.find('{'); i != std::string_view::npos; i = start.find('{', i + 1)) {
+            const size_t close = start.find('}', i);
+            if (close != std::string_view::npos &&
+                is_placeholder(start.substr(i + 1, close - i - 1))) {
+                start = start.substr(0, i);
+                break;
+            }
+        }
+    }
+    std::vector<std::string> out;
+    for (const Trigger& t : f.triggers) {
+        if (t.at_start) continue;
+        const size_t at = start.find(t.text);
+        if (at == std::string_view::npos || !trim_blanks(start.substr(0, at)).empty()) continue;
+        std::string trigger(
+            t.region == Region::harmony_header ? start : start.substr(0, at + t.text.size()));
+        if (std::find(out.begin(), out.end(), trigger) == out.end()) out.push_back(trigger);
+    }
+    return out;
+}
+
 std::string tool_call_grammar(Family family, const json& tools, const CallGrammarOptions& options) {
     return Builder(family, options).build(tools);
 }

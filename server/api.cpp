@@ -311,6 +311,30 @@ std::shared_ptr<const grammar::Grammar> tool_call_grammar(const ChatRequest& r, 
     }
 }
 
+// tool_choice "auto": once the model opens a call (the family's trigger), the rest of the reply
+// is held to the tools' call grammar (a lazy grammar). Tools the call grammar cannot express
+// leave the reply unconstrained, as it was before any call grammar: only a forced call needs one.
+void constrain_opened_calls(const ChatRequest& r, chat::Family family,
+                            sampling::SamplingParams& sampling) {
+    if (sampling.grammar || r.tool_choice != ToolChoice::automatic || !r.tools.is_array() ||
+        r.tools.empty()) {
+        return;
+    }
+    std::vector<std::string> triggers = chat::lazy_call_triggers(family);
+    if (triggers.empty()) return;
+    chat::CallGrammarOptions o;
+    o.parallel = r.parallel_tool_calls;
+    try {
+        sampling.grammar = std::make_shared<const grammar::Grammar>(
+            grammar::Grammar::parse(chat::tool_call_grammar(family, r.tools, o)));
+        sampling.grammar_triggers = std::move(triggers);
+    } catch (const std::invalid_argument& e) {  // grammar::SchemaError, unusable tools
+        spdlog::debug("tool calls left unconstrained: {}", e.what());
+    } catch (const grammar::Error& e) {
+        spdlog::debug("tool calls left unconstrained: {}", e.message());
+    }
+}
+
 }  // namespace
 
 void Api::completions(const HttpRequest& request, const std::shared_ptr<ResponseChannel>& channel,
@@ -365,6 +389,7 @@ void Api::chat_completions(const HttpRequest& request,
         engine_request.sampling.grammar =
             tool_call_grammar(r, model.chat_family(), plan.chat_output->starts_in_reasoning);
     }
+    constrain_opened_calls(r, model.chat_family(), engine_request.sampling);
     add_choices(plan, 0, engine_request, {}, r.n);
     start_generation(std::move(plan), model, channel, "messages", options_.retry_after_s);
 }

@@ -247,6 +247,33 @@ TEST_P(CallGrammar, StringLengthBounds) {
     EXPECT_FALSE(accepts(g, reply(f, {{"get_weather", {{"location", "X"}}}})));
 }
 
+// tool_choice "auto": the grammar starts at a trigger, so every call the grammar admits opens
+// with one, and the parser finds the call after the text the model wrote before it.
+TEST_P(CallGrammar, LazyTriggersOpenTheGrammarsText) {
+    const Family f = GetParam();
+    const std::vector<std::string> triggers = lazy_call_triggers(f);
+    if (f == Family::llama3 || f == Family::generic) {
+        EXPECT_TRUE(triggers.empty());
+        return;
+    }
+    ASSERT_FALSE(triggers.empty());
+    for (bool parallel : {false, true}) {
+        CallGrammarOptions o;
+        o.parallel = parallel;
+        const std::string g = tool_call_grammar(f, kTools, o);
+        const std::string text = reply(f, {kWeatherCall});
+        EXPECT_TRUE(accepts(g, text)) << text;
+        EXPECT_TRUE(std::any_of(triggers.begin(), triggers.end(), [&](const std::string& t) {
+            return text.starts_with(t);
+        })) << text;
+        ParserOptions po = test::options_for(f);
+        po.tools = kTools;
+        const Message m = parse("Let me check that. " + text, po);
+        ASSERT_EQ(m.tool_calls.size(), 1u) << text;
+        EXPECT_EQ(m.tool_calls[0].name, "get_weather");
+    }
+}
+
 TEST_P(CallGrammar, NamedFunctionOnly) {
     const Family f = GetParam();
     CallGrammarOptions named;

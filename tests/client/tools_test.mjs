@@ -80,6 +80,36 @@ for (const stream of [false, true]) {
   assert.ok(answer.message.content.length > 0, "the answer has content");
 }
 
+// tool_choice "auto": the model decides; once it opens a call the call grammar holds the rest.
+// A logit bias makes the random model write <tool_call> first: the call that follows is valid
+// because of the grammar, as the same bias without tools (tool_choice "none") shows.
+const root = baseURL.replace(/\/v1$/, "");
+const { tokens: opener } = await fetch(root + "/tokenize", {
+  method: "POST", headers: { "content-type": "application/json" },
+  body: JSON.stringify({ model: toolModel, content: "<tool_call>", parse_special: true }),
+}).then((r) => r.json());
+assert.equal(opener.length, 1, "<tool_call> is one token of this vocabulary");
+const autoRequest = {
+  model: toolModel, messages: [{ role: "user", content: "Weather in Rome for three days?" }], tools,
+  tool_choice: "auto", parallel_tool_calls: false, max_tokens: 200, seed: 5,
+  logit_bias: { [opener[0]]: 100 }, chat_template_kwargs: { enable_thinking: false },
+};
+const autoCalls = {};
+for (const stream of [false, true]) {
+  const { message, finish } = stream ? await collect(autoRequest)
+    : await client.chat.completions.create(autoRequest).then((r) => ({ message: r.choices[0].message, finish: r.choices[0].finish_reason }));
+  assert.equal(finish, "tool_calls", JSON.stringify(message));
+  assert.equal(message.tool_calls.length, 1, JSON.stringify(message));
+  assert.ok(!message.content, JSON.stringify(message.content));
+  const args = JSON.parse(message.tool_calls[0].function.arguments);
+  assert.ok(validate(args), `${JSON.stringify(validate.errors)}: ${message.tool_calls[0].function.arguments}`);
+  autoCalls[stream] = message.tool_calls[0].function;
+}
+assert.deepEqual(autoCalls[true], autoCalls[false]);
+const unconstrained = await client.chat.completions.create({ ...autoRequest, tool_choice: "none", max_tokens: 40 });
+assert.ok(unconstrained.choices[0].message.content.startsWith("<tool_call>"), unconstrained.choices[0].message.content);
+assert.equal(unconstrained.choices[0].message.tool_calls, undefined);
+
 // A named function: only that tool is called.
 const named = await client.chat.completions.create({
   model: toolModel, messages: [{ role: "user", content: "Time in Oslo?" }], tools,
