@@ -46,6 +46,9 @@ struct Config {
     // template: model name -> parser name, "" for every model. Checked by the daemon, which knows
     // the names.
     std::map<std::string, std::string> tool_parsers;
+    // Reasoning tokens before a thinking model's block is closed for it, when a request does not
+    // say (reasoning_budget_tokens); -1: no budget.
+    int reasoning_budget = -1;
     std::vector<std::string> api_keys;  // none = no authentication; never logged
     bool metrics_public = false;        // serve /metrics without a key
     int io_threads = 2;                 // HTTP threads, apart from the inference threads

@@ -335,6 +335,25 @@ void constrain_opened_calls(const ChatRequest& r, chat::Family family,
     }
 }
 
+// A reasoning budget (the request's, else the server's): once spent, the family's closing markup
+// is written for the model and its answer follows. Only for a block the prompt opened or the
+// reply opens with the family's opener (harmony's analysis channel, opened by a header, has no
+// budget).
+void apply_reasoning_budget(const ChatRequest& r, int server_default, chat::Family family,
+                            bool starts_in_reasoning, const ModelBackend& model,
+                            sampling::SamplingParams& sampling) {
+    const int32_t tokens = r.reasoning_budget.value_or(server_default);
+    const chat::FamilySpec& f = chat::spec(family);
+    if (tokens < 0 || f.think_close.empty() || (!starts_in_reasoning && f.think_open.empty())) {
+        return;
+    }
+    const std::string_view close =
+        f.format.reasoning_close.empty() ? f.think_close : f.format.reasoning_close;
+    sampling.reasoning_budget = {tokens, model.tokenize(std::string(close), false, true),
+                                 std::string(f.think_open), std::string(f.think_close),
+                                 starts_in_reasoning};
+}
+
 }  // namespace
 
 void Api::completions(const HttpRequest& request, const std::shared_ptr<ResponseChannel>& channel,
@@ -390,6 +409,8 @@ void Api::chat_completions(const HttpRequest& request,
             tool_call_grammar(r, model.chat_family(), plan.chat_output->starts_in_reasoning);
     }
     constrain_opened_calls(r, model.chat_family(), engine_request.sampling);
+    apply_reasoning_budget(r, options_.reasoning_budget, model.chat_family(),
+                           plan.chat_output->starts_in_reasoning, model, engine_request.sampling);
     add_choices(plan, 0, engine_request, {}, r.n);
     start_generation(std::move(plan), model, channel, "messages", options_.retry_after_s);
 }

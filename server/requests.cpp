@@ -655,6 +655,24 @@ void parse_tool_choice(const json& body, ChatRequest& r) {
 
 }  // namespace
 
+namespace {
+
+// The reasoning budget under either name clients send it; both at once must agree.
+void parse_reasoning_budget(const json& body, ChatRequest& r) {
+    constexpr int32_t kMax = std::numeric_limits<int32_t>::max();
+    for (const char* name : {"reasoning_budget_tokens", "thinking_token_budget"}) {
+        if (!field(body, name)) continue;
+        const auto budget = static_cast<int32_t>(get_int(body, name, -1, -1, kMax));
+        if (r.reasoning_budget && *r.reasoning_budget != budget) {
+            throw ApiError::bad_request(
+                "'reasoning_budget_tokens' and 'thinking_token_budget' disagree", name);
+        }
+        r.reasoning_budget = budget;
+    }
+}
+
+}  // namespace
+
 ChatRequest parse_chat_request(const json& body, const ApiLimits& limits) {
     ChatRequest r;
     r.messages = parse_messages(body, limits);
@@ -707,6 +725,7 @@ ChatRequest parse_chat_request(const json& body, const ApiLimits& limits) {
         if (!r.extra_context.contains("reasoning_effort"))
             r.extra_context["reasoning_effort"] = *effort;
     }
+    parse_reasoning_budget(body, r);
     if (r.forces_tool_call() && r.sampling.grammar) {
         throw ApiError::bad_request(
             "'tool_choice' that forces a call cannot be combined with 'response_format', "

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -56,6 +57,9 @@ struct ChatRequest : GenerationOptions {
     std::string tool_choice_function;  // ToolChoice::function: the named tool
     bool parallel_tool_calls = true;
     chat::ReasoningFormat reasoning_format = chat::ReasoningFormat::parsed;
+    // reasoning_budget_tokens (llama-server's name; vLLM's thinking_token_budget too): tokens of
+    // reasoning before the block is closed for the model; -1 none; unset: the server's default.
+    std::optional<int32_t> reasoning_budget;
     // Whether the request forces a call (tool_choice required or named, with tools).
     bool forces_tool_call() const {
         return !tools.is_null() && !tools.empty() &&

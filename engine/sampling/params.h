@@ -52,6 +52,21 @@ struct SamplingParams {
     // the grammar within the same token) does not count, and the search goes on after it. Empty:
     // the grammar holds from the first token.
     std::vector<std::string> grammar_triggers;
+
+    // A budget for a thinking model's reasoning block: once `tokens` tokens were generated inside
+    // the block without it closing, the block's closing markup (`close`, as tokens) is written
+    // next, one token per step whatever the logits (a character being written is finished
+    // first), and sampling goes on after it. The block is open from the start when the prompt
+    // opened it, else when the output begins (after blanks) with `open_text`; it closes on its
+    // own when `close_text` appears. Needs the vocabulary's token bytes, as a grammar does.
+    struct ReasoningBudget {
+        int32_t tokens = -1;  // -1: no budget
+        std::vector<int32_t> close;
+        std::string open_text;
+        std::string close_text;
+        bool starts_open = false;
+    };
+    ReasoningBudget reasoning_budget;
 };
 
 struct StopParams {

@@ -112,6 +112,8 @@ class Sampler {
     bool grammar_complete() const { return !grammar_active_ || grammar_->complete(); }
     // Whether the grammar constrains the next token (always, unless it is lazy and waiting).
     bool grammar_active() const { return grammar_active_; }
+    // Whether the next token is the reasoning budget's (the block's closing markup, forced).
+    bool forcing_reasoning_end() const { return budget_ == Budget::forcing; }
 
     // Diagnostics (and tests) of what sample() does, without consuming randomness:
     // the logits after logit bias and penalties (non-finite values sanitized as above) ...
@@ -181,6 +183,13 @@ class Sampler {
     std::vector<float> masked_;                     // the logits with the grammar's mask
     // A lazy grammar (grammar_triggers) waits for a trigger in the generated text.
     void watch_triggers(int32_t token);
+    // The reasoning budget: waiting for the block to open, counting, forcing its closer.
+    enum class Budget : unsigned char { done, watching, counting, forcing };
+    void follow_budget(int32_t token);
+    Budget budget_ = Budget::done;
+    int32_t budget_used_ = 0;
+    size_t budget_forced_ = 0;  // closing tokens written
+    std::string budget_text_;   // the block's recent text
     std::shared_ptr<const grammar::TokenVocabulary> vocabulary_;
     bool grammar_active_ = false;
     std::string trigger_tail_;

@@ -143,12 +143,14 @@ bool Scheduler::start(Slot& slot, Pending pending) {
     a.request = std::move(pending.request);
     a.submitted = pending.submitted;
     try {
-        if (a.request.sampling.grammar && !grammar_vocab_) {
+        // A grammar, and a reasoning budget watching the text, read the tokens' bytes.
+        const bool token_bytes =
+            a.request.sampling.grammar || a.request.sampling.reasoning_budget.tokens >= 0;
+        if (token_bytes && !grammar_vocab_) {
             grammar_vocab_ = grammar::TokenVocabulary::from_tokenizer(*tokenizer_);
         }
         a.sampler = std::make_unique<sampling::Sampler>(
-            a.request.sampling, context_.n_vocab(),
-            a.request.sampling.grammar ? grammar_vocab_ : nullptr);
+            a.request.sampling, context_.n_vocab(), token_bytes ? grammar_vocab_ : nullptr);
         const tokenizer::Tokenizer& t = *tokenizer_;
         a.stop = std::make_unique<sampling::StopChecker>(a.request.stop,
                                                          [&t](int32_t id) { return t.is_eog(id); });

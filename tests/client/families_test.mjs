@@ -62,6 +62,14 @@ async function once(request) {
 const models = await fetch(baseURL.replace(/\/v1$/, "") + "/models").then((r) => r.json());
 const parsers = Object.fromEntries(models.data.map((m) => [m.id, m.tool_parser]));
 
+// Variables a template reads beyond the chat context: FireFunction's tool list as text and date,
+// which its clients pass through chat_template_kwargs.
+function kwargsFor(family, thinking) {
+  const kwargs = { enable_thinking: thinking };
+  if (family === "firefunction") Object.assign(kwargs, { functions: JSON.stringify(tools), datetime: "2026-11-25" });
+  return kwargs;
+}
+
 for (const pair of pairs) {
   const [model, family] = pair.split("=");
   assert.equal(parsers[model], family, `${model}: the family detected from its template`);
@@ -71,7 +79,10 @@ for (const pair of pairs) {
     const messages = [{ role: "user", content: "What is the weather in Paris for the next two days?" }];
     const request = {
       model, messages, tools, tool_choice: "required", parallel_tool_calls: false,
-      max_tokens: 400, seed: 11, chat_template_kwargs: { enable_thinking: false },
+      max_tokens: 400, seed: 11, chat_template_kwargs: kwargsFor(family, false),
+      // Templates that open reasoning whatever the kwargs (DeepSeek-R1's) leave a random model
+      // reasoning until max_tokens: the budget closes the block and the call follows.
+      reasoning_budget_tokens: 12,
     };
     const { message, finish, fragments } = stream ? await collect(request) : await once(request);
     assert.equal(finish, "tool_calls", `${what}: ${JSON.stringify(message)}`);
@@ -92,7 +103,7 @@ for (const pair of pairs) {
     messages.push({ role: "tool", tool_call_id: call.id, content: JSON.stringify({ sky: "clear" }) });
     const answerRequest = {
       model, messages, tools, tool_choice: "none", max_tokens: 8, seed: 7,
-      chat_template_kwargs: { enable_thinking: false },
+      chat_template_kwargs: kwargsFor(family, false),
     };
     const answer = stream ? await collect(answerRequest) : await once(answerRequest);
     assert.ok(["stop", "length"].includes(answer.finish), `${what}: ${answer.finish}`);

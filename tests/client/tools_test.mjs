@@ -140,6 +140,38 @@ const kept = await client.chat.completions.create({ ...thinkRequest, reasoning_f
 assert.equal(kept.choices[0].message.content, "Two and two make four.</think>\n\nFour.");
 assert.equal(kept.choices[0].message.reasoning_content, undefined);
 
+// A reasoning budget: after that many tokens of reasoning the closer is written for the model and
+// its answer follows (the random model alone would reason until max_tokens).
+for (const stream of [false, true]) {
+  const request = {
+    model: thinkingModel, messages: [{ role: "user", content: "2+2?" }], max_tokens: 40, seed: 3,
+    reasoning_budget_tokens: 6,
+  };
+  const { message } = stream ? await collect(request)
+    : await client.chat.completions.create(request).then((r) => ({ message: r.choices[0].message }));
+  assert.ok(message.reasoning_content.length > 0, JSON.stringify(message));
+  assert.ok(message.content.length > 0, JSON.stringify(message));
+  assert.ok(!message.content.includes("</think>"), JSON.stringify(message));
+}
+const unbudgeted = await client.chat.completions.create({
+  model: thinkingModel, messages: [{ role: "user", content: "2+2?" }], max_tokens: 40, seed: 3,
+});
+assert.equal(unbudgeted.choices[0].finish_reason, "length");
+assert.equal(unbudgeted.choices[0].message.content, "", "without a budget the random model reasons to the end");
+const noThinking = await client.chat.completions.create({
+  model: thinkingModel, messages: [{ role: "user", content: "2+2?" }], max_tokens: 10, seed: 3,
+  thinking_token_budget: 0,
+});
+assert.equal(noThinking.choices[0].message.reasoning_content, undefined, JSON.stringify(noThinking.choices[0].message));
+assert.ok(noThinking.choices[0].message.content.length > 0);
+await assert.rejects(
+  client.chat.completions.create({
+    model: thinkingModel, messages: [{ role: "user", content: "x" }],
+    reasoning_budget_tokens: 3, thinking_token_budget: 4,
+  }),
+  (e) => e.status === 400 && e.param === "thinking_token_budget",
+);
+
 const models = await fetch(baseURL.replace(/\/v1$/, "") + "/models").then((r) => r.json());
 const parsers = Object.fromEntries(models.data.map((m) => [m.id, m.tool_parser]));
 assert.equal(parsers[toolModel], "hermes");

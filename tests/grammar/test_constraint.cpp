@@ -755,6 +755,81 @@ TEST(GrammarSampling, GrammarTriggersNeedAGrammarAndText) {
     EXPECT_THROW(ggufd::sampling::validate(p), ggufd::sampling::InvalidParam);
 }
 
+// --- the reasoning budget ---------------------------------------------------------------------
+
+std::shared_ptr<const TokenVocabulary> thinking_vocab() {
+    return std::make_shared<const TokenVocabulary>(
+        std::vector<std::string>{"<think>", "a", "b", "</think>", "\xC3", "\xA9", "", "x", " "},
+        std::vector<int32_t>{6});
+}
+
+SamplingParams budget_of(int32_t tokens, bool starts_open, std::vector<int32_t> close = {3}) {
+    SamplingParams p;
+    p.seed = 1;
+    p.reasoning_budget = {tokens, std::move(close), "<think>", "</think>", starts_open};
+    return p;
+}
+
+// Logits that make token `id` the likely one.
+std::vector<float> favour(int32_t id) {
+    std::vector<float> l(9, 0.0f);
+    l[static_cast<size_t>(id)] = 30.0f;
+    return l;
+}
+
+TEST(ReasoningBudget, ClosesTheBlockOnceSpent) {
+    Sampler s(budget_of(2, false), 9, thinking_vocab());
+    s.accept(8);  // a blank, then the opener: the block opens
+    s.accept(0);
+    EXPECT_EQ(s.sample(favour(1)), 1);
+    s.accept(1);
+    EXPECT_FALSE(s.forcing_reasoning_end());
+    s.accept(1);
+    EXPECT_TRUE(s.forcing_reasoning_end());
+    EXPECT_EQ(s.sample(favour(1)), 3);  // whatever the logits say
+    s.accept(3);
+    EXPECT_FALSE(s.forcing_reasoning_end());
+    EXPECT_EQ(s.sample(favour(1)), 1);  // the answer is sampled again
+}
+
+TEST(ReasoningBudget, ABlockClosedInTimeOrNeverOpenedIsLeftAlone) {
+    Sampler closed(budget_of(3, false), 9, thinking_vocab());
+    for (int32_t t : {0, 1, 3, 1, 1, 1, 1}) {
+        EXPECT_EQ(closed.sample(favour(t)), t);
+        closed.accept(t);
+    }
+    Sampler plain(budget_of(1, false), 9, thinking_vocab());
+    for (int32_t t : {7, 0, 1, 1, 1}) {  // "x<think>...": not a reasoning block
+        EXPECT_EQ(plain.sample(favour(t)), t);
+        plain.accept(t);
+    }
+}
+
+TEST(ReasoningBudget, PromptOpenedBlocksAndMultiTokenClosers) {
+    Sampler none(budget_of(0, true, {7, 3}), 9, thinking_vocab());
+    EXPECT_EQ(none.sample(favour(1)), 7);
+    none.accept(7);
+    EXPECT_EQ(none.sample(favour(1)), 3);
+    none.accept(3);
+    EXPECT_EQ(none.sample(favour(1)), 1);
+    // A character being written is finished before the closer.
+    Sampler utf8(budget_of(1, true), 9, thinking_vocab());
+    utf8.accept(4);
+    EXPECT_FALSE(utf8.forcing_reasoning_end());
+    utf8.accept(5);
+    EXPECT_TRUE(utf8.forcing_reasoning_end());
+}
+
+TEST(ReasoningBudget, NeedsItsCloserAndTheVocabulary) {
+    EXPECT_THROW(ggufd::sampling::validate(budget_of(2, false, {})),
+                 ggufd::sampling::InvalidParam);
+    EXPECT_THROW(ggufd::sampling::validate(budget_of(-2, false)), ggufd::sampling::InvalidParam);
+    EXPECT_THROW(Sampler(budget_of(2, false, {42}), 9, thinking_vocab()),
+                 ggufd::sampling::InvalidParam);
+    EXPECT_THROW(Sampler(budget_of(2, false), 9), ggufd::sampling::InvalidParam);
+    EXPECT_NO_THROW(Sampler(budget_of(-1, false), 9));
+}
+
 TEST(GrammarSampling, AGrammarNeedsTheVocabulary) {
     SamplingParams p;
     p.grammar = compile(R"(root ::= "a")");
