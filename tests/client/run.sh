@@ -47,6 +47,13 @@ families=(
 )
 family_flags=()
 family_pairs=()
+# The conformance folder holds no gpt-oss or Command R7B template: their output formats are read
+# through --tool-parser, the prompt rendered by the Hermes-style template.
+for family in harmony command-r7b; do
+  family_flags+=(--model "$family=$work/agent.gguf" --chat-template-file "$family=$here/hermes_tools.jinja"
+    --tool-parser "$family=$family")
+  family_pairs+=("$family=$family")
+done
 for ((i = 0; i < ${#families[@]}; i += 3)); do
   name=${families[i]}
   family_flags+=(--model "$name=$work/agent.gguf"
