@@ -299,15 +299,8 @@ std::shared_ptr<const grammar::Grammar> tool_call_grammar(const ChatRequest& r, 
     try {
         return std::make_shared<const grammar::Grammar>(
             grammar::Grammar::parse(chat::tool_call_grammar(family, r.tools, o)));
-    } catch (const grammar::SchemaError& e) {
-        throw ApiError::bad_request(
-            fmt::format("'tools' cannot be used to force a call: {}", e.what()), "tools");
-    } catch (const grammar::Error& e) {
-        throw ApiError::bad_request(
-            fmt::format("the tools give a call grammar too large to use: {}", e.message()),
-            "tools");
-    } catch (const std::invalid_argument& e) {
-        throw ApiError::bad_request(fmt::format("the tools cannot be used: {}", e.what()), "tools");
+    } catch (...) {
+        throw_grammar_error("'tools'", "tools");
     }
 }
 

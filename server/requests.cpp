@@ -232,8 +232,8 @@ std::string schema_gbnf(const json& schema, const std::string& where, const char
     }
     try {
         return grammar::json_schema_to_gbnf(schema);
-    } catch (const grammar::SchemaError& e) {
-        throw ApiError::bad_request(fmt::format("'{}' cannot be used: {}", where, e.what()), param);
+    } catch (...) {
+        throw_grammar_error(fmt::format("'{}'", where), param);
     }
 }
 
@@ -308,14 +308,9 @@ std::shared_ptr<const grammar::Grammar> parse_output_grammar(const json& body) {
     if (!gbnf) return nullptr;
     try {
         return std::make_shared<const grammar::Grammar>(grammar::Grammar::parse(*gbnf));
-    } catch (const grammar::Error& e) {
+    } catch (...) {
         // A converted schema parses unless it outgrows the grammar limits.
-        const bool written_by_us = std::string_view(from) != "grammar";
-        throw ApiError::bad_request(
-            written_by_us
-                ? fmt::format("'{}' gives a grammar too large to use: {}", from, e.message())
-                : fmt::format("'grammar' is not valid GBNF: {}", e.what()),
-            from);
+        throw_grammar_error(fmt::format("'{}'", from), from, std::string_view(from) == "grammar");
     }
 }
 
@@ -654,6 +649,21 @@ void parse_tool_choice(const json& body, ChatRequest& r) {
 }
 
 }  // namespace
+
+void throw_grammar_error(std::string_view what, const char* param, bool client_gbnf) {
+    try {
+        throw;
+    } catch (const grammar::SchemaError& e) {
+        throw ApiError::bad_request(fmt::format("{} cannot be used: {}", what, e.what()), param);
+    } catch (const grammar::Error& e) {
+        throw ApiError::bad_request(
+            client_gbnf ? fmt::format("{} is not valid GBNF: {}", what, e.what())
+                        : fmt::format("{} gives a grammar too large to use: {}", what, e.message()),
+            param);
+    } catch (const std::invalid_argument& e) {
+        throw ApiError::bad_request(fmt::format("{} cannot be used: {}", what, e.what()), param);
+    }
+}
 
 namespace {
 

@@ -106,6 +106,14 @@ CompletionRequest parse_completion_request(const RequestJson& body, const ApiLim
 // extra_context unless chat_template_kwargs sets them.
 ChatRequest parse_chat_request(const RequestJson& body, const ApiLimits& limits);
 
+// The one mapping of what building an output grammar throws to a 400 naming `param`; call it in
+// a catch block (it rethrows anything else unchanged). `what` says where the grammar came from
+// ("'json_schema'", "'tools'"): a schema the converter refuses is named by its JSON pointer, a
+// grammar past the engine's limits is too large, GBNF the client wrote (`client_gbnf`) is invalid
+// at its line and column, and any other std::invalid_argument says why.
+[[noreturn]] void throw_grammar_error(std::string_view what, const char* param,
+                                      bool client_gbnf = false);
+
 // POST /tokenize: {"content", "add_special" = false, "parse_special" = true, "with_pieces"}.
 TokenizeRequest parse_tokenize_request(const RequestJson& body);
 

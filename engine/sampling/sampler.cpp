@@ -271,7 +271,8 @@ void validate(const SamplingParams& p) {
     const SamplingParams::ReasoningBudget& b = p.reasoning_budget;
     if (b.tokens < -1) invalid("reasoning_budget_tokens", ">= -1 (-1: no budget)", b.tokens);
     if (b.tokens >= 0 && (b.close.empty() || b.close_text.empty()))
-        throw InvalidParam("reasoning_budget_tokens", "a reasoning budget needs the closing markup");
+        throw InvalidParam("reasoning_budget_tokens",
+                           "a reasoning budget needs the closing markup");
 }
 
 void validate(const SamplingParams& p, int32_t n_vocab) {
@@ -353,7 +354,7 @@ Sampler::Sampler(const SamplingParams& params, int32_t n_vocab,
     }
     if (budget) {
         vocabulary_ = vocabulary;
-        budget_ = params_.reasoning_budget.starts_open ? Budget::counting
+        budget_ = params_.reasoning_budget.starts_open         ? Budget::counting
                   : params_.reasoning_budget.open_text.empty() ? Budget::done
                                                                : Budget::watching;
         if (budget_ == Budget::counting && params_.reasoning_budget.tokens == 0) {
@@ -416,8 +417,9 @@ void Sampler::follow_budget(int32_t token) {
         case Budget::watching: {
             budget_text_ += vocabulary_->bytes(token);
             const size_t first = budget_text_.find_first_not_of(" \t\r\n");
-            const std::string_view text =
-                first == std::string::npos ? std::string_view() : std::string_view(budget_text_).substr(first);
+            const std::string_view text = first == std::string::npos
+                                              ? std::string_view()
+                                              : std::string_view(budget_text_).substr(first);
             if (text.starts_with(b.open_text)) {
                 budget_text_ = std::string(text.substr(b.open_text.size()));
                 budget_ = b.tokens == 0 ? Budget::forcing : Budget::counting;

@@ -149,8 +149,8 @@ bool Scheduler::start(Slot& slot, Pending pending) {
         if (token_bytes && !grammar_vocab_) {
             grammar_vocab_ = grammar::TokenVocabulary::from_tokenizer(*tokenizer_);
         }
-        a.sampler = std::make_unique<sampling::Sampler>(
-            a.request.sampling, context_.n_vocab(), token_bytes ? grammar_vocab_ : nullptr);
+        a.sampler = std::make_unique<sampling::Sampler>(a.request.sampling, context_.n_vocab(),
+                                                        token_bytes ? grammar_vocab_ : nullptr);
         const tokenizer::Tokenizer& t = *tokenizer_;
         a.stop = std::make_unique<sampling::StopChecker>(a.request.stop,
                                                          [&t](int32_t id) { return t.is_eog(id); });

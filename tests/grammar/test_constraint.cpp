@@ -821,8 +821,7 @@ TEST(ReasoningBudget, PromptOpenedBlocksAndMultiTokenClosers) {
 }
 
 TEST(ReasoningBudget, NeedsItsCloserAndTheVocabulary) {
-    EXPECT_THROW(ggufd::sampling::validate(budget_of(2, false, {})),
-                 ggufd::sampling::InvalidParam);
+    EXPECT_THROW(ggufd::sampling::validate(budget_of(2, false, {})), ggufd::sampling::InvalidParam);
     EXPECT_THROW(ggufd::sampling::validate(budget_of(-2, false)), ggufd::sampling::InvalidParam);
     EXPECT_THROW(Sampler(budget_of(2, false, {42}), 9, thinking_vocab()),
                  ggufd::sampling::InvalidParam);
