@@ -579,6 +579,10 @@ RegionResult function_tag(Cursor& c) {
 // A JSON array of call objects (or a single one), then the trigger's closer if it has one.
 RegionResult json_list(Cursor& c, std::string_view closer) {
     c.skip_blanks();
+    if (closer.starts_with("```")) {
+        CHAT_TRY(c.accept("```json"));
+        c.skip_blanks();
+    }
     if (c.pos == c.text.size()) return {c.out_of_text()};
     if (c.text[c.pos] == '[') {
         ++c.pos;

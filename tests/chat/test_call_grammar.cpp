@@ -139,6 +139,11 @@ std::string reply(Family family, const std::vector<CallText>& calls) {
             case Family::apriel:
                 out += (i ? ", " : "<tool_calls>[") + obj;
                 break;
+            case Family::command_r_plus:
+                out += (i ? ",\n    " : "Action:\n```json\n[\n    ") +
+                       ("{\n        \"tool_name\": \"" + name +
+                        "\",\n        \"parameters\": " + args + "\n    }");
+                break;
         }
     }
     switch (family) {
@@ -159,6 +164,8 @@ std::string reply(Family family, const std::vector<CallText>& calls) {
             return out + "<|tool_calls_section_end|>";
         case Family::apriel:
             return out + "]</tool_calls>";
+        case Family::command_r_plus:
+            return out + "\n]```";
         default:
             return out;
     }

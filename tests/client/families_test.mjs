@@ -13,7 +13,11 @@ const client = new OpenAI({ baseURL, apiKey: "test-key", maxRetries: 0, timeout:
 
 const parameters = {
   type: "object",
-  properties: { city: { type: "string", minLength: 1, maxLength: 12 }, days: { type: "integer", minimum: 1, maximum: 7 } },
+  // Descriptions: Command R+'s template writes each parameter's.
+  properties: {
+    city: { type: "string", description: "City name", minLength: 1, maxLength: 12 },
+    days: { type: "integer", description: "Days ahead", minimum: 1, maximum: 7 },
+  },
   required: ["city", "days"],
   additionalProperties: false,
 };

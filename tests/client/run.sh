@@ -43,6 +43,7 @@ families=(
   kimi moonshotai-Kimi-K2 kimi-k2
   glm GLM-4.7-Flash glm
   apriel unsloth-Apriel-1.5 apriel
+  commandrplus CohereForAI-c4ai-command-r-plus-tool_use command-r-plus
   lfm2 LFM2-8B-A1B generic
 )
 family_flags=()
