@@ -5,58 +5,15 @@
 // arguments in fragments) accumulates to exactly the non-streamed one.
 // Usage: node families_test.mjs BASE_URL MODEL=FAMILY...
 import OpenAI from "openai";
-import Ajv from "ajv";
 import assert from "node:assert/strict";
+import { collect, tools, validate } from "./tool_support.mjs";
 
 const [baseURL, ...pairs] = process.argv.slice(2);
 const client = new OpenAI({ baseURL, apiKey: "test-key", maxRetries: 0, timeout: 120_000 });
 
-const parameters = {
-  type: "object",
-  // Descriptions: Command R+'s template writes each parameter's.
-  properties: {
-    city: { type: "string", description: "City name", minLength: 1, maxLength: 12 },
-    days: { type: "integer", description: "Days ahead", minimum: 1, maximum: 7 },
-  },
-  required: ["city", "days"],
-  additionalProperties: false,
-};
-const validate = new Ajv({ strict: true }).compile(parameters);
-const tools = [
-  { type: "function", function: { name: "get_weather", description: "The weather in a city.", parameters } },
-  { type: "function", function: { name: "get_time", description: "The time in a city.", parameters } },
-];
 // Formats whose calls are written as XML parameters, or as a reply that is only JSON: a call
 // arrives whole once complete. The others stream their arguments.
 const whole = new Set(["qwen3-coder", "glm", "deepseek-v3.2", "generic", "llama3"]);
-
-async function collect(request) {
-  const message = { role: "assistant", content: "", reasoning_content: "", tool_calls: [] };
-  const fragments = [];
-  let finish = null;
-  for await (const chunk of await client.chat.completions.create({ ...request, stream: true })) {
-    for (const choice of chunk.choices) {
-      const d = choice.delta ?? {};
-      message.content += d.content ?? "";
-      message.reasoning_content += d.reasoning_content ?? "";
-      for (const call of d.tool_calls ?? []) {
-        const slot = message.tool_calls[call.index];
-        if (slot === undefined) {
-          assert.equal(call.index, message.tool_calls.length, "calls arrive in order");
-          assert.ok(call.id && call.function?.name, "a call's first delta has its id and name");
-          message.tool_calls.push({ id: call.id, type: "function", function: { name: call.function.name, arguments: call.function.arguments ?? "" } });
-          fragments[call.index] = 1;
-        } else {
-          assert.equal(call.id, undefined, "only the first delta has the id");
-          slot.function.arguments += call.function?.arguments ?? "";
-          fragments[call.index] += 1;
-        }
-      }
-      if (choice.finish_reason) finish = choice.finish_reason;
-    }
-  }
-  return { message, finish, fragments };
-}
 
 async function once(request) {
   const reply = await client.chat.completions.create(request);
@@ -88,7 +45,7 @@ for (const pair of pairs) {
       // reasoning until max_tokens: the budget closes the block and the call follows.
       reasoning_budget_tokens: 12,
     };
-    const { message, finish, fragments } = stream ? await collect(request) : await once(request);
+    const { message, finish, fragments } = stream ? await collect(client, request) : await once(request);
     assert.equal(finish, "tool_calls", `${what}: ${JSON.stringify(message)}`);
     assert.equal(message.tool_calls.length, 1, `${what}: ${JSON.stringify(message)}`);
     assert.ok(!message.content, `${what}: a forced call has no content: ${JSON.stringify(message.content)}`);
@@ -109,7 +66,7 @@ for (const pair of pairs) {
       model, messages, tools, tool_choice: "none", max_tokens: 8, seed: 7,
       chat_template_kwargs: kwargsFor(family, false),
     };
-    const answer = stream ? await collect(answerRequest) : await once(answerRequest);
+    const answer = stream ? await collect(client, answerRequest) : await once(answerRequest);
     assert.ok(["stop", "length"].includes(answer.finish), `${what}: ${answer.finish}`);
     assert.equal(typeof answer.message.content, "string", what);
     // Templates that always open a reasoning block (QwQ, DeepSeek-R1) spend 8 tokens thinking.

@@ -3,44 +3,12 @@
 // thinking template's reasoning returned apart from the answer. Streamed and not.
 // Usage: node tools_test.mjs BASE_URL TOOL_MODEL THINKING_MODEL
 import OpenAI from "openai";
-import Ajv from "ajv";
 import assert from "node:assert/strict";
+import { collect as collectWith, tools, validate } from "./tool_support.mjs";
 
 const [baseURL, toolModel, thinkingModel] = process.argv.slice(2);
 const client = new OpenAI({ baseURL, apiKey: "test-key", maxRetries: 0, timeout: 60_000 });
-
-const parameters = {
-  type: "object",
-  properties: { city: { type: "string", minLength: 1, maxLength: 12 }, days: { type: "integer", minimum: 1, maximum: 7 } },
-  required: ["city", "days"],
-  additionalProperties: false,
-};
-const validate = new Ajv({ strict: true }).compile(parameters);
-const tools = [
-  { type: "function", function: { name: "get_weather", description: "The weather in a city.", parameters } },
-  { type: "function", function: { name: "get_time", description: "The time in a city.", parameters } },
-];
-
-// A streamed reply accumulated as clients do (tool calls by index, arguments concatenated).
-async function collect(request) {
-  const message = { role: "assistant", content: "", reasoning_content: "", tool_calls: [] };
-  let finish = null;
-  for await (const chunk of await client.chat.completions.create({ ...request, stream: true })) {
-    for (const choice of chunk.choices) {
-      const d = choice.delta ?? {};
-      message.content += d.content ?? "";
-      message.reasoning_content += d.reasoning_content ?? "";
-      for (const call of d.tool_calls ?? []) {
-        const slot = (message.tool_calls[call.index] ??= { id: "", type: "function", function: { name: "", arguments: "" } });
-        if (call.id) slot.id = call.id;
-        if (call.function?.name) slot.function.name = call.function.name;
-        slot.function.arguments += call.function?.arguments ?? "";
-      }
-      if (choice.finish_reason) finish = choice.finish_reason;
-    }
-  }
-  return { message, finish };
-}
+const collect = (request) => collectWith(client, request);
 
 for (const stream of [false, true]) {
   const messages = [{ role: "user", content: "What is the weather in Paris for the next two days?" }];
