@@ -19,8 +19,7 @@ using json = nlohmann::ordered_json;
 // A call as a region's parse reads it.
 struct detail::ParsedCall {
     std::string name;
-    std::string arguments;  // of an open call, the compact text decided so far
-    bool open = false;      // streamed arguments still arriving, or broken off
+    std::string arguments;  // of a call still streaming, the compact text decided so far
 };
 
 namespace {
@@ -152,8 +151,7 @@ struct Cursor {
         detail::JsonScanner* scanner = scanners != nullptr ? &scanners->at(base + pos) : &local;
         const Scan s = scanner->feed(rest().substr(std::min(scanner->length(), rest().size())));
         const size_t length = s == Scan::more ? rest().size() : scanner->length();
-        calls->push_back({std::move(name), detail::compact_json_prefix(rest().substr(0, length)),
-                          s != Scan::ok});
+        calls->push_back({std::move(name), detail::compact_json_prefix(rest().substr(0, length))});
         if (s == Scan::more && !at_end) return s;
         pos += length;
         return s == Scan::ok ? s : Scan::bad;
