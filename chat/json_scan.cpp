@@ -213,15 +213,23 @@ Scan JsonScanner::feed(std::string_view s) {
     return Scan::more;
 }
 
-JsonScanner& JsonScanners::at(size_t offset) {
-    for (auto& [at, scanner] : scanners_) {
-        if (at == offset) return scanner;
+JsonScanners::Entry& JsonScanners::entry(size_t offset) {
+    for (Entry& e : entries_) {
+        if (e.offset == offset) return e;
     }
-    return scanners_.emplace_back(offset, JsonScanner()).second;
+    return entries_.emplace_back(Entry{offset, {}, {}});
+}
+
+JsonScanner& JsonScanners::at(size_t offset) {
+    return entry(offset).scanner;
+}
+
+JsonCompactor& JsonScanners::compactor_at(size_t offset) {
+    return entry(offset).compactor;
 }
 
 void JsonScanners::drop_before(size_t offset) {
-    std::erase_if(scanners_, [offset](const auto& entry) { return entry.first < offset; });
+    std::erase_if(entries_, [offset](const Entry& e) { return e.offset < offset; });
 }
 
 namespace {
@@ -282,10 +290,10 @@ bool number_char(char c) {
 
 }  // namespace
 
-std::string compact_json_prefix(std::string_view text) {
-    std::string out;
-    bool in_string = false;
-    size_t i = 0;
+const std::string& JsonCompactor::compact(std::string_view text) {
+    std::string& out = out_;
+    bool& in_string = in_string_;
+    size_t& i = read_;
     const size_t n = text.size();
     while (i < n) {
         const char c = text[i];
@@ -360,6 +368,11 @@ std::string compact_json_prefix(std::string_view text) {
         }
     }
     return out;
+}
+
+std::string compact_json_prefix(std::string_view text) {
+    JsonCompactor c;
+    return c.compact(text);
 }
 
 JsonExtent scan_json(std::string_view text, bool at_end) {

@@ -19,7 +19,9 @@ using json = nlohmann::ordered_json;
 // A call as a region's parse reads it.
 struct detail::ParsedCall {
     std::string name;
-    std::string arguments;  // of a call still streaming, the compact text decided so far
+    std::string arguments;                  // a call read whole
+    const std::string* streamed = nullptr;  // else its arguments so far (its compactor's text)
+    std::string_view args() const { return streamed != nullptr ? *streamed : arguments; }
 };
 
 namespace {
@@ -148,10 +150,18 @@ struct Cursor {
     // first byte that cannot belong to them.
     Scan streamed_arguments(std::string name) {
         detail::JsonScanner local;
+        detail::JsonCompactor local_compactor;
         detail::JsonScanner* scanner = scanners != nullptr ? &scanners->at(base + pos) : &local;
+        detail::JsonCompactor* compactor =
+            scanners != nullptr ? &scanners->compactor_at(base + pos) : &local_compactor;
         const Scan s = scanner->feed(rest().substr(std::min(scanner->length(), rest().size())));
         const size_t length = s == Scan::more ? rest().size() : scanner->length();
-        calls->push_back({std::move(name), detail::compact_json_prefix(rest().substr(0, length))});
+        const std::string& arguments = compactor->compact(rest().substr(0, length));
+        if (scanners != nullptr) {
+            calls->push_back({std::move(name), {}, &arguments});
+        } else {
+            calls->push_back({std::move(name), arguments});
+        }
         if (s == Scan::more && !at_end) return s;
         pos += length;
         return s == Scan::ok ? s : Scan::bad;
@@ -956,13 +966,15 @@ void StreamParser::emit_markup(std::string_view text, Delta& out) {
 // and arguments so far; an open call's further arguments.
 void StreamParser::send_calls(std::span<const Call> calls, Delta& out) {
     for (size_t i = region_calls_sent_ == 0 ? 0 : region_calls_sent_ - 1; i < calls.size(); ++i) {
-        const std::string& args = calls[i].arguments;
+        const std::string_view args = calls[i].args();
         if (i < region_calls_sent_) {
             if (args.size() > region_args_sent_) {
-                out.tool_calls.push_back({calls_sent_ - 1, "", "", args.substr(region_args_sent_)});
+                out.tool_calls.push_back(
+                    {calls_sent_ - 1, "", "", std::string(args.substr(region_args_sent_))});
             }
         } else {
-            out.tool_calls.push_back({calls_sent_++, options_.make_id(), calls[i].name, args});
+            out.tool_calls.push_back(
+                {calls_sent_++, options_.make_id(), calls[i].name, std::string(args)});
             ++region_calls_sent_;
             started_ = true;
             think_possible_ = false;
