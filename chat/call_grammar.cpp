@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <stdexcept>
 #include <vector>
 
@@ -233,6 +234,23 @@ class Builder {
     }
 
     // One parameter in the family's format; `key` and `value` are GBNF.
+    // A raw string value with the schema's minLength / maxLength: its characters are counted, so
+    // it holds none of the first character of the markup that ends it. Empty without bounds.
+    std::string bounded_raw_text(const json& prop) const {
+        const auto bound = [&](const char* key) -> std::optional<uint64_t> {
+            const auto it = prop.find(key);
+            if (it == prop.end() || !it->is_number_unsigned()) return std::nullopt;
+            return it->get<uint64_t>();
+        };
+        const std::optional<uint64_t> lo = bound("minLength"), hi = bound("maxLength");
+        if (!lo && !hi) return "";
+        const std::string_view after =
+            trim_blanks(format_.param.substr(format_.param.find("{value}") + 7));
+        const std::vector<uint32_t> stop = tokenizer::unicode::decode_lenient(after.substr(0, 1));
+        return char_class(stop, true) + "{" + std::to_string(lo.value_or(0)) + "," +
+               (hi ? std::to_string(*hi) : "") + "}";
+    }
+
     std::string parameter(const std::string& key, const std::string& value, bool is_string) {
         return expand(format_.param, [&](std::string_view placeholder) -> std::string {
             if (placeholder == "key") return key;
@@ -292,7 +310,8 @@ class Builder {
             } else if (is_string && prop.contains("const") && prop["const"].is_string()) {
                 value = grammar::gbnf_literal(prop["const"].get<std::string>());
             } else if (is_string) {
-                value = raw_text();
+                value = bounded_raw_text(prop);
+                if (value.empty()) value = raw_text();
             } else {
                 rules_ += json_rules;
                 value = prefix + "root";
@@ -345,6 +364,33 @@ std::string prefix_gbnf_rules(std::string_view g, std::string_view prefix) {
             out += c;
             ++i;
         }
+    }
+    return out;
+}
+
+std::vector<std::string> lazy_call_triggers(Family family) {
+    const FamilySpec& f = spec(family);
+    // The fixed text the grammar's sentences start with.
+    std::string_view start = f.format.open;
+    if (start.empty()) {
+        start = f.format.call;
+        for (size_t i = start.find('{'); i != std::string_view::npos; i = start.find('{', i + 1)) {
+            const size_t close = start.find('}', i);
+            if (close != std::string_view::npos &&
+                is_placeholder(start.substr(i + 1, close - i - 1))) {
+                start = start.substr(0, i);
+                break;
+            }
+        }
+    }
+    std::vector<std::string> out;
+    for (const Trigger& t : f.triggers) {
+        if (t.at_start) continue;
+        const size_t at = start.find(t.text);
+        if (at == std::string_view::npos || !trim_blanks(start.substr(0, at)).empty()) continue;
+        std::string trigger(
+            t.region == Region::harmony_header ? start : start.substr(0, at + t.text.size()));
+        if (std::find(out.begin(), out.end(), trigger) == out.end()) out.push_back(trigger);
     }
     return out;
 }

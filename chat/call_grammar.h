@@ -21,6 +21,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -47,6 +48,15 @@ struct CallGrammarOptions {
 // pointer from the request's root ("/tools/1/function/parameters/properties/x/format").
 std::string tool_call_grammar(Family family, const nlohmann::ordered_json& tools,
                               const CallGrammarOptions& options = {});
+
+// The texts that commit a reply to calls in the family's format, for tool_choice "auto": from
+// such a trigger on, the reply is held to tool_call_grammar (ReasoningPrefix::none), whose text
+// starts with it (sampling::SamplingParams::grammar_triggers). A trigger is the family's call
+// markup where the grammar's text begins with it (after blanks, which the trigger then includes);
+// harmony's, whose headers also open reasoning and answers, is the call's whole header up to the
+// function's name. Empty for the families whose calls are only ever the whole reply (Llama 3's
+// JSON, generic).
+std::vector<std::string> lazy_call_triggers(Family family);
 
 // `gbnf` with every rule name prefixed (definitions and references), so grammars can be joined.
 std::string prefix_gbnf_rules(std::string_view gbnf, std::string_view prefix);

@@ -48,6 +48,8 @@ constexpr Trigger kKimiTriggers[] = {
     {"<|tool_call_begin|>", Region::kimi_calls},
 };
 constexpr Trigger kAprielTriggers[] = {{"<tool_calls>", Region::json_list, false, "</tool_calls>"}};
+// Command R+'s tool-use template: "Action:", then the calls as a fenced JSON list.
+constexpr Trigger kCommandPlusTriggers[] = {{"Action:", Region::json_list, false, "```"}};
 
 constexpr std::string_view kHarmonyDropped[] = {"<|end|>", "<|return|>", "<|call|>"};
 constexpr std::string_view kGraniteDropped[] = {"<response>", "</response>"};
@@ -64,7 +66,7 @@ constexpr CallFormat kThinkingJsonList(std::string_view open, std::string_view c
             .reasoning_close = kThinkClose};
 }
 
-constexpr std::array<FamilySpec, 16> kFamilies = {{
+constexpr std::array<FamilySpec, 17> kFamilies = {{
     {Family::generic,
      "generic",
      kThinkOpen,
@@ -234,6 +236,17 @@ constexpr std::array<FamilySpec, 16> kFamilies = {{
       .close = "]</tool_calls>",
       .reasoning_open = "Here are my reasoning steps:\n",
       .reasoning_close = "\n[BEGIN FINAL RESPONSE]\n"}},
+    {Family::command_r_plus,
+     "command-r-plus",
+     {},
+     {},
+     {},
+     kCommandPlusTriggers,
+     kOpenAiIds,
+     {.open = "Action:\n```json\n[\n    ",
+      .call = "{\n        \"tool_name\": \"{name}\",\n        \"parameters\": {args}\n    }",
+      .sep = ",\n    ",
+      .close = "\n]```"}},
 }};
 
 // spec() indexes the table by the enum's value.
@@ -306,6 +319,7 @@ Family detect_family(std::string_view t) {
     }
     if (has(t, "[TOOL_CALLS]")) return Family::mistral;
     if (has(t, "<|START_ACTION|>")) return Family::command_r7b;
+    if (has(t, "Action:\\n```json")) return Family::command_r_plus;
     if (has(t, "<|tool_call|>")) return Family::granite;
     if (has(t, "<tool_calls>") || has(t, "[BEGIN FINAL RESPONSE]")) return Family::apriel;
     if (has(t, "<tool_call>")) {

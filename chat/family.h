@@ -33,11 +33,12 @@ enum class Family : uint8_t {
     harmony,           // gpt-oss: <|channel|>analysis / commentary to=functions.NAME / final
     deepseek_r1,    // <｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME\n```json\n{..}\n```
     deepseek_v3_1,  // <｜tool▁call▁begin｜>NAME<｜tool▁sep｜>{..}<｜tool▁call▁end｜>
-    deepseek_v3_2,  // <｜DSML｜function_calls> with <｜DSML｜invoke> and typed parameters
-    granite,        // <|tool_call|>[{"name": .., "arguments": ..}]
-    command_r7b,    // <|START_ACTION|>[{"tool_call_id", "tool_name", "parameters"}]<|END_ACTION|>
-    kimi_k2,        // <|tool_call_begin|>functions.NAME:0<|tool_call_argument_begin|>{..}
-    apriel,         // <tool_calls>[{"name": .., "arguments": ..}]</tool_calls>
+    deepseek_v3_2,   // <｜DSML｜function_calls> with <｜DSML｜invoke> and typed parameters
+    granite,         // <|tool_call|>[{"name": .., "arguments": ..}]
+    command_r7b,     // <|START_ACTION|>[{"tool_call_id", "tool_name", "parameters"}]<|END_ACTION|>
+    kimi_k2,         // <|tool_call_begin|>functions.NAME:0<|tool_call_argument_begin|>{..}
+    apriel,          // <tool_calls>[{"name": .., "arguments": ..}]</tool_calls>
+    command_r_plus,  // Action:\n```json\n[{"tool_name": .., "parameters": ..}]```
 };
 
 // The shape of the text a trigger opens (parsed by parser.cpp, one function per shape).
@@ -46,7 +47,8 @@ enum class Region : uint8_t {
     json_reply,  // the whole reply is a JSON call object ({"tool_call": ..}, {"tool_calls": [..]})
     python_tag,  // JSON call objects separated by ';', or a builtin NAME.call(k="v", ...)
     function_tag,    // functionary: NAME>{json}</function>
-    json_list,       // a JSON array of call objects (or one object), then the trigger's closer
+    json_list,       // a JSON array of call objects (or one object), then the trigger's closer;
+                     // a closer that is a code fence (```) has ```json before the array
     mistral,         // a JSON array, or NAME[CALL_ID]id[ARGS]{json}
     deepseek_calls,  // DeepSeek's section of calls, opened by its section or its first call
     dsml,            // DeepSeek V3.2's <｜DSML｜function_calls> block

@@ -2,6 +2,10 @@
 
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "engine/tokenizer/unicode.h"
+
 namespace ggufd::chat::detail {
 
 enum class JsonScanner::St : unsigned char {
@@ -41,7 +45,11 @@ bool hex(char c) {
 
 Scan JsonScanner::feed(std::string_view s) {
     if (status_ != Scan::more) return status_;
-    auto fail = [this] { return status_ = Scan::bad; };
+    size_t i = 0;
+    auto fail = [&] {
+        read_ += i;
+        return status_ = Scan::bad;
+    };
     if (read_ == 0 && !s.empty()) {
         if (s[0] != '{' && s[0] != '[') return fail();
         st_ = St::value;
@@ -58,7 +66,7 @@ Scan JsonScanner::feed(std::string_view s) {
         hex_left_ = hex_left;
         literal_ = rest;
     };
-    for (size_t i = 0; i < s.size(); ++i) {
+    for (; i < s.size(); ++i) {
         const char c = s[i];
         // A number ends at the first byte that cannot continue it; that byte is then read as
         // whatever follows a value.
@@ -205,15 +213,166 @@ Scan JsonScanner::feed(std::string_view s) {
     return Scan::more;
 }
 
-JsonScanner& JsonScanners::at(size_t offset) {
-    for (auto& [at, scanner] : scanners_) {
-        if (at == offset) return scanner;
+JsonScanners::Entry& JsonScanners::entry(size_t offset) {
+    for (Entry& e : entries_) {
+        if (e.offset == offset) return e;
     }
-    return scanners_.emplace_back(offset, JsonScanner()).second;
+    return entries_.emplace_back(Entry{offset, {}, {}});
+}
+
+JsonScanner& JsonScanners::at(size_t offset) {
+    return entry(offset).scanner;
+}
+
+JsonCompactor& JsonScanners::compactor_at(size_t offset) {
+    return entry(offset).compactor;
 }
 
 void JsonScanners::drop_before(size_t offset) {
-    std::erase_if(scanners_, [offset](const auto& entry) { return entry.first < offset; });
+    std::erase_if(entries_, [offset](const Entry& e) { return e.offset < offset; });
+}
+
+namespace {
+
+int hex_value(char c) {
+    if (digit(c)) return c - '0';
+    return (c | 0x20) - 'a' + 10;
+}
+
+// The code point of the four hex digits at `text[at]` (the scanner checked they are hex).
+uint32_t hex4(std::string_view text, size_t at) {
+    uint32_t v = 0;
+    for (size_t k = 0; k < 4; ++k) v = v * 16 + static_cast<uint32_t>(hex_value(text[at + k]));
+    return v;
+}
+
+// A code point inside a string as nlohmann's dump writes it (ensure_ascii off).
+void append_string_char(std::string& out, uint32_t cp) {
+    switch (cp) {
+        case '"':
+            out += "\\\"";
+            return;
+        case '\\':
+            out += "\\\\";
+            return;
+        case '\b':
+            out += "\\b";
+            return;
+        case '\f':
+            out += "\\f";
+            return;
+        case '\n':
+            out += "\\n";
+            return;
+        case '\r':
+            out += "\\r";
+            return;
+        case '\t':
+            out += "\\t";
+            return;
+        default:
+            break;
+    }
+    if (cp < 0x20) {
+        static constexpr char kHex[] = "0123456789abcdef";
+        out += "\\u00";
+        out += kHex[cp >> 4];
+        out += kHex[cp & 0xF];
+        return;
+    }
+    if (cp >= 0xD800 && cp <= 0xDFFF) cp = 0xFFFD;
+    tokenizer::unicode::append_utf8(out, cp);
+}
+
+bool number_char(char c) {
+    return digit(c) || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E';
+}
+
+}  // namespace
+
+const std::string& JsonCompactor::compact(std::string_view text) {
+    std::string& out = out_;
+    bool& in_string = in_string_;
+    size_t& i = read_;
+    const size_t n = text.size();
+    while (i < n) {
+        const char c = text[i];
+        if (!in_string) {
+            if (blank(c)) {
+                ++i;
+            } else if (c == '"') {
+                in_string = true;
+                out += c;
+                ++i;
+            } else if (c == '-' || digit(c)) {
+                size_t end = i;
+                while (end < n && number_char(text[end])) ++end;
+                if (end == n) break;  // the number may go on
+                const auto v = nlohmann::json::parse(text.substr(i, end - i), nullptr, false);
+                out += v.is_discarded() ? std::string(text.substr(i, end - i)) : v.dump();
+                i = end;
+            } else {
+                out += c;  // structure and the letters of true, false and null
+                ++i;
+            }
+            continue;
+        }
+        if (c == '"') {
+            in_string = false;
+            out += c;
+            ++i;
+        } else if (c == '\\') {
+            if (i + 1 == n) break;
+            const char e = text[i + 1];
+            if (e != 'u') {
+                const char decoded = e == 'b'   ? '\b'
+                                     : e == 'f' ? '\f'
+                                     : e == 'n' ? '\n'
+                                     : e == 'r' ? '\r'
+                                     : e == 't' ? '\t'
+                                                : e;  // " \\ /
+                append_string_char(out, static_cast<unsigned char>(decoded));
+                i += 2;
+                continue;
+            }
+            if (i + 6 > n) break;
+            uint32_t cp = hex4(text, i + 2);
+            size_t used = 6;
+            if (cp >= 0xD800 && cp <= 0xDBFF) {
+                // A high surrogate pairs with an escaped low one right after it.
+                constexpr std::string_view kLow = "\\u";
+                const std::string_view next = text.substr(i + 6, 6);
+                const bool may_pair =
+                    next.size() < 3 ? kLow.starts_with(next.substr(0, 2))
+                                    : next.starts_with(kLow) && (next[2] | 0x20) == 'd' &&
+                                          (next.size() < 4 ||
+                                           ((next[3] | 0x20) >= 'c' && (next[3] | 0x20) <= 'f'));
+                if (may_pair && next.size() < 6) break;
+                if (may_pair) {
+                    const uint32_t low = hex4(text, i + 8);
+                    cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
+                    used = 12;
+                }
+            }
+            append_string_char(out, cp);
+            i += used;
+        } else {
+            size_t end = i;
+            while (end < n && text[end] != '"' && text[end] != '\\') ++end;
+            std::string_view run = text.substr(i, end - i);
+            const bool last = end == n;
+            if (last) run = run.substr(0, tokenizer::unicode::complete_prefix_length(run));
+            out += tokenizer::unicode::sanitize_utf8(run);
+            i += run.size();
+            if (last) break;
+        }
+    }
+    return out;
+}
+
+std::string compact_json_prefix(std::string_view text) {
+    JsonCompactor c;
+    return c.compact(text);
 }
 
 JsonExtent scan_json(std::string_view text, bool at_end) {

@@ -10,6 +10,8 @@
 #pragma once
 
 #include <cstddef>
+#include <deque>
+#include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -35,7 +37,8 @@ class JsonScanner {
     // the value is complete (length()), bad when the text cannot be JSON, more otherwise. Once
     // ok or bad, further calls read nothing and answer the same.
     Scan feed(std::string_view more);
-    // Bytes read: the value's length once ok.
+    // Bytes read: the value's length once ok; once bad, the offset of the first byte that
+    // cannot continue the value (the text before it is a valid beginning).
     size_t length() const { return read_; }
 
   private:
@@ -49,16 +52,45 @@ class JsonScanner {
     Scan status_ = Scan::more;
 };
 
+// The compact form of a JSON value's beginning `text` (a valid beginning, as the scanner
+// judged it): blanks outside strings removed, escapes and numbers written as nlohmann's dump
+// writes them (so a complete value gives exactly the dump of its parse), and only what is decided:
+// a number, an escape or a UTF-8 character still arriving is left out until it is complete. The
+// compact form of a longer text extends that of a shorter one, so a call's arguments can stream.
+// Bytes that are not UTF-8 and lone surrogates become U+FFFD.
+std::string compact_json_prefix(std::string_view text);
+
+// compact_json_prefix read on as the text grows, so a long value streamed in many pieces is read
+// once: compact(text) takes the same text as before, longer, and returns the compact form so far.
+class JsonCompactor {
+  public:
+    const std::string& compact(std::string_view text);
+    const std::string& out() const { return out_; }
+
+  private:
+    std::string out_;
+    size_t read_ = 0;  // bytes of the text whose compact form is in out_
+    bool in_string_ = false;
+};
+
 // The scanners of the JSON values of a region still arriving, by their offset in the stream: a
 // streamed region is parsed again with each piece, and its values are read on, not again.
 class JsonScanners {
   public:
     JsonScanner& at(size_t offset);
+    // The compactor of the value at `offset` (references stay valid until drop_before).
+    JsonCompactor& compactor_at(size_t offset);
     // Forgets the values before `offset` (the stream was consumed up to it).
     void drop_before(size_t offset);
 
   private:
-    std::vector<std::pair<size_t, JsonScanner>> scanners_;
+    struct Entry {
+        size_t offset;
+        JsonScanner scanner;
+        JsonCompactor compactor;
+    };
+    std::deque<Entry> entries_;
+    Entry& entry(size_t offset);
 };
 
 // The object or array at the start of `text` (its first byte must be `{` or `[`). `at_end`: no

@@ -16,6 +16,14 @@ namespace ggufd::chat {
 using detail::Scan;
 using json = nlohmann::ordered_json;
 
+// A call as a region's parse reads it.
+struct detail::ParsedCall {
+    std::string name;
+    std::string arguments;                  // a call read whole
+    const std::string* streamed = nullptr;  // else its arguments so far (its compactor's text)
+    std::string_view args() const { return streamed != nullptr ? *streamed : arguments; }
+};
+
 namespace {
 
 bool all_blank(std::string_view s) {
@@ -47,14 +55,23 @@ std::string compact(const json& v) {
     return v.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
+using Call = detail::ParsedCall;
+
 // The buffered text of a region, read step by step; every step answers ok, more (the text so far
 // is a valid beginning) or bad. `at_end`: no more text will come, so "more" becomes "bad".
+// The calls read so far are collected in `calls`: complete ones, and at most one last call whose
+// arguments stream (its name and the start of its arguments object were read).
 struct Cursor {
     std::string_view text;
     size_t pos = 0;
     bool at_end = false;
     size_t base = 0;  // stream offset of text[0]
     detail::JsonScanners* scanners = nullptr;
+    std::vector<Call>* calls = nullptr;
+
+    void add(std::string name, std::string arguments) {
+        calls->push_back({std::move(name), std::move(arguments)});
+    }
 
     std::string_view rest() const { return text.substr(pos); }
     Scan out_of_text() const { return at_end ? Scan::bad : Scan::more; }
@@ -127,7 +144,37 @@ struct Cursor {
         pos += scanner->length();
         return Scan::ok;
     }
+    // The arguments object of the call `name`, which opens at pos: from here on the call stands
+    // and its arguments stream as far as they are decided. When the text breaks off (or cannot
+    // continue the object) the call keeps the arguments written so far and pos is left at the
+    // first byte that cannot belong to them.
+    Scan streamed_arguments(std::string name) {
+        detail::JsonScanner local;
+        detail::JsonCompactor local_compactor;
+        detail::JsonScanner* scanner = scanners != nullptr ? &scanners->at(base + pos) : &local;
+        detail::JsonCompactor* compactor =
+            scanners != nullptr ? &scanners->compactor_at(base + pos) : &local_compactor;
+        const Scan s = scanner->feed(rest().substr(std::min(scanner->length(), rest().size())));
+        const size_t length = s == Scan::more ? rest().size() : scanner->length();
+        const std::string& arguments = compactor->compact(rest().substr(0, length));
+        if (scanners != nullptr) {
+            calls->push_back({std::move(name), {}, &arguments});
+        } else {
+            calls->push_back({std::move(name), arguments});
+        }
+        if (s == Scan::more && !at_end) return s;
+        pos += length;
+        return s == Scan::ok ? s : Scan::bad;
+    }
 };
+
+// A step of a function answering Scan.
+#define CHAT_STEP(step)                               \
+    do {                                              \
+        if (const Scan s_ = (step); s_ != Scan::ok) { \
+            return s_;                                \
+        }                                             \
+    } while (0)
 
 #define CHAT_TRY(step)                                \
     do {                                              \
@@ -136,20 +183,12 @@ struct Cursor {
         }                                             \
     } while (0)
 
-struct Call {
-    std::string name;
-    std::string arguments;
-};
-
 struct RegionResult {
     Scan status = Scan::bad;
-    std::vector<Call> calls = {};
     bool opens_reasoning = false;  // harmony: an analysis message begins
 };
 
-RegionResult done(std::vector<Call> calls) {
-    return {Scan::ok, std::move(calls)};
-}
+constexpr RegionResult kDone{Scan::ok};
 
 const json* member(const json& object, std::string_view key) {
     const auto it = object.find(key);
@@ -209,6 +248,101 @@ bool read_calls(const json& v, std::vector<Call>& out, bool strict) {
         if (!read_call_object(item, out.emplace_back(), strict)) return false;
     }
     return true;
+}
+
+bool number_or_literal_char(char c) {
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || c == '-' || c == '+' || c == '.' ||
+           c == 'E';
+}
+
+// Any JSON value at pos, read past.
+Scan skip_value(Cursor& c) {
+    if (c.pos == c.text.size()) return c.out_of_text();
+    const char first = c.text[c.pos];
+    if (first == '{' || first == '[') {
+        json ignored;
+        return c.value(ignored);
+    }
+    if (first == '"') {
+        for (size_t i = c.pos + 1; i < c.text.size(); ++i) {
+            if (c.text[i] == '\\') {
+                ++i;
+            } else if (c.text[i] == '"') {
+                c.pos = i + 1;
+                return Scan::ok;
+            } else if (static_cast<unsigned char>(c.text[i]) < 0x20) {
+                return Scan::bad;
+            }
+        }
+        return c.out_of_text();
+    }
+    const size_t start = c.pos;
+    std::string word;
+    if (const Scan s = c.token(word, number_or_literal_char); s != Scan::ok) return s;
+    const json v = json::parse(word, nullptr, false);
+    if (v.is_discarded()) {
+        c.pos = start;
+        return Scan::bad;
+    }
+    return Scan::ok;
+}
+
+// A call object written name first: {"name": NAME, "arguments": {..}} (or "tool_name",
+// "parameters"; members such as "id" anywhere). Once its arguments open, the call stands and they
+// stream. bad before that means the object has another spelling (or is no call).
+Scan streamed_call_object(Cursor& c) {
+    if (const Scan s = c.accept("{"); s != Scan::ok) return s;
+    std::string name;
+    bool streamed = false;
+    for (size_t member = 0;; ++member) {
+        c.skip_blanks();
+        if (member > 0) {
+            size_t which = 0;
+            CHAT_STEP(c.accept_any({"}", ","}, which));
+            if (which == 0) return streamed ? Scan::ok : Scan::bad;
+            c.skip_blanks();
+        }
+        std::string key;
+        CHAT_STEP(c.accept("\""));
+        CHAT_STEP(c.token(key, [](char ch) { return ch != '"' && ch != '\\'; }));
+        CHAT_STEP(c.accept("\""));
+        c.skip_blanks();
+        CHAT_STEP(c.accept(":"));
+        c.skip_blanks();
+        const bool is_name = key == "name" || key == "tool_name";
+        const bool is_args = key == "arguments" || key == "parameters";
+        if (streamed) {
+            CHAT_STEP(skip_value(c));
+        } else if (is_name && name.empty()) {
+            CHAT_STEP(c.accept("\""));
+            CHAT_STEP(c.name(name));
+            CHAT_STEP(c.accept("\""));
+        } else if (is_args && !name.empty()) {
+            CHAT_STEP(c.starts("{"));
+            streamed = true;
+            CHAT_STEP(c.streamed_arguments(name));
+        } else if (is_name || is_args || key == "function") {
+            return Scan::bad;  // another spelling: read whole
+        } else {
+            CHAT_STEP(skip_value(c));
+        }
+    }
+}
+
+// A JSON call object at pos: streamed when written name first, else read whole (arguments
+// before the name, arguments as a string, OpenAI's {"function": {..}} nesting).
+Scan call_object(Cursor& c) {
+    const size_t start = c.pos;
+    const size_t calls = c.calls->size();
+    const Scan s = streamed_call_object(c);
+    if (s != Scan::bad || c.calls->size() != calls) return s;
+    c.pos = start;
+    json v;
+    if (const Scan whole = c.value(v); whole != Scan::ok) return whole;
+    Call call;
+    if (!read_call_object(v, call, false)) return Scan::bad;
+    c.add(std::move(call.name), std::move(call.arguments));
+    return Scan::ok;
 }
 
 }  // namespace
@@ -274,9 +408,7 @@ RegionResult tool_call_tag(Cursor& c, const Context& ctx) {
     if (c.pos == c.text.size()) return {c.out_of_text()};
     Call call;
     if (c.starts("{") == Scan::ok) {
-        json v;
-        CHAT_TRY(c.value(v));
-        if (!read_call_object(v, call, false)) return {};
+        CHAT_TRY(call_object(c));
     } else if (const Scan s = c.accept("<function="); s != Scan::bad) {
         CHAT_TRY(s);
         CHAT_TRY(c.name(call.name));
@@ -297,7 +429,7 @@ RegionResult tool_call_tag(Cursor& c, const Context& ctx) {
             if (raw.ends_with('\n')) raw.remove_suffix(1);
             args[key] = typed_value(ctx.schemas.find(call.name, key), raw);
         }
-        call.arguments = compact(args);
+        c.add(std::move(call.name), compact(args));
     } else {
         CHAT_TRY(c.name(call.name));
         json args = json::object();
@@ -314,11 +446,11 @@ RegionResult tool_call_tag(Cursor& c, const Context& ctx) {
             key = trim_blanks(key);
             args[std::string(key)] = typed_value(ctx.schemas.find(call.name, key), raw);
         }
-        call.arguments = compact(args);
+        c.add(std::move(call.name), compact(args));
     }
     c.skip_blanks();
     CHAT_TRY(c.closer("</tool_call>"));
-    return done({std::move(call)});
+    return kDone;
 }
 
 // A reply that is only JSON: {"name": .., "arguments"|"parameters": ..}, {"tool_call": {..}} or
@@ -333,7 +465,8 @@ RegionResult json_reply(Cursor& c) {
     const bool wrapped = v.size() == 1 && (v.contains("tool_call") || v.contains("tool_calls"));
     std::vector<Call> calls;
     if (!read_calls(wrapped ? v.front() : v, calls, true)) return {};
-    return done(std::move(calls));
+    for (Call& call : calls) c.add(std::move(call.name), std::move(call.arguments));
+    return kDone;
 }
 
 // A Python literal of Llama's builtin calls: a quoted string, a number, True/False/None.
@@ -392,14 +525,9 @@ Scan python_value(Cursor& c, json& out) {
 RegionResult python_tag(Cursor& c) {
     c.skip_blanks();
     if (c.pos == c.text.size()) return {c.out_of_text()};
-    std::vector<Call> calls;
     if (c.text[c.pos] == '{') {
         for (;;) {
-            json v;
-            Call call;
-            CHAT_TRY(c.value(v));
-            if (!read_call_object(v, call, false)) return {};
-            calls.push_back(std::move(call));
+            CHAT_TRY(call_object(c));
             const size_t after_call = c.pos;
             c.skip_blanks();
             const Scan s = c.accept(";");
@@ -410,7 +538,7 @@ RegionResult python_tag(Cursor& c) {
             }
             c.skip_blanks();
         }
-        return done(std::move(calls));
+        return kDone;
     }
     Call call;
     CHAT_TRY(c.name(call.name));
@@ -434,37 +562,56 @@ RegionResult python_tag(Cursor& c) {
         CHAT_TRY(python_value(c, value));
         args[key] = std::move(value);
     }
-    call.arguments = compact(args);
-    return done({std::move(call)});
+    c.add(std::move(call.name), compact(args));
+    return kDone;
+}
+
+// The JSON arguments object of the call `name`, streamed.
+Scan arguments_object(Cursor& c, std::string name) {
+    CHAT_STEP(c.starts("{"));
+    return c.streamed_arguments(std::move(name));
 }
 
 // Functionary v3.1: <function=NAME>{json}</function>.
 RegionResult function_tag(Cursor& c) {
-    Call call;
-    json args;
-    CHAT_TRY(c.name(call.name));
+    std::string name;
+    CHAT_TRY(c.name(name));
     CHAT_TRY(c.accept(">"));
     c.skip_blanks();
-    CHAT_TRY(c.value(args));
-    if (!args.is_object()) return {};
+    CHAT_TRY(arguments_object(c, std::move(name)));
     c.skip_blanks();
     CHAT_TRY(c.closer("</function>"));
-    call.arguments = compact(args);
-    return done({std::move(call)});
+    return kDone;
 }
 
 // A JSON array of call objects (or a single one), then the trigger's closer if it has one.
 RegionResult json_list(Cursor& c, std::string_view closer) {
     c.skip_blanks();
-    json v;
-    CHAT_TRY(c.value(v));
-    std::vector<Call> calls;
-    if (!read_calls(v, calls, false)) return {};
+    if (closer.starts_with("```")) {
+        CHAT_TRY(c.accept("```json"));
+        c.skip_blanks();
+    }
+    if (c.pos == c.text.size()) return {c.out_of_text()};
+    if (c.text[c.pos] == '[') {
+        ++c.pos;
+        for (size_t item = 0;; ++item) {
+            c.skip_blanks();
+            if (item > 0) {
+                size_t which = 0;
+                CHAT_TRY(c.accept_any({"]", ","}, which));
+                if (which == 0) break;
+                c.skip_blanks();
+            }
+            CHAT_TRY(call_object(c));
+        }
+    } else {
+        CHAT_TRY(call_object(c));
+    }
     if (!closer.empty()) {
         c.skip_blanks();
         CHAT_TRY(c.closer(closer));
     }
-    return done(std::move(calls));
+    return kDone;
 }
 
 // After [TOOL_CALLS]: the older JSON array, or NAME, an optional [CALL_ID]id, [ARGS]{json}.
@@ -481,11 +628,8 @@ RegionResult mistral(Cursor& c) {
         CHAT_TRY(c.name(ignored));
     }
     CHAT_TRY(c.accept("[ARGS]"));
-    json args;
-    CHAT_TRY(c.value(args));
-    if (!args.is_object()) return {};
-    call.arguments = compact(args);
-    return done({std::move(call)});
+    CHAT_TRY(arguments_object(c, std::move(call.name)));
+    return kDone;
 }
 
 // A section of calls: `open`, then calls each starting with `call_open` (parsed by `one`), then
@@ -496,38 +640,27 @@ RegionResult section(Cursor& c, std::string_view trigger, std::string_view open,
                      std::string_view call_open, std::string_view close, One one) {
     const bool opened = trigger == open;
     if (opened) c.pos += open.size();
-    std::vector<Call> calls;
     for (;;) {
         c.skip_blanks();
         const Scan s = c.accept(call_open);
         if (s == Scan::bad) break;
         CHAT_TRY(s);
-        Call call;
-        CHAT_TRY(one(c, call));
-        calls.push_back(std::move(call));
+        CHAT_TRY(one(c));
     }
-    if (calls.empty()) return {};
+    if (c.calls->empty()) return {};
     c.skip_blanks();
     if (opened) {
         CHAT_TRY(c.closer(close));
     } else if (const Scan s = c.accept(close); s == Scan::more) {
         return {s};
     }
-    return done(std::move(calls));
-}
-
-// The JSON arguments object that ends a call of the section formats.
-Scan arguments_object(Cursor& c, Call& call) {
-    json args;
-    if (const Scan s = c.value(args); s != Scan::ok) return s;
-    if (!args.is_object()) return Scan::bad;
-    call.arguments = compact(args);
-    return Scan::ok;
+    return kDone;
 }
 
 // DeepSeek V3/R1: function<｜tool▁sep｜>NAME\n```json\n{..}\n```<｜tool▁call▁end｜>;
 // V3.1: NAME<｜tool▁sep｜>{..}<｜tool▁call▁end｜>.
-Scan deepseek_call(Cursor& c, Call& call) {
+Scan deepseek_call(Cursor& c) {
+    Call call;
     std::string first;
     if (Scan s = c.name(first); s != Scan::ok) return s;
     if (Scan s = c.accept("<｜tool▁sep｜>"); s != Scan::ok) return s;
@@ -541,22 +674,22 @@ Scan deepseek_call(Cursor& c, Call& call) {
             if (Scan s = c.accept("json"); s == Scan::more) return s;
             c.skip_blanks();
         }
-        if (Scan s = arguments_object(c, call); s != Scan::ok) return s;
+        if (Scan s = arguments_object(c, std::move(call.name)); s != Scan::ok) return s;
         c.skip_blanks();
         if (fence == Scan::ok) {
             if (Scan s = c.accept("```"); s != Scan::ok) return s;
         }
     } else {
-        call.name = std::move(first);
         c.skip_blanks();
-        if (Scan s = arguments_object(c, call); s != Scan::ok) return s;
+        if (Scan s = arguments_object(c, std::move(first)); s != Scan::ok) return s;
     }
     c.skip_blanks();
     return c.closer("<｜tool▁call▁end｜>");
 }
 
 // DeepSeek V3.2's DSML invoke: NAME"> then typed parameters, then </｜DSML｜invoke>.
-Scan dsml_invoke(Cursor& c, Call& call) {
+Scan dsml_invoke(Cursor& c) {
+    Call call;
     if (Scan s = c.name(call.name); s != Scan::ok) return s;
     if (Scan s = c.accept("\">"); s != Scan::ok) return s;
     json args = json::object();
@@ -583,12 +716,13 @@ Scan dsml_invoke(Cursor& c, Call& call) {
             args[key] = std::move(v);
         }
     }
-    call.arguments = compact(args);
+    c.add(std::move(call.name), compact(args));
     return Scan::ok;
 }
 
 // Kimi K2: functions.NAME:INDEX<|tool_call_argument_begin|>{..}<|tool_call_end|>.
-Scan kimi_call(Cursor& c, Call& call) {
+Scan kimi_call(Cursor& c) {
+    Call call;
     if (Scan s = c.accept("functions."); s == Scan::more) return s;
     if (Scan s = c.name(call.name); s != Scan::ok) return s;
     if (Scan s = c.accept(":"); s == Scan::more) return s;
@@ -596,7 +730,7 @@ Scan kimi_call(Cursor& c, Call& call) {
     if (Scan s = c.name(index); s != Scan::ok) return s;
     if (Scan s = c.accept("<|tool_call_argument_begin|>"); s != Scan::ok) return s;
     c.skip_blanks();
-    if (Scan s = arguments_object(c, call); s != Scan::ok) return s;
+    if (Scan s = arguments_object(c, std::move(call.name)); s != Scan::ok) return s;
     c.skip_blanks();
     return c.closer("<|tool_call_end|>");
 }
@@ -624,23 +758,19 @@ RegionResult harmony_header(Cursor& c, const Context& ctx) {
         if (which == 0) break;
         CHAT_TRY(c.token(which == 1 ? channel : which == 2 ? recipient : type, word_char));
     }
-    if (recipient.empty()) {
-        RegionResult r = done({});
-        r.opens_reasoning = channel == "analysis";
-        return r;
-    }
+    if (recipient.empty()) return {Scan::ok, channel == "analysis"};
     constexpr std::string_view kFunctions = "functions.";
     if (!ctx.parse_calls || !recipient.starts_with(kFunctions)) return {};
-    Call call{recipient.substr(kFunctions.size()), {}};
-    if (!valid_name(call.name)) return {};
+    std::string name = recipient.substr(kFunctions.size());
+    if (!valid_name(name)) return {};
     c.skip_blanks();
-    CHAT_TRY(arguments_object(c, call));
+    CHAT_TRY(arguments_object(c, std::move(name)));
     c.skip_blanks();
     size_t which = 0;
     if (const Scan end = c.accept_any({"<|call|>", "<|end|>"}, which); end == Scan::more) {
         return {end};
     }
-    return done({std::move(call)});
+    return kDone;
 }
 
 RegionResult parse_region(const Trigger& t, Cursor& c, const Context& ctx) {
@@ -678,6 +808,7 @@ RegionResult parse_region(const Trigger& t, Cursor& c, const Context& ctx) {
 }
 
 #undef CHAT_TRY
+#undef CHAT_STEP
 
 }  // namespace
 
@@ -831,6 +962,27 @@ void StreamParser::emit_markup(std::string_view text, Delta& out) {
     skip_blanks_ = false;
 }
 
+// What the calls of the region being parsed add to what was sent of them: a new call's id, name
+// and arguments so far; an open call's further arguments.
+void StreamParser::send_calls(std::span<const Call> calls, Delta& out) {
+    for (size_t i = region_calls_sent_ == 0 ? 0 : region_calls_sent_ - 1; i < calls.size(); ++i) {
+        const std::string_view args = calls[i].args();
+        if (i < region_calls_sent_) {
+            if (args.size() > region_args_sent_) {
+                out.tool_calls.push_back(
+                    {calls_sent_ - 1, "", "", std::string(args.substr(region_args_sent_))});
+            }
+        } else {
+            out.tool_calls.push_back(
+                {calls_sent_++, options_.make_id(), calls[i].name, std::string(args)});
+            ++region_calls_sent_;
+            started_ = true;
+            think_possible_ = false;
+        }
+        region_args_sent_ = args.size();
+    }
+}
+
 void StreamParser::consume(size_t n) {
     pending_.erase(0, n);
     consumed_ += n;
@@ -873,30 +1025,28 @@ void StreamParser::run(bool at_end, Delta& out) {
                 consume(marker_end);
                 break;
             case MarkerKind::region: {
-                Cursor c{pending_, m->pos, at_end, consumed_, &scanners_};
-                RegionResult r = parse_region(*m->trigger, c, ctx);
+                std::vector<Call> calls;
+                Cursor c{pending_, m->pos, at_end, consumed_, &scanners_, &calls};
+                const RegionResult r = parse_region(*m->trigger, c, ctx);
+                send_calls(calls, out);
                 if (r.status == Scan::more) return;
-                if (r.status == Scan::bad) {
+                region_calls_sent_ = 0;
+                region_args_sent_ = 0;
+                if (r.status == Scan::bad && calls.empty()) {
                     // Not a call: the trigger is plain text, and parsing resumes after it.
                     emit_text(std::string_view(pending_).substr(0, marker_end), out);
                     consume(marker_end);
                     break;
                 }
-                if (r.opens_reasoning && verbatim_reasoning) {
+                // A region that breaks off after a call stands keeps its calls; the text from the
+                // first byte that could not continue it is read again.
+                const bool complete = r.status == Scan::ok;
+                if (complete && r.opens_reasoning && verbatim_reasoning) {
                     emit_markup(std::string_view(pending_).substr(0, c.pos), out);
                 } else {
-                    skip_blanks_ = true;
+                    skip_blanks_ = complete;
                 }
-                for (Call& call : r.calls) {
-                    out.tool_calls.push_back({message_.tool_calls.size() + out.tool_calls.size(),
-                                              options_.make_id(), std::move(call.name),
-                                              std::move(call.arguments)});
-                }
-                if (!r.calls.empty()) {
-                    started_ = true;
-                    think_possible_ = false;
-                }
-                mode_ = r.opens_reasoning ? Mode::reasoning : Mode::content;
+                mode_ = complete && r.opens_reasoning ? Mode::reasoning : Mode::content;
                 consume(c.pos);
                 break;
             }

@@ -21,9 +21,17 @@
 // - Blank text touching markup belongs to the markup (`Hi\n<tool_call>` has content "Hi";
 //   `</think>\n\nAnswer` has content "Answer"), as the templates strip it when they render a
 //   reply back. Everything else is kept as written.
-// - A call is emitted whole (id, name and the complete arguments in one delta) once its region is
-//   complete: a call announced earlier could still turn out malformed, and a malformed call must
-//   be content. Arguments are the compact JSON text of the arguments object, key order kept.
+// - A call whose format writes its name before its arguments as JSON (Hermes' call objects
+//   written name first, Mistral, harmony, DeepSeek, Kimi, functionary, the JSON lists of Granite,
+//   Command R7B, FireFunction and Apriel, <|python_tag|> objects) stands from the moment its name
+//   and the `{` of its arguments are read: its first delta carries the id, the name and the
+//   arguments decided so far, and further deltas the rest as the model writes them. A region that
+//   breaks off after that keeps its calls (cut-off arguments stay as written, as OpenAI's API
+//   returns a call cut by max_tokens) and the text from the first byte that could not continue it
+//   is read again as content. Any other call (XML parameters, a reply that is only JSON, other
+//   spellings of the call object) is emitted whole once its region is complete, and a malformed
+//   one is content. Arguments are the compact JSON text of the arguments object, key order kept
+//   (detail::compact_json_prefix, which the streamed fragments come from too).
 // - reasoning_format none keeps reasoning blocks in the content as written (markers, blanks and
 //   all); calls are still parsed, but never inside a reasoning block.
 //
@@ -35,6 +43,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -48,7 +57,8 @@ namespace ggufd::chat {
 
 namespace detail {
 class ParameterSchemas;
-}
+struct ParsedCall;
+}  // namespace detail
 
 struct ToolCall {
     std::string id;
@@ -136,6 +146,7 @@ class StreamParser {
     size_t releasable() const;
     void emit_text(std::string_view text, Delta& out);
     void emit_markup(std::string_view text, Delta& out);
+    void send_calls(std::span<const detail::ParsedCall> calls, Delta& out);
 
     ParserOptions options_;
     const FamilySpec& spec_;
@@ -148,6 +159,11 @@ class StreamParser {
     bool skip_blanks_ = false;    // blank text right after markup is dropped
     bool think_possible_ = true;  // a reasoning block may still open
     bool finished_ = false;
+    // Calls sent: in all, and of the region being parsed (whose last may still be streaming its
+    // arguments, region_args_sent_ bytes of them so far).
+    size_t calls_sent_ = 0;
+    size_t region_calls_sent_ = 0;
+    size_t region_args_sent_ = 0;
     Message message_;
 };
 

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <set>
 #include <sstream>
 
@@ -39,6 +40,7 @@ po::options_description settings_description() {
         ("chat-template-file", po::value<std::vector<std::string>>(), "Jinja chat template replacing the model's: PATH for every model, or NAME=PATH for one (repeatable)")
         ("tool-parser", po::value<std::vector<std::string>>(), "how replies' reasoning and tool calls are read, instead of the family detected from the chat template: PARSER for every model, or NAME=PARSER for one (repeatable; hermes, llama3, mistral, harmony, ... as /models shows)")
         ("pooling", po::value<std::vector<std::string>>(), "how embeddings are pooled, instead of the model's pooling_type: POOLING for every model, or NAME=POOLING for one (repeatable; none, mean, cls, last, rank)")
+        ("reasoning-budget", po::value<std::string>(), "tokens a thinking model may reason before its reasoning block is closed for it, unless a request sets reasoning_budget_tokens; -1: no budget (default -1)")
         ("api-key", po::value<std::string>(), "require a bearer token on API requests: one key, or several separated by commas")
         ("api-key-file", po::value<std::string>(), "read accepted API keys from this file, one per line (adds to --api-key)")
         ("metrics-public", po::value<std::string>(), "serve /metrics without an API key: true or false (default false)")
@@ -323,6 +325,10 @@ LoadResult load(int argc, const char* const* argv, const std::map<std::string, s
         c.batch_size = parse_int<int>(*v, "batch-size", source("batch-size"), 1, 1 << 20);
     if (auto* v = text("queue-size"))
         c.queue_size = parse_int<int>(*v, "queue-size", source("queue-size"), 0, 1 << 20);
+    if (auto* v = text("reasoning-budget")) {
+        c.reasoning_budget = parse_int<int>(*v, "reasoning-budget", source("reasoning-budget"), -1,
+                                            std::numeric_limits<int>::max());
+    }
     // Per-model settings: VALUE for every model or NAME=VALUE for one.
     auto per_model = [&](const char* setting, const char* plural, auto&& add) {
         if (!vm.count(setting)) return;

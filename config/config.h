@@ -49,6 +49,9 @@ struct Config {
     // Embedding pooling (none, mean, cls, last, rank) replacing each model's pooling_type: model
     // name -> pooling, "" for every model. Checked by the daemon.
     std::map<std::string, std::string> poolings;
+    // Reasoning tokens before a thinking model's block is closed for it, when a request does not
+    // say (reasoning_budget_tokens); -1: no budget.
+    int reasoning_budget = -1;
     std::vector<std::string> api_keys;  // none = no authentication; never logged
     bool metrics_public = false;        // serve /metrics without a key
     int io_threads = 2;                 // HTTP threads, apart from the inference threads

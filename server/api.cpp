@@ -304,16 +304,52 @@ std::shared_ptr<const grammar::Grammar> tool_call_grammar(const ChatRequest& r, 
     try {
         return std::make_shared<const grammar::Grammar>(
             grammar::Grammar::parse(chat::tool_call_grammar(family, r.tools, o)));
-    } catch (const grammar::SchemaError& e) {
-        throw ApiError::bad_request(
-            fmt::format("'tools' cannot be used to force a call: {}", e.what()), "tools");
-    } catch (const grammar::Error& e) {
-        throw ApiError::bad_request(
-            fmt::format("the tools give a call grammar too large to use: {}", e.message()),
-            "tools");
-    } catch (const std::invalid_argument& e) {
-        throw ApiError::bad_request(fmt::format("the tools cannot be used: {}", e.what()), "tools");
+    } catch (...) {
+        throw_grammar_error("'tools'", "tools");
     }
+}
+
+// tool_choice "auto": once the model opens a call (the family's trigger), the rest of the reply
+// is held to the tools' call grammar (a lazy grammar). Tools the call grammar cannot express
+// leave the reply unconstrained, as it was before any call grammar: only a forced call needs one.
+void constrain_opened_calls(const ChatRequest& r, chat::Family family,
+                            sampling::SamplingParams& sampling) {
+    if (sampling.grammar || r.tool_choice != ToolChoice::automatic || !r.tools.is_array() ||
+        r.tools.empty()) {
+        return;
+    }
+    std::vector<std::string> triggers = chat::lazy_call_triggers(family);
+    if (triggers.empty()) return;
+    chat::CallGrammarOptions o;
+    o.parallel = r.parallel_tool_calls;
+    try {
+        sampling.grammar = std::make_shared<const grammar::Grammar>(
+            grammar::Grammar::parse(chat::tool_call_grammar(family, r.tools, o)));
+        sampling.grammar_triggers = std::move(triggers);
+    } catch (const std::invalid_argument& e) {  // grammar::SchemaError, unusable tools
+        spdlog::debug("tool calls left unconstrained: {}", e.what());
+    } catch (const grammar::Error& e) {
+        spdlog::debug("tool calls left unconstrained: {}", e.message());
+    }
+}
+
+// A reasoning budget (the request's, else the server's): once spent, the family's closing markup
+// is written for the model and its answer follows. Only for a block the prompt opened or the
+// reply opens with the family's opener (harmony's analysis channel, opened by a header, has no
+// budget).
+void apply_reasoning_budget(const ChatRequest& r, int server_default, chat::Family family,
+                            bool starts_in_reasoning, const ModelBackend& model,
+                            sampling::SamplingParams& sampling) {
+    const int32_t tokens = r.reasoning_budget.value_or(server_default);
+    const chat::FamilySpec& f = chat::spec(family);
+    if (tokens < 0 || f.think_close.empty() || (!starts_in_reasoning && f.think_open.empty())) {
+        return;
+    }
+    const std::string_view close =
+        f.format.reasoning_close.empty() ? f.think_close : f.format.reasoning_close;
+    sampling.reasoning_budget = {tokens, model.tokenize(std::string(close), false, true),
+                                 std::string(f.think_open), std::string(f.think_close),
+                                 starts_in_reasoning};
 }
 
 }  // namespace
@@ -370,6 +406,9 @@ void Api::chat_completions(const HttpRequest& request,
         engine_request.sampling.grammar =
             tool_call_grammar(r, model.chat_family(), plan.chat_output->starts_in_reasoning);
     }
+    constrain_opened_calls(r, model.chat_family(), engine_request.sampling);
+    apply_reasoning_budget(r, options_.reasoning_budget, model.chat_family(),
+                           plan.chat_output->starts_in_reasoning, model, engine_request.sampling);
     add_choices(plan, 0, engine_request, {}, r.n);
     start_generation(std::move(plan), model, channel, "messages", options_.retry_after_s);
 }

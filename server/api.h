@@ -29,6 +29,8 @@ struct ApiOptions {
     std::string cors_origin;
     // Seconds in Retry-After when a queue is full or a model is loading.
     int retry_after_s = 1;
+    // Reasoning tokens of a chat request that does not set reasoning_budget_tokens; -1: none.
+    int reasoning_budget = -1;
 };
 
 class Api {

@@ -234,8 +234,8 @@ std::string schema_gbnf(const json& schema, const std::string& where, const char
     }
     try {
         return grammar::json_schema_to_gbnf(schema);
-    } catch (const grammar::SchemaError& e) {
-        throw ApiError::bad_request(fmt::format("'{}' cannot be used: {}", where, e.what()), param);
+    } catch (...) {
+        throw_grammar_error(fmt::format("'{}'", where), param);
     }
 }
 
@@ -310,14 +310,9 @@ std::shared_ptr<const grammar::Grammar> parse_output_grammar(const json& body) {
     if (!gbnf) return nullptr;
     try {
         return std::make_shared<const grammar::Grammar>(grammar::Grammar::parse(*gbnf));
-    } catch (const grammar::Error& e) {
+    } catch (...) {
         // A converted schema parses unless it outgrows the grammar limits.
-        const bool written_by_us = std::string_view(from) != "grammar";
-        throw ApiError::bad_request(
-            written_by_us
-                ? fmt::format("'{}' gives a grammar too large to use: {}", from, e.message())
-                : fmt::format("'grammar' is not valid GBNF: {}", e.what()),
-            from);
+        throw_grammar_error(fmt::format("'{}'", from), from, std::string_view(from) == "grammar");
     }
 }
 
@@ -657,6 +652,39 @@ void parse_tool_choice(const json& body, ChatRequest& r) {
 
 }  // namespace
 
+void throw_grammar_error(std::string_view what, const char* param, bool client_gbnf) {
+    try {
+        throw;
+    } catch (const grammar::SchemaError& e) {
+        throw ApiError::bad_request(fmt::format("{} cannot be used: {}", what, e.what()), param);
+    } catch (const grammar::Error& e) {
+        throw ApiError::bad_request(
+            client_gbnf ? fmt::format("{} is not valid GBNF: {}", what, e.what())
+                        : fmt::format("{} gives a grammar too large to use: {}", what, e.message()),
+            param);
+    } catch (const std::invalid_argument& e) {
+        throw ApiError::bad_request(fmt::format("{} cannot be used: {}", what, e.what()), param);
+    }
+}
+
+namespace {
+
+// The reasoning budget under either name clients send it; both at once must agree.
+void parse_reasoning_budget(const json& body, ChatRequest& r) {
+    constexpr int32_t kMax = std::numeric_limits<int32_t>::max();
+    for (const char* name : {"reasoning_budget_tokens", "thinking_token_budget"}) {
+        if (!field(body, name)) continue;
+        const auto budget = static_cast<int32_t>(get_int(body, name, -1, -1, kMax));
+        if (r.reasoning_budget && *r.reasoning_budget != budget) {
+            throw ApiError::bad_request(
+                "'reasoning_budget_tokens' and 'thinking_token_budget' disagree", name);
+        }
+        r.reasoning_budget = budget;
+    }
+}
+
+}  // namespace
+
 ChatRequest parse_chat_request(const json& body, const ApiLimits& limits) {
     ChatRequest r;
     r.messages = parse_messages(body, limits);
@@ -709,6 +737,7 @@ ChatRequest parse_chat_request(const json& body, const ApiLimits& limits) {
         if (!r.extra_context.contains("reasoning_effort"))
             r.extra_context["reasoning_effort"] = *effort;
     }
+    parse_reasoning_budget(body, r);
     if (r.forces_tool_call() && r.sampling.grammar) {
         throw ApiError::bad_request(
             "'tool_choice' that forces a call cannot be combined with 'response_format', "

@@ -57,6 +57,9 @@ struct ChatRequest : GenerationOptions {
     std::string tool_choice_function;  // ToolChoice::function: the named tool
     bool parallel_tool_calls = true;
     chat::ReasoningFormat reasoning_format = chat::ReasoningFormat::parsed;
+    // reasoning_budget_tokens (llama-server's name; vLLM's thinking_token_budget too): tokens of
+    // reasoning before the block is closed for the model; -1 none; unset: the server's default.
+    std::optional<int32_t> reasoning_budget;
     // Whether the request forces a call (tool_choice required or named, with tools).
     bool forces_tool_call() const {
         return !tools.is_null() && !tools.empty() &&
@@ -126,6 +129,14 @@ CompletionRequest parse_completion_request(const RequestJson& body, const ApiLim
 // `reasoning_format` are checked here; `enable_thinking` and `reasoning_effort` join
 // extra_context unless chat_template_kwargs sets them.
 ChatRequest parse_chat_request(const RequestJson& body, const ApiLimits& limits);
+
+// The one mapping of what building an output grammar throws to a 400 naming `param`; call it in
+// a catch block (it rethrows anything else unchanged). `what` says where the grammar came from
+// ("'json_schema'", "'tools'"): a schema the converter refuses is named by its JSON pointer, a
+// grammar past the engine's limits is too large, GBNF the client wrote (`client_gbnf`) is invalid
+// at its line and column, and any other std::invalid_argument says why.
+[[noreturn]] void throw_grammar_error(std::string_view what, const char* param,
+                                      bool client_gbnf = false);
 
 // POST /tokenize: {"content", "add_special" = false, "parse_special" = true, "with_pieces"}.
 TokenizeRequest parse_tokenize_request(const RequestJson& body);

@@ -36,6 +36,7 @@ ServerOptions server_options_from_config(const config::Config& config) {
     o.port = config.port;
     o.io_threads = config.io_threads;
     o.api.api_keys = config.api_keys;
+    o.api.reasoning_budget = config.reasoning_budget;
     o.api.metrics_public = config.metrics_public;
     o.api.cors_origin = config.cors_origin;
     o.idle_timeout = std::chrono::seconds(config.idle_timeout_s);

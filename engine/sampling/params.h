@@ -46,6 +46,27 @@ struct SamplingParams {
     // Constrained sampling: only tokens that keep the generated text a prefix of a sentence of
     // this grammar, and end-of-generation only once it is a whole one. Null: unconstrained.
     std::shared_ptr<const grammar::Grammar> grammar;
+    // A lazy grammar: sampling is free until the generated text contains one of these texts;
+    // from that trigger's first byte on, the text must follow the grammar (whose sentences start
+    // with a trigger), to its end. A trigger the grammar refuses there (the text after it leaves
+    // the grammar within the same token) does not count, and the search goes on after it. Empty:
+    // the grammar holds from the first token.
+    std::vector<std::string> grammar_triggers;
+
+    // A budget for a thinking model's reasoning block: once `tokens` tokens were generated inside
+    // the block without it closing, the block's closing markup (`close`, as tokens) is written
+    // next, one token per step whatever the logits (a character being written is finished
+    // first), and sampling goes on after it. The block is open from the start when the prompt
+    // opened it, else when the output begins (after blanks) with `open_text`; it closes on its
+    // own when `close_text` appears. Needs the vocabulary's token bytes, as a grammar does.
+    struct ReasoningBudget {
+        int32_t tokens = -1;  // -1: no budget
+        std::vector<int32_t> close;
+        std::string open_text;
+        std::string close_text;
+        bool starts_open = false;
+    };
+    ReasoningBudget reasoning_budget;
 };
 
 struct StopParams {

@@ -1,6 +1,7 @@
 #include "engine/sampling/sampler.h"
 
 #include "engine/sampling/fast_exp.h"
+#include "engine/tokenizer/unicode.h"
 
 #include <algorithm>
 #include <cfloat>
@@ -262,11 +263,26 @@ void validate(const SamplingParams& p) {
     }
     if (p.top_logprobs < -1)
         invalid("top_logprobs", ">= -1 (-1 disables logprobs)", p.top_logprobs);
+    if (!p.grammar_triggers.empty() && !p.grammar)
+        throw InvalidParam("grammar_triggers", "grammar triggers need a grammar");
+    for (const std::string& trigger : p.grammar_triggers) {
+        if (trigger.empty()) throw InvalidParam("grammar_triggers", "a grammar trigger is empty");
+    }
+    const SamplingParams::ReasoningBudget& b = p.reasoning_budget;
+    if (b.tokens < -1) invalid("reasoning_budget_tokens", ">= -1 (-1: no budget)", b.tokens);
+    if (b.tokens >= 0 && (b.close.empty() || b.close_text.empty()))
+        throw InvalidParam("reasoning_budget_tokens",
+                           "a reasoning budget needs the closing markup");
 }
 
 void validate(const SamplingParams& p, int32_t n_vocab) {
     validate(p);
     if (n_vocab <= 0) invalid("n_vocab", "> 0", n_vocab);
+    for (int32_t token : p.reasoning_budget.close) {
+        if (token < 0 || token >= n_vocab)
+            invalid("reasoning budget closing token", "a token id of the vocabulary", token,
+                    "reasoning_budget_tokens");
+    }
     for (const auto& [token, bias] : p.logit_bias) {
         if (token >= n_vocab) {
             std::ostringstream msg;
@@ -331,16 +347,29 @@ Sampler::Sampler(const SamplingParams& params, int32_t n_vocab,
                  std::shared_ptr<const grammar::TokenVocabulary> vocabulary)
     : params_(params), n_vocab_(n_vocab) {
     validate(params_, n_vocab_);
-    if (params_.grammar) {
-        if (!vocabulary) {
-            throw InvalidParam("grammar", "a grammar needs the model's token vocabulary");
+    const bool budget = params_.reasoning_budget.tokens >= 0;
+    if ((params_.grammar || budget) && !vocabulary) {
+        throw InvalidParam(params_.grammar ? "grammar" : "reasoning_budget_tokens",
+                           "needs the model's token vocabulary");
+    }
+    if (budget) {
+        vocabulary_ = vocabulary;
+        budget_ = params_.reasoning_budget.starts_open         ? Budget::counting
+                  : params_.reasoning_budget.open_text.empty() ? Budget::done
+                                                               : Budget::watching;
+        if (budget_ == Budget::counting && params_.reasoning_budget.tokens == 0) {
+            budget_ = Budget::forcing;
         }
+    }
+    if (params_.grammar) {
         if (vocabulary->size() != n_vocab_) {
             throw std::invalid_argument("the grammar's vocabulary has " +
                                         std::to_string(vocabulary->size()) + " tokens, the model " +
                                         std::to_string(n_vocab_));
         }
-        grammar_ = std::make_unique<grammar::Constraint>(params_.grammar, std::move(vocabulary));
+        grammar_ = std::make_unique<grammar::Constraint>(params_.grammar, vocabulary);
+        vocabulary_ = std::move(vocabulary);
+        grammar_active_ = params_.grammar_triggers.empty();
     }
     for (const auto& [token, bias] : params_.logit_bias) {
         // A copy, not the binding: lambdas may capture structured bindings only from clang 16.
@@ -371,7 +400,78 @@ bool Sampler::penalties_active() const {
 
 void Sampler::accept(int32_t token) {
     record(token);
-    if (grammar_) grammar_->accept(token);
+    if (budget_ != Budget::done) follow_budget(token);
+    if (!grammar_) return;
+    if (grammar_active_) {
+        grammar_->accept(token);
+    } else {
+        watch_triggers(token);
+    }
+}
+
+// The reasoning budget's state after a token: the block opening, its tokens counted, its end
+// (on its own, or forced).
+void Sampler::follow_budget(int32_t token) {
+    const SamplingParams::ReasoningBudget& b = params_.reasoning_budget;
+    switch (budget_) {
+        case Budget::watching: {
+            budget_text_ += vocabulary_->bytes(token);
+            const size_t first = budget_text_.find_first_not_of(" \t\r\n");
+            const std::string_view text = first == std::string::npos
+                                              ? std::string_view()
+                                              : std::string_view(budget_text_).substr(first);
+            if (text.starts_with(b.open_text)) {
+                budget_text_ = std::string(text.substr(b.open_text.size()));
+                budget_ = b.tokens == 0 ? Budget::forcing : Budget::counting;
+            } else if (!std::string_view(b.open_text).starts_with(text)) {
+                budget_ = Budget::done;  // the reply does not begin with reasoning
+            }
+            return;
+        }
+        case Budget::counting:
+            ++budget_used_;
+            budget_text_ += vocabulary_->bytes(token);
+            if (budget_text_.find(b.close_text) != std::string::npos) {
+                budget_ = Budget::done;
+                return;
+            }
+            if (budget_used_ >= b.tokens &&
+                tokenizer::unicode::complete_prefix_length(budget_text_) == budget_text_.size()) {
+                budget_ = Budget::forcing;
+            }
+            // What may still hold the start of the closer, or of a character being written.
+            if (budget_text_.size() > b.close_text.size() + 4) {
+                budget_text_.erase(0, budget_text_.size() - b.close_text.size() - 4);
+            }
+            return;
+        case Budget::forcing:
+            if (++budget_forced_ == b.close.size()) budget_ = Budget::done;
+            return;
+        case Budget::done:
+            return;
+    }
+}
+
+// A lazy grammar's search for its triggers in the text generated so far (the tail that may
+// still hold the start of one).
+void Sampler::watch_triggers(int32_t token) {
+    trigger_tail_ += vocabulary_->bytes(token);
+    size_t longest = 0;
+    for (;;) {
+        size_t at = std::string::npos;
+        for (const std::string& t : params_.grammar_triggers) {
+            at = std::min(at, trigger_tail_.find(t));
+            longest = std::max(longest, t.size());
+        }
+        if (at == std::string::npos) break;
+        if (grammar_->accept_bytes(std::string_view(trigger_tail_).substr(at))) {
+            grammar_active_ = true;
+            trigger_tail_.clear();
+            return;
+        }
+        trigger_tail_.erase(0, at + 1);
+    }
+    if (trigger_tail_.size() >= longest) trigger_tail_.erase(0, trigger_tail_.size() - longest + 1);
 }
 
 void Sampler::record(int32_t token) {
@@ -686,13 +786,17 @@ int32_t Sampler::draw_all(std::span<const float> logits) {
 
 std::span<const float> Sampler::constrain(std::span<const float> logits) {
     check_size(logits);
-    if (!grammar_) return logits;
+    if (!grammar_active_) return logits;
     masked_.resize(logits.size());
     grammar_->apply(logits, masked_);
     return masked_;
 }
 
 int32_t Sampler::sample(std::span<const float> logits) {
+    if (budget_ == Budget::forcing) {
+        check_size(logits);
+        return params_.reasoning_budget.close[budget_forced_];
+    }
     logits = constrain(logits);
     collect_adjusted(logits);
     if (params_.temperature == 0.0f) return greedy(logits);

@@ -56,6 +56,7 @@
 #include <memory>
 #include <random>
 #include <span>
+#include <string>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -106,8 +107,13 @@ class Sampler {
     void accept(int32_t token);
     // Records tokens that were not generated (the prompt, for penalties): the penalty window only.
     void accept(std::span<const int32_t> tokens);
-    // With a grammar: whether the text generated so far is a whole sentence of it.
-    bool grammar_complete() const { return !grammar_ || grammar_->complete(); }
+    // With a grammar: whether the text generated so far is a whole sentence of it (a lazy
+    // grammar that no trigger started owes nothing).
+    bool grammar_complete() const { return !grammar_active_ || grammar_->complete(); }
+    // Whether the grammar constrains the next token (always, unless it is lazy and waiting).
+    bool grammar_active() const { return grammar_active_; }
+    // Whether the next token is the reasoning budget's (the block's closing markup, forced).
+    bool forcing_reasoning_end() const { return budget_ == Budget::forcing; }
 
     // Diagnostics (and tests) of what sample() does, without consuming randomness:
     // the logits after logit bias and penalties (non-finite values sanitized as above) ...
@@ -175,6 +181,18 @@ class Sampler {
 
     std::unique_ptr<grammar::Constraint> grammar_;  // null: no grammar
     std::vector<float> masked_;                     // the logits with the grammar's mask
+    // A lazy grammar (grammar_triggers) waits for a trigger in the generated text.
+    void watch_triggers(int32_t token);
+    // The reasoning budget: waiting for the block to open, counting, forcing its closer.
+    enum class Budget : unsigned char { done, watching, counting, forcing };
+    void follow_budget(int32_t token);
+    Budget budget_ = Budget::done;
+    int32_t budget_used_ = 0;
+    size_t budget_forced_ = 0;  // closing tokens written
+    std::string budget_text_;   // the block's recent text
+    std::shared_ptr<const grammar::TokenVocabulary> vocabulary_;
+    bool grammar_active_ = false;
+    std::string trigger_tail_;
 };
 
 }  // namespace ggufd::sampling

@@ -181,17 +181,22 @@ bool Scheduler::start(Slot& slot, Pending pending) {
     a.request = std::move(pending.request);
     a.submitted = pending.submitted;
     try {
-        if (a.request.sampling.grammar && !grammar_vocab_) {
+        // A grammar, and a reasoning budget watching the text, read the tokens' bytes.
+        const bool token_bytes =
+            a.request.sampling.grammar || a.request.sampling.reasoning_budget.tokens >= 0;
+        if (token_bytes && !grammar_vocab_) {
             grammar_vocab_ = grammar::TokenVocabulary::from_tokenizer(*tokenizer_);
         }
-        a.sampler = std::make_unique<sampling::Sampler>(
-            a.request.sampling, context_.n_vocab(),
-            a.request.sampling.grammar ? grammar_vocab_ : nullptr);
+        a.sampler = std::make_unique<sampling::Sampler>(a.request.sampling, context_.n_vocab(),
+                                                        token_bytes ? grammar_vocab_ : nullptr);
         const tokenizer::Tokenizer& t = *tokenizer_;
         a.stop = std::make_unique<sampling::StopChecker>(a.request.stop,
                                                          [&t](int32_t id) { return t.is_eog(id); });
         tokenizer::StreamDecoder::Options decode;
-        decode.render_special = a.request.sampling.grammar != nullptr;
+        // A lazy grammar's text before its trigger is unconstrained: control tokens keep their
+        // usual rendering (the family's markup is in render_ids).
+        decode.render_special =
+            a.request.sampling.grammar != nullptr && a.request.sampling.grammar_triggers.empty();
         decode.render_ids = a.request.render_tokens;
         std::sort(decode.render_ids.begin(), decode.render_ids.end());
         a.decoder = std::make_unique<tokenizer::StreamDecoder>(*tokenizer_, std::move(decode));

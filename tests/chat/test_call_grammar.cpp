@@ -139,6 +139,11 @@ std::string reply(Family family, const std::vector<CallText>& calls) {
             case Family::apriel:
                 out += (i ? ", " : "<tool_calls>[") + obj;
                 break;
+            case Family::command_r_plus:
+                out += (i ? ",\n    " : "Action:\n```json\n[\n    ") +
+                       ("{\n        \"tool_name\": \"" + name +
+                        "\",\n        \"parameters\": " + args + "\n    }");
+                break;
         }
     }
     switch (family) {
@@ -159,6 +164,8 @@ std::string reply(Family family, const std::vector<CallText>& calls) {
             return out + "<|tool_calls_section_end|>";
         case Family::apriel:
             return out + "]</tool_calls>";
+        case Family::command_r_plus:
+            return out + "\n]```";
         default:
             return out;
     }
@@ -232,6 +239,46 @@ TEST_P(CallGrammar, RefusesOtherNamesBadArgumentsAndText) {
     EXPECT_FALSE(accepts(g, "Sure! " + reply(f, {kWeatherCall})));
     EXPECT_FALSE(accepts(g, "The weather is fine."));
     EXPECT_FALSE(accepts(g, ""));
+}
+
+// minLength / maxLength hold in every format, also where a string value is raw text.
+TEST_P(CallGrammar, StringLengthBounds) {
+    const Family f = GetParam();
+    const json tools = json::parse(R"([{"type": "function", "function": {"name": "get_weather",
+        "parameters": {"type": "object", "properties": {"location": {"type": "string",
+        "minLength": 2, "maxLength": 5}}, "required": ["location"]}}}])");
+    const std::string g = tool_call_grammar(f, tools);
+    EXPECT_TRUE(accepts(g, reply(f, {{"get_weather", {{"location", "Paris"}}}})));
+    EXPECT_TRUE(accepts(g, reply(f, {{"get_weather", {{"location", "Rö"}}}})));
+    EXPECT_FALSE(accepts(g, reply(f, {{"get_weather", {{"location", "Berlin"}}}})));
+    EXPECT_FALSE(accepts(g, reply(f, {{"get_weather", {{"location", "X"}}}})));
+}
+
+// tool_choice "auto": the grammar starts at a trigger, so every call the grammar admits opens
+// with one, and the parser finds the call after the text the model wrote before it.
+TEST_P(CallGrammar, LazyTriggersOpenTheGrammarsText) {
+    const Family f = GetParam();
+    const std::vector<std::string> triggers = lazy_call_triggers(f);
+    if (f == Family::llama3 || f == Family::generic) {
+        EXPECT_TRUE(triggers.empty());
+        return;
+    }
+    ASSERT_FALSE(triggers.empty());
+    for (bool parallel : {false, true}) {
+        CallGrammarOptions o;
+        o.parallel = parallel;
+        const std::string g = tool_call_grammar(f, kTools, o);
+        const std::string text = reply(f, {kWeatherCall});
+        EXPECT_TRUE(accepts(g, text)) << text;
+        EXPECT_TRUE(std::any_of(triggers.begin(), triggers.end(), [&](const std::string& t) {
+            return text.starts_with(t);
+        })) << text;
+        ParserOptions po = test::options_for(f);
+        po.tools = kTools;
+        const Message m = parse("Let me check that. " + text, po);
+        ASSERT_EQ(m.tool_calls.size(), 1u) << text;
+        EXPECT_EQ(m.tool_calls[0].name, "get_weather");
+    }
 }
 
 TEST_P(CallGrammar, NamedFunctionOnly) {

@@ -28,7 +28,7 @@ using json = nlohmann::ordered_json;
 const std::map<std::string, Family> kExpected = {
     {"Apriel-1.6-15b-Thinker-fixed.jinja", Family::apriel},
     {"Bielik-11B-v3.0-Instruct.jinja", Family::hermes},
-    {"CohereForAI-c4ai-command-r-plus-tool_use.jinja", Family::generic},
+    {"CohereForAI-c4ai-command-r-plus-tool_use.jinja", Family::command_r_plus},
     {"GLM-4.7-Flash.jinja", Family::glm},
     {"GigaChat3-10B-A1.8B.jinja", Family::generic},
     {"GigaChat3.1-10B-A1.8B.jinja", Family::generic},
@@ -100,7 +100,7 @@ TEST(DetectFamily, MarkersOfTemplatesNotInTheFolder) {
 }
 
 TEST(FamilyNames, RoundTripAndUnknown) {
-    ASSERT_EQ(family_names().size(), 16u);
+    ASSERT_EQ(family_names().size(), 17u);
     for (std::string_view name : family_names()) {
         const auto f = family_from_name(name);
         ASSERT_TRUE(f.has_value()) << name;
@@ -131,11 +131,14 @@ TEST(FamilyTable, NoMarkerIsAPrefixOfAnother) {
 
 // ---- the templates' own tool-call rendering parses back ------------------------------------
 
+// Parameters with descriptions: Command R+'s template writes each one's.
 const json kTools = json::parse(R"([{"type": "function", "function": {"name": "get_weather",
     "description": "Weather of a city", "parameters": {"type": "object", "properties":
-    {"location": {"type": "string"}, "days": {"type": "integer"}}, "required": ["location"]}}},
+    {"location": {"type": "string", "description": "City"}, "days": {"type": "integer",
+    "description": "Days ahead"}}, "required": ["location"]}}},
     {"type": "function", "function": {"name": "get_time", "description": "Time of a zone",
-    "parameters": {"type": "object", "properties": {"zone": {"type": "string"}}}}}])");
+    "parameters": {"type": "object", "properties": {"zone": {"type": "string",
+    "description": "IANA zone"}}}}}])");
 
 json tool_call(const std::string& id, const std::string& name, json args) {
     return {{"id", id}, {"type", "function"}, {"function", {{"name", name}, {"arguments", args}}}};

@@ -97,5 +97,49 @@ TEST(JsonScan, DepthIsBounded) {
     EXPECT_EQ(scan_json(ok, false).status, Scan::ok);
 }
 
+TEST(JsonScan, BadNamesTheFirstByteThatCannotContinue) {
+    JsonScanner scanner;
+    EXPECT_EQ(scanner.feed(R"({"a": [1, )"), Scan::more);
+    EXPECT_EQ(scanner.feed("2<x"), Scan::bad);
+    EXPECT_EQ(scanner.length(), 11u);  // the `<`
+    JsonScanner other;
+    EXPECT_EQ(other.feed("x"), Scan::bad);
+    EXPECT_EQ(other.length(), 0u);
+}
+
+// The compact form of a whole document is nlohmann's dump of it, and that of every prefix is a
+// beginning of it: a call's arguments streamed in any pieces concatenate to the whole.
+TEST(CompactJsonPrefix, GrowsTowardsTheDumpOfTheDocument) {
+    std::vector<std::string> docs(kValid.begin(), kValid.end());
+    docs.push_back(R"({"pair": "\ud83d\ude00", "ctl": "\u0001\u001f\u0022\u005c"})");
+    docs.push_back(R"({"big": 123456789012345678901234567890, "neg0": -0, "f": 1.50})");
+    for (const std::string& doc : docs) {
+        const std::string whole = compact_json_prefix(doc);
+        const auto parsed = nlohmann::ordered_json::parse(doc, nullptr, false);
+        ASSERT_FALSE(parsed.is_discarded()) << doc;
+        EXPECT_EQ(whole, parsed.dump()) << doc;
+        std::string last;
+        JsonCompactor reading_on;  // fed the same text a byte longer each time
+        for (size_t n = 0; n <= doc.size(); ++n) {
+            const std::string part = compact_json_prefix(std::string_view(doc).substr(0, n));
+            EXPECT_EQ(whole.rfind(part, 0), 0u) << doc.substr(0, n) << " -> " << part;
+            EXPECT_GE(part.size(), last.size());
+            EXPECT_EQ(reading_on.compact(std::string_view(doc).substr(0, n)), part);
+            last = part;
+        }
+    }
+}
+
+TEST(CompactJsonPrefix, HoldsWhatIsUndecidedAndReplacesWhatIsNotText) {
+    EXPECT_EQ(compact_json_prefix(R"({"n": 12)"), R"({"n":)");
+    EXPECT_EQ(compact_json_prefix(R"({"s": "a\u00)"), R"({"s":"a)");
+    EXPECT_EQ(compact_json_prefix(R"({"s": "\uD83D)"), R"({"s":")");
+    EXPECT_EQ(compact_json_prefix(R"({"s": "\uD83D\u)"), R"({"s":")");
+    EXPECT_EQ(compact_json_prefix(R"({"s": "\uD800x)"), "{\"s\":\"\xEF\xBF\xBDx");
+    EXPECT_EQ(compact_json_prefix("{\"s\": \"\xE6\x9D"), R"({"s":")");
+    EXPECT_EQ(compact_json_prefix("{\"s\": \"\xE6\x9D\xB1"), "{\"s\":\"\xE6\x9D\xB1");
+    EXPECT_EQ(compact_json_prefix("{\"s\": \"\xFF\""), "{\"s\":\"\xEF\xBF\xBD\"");
+}
+
 }  // namespace
 }  // namespace ggufd::chat::detail

@@ -174,22 +174,31 @@ std::vector<Case> cases() {
          "",
          "Still thinking when the budget",
          {}},
+        // Once a call's name and the start of its arguments are read the call stands (its
+        // arguments have streamed): a call object missing its closing brace keeps its call, and
+        // the text from the first byte that cannot continue it is content.
         broken(
-            {"hermes_malformed_json",
+            {"hermes_call_object_unclosed",
              Family::hermes,
              "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"location\": \"Paris\"}\n"
              "</tool_call>",
-             "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"location\": \"Paris\"}\n"
              "</tool_call>",
              "",
-             {}}),
-        broken(
-            {"hermes_unterminated",
-             Family::hermes,
-             "Sure.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"location\": \"Par",
-             "Sure.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"location\": \"Par",
-             "",
-             {}}),
+             {{"get_weather", R"({"location":"Paris"})"}}}),
+        // A reply cut off inside the arguments (max_tokens) keeps what was written, as OpenAI's
+        // API returns a call cut off by its length limit.
+        {"hermes_arguments_cut_off",
+         Family::hermes,
+         "Sure.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"location\": \"Par",
+         "Sure.",
+         "",
+         {{"get_weather", R"({"location":"Par)"}}},
+        broken({"hermes_call_without_arguments_is_content",
+                Family::hermes,
+                "Sure.\n<tool_call>\n{\"name\": \"get_weather\", \"argu",
+                "Sure.\n<tool_call>\n{\"name\": \"get_weather\", \"argu",
+                "",
+                {}}),
         broken({"hermes_bad_call_then_good_call",
                 Family::hermes,
                 "<tool_call>\n{\"name\": \"get_weather\"\n</tool_call>\n" + time_call,
@@ -205,9 +214,9 @@ std::vector<Case> cases() {
         broken({"hermes_garbage_before_closer",
                 Family::hermes,
                 "<tool_call>\n{\"name\": \"f\", \"arguments\": {}} oops</tool_call>",
-                "<tool_call>\n{\"name\": \"f\", \"arguments\": {}} oops</tool_call>",
+                "oops</tool_call>",
                 "",
-                {}}),
+                {{"f", "{}"}}}),
         broken({"hermes_name_not_a_function_name",
                 Family::hermes,
                 "<tool_call>\n{\"name\": \"get weather\", \"arguments\": {}}\n</tool_call>",
@@ -527,13 +536,18 @@ std::vector<Case> cases() {
          "Let me check.",
          "",
          {{"get_weather", R"({"location":"Tokyo","days":3})"}, {"get_time", "{}"}}},
-        broken(
-            {"deepseek_unterminated_section",
-             Family::deepseek_r1,
-             "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>a\n```json\n{\"x\":",
-             "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>a\n```json\n{\"x\":",
-             "",
-             {}}),
+        {"deepseek_arguments_cut_off",
+         Family::deepseek_r1,
+         "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>a\n```json\n{\"x\":",
+         "",
+         "",
+         {{"a", R"({"x":)"}}},
+        broken({"deepseek_unterminated_section",
+                Family::deepseek_r1,
+                "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>a\n```js",
+                "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>a\n```js",
+                "",
+                {}}),
 
         // Granite 3.x.
         {"granite_calls",
@@ -565,6 +579,23 @@ std::vector<Case> cases() {
          "It is sunny in Toronto.",
          "",
          {}},
+
+        // Command R+ (its tool-use template): Action: and a fenced JSON list.
+        {"command_r_plus_calls",
+         Family::command_r_plus,
+         "I will look this up.\nAction:\n```json\n[\n    {\n        \"tool_name\": "
+         "\"get_weather\",\n"
+         "        \"parameters\": {\n            \"location\": \"Toronto\"\n        }\n    },\n"
+         "    {\n        \"tool_name\": \"get_time\",\n        \"parameters\": {}\n    }\n]```",
+         "I will look this up.",
+         "",
+         {{"get_weather", R"({"location":"Toronto"})"}, {"get_time", "{}"}}},
+        broken({"command_r_plus_action_in_prose_is_content",
+                Family::command_r_plus,
+                "Action: take the stairs, then ```json [1]```.",
+                "Action: take the stairs, then ```json [1]```.",
+                "",
+                {}}),
 
         // Kimi K2.
         {"kimi_calls",
@@ -682,6 +713,98 @@ TEST_P(ParserCase, EveryCutInTwoGivesTheWholeTextsParse) {
     }
 }
 
+// Fed a byte at a time, each call's id and name come first, with the arguments written so far,
+// and the rest of the arguments follow in fragments, wherever the format writes the name before
+// the arguments as JSON. The exceptions: a reply that is nothing but JSON (a call only once the
+// reply ends), the formats that write parameters as XML (a call once complete), Llama's builtin
+// calls, and call objects spelled otherwise (arguments as a string, OpenAI's nesting).
+TEST_P(ParserCase, ArgumentsStreamAsTheyAreWritten) {
+    const Case& c = GetParam();
+    const Message whole = parse(c.text, options_of(c));
+    static const std::set<std::string> kWhole = {"hermes_arguments_as_string",
+                                                 "hermes_openai_nesting",
+                                                 "qwen3_coder_call",
+                                                 "qwen3_coder_schema_types",
+                                                 "qwen3_coder_multiline_and_parallel",
+                                                 "qwen35_prompt_opened_reasoning",
+                                                 "qwen3_coder_python_literals",
+                                                 "glm_call",
+                                                 "glm45_newlines_and_reasoning",
+                                                 "llama_json_reply",
+                                                 "llama32_json_reply_with_type",
+                                                 "llama_builtin_brave_search",
+                                                 "llama_builtin_wolfram",
+                                                 "deepseek_v32_dsml",
+                                                 "generic_tool_call",
+                                                 "generic_tool_calls",
+                                                 "generic_name_arguments_after_reasoning"};
+    StreamParser parser(options_of(c));
+    std::vector<std::string> first;  // each call's arguments in its first delta
+    std::vector<size_t> fragments;
+    auto take = [&](const Delta& d) {
+        for (const ToolCallDelta& t : d.tool_calls) {
+            if (t.index == first.size()) {
+                EXPECT_FALSE(t.id.empty());
+                EXPECT_FALSE(t.name.empty());
+                first.push_back(t.arguments);
+                fragments.push_back(1);
+            } else {
+                ASSERT_LT(t.index, first.size());
+                EXPECT_TRUE(t.id.empty() && t.name.empty());
+                EXPECT_FALSE(t.arguments.empty());
+                ++fragments[t.index];
+            }
+        }
+    };
+    for (char ch : c.text) take(parser.push(std::string_view(&ch, 1)));
+    take(parser.finish());
+    ASSERT_EQ(first.size(), whole.tool_calls.size());
+    const bool streams = !kWhole.contains(c.name);
+    for (size_t i = 0; i < first.size(); ++i) {
+        SCOPED_TRACE("call " + std::to_string(i));
+        const std::string& args = whole.tool_calls[i].arguments;
+        if (streams) {
+            EXPECT_LT(first[i].size(), args.size()) << "the name came with the whole arguments";
+            EXPECT_EQ(args.rfind(first[i], 0), 0u);
+            EXPECT_GE(fragments[i], 2u);
+        } else {
+            EXPECT_EQ(first[i], args);
+            EXPECT_EQ(fragments[i], 1u);
+        }
+    }
+}
+
+// Broken variants of every case (cut anywhere, a byte replaced by markup-like or JSON-breaking
+// text) still parse the same whichever way the text is split: a call that stands once its
+// arguments open does so at the same byte in a stream as in the whole text.
+TEST_P(ParserCase, MutatedTextsGiveTheSameParseForEverySplit) {
+    const Case& c = GetParam();
+    std::mt19937 rng(77);
+    const std::vector<std::string> inserts = {"<", "}", "\"", "\n", "]", ",", "{", "\\", "x"};
+    for (int round = 0; round < 12; ++round) {
+        std::string text = c.text;
+        if (text.empty()) return;
+        std::uniform_int_distribution<size_t> at(0, text.size() - 1);
+        if (round % 3 == 0) {
+            text.resize(at(rng));
+        } else {
+            const size_t pos = at(rng);
+            text.replace(pos, 1, inserts[static_cast<size_t>(rng()) % inserts.size()]);
+        }
+        const Message whole = parse(text, options_of(c));
+        for (size_t size : {1, 2, 5}) {
+            StreamParser parser(options_of(c));
+            Message streamed;
+            for (const std::string& piece : test::split(text, size, rng)) {
+                streamed.append(parser.push(piece));
+            }
+            streamed.append(parser.finish());
+            ASSERT_EQ(streamed, whole) << "text: " << text << "\nstreamed: " << describe(streamed)
+                                       << "\nwhole: " << describe(whole);
+        }
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(Families, ParserCase, ::testing::ValuesIn(cases()),
                          [](const ::testing::TestParamInfo<Case>& p) { return p.param.name; });
 
@@ -698,18 +821,33 @@ TEST(StreamParser, HoldsOnlyWhatCouldStillBeMarkup) {
     EXPECT_EQ(p.finish().content, "");
 }
 
-TEST(StreamParser, CallArrivesWholeInOneDelta) {
+TEST(StreamParser, CallNameFirstThenArgumentFragments) {
     StreamParser p(options_for(Family::hermes));
     EXPECT_EQ(p.push("Checking.\n<tool_call>\n{\"name\": \"get_").content, "Checking.");
-    const Delta d1 = p.push("weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool");
-    EXPECT_TRUE(d1.empty());
-    const Delta d2 = p.push("_call>\n");
+    EXPECT_TRUE(p.push("weather\", \"arguments\"").empty());  // the arguments have not opened
+    const Delta d1 = p.push(": {\"city\": \"Pa");
+    ASSERT_EQ(d1.tool_calls.size(), 1u);
+    EXPECT_EQ(d1.tool_calls[0], (ToolCallDelta{0, "call_0", "get_weather", R"({"city":"Pa)"}));
+    const Delta d2 = p.push("ris\", \"n\": 12");  // a number is sent once it is complete
     ASSERT_EQ(d2.tool_calls.size(), 1u);
-    EXPECT_EQ(d2.tool_calls[0], (ToolCallDelta{0, "call_0", "get_weather", R"({"city":"Paris"})"}));
-    const Delta d3 = p.push("<tool_call>\n{\"name\": \"b\", \"arguments\": {}}</tool_call>");
+    EXPECT_EQ(d2.tool_calls[0], (ToolCallDelta{0, "", "", R"(ris","n":)"}));
+    EXPECT_EQ(d2.content, "");
+    const Delta d3 = p.push("}}\n</tool_call>\n");
     ASSERT_EQ(d3.tool_calls.size(), 1u);
-    EXPECT_EQ(d3.tool_calls[0].index, 1u);
+    EXPECT_EQ(d3.tool_calls[0], (ToolCallDelta{0, "", "", "12}"}));
+    const Delta d4 = p.push("<tool_call>\n{\"name\": \"b\", \"arguments\": {}}</tool_call>");
+    ASSERT_EQ(d4.tool_calls.size(), 1u);
+    EXPECT_EQ(d4.tool_calls[0], (ToolCallDelta{1, "call_1", "b", "{}"}));
     EXPECT_TRUE(p.finish().empty());
+    EXPECT_EQ(p.message().tool_calls[0].arguments, R"({"city":"Paris","n":12})");
+}
+
+TEST(StreamParser, ArgumentsInAnotherOrderArriveWhole) {
+    StreamParser p(options_for(Family::hermes));
+    EXPECT_TRUE(p.push("<tool_call>{\"arguments\": {\"city\": \"Paris\"}, ").empty());
+    const Delta d = p.push("\"name\": \"f\"}</tool_call>");
+    ASSERT_EQ(d.tool_calls.size(), 1u);
+    EXPECT_EQ(d.tool_calls[0], (ToolCallDelta{0, "call_0", "f", R"({"city":"Paris"})"}));
 }
 
 TEST(StreamParser, BrokenCallIsReleasedAtTheFirstImpossibleByte) {

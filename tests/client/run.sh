@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs client_test.mjs (the official openai npm package) against a ggufd serving stories260K, and
 # tools_test.mjs against a random-weight model with Qwen 2's vocabulary (its <tool_call> and <think>
-# tokens) served with a Hermes-style template and with a thinking template, and embeddings_test.mjs
-# against the conformance folder's bert-mean encoder and bert-rank reranker.
+# tokens) served with a Hermes-style template and with a thinking template, families_test.mjs
+# against the same model served with a real chat template of each family (conformance folder), and
+# embeddings_test.mjs against the conformance folder's bert-mean encoder and bert-rank reranker.
 # Usage: run.sh BIN_DIR CONFORMANCE_DIR. Exits 77 (skipped) when Node.js is missing, except under
 # CI, where .ci/run installs it.
 set -euo pipefail
@@ -20,8 +21,47 @@ if [ ! -d "$conf" ]; then
 fi
 work="$bin_dir/../client-test"
 mkdir -p "$work"
-cp "$here/package.json" "$here/client_test.mjs" "$here/tools_test.mjs" "$here/embeddings_test.mjs" "$work/"
+cp "$here/package.json" "$here/client_test.mjs" "$here/tools_test.mjs" "$here/families_test.mjs" \
+  "$here/tool_support.mjs" "$here/embeddings_test.mjs" "$work/"
 (cd "$work" && npm install --no-audit --no-fund --loglevel=error >/dev/null)
+
+# One model per family: NAME TEMPLATE FAMILY (the family its template is detected as).
+families=(
+  qwen25 Qwen-Qwen2.5-7B-Instruct hermes
+  hermes2pro NousResearch-Hermes-2-Pro-Llama-3-8B-tool_use hermes
+  qwq Qwen-QwQ-32B hermes
+  qwen35 Qwen3.5-4B qwen3-coder
+  llama31 meta-llama-Llama-3.1-8B-Instruct llama3
+  llama32 meta-llama-Llama-3.2-3B-Instruct llama3
+  mistral32 Mistral-Small-3.2-24B-Instruct-2506 mistral
+  ministral mistralai-Ministral-3-14B-Reasoning-2512 mistral
+  r1qwen deepseek-ai-DeepSeek-R1-Distill-Qwen-32B deepseek-r1
+  r1llama deepseek-ai-DeepSeek-R1-Distill-Llama-8B deepseek-r1
+  dsv32 deepseek-ai-DeepSeek-V3.2 deepseek-v3.2
+  granite ibm-granite-granite-3.3-2B-Instruct granite
+  firefunction fireworks-ai-llama-3-firefunction-v2 firefunction
+  functionary meetkai-functionary-medium-v3.1 functionary-v3.1
+  kimi moonshotai-Kimi-K2 kimi-k2
+  glm GLM-4.7-Flash glm
+  apriel unsloth-Apriel-1.5 apriel
+  commandrplus CohereForAI-c4ai-command-r-plus-tool_use command-r-plus
+  lfm2 LFM2-8B-A1B generic
+)
+family_flags=()
+family_pairs=()
+# The conformance folder holds no gpt-oss or Command R7B template: their output formats are read
+# through --tool-parser, the prompt rendered by the Hermes-style template.
+for family in harmony command-r7b; do
+  family_flags+=(--model "$family=$work/agent.gguf" --chat-template-file "$family=$here/hermes_tools.jinja"
+    --tool-parser "$family=$family")
+  family_pairs+=("$family=$family")
+done
+for ((i = 0; i < ${#families[@]}; i += 3)); do
+  name=${families[i]}
+  family_flags+=(--model "$name=$work/agent.gguf"
+    --chat-template-file "$name=$conf/chat_templates/templates/${families[i + 1]}.jinja")
+  family_pairs+=("$name=${families[i + 2]}")
+done
 
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 "$bin_dir/ggufd-mkmodel" --out "$work/agent.gguf" --vocab "$conf/tokenizer/ggml-vocab-qwen2.gguf" \
@@ -30,7 +70,7 @@ port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); pr
   --model "agent=$work/agent.gguf" --chat-template-file "agent=$here/hermes_tools.jinja" \
   --model "thinker=$work/agent.gguf" --chat-template-file "thinker=$here/thinking.jinja" \
   --model "embed=$conf/embeddings/bert-mean.gguf" --model "rank=$conf/embeddings/bert-rank.gguf" \
-  >"$work/ggufd.log" 2>&1 &
+  "${family_flags[@]}" --threads 1 >"$work/ggufd.log" 2>&1 &
 pid=$!
 trap 'kill $pid 2>/dev/null || true' EXIT
 for _ in $(seq 100); do
@@ -39,6 +79,7 @@ for _ in $(seq 100); do
 done
 node "$work/client_test.mjs" "http://127.0.0.1:$port/v1" stories
 node "$work/tools_test.mjs" "http://127.0.0.1:$port/v1" agent thinker
+node "$work/families_test.mjs" "http://127.0.0.1:$port/v1" "${family_pairs[@]}"
 node "$work/embeddings_test.mjs" "http://127.0.0.1:$port/v1" embed rank "$conf/embeddings"
 kill -TERM $pid
 wait $pid

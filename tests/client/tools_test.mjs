@@ -3,44 +3,12 @@
 // thinking template's reasoning returned apart from the answer. Streamed and not.
 // Usage: node tools_test.mjs BASE_URL TOOL_MODEL THINKING_MODEL
 import OpenAI from "openai";
-import Ajv from "ajv";
 import assert from "node:assert/strict";
+import { collect as collectWith, tools, validate } from "./tool_support.mjs";
 
 const [baseURL, toolModel, thinkingModel] = process.argv.slice(2);
 const client = new OpenAI({ baseURL, apiKey: "test-key", maxRetries: 0, timeout: 60_000 });
-
-const parameters = {
-  type: "object",
-  properties: { city: { type: "string", minLength: 1, maxLength: 12 }, days: { type: "integer", minimum: 1, maximum: 7 } },
-  required: ["city", "days"],
-  additionalProperties: false,
-};
-const validate = new Ajv({ strict: true }).compile(parameters);
-const tools = [
-  { type: "function", function: { name: "get_weather", description: "The weather in a city.", parameters } },
-  { type: "function", function: { name: "get_time", description: "The time in a city.", parameters } },
-];
-
-// A streamed reply accumulated as clients do (tool calls by index, arguments concatenated).
-async function collect(request) {
-  const message = { role: "assistant", content: "", reasoning_content: "", tool_calls: [] };
-  let finish = null;
-  for await (const chunk of await client.chat.completions.create({ ...request, stream: true })) {
-    for (const choice of chunk.choices) {
-      const d = choice.delta ?? {};
-      message.content += d.content ?? "";
-      message.reasoning_content += d.reasoning_content ?? "";
-      for (const call of d.tool_calls ?? []) {
-        const slot = (message.tool_calls[call.index] ??= { id: "", type: "function", function: { name: "", arguments: "" } });
-        if (call.id) slot.id = call.id;
-        if (call.function?.name) slot.function.name = call.function.name;
-        slot.function.arguments += call.function?.arguments ?? "";
-      }
-      if (choice.finish_reason) finish = choice.finish_reason;
-    }
-  }
-  return { message, finish };
-}
+const collect = (request) => collectWith(client, request);
 
 for (const stream of [false, true]) {
   const messages = [{ role: "user", content: "What is the weather in Paris for the next two days?" }];
@@ -80,6 +48,36 @@ for (const stream of [false, true]) {
   assert.ok(answer.message.content.length > 0, "the answer has content");
 }
 
+// tool_choice "auto": the model decides; once it opens a call the call grammar holds the rest.
+// A logit bias makes the random model write <tool_call> first: the call that follows is valid
+// because of the grammar, as the same bias without tools (tool_choice "none") shows.
+const root = baseURL.replace(/\/v1$/, "");
+const { tokens: opener } = await fetch(root + "/tokenize", {
+  method: "POST", headers: { "content-type": "application/json" },
+  body: JSON.stringify({ model: toolModel, content: "<tool_call>", parse_special: true }),
+}).then((r) => r.json());
+assert.equal(opener.length, 1, "<tool_call> is one token of this vocabulary");
+const autoRequest = {
+  model: toolModel, messages: [{ role: "user", content: "Weather in Rome for three days?" }], tools,
+  tool_choice: "auto", parallel_tool_calls: false, max_tokens: 200, seed: 5,
+  logit_bias: { [opener[0]]: 100 }, chat_template_kwargs: { enable_thinking: false },
+};
+const autoCalls = {};
+for (const stream of [false, true]) {
+  const { message, finish } = stream ? await collect(autoRequest)
+    : await client.chat.completions.create(autoRequest).then((r) => ({ message: r.choices[0].message, finish: r.choices[0].finish_reason }));
+  assert.equal(finish, "tool_calls", JSON.stringify(message));
+  assert.equal(message.tool_calls.length, 1, JSON.stringify(message));
+  assert.ok(!message.content, JSON.stringify(message.content));
+  const args = JSON.parse(message.tool_calls[0].function.arguments);
+  assert.ok(validate(args), `${JSON.stringify(validate.errors)}: ${message.tool_calls[0].function.arguments}`);
+  autoCalls[stream] = message.tool_calls[0].function;
+}
+assert.deepEqual(autoCalls[true], autoCalls[false]);
+const unconstrained = await client.chat.completions.create({ ...autoRequest, tool_choice: "none", max_tokens: 40 });
+assert.ok(unconstrained.choices[0].message.content.startsWith("<tool_call>"), unconstrained.choices[0].message.content);
+assert.equal(unconstrained.choices[0].message.tool_calls, undefined);
+
 // A named function: only that tool is called.
 const named = await client.chat.completions.create({
   model: toolModel, messages: [{ role: "user", content: "Time in Oslo?" }], tools,
@@ -109,6 +107,38 @@ for (const stream of [false, true]) {
 const kept = await client.chat.completions.create({ ...thinkRequest, reasoning_format: "none" });
 assert.equal(kept.choices[0].message.content, "Two and two make four.</think>\n\nFour.");
 assert.equal(kept.choices[0].message.reasoning_content, undefined);
+
+// A reasoning budget: after that many tokens of reasoning the closer is written for the model and
+// its answer follows (the random model alone would reason until max_tokens).
+for (const stream of [false, true]) {
+  const request = {
+    model: thinkingModel, messages: [{ role: "user", content: "2+2?" }], max_tokens: 40, seed: 3,
+    reasoning_budget_tokens: 6,
+  };
+  const { message } = stream ? await collect(request)
+    : await client.chat.completions.create(request).then((r) => ({ message: r.choices[0].message }));
+  assert.ok(message.reasoning_content.length > 0, JSON.stringify(message));
+  assert.ok(message.content.length > 0, JSON.stringify(message));
+  assert.ok(!message.content.includes("</think>"), JSON.stringify(message));
+}
+const unbudgeted = await client.chat.completions.create({
+  model: thinkingModel, messages: [{ role: "user", content: "2+2?" }], max_tokens: 40, seed: 3,
+});
+assert.equal(unbudgeted.choices[0].finish_reason, "length");
+assert.equal(unbudgeted.choices[0].message.content, "", "without a budget the random model reasons to the end");
+const noThinking = await client.chat.completions.create({
+  model: thinkingModel, messages: [{ role: "user", content: "2+2?" }], max_tokens: 10, seed: 3,
+  thinking_token_budget: 0,
+});
+assert.equal(noThinking.choices[0].message.reasoning_content, undefined, JSON.stringify(noThinking.choices[0].message));
+assert.ok(noThinking.choices[0].message.content.length > 0);
+await assert.rejects(
+  client.chat.completions.create({
+    model: thinkingModel, messages: [{ role: "user", content: "x" }],
+    reasoning_budget_tokens: 3, thinking_token_budget: 4,
+  }),
+  (e) => e.status === 400 && e.param === "thinking_token_budget",
+);
 
 const models = await fetch(baseURL.replace(/\/v1$/, "") + "/models").then((r) => r.json());
 const parsers = Object.fromEntries(models.data.map((m) => [m.id, m.tool_parser]));

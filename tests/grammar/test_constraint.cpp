@@ -703,6 +703,132 @@ TEST(GrammarSampling, AGrammarOfAllTextChangesNothing) {
     EXPECT_EQ(runs[0].text, runs[1].text);
 }
 
+// A lazy grammar: free text until a trigger appears in the output (across token boundaries too),
+// then the grammar from the trigger's first byte; a trigger whose token goes on with text the
+// grammar refuses does not start it.
+TEST(GrammarSampling, ALazyGrammarStartsAtItsTrigger) {
+    const auto vocab = std::make_shared<const TokenVocabulary>(
+        std::vector<std::string>{"a", "<t", "ool>", "x", "ool>y", "", "<tool>"},
+        std::vector<int32_t>{5});
+    SamplingParams p;
+    p.grammar = compile(R"(root ::= "<tool>" "x"+)");
+    p.grammar_triggers = {"<tool>"};
+    p.temperature = 0.0f;
+    Sampler s(p, 7, vocab);
+    const std::vector<float> flat(7, 0.0f);
+    std::vector<float> favour_y = flat;
+    favour_y[4] = 5.0f;
+    EXPECT_FALSE(s.grammar_active());
+    EXPECT_TRUE(s.grammar_complete());
+    EXPECT_EQ(s.sample(favour_y), 4);  // free: the grammar would refuse "ool>y" anywhere
+    s.accept(0);
+    s.accept(1);
+    s.accept(4);  // "a<tool>y": the trigger, then text the grammar refuses
+    EXPECT_FALSE(s.grammar_active());
+    s.accept(1);  // "<t" ...
+    EXPECT_FALSE(s.grammar_active());
+    s.accept(2);  // ... "ool>": the trigger across two tokens
+    EXPECT_TRUE(s.grammar_active());
+    EXPECT_FALSE(s.grammar_complete());
+    EXPECT_EQ(s.sample(favour_y), 3);  // only "x" now
+    EXPECT_THROW(s.accept(0), std::invalid_argument);
+    s.accept(3);
+    EXPECT_TRUE(s.grammar_complete());
+    std::vector<float> favour_eog = flat;
+    favour_eog[5] = 5.0f;
+    EXPECT_EQ(s.sample(favour_eog), 5);
+
+    // A trigger token whose text the grammar allows goes on at once.
+    Sampler one(p, 7, vocab);
+    one.accept(6);
+    EXPECT_TRUE(one.grammar_active());
+    EXPECT_EQ(one.candidates(flat), (std::vector<int32_t>{3}));
+}
+
+TEST(GrammarSampling, GrammarTriggersNeedAGrammarAndText) {
+    SamplingParams p;
+    p.grammar_triggers = {"<tool>"};
+    EXPECT_THROW(ggufd::sampling::validate(p), ggufd::sampling::InvalidParam);
+    p.grammar = compile(R"(root ::= "<tool>")");
+    EXPECT_NO_THROW(ggufd::sampling::validate(p));
+    p.grammar_triggers = {""};
+    EXPECT_THROW(ggufd::sampling::validate(p), ggufd::sampling::InvalidParam);
+}
+
+// --- the reasoning budget ---------------------------------------------------------------------
+
+std::shared_ptr<const TokenVocabulary> thinking_vocab() {
+    return std::make_shared<const TokenVocabulary>(
+        std::vector<std::string>{"<think>", "a", "b", "</think>", "\xC3", "\xA9", "", "x", " "},
+        std::vector<int32_t>{6});
+}
+
+SamplingParams budget_of(int32_t tokens, bool starts_open, std::vector<int32_t> close = {3}) {
+    SamplingParams p;
+    p.seed = 1;
+    p.reasoning_budget = {tokens, std::move(close), "<think>", "</think>", starts_open};
+    return p;
+}
+
+// Logits that make token `id` the likely one.
+std::vector<float> favour(int32_t id) {
+    std::vector<float> l(9, 0.0f);
+    l[static_cast<size_t>(id)] = 30.0f;
+    return l;
+}
+
+TEST(ReasoningBudget, ClosesTheBlockOnceSpent) {
+    Sampler s(budget_of(2, false), 9, thinking_vocab());
+    s.accept(8);  // a blank, then the opener: the block opens
+    s.accept(0);
+    EXPECT_EQ(s.sample(favour(1)), 1);
+    s.accept(1);
+    EXPECT_FALSE(s.forcing_reasoning_end());
+    s.accept(1);
+    EXPECT_TRUE(s.forcing_reasoning_end());
+    EXPECT_EQ(s.sample(favour(1)), 3);  // whatever the logits say
+    s.accept(3);
+    EXPECT_FALSE(s.forcing_reasoning_end());
+    EXPECT_EQ(s.sample(favour(1)), 1);  // the answer is sampled again
+}
+
+TEST(ReasoningBudget, ABlockClosedInTimeOrNeverOpenedIsLeftAlone) {
+    Sampler closed(budget_of(3, false), 9, thinking_vocab());
+    for (int32_t t : {0, 1, 3, 1, 1, 1, 1}) {
+        EXPECT_EQ(closed.sample(favour(t)), t);
+        closed.accept(t);
+    }
+    Sampler plain(budget_of(1, false), 9, thinking_vocab());
+    for (int32_t t : {7, 0, 1, 1, 1}) {  // "x<think>...": not a reasoning block
+        EXPECT_EQ(plain.sample(favour(t)), t);
+        plain.accept(t);
+    }
+}
+
+TEST(ReasoningBudget, PromptOpenedBlocksAndMultiTokenClosers) {
+    Sampler none(budget_of(0, true, {7, 3}), 9, thinking_vocab());
+    EXPECT_EQ(none.sample(favour(1)), 7);
+    none.accept(7);
+    EXPECT_EQ(none.sample(favour(1)), 3);
+    none.accept(3);
+    EXPECT_EQ(none.sample(favour(1)), 1);
+    // A character being written is finished before the closer.
+    Sampler utf8(budget_of(1, true), 9, thinking_vocab());
+    utf8.accept(4);
+    EXPECT_FALSE(utf8.forcing_reasoning_end());
+    utf8.accept(5);
+    EXPECT_TRUE(utf8.forcing_reasoning_end());
+}
+
+TEST(ReasoningBudget, NeedsItsCloserAndTheVocabulary) {
+    EXPECT_THROW(ggufd::sampling::validate(budget_of(2, false, {})), ggufd::sampling::InvalidParam);
+    EXPECT_THROW(ggufd::sampling::validate(budget_of(-2, false)), ggufd::sampling::InvalidParam);
+    EXPECT_THROW(Sampler(budget_of(2, false, {42}), 9, thinking_vocab()),
+                 ggufd::sampling::InvalidParam);
+    EXPECT_THROW(Sampler(budget_of(2, false), 9), ggufd::sampling::InvalidParam);
+    EXPECT_NO_THROW(Sampler(budget_of(-1, false), 9));
+}
+
 TEST(GrammarSampling, AGrammarNeedsTheVocabulary) {
     SamplingParams p;
     p.grammar = compile(R"(root ::= "a")");

@@ -560,6 +560,37 @@ TEST(ParseChat, ToolChoiceAndReasoningFields) {
                   parse_chat_request({{"messages", msgs}, {"reasoning_effort", 1}}, limits);
               }).param(),
               "reasoning_effort");
+
+    // The reasoning budget, by llama-server's name or vLLM's; unset means the server's default.
+    EXPECT_EQ(parse_chat_request({{"messages", msgs}}, limits).reasoning_budget, std::nullopt);
+    EXPECT_EQ(parse_chat_request({{"messages", msgs}, {"reasoning_budget_tokens", 64}}, limits)
+                  .reasoning_budget,
+              64);
+    EXPECT_EQ(parse_chat_request({{"messages", msgs}, {"thinking_token_budget", -1}}, limits)
+                  .reasoning_budget,
+              -1);
+    EXPECT_EQ(
+        parse_chat_request(
+            {{"messages", msgs}, {"reasoning_budget_tokens", 0}, {"thinking_token_budget", 0}},
+            limits)
+            .reasoning_budget,
+        0);
+    EXPECT_EQ(error_of([&] {
+                  parse_chat_request({{"messages", msgs}, {"reasoning_budget_tokens", -2}}, limits);
+              }).param(),
+              "reasoning_budget_tokens");
+    EXPECT_EQ(
+        error_of([&] {
+            parse_chat_request({{"messages", msgs}, {"thinking_token_budget", "lots"}}, limits);
+        }).param(),
+        "thinking_token_budget");
+    EXPECT_EQ(
+        error_of([&] {
+            parse_chat_request(
+                {{"messages", msgs}, {"reasoning_budget_tokens", 1}, {"thinking_token_budget", 2}},
+                limits);
+        }).param(),
+        "thinking_token_budget");
 }
 
 // The output constraint: which texts each request form lets the model write.
