@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "gguf/file.h"
+#include "gguf/inspect.h"
 #include "gguf/split.h"
 #include "gguf/writer.h"
 
@@ -197,6 +198,24 @@ TEST_F(SplitSet, ATruncatedLaterFileIsRefused) {
     const std::string e = open_error(path(0));
     EXPECT_NE(e.find(path(1).string()), std::string::npos) << e;
     EXPECT_NE(e.find("outside the data section"), std::string::npos) << e;
+}
+
+}  // namespace
+
+namespace {
+
+TEST_F(SplitSet, InspectShowsTheSetAndWhereEachTensorIs) {
+    write_all();
+    const gguf::File f = gguf::File::open_set(path(1));
+    const std::string text = gguf::describe_text(f);
+    EXPECT_NE(text.find("split over 3 files"), std::string::npos) << text;
+    EXPECT_NE(text.find(path(2).string()), std::string::npos) << text;
+    const auto doc = gguf::describe_json(f);
+    ASSERT_EQ(doc["split"].size(), 3u);
+    EXPECT_EQ(doc["split"][1]["tensor_count"], 3);
+    EXPECT_EQ(doc["tensors"][6]["name"], "blk.6.w");
+    EXPECT_EQ(doc["tensors"][6]["file"], 3);
+    EXPECT_FALSE(gguf::describe_json(*whole_).contains("split"));
 }
 
 }  // namespace
