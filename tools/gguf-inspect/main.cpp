@@ -1,6 +1,6 @@
 // gguf-inspect FILE [--json] [--validate]: show what a GGUF file holds and whether ggufd runs it
-// (any file of a split set shows the whole set)
 // (with the hyperparameters it reads, or why it would refuse the file), or check that it is valid.
+// Any file of a split set shows the whole set.
 #include <cstdio>
 #include <cstring>
 #include <string>
