@@ -324,6 +324,10 @@ uint64_t File::file_size() const {
 }
 
 File File::open(const std::filesystem::path& path) {
+    return open_file(path, false);
+}
+
+File File::open_file(const std::filesystem::path& path, bool set_member) {
     const std::string name = path.string();
     FdGuard fd{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
     if (fd.fd < 0) throw Error("cannot open '" + name + "': " + errno_text(errno));
@@ -343,7 +347,7 @@ File File::open(const std::filesystem::path& path) {
     f.storage_->data = static_cast<const uint8_t*>(map);
     f.storage_->size = size;
     try {
-        f.parse();
+        f.parse(set_member);
     } catch (const Error& e) {
         throw Error(name + ": " + e.what());
     }
@@ -385,7 +389,55 @@ const TensorInfo& File::tensor(std::string_view name) const {
     return *t;
 }
 
-void File::parse() {
+namespace {
+
+void check_architecture(const Metadata& md) {
+    const Value* arch = md.find("general.architecture");
+    if (!arch) {
+        // A later file of a split set has no model metadata: say what it is instead.
+        std::optional<uint64_t> no;
+        try {
+            no = md.get_optional<uint64_t>("split.no");
+        } catch (const Error&) {
+            // A mistyped split.no is reported when the set is opened; here the key is missing.
+        }
+        if (no && *no > 0) {
+            throw Error("this is file " + std::to_string(*no + 1) +
+                        " of a split model and has no model metadata; open the set");
+        }
+        throw Error("required metadata key 'general.architecture' is missing");
+    }
+    if (!arch->is_string() || arch->as_string().empty()) {
+        throw Error("metadata 'general.architecture' must be a non-empty string");
+    }
+}
+
+}  // namespace
+
+void File::check_model_keys() const {
+    check_architecture(metadata_);
+    const bool any_quantized =
+        std::any_of(tensors_.begin(), tensors_.end(),
+                    [](const TensorInfo& t) { return type_info(t.type).quantized; });
+    if (any_quantized) {
+        const Value* qv = metadata_.find("general.quantization_version");
+        if (!qv) {
+            throw Error(
+                "metadata 'general.quantization_version' is missing but the file has quantized "
+                "tensors");
+        }
+        qv->as<uint32_t>("metadata key 'general.quantization_version'");
+    }
+}
+
+std::vector<File::ShardInfo> File::shards() const {
+    std::vector<ShardInfo> out;
+    out.push_back({name_, file_size(), own_tensor_count_});
+    for (const File& f : later_shards_) out.push_back({f.name_, f.file_size(), f.tensors_.size()});
+    return out;
+}
+
+void File::parse(bool set_member) {
     const uint8_t* base = storage_->data;
     const uint64_t size = storage_->size;
     Cursor c(base, size);
@@ -461,11 +513,7 @@ void File::parse() {
     }
 
     // Keys the rest of the file depends on.
-    const Value* arch = metadata_.find("general.architecture");
-    if (!arch) throw Error("required metadata key 'general.architecture' is missing");
-    if (!arch->is_string() || arch->as_string().empty()) {
-        throw Error("metadata 'general.architecture' must be a non-empty string");
-    }
+    if (!set_member) check_architecture(metadata_);
     if (const Value* al = metadata_.find("general.alignment")) {
         const auto a = al->as<uint32_t>("metadata key 'general.alignment'");
         if (a == 0 || a % 8 != 0) {
@@ -539,15 +587,8 @@ void File::parse() {
         offset_field_at.push_back(off_at);
     }
 
-    if (any_quantized) {
-        const Value* qv = metadata_.find("general.quantization_version");
-        if (!qv) {
-            throw Error(
-                "metadata 'general.quantization_version' is missing but the file has quantized "
-                "tensors");
-        }
-        qv->as<uint32_t>("metadata key 'general.quantization_version'");
-    }
+    own_tensor_count_ = tensors_.size();
+    if (any_quantized && !set_member) check_model_keys();
 
     // Tensor data: starts at the next multiple of the alignment; every tensor must lie inside the
     // file and no two may overlap.

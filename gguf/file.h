@@ -35,6 +35,7 @@ struct TensorInfo {
     uint64_t n_elements = 0;
     uint64_t n_bytes = 0;
     const uint8_t* data = nullptr;  // into the file's mapping; valid while the File lives
+    uint32_t shard = 0;  // which file of a split set holds the data (file_offset is in it)
 
     std::span<const uint8_t> bytes() const { return {data, static_cast<size_t>(n_bytes)}; }
     // Bytes of one row of ne[0] elements.
@@ -94,6 +95,11 @@ class File {
   public:
     // Maps and validates a file; throws Error saying what is wrong and where.
     static File open(const std::filesystem::path& path);
+    // Opens a model that may be split over several files (split.h): given any file of a split
+    // set, every file of the set is mapped and checked, and the result is one File whose
+    // metadata is the first file's and whose tensors are all the set's. A file that is not split
+    // opens as open() does.
+    static File open_set(const std::filesystem::path& path);
     // Parses bytes held in memory (tests, fuzzing, files received over other channels).
     static File from_bytes(std::vector<uint8_t> bytes, std::string name = "<memory>");
 
@@ -134,6 +140,15 @@ class File {
     // contents never change. Does nothing for files held in memory.
     void release_pages(const TensorInfo& t) const;
 
+    // The files of a split set in order (the first is this File's own), each with its size;
+    // one entry for a file that is not split.
+    struct ShardInfo {
+        std::string name;
+        uint64_t size = 0;
+        uint64_t tensor_count = 0;
+    };
+    std::vector<ShardInfo> shards() const;
+
     const std::vector<TensorInfo>& tensors() const { return tensors_; }
     const TensorInfo* find_tensor(std::string_view name) const;
     const TensorInfo& tensor(std::string_view name) const;  // throws Error when absent
@@ -141,7 +156,11 @@ class File {
   private:
     struct Storage;
     File();
-    void parse();
+    // `set_member`: a later file of a split set, which carries no model metadata of its own.
+    static File open_file(const std::filesystem::path& path, bool set_member);
+    void parse(bool set_member = false);
+    void check_model_keys() const;
+    void absorb_shards(std::vector<File> later);
 
     std::unique_ptr<Storage> storage_;
     std::string name_;
@@ -151,6 +170,8 @@ class File {
     Metadata metadata_;
     std::vector<TensorInfo> tensors_;
     std::unordered_map<std::string, size_t> tensor_index_;
+    std::vector<File> later_shards_;  // files 2..N of a split set; own the mappings
+    size_t own_tensor_count_ = 0;     // tensors stored in this file itself
 };
 
 // True when `key` is one a GGUF file may hold: non-empty segments separated by '.', each of

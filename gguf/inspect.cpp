@@ -69,6 +69,14 @@ nlohmann::ordered_json describe_json(const File& file, size_t max_array_items) {
                      {"alignment", file.alignment()},
                      {"data_offset", file.data_offset()},
                      {"file_size", file.file_size()}};
+    const auto shards = file.shards();
+    if (shards.size() > 1) {
+        Json files = Json::array();
+        for (const File::ShardInfo& sh : shards)
+            files.push_back(
+                {{"file", sh.name}, {"size", sh.size}, {"tensor_count", sh.tensor_count}});
+        doc["split"] = std::move(files);
+    }
     Json md = Json::object();
     for (const KeyValue& kv : file.metadata().entries()) {
         Json entry = value_json(kv.value, max_array_items);
@@ -84,6 +92,8 @@ nlohmann::ordered_json describe_json(const File& file, size_t max_array_items) {
                            {"shape", std::vector<int64_t>(t.ne.begin(), t.ne.begin() + t.n_dims)},
                            {"offset", t.file_offset},
                            {"size", t.n_bytes}});
+        // A split set's offsets are within the file that holds the tensor (1-based, as named).
+        if (shards.size() > 1) tensors.back()["file"] = t.shard + 1;
     }
     doc["tensors"] = std::move(tensors);
     const Totals tot = totals(file);
@@ -104,6 +114,17 @@ std::string describe_text(const File& file, size_t max_array_items) {
                   static_cast<unsigned long long>(file.data_offset()),
                   human_bytes(file.file_size()).c_str());
     out += line;
+    const auto shards = file.shards();
+    if (shards.size() > 1) {
+        out += "\nsplit over " + std::to_string(shards.size()) +
+               " files (tensor offsets are within the file numbered in the tensor table):\n";
+        for (size_t i = 0; i < shards.size(); ++i) {
+            std::snprintf(line, sizeof line, "  %zu  %s  %zu tensors, %s\n", i + 1,
+                          shards[i].name.c_str(), static_cast<size_t>(shards[i].tensor_count),
+                          human_bytes(shards[i].size).c_str());
+            out += line;
+        }
+    }
 
     out += "\nmetadata:\n";
     size_t key_width = 0;
@@ -127,16 +148,19 @@ std::string describe_text(const File& file, size_t max_array_items) {
     out += "\ntensors:\n";
     size_t name_width = 4;
     for (const TensorInfo& t : file.tensors()) name_width = std::max(name_width, t.name.size());
-    std::snprintf(line, sizeof line, "  %-*s  %-8s %-24s %14s %14s\n", static_cast<int>(name_width),
-                  "name", "type", "shape", "offset", "bytes");
+    std::snprintf(line, sizeof line, "  %-*s  %-8s %-24s %14s %14s%s\n",
+                  static_cast<int>(name_width), "name", "type", "shape", "offset", "bytes",
+                  shards.size() > 1 ? "  file" : "");
     out += line;
     for (const TensorInfo& t : file.tensors()) {
-        std::snprintf(line, sizeof line, "  %-*s  %-8s %-24s %14llu %14llu\n",
+        std::snprintf(line, sizeof line, "  %-*s  %-8s %-24s %14llu %14llu",
                       static_cast<int>(name_width), t.name.c_str(),
                       std::string(type_name(t.type)).c_str(), t.shape_string().c_str(),
                       static_cast<unsigned long long>(t.file_offset),
                       static_cast<unsigned long long>(t.n_bytes));
         out += line;
+        if (shards.size() > 1) out += "  " + std::to_string(t.shard + 1);
+        out += "\n";
     }
     const Totals tot = totals(file);
     std::snprintf(line, sizeof line,

@@ -183,7 +183,7 @@ void Model::wait_for_repack() const {
 
 std::shared_ptr<const Model> Model::load(const std::filesystem::path& path,
                                          const LoadOptions& options) {
-    return from_file(gguf::File::open(path), options);
+    return from_file(gguf::File::open_set(path), options);
 }
 
 std::shared_ptr<const Model> Model::from_file(gguf::File file, const LoadOptions& options) {

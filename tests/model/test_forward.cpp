@@ -9,8 +9,11 @@
 #include <nlohmann/json.hpp>
 #include <numeric>
 
+#include <unistd.h>
+
 #include "engine/kernels/ops.h"
 #include "engine/model/context.h"
+#include "gguf/split.h"
 #include "tests/model/logits_match.h"
 #include "tests/support/conformance.h"
 
@@ -232,6 +235,32 @@ TEST(Batching, InvalidBatchesAreRefusedWithoutEffect) {
     for (int32_t i = 0; i < 5; ++i) too_long.push_back({0, 1, i, false});
     EXPECT_THROW(ctx.eval(too_long, logits), std::invalid_argument);
     EXPECT_EQ(ctx.kv().length(0), 0);
+}
+
+// A model split over several files (as gguf-split writes it) computes exactly what the whole file
+// does, with its weights repacked at load or read from the files' mappings.
+TEST(SplitModel, LogitsEqualTheWholeFile) {
+    GGUFD_REQUIRE_CONFORMANCE(dir);
+    const auto whole_path = dir / "models/tiny-llama-q8_0.gguf";
+    const auto out = std::filesystem::temp_directory_path() /
+                     ("ggufd_split_model_" + std::to_string(::getpid()));
+    std::filesystem::create_directories(out);
+    const auto writers = gguf::split_file(gguf::File::open(whole_path), 4);
+    ASSERT_GT(writers.size(), 2u);
+    for (uint32_t i = 0; i < writers.size(); ++i)
+        writers[i].write(gguf::split_path(out / "tiny", i, static_cast<uint32_t>(writers.size())));
+    const std::vector<int32_t> prompt = {1, 45, 499, 173, 17, 432, 172, 97, 278, 3};
+    for (const auto repack : {ggufd::model::Repack::off, ggufd::model::Repack::at_load}) {
+        auto whole = Model::load(whole_path, {.repack = repack});
+        auto split =
+            Model::load(gguf::split_path(out / "tiny", 0, static_cast<uint32_t>(writers.size())),
+                        {.repack = repack});
+        EXPECT_EQ(split->file().shards().size(), writers.size());
+        Context a(whole, ContextParams{.n_seq = 1, .n_ctx = 64, .n_threads = 2});
+        Context b(split, ContextParams{.n_seq = 1, .n_ctx = 64, .n_threads = 2});
+        EXPECT_EQ(prompt_logits(a, prompt), prompt_logits(b, prompt));
+    }
+    std::filesystem::remove_all(out);
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 // gguf-inspect FILE [--json] [--validate]: show what a GGUF file holds and whether ggufd runs it
 // (with the hyperparameters it reads, or why it would refuse the file), or check that it is valid.
+// Any file of a split set shows the whole set.
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -59,10 +60,14 @@ int main(int argc, char** argv) {
     if (path.empty()) return usage();
 
     try {
-        const gguf::File file = gguf::File::open(path);
+        const gguf::File file = gguf::File::open_set(path);
         if (validate) {
-            std::printf("%s: valid GGUF v%u, %zu metadata entries, %zu tensors\n", path.c_str(),
-                        file.version(), file.metadata().size(), file.tensors().size());
+            const size_t files = file.shards().size();
+            std::printf("%s: valid GGUF v%u, %zu metadata entries, %zu tensors%s\n", path.c_str(),
+                        file.version(), file.metadata().size(), file.tensors().size(),
+                        files > 1
+                            ? (" in a split set of " + std::to_string(files) + " files").c_str()
+                            : "");
             return 0;
         }
         const nlohmann::ordered_json support = ggufd::model::describe_support(file);
