@@ -183,6 +183,7 @@ EngineResult run_engine(const EngineOptions& opts) {
     for (int threads : opts.threads) {
         model::ContextParams cp;
         cp.n_threads = threads;
+        cp.kv_type = opts.kv_types;
         cp.n_ctx = std::max(max_depth + max_n + 1, 16);
         model::Context ctx(model, cp);
         bool warm = false;

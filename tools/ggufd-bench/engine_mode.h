@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "engine/model/kv_cache.h"
+
 namespace ggufd::bench {
 
 struct EngineOptions {
@@ -18,6 +20,7 @@ struct EngineOptions {
     // measures pp/tg of the tokens at positions D, D+1, ...
     std::vector<int> depth{0};
     int reps = 3;
+    model::KvTypes kv_types;  // --cache-type-k / --cache-type-v
     bool repack = true;  // false: the kernels read the file's layout (to measure repacking)
 };
 
