@@ -388,8 +388,8 @@ LoadResult load(int argc, const char* const* argv, const std::map<std::string, s
                               "' is not f32 or f16");
         }
     }
-    for (auto [name, field] : {std::pair{"cache-type-k", &c.cache_type_k},
-                               std::pair{"cache-type-v", &c.cache_type_v}}) {
+    for (auto [name, field] :
+         {std::pair{"cache-type-k", &c.cache_type_k}, std::pair{"cache-type-v", &c.cache_type_v}}) {
         if (auto* v = text(name)) {
             if (*v != "f16" && *v != "q8_0" && *v != "q4_0") {
                 throw ConfigError("invalid " + std::string(name) + " (from " + source(name) +

@@ -76,9 +76,8 @@ uint64_t available_memory() {
 // process killed by the kernel rather than throw, so it is refused before allocating.
 void check_kv_memory(const model::Model& model, const scheduler::SchedulerParams& params) {
     const int n_ctx = model::default_context_size(model.hparams(), params.n_ctx);
-    const uint64_t needed =
-        model::KvCache::bytes_needed(model.hparams(), params.n_slots, n_ctx, params.kv_types,
-                                     std::max(params.batch_size, 1));
+    const uint64_t needed = model::KvCache::bytes_needed(
+        model.hparams(), params.n_slots, n_ctx, params.kv_types, std::max(params.batch_size, 1));
     const uint64_t available = available_memory();
     if (available == 0 || needed <= available) return;
     throw std::runtime_error(fmt::format(

@@ -19,12 +19,12 @@ namespace {
 // The type table's row for a quantised cache type (nullptr for f32 and f16).
 const FormatKernels* quant_format(KvType type) {
     switch (type) {
-    case KvType::q8_0:
-        return &kernels_for(gguf::TensorType::Q8_0);
-    case KvType::q4_0:
-        return &kernels_for(gguf::TensorType::Q4_0);
-    default:
-        return nullptr;
+        case KvType::q8_0:
+            return &kernels_for(gguf::TensorType::Q8_0);
+        case KvType::q4_0:
+            return &kernels_for(gguf::TensorType::Q4_0);
+        default:
+            return nullptr;
     }
 }
 
@@ -44,27 +44,27 @@ size_t kv_bytes(KvType type, int64_t n) {
 
 void kv_store(KvType type, const float* in, void* out, int64_t n) {
     switch (type) {
-    case KvType::f32:
-        std::copy_n(in, n, static_cast<float*>(out));
-        return;
-    case KvType::f16:
-        f32_to_f16(in, static_cast<uint16_t*>(out), n);
-        return;
-    default:
-        quantize_row(quant_format(type)->type, in, out, n);
+        case KvType::f32:
+            std::copy_n(in, n, static_cast<float*>(out));
+            return;
+        case KvType::f16:
+            f32_to_f16(in, static_cast<uint16_t*>(out), n);
+            return;
+        default:
+            quantize_row(quant_format(type)->type, in, out, n);
     }
 }
 
 std::string_view kv_type_name(KvType type) {
     switch (type) {
-    case KvType::f32:
-        return "f32";
-    case KvType::f16:
-        return "f16";
-    case KvType::q8_0:
-        return "q8_0";
-    case KvType::q4_0:
-        return "q4_0";
+        case KvType::f32:
+            return "f32";
+        case KvType::f16:
+            return "f16";
+        case KvType::q8_0:
+            return "q8_0";
+        case KvType::q4_0:
+            return "q4_0";
     }
     return "?";
 }
@@ -111,18 +111,17 @@ void check_view(const KvView& view, const AttentionParams& p, const char* name) 
     require(view.cell_stride >= (p.n_head_kv - 1) * view.head_stride + p.head_dim,
             n + " cell_stride is smaller than one cell");
     const int64_t block = kv_block_size(view.type);
-    require(p.head_dim % block == 0 && view.head_stride % block == 0 &&
-                view.cell_stride % block == 0,
-            n + " is " + std::string(kv_type_name(view.type)) +
-                ", which needs head_dim and strides that are multiples of " +
-                std::to_string(block));
+    require(
+        p.head_dim % block == 0 && view.head_stride % block == 0 && view.cell_stride % block == 0,
+        n + " is " + std::string(kv_type_name(view.type)) +
+            ", which needs head_dim and strides that are multiples of " + std::to_string(block));
 }
 
 // The listed cells of a view as F16, densely: list entry j becomes cell j of the returned view.
 // Quantised rows are dequantised through the type table; F16 rows are copied and F32 ones rounded
 // (a cache that quantises only K or only V has its other half gathered alike).
-KvView gather_f16(const KvView& view, const KvCellList& cells, int64_t n_head_kv,
-                  int64_t head_dim, std::vector<uint16_t>& buffer, ThreadPool* pool) {
+KvView gather_f16(const KvView& view, const KvCellList& cells, int64_t n_head_kv, int64_t head_dim,
+                  std::vector<uint16_t>& buffer, ThreadPool* pool) {
     const FormatKernels* format = quant_format(view.type);
     const int64_t row = n_head_kv * head_dim;
     buffer.resize(static_cast<size_t>(std::max<int64_t>(1, cells.count * row)));
@@ -325,8 +324,8 @@ void attention_with(const OpKernels& kernels, const float* q, const int32_t* q_p
         const KvView k16 = gather_f16(k, cells, p.n_head_kv, p.head_dim, k_buffer, pool);
         const KvView v16 = gather_f16(v, cells, p.n_head_kv, p.head_dim, v_buffer, pool);
         attention_with(kernels, q, q_pos, n_tokens, k16, v16,
-                       KvCellList{.index = nullptr, .pos = cells.pos, .count = cells.count}, p,
-                       out, pool);
+                       KvCellList{.index = nullptr, .pos = cells.pos, .count = cells.count}, p, out,
+                       pool);
         return;
     }
 

@@ -23,11 +23,10 @@ int layer_cells_of(const HParams& hp, uint32_t layer, int n_ctx, int swa_batch) 
 void check_block_fit(kernels::KvType type, int64_t head_dim, const char* what) {
     const int64_t block = kernels::kv_block_size(type);
     if (head_dim % block == 0) return;
-    throw std::invalid_argument(std::string("KV cache type ") +
-                                std::string(kernels::kv_type_name(type)) + " for " + what +
-                                " needs a head dimension that is a multiple of " +
-                                std::to_string(block) + "; this model's is " +
-                                std::to_string(head_dim));
+    throw std::invalid_argument(
+        std::string("KV cache type ") + std::string(kernels::kv_type_name(type)) + " for " + what +
+        " needs a head dimension that is a multiple of " + std::to_string(block) +
+        "; this model's is " + std::to_string(head_dim));
 }
 
 }  // namespace
@@ -114,8 +113,7 @@ void KvCache::set_length(int seq, int32_t n) {
     lengths_.at(static_cast<size_t>(seq)) = n;
 }
 
-size_t KvCache::offset(int layer, int seq, int32_t pos, size_t row,
-                       kernels::KvType type) const {
+size_t KvCache::offset(int layer, int seq, int32_t pos, size_t row, kernels::KvType type) const {
     const size_t cells = static_cast<size_t>(layer_cells(layer));
     return (static_cast<size_t>(seq) * cells + static_cast<size_t>(pos) % cells) *
            kernels::kv_bytes(type, static_cast<int64_t>(row));

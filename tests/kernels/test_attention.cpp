@@ -596,7 +596,7 @@ TEST(Attention, QuantisedCacheMatchesReference) {
     struct Case {
         int64_t n_head, n_head_kv, head_dim, tokens, cells;
     };
-    const Case cases[] = {{8, 2, 32, 1, 1},   {8, 2, 64, 3, 70},   {32, 4, 64, 1, 600},
+    const Case cases[] = {{8, 2, 32, 1, 1},    {8, 2, 64, 3, 70},  {32, 4, 64, 1, 600},
                           {8, 1, 128, 2, 777}, {4, 4, 96, 5, 130}, {16, 8, 64, 1, 1030}};
     ThreadPool pool(3);
     uint32_t seed = 1200;
@@ -640,7 +640,8 @@ TEST(Attention, QuantisedCacheStaysCloseToTheValuesItStores) {
         const Cache k(type, 600, 2, 64, 1301), v(type, 600, 2, 64, 1302);
         const auto got = s.run(active_op_kernels(), k, v);
         double err = 0;
-        for (size_t i = 0; i < got.size(); ++i) err = std::max<double>(err, std::fabs(got[i] - exact[i]));
+        for (size_t i = 0; i < got.size(); ++i)
+            err = std::max<double>(err, std::fabs(got[i] - exact[i]));
         return err;
     };
     const double q8 = worst(KvType::q8_0), q4 = worst(KvType::q4_0);

@@ -20,8 +20,8 @@ struct EngineOptions {
     // measures pp/tg of the tokens at positions D, D+1, ...
     std::vector<int> depth{0};
     int reps = 3;
-    model::KvTypes kv_types;  // --cache-type-k / --cache-type-v
-    bool repack = true;  // false: the kernels read the file's layout (to measure repacking)
+    model::KvTypes kv_types{};  // --cache-type-k / --cache-type-v
+    bool repack = true;         // false: the kernels read the file's layout (to measure repacking)
 };
 
 // What one generated token costs, from the model's tensors: every matrix multiplied per token

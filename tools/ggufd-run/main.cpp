@@ -37,7 +37,8 @@ std::span<const Command> commands() {
         Command{"template",
                 "template (--model M | --template-file T) (--context-json C | --cases-jsonl F)",
                 cmd_template},
-        Command{"logits", "logits --model M --tokens-file F --out OUT.f32 [--threads N] "
+        Command{"logits",
+                "logits --model M --tokens-file F --out OUT.f32 [--threads N] "
                 "[--cache-type-k T --cache-type-v T]",
                 cmd_logits},
     };
