@@ -60,6 +60,8 @@ struct EngineResult {
     double peak_rss_mib = 0;
     uint64_t file_bytes = 0;
     WeightCost cost;
+    model::KvTypes kv_types{};
+    uint64_t kv_bytes_per_token = 0;  // K and V of every layer for one token
 };
 
 // Validates the option lists (non-empty, each value >= 0, threads and -r >= 1 where it matters);
