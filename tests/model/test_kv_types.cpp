@@ -1,5 +1,6 @@
 // Quantised KV caches (Q8_0, Q4_0 for K and/or V): their sizes, what they refuse, and a real
-// model's logits and greedy text through them against the F16 cache.
+// model's logits and greedy text through them against the F16 cache (test_forward.cpp's
+// long-context test runs each type through the KV-split decode path).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 
 #include "engine/kernels/ops.h"
 #include "engine/model/context.h"
+#include "tests/model/eval_steps.h"
 #include "tests/model/logits_match.h"
 #include "tests/support/conformance.h"
 
@@ -24,6 +26,8 @@ using ggufd::model::HParams;
 using ggufd::model::KvCache;
 using ggufd::model::KvTypes;
 using ggufd::model::Model;
+using ggufd::model::test_support::greedy;
+using ggufd::model::test_support::prompt_logits;
 using ggufd::model::test_support::read_ids;
 
 HParams shape(uint32_t head_dim) {
@@ -73,16 +77,6 @@ TEST(KvTypes, HeadsThatAreNotWholeBlocksAreRefused) {
     }
 }
 
-std::vector<float> prompt_logits(Context& ctx, const std::vector<int32_t>& ids) {
-    std::vector<BatchToken> batch;
-    for (size_t i = 0; i < ids.size(); ++i) {
-        batch.push_back({0, ids[i], static_cast<int32_t>(i), true});
-    }
-    std::vector<float> logits;
-    ctx.eval(batch, logits);
-    return logits;
-}
-
 // Worst difference of a row's logits over the row's standard deviation, over all rows, and the
 // share of rows whose argmax agrees.
 struct Drift {
@@ -109,25 +103,6 @@ Drift drift(const std::vector<float>& got, const std::vector<float>& want, int64
     }
     d.same_argmax = static_cast<double>(same) / static_cast<double>(rows);
     return d;
-}
-
-std::vector<int32_t> greedy(Context& ctx, const std::vector<int32_t>& prompt, int n) {
-    std::vector<float> logits;
-    std::vector<BatchToken> batch;
-    for (size_t i = 0; i < prompt.size(); ++i) {
-        batch.push_back({0, prompt[i], static_cast<int32_t>(i), i + 1 == prompt.size()});
-    }
-    ctx.eval(batch, logits);
-    std::vector<int32_t> out;
-    int32_t pos = static_cast<int32_t>(prompt.size());
-    for (int i = 0; i < n; ++i) {
-        const auto next =
-            static_cast<int32_t>(ggufd::kernels::argmax(logits.data(), ctx.n_vocab()));
-        out.push_back(next);
-        const BatchToken t{0, next, pos++, true};
-        ctx.eval(std::span(&t, 1), logits);
-    }
-    return out;
 }
 
 // tiny-llama (heads of 64) with the 47-token reference prompt: every position's logits through
@@ -182,37 +157,6 @@ TEST(KvTypes, TinyLlamaGreedyTextFollowsTheF16Cache) {
     // Q4_0 moves this tiny model's near-tied logits enough to leave the F16 text after a few
     // tokens (measured: 4 of 24), the same bar its quantised weight files meet against llama.cpp.
     EXPECT_GE(same, 4u);
-}
-
-// Past 512 cells single-token decode takes the KV-split path over the dequantised cells; a prompt
-// attends in one pass. Through the same quantised cache both must agree.
-TEST(KvTypes, LongContextDecodeMatchesOneBatch) {
-    GGUFD_REQUIRE_CONFORMANCE(dir);
-    auto model = Model::load(dir / "models/tiny-llama-q8_0.gguf");
-    const int32_t n_prefix = 700, n_decode = 6, n = n_prefix + n_decode;
-    std::vector<int32_t> ids;
-    for (int32_t i = 0; i < n; ++i) ids.push_back(1 + (i * 7919) % 500);
-    for (KvType type : {KvType::q8_0, KvType::q4_0}) {
-        // A step's K and V differ from the batch's in their last bits (the matrix products sum
-        // in another order); F16 and Q8_0 mostly round that away (measured: identical logits),
-        // but where a value sits on a Q4_0 rounding boundary it moves by a whole step (an eighth
-        // of its block's largest value): measured up to 0.066, bounded at 0.2.
-        const float tolerance = type == KvType::q4_0 ? 0.2f : 2e-3f;
-        Context ctx(model, ContextParams{.n_seq = 1, .n_ctx = n, .n_threads = 2, .kv_type = type});
-        const auto batch = prompt_logits(ctx, ids);
-        ctx.kv().truncate(0, n_prefix);
-        const int64_t V = ctx.n_vocab();
-        std::vector<float> logits;
-        for (int32_t pos = n_prefix; pos < n; ++pos) {
-            const BatchToken t{0, ids[static_cast<size_t>(pos)], pos, true};
-            ctx.eval(std::span(&t, 1), logits);
-            const float* want = batch.data() + static_cast<size_t>(pos) * V;
-            for (int64_t i = 0; i < V; ++i) {
-                ASSERT_NEAR(logits[i], want[i], tolerance)
-                    << ggufd::kernels::kv_type_name(type) << " " << pos << " " << i;
-            }
-        }
-    }
 }
 
 }  // namespace
