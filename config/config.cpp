@@ -37,6 +37,8 @@ po::options_description settings_description() {
         ("batch-size,b", po::value<std::string>(), "token budget of one engine step (default 512)")
         ("queue-size", po::value<std::string>(), "requests per model waiting for a slot before 503 (default 64)")
         ("attention-accumulator", po::value<std::string>(), "f32, or f16 to accumulate attention as llama.cpp's CPU flash attention does (its greedy text where logits nearly tie; attention 2-3x slower) (default f32)")
+        ("cache-type-k", po::value<std::string>(), "KV cache storage of keys: f16, q8_0 or q4_0 (the quantised types halve or quarter the cache; default f16)")
+        ("cache-type-v", po::value<std::string>(), "KV cache storage of values: f16, q8_0 or q4_0 (default f16)")
         ("chat-template-file", po::value<std::vector<std::string>>(), "Jinja chat template replacing the model's: PATH for every model, or NAME=PATH for one (repeatable)")
         ("tool-parser", po::value<std::vector<std::string>>(), "how replies' reasoning and tool calls are read, instead of the family detected from the chat template: PARSER for every model, or NAME=PARSER for one (repeatable; hermes, llama3, mistral, harmony, ... as /models shows)")
         ("pooling", po::value<std::vector<std::string>>(), "how embeddings are pooled, instead of the model's pooling_type: POOLING for every model, or NAME=POOLING for one (repeatable; none, mean, cls, last, rank)")
@@ -384,6 +386,16 @@ LoadResult load(int argc, const char* const* argv, const std::map<std::string, s
             throw ConfigError("invalid attention-accumulator (from " +
                               source("attention-accumulator") + "): '" + *v +
                               "' is not f32 or f16");
+        }
+    }
+    for (auto [name, field] :
+         {std::pair{"cache-type-k", &c.cache_type_k}, std::pair{"cache-type-v", &c.cache_type_v}}) {
+        if (auto* v = text(name)) {
+            if (*v != "f16" && *v != "q8_0" && *v != "q4_0") {
+                throw ConfigError("invalid " + std::string(name) + " (from " + source(name) +
+                                  "): '" + *v + "' is not f16, q8_0 or q4_0");
+            }
+            *field = *v;
         }
     }
     if (auto* v = text("log-format")) {

@@ -39,6 +39,9 @@ struct Config {
     // does with an F16 cache: greedy text then follows llama.cpp's where two logits nearly tie,
     // at 2-3x the attention time. false: F32 (ggufd's default).
     bool f16_accumulator = false;
+    // KV cache storage of keys and values: f16, q8_0 or q4_0 (as llama-server's names them).
+    std::string cache_type_k = "f16";
+    std::string cache_type_v = "f16";
     // Chat templates replacing the models' own tokenizer.chat_template: model name -> Jinja
     // source; the key "" applies to every model without an entry of its own.
     std::map<std::string, std::string> chat_templates;

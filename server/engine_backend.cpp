@@ -76,15 +76,16 @@ uint64_t available_memory() {
 // process killed by the kernel rather than throw, so it is refused before allocating.
 void check_kv_memory(const model::Model& model, const scheduler::SchedulerParams& params) {
     const int n_ctx = model::default_context_size(model.hparams(), params.n_ctx);
-    const uint64_t needed =
-        model::KvCache::bytes_needed(model.hparams(), params.n_slots, n_ctx, kernels::KvType::f16,
-                                     std::max(params.batch_size, 1));
+    const uint64_t needed = model::KvCache::bytes_needed(
+        model.hparams(), params.n_slots, n_ctx, params.kv_types, std::max(params.batch_size, 1));
     const uint64_t available = available_memory();
     if (available == 0 || needed <= available) return;
     throw std::runtime_error(fmt::format(
         "the KV cache needs {} ({} slots (--parallel) x {} tokens (--ctx-size)) but only {} of "
-        "memory is available; lower --ctx-size or --parallel",
-        gguf::human_bytes(needed), params.n_slots, n_ctx, gguf::human_bytes(available)));
+        "memory is available; lower --ctx-size or --parallel, or store it as q8_0 or q4_0 "
+        "(--cache-type-k, --cache-type-v; now {} and {})",
+        gguf::human_bytes(needed), params.n_slots, n_ctx, gguf::human_bytes(available),
+        kernels::kv_type_name(params.kv_types.k), kernels::kv_type_name(params.kv_types.v)));
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // Attention of one decode token over a KV cache (32 query heads, 4 KV heads, head_dim 64) at
-// context 512..8192, F16 and F32 caches, per SIMD level, on 1 thread and on a 2-thread pool.
-// Arguments: level (0 scalar, 1 AVX2, 2 AVX-512), context, F16 (1) or F32 (0), threads.
+// context 512..8192, F16 and F32 caches (Q8_0 and Q4_0 at 2048), per SIMD level, on 1 thread and on
+// a 2-thread pool. Arguments: level (0 scalar, 1 AVX2, 2 AVX-512), context, kv (0 F32, 1 F16,
+// 2 Q8_0, 3 Q4_0), threads.
 #include <benchmark/benchmark.h>
 
 #include <cmath>
@@ -17,6 +18,8 @@ namespace ggufd::kernels {
 namespace {
 
 constexpr int64_t kHeads = 32, kKvHeads = 4, kDim = 64;
+// The cache types by the "kv" argument: 0 F32, 1 F16, 2 Q8_0, 3 Q4_0.
+constexpr KvType kKvTypes[] = {KvType::f32, KvType::f16, KvType::q8_0, KvType::q4_0};
 
 void BM_AttentionDecode(benchmark::State& state) {
     const auto level = static_cast<SimdLevel>(state.range(0));
@@ -25,23 +28,26 @@ void BM_AttentionDecode(benchmark::State& state) {
         return;
     }
     const int64_t ctx = state.range(1);
-    const bool f16 = state.range(2) != 0;
+    const KvType type = kKvTypes[state.range(2)];
     const int threads = static_cast<int>(state.range(3));
     std::mt19937 rng(1);
     std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-    const size_t n_kv = static_cast<size_t>(ctx * kKvHeads * kDim);
-    std::vector<float> k32(n_kv), v32(n_kv), q(kHeads * kDim), out(kHeads * kDim);
+    const int64_t n_kv = ctx * kKvHeads * kDim;
+    std::vector<float> k32(static_cast<size_t>(n_kv)), v32(k32.size()), q(kHeads * kDim),
+        out(kHeads * kDim);
     for (auto& x : k32) x = dist(rng);
     for (auto& x : v32) x = dist(rng);
     for (auto& x : q) x = dist(rng);
-    std::vector<uint16_t> k16(n_kv), v16(n_kv);
-    for (size_t i = 0; i < n_kv; ++i) {
-        k16[i] = fp32_to_fp16(k32[i]);
-        v16[i] = fp32_to_fp16(v32[i]);
+    // The cache in the benchmarked type (F32: the values as they are).
+    std::vector<uint8_t> k_store(kv_bytes(type, n_kv)), v_store(k_store.size());
+    if (type != KvType::f32) {
+        kv_store(type, k32.data(), k_store.data(), n_kv);
+        kv_store(type, v32.data(), v_store.data(), n_kv);
     }
-    auto view = [&](const std::vector<float>& a, const std::vector<uint16_t>& b) {
-        return KvView{.data = f16 ? static_cast<const void*>(b.data()) : a.data(),
-                      .type = f16 ? KvType::f16 : KvType::f32,
+    auto view = [&](const std::vector<float>& f32, const std::vector<uint8_t>& stored) {
+        return KvView{.data = type == KvType::f32 ? static_cast<const void*>(f32.data())
+                                                  : static_cast<const void*>(stored.data()),
+                      .type = type,
                       .n_cells = ctx,
                       .cell_stride = kKvHeads * kDim,
                       .head_stride = kDim};
@@ -57,18 +63,19 @@ void BM_AttentionDecode(benchmark::State& state) {
     ThreadPool pool(threads);
     const OpKernels& kernels = op_kernels(level);
     for (auto _ : state) {
-        attention_with(kernels, q.data(), &q_pos, 1, view(k32, k16), view(v32, v16), cells, p,
-                       out.data(), &pool);
+        attention_with(kernels, q.data(), &q_pos, 1, view(k32, k_store), view(v32, v_store), cells,
+                       p, out.data(), &pool);
         benchmark::DoNotOptimize(out.data());
     }
-    state.SetLabel(std::string(simd_level_name(level)) + (f16 ? " f16" : " f32"));
-    // K and V bytes read per call.
-    state.SetBytesProcessed(state.iterations() * 2 * static_cast<int64_t>(n_kv) * (f16 ? 2 : 4));
+    state.SetLabel(std::string(simd_level_name(level)) + " " + std::string(kv_type_name(type)));
+    // K and V bytes of the cache per call.
+    state.SetBytesProcessed(state.iterations() * 2 * static_cast<int64_t>(kv_bytes(type, n_kv)));
 }
 BENCHMARK(BM_AttentionDecode)
-    ->ArgNames({"level", "ctx", "f16", "threads"})
+    ->ArgNames({"level", "ctx", "kv", "threads"})
     ->ArgsProduct({{0, 1, 2}, {512, 4096}, {1}, {1}})
     ->ArgsProduct({{2}, {512, 1024, 2048, 4096, 8192}, {0, 1}, {1, 2}})
+    ->ArgsProduct({{2}, {2048}, {2, 3}, {1, 2}})
     ->UseRealTime();
 
 // A 128-token prefill chunk attending causally over 512 cached cells.

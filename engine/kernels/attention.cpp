@@ -7,10 +7,75 @@
 #include <string>
 #include <vector>
 
+#include "engine/kernels/formats.h"
+#include "engine/kernels/ops.h"
 #include "engine/kernels/ops_kernels.h"
 #include "engine/kernels/threadpool.h"
 
 namespace ggufd::kernels {
+
+namespace {
+
+// The type table's row for a quantised cache type (nullptr for f32 and f16).
+const FormatKernels* quant_format(KvType type) {
+    switch (type) {
+        case KvType::q8_0:
+            return &kernels_for(gguf::TensorType::Q8_0);
+        case KvType::q4_0:
+            return &kernels_for(gguf::TensorType::Q4_0);
+        default:
+            return nullptr;
+    }
+}
+
+}  // namespace
+
+int64_t kv_block_size(KvType type) {
+    const FormatKernels* f = quant_format(type);
+    return f ? f->block_size : 1;
+}
+
+size_t kv_bytes(KvType type, int64_t n) {
+    if (const FormatKernels* f = quant_format(type)) {
+        return static_cast<size_t>(n / f->block_size) * f->block_bytes;
+    }
+    return static_cast<size_t>(n) * (type == KvType::f16 ? sizeof(uint16_t) : sizeof(float));
+}
+
+void kv_store(KvType type, const float* in, void* out, int64_t n) {
+    switch (type) {
+        case KvType::f32:
+            std::copy_n(in, n, static_cast<float*>(out));
+            return;
+        case KvType::f16:
+            f32_to_f16(in, static_cast<uint16_t*>(out), n);
+            return;
+        default:
+            quantize_row(quant_format(type)->type, in, out, n);
+    }
+}
+
+std::string_view kv_type_name(KvType type) {
+    switch (type) {
+        case KvType::f32:
+            return "f32";
+        case KvType::f16:
+            return "f16";
+        case KvType::q8_0:
+            return "q8_0";
+        case KvType::q4_0:
+            return "q4_0";
+    }
+    return "?";
+}
+
+KvType parse_kv_type(std::string_view name) {
+    for (KvType t : {KvType::f32, KvType::f16, KvType::q8_0, KvType::q4_0}) {
+        if (kv_type_name(t) == name) return t;
+    }
+    throw std::invalid_argument("unknown KV cache type '" + std::string(name) +
+                                "' (f32, f16, q8_0 or q4_0)");
+}
 
 int64_t attention_scratch_floats(int64_t head_dim, int64_t n_heads) {
     // SIMD kernels: accumulators, block scores, ALiBi distances, running max and sum, the
@@ -45,6 +110,56 @@ void check_view(const KvView& view, const AttentionParams& p, const char* name) 
     require(view.head_stride >= p.head_dim, n + " head_stride is smaller than head_dim");
     require(view.cell_stride >= (p.n_head_kv - 1) * view.head_stride + p.head_dim,
             n + " cell_stride is smaller than one cell");
+    const int64_t block = kv_block_size(view.type);
+    require(
+        p.head_dim % block == 0 && view.head_stride % block == 0 && view.cell_stride % block == 0,
+        n + " is " + std::string(kv_type_name(view.type)) +
+            ", which needs head_dim and strides that are multiples of " + std::to_string(block));
+}
+
+// The listed cells of a view as F16, densely: list entry j becomes cell j of the returned view.
+// Quantised rows are dequantised through the type table; F16 rows are copied and F32 ones rounded
+// (a cache that quantises only K or only V has its other half gathered alike).
+KvView gather_f16(const KvView& view, const KvCellList& cells, int64_t n_head_kv, int64_t head_dim,
+                  std::vector<uint16_t>& buffer, ThreadPool* pool) {
+    const FormatKernels* format = quant_format(view.type);
+    const int64_t row = n_head_kv * head_dim;
+    buffer.resize(static_cast<size_t>(std::max<int64_t>(1, cells.count * row)));
+    uint16_t* const dst = buffer.data();
+    const auto* src = static_cast<const uint8_t*>(view.data);
+    auto run = [&](int64_t begin, int64_t end, int) {
+        thread_local std::vector<float> values;
+        values.resize(static_cast<size_t>(head_dim));
+        for (int64_t j = begin; j < end; ++j) {
+            const int64_t cell = cells.index ? cells.index[j] : j;
+            for (int64_t h = 0; h < n_head_kv; ++h) {
+                const uint8_t* from =
+                    src + kv_bytes(view.type, cell * view.cell_stride + h * view.head_stride);
+                uint16_t* to = dst + j * row + h * head_dim;
+                if (view.type == KvType::f16) {
+                    std::copy_n(reinterpret_cast<const uint16_t*>(from), head_dim, to);
+                    continue;
+                }
+                const float* f32 = reinterpret_cast<const float*>(from);
+                if (format) {
+                    format->to_float(from, values.data(), head_dim);
+                    f32 = values.data();
+                }
+                f32_to_f16(f32, to, head_dim);
+            }
+        }
+    };
+    constexpr int64_t kMinCellsToSplit = 64;
+    if (pool && pool->size() > 1 && cells.count >= kMinCellsToSplit) {
+        pool->parallel_for(cells.count, run);
+    } else {
+        run(0, cells.count, 0);
+    }
+    return KvView{.data = dst,
+                  .type = KvType::f16,
+                  .n_cells = cells.count,
+                  .cell_stride = row,
+                  .head_stride = head_dim};
 }
 
 // Calls task(t, kv_head, part, scratch) for every query token t, KV head and part of its work
@@ -201,6 +316,17 @@ void attention_with(const OpKernels& kernels, const float* q, const int32_t* q_p
         }
     } else {
         require(cells.count <= n_storage, "more cells listed than the cache holds");
+    }
+
+    if (quant_format(k.type) || quant_format(v.type)) {
+        // Buffers of the calling thread, reused by its next steps.
+        thread_local std::vector<uint16_t> k_buffer, v_buffer;
+        const KvView k16 = gather_f16(k, cells, p.n_head_kv, p.head_dim, k_buffer, pool);
+        const KvView v16 = gather_f16(v, cells, p.n_head_kv, p.head_dim, v_buffer, pool);
+        attention_with(kernels, q, q_pos, n_tokens, k16, v16,
+                       KvCellList{.index = nullptr, .pos = cells.pos, .count = cells.count}, p, out,
+                       pool);
+        return;
     }
 
     std::vector<float> slopes;

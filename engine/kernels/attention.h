@@ -2,7 +2,10 @@
 // grouped-query attention, causal masking by position, optional sliding window, logit soft-cap
 // and ALiBi.
 // K and V are read in place from the cache (F32 or F16); the cells a sequence owns are given as a
-// list, so a cache that interleaves several sequences needs no copy.
+// list, so a cache that interleaves several sequences needs no copy. A quantised cache (Q8_0,
+// Q4_0) is first dequantised, the listed cells only, into a per-call F16 copy on the pool, and
+// attended as F16: its rows are then read once more, but the step's copy of one layer is small
+// enough to stay in cache and the attention kernels stay one set.
 //
 // Precision against llama.cpp. Its CPU flash attention (the path it takes by default) rounds
 // the query to fp16 before the dot product with fp16 keys, and with fp16 values keeps the
@@ -14,16 +17,33 @@
 // asked for with AttentionParams::f16_accumulator (docs/performance-engine.md has figures).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <string_view>
 
 namespace ggufd::kernels {
 
 class ThreadPool;
 
-enum class KvType { f32, f16 };
+// How a KV cache stores its values. The quantised types hold blocks of 32 values (ggml's Q8_0 and
+// Q4_0 layouts), so each head's row must be a whole number of blocks.
+enum class KvType { f32, f16, q8_0, q4_0 };
+
+// Values per block of a type (1 for f32 and f16).
+int64_t kv_block_size(KvType type);
+// Bytes of n values stored as `type`; n must be a multiple of kv_block_size for quantised types.
+size_t kv_bytes(KvType type, int64_t n);
+// Stores n values (a multiple of kv_block_size) as `type` at `out`.
+void kv_store(KvType type, const float* in, void* out, int64_t n);
+// The names --cache-type-k / --cache-type-v take: "f32", "f16", "q8_0", "q4_0".
+std::string_view kv_type_name(KvType type);
+// The type of a name; std::invalid_argument naming the choices for any other.
+KvType parse_kv_type(std::string_view name);
 
 // One layer's K (or V) storage: element [cell][kv_head][d] is at
-// data + cell * cell_stride + kv_head * head_stride + d (strides in elements).
+// data + cell * cell_stride + kv_head * head_stride + d (strides in elements; for a quantised
+// type the strides and head_dim are multiples of its block size, and element offsets map to
+// bytes by kv_bytes).
 struct KvView {
     const void* data = nullptr;
     KvType type = KvType::f32;

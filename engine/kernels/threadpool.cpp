@@ -4,11 +4,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <fstream>
 #include <set>
 #include <stdexcept>
 #include <string>
 #include <utility>
+
+#include "engine/kernels/cpu_topology.h"
 
 namespace ggufd::kernels {
 
@@ -73,11 +76,53 @@ constexpr int64_t kMaxChunks = int64_t{1} << 31;
 int physical_core_count() {
     cpu_set_t allowed;
     CPU_ZERO(&allowed);
-    const bool have_mask = sched_getaffinity(0, sizeof(allowed), &allowed) == 0;
+    std::vector<int> cpus;
+    if (sched_getaffinity(0, sizeof(allowed), &allowed) == 0) {
+        for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+            if (CPU_ISSET(cpu, &allowed)) cpus.push_back(cpu);
+        }
+    }
+    return physical_core_count(cpus, "/sys/devices/system/cpu", "/sys/fs/cgroup");
+}
+
+namespace {
+
+// CPUs the cgroup's quota grants, rounded up; 0 when there is no quota (or none is readable).
+int cgroup_cpu_limit(const std::string& cgroup_dir) {
+    double quota = -1, period = 0;
+    std::ifstream v2(cgroup_dir + "/cpu.max");  // "QUOTA PERIOD" or "max PERIOD"
+    std::string quota_text;
+    if (v2 >> quota_text >> period) {
+        if (quota_text == "max") return 0;
+        try {
+            quota = std::stod(quota_text);
+        } catch (const std::exception&) {
+            return 0;
+        }
+    } else {
+        long q = -1, p = 0;
+        for (const std::string dir : {cgroup_dir + "/cpu", cgroup_dir}) {
+            if (read_int(dir + "/cpu.cfs_quota_us", q) && read_int(dir + "/cpu.cfs_period_us", p)) {
+                break;
+            }
+        }
+        quota = static_cast<double>(q);  // -1: no quota
+        period = static_cast<double>(p);
+    }
+    if (quota <= 0 || period <= 0) return 0;
+    return std::max(1, static_cast<int>(std::ceil(quota / period - 1e-9)));
+}
+
+}  // namespace
+
+int physical_core_count(const std::vector<int>& allowed_cpus, const std::string& sysfs_cpu_dir,
+                        const std::string& cgroup_dir) {
     std::set<std::pair<long, long>> cores;  // (package, core)
-    for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
-        if (have_mask && !CPU_ISSET(cpu, &allowed)) continue;
-        const std::string dir = "/sys/devices/system/cpu/cpu" + std::to_string(cpu) + "/topology/";
+    const bool have_mask = !allowed_cpus.empty();
+    const int n_candidates = have_mask ? static_cast<int>(allowed_cpus.size()) : CPU_SETSIZE;
+    for (int i = 0; i < n_candidates; ++i) {
+        const int cpu = have_mask ? allowed_cpus[static_cast<size_t>(i)] : i;
+        const std::string dir = sysfs_cpu_dir + "/cpu" + std::to_string(cpu) + "/topology/";
         long core = 0, package = 0;
         if (!read_int(dir + "core_id", core) || !read_int(dir + "physical_package_id", package)) {
             if (!have_mask) break;  // without a mask, the first missing cpu ends the list
@@ -85,9 +130,13 @@ int physical_core_count() {
         }
         cores.emplace(package, core);
     }
-    if (!cores.empty()) return static_cast<int>(cores.size());
-    const unsigned hw = std::thread::hardware_concurrency();
-    return hw == 0 ? 1 : static_cast<int>(hw);
+    int count = static_cast<int>(cores.size());
+    if (count == 0) {
+        const unsigned hw = std::thread::hardware_concurrency();
+        count = hw == 0 ? 1 : static_cast<int>(hw);
+    }
+    const int limit = cgroup_cpu_limit(cgroup_dir);
+    return limit > 0 ? std::min(count, limit) : count;
 }
 
 ThreadPool::ThreadPool(int n_threads) {

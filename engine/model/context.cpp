@@ -593,13 +593,8 @@ void Context::eval_step(std::span<const BatchToken> batch_in, std::vector<float>
             const BatchToken& t = batch[static_cast<size_t>(i)];
             void* kc = kv_.k_cell(layer, t.seq, t.pos);
             void* vc = kv_.v_cell(layer, t.seq, t.pos);
-            if (kv_.type() == kernels::KvType::f16) {
-                kernels::f32_to_f16(k + i * k_dim, static_cast<uint16_t*>(kc), k_dim);
-                kernels::f32_to_f16(v + i * v_dim, static_cast<uint16_t*>(vc), v_dim);
-            } else {
-                std::copy_n(k + i * k_dim, k_dim, static_cast<float*>(kc));
-                std::copy_n(v + i * v_dim, v_dim, static_cast<float*>(vc));
-            }
+            kernels::kv_store(kv_.types().k, k + i * k_dim, kc, k_dim);
+            kernels::kv_store(kv_.types().v, v + i * v_dim, vc, v_dim);
         }
         for (size_t gi = 0; gi < groups.size(); ++gi) {
             const Group& g = groups[gi];

@@ -21,7 +21,7 @@ struct ContextParams {
     int n_seq = 1;      // sequences (slots) the KV cache holds
     int n_ctx = 0;      // cells per sequence; 0 = the model's training context, at most 4096
     int n_threads = 0;  // 0 = physical cores
-    kernels::KvType kv_type = kernels::KvType::f16;
+    KvTypes kv_type = kernels::KvType::f16;  // K and V storage
     // Sliding-window layers: tokens of one sequence a step adds beyond the window (the ring's
     // slack, see KvCache); eval splits a batch that brings more.
     int swa_batch = KvCache::kDefaultSwaBatch;

@@ -19,6 +19,16 @@ int layer_cells_of(const HParams& hp, uint32_t layer, int n_ctx, int swa_batch) 
     return hp.is_swa_layer(layer) ? ring_cells(hp, n_ctx, swa_batch) : n_ctx;
 }
 
+// A quantised type stores each head's row as whole blocks.
+void check_block_fit(kernels::KvType type, int64_t head_dim, const char* what) {
+    const int64_t block = kernels::kv_block_size(type);
+    if (head_dim % block == 0) return;
+    throw std::invalid_argument(
+        std::string("KV cache type ") + std::string(kernels::kv_type_name(type)) + " for " + what +
+        " needs a head dimension that is a multiple of " + std::to_string(block) +
+        "; this model's is " + std::to_string(head_dim));
+}
+
 }  // namespace
 
 LazyZeroBuffer::LazyZeroBuffer(size_t bytes)
@@ -26,10 +36,10 @@ LazyZeroBuffer::LazyZeroBuffer(size_t bytes)
     if (!p_) throw std::bad_alloc();
 }
 
-KvCache::KvCache(const HParams& hp, int n_seq, int n_ctx, kernels::KvType type, int swa_batch)
+KvCache::KvCache(const HParams& hp, int n_seq, int n_ctx, KvTypes types, int swa_batch)
     : n_seq_(n_seq),
       n_ctx_(n_ctx),
-      type_(type),
+      types_(types),
       k_row_(hp.n_embd_k_gqa()),
       v_row_(hp.n_embd_v_gqa()),
       head_dim_k_(hp.head_dim_k),
@@ -39,6 +49,8 @@ KvCache::KvCache(const HParams& hp, int n_seq, int n_ctx, kernels::KvType type, 
             "KV cache needs at least one sequence and one cell (n_seq=" + std::to_string(n_seq) +
             ", n_ctx=" + std::to_string(n_ctx) + ")");
     }
+    check_block_fit(types.k, hp.head_dim_k, "K");
+    check_block_fit(types.v, hp.head_dim_v, "V");
     k_.reserve(hp.n_layer);
     v_.reserve(hp.n_layer);
     for (uint32_t l = 0; l < hp.n_layer; ++l) {
@@ -48,20 +60,21 @@ KvCache::KvCache(const HParams& hp, int n_seq, int n_ctx, kernels::KvType type, 
             n_swa_ = static_cast<int32_t>(hp.n_swa);
         }
         const size_t cells = static_cast<size_t>(n_seq) * static_cast<size_t>(cells_.back());
-        k_.emplace_back(cells * k_row_ * element_bytes());
-        v_.emplace_back(cells * v_row_ * element_bytes());
+        k_.emplace_back(cells * kernels::kv_bytes(types.k, static_cast<int64_t>(k_row_)));
+        v_.emplace_back(cells * kernels::kv_bytes(types.v, static_cast<int64_t>(v_row_)));
     }
     lengths_.assign(static_cast<size_t>(n_seq), 0);
 }
 
-size_t KvCache::bytes_needed(const HParams& hp, int n_seq, int n_ctx, kernels::KvType type,
+size_t KvCache::bytes_needed(const HParams& hp, int n_seq, int n_ctx, KvTypes types,
                              int swa_batch) {
-    const size_t e = type == kernels::KvType::f16 ? 2 : 4;
     size_t cells = 0;
     for (uint32_t l = 0; l < hp.n_layer; ++l) {
         cells += static_cast<size_t>(layer_cells_of(hp, l, n_ctx, swa_batch));
     }
-    return cells * static_cast<size_t>(n_seq) * (hp.n_embd_k_gqa() + hp.n_embd_v_gqa()) * e;
+    const size_t cell_bytes = kernels::kv_bytes(types.k, hp.n_embd_k_gqa()) +
+                              kernels::kv_bytes(types.v, hp.n_embd_v_gqa());
+    return cells * static_cast<size_t>(n_seq) * cell_bytes;
 }
 
 int32_t KvCache::max_tokens_per_step() const {
@@ -100,25 +113,25 @@ void KvCache::set_length(int seq, int32_t n) {
     lengths_.at(static_cast<size_t>(seq)) = n;
 }
 
-size_t KvCache::offset(int layer, int seq, int32_t pos, size_t row) const {
+size_t KvCache::offset(int layer, int seq, int32_t pos, size_t row, kernels::KvType type) const {
     const size_t cells = static_cast<size_t>(layer_cells(layer));
-    return (static_cast<size_t>(seq) * cells + static_cast<size_t>(pos) % cells) * row *
-           element_bytes();
+    return (static_cast<size_t>(seq) * cells + static_cast<size_t>(pos) % cells) *
+           kernels::kv_bytes(type, static_cast<int64_t>(row));
 }
 
 void* KvCache::k_cell(int layer, int seq, int32_t pos) {
-    return k_.at(static_cast<size_t>(layer)).data() + offset(layer, seq, pos, k_row_);
+    return k_.at(static_cast<size_t>(layer)).data() + offset(layer, seq, pos, k_row_, types_.k);
 }
 
 void* KvCache::v_cell(int layer, int seq, int32_t pos) {
-    return v_.at(static_cast<size_t>(layer)).data() + offset(layer, seq, pos, v_row_);
+    return v_.at(static_cast<size_t>(layer)).data() + offset(layer, seq, pos, v_row_, types_.v);
 }
 
 kernels::KvView KvCache::view(const LazyZeroBuffer& store, int layer, int seq, size_t row,
-                              int64_t head_dim) const {
+                              int64_t head_dim, kernels::KvType type) const {
     kernels::KvView v;
-    v.data = store.data() + offset(layer, seq, 0, row);
-    v.type = type_;
+    v.data = store.data() + offset(layer, seq, 0, row, type);
+    v.type = type;
     v.n_cells = layer_cells(layer);
     v.cell_stride = static_cast<int64_t>(row);
     v.head_stride = head_dim;
@@ -126,11 +139,11 @@ kernels::KvView KvCache::view(const LazyZeroBuffer& store, int layer, int seq, s
 }
 
 kernels::KvView KvCache::k_view(int layer, int seq) const {
-    return view(k_.at(static_cast<size_t>(layer)), layer, seq, k_row_, head_dim_k_);
+    return view(k_.at(static_cast<size_t>(layer)), layer, seq, k_row_, head_dim_k_, types_.k);
 }
 
 kernels::KvView KvCache::v_view(int layer, int seq) const {
-    return view(v_.at(static_cast<size_t>(layer)), layer, seq, v_row_, head_dim_v_);
+    return view(v_.at(static_cast<size_t>(layer)), layer, seq, v_row_, head_dim_v_, types_.v);
 }
 
 }  // namespace ggufd::model

@@ -1,6 +1,7 @@
 // Keys and values of every layer for a fixed number of sequences, each with its own region of
 // n_ctx cells, so sequences are added, cleared or truncated (for prompt-prefix reuse) without
-// touching the others. Stored as F16 by default, F32 on request.
+// touching the others. Stored as F16 by default; F32, Q8_0 or Q4_0 on request, K and V each their
+// own (the quantised types need head dimensions that are multiples of 32).
 //
 // Sliding-window layers (HParams::is_swa_layer) keep a ring of n_swa - 1 + swa_batch cells per
 // sequence (when that is less than n_ctx): position p lives in cell p % ring, so the ring holds the
@@ -40,19 +41,30 @@ class LazyZeroBuffer {
     size_t size_ = 0;
 };
 
+// The storage types of K and V; one type converts to both.
+struct KvTypes {
+    kernels::KvType k = kernels::KvType::f16;
+    kernels::KvType v = kernels::KvType::f16;
+    KvTypes() = default;
+    KvTypes(kernels::KvType both) : k(both), v(both) {}  // NOLINT(google-explicit-constructor)
+    KvTypes(kernels::KvType k_type, kernels::KvType v_type) : k(k_type), v(v_type) {}
+    bool operator==(const KvTypes&) const = default;
+};
+
 class KvCache {
   public:
     // Throws std::invalid_argument for non-positive sizes and std::bad_alloc when memory is short.
     static constexpr int kDefaultSwaBatch = 512;  // the scheduler's default step budget
-    KvCache(const HParams& hp, int n_seq, int n_ctx, kernels::KvType type = kernels::KvType::f16,
+    // std::invalid_argument also when a quantised type does not divide a head dimension.
+    KvCache(const HParams& hp, int n_seq, int n_ctx, KvTypes types = {},
             int swa_batch = kDefaultSwaBatch);
 
     int n_seq() const { return n_seq_; }
     int n_ctx() const { return n_ctx_; }
-    kernels::KvType type() const { return type_; }
+    KvTypes types() const { return types_; }
     size_t bytes() const;
     // Bytes a cache of these sizes needs, to check memory before allocating.
-    static size_t bytes_needed(const HParams& hp, int n_seq, int n_ctx, kernels::KvType type,
+    static size_t bytes_needed(const HParams& hp, int n_seq, int n_ctx, KvTypes types,
                                int swa_batch = kDefaultSwaBatch);
     // Cells per sequence of a layer: n_ctx, or the ring of a sliding-window layer.
     int layer_cells(int layer) const { return cells_.at(static_cast<size_t>(layer)); }
@@ -76,13 +88,12 @@ class KvCache {
     void set_length(int seq, int32_t n);
 
   private:
-    size_t element_bytes() const { return type_ == kernels::KvType::f16 ? 2 : 4; }
-    size_t offset(int layer, int seq, int32_t pos, size_t row) const;
+    size_t offset(int layer, int seq, int32_t pos, size_t row, kernels::KvType type) const;
     kernels::KvView view(const LazyZeroBuffer& store, int layer, int seq, size_t row,
-                         int64_t head_dim) const;
+                         int64_t head_dim, kernels::KvType type) const;
 
     int n_seq_, n_ctx_;
-    kernels::KvType type_;
+    KvTypes types_;
     size_t k_row_, v_row_;  // elements per cell: head_dim * n_head_kv
     int64_t head_dim_k_, head_dim_v_;
     std::vector<LazyZeroBuffer> k_, v_;  // per layer

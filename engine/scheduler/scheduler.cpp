@@ -27,6 +27,7 @@ Scheduler::Scheduler(std::shared_ptr<const model::Model> model,
                model::ContextParams{.n_seq = params.n_slots,
                                     .n_ctx = params.n_ctx,
                                     .n_threads = params.n_threads,
+                                    .kv_type = params.kv_types,
                                     .swa_batch = std::max(params.batch_size, 1),
                                     .f16_accumulator = params.f16_accumulator}),
       n_ctx_(context_.kv().n_ctx()) {

@@ -32,6 +32,7 @@ struct SchedulerParams {
     int max_queue = 64;            // requests waiting for a slot before submit() answers queue_full
     int n_threads = 0;             // inference threads; 0 = physical cores
     bool f16_accumulator = false;  // model::ContextParams::f16_accumulator
+    model::KvTypes kv_types{};     // KV cache storage (--cache-type-k / --cache-type-v)
     SchedulerObserver* observer = nullptr;  // not owned; must outlive the scheduler
 };
 

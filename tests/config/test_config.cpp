@@ -357,4 +357,22 @@ TEST(Config, ChatTemplateFileErrorsNameTheSetting) {
     EXPECT_NE(twice.find("two templates"), std::string::npos) << twice;
 }
 
+TEST(Config, CacheTypesFromFlagsEnvironmentAndFile) {
+    const Config d = load({}).config;
+    EXPECT_EQ(d.cache_type_k, "f16");
+    EXPECT_EQ(d.cache_type_v, "f16");
+    const Config c = load({"--cache-type-k", "q8_0", "--cache-type-v", "q4_0"}).config;
+    EXPECT_EQ(c.cache_type_k, "q8_0");
+    EXPECT_EQ(c.cache_type_v, "q4_0");
+    EXPECT_EQ(load({}, {{"GGUFD_CACHE_TYPE_V", "q8_0"}}).config.cache_type_v, "q8_0");
+    TempFile file("cache-type-k = q4_0\n");
+    const auto r = load({"--config", file.path()});
+    EXPECT_EQ(r.config.cache_type_k, "q4_0");
+    EXPECT_EQ(r.config.cache_type_v, "f16");
+    const std::string e = error_of({}, {{"GGUFD_CACHE_TYPE_K", "q5_1"}});
+    EXPECT_NE(e.find("cache-type-k"), std::string::npos) << e;
+    EXPECT_NE(e.find("GGUFD_CACHE_TYPE_K"), std::string::npos) << e;
+    EXPECT_NE(e.find("'q5_1' is not f16, q8_0 or q4_0"), std::string::npos) << e;
+}
+
 }  // namespace

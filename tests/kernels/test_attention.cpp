@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "engine/kernels/float16.h"
+#include "engine/kernels/formats.h"
 #include "engine/kernels/ops_kernels.h"
 #include "engine/kernels/threadpool.h"
 #include "tests/kernels/ops_test_util.h"
@@ -22,17 +23,30 @@ namespace {
 using testing_util::all_close;
 using testing_util::random_floats;
 
-// A KV cache layer [n_cells][n_head_kv][head_dim] in F32 or F16 (the F16 copy rounds the data,
-// and the F32 values are replaced by the rounded ones so both types hold the same numbers).
+// A KV cache layer [n_cells][n_head_kv][head_dim] in F32, F16, Q8_0 or Q4_0 (the F16 copy
+// rounds the data, and the F32 values are replaced by the rounded ones so both types hold the
+// same numbers). A quantised cache quantises each cell's row with the type table; its F32 values
+// are what the kernels attend to: the blocks dequantised and rounded to fp16 (attention.h).
 struct Cache {
     KvType type;
     int64_t n_cells, n_head_kv, head_dim;
     std::vector<float> f32;
     std::vector<uint16_t> f16;
+    std::vector<uint8_t> quant;
 
     Cache(KvType t, int64_t cells, int64_t heads, int64_t dim, uint32_t seed, float range = 1.0f)
         : type(t), n_cells(cells), n_head_kv(heads), head_dim(dim) {
         f32 = random_floats(static_cast<size_t>(cells * heads * dim), seed, -range, range);
+        if (kv_block_size(t) > 1) {
+            const int64_t row = heads * dim;
+            const size_t row_bytes = kv_bytes(t, row);
+            quant.resize(static_cast<size_t>(cells) * row_bytes);
+            for (int64_t c = 0; c < cells; ++c) {
+                kv_store(t, f32.data() + c * row, quant.data() + c * row_bytes, row);
+                dequantize_row(t == KvType::q8_0 ? gguf::TensorType::Q8_0 : gguf::TensorType::Q4_0,
+                               quant.data() + c * row_bytes, f32.data() + c * row, row);
+            }
+        }
         f16.resize(f32.size());
         for (size_t i = 0; i < f32.size(); ++i) {
             f16[i] = fp32_to_fp16(f32[i]);
@@ -48,8 +62,10 @@ struct Cache {
         f32[i] = fp16_to_fp32(f16[i]);
     }
     KvView view() const {
-        return KvView{.data = type == KvType::f16 ? static_cast<const void*>(f16.data())
-                                                  : static_cast<const void*>(f32.data()),
+        const void* data = type == KvType::f16   ? static_cast<const void*>(f16.data())
+                           : type == KvType::f32 ? static_cast<const void*>(f32.data())
+                                                 : static_cast<const void*>(quant.data());
+        return KvView{.data = data,
                       .type = type,
                       .n_cells = n_cells,
                       .cell_stride = n_head_kv * head_dim,
@@ -79,7 +95,7 @@ std::vector<float> naive_attention(const std::vector<float>& q, const std::vecto
                 double s = 0;
                 for (int64_t d = 0; d < p.head_dim; ++d) {
                     float qd = q[(t * p.n_head + h) * p.head_dim + d];
-                    if (k.type == KvType::f16) qd = fp16_to_fp32(fp32_to_fp16(qd));
+                    if (k.type != KvType::f32) qd = fp16_to_fp32(fp32_to_fp16(qd));
                     s += static_cast<double>(qd) * k.at(cell, g, d);
                 }
                 s *= p.scale;
@@ -564,6 +580,98 @@ TEST(Attention, LongCacheDecodeMatchesReference) {
             }
         }
     }
+}
+
+// Quantised caches (K, V or both): short and long caches (the KV-split decode path from 512
+// cells), prefill queries, scattered and shuffled cells as a sliding-window ring lists them,
+// windows, on every level and on a pool, against the reference over the values the blocks hold.
+TEST(Attention, QuantisedCacheMatchesReference) {
+    struct Types {
+        KvType k, v;
+    };
+    const Types types[] = {{KvType::q8_0, KvType::q8_0},
+                           {KvType::q4_0, KvType::q4_0},
+                           {KvType::q8_0, KvType::f16},
+                           {KvType::f16, KvType::q4_0}};
+    struct Case {
+        int64_t n_head, n_head_kv, head_dim, tokens, cells;
+    };
+    const Case cases[] = {{8, 2, 32, 1, 1},    {8, 2, 64, 3, 70},  {32, 4, 64, 1, 600},
+                          {8, 1, 128, 2, 777}, {4, 4, 96, 5, 130}, {16, 8, 64, 1, 1030}};
+    ThreadPool pool(3);
+    uint32_t seed = 1200;
+    for (const Types& ty : types) {
+        for (const Case& c : cases) {
+            for (int variant = 0; variant < 3; ++variant) {
+                Problem s(c.n_head, c.n_head_kv, c.head_dim, c.tokens, c.cells, ++seed);
+                if (variant == 1) s.p.window = 50;
+                if (variant == 2) {  // a ring's cells: shuffled through a larger store
+                    s.index.resize(static_cast<size_t>(c.cells));
+                    std::iota(s.index.begin(), s.index.end(), 0);
+                    std::shuffle(s.index.begin(), s.index.end(), std::mt19937(seed));
+                    for (auto& i : s.index) i = 2 * i + 1;
+                    s.p.window = 40;
+                }
+                const int64_t storage = variant == 2 ? 2 * c.cells + 1 : c.cells;
+                Cache k(ty.k, storage, c.n_head_kv, c.head_dim, ++seed);
+                Cache v(ty.v, storage, c.n_head_kv, c.head_dim, ++seed);
+                const auto want = naive_attention(s.q, s.q_pos, k, v, s.index, s.cell_pos, s.p);
+                for (SimdLevel level : supported_simd_levels()) {
+                    SCOPED_TRACE(std::string(simd_level_name(level)) + " " +
+                                 std::string(kv_type_name(ty.k)) + "/" +
+                                 std::string(kv_type_name(ty.v)) + " cells " +
+                                 std::to_string(c.cells) + " variant " + std::to_string(variant));
+                    const auto alone = s.run(op_kernels(level), k, v);
+                    ASSERT_TRUE(all_close(alone, want, 2e-5, 2e-6));
+                    ASSERT_EQ(s.run(op_kernels(level), k, v, &pool), alone);
+                }
+            }
+        }
+    }
+}
+
+TEST(Attention, QuantisedCacheStaysCloseToTheValuesItStores) {
+    // The same random K and V as F16 and quantised: attention moves by the quantisation error
+    // only (Q8_0 keeps 8 bits per value, Q4_0 4), in double against the unquantised data.
+    Problem s(8, 2, 64, 1, 600, 1300);
+    const Cache k16(KvType::f16, 600, 2, 64, 1301), v16(KvType::f16, 600, 2, 64, 1302);
+    const auto exact = naive_attention(s.q, s.q_pos, k16, v16, s.index, s.cell_pos, s.p);
+    auto worst = [&](KvType type) {
+        const Cache k(type, 600, 2, 64, 1301), v(type, 600, 2, 64, 1302);
+        const auto got = s.run(active_op_kernels(), k, v);
+        double err = 0;
+        for (size_t i = 0; i < got.size(); ++i)
+            err = std::max<double>(err, std::fabs(got[i] - exact[i]));
+        return err;
+    };
+    const double q8 = worst(KvType::q8_0), q4 = worst(KvType::q4_0);
+    EXPECT_LT(q8, 2e-3);
+    EXPECT_LT(q4, 3e-2);
+    EXPECT_GT(q4, q8);  // the coarser type is measurably coarser: the data really went through it
+}
+
+TEST(Attention, QuantisedCacheNeedsWholeBlocks) {
+    Problem s(4, 2, 48, 1, 10, 1400);  // 48 values per head: one and a half Q8_0 blocks
+    Cache k(KvType::f32, 10, 2, 48, 1401), v(KvType::f32, 10, 2, 48, 1402);
+    KvView kq = k.view();
+    kq.type = KvType::q8_0;
+    std::vector<float> out(s.q.size());
+    try {
+        attention(s.q.data(), s.q_pos.data(), 1, kq, v.view(), s.list(), s.p, out.data());
+        FAIL() << "accepted a Q8_0 view of 48-value heads";
+    } catch (const std::invalid_argument& e) {
+        EXPECT_NE(std::string(e.what()).find("q8_0"), std::string::npos) << e.what();
+    }
+}
+
+TEST(Attention, KvTypeNamesRoundTrip) {
+    for (KvType t : {KvType::f32, KvType::f16, KvType::q8_0, KvType::q4_0}) {
+        EXPECT_EQ(parse_kv_type(kv_type_name(t)), t);
+    }
+    EXPECT_THROW(parse_kv_type("q5_1"), std::invalid_argument);
+    EXPECT_EQ(kv_bytes(KvType::q8_0, 64), 68u);  // two blocks of 32 int8 and an fp16 scale
+    EXPECT_EQ(kv_bytes(KvType::q4_0, 64), 36u);  // two blocks of 16 nibble bytes and a scale
+    EXPECT_EQ(kv_bytes(KvType::f16, 64), 128u);
 }
 
 TEST(Attention, LongCacheDecodeIsTheSameOnAnyPool) {

@@ -7,11 +7,14 @@
 #include <unistd.h>
 #include <atomic>
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "engine/kernels/cpu_topology.h"
 
 namespace ggufd::kernels {
 namespace {
@@ -238,6 +241,75 @@ TEST(ThreadPool, DefaultSizeIsPhysicalCores) {
     }
     ThreadPool pool;
     EXPECT_EQ(pool.size(), cores);
+}
+
+// A fake /sys/devices/system/cpu and cgroup directory: `cores[cpu]` is (package, core) of cpu.
+class FakeMachine {
+  public:
+    explicit FakeMachine(const std::vector<std::pair<int, int>>& cores)
+        : root_(std::filesystem::temp_directory_path() /
+                ("ggufd-cpus-" + std::to_string(getpid()) + "-" + std::to_string(counter_++))) {
+        for (size_t cpu = 0; cpu < cores.size(); ++cpu) {
+            const auto dir = root_ / "cpu" / ("cpu" + std::to_string(cpu)) / "topology";
+            std::filesystem::create_directories(dir);
+            std::ofstream(dir / "physical_package_id") << cores[cpu].first << "\n";
+            std::ofstream(dir / "core_id") << cores[cpu].second << "\n";
+        }
+        std::filesystem::create_directories(root_ / "cgroup");
+    }
+    ~FakeMachine() { std::filesystem::remove_all(root_); }
+    void cgroup_file(const std::string& name, const std::string& text) const {
+        std::filesystem::create_directories((root_ / "cgroup" / name).parent_path());
+        std::ofstream(root_ / "cgroup" / name) << text;
+    }
+    int cores(const std::vector<int>& allowed = {}) const {
+        return physical_core_count(allowed, (root_ / "cpu").string(), (root_ / "cgroup").string());
+    }
+
+  private:
+    static inline int counter_ = 0;
+    std::filesystem::path root_;
+};
+
+TEST(PhysicalCores, HyperThreadsOfOneCoreCountOnce) {
+    // Two packages of two cores, each with two hyper-threads: cpus 0-3 on package 0 (cores 0, 1,
+    // siblings 2, 3), cpus 4-7 on package 1 with the same core ids.
+    const FakeMachine m({{0, 0}, {0, 1}, {0, 0}, {0, 1}, {1, 0}, {1, 1}, {1, 0}, {1, 1}});
+    EXPECT_EQ(m.cores(), 4);
+    EXPECT_EQ(m.cores({0, 2}), 1);        // one core's two threads
+    EXPECT_EQ(m.cores({0, 1, 2, 3}), 2);  // one package
+    EXPECT_EQ(m.cores({0, 4}), 2);        // same core id, different packages
+    EXPECT_EQ(m.cores({1, 9}), 1);        // a CPU sysfs does not list is skipped
+}
+
+TEST(PhysicalCores, CgroupQuotaCapsTheCount) {
+    const FakeMachine m({{0, 0}, {0, 1}, {0, 2}, {0, 3}, {0, 4}, {0, 5}});
+    m.cgroup_file("cpu.max", "max 100000\n");
+    EXPECT_EQ(m.cores(), 6);
+    m.cgroup_file("cpu.max", "250000 100000\n");  // 2.5 CPUs: 3 threads
+    EXPECT_EQ(m.cores(), 3);
+    EXPECT_EQ(m.cores({0, 1}), 2);               // the mask is smaller still
+    m.cgroup_file("cpu.max", "20000 100000\n");  // a fifth of a CPU still runs one thread
+    EXPECT_EQ(m.cores(), 1);
+    m.cgroup_file("cpu.max", "900000 100000\n");  // more than the machine has
+    EXPECT_EQ(m.cores(), 6);
+    m.cgroup_file("cpu.max", "garbage\n");
+    EXPECT_EQ(m.cores(), 6);
+}
+
+TEST(PhysicalCores, CgroupV1Quota) {
+    const FakeMachine m({{0, 0}, {0, 1}, {0, 2}, {0, 3}});
+    m.cgroup_file("cpu/cpu.cfs_quota_us", "-1\n");
+    m.cgroup_file("cpu/cpu.cfs_period_us", "100000\n");
+    EXPECT_EQ(m.cores(), 4);
+    m.cgroup_file("cpu/cpu.cfs_quota_us", "200000\n");
+    EXPECT_EQ(m.cores(), 2);
+}
+
+TEST(PhysicalCores, UnreadableTopologyFallsBackToHardwareThreads) {
+    const FakeMachine m({});
+    const unsigned hw = std::thread::hardware_concurrency();
+    EXPECT_EQ(m.cores(), hw == 0 ? 1 : static_cast<int>(hw));
 }
 
 // States ('R', 'S', ...) of this process's threads other than the calling one.

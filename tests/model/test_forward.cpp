@@ -14,6 +14,7 @@
 #include "engine/kernels/ops.h"
 #include "engine/model/context.h"
 #include "gguf/split.h"
+#include "tests/model/eval_steps.h"
 #include "tests/model/logits_match.h"
 #include "tests/support/conformance.h"
 
@@ -24,38 +25,10 @@ using ggufd::model::Context;
 using ggufd::model::ContextParams;
 using ggufd::model::Model;
 using ggufd::model::test_support::expect_logits_match;
+using ggufd::model::test_support::greedy;
+using ggufd::model::test_support::prompt_logits;
 using ggufd::model::test_support::read_f32;
 using ggufd::model::test_support::read_ids;
-
-// Evaluates ids as one batch at positions 0.. and returns every position's logits.
-std::vector<float> prompt_logits(Context& ctx, const std::vector<int32_t>& ids, int seq = 0) {
-    std::vector<BatchToken> batch;
-    for (size_t i = 0; i < ids.size(); ++i) {
-        batch.push_back({seq, ids[i], static_cast<int32_t>(i), true});
-    }
-    std::vector<float> logits;
-    ctx.eval(batch, logits);
-    return logits;
-}
-
-std::vector<int32_t> greedy(Context& ctx, const std::vector<int32_t>& prompt, int n, int seq = 0) {
-    std::vector<float> logits;
-    std::vector<BatchToken> batch;
-    for (size_t i = 0; i < prompt.size(); ++i) {
-        batch.push_back({seq, prompt[i], static_cast<int32_t>(i), i + 1 == prompt.size()});
-    }
-    ctx.eval(batch, logits);
-    std::vector<int32_t> out;
-    int32_t pos = static_cast<int32_t>(prompt.size());
-    for (int i = 0; i < n; ++i) {
-        const int32_t next =
-            static_cast<int32_t>(ggufd::kernels::argmax(logits.data(), ctx.n_vocab()));
-        out.push_back(next);
-        const BatchToken t{seq, next, pos++, true};
-        ctx.eval(std::span(&t, 1), logits);
-    }
-    return out;
-}
 
 class TinyLlama : public ::testing::TestWithParam<std::string> {};
 
@@ -200,23 +173,34 @@ TEST(Batching, TruncateAndReuseAPrefix) {
 
 // Past a few hundred cells, single-token decode splits the cache into chunks merged afterwards
 // (kernels/attention.cpp); a prompt of many tokens attends in one pass. The same positions'
-// logits must agree either way.
+// logits must agree either way, through each cache type.
 TEST(Batching, LongContextDecodeMatchesOneBatch) {
     GGUFD_REQUIRE_CONFORMANCE(dir);
     auto model = Model::load(dir / "models/tiny-llama-q8_0.gguf");
     const int32_t n_prefix = 1100, n_decode = 12, n = n_prefix + n_decode;
     std::vector<int32_t> ids;
     for (int32_t i = 0; i < n; ++i) ids.push_back(1 + (i * 7919) % 500);
-    Context ctx(model, ContextParams{.n_seq = 1, .n_ctx = n, .n_threads = 2});
-    const auto batch = prompt_logits(ctx, ids);
-    ctx.kv().truncate(0, n_prefix);
-    const int64_t V = ctx.n_vocab();
-    std::vector<float> logits;
-    for (int32_t pos = n_prefix; pos < n; ++pos) {
-        const BatchToken t{0, ids[static_cast<size_t>(pos)], pos, true};
-        ctx.eval(std::span(&t, 1), logits);
-        const float* want = batch.data() + static_cast<size_t>(pos) * V;
-        for (int64_t i = 0; i < V; ++i) ASSERT_NEAR(logits[i], want[i], 2e-3f) << pos << " " << i;
+    using ggufd::kernels::KvType;
+    for (KvType type : {KvType::f16, KvType::q8_0, KvType::q4_0}) {
+        // A step's K and V differ from the batch's in their last bits (the matrix products sum
+        // in another order). F16 rounds that away; where a value sits on a Q8_0 or Q4_0
+        // rounding boundary it moves by a whole step (1/127 or 1/8 of its block's largest
+        // value): logits measured up to 0.008 (Q8_0) and 0.066 (Q4_0) apart.
+        const float tolerance = type == KvType::f16 ? 2e-3f : type == KvType::q8_0 ? 0.05f : 0.2f;
+        Context ctx(model, ContextParams{.n_seq = 1, .n_ctx = n, .n_threads = 2, .kv_type = type});
+        const auto batch = prompt_logits(ctx, ids);
+        ctx.kv().truncate(0, n_prefix);
+        const int64_t V = ctx.n_vocab();
+        std::vector<float> logits;
+        for (int32_t pos = n_prefix; pos < n; ++pos) {
+            const BatchToken t{0, ids[static_cast<size_t>(pos)], pos, true};
+            ctx.eval(std::span(&t, 1), logits);
+            const float* want = batch.data() + static_cast<size_t>(pos) * V;
+            for (int64_t i = 0; i < V; ++i) {
+                ASSERT_NEAR(logits[i], want[i], tolerance)
+                    << ggufd::kernels::kv_type_name(type) << " " << pos << " " << i;
+            }
+        }
     }
 }
 

@@ -171,6 +171,8 @@ EngineResult run_engine(const EngineOptions& opts) {
     r.file_bytes = std::filesystem::file_size(opts.model_path);
     r.cost = weight_cost(model->weights(), model->hparams());
     r.arch = model->hparams().arch;
+    r.kv_types = opts.kv_types;
+    r.kv_bytes_per_token = model::KvCache::bytes_needed(model->hparams(), 1, 1, opts.kv_types);
     for (const auto& t : model->file().tensors()) {
         r.n_params += t.n_elements;
         r.tensor_bytes += t.n_bytes;
@@ -183,6 +185,7 @@ EngineResult run_engine(const EngineOptions& opts) {
     for (int threads : opts.threads) {
         model::ContextParams cp;
         cp.n_threads = threads;
+        cp.kv_type = opts.kv_types;
         cp.n_ctx = std::max(max_depth + max_n + 1, 16);
         model::Context ctx(model, cp);
         bool warm = false;
@@ -267,6 +270,10 @@ void print_engine(const EngineResult& r, bool csv) {
     for (const auto& t : r.tests) worst_wait = std::max(worst_wait, t.cpu_wait);
     std::printf("\nload  %.3f s (%.1f MiB repacked), peak RSS %.1f MiB\n", r.load_s, r.repacked_mib,
                 r.peak_rss_mib);
+    std::printf("KV cache: K %s, V %s, %llu bytes per token\n",
+                std::string(kernels::kv_type_name(r.kv_types.k)).c_str(),
+                std::string(kernels::kv_type_name(r.kv_types.v)).c_str(),
+                static_cast<unsigned long long>(r.kv_bytes_per_token));
     if (worst_wait >= 0) {
         std::printf("threads waited for a CPU up to %.0f%% of a test's time%s\n", 100 * worst_wait,
                     worst_wait > 0.1 ? " (a busy machine: figures are low)" : "");

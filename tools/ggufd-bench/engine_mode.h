@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "engine/model/kv_cache.h"
+
 namespace ggufd::bench {
 
 struct EngineOptions {
@@ -18,7 +20,8 @@ struct EngineOptions {
     // measures pp/tg of the tokens at positions D, D+1, ...
     std::vector<int> depth{0};
     int reps = 3;
-    bool repack = true;  // false: the kernels read the file's layout (to measure repacking)
+    model::KvTypes kv_types{};  // --cache-type-k / --cache-type-v
+    bool repack = true;         // false: the kernels read the file's layout (to measure repacking)
 };
 
 // What one generated token costs, from the model's tensors: every matrix multiplied per token
@@ -57,6 +60,8 @@ struct EngineResult {
     double peak_rss_mib = 0;
     uint64_t file_bytes = 0;
     WeightCost cost;
+    model::KvTypes kv_types{};
+    uint64_t kv_bytes_per_token = 0;  // K and V of every layer for one token
 };
 
 // Validates the option lists (non-empty, each value >= 0, threads and -r >= 1 where it matters);

@@ -42,6 +42,8 @@ int main(int argc, char** argv) {
         ("n-gen,n", po::value(&n_gen)->composing()->default_value({"32"}, "32"), "generated tokens per tg test (0 = none)")
         ("threads,t", po::value(&threads)->composing()->default_value({"0"}, "0"), "threads (0 = physical cores)")
         ("n-depth,d", po::value(&depth)->composing()->default_value({"0"}, "0"), "tokens already in the KV cache when a test starts")
+        ("cache-type-k", po::value<std::string>()->default_value("f16"), "engine: KV cache storage of keys (f16, q8_0, q4_0)")
+        ("cache-type-v", po::value<std::string>()->default_value("f16"), "engine: KV cache storage of values (f16, q8_0, q4_0)")
         ("repetitions,r", po::value(&engine.reps)->default_value(engine.reps), "repetitions")
         ("no-repack", po::bool_switch(&no_repack), "engine: keep the weights in the file's layout (to measure what repacking gains)")
         ("roofline", po::bool_switch(&roofline), "measure memory bandwidth and int8/fp32 rates; with --model, engine figures as fractions of them")
@@ -69,6 +71,8 @@ int main(int argc, char** argv) {
         engine.n_gen = parse_int_lists(n_gen, "-n", 0);
         engine.threads = parse_int_lists(threads, "-t", 0);
         engine.depth = parse_int_lists(depth, "-d", 0);
+        engine.kv_types = {ggufd::kernels::parse_kv_type(vm["cache-type-k"].as<std::string>()),
+                           ggufd::kernels::parse_kv_type(vm["cache-type-v"].as<std::string>())};
         const std::string model = vm.count("model") ? vm["model"].as<std::string>() : "";
 
         if (!server.empty()) {

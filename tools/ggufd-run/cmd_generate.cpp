@@ -114,6 +114,10 @@ int cmd_generate(Args args) {
             params.n_threads = std::stoi(value());
         else if (a == "--ctx-size" || a == "-c")
             params.n_ctx = std::stoi(value());
+        else if (a == "--cache-type-k" || a == "-ctk")
+            params.kv_types.k = kernels::parse_kv_type(value());
+        else if (a == "--cache-type-v" || a == "-ctv")
+            params.kv_types.v = kernels::parse_kv_type(value());
         else if (a == "--verbose")
             verbose = true;
         else

@@ -14,6 +14,7 @@ namespace ggufd::run {
 int cmd_logits(Args args) {
     std::string model_path, tokens_path, out_path;
     int threads = 0;
+    model::KvTypes kv_types;
     for (size_t i = 0; i < args.size(); ++i) {
         auto value = [&]() -> std::string {
             if (i + 1 >= args.size())
@@ -28,6 +29,10 @@ int cmd_logits(Args args) {
             out_path = value();
         else if (args[i] == "--threads")
             threads = std::stoi(value());
+        else if (args[i] == "--cache-type-k")
+            kv_types.k = kernels::parse_kv_type(value());
+        else if (args[i] == "--cache-type-v")
+            kv_types.v = kernels::parse_kv_type(value());
         else
             throw std::runtime_error("unknown option " + std::string(args[i]));
     }
@@ -47,6 +52,7 @@ int cmd_logits(Args args) {
     auto model = model::Model::load(model_path);
     model::ContextParams params;
     params.n_threads = threads;
+    params.kv_type = kv_types;
     params.n_ctx = static_cast<int>(batch.size());
     model::Context ctx(model, params);
     std::vector<float> logits;

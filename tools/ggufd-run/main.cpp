@@ -29,14 +29,17 @@ std::span<const Command> commands() {
             "generate",
             "generate --model M --prompt TEXT --n-predict N [--temp T --seed S --top-k K --top-p P "
             "--min-p P --typical-p P --repeat-penalty R --repeat-last-n N --presence-penalty P "
-            "--frequency-penalty P --stop S --threads N --ctx-size N] [--grammar GBNF | "
+            "--frequency-penalty P --stop S --threads N --ctx-size N --cache-type-k T "
+            "--cache-type-v T] [--grammar GBNF | "
             "--grammar-file F "
             "| --json-schema JSON | --json-schema-file F]",
             cmd_generate},
         Command{"template",
                 "template (--model M | --template-file T) (--context-json C | --cases-jsonl F)",
                 cmd_template},
-        Command{"logits", "logits --model M --tokens-file F --out OUT.f32 [--threads N]",
+        Command{"logits",
+                "logits --model M --tokens-file F --out OUT.f32 [--threads N] "
+                "[--cache-type-k T --cache-type-v T]",
                 cmd_logits},
     };
     return table;

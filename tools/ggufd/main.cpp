@@ -14,6 +14,7 @@
 #include "chat/family.h"
 #include "config/config.h"
 #include "config/logging.h"
+#include "engine/kernels/attention.h"
 #include "engine/kernels/cpu_features.h"
 #include "engine/model/arch.h"
 #include "server/engine_backend.h"
@@ -32,6 +33,8 @@ ggufd::scheduler::SchedulerParams scheduler_params(const ggufd::config::Config& 
     p.n_threads = c.threads;
     p.max_queue = c.queue_size;
     p.f16_accumulator = c.f16_accumulator;
+    p.kv_types = {ggufd::kernels::parse_kv_type(c.cache_type_k),
+                  ggufd::kernels::parse_kv_type(c.cache_type_v)};
     return p;
 }
 
