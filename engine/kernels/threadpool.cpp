@@ -101,7 +101,7 @@ int cgroup_cpu_limit(const std::string& cgroup_dir) {
         }
     } else {
         long q = -1, p = 0;
-        for (const std::string dir : {cgroup_dir + "/cpu", cgroup_dir}) {
+        for (const std::string& dir : {cgroup_dir + "/cpu", cgroup_dir}) {
             if (read_int(dir + "/cpu.cfs_quota_us", q) && read_int(dir + "/cpu.cfs_period_us", p)) {
                 break;
             }
