@@ -477,6 +477,7 @@ class Converter {
     const json* resolve(const std::string& pointer) const {
         const json* at = &root_;
         if (pointer.empty()) return at;
+        if (pointer[0] != '/') return nullptr;  // "#x/y" is not a pointer, never "#/y" read loosely
         size_t pos = 1;
         while (true) {
             const size_t slash = pointer.find('/', pos);
@@ -891,6 +892,9 @@ class Converter {
                 only_beside(*branch, bpath, "$ref", {});
                 const std::string pointer =
                     percent_decode(r.get<std::string>().substr(1), child(bpath, "$ref"));
+                if (!pointer.empty() && pointer[0] != '/')
+                    throw SchemaError(child(bpath, "$ref"),
+                                      "$ref must be a JSON pointer ('#/...')");
                 const json* target = resolve(pointer);
                 if (!target) throw SchemaError(child(bpath, "$ref"), "$ref points to nothing");
                 branch = target;

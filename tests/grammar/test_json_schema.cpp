@@ -84,6 +84,10 @@ TEST(JsonSchema, UnsupportedKeywordsAreRefusedWithTheirPath) {
         {R"({"type":"string","format":"email"})", "/format", "email"},
         {R"({"$ref":"https://example.com/schema.json"})", "/$ref", "local"},
         {R"({"$ref":"#/$defs/missing","$defs":{}})", "/$ref", "points to nothing"},
+        {R"({"$ref":"#?$defs/a","$defs":{"a":{}}})", "/$ref", "JSON pointer"},
+        // An allOf branch's $ref is followed apart from the plain one: same rule, same message.
+        {R"({"allOf":[{"$ref":"#?$defs/a"},{"type":"object"}],"$defs":{"a":{"type":"object"}}})",
+         "/allOf/0/$ref", "JSON pointer"},
         {R"({"type":"string","pattern":"(?=a)b"})", "/pattern", "lookaround"},
         {R"({"type":"string","pattern":"(a)\\1"})", "/pattern", "backreference"},
         {R"({"type":"string","pattern":"\\bword"})", "/pattern", "\\b"},
