@@ -27,9 +27,12 @@ using nlohmann::json;
 // Collects the one response of a request; posted functions run at once on the poster's thread.
 class WaitingChannel : public server::ResponseChannel {
   public:
+    // Lets go of the exchange once answered, as the server's session does: the job holds this
+    // channel, so keeping it would be a cycle (LeakSanitizer). The job's caller still holds it.
     void respond(server::HttpResponse r) override {
         std::lock_guard lock(mutex_);
         response_ = std::move(r);
+        held_.reset();
         changed_.notify_all();
     }
     void start_stream(server::HttpResponse) override { ADD_FAILURE() << "streamed"; }
