@@ -38,7 +38,11 @@ class WaitingChannel : public server::ResponseChannel {
     void start_stream(server::HttpResponse) override { ADD_FAILURE() << "streamed"; }
     void send_chunk(std::string) override {}
     void end_stream() override {}
-    void hold(std::shared_ptr<server::Exchange> e) override { held_ = std::move(e); }
+    // A fast scheduler can answer before the job asks to be held: then there is nothing to keep.
+    void hold(std::shared_ptr<server::Exchange> e) override {
+        std::lock_guard lock(mutex_);
+        if (!response_) held_ = std::move(e);
+    }
     server::Poster poster() override {
         return [](std::function<void()> f) { f(); };
     }
