@@ -104,8 +104,6 @@ Model::Model(gguf::File file, const LoadOptions& options)
         for (const gguf::TensorInfo* m : l.expert_matrices()) check_matrix(m);
         for (const gguf::TensorInfo* v : l.vectors()) add_vector(v);
     }
-    for (const gguf::TensorInfo* m : weights_.encoder_matrices()) check_matrix(m);
-    for (const gguf::TensorInfo* v : weights_.encoder_vectors()) add_vector(v);
     plan_repack(options.repack);
 }
 

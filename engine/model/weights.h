@@ -122,14 +122,12 @@ struct Weights {
     const gguf::TensorInfo* cls_out = nullptr;
     const gguf::TensorInfo* cls_out_b = nullptr;
 
-    std::array<const gguf::TensorInfo*, 3> matrices() const { return {tok_embd, pos_embd, output}; }
-    std::array<const gguf::TensorInfo*, 3> encoder_matrices() const {
-        return {token_types, cls, cls_out};
+    std::array<const gguf::TensorInfo*, 6> matrices() const {
+        return {tok_embd, pos_embd, output, token_types, cls, cls_out};
     }
-    std::array<const gguf::TensorInfo*, 2> encoder_vectors() const { return {cls_b, cls_out_b}; }
-    std::array<const gguf::TensorInfo*, 8> vectors() const {
-        return {output_norm,     output_norm_b,     output_b,           tok_embd_norm,
-                tok_embd_norm_b, rope_factors_long, rope_factors_short, rope_freqs};
+    std::array<const gguf::TensorInfo*, 10> vectors() const {
+        return {output_norm,       output_norm_b,      output_b,   tok_embd_norm, tok_embd_norm_b,
+                rope_factors_long, rope_factors_short, rope_freqs, cls_b,         cls_out_b};
     }
 };
 
