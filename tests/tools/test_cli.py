@@ -89,6 +89,27 @@ def check_moe():
         assert experts["feed_forward_length"] == 32 and experts["gating"] == "softmax", experts
 
 
+def check_mkmodel_every_arch():
+    """ggufd-mkmodel --arch NAME writes a small random model of every architecture ggufd runs
+    (the list gguf-inspect gives when it refuses a file), and gguf-inspect says ggufd runs it."""
+    mamba = os.path.join(conf, "arch", "mamba.gguf")
+    p = subprocess.run([os.path.join(bin_dir, "gguf-inspect"), mamba], capture_output=True)
+    refusal = (p.stdout + p.stderr).decode()
+    supported = refusal.split("supported: ", 1)[1].split(")", 1)[0].strip().split(", ")
+    assert len(supported) > 20 and "llama" in supported and "gemma3" in supported, refusal
+    with tempfile.TemporaryDirectory() as d:
+        for name in supported:
+            model = os.path.join(d, name + ".gguf")
+            subprocess.run([os.path.join(bin_dir, "ggufd-mkmodel"), "--arch", name, "--out", model,
+                            "--n-embd", "64", "--n-layer", "2", "--n-head", "4", "--n-head-kv", "2",
+                            "--n-ff", "96", "--type", "Q8_0"], check=True, capture_output=True)
+            out = subprocess.run([os.path.join(bin_dir, "gguf-inspect"), model, "--json"],
+                                 check=True, capture_output=True).stdout.decode()
+            described = json.loads(out)["ggufd"]
+            assert described["supported"], (name, described)
+            assert described["hyperparameters"]["architecture"] == name, (name, described)
+
+
 def compare_logits(model, tokens, reference):
     """ggufd-run logits of the prompt within the conformance tolerance of llama.cpp's."""
     ref = array.array("f")
@@ -163,5 +184,6 @@ def check_template():
     assert p.stdout.count(b"\n") == 1, p.stdout
 
 
-{"generate_greedy": check_generate_greedy, "generate_sampled_is_english": check_generate_sampled_is_english, "template": check_template, "tokenize": check_tokenize, "logits": check_logits, "moe": check_moe}[case]()
+{"generate_greedy": check_generate_greedy, "generate_sampled_is_english": check_generate_sampled_is_english, "template": check_template, "tokenize": check_tokenize, "logits": check_logits, "moe": check_moe,
+ "mkmodel_every_arch": check_mkmodel_every_arch}[case]()
 print("ok")
