@@ -144,9 +144,9 @@ void Api::refuse_new_work_while_draining(const Route& route) const {
 }
 
 std::shared_ptr<ModelLease> Api::acquire_model(const std::string& name,
-                                              const nlohmann::ordered_json& body,
-                                              const HttpRequest& request,
-                                              const std::shared_ptr<ResponseChannel>& channel) {
+                                               const nlohmann::ordered_json& body,
+                                               const HttpRequest& request,
+                                               const std::shared_ptr<ResponseChannel>& channel) {
     const KeepAlive keep_alive = parse_keep_alive(body);
     std::shared_ptr<ModelLease> lease;
     if (t_loaded_lease && *t_loaded_lease &&
@@ -180,8 +180,8 @@ std::shared_ptr<ModelLease> Api::acquire_model(const std::string& name,
     }
     if (!lease->model().is_ready()) {
         throw ApiError::unavailable(
-            fmt::format("The model '{}' is still loading", lease->model().name()),
-            "model_loading", options_.retry_after_s);
+            fmt::format("The model '{}' is still loading", lease->model().name()), "model_loading",
+            options_.retry_after_s);
     }
     channel->access().model = lease->model().name();
     return lease;

@@ -147,8 +147,8 @@ bool RegistryCore::make_room(std::unique_lock<std::mutex>& lock, const RegistryE
             if (!victim || e->last_used < victim->last_used) victim = e;
         }
         if (!victim) return false;
-        spdlog::info("model '{}' unloaded to make room for '{}' (--memory-budget {})",
-                     victim->name, for_entry.name, gguf::human_bytes(budget));
+        spdlog::info("model '{}' unloaded to make room for '{}' (--memory-budget {})", victim->name,
+                     for_entry.name, gguf::human_bytes(budget));
         auto backend = take_backend(*victim);
         lock.unlock();
         finish_unload(victim->name, std::move(backend));
@@ -182,8 +182,8 @@ void RegistryCore::loader_loop() {
             changed.wait_until(lock, until);
         }
         if (stopping) return;
-        if (error.empty() && e->waiters.empty() &&
-            options.memory_budget > 0 && resident_locked(e.get()) + e->bytes > budget) {
+        if (error.empty() && e->waiters.empty() && options.memory_budget > 0 &&
+            resident_locked(e.get()) + e->bytes > budget) {
             e->state = ModelState::unloaded;  // nobody waits any more, and there is no room
             continue;
         }
@@ -218,9 +218,8 @@ void RegistryCore::loader_loop() {
             // The waiters get their leases now, so the model cannot go idle before they use it.
             for (size_t i = 0; i < waiters.size(); ++i) {
                 ++e->in_flight;
-                leases.push_back(std::make_shared<ModelLease>(
-                    shared_from_this(), e, backend,
-                    waiters[i].keep_alive));
+                leases.push_back(std::make_shared<ModelLease>(shared_from_this(), e, backend,
+                                                              waiters[i].keep_alive));
             }
         } else {
             e->state = ModelState::failed;
@@ -234,10 +233,10 @@ void RegistryCore::loader_loop() {
         } else {
             spdlog::error("model '{}' ({}) failed to load: {}", e->name, e->path.string(), error);
         }
-        const auto failure = std::make_exception_ptr(ApiError(
-            404, "invalid_request_error",
-            fmt::format("The model '{}' failed to load: {}", e->name, error), "model",
-            "model_load_failed"));
+        const auto failure = std::make_exception_ptr(
+            ApiError(404, "invalid_request_error",
+                     fmt::format("The model '{}' failed to load: {}", e->name, error), "model",
+                     "model_load_failed"));
         for (size_t i = 0; i < waiters.size(); ++i) {
             if (backend) {
                 waiters[i].when_loaded(std::move(leases[i]), nullptr);
@@ -468,6 +467,7 @@ std::optional<nlohmann::json> ModelRegistry::describe(const std::string& name, b
         if (!full) d.erase("metadata");
         d["id"] = e->name;
         d["memory_bytes"] = 0;
+        d["memory_bytes_needed"] = e->bytes;  // the header's estimate, or the last load's measure
     }
     d["state"] = state_name(e->state);
     if (e->state == ModelState::failed) d["error"] = e->error;
@@ -529,8 +529,8 @@ void ModelRegistry::rescan() {
         {
             std::lock_guard lock(core_->mutex);
             auto e = core_->find(name);
-            if (e && (!e->from_dir || (e->path == path && e->file_size == size &&
-                                       e->file_time == time))) {
+            if (e && (!e->from_dir ||
+                      (e->path == path && e->file_size == size && e->file_time == time))) {
                 continue;  // a model given by --model keeps its name; an unchanged file
             }
         }
@@ -550,9 +550,8 @@ void ModelRegistry::rescan() {
             e->name = name;
             e->from_dir = true;
             e->created = std::time(nullptr);
-            auto at = std::find_if(core_->entries.begin(), core_->entries.end(), [&](const auto& x) {
-                return x->from_dir && x->name > name;
-            });
+            auto at = std::find_if(core_->entries.begin(), core_->entries.end(),
+                                   [&](const auto& x) { return x->from_dir && x->name > name; });
             core_->entries.insert(at, e);
         }
         e->path = path;
@@ -560,7 +559,8 @@ void ModelRegistry::rescan() {
         e->file_time = time;
         e->header = std::move(header.description);
         if (!error.empty()) {
-            spdlog::warn("models folder: '{}' ({}) cannot be served: {}", name, path.string(), error);
+            spdlog::warn("models folder: '{}' ({}) cannot be served: {}", name, path.string(),
+                         error);
             if (e->state != ModelState::loaded && e->state != ModelState::loading) {
                 e->state = ModelState::failed;
                 e->error = error;
@@ -591,12 +591,12 @@ std::map<std::string, std::filesystem::path> models_in_dir(const std::filesystem
         if (!item.is_regular_file(ec) || item.path().extension() != ".gguf") continue;
         const auto split = gguf::parse_split_name(item.path());
         if (split && split->no != 0) continue;  // a later file of a set: the first names it
-        Candidate c{item.path(), {}, split ? split->prefix.filename().string()
-                                           : item.path().stem().string()};
+        Candidate c{item.path(),
+                    {},
+                    split ? split->prefix.filename().string() : item.path().stem().string()};
         if (auto parts = gguf::parse_filename(item.path().filename().string())) {
-            for (const std::string* part :
-                 {&parts->basename, &parts->size_label, &parts->finetune, &parts->encoding,
-                  &parts->type}) {
+            for (const std::string* part : {&parts->basename, &parts->size_label, &parts->finetune,
+                                            &parts->encoding, &parts->type}) {
                 if (part->empty()) continue;
                 if (!c.conventional.empty()) c.conventional += '-';
                 c.conventional += *part;

@@ -56,9 +56,10 @@ class ModelLoader {
 struct RegistryOptions {
     std::filesystem::path models_dir;  // empty: no folder
     uint64_t memory_budget = 0;        // bytes of every loaded model together; 0: no limit
-    std::chrono::milliseconds idle_unload{0};  // a folder model idle this long is unloaded; 0: never
+    std::chrono::milliseconds idle_unload{
+        0};  // a folder model idle this long is unloaded; 0: never
     std::chrono::milliseconds load_wait{std::chrono::seconds(120)};  // a request waits this long
-    int retry_after_s = 1;  // Retry-After of a request that waited in vain
+    int retry_after_s = 1;                // Retry-After of a request that waited in vain
     std::shared_ptr<ModelLoader> loader;  // needed for a folder and to reload an unloaded model
     // Called (outside the registry's lock) after a load, with its seconds, and after an unload.
     std::function<void(const std::string& name, ModelBackend& model, double seconds)> on_load;
@@ -74,8 +75,8 @@ struct RegistryEntry;
 class ModelLease {
   public:
     ModelLease(std::shared_ptr<detail::RegistryCore> core,
-               std::shared_ptr<detail::RegistryEntry> entry,
-               std::shared_ptr<ModelBackend> backend, KeepAlive keep_alive);
+               std::shared_ptr<detail::RegistryEntry> entry, std::shared_ptr<ModelBackend> backend,
+               KeepAlive keep_alive);
     ~ModelLease();
     ModelLease(const ModelLease&) = delete;
     ModelLease& operator=(const ModelLease&) = delete;

@@ -6,6 +6,7 @@
 #include <limits>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
@@ -436,8 +437,10 @@ std::optional<std::chrono::milliseconds> parse_keep_alive(const RequestJson& bod
             if (n == 0 || n > 20) refuse();
             double number = 0;
             try {
-                number = std::stod(std::string(rest.substr(0, n)));
-            } catch (const std::exception&) {
+                size_t used = 0;
+                number = std::stod(std::string(rest.substr(0, n)), &used);
+                if (used != n) refuse();
+            } catch (const std::logic_error&) {  // not a number, or out of range
                 refuse();
             }
             rest.remove_prefix(n);

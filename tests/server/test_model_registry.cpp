@@ -81,20 +81,20 @@ Got acquire_wait(ModelRegistry& r, const std::string& name, KeepAlive keep_alive
     auto done = std::make_shared<std::promise<Got>>();
     auto future = done->get_future();
     try {
-        auto lease =
-            r.acquire(name, keep_alive, [done](std::shared_ptr<ModelLease> l, std::exception_ptr e) {
-                Got g;
-                g.lease = std::move(l);
-                if (e) {
-                    try {
-                        std::rethrow_exception(e);
-                    } catch (const ApiError& err) {
-                        g.status = err.status();
-                        g.message = err.what();
-                    }
-                }
-                done->set_value(std::move(g));
-            });
+        auto lease = r.acquire(name, keep_alive,
+                               [done](std::shared_ptr<ModelLease> l, std::exception_ptr e) {
+                                   Got g;
+                                   g.lease = std::move(l);
+                                   if (e) {
+                                       try {
+                                           std::rethrow_exception(e);
+                                       } catch (const ApiError& err) {
+                                           g.status = err.status();
+                                           g.message = err.what();
+                                       }
+                                   }
+                                   done->set_value(std::move(g));
+                               });
         if (lease) return {std::move(lease), 0, {}};
     } catch (const ApiError& e) {
         return {nullptr, e.status(), e.what()};
@@ -257,8 +257,8 @@ TEST(ModelRegistry, IdleModelsAreUnloadedAndKeepAliveOverridesIt) {
     RegistryOptions o = s.options();
     o.idle_unload = 300ms;
     ModelRegistry r(std::move(o));
-    acquire_wait(r, "a");                    // the server's idle time
-    acquire_wait(r, "b", kKeepLoaded);       // keep_alive -1
+    acquire_wait(r, "a");                                // the server's idle time
+    acquire_wait(r, "b", kKeepLoaded);                   // keep_alive -1
     acquire_wait(r, "c", std::chrono::milliseconds(0));  // keep_alive 0
     EXPECT_TRUE(eventually([&] { return r.state("c") == ModelState::unloaded; }));
     EXPECT_EQ(r.state("a"), ModelState::loaded);  // well within its 300 ms

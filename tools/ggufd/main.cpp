@@ -156,8 +156,9 @@ int main(int argc, char** argv) {
     };
     server::ModelRegistry registry(std::move(registry_options));
     if (cfg.models.empty() && cfg.models_dir.empty()) {
-        auto demo = server::make_demo_backend(options_for(server::kDemoModelName).scheduler,
-                                              value_for(cfg.chat_templates, server::kDemoModelName));
+        auto demo =
+            server::make_demo_backend(options_for(server::kDemoModelName).scheduler,
+                                      value_for(cfg.chat_templates, server::kDemoModelName));
         observe(*demo);
         registry.add(std::move(demo));
         spdlog::warn(
@@ -198,10 +199,10 @@ int main(int argc, char** argv) {
         return 1;
     }
     if (!cfg.models_dir.empty()) {
-        spdlog::info("serving the models of {} on demand ({} listed; memory budget {})",
-                     cfg.models_dir, registry.names().size() - pinned,
-                     cfg.memory_budget ? std::to_string(cfg.memory_budget) + " bytes"
-                                       : std::string("none"));
+        spdlog::info(
+            "serving the models of {} on demand ({} listed; memory budget {})", cfg.models_dir,
+            registry.names().size() - pinned,
+            cfg.memory_budget ? std::to_string(cfg.memory_budget) + " bytes" : std::string("none"));
     }
 
     try {
