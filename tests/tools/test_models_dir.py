@@ -104,7 +104,7 @@ def run(tmp):
                                   *SERVE)
         try:
             reference[name] = [complete(port, name, p) for p in PROMPTS]
-            reference[name].append(complete(port, name, "Tell me", max_tokens=120,
+            reference[name].append(complete(port, name, "Tell me", max_tokens=240,
                                             ignore_eos=True))
             d = show(port, name)
             assert d["state"] == "loaded" and d["pinned"] is True, d
@@ -200,7 +200,7 @@ def serve_folder(proc, port, folder, names, reference, budget, data):
     streamed = {}
 
     def long_stream():
-        streamed["text"] = complete(port, first, "Tell me", max_tokens=120, stream=True,
+        streamed["text"] = complete(port, first, "Tell me", max_tokens=240, stream=True,
                                     ignore_eos=True)
 
     t = threading.Thread(target=long_stream)
@@ -213,6 +213,9 @@ def serve_folder(proc, port, folder, names, reference, budget, data):
     assert status == 401, "the admin endpoints need the key"
     status, text, _ = request(port, "POST", f"/models/{first}/unload", headers=KEY)
     assert status == 200, text
+    # Asked while the stream runs: it stays loaded until the stream ends.
+    asked = json.loads(text)
+    assert asked["state"] == "loaded" and asked["requests_in_flight"] > 0, asked
     for name in names[1:]:
         assert complete(port, name, PROMPTS[0]) == reference[name][0]
     t.join()
