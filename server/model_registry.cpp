@@ -165,6 +165,8 @@ void RegistryCore::loader_loop() {
         std::shared_ptr<RegistryEntry> e = load_queue.front();
         load_queue.pop_front();
         if (e->state != ModelState::loading) continue;
+        const std::string name = e->name;
+        const std::filesystem::path path = e->path;
 
         std::string error;
         const uint64_t budget = options.memory_budget;
@@ -191,8 +193,6 @@ void RegistryCore::loader_loop() {
         std::shared_ptr<ModelBackend> backend;
         double seconds = 0;
         if (error.empty()) {
-            const std::string name = e->name;
-            const std::filesystem::path path = e->path;
             lock.unlock();
             const auto t0 = Clock::now();
             try {
@@ -221,21 +221,23 @@ void RegistryCore::loader_loop() {
                 leases.push_back(std::make_shared<ModelLease>(shared_from_this(), e, backend,
                                                               waiters[i].keep_alive));
             }
+            // The estimate made room before the load; what the model measured decides now.
+            make_room(lock, *e, e->bytes);
         } else {
             e->state = ModelState::failed;
             e->error = error;
         }
         lock.unlock();
         if (backend) {
-            spdlog::info("model '{}' loaded from {} in {:.3f} s ({})", e->name, e->path.string(),
-                         seconds, gguf::human_bytes(backend->memory_bytes()));
-            if (options.on_load) options.on_load(e->name, *backend, seconds);
+            spdlog::info("model '{}' loaded from {} in {:.3f} s ({})", name, path.string(), seconds,
+                         gguf::human_bytes(backend->memory_bytes()));
+            if (options.on_load) options.on_load(name, *backend, seconds);
         } else {
-            spdlog::error("model '{}' ({}) failed to load: {}", e->name, e->path.string(), error);
+            spdlog::error("model '{}' ({}) failed to load: {}", name, path.string(), error);
         }
         const auto failure = std::make_exception_ptr(
             ApiError(404, "invalid_request_error",
-                     fmt::format("The model '{}' failed to load: {}", e->name, error), "model",
+                     fmt::format("The model '{}' failed to load: {}", name, error), "model",
                      "model_load_failed"));
         for (size_t i = 0; i < waiters.size(); ++i) {
             if (backend) {
