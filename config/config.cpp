@@ -29,6 +29,10 @@ po::options_description settings_description() {
     // clang-format off
     d.add_options()
         ("model,m", po::value<std::vector<std::string>>(), "model to serve: PATH or NAME=PATH (repeatable; GGUFD_MODEL takes a comma-separated list)")
+        ("models-dir", po::value<std::string>(), "serve every .gguf in this folder, each loaded when a request first names it (new files appear without a restart)")
+        ("idle-unload", po::value<std::string>(), "seconds a folder model may stay idle before it is unloaded; 0: never (default 300)")
+        ("memory-budget", po::value<std::string>(), "bytes every loaded model may hold together (weights, KV cache, repacked copies), with an optional K, M or G suffix; the least recently used idle folder model is unloaded to make room; 0: no limit (default 0)")
+        ("load-timeout", po::value<std::string>(), "seconds a request waits for its model to load before a 503 (default 120)")
         ("host", po::value<std::string>(), "address to listen on (default 127.0.0.1)")
         ("port", po::value<std::string>(), "TCP port (default 8080)")
         ("threads,t", po::value<std::string>(), "inference threads (default: physical cores)")
@@ -86,6 +90,36 @@ Int parse_int(const std::string& text, const std::string& setting, const std::st
                           " is out of range " + std::to_string(min) + ".." + std::to_string(max));
     }
     return static_cast<Int>(v);
+}
+
+// Bytes, with an optional K, M, G or T suffix (powers of 1024; "KiB", "MB" and the like too).
+uint64_t parse_bytes(const std::string& text, const std::string& setting,
+                     const std::string& source) {
+    auto refuse = [&](const std::string& why) {
+        return ConfigError("invalid " + setting + " (from " + source + "): '" + text + "' " + why);
+    };
+    uint64_t v = 0;
+    const char* end = text.data() + text.size();
+    auto [p, ec] = std::from_chars(text.data(), end, v);
+    if (ec != std::errc() || p == text.data()) throw refuse("is not a number of bytes");
+    std::string unit(p, end);
+    for (char& ch : unit) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+    if (unit.ends_with("IB")) unit.resize(unit.size() - 2);
+    if (unit.size() == 2 && unit[1] == 'B') unit.resize(1);
+    int shift = 0;
+    if (unit == "K") {
+        shift = 10;
+    } else if (unit == "M") {
+        shift = 20;
+    } else if (unit == "G") {
+        shift = 30;
+    } else if (unit == "T") {
+        shift = 40;
+    } else if (!unit.empty() && unit != "B") {
+        throw refuse("has an unknown suffix (use K, M, G or T)");
+    }
+    if (shift > 0 && v > (UINT64_MAX >> shift)) throw refuse("is too large");
+    return v << shift;
 }
 
 std::vector<std::string> split_commas(const std::string& s) {
@@ -315,6 +349,13 @@ LoadResult load(int argc, const char* const* argv, const std::map<std::string, s
             }
         }
     }
+    if (auto* v = text("models-dir")) c.models_dir = *v;
+    if (auto* v = text("idle-unload"))
+        c.idle_unload_s = parse_int<int>(*v, "idle-unload", source("idle-unload"), 0, 1 << 30);
+    if (auto* v = text("memory-budget"))
+        c.memory_budget = parse_bytes(*v, "memory-budget", source("memory-budget"));
+    if (auto* v = text("load-timeout"))
+        c.load_timeout_s = parse_int<int>(*v, "load-timeout", source("load-timeout"), 1, 86400);
     if (auto* v = text("host")) c.host = *v;
     if (auto* v = text("port")) c.port = parse_int<uint16_t>(*v, "port", source("port"), 1, 65535);
     if (auto* v = text("threads"))

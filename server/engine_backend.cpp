@@ -72,12 +72,37 @@ uint64_t available_memory() {
     return available;
 }
 
+// The bytes of the KV cache a scheduler with these settings allocates for the model.
+uint64_t kv_cache_bytes(const model::HParams& hp, const scheduler::SchedulerParams& params) {
+    const int n_ctx = model::default_context_size(hp, params.n_ctx);
+    return model::KvCache::bytes_needed(hp, params.n_slots, n_ctx, params.kv_types,
+                                        std::max(params.batch_size, 1));
+}
+
+// The general.* keys, and with `full` every key as "metadata" (long arrays summarised).
+void describe_metadata(const gguf::File& f, bool full, Json& d) {
+    Json general = Json::object();
+    Json metadata = Json::object();
+    for (const gguf::KeyValue& kv : f.metadata().entries()) {
+        if (kv.key.starts_with("general.")) general[kv.key.substr(8)] = value_json(kv.value, 64);
+        if (full) metadata[kv.key] = value_json(kv.value, 64);
+    }
+    d["general"] = std::move(general);
+    if (full) d["metadata"] = std::move(metadata);
+}
+
+// Bytes of the model's files (every file of a split set), all mapped.
+uint64_t mapped_bytes(const gguf::File& f) {
+    uint64_t sum = 0;
+    for (const auto& shard : f.shards()) sum += shard.size;
+    return sum;
+}
+
 // The KV cache is allocated and zeroed up front; one larger than the memory left would get the
 // process killed by the kernel rather than throw, so it is refused before allocating.
 void check_kv_memory(const model::Model& model, const scheduler::SchedulerParams& params) {
     const int n_ctx = model::default_context_size(model.hparams(), params.n_ctx);
-    const uint64_t needed = model::KvCache::bytes_needed(
-        model.hparams(), params.n_slots, n_ctx, params.kv_types, std::max(params.batch_size, 1));
+    const uint64_t needed = kv_cache_bytes(model.hparams(), params);
     const uint64_t available = available_memory();
     if (available == 0 || needed <= available) return;
     throw std::runtime_error(fmt::format(
@@ -134,6 +159,7 @@ std::shared_ptr<EngineBackend> EngineBackend::from_model(std::shared_ptr<const m
     b->scheduler_ =
         std::make_unique<scheduler::Scheduler>(b->model_, b->tokenizer_, options.scheduler);
     b->pooling_ = options.pooling.value_or(b->model_->hparams().pooling);
+    b->kv_bytes_ = kv_cache_bytes(b->model_->hparams(), options.scheduler);
     if (b->pooling_ == model::Pooling::rank && !b->model_->weights().cls_out) {
         throw std::runtime_error(
             "rank pooling needs a classifier head (cls.output), which this model lacks");
@@ -229,15 +255,61 @@ Json EngineBackend::describe(bool full) const {
     d["embeddings"] = pooling_ != model::Pooling::rank && pooling_ != model::Pooling::none;
     d["rerank"] = pooling_ == model::Pooling::rank;
     d["embedding_length"] = hp.n_embd;
-    Json general = Json::object();
-    Json metadata = Json::object();
-    for (const gguf::KeyValue& kv : f.metadata().entries()) {
-        if (kv.key.starts_with("general.")) general[kv.key.substr(8)] = value_json(kv.value, 64);
-        if (full) metadata[kv.key] = value_json(kv.value, 64);
-    }
-    d["general"] = std::move(general);
-    if (full) d["metadata"] = std::move(metadata);
+    describe_metadata(f, full, d);
     return d;
+}
+
+uint64_t EngineBackend::memory_bytes() const {
+    // The mapped files, less the matrices whose pages were released for their repacked copies,
+    // plus those copies and the KV cache.
+    const gguf::File& f = model_->file();
+    uint64_t bytes = mapped_bytes(f) + model_->repacked_bytes() + kv_bytes_;
+    for (const gguf::TensorInfo& t : f.tensors()) {
+        if (model_->repacked(&t)) bytes -= std::min<uint64_t>(bytes, t.n_bytes);
+    }
+    return bytes;
+}
+
+Json describe_file(const gguf::File& f) {
+    const gguf::Totals totals = gguf::totals(f);
+    Json d;
+    d["architecture"] = f.architecture();
+    d["parameters"] = totals.parameters;
+    d["file_type"] = gguf::name_parts_from_metadata(f).encoding;
+    d["bits_per_weight"] = totals.bits_per_weight();
+    d["size_bytes"] = mapped_bytes(f);
+    d["context_length_trained"] = nullptr;
+    try {
+        const model::HParams hp = model::read_hparams(f);
+        d["context_length_trained"] = hp.n_ctx_train;
+        d["hyperparameters"] = model::describe_hparams(hp);
+    } catch (const gguf::Error&) {
+        // An unsupported file is described as far as its header goes; inspect() says why.
+    }
+    d["chat_template"] = f.metadata().contains("tokenizer.chat_template");
+    describe_metadata(f, /*full=*/true, d);
+    return d;
+}
+
+ModelLoader::Header EngineLoader::inspect(const std::string& name,
+                                          const std::filesystem::path& path) {
+    // Mapping reads nothing: only the header's pages are touched, never a tensor's.
+    const gguf::File f = gguf::File::open_set(path);
+    Header h;
+    h.description = describe_file(f);
+    h.description["id"] = name;
+    const nlohmann::ordered_json support = model::describe_support(f);
+    if (support.contains("supported") && !support["supported"].get<bool>()) {
+        throw std::runtime_error(support.value("reason", std::string("not supported")));
+    }
+    const model::HParams hp = model::read_hparams(f);
+    h.bytes = mapped_bytes(f) + kv_cache_bytes(hp, options_for_(name).scheduler);
+    return h;
+}
+
+std::shared_ptr<ModelBackend> EngineLoader::load(const std::string& name,
+                                                 const std::filesystem::path& path) {
+    return EngineBackend::load(path.string(), options_for_(name));
 }
 
 std::shared_ptr<EngineBackend> make_demo_backend(const scheduler::SchedulerParams& params,

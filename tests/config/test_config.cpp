@@ -291,6 +291,33 @@ TEST(Config, TimeoutsCorsAndSkipBadModels) {
 
 namespace {
 
+TEST(Config, ModelsFolderIdleUnloadMemoryBudgetAndLoadTimeout) {
+    Config d = load({}).config;
+    EXPECT_EQ(d.models_dir, "");
+    EXPECT_EQ(d.idle_unload_s, 300);
+    EXPECT_EQ(d.memory_budget, 0u);
+    EXPECT_EQ(d.load_timeout_s, 120);
+    TempFile file("memory-budget = 512M\n");
+    Config c = load({"--models-dir", "/srv/models", "--config", file.path()},
+                    {{"GGUFD_IDLE_UNLOAD", "0"}, {"GGUFD_LOAD_TIMEOUT", "30"}})
+                   .config;
+    EXPECT_EQ(c.models_dir, "/srv/models");
+    EXPECT_EQ(c.idle_unload_s, 0);
+    EXPECT_EQ(c.memory_budget, 512ull << 20);
+    EXPECT_EQ(c.load_timeout_s, 30);
+    EXPECT_EQ(load({"--memory-budget", "1000"}).config.memory_budget, 1000u);
+    EXPECT_EQ(load({"--memory-budget", "3G"}).config.memory_budget, 3ull << 30);
+    EXPECT_EQ(load({"--memory-budget", "16GiB"}).config.memory_budget, 16ull << 30);
+    EXPECT_EQ(load({"--memory-budget", "64kb"}).config.memory_budget, 64ull << 10);
+    for (const char* bad : {"lots", "5Q", "-1", "1.5G", "99999999999T", ""}) {
+        const std::string e = error_of({"--memory-budget", bad});
+        EXPECT_NE(e.find("invalid memory-budget (from --memory-budget)"), std::string::npos)
+            << bad << ": " << e;
+    }
+    EXPECT_NE(error_of({"--idle-unload", "-5"}).find("idle-unload"), std::string::npos);
+    EXPECT_NE(error_of({"--load-timeout", "0"}).find("load-timeout"), std::string::npos);
+}
+
 TEST(Config, QueueSize) {
     EXPECT_EQ(load({}).config.queue_size, 64);
     EXPECT_EQ(load({"--queue-size", "0"}).config.queue_size, 0);

@@ -33,6 +33,32 @@ TEST(ParseJsonBody, AcceptsObjectsRejectsTheRest) {
     EXPECT_EQ(error_of([] { parse_json_body(""); }).status(), 400);
 }
 
+TEST(ParseKeepAlive, SecondsDurationsZeroAndNegativeAsOllama) {
+    using std::chrono::milliseconds;
+    auto keep = [](const char* body) { return parse_keep_alive(parse_json_body(body)); };
+    EXPECT_EQ(keep("{}"), std::nullopt);
+    EXPECT_EQ(keep(R"({"keep_alive": null})"), std::nullopt);
+    EXPECT_EQ(keep(R"({"keep_alive": 30})"), milliseconds(30000));
+    EXPECT_EQ(keep(R"({"keep_alive": 0.5})"), milliseconds(500));
+    EXPECT_EQ(keep(R"({"keep_alive": 0})"), milliseconds(0));
+    EXPECT_EQ(keep(R"({"keep_alive": "0"})"), milliseconds(0));
+    EXPECT_EQ(keep(R"({"keep_alive": "5m"})"), milliseconds(300000));
+    EXPECT_EQ(keep(R"({"keep_alive": "1h30m"})"), milliseconds(5400000));
+    EXPECT_EQ(keep(R"({"keep_alive": "1.5s"})"), milliseconds(1500));
+    EXPECT_EQ(keep(R"({"keep_alive": "250ms"})"), milliseconds(250));
+    EXPECT_EQ(keep(R"({"keep_alive": "90"})"), milliseconds(90000));
+    EXPECT_EQ(keep(R"({"keep_alive": -1})"), milliseconds::max());
+    EXPECT_EQ(keep(R"({"keep_alive": "-1m"})"), milliseconds::max());
+    for (const char* bad :
+         {R"({"keep_alive": "soon"})", R"({"keep_alive": "5x"})", R"({"keep_alive": "m"})",
+          R"({"keep_alive": "5m3"})", R"({"keep_alive": ""})", R"({"keep_alive": true})",
+          R"({"keep_alive": [1]})", R"({"keep_alive": "1..2s"})"}) {
+        const ApiError e = error_of([&] { keep(bad); });
+        EXPECT_EQ(e.status(), 400) << bad;
+        EXPECT_EQ(e.param(), "keep_alive") << bad;
+    }
+}
+
 TEST(ParseCompletion, DefaultsFollowOpenAI) {
     auto r = parse_completion_request(json{{"prompt", "hi"}}, limits);
     ASSERT_EQ(r.prompts.size(), 1u);
