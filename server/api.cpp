@@ -214,9 +214,9 @@ void Api::check_request(const scheduler::GenerationRequest& request, ModelBacken
                         request.prompt.size(), limit),
             prompt_param, "context_length_exceeded");
     }
-    throw_refusal(
-        scheduler::validate(request, model.vocab_size(), model.generator().context_size()),
-        prompt_param, options_.retry_after_s);
+    throw_refusal(scheduler::validate(request, model.vocab_size(), model.generator().context_size(),
+                                      model.generator().adapters()),
+                  prompt_param, options_.retry_after_s);
 }
 
 void Api::health(const HttpRequest&, const std::shared_ptr<ResponseChannel>& channel,
@@ -425,6 +425,7 @@ void Api::completions(const HttpRequest& request, const std::shared_ptr<Response
         scheduler::GenerationRequest engine_request;
         engine_request.sampling = r.sampling;
         engine_request.stop = r.stop;
+        engine_request.lora = r.lora;
         // Completion prompts are raw model input: special-token text means the token.
         engine_request.prompt = p.is_tokens ? p.tokens
                                             : model.tokenize(p.text, /*add_special=*/true,
@@ -447,6 +448,7 @@ void Api::chat_completions(const HttpRequest& request,
     scheduler::GenerationRequest engine_request;
     engine_request.sampling = r.sampling;
     engine_request.stop = r.stop;
+    engine_request.lora = r.lora;
     std::string prompt_text;
     try {
         const jinja::Rendered prompt =

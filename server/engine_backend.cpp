@@ -156,8 +156,11 @@ std::shared_ptr<EngineBackend> EngineBackend::from_model(std::shared_ptr<const m
         b->chat_markup_tokens_.end());
     if (t.bos() >= 0) b->bos_text_ = t.token_to_piece(t.bos(), true);
     if (t.eos() >= 0) b->eos_text_ = t.token_to_piece(t.eos(), true);
-    b->scheduler_ =
-        std::make_unique<scheduler::Scheduler>(b->model_, b->tokenizer_, options.scheduler);
+    scheduler::SchedulerParams params = options.scheduler;
+    for (const LoraFile& l : options.loras) {
+        params.adapters.push_back({l.name, model::LoraAdapter::load(l.path, b->model_), l.scale});
+    }
+    b->scheduler_ = std::make_unique<scheduler::Scheduler>(b->model_, b->tokenizer_, params);
     b->pooling_ = options.pooling.value_or(b->model_->hparams().pooling);
     b->kv_bytes_ = kv_cache_bytes(b->model_->hparams(), options.scheduler);
     if (b->pooling_ == model::Pooling::rank && !b->model_->weights().cls_out) {
@@ -255,6 +258,22 @@ Json EngineBackend::describe(bool full) const {
     d["embeddings"] = pooling_ != model::Pooling::rank && pooling_ != model::Pooling::none;
     d["rerank"] = pooling_ == model::Pooling::rank;
     d["embedding_length"] = hp.n_embd;
+    // The adapters requests may choose (lora[].id is the index or the name).
+    Json adapters = Json::array();
+    const auto named = scheduler_->adapters();
+    for (size_t i = 0; i < named.size(); ++i) {
+        const model::LoraAdapter& a = *named[i].adapter;
+        int64_t rank = 0;
+        for (const auto& [w, lw] : a.weights()) rank = std::max(rank, lw.rank);
+        adapters.push_back({{"id", i},
+                            {"name", named[i].name},
+                            {"path", a.file().name()},
+                            {"scale", named[i].default_scale},
+                            {"alpha", a.alpha()},
+                            {"rank", rank},
+                            {"matrices", a.weights().size()}});
+    }
+    d["lora_adapters"] = std::move(adapters);
     describe_metadata(f, full, d);
     return d;
 }

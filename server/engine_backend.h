@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "engine/model/model.h"
 #include "engine/scheduler/scheduler.h"
@@ -16,8 +17,16 @@
 
 namespace ggufd::server {
 
+// A LoRA adapter file to load for the model, its name and default scale (--lora, --lora-scale).
+struct LoraFile {
+    std::string name;
+    std::string path;
+    float scale = 0.0f;
+};
+
 struct EngineBackendOptions {
     std::string name;
+    std::vector<LoraFile> loras;  // ids in this order
     scheduler::SchedulerParams scheduler;
     std::optional<std::string> chat_template;  // overrides the model's tokenizer.chat_template
     std::optional<chat::Family> tool_parser;   // overrides the family detected from the template

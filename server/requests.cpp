@@ -227,6 +227,56 @@ std::vector<std::pair<int32_t, float>> parse_logit_bias(const json& body, const 
     return out;
 }
 
+// `lora`: an array of {"id": the adapter's index (as llama-server) or its name, "scale": number,
+// 1 when absent}; which ids and names exist is the model's, checked by scheduler::validate().
+std::optional<std::vector<scheduler::AdapterChoice>> parse_lora(const json& body,
+                                                                const ApiLimits& limits) {
+    const json* v = field(body, "lora");
+    if (!v) return std::nullopt;
+    const char* shape =
+        "'lora' must be an array of {\"id\": adapter index or name, \"scale\": number}";
+    if (!v->is_array()) throw ApiError::bad_request(shape, "lora");
+    if (v->size() > static_cast<size_t>(limits.max_lora)) {
+        throw ApiError::bad_request(
+            fmt::format("'lora' may hold at most {} adapters, got {}", limits.max_lora, v->size()),
+            "lora");
+    }
+    std::vector<scheduler::AdapterChoice> out;
+    for (size_t i = 0; i < v->size(); ++i) {
+        const json& item = (*v)[i];
+        if (!item.is_object()) throw ApiError::bad_request(shape, "lora");
+        for (const auto& [key, value] : item.items()) {
+            if (key != "id" && key != "scale") {
+                throw ApiError::bad_request(
+                    fmt::format("'lora[{}]' has an unknown field '{}' (only id and scale)", i, key),
+                    "lora");
+            }
+        }
+        scheduler::AdapterChoice c;
+        const json* id = field(item, "id");
+        int64_t index = -1;
+        if (id && id->is_string() && !id->get_ref<const std::string&>().empty()) {
+            c.name = id->get<std::string>();
+        } else if (id && as_integer(*id, index) && index >= 0) {
+            c.id = index;
+        } else {
+            throw ApiError::bad_request(
+                fmt::format("'lora[{}].id' must be an adapter's index (0, 1, ...) or its name", i),
+                "lora");
+        }
+        if (const json* scale = field(item, "scale")) {
+            if (!scale->is_number() || !(std::abs(scale->get<double>()) <= 100.0)) {
+                throw ApiError::bad_request(
+                    fmt::format("'lora[{}].scale' must be a number between -100 and 100", i),
+                    "lora");
+            }
+            c.scale = scale->get<float>();
+        }
+        out.push_back(std::move(c));
+    }
+    return out;
+}
+
 // A JSON Schema (the value at `where`, named `param` in the error) as a grammar; the 400 names
 // the keyword the converter refuses by its JSON pointer within the schema.
 std::string schema_gbnf(const json& schema, const std::string& where, const char* param) {
@@ -378,6 +428,7 @@ GenerationOptions parse_generation_options(const json& body, const ApiLimits& li
             "grammar is complete",
             "ignore_eos");
     }
+    out.lora = parse_lora(body, limits);
     get_string(body, "user");  // accepted for compatibility, checked, unused
     return out;
 }

@@ -15,6 +15,7 @@
 
 #include "chat/parser.h"
 #include "engine/sampling/params.h"
+#include "engine/scheduler/generation.h"
 #include "server/api_error.h"
 #include "server/limits.h"
 
@@ -41,6 +42,9 @@ struct GenerationOptions {
     bool logprobs = false;       // sampling.top_logprobs >= 0 when true
     sampling::SamplingParams sampling;
     sampling::StopParams stop;
+    // llama-server's `lora`: [{"id": index or "name", "scale"}], checked against the model by
+    // scheduler::validate(); absent: the model's default scales.
+    std::optional<std::vector<scheduler::AdapterChoice>> lora;
 };
 
 struct CompletionRequest : GenerationOptions {

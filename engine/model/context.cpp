@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <numeric>
 #include <stdexcept>
@@ -56,6 +57,7 @@ Context::Context(std::shared_ptr<const Model> model, const ContextParams& params
       kv_(model_->hparams(), params.n_seq, default_context_size(model_->hparams(), params.n_ctx),
           params.kv_type, params.swa_batch),
       f16_accumulator_(params.f16_accumulator) {
+    seq_adapters_.resize(static_cast<size_t>(kv_.n_seq()));
     cell_positions_.resize(static_cast<size_t>(kv_.n_ctx()));
     std::iota(cell_positions_.begin(), cell_positions_.end(), 0);
     // LongRoPE's long factors serve a context beyond the original one, as llama.cpp decides by
@@ -151,6 +153,173 @@ void Context::linear_many(std::initializer_list<Projection> projections, const f
                 kernels::matmul_rows_repacked(*r, act, p.y, rows, lo, hi);
             } else {
                 kernels::matmul_rows(w.type, w.data, rows, cols, act, p.y, rows, lo, hi);
+            }
+        }
+    });
+    apply_lora(projections, x, n);
+}
+
+// --- LoRA adapters ---
+
+void Context::set_adapters(int32_t seq, std::vector<AdapterUse> adapters) {
+    if (seq < 0 || seq >= kv_.n_seq()) {
+        throw std::invalid_argument("sequence " + std::to_string(seq) + " does not exist");
+    }
+    for (const AdapterUse& u : adapters) {
+        if (!u.adapter || &u.adapter->base() != model_.get()) {
+            throw std::invalid_argument("a LoRA adapter of another model");
+        }
+        if (!std::isfinite(u.scale)) {
+            throw std::invalid_argument("a LoRA adapter's scale is not a finite number");
+        }
+        if (std::count_if(adapters.begin(), adapters.end(),
+                          [&](const AdapterUse& o) { return o.adapter == u.adapter; }) > 1) {
+            throw std::invalid_argument("a LoRA adapter is listed twice");
+        }
+    }
+    std::erase_if(adapters, [](const AdapterUse& u) { return u.scale == 0.0f; });
+    std::vector<AdapterUse>& current = seq_adapters_[static_cast<size_t>(seq)];
+    if (adapters == current) return;
+    kv_.clear(seq);
+    current = std::move(adapters);
+}
+
+const std::vector<AdapterUse>& Context::adapters(int32_t seq) const {
+    return seq_adapters_.at(static_cast<size_t>(seq));
+}
+
+void Context::group_lora_rows(std::span<const int32_t> row_seqs) {
+    lora_groups_.clear();
+    lora_rows_ = static_cast<int64_t>(row_seqs.size());
+    for (size_t i = 0; i < row_seqs.size(); ++i) {
+        for (const AdapterUse& u : seq_adapters_[static_cast<size_t>(row_seqs[i])]) {
+            auto g =
+                std::find_if(lora_groups_.begin(), lora_groups_.end(), [&](const LoraGroup& x) {
+                    return x.adapter == u.adapter.get() && x.scale == u.scale;
+                });
+            if (g == lora_groups_.end()) {
+                lora_groups_.push_back({u.adapter.get(), u.scale, {}});
+                g = lora_groups_.end() - 1;
+            }
+            g->rows.push_back(static_cast<int64_t>(i));
+        }
+    }
+}
+
+void Context::apply_lora(std::initializer_list<Projection> projections, const float* x, int64_t n) {
+    if (lora_groups_.empty()) return;
+    if (lora_rows_ != n) {
+        throw std::logic_error("LoRA rows grouped for " + std::to_string(lora_rows_) +
+                               " rows, applied to a product of " + std::to_string(n));
+    }
+    // One job per (projection, group) whose adapter adapts the projection's matrix: the group's
+    // rows of x (gathered unless they are all of x) through A, then B, scaled into y.
+    struct Job {
+        const Projection* p;
+        const LoraGroup* g;
+        const LoraWeight* w;
+        float s;
+        const float* x;  // the group's rows, [rows][cols]
+        size_t t_at, u_at, act_a_at, act_b_at;
+        kernels::PreparedActivations ax, at;
+    };
+    const int64_t cols = projections.begin()->w->ne[0];
+    std::vector<Job> jobs;
+    std::vector<size_t> x_at(lora_groups_.size(), SIZE_MAX);
+    size_t x_floats = 0, t_floats = 0, u_floats = 0, act_bytes = 0;
+    for (const Projection& p : projections) {
+        for (size_t gi = 0; gi < lora_groups_.size(); ++gi) {
+            const LoraGroup& g = lora_groups_[gi];
+            const LoraWeight* w = g.adapter->find(p.w);
+            if (!w) continue;
+            const auto rows = static_cast<int64_t>(g.rows.size());
+            const bool all = rows == n;  // rows ascending and distinct: then they are 0..n-1
+            if (!all && x_at[gi] == SIZE_MAX) {
+                x_at[gi] = x_floats;
+                x_floats += static_cast<size_t>(rows * cols);
+            }
+            Job j{&p,
+                  &g,
+                  w,
+                  g.adapter->product_scale(*w, g.scale),
+                  all ? x : nullptr,
+                  t_floats,
+                  u_floats,
+                  act_bytes,
+                  0,
+                  {},
+                  {}};
+            t_floats += static_cast<size_t>(rows * w->rank);
+            u_floats += static_cast<size_t>(rows * p.w->ne[1]);
+            act_bytes +=
+                (kernels::activation_buffer_bytes(w->a->type, cols, rows) + 63) & ~size_t{63};
+            j.act_b_at = act_bytes;
+            act_bytes +=
+                (kernels::activation_buffer_bytes(w->b->type, w->rank, rows) + 63) & ~size_t{63};
+            jobs.push_back(j);
+        }
+    }
+    if (jobs.empty()) return;
+    float* gathered = grow(lora_x_, x_floats);
+    float* t = grow(lora_t_, t_floats);
+    float* u = grow(lora_u_, u_floats);
+    uint8_t* act = grow(lora_act_, act_bytes + 64);
+    for (size_t gi = 0; gi < lora_groups_.size(); ++gi) {
+        if (x_at[gi] == SIZE_MAX) continue;
+        const std::vector<int64_t>& rows = lora_groups_[gi].rows;
+        for (size_t r = 0; r < rows.size(); ++r) {
+            std::copy_n(x + rows[r] * cols, cols,
+                        gathered + x_at[gi] + r * static_cast<size_t>(cols));
+        }
+    }
+    for (Job& j : jobs) {
+        if (!j.x) j.x = gathered + x_at[static_cast<size_t>(j.g - lora_groups_.data())];
+        j.ax =
+            kernels::prepare_activations(j.w->a->type, j.x, static_cast<int64_t>(j.g->rows.size()),
+                                         cols, cols, act + j.act_a_at, &pool_);
+    }
+    // A (x): every job's rank rows in one dispatch.
+    int64_t total = 0;
+    for (const Job& j : jobs) total += j.w->rank;
+    pool_.parallel_for(total, [&](int64_t r0, int64_t r1, int) {
+        int64_t base = 0;
+        for (const Job& j : jobs) {
+            const int64_t rank = j.w->rank;
+            const int64_t lo = std::max(r0, base) - base, hi = std::min(r1, base + rank) - base;
+            base += rank;
+            if (lo < hi) {
+                kernels::matmul_rows(j.w->a->type, j.w->a->data, rank, cols, j.ax, t + j.t_at, rank,
+                                     lo, hi);
+            }
+        }
+    });
+    for (Job& j : jobs) {
+        j.at = kernels::prepare_activations(j.w->b->type, t + j.t_at,
+                                            static_cast<int64_t>(j.g->rows.size()), j.w->rank,
+                                            j.w->rank, act + j.act_b_at);
+    }
+    // s * B (A x) added into y: tasks are ranges of every projection's output columns, each
+    // running that projection's jobs in order, so two adapters of one row never race and the
+    // sums do not depend on the thread count.
+    total = 0;
+    for (const Projection& p : projections) total += p.w->ne[1];
+    pool_.parallel_for(total, [&](int64_t c0, int64_t c1, int) {
+        int64_t base = 0;
+        for (const Projection& p : projections) {
+            const int64_t out = p.w->ne[1];
+            const int64_t lo = std::max(c0, base) - base, hi = std::min(c1, base + out) - base;
+            base += out;
+            if (lo >= hi) continue;
+            for (const Job& j : jobs) {
+                if (j.p != &p) continue;
+                float* uj = u + j.u_at;
+                kernels::matmul_rows(j.w->b->type, j.w->b->data, out, j.w->rank, j.at, uj, out, lo,
+                                     hi);
+                for (size_t r = 0; r < j.g->rows.size(); ++r) {
+                    float* y = p.y + j.g->rows[r] * out;
+                    const float* ur = uj + r * static_cast<size_t>(out);
+                    for (int64_t c = lo; c < hi; ++c) y[c] += j.s * ur[c];
+                }
             }
         }
     });
@@ -476,6 +645,11 @@ void Context::eval_step(std::span<const BatchToken> batch_in, std::vector<float>
         batch[i] = batch_in[order[i]];
         positions[i] = batch[i].pos;
     }
+    {
+        std::vector<int32_t> row_seqs(batch.size());
+        for (size_t i = 0; i < batch.size(); ++i) row_seqs[i] = batch[i].seq;
+        group_lora_rows(row_seqs);
+    }
     struct Group {
         int32_t seq;
         int64_t begin, count;
@@ -653,6 +827,7 @@ void Context::eval_step(std::span<const BatchToken> batch_in, std::vector<float>
         kv_.set_length(g.seq, batch[static_cast<size_t>(g.begin + g.count - 1)].pos + 1);
     }
 
+    group_lora_rows({});  // the pooled heads are not adapted
     if (pooled_) pool_states(batch, x);
 
     // Output head for the positions that asked, in the caller's batch order.
@@ -675,7 +850,15 @@ void Context::eval_step(std::span<const BatchToken> batch_in, std::vector<float>
         }
     }
     logits.resize(static_cast<size_t>(m) * hp.n_vocab);
+    {
+        std::vector<int32_t> row_seqs(rows.size());
+        for (size_t r = 0; r < rows.size(); ++r) {
+            row_seqs[r] = batch[static_cast<size_t>(rows[r])].seq;
+        }
+        group_lora_rows(row_seqs);
+    }
     affine(*w.output, w.output_b, xn, m, logits.data());
+    group_lora_rows({});
     if (hp.logit_divisor != 1.0f) {
         kernels::scale(logits.data(), 1.0f / hp.logit_divisor, logits.data(),
                        static_cast<int64_t>(logits.size()), &pool_);

@@ -11,6 +11,7 @@
 
 #include "engine/kernels/threadpool.h"
 #include "engine/model/kv_cache.h"
+#include "engine/model/lora.h"
 #include "engine/model/model.h"
 
 namespace ggufd::model {
@@ -74,6 +75,15 @@ class Context {
     // Floats in one pooled row: n_embd, or the classifier's outputs for Pooling::rank.
     int64_t embedding_width(Pooling pooling) const;
 
+    // --- LoRA adapters ---
+    // The adapters sequence `seq` is evaluated with from now on (none: the base model), each
+    // applied at its scale to the matrices it adapts: y = W x + s * B (A x) (lora.h). Uses of
+    // scale 0 are dropped. A different set than the sequence had clears its cache, whose keys and
+    // values were computed with the old one. Throws std::invalid_argument for an adapter of
+    // another model or a scale that is not finite.
+    void set_adapters(int32_t seq, std::vector<AdapterUse> adapters);
+    const std::vector<AdapterUse>& adapters(int32_t seq) const;
+
   private:
     // Y[n][rows] = X[n][cols] . W^T over the pool.
     void linear(const gguf::TensorInfo& w, const float* x, int64_t n, float* y);
@@ -83,6 +93,21 @@ class Context {
         float* y;
     };
     void linear_many(std::initializer_list<Projection> projections, const float* x, int64_t n);
+    // The adapters' products added to linear_many's results for the rows of lora_groups_.
+    void apply_lora(std::initializer_list<Projection> projections, const float* x, int64_t n);
+    // The rows of the next products (row i is a token of sequence row_seqs[i]) grouped by the
+    // adapter uses of their sequences into lora_groups_; empty row_seqs: no adapters.
+    void group_lora_rows(std::span<const int32_t> row_seqs);
+    struct LoraGroup {
+        const LoraAdapter* adapter;
+        float scale;
+        std::vector<int64_t> rows;  // ascending
+    };
+    std::vector<std::vector<AdapterUse>> seq_adapters_;  // per sequence
+    std::vector<LoraGroup> lora_groups_;                 // of the rows being multiplied
+    int64_t lora_rows_ = 0;                              // how many rows they were grouped for
+    std::vector<float> lora_x_, lora_t_, lora_u_;
+    std::vector<uint8_t> lora_act_;
     void validate(std::span<const BatchToken> batch) const;
     // eval of a validated batch within KvCache::max_tokens_per_step per sequence.
     void eval_step(std::span<const BatchToken> batch, std::vector<float>& logits);

@@ -9,6 +9,8 @@
 #include "engine/kernels/formats.h"
 #include "engine/model/arch.h"
 #include "engine/model/hparams.h"
+#include "engine/model/lora.h"
+#include "engine/model/model.h"
 #include "engine/model/weights.h"
 
 namespace ggufd::model {
@@ -199,6 +201,33 @@ gguf::Writer make_random_model(const RandomModelSpec& s) {
         add_matrix(w, rng, t.name, type, t.shape,
                    embeddings ? 1.0f : 1.0f / std::sqrt(static_cast<float>(cols)));
     }
+    return w;
+}
+
+gguf::Writer make_random_lora(const Model& base, const RandomLoraSpec& spec) {
+    if (spec.rank == 0) throw gguf::Error("random adapter: the rank must be at least 1");
+    gguf::Writer w;
+    w.set("general.architecture", base.file().architecture());
+    w.set("general.type", "adapter");
+    w.set("general.name", "random lora");
+    w.set("adapter.type", "lora");
+    if (spec.alpha != 0.0f) w.set("adapter.lora.alpha", spec.alpha);
+    Rng rng(spec.seed);
+    const auto rank = static_cast<int64_t>(spec.rank);
+    size_t written = 0;
+    for (const gguf::TensorInfo* m : adaptable_matrices(base)) {
+        const bool wanted =
+            spec.targets.empty() ||
+            std::any_of(spec.targets.begin(), spec.targets.end(),
+                        [&](const std::string& t) { return m->name.find(t) != std::string::npos; });
+        if (!wanted) continue;
+        add_matrix(w, rng, m->name + ".lora_a", spec.type, {m->ne[0], rank},
+                   1.0f / std::sqrt(static_cast<float>(m->ne[0])));
+        add_matrix(w, rng, m->name + ".lora_b", spec.type, {rank, m->ne[1]},
+                   1.0f / std::sqrt(static_cast<float>(rank)));
+        ++written;
+    }
+    if (written == 0) throw gguf::Error("random adapter: no base matrix matches the targets");
     return w;
 }
 

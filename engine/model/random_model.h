@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "gguf/file.h"
 #include "gguf/writer.h"
@@ -43,6 +44,20 @@ struct RandomModelSpec {
 // Builds the model in memory; throws gguf::Error when a dimension does not fit the type's block
 // size or the heads do not divide the embedding.
 gguf::Writer make_random_model(const RandomModelSpec& spec);
+
+// A random LoRA adapter for a base model (lora.h's layout): a pair for every adaptable matrix
+// whose name contains one of `targets` (all when empty). A's entries have standard deviation
+// 1/sqrt(n_in) and B's 1/sqrt(rank), so with alpha = rank an adapter changes a matrix about as
+// much as the matrix itself: tests see it in every logit.
+struct RandomLoraSpec {
+    uint32_t rank = 8;
+    float alpha = 8.0f;  // 0: not written (the scale is then the request's alone)
+    gguf::TensorType type = gguf::TensorType::F32;  // of A and B (B's rows are rank long)
+    std::vector<std::string> targets = {};
+    uint64_t seed = 7;
+};
+class Model;
+gguf::Writer make_random_lora(const Model& base, const RandomLoraSpec& spec);
 
 // The byte-level vocabulary on its own (tokenizer.* keys), as GPT-2's byte-to-unicode mapping
 // with no merges: every byte is one token.

@@ -59,12 +59,14 @@ SubmitResult Scheduler::submit(GenerationRequest request) {
         return {SubmitStatus::invalid, "model",
                 "this model is an encoder: it serves embeddings, not text generation"};
     }
-    SubmitResult verdict = validate(request, context_.n_vocab(), n_ctx_);
+    SubmitResult verdict = validate(request, context_.n_vocab(), n_ctx_, params_.adapters);
     if (!verdict.accepted()) {
         ++stats_.rejected;
         return verdict;
     }
-    return enqueue(queue_, Pending{std::move(request), Clock::now()}, "requests");
+    std::vector<model::AdapterUse> adapters = resolve_adapters(request, params_.adapters);
+    return enqueue(queue_, Pending{std::move(request), Clock::now(), std::move(adapters)},
+                   "requests");
 }
 
 template <typename Item>
@@ -162,7 +164,10 @@ void Scheduler::admit(std::deque<Pending>& incoming) {
         size_t best_len = 0;
         for (Slot& s : slots_) {
             if (s.active) continue;
-            const size_t len = common_prefix(s.cached, p.request.prompt);
+            // A prefix computed with other adapters has other keys and values.
+            const size_t len = context_.adapters(s.id) == p.adapters
+                                   ? common_prefix(s.cached, p.request.prompt)
+                                   : 0;
             if (!best || len > best_len) {
                 best = &s;
                 best_len = len;
@@ -205,6 +210,9 @@ bool Scheduler::start(Slot& slot, Pending pending) {
         a.request.sink->on_finish(FinishReason::error, {}, e.what());
         return false;
     }
+    // Another set of adapters clears the slot's cache.
+    if (context_.adapters(slot.id) != pending.adapters) slot.cached.clear();
+    context_.set_adapters(slot.id, std::move(pending.adapters));
     // Reuse the cached prefix, but evaluate at least the last prompt token to get its logits.
     size_t reuse =
         std::min(common_prefix(slot.cached, a.request.prompt), a.request.prompt.size() - 1);
@@ -417,6 +425,7 @@ void Scheduler::add_embedding_inputs(int& budget) {
             if (!embed_inputs_.empty() && static_cast<int>(ids.size()) > budget) return;
             Slot& slot = *free[next_free++];
             context_.kv().clear(slot.id);
+            context_.set_adapters(slot.id, {});  // embeddings are the base model's
             slot.cached.clear();
             for (size_t p = 0; p < ids.size(); ++p) {
                 batch_.push_back({slot.id, ids[p], static_cast<int32_t>(p), false});

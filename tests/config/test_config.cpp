@@ -371,6 +371,40 @@ TEST(Config, PoolingsForEveryModelOrOne) {
     EXPECT_NE(twice.find("two poolings for every model"), std::string::npos) << twice;
 }
 
+TEST(Config, LoraAdaptersForTheOnlyModelOrANamedOne) {
+    using ggufd::config::LoraSpec;
+    const Config one = load({"--model", "m=/x/m.gguf", "--lora", "sql=/x/sql.gguf", "--lora",
+                             "chat=/x/c.gguf", "--lora-scale", "chat=0.5"})
+                           .config;
+    EXPECT_EQ(one.loras, (std::vector<LoraSpec>{{"", "sql", "/x/sql.gguf", 0.0f},
+                                                {"", "chat", "/x/c.gguf", 0.5f}}));
+    // The environment and config files take comma-separated lists, as for models.
+    const Config env =
+        load({"--model", "a=/x/a.gguf", "--model", "b=/x/b.gguf"},
+             {{"GGUFD_LORA", "a/s=/x/s.gguf,b/s=/x/t.gguf"}, {"GGUFD_LORA_SCALE", "b/s=-1.5"}})
+            .config;
+    EXPECT_EQ(env.loras, (std::vector<LoraSpec>{{"a", "s", "/x/s.gguf", 0.0f},
+                                                {"b", "s", "/x/t.gguf", -1.5f}}));
+    auto expect_error = [](std::vector<std::string> args, const std::string& part) {
+        const std::string e = error_of(std::move(args));
+        EXPECT_NE(e.find(part), std::string::npos) << e;
+    };
+    expect_error({"--lora", "s=/x/s.gguf"}, "needs a model");
+    expect_error({"--model", "a=/x/a.gguf", "--model", "b=/x/b.gguf", "--lora", "s=/x/s.gguf"},
+                 "say which as MODEL/s=PATH");
+    expect_error({"--model", "a=/x/a.gguf", "--lora", "z/s=/x/s.gguf"}, "no model is named 'z'");
+    expect_error({"--model", "a=/x/a.gguf", "--lora", "s=/x/s.gguf", "--lora", "a/s=/x/t.gguf"},
+                 "two adapters named 's'");
+    expect_error({"--model", "a=/x/a.gguf", "--lora", "/x/s.gguf"}, "expected [MODEL/]NAME=PATH");
+    expect_error({"--model", "a=/x/a.gguf", "--lora", "s t=/x/s.gguf"}, "letters, digits");
+    expect_error({"--model", "a=/x/a.gguf", "--lora", "s=/x/s.gguf", "--lora-scale", "t=1"},
+                 "no adapter 't'");
+    expect_error({"--model", "a=/x/a.gguf", "--lora", "s=/x/s.gguf", "--lora-scale", "s=lots"},
+                 "'lots' is not a number");
+    expect_error({"--model", "a=/x/a.gguf", "--lora", "s=/x/s.gguf", "--lora-scale", "s=1e9"},
+                 "between -100 and 100");
+}
+
 TEST(Config, ChatTemplateFileErrorsNameTheSetting) {
     const std::string missing = error_of({"--chat-template-file", "/nonexistent/t.jinja"});
     EXPECT_NE(missing.find("chat-template-file"), std::string::npos) << missing;

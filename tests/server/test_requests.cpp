@@ -167,6 +167,14 @@ TEST(ParseCompletion, WrongTypesNameTheField) {
         {"typical_p", "0.5"},
         {"repeat_penalty", true},
         {"repeat_last_n", 1.5},
+        {"lora", {{"id", 0}}},
+        {"lora", {1}},
+        {"lora", json::array({{{"id", -1}}})},
+        {"lora", json::array({{{"id", ""}}})},
+        {"lora", json::array({{{"scale", 1}}})},
+        {"lora", json::array({{{"id", 0}, {"scale", "1"}}})},
+        {"lora", json::array({{{"id", 0}, {"scale", 101}}})},
+        {"lora", json::array({{{"id", 0}, {"weight", 1}}})},
     };
     for (const auto& [name, value] : cases) {
         json body = {{"prompt", "x"}, {name, value}};
@@ -175,6 +183,36 @@ TEST(ParseCompletion, WrongTypesNameTheField) {
         EXPECT_EQ(e.param(), name) << name << "=" << value;
         EXPECT_NE(std::string(e.what()).find(name), std::string::npos) << e.what();
     }
+}
+
+// llama-server's per-request adapters: an index or a name, scale 1 when absent; absent: nullopt
+// (the model's defaults), [] (none) is kept apart from it. Which ids exist is validate()'s.
+TEST(ParseCompletion, LoraChoicesByIndexOrName) {
+    EXPECT_FALSE(parse_completion_request(json{{"prompt", "x"}}, limits).lora.has_value());
+    EXPECT_FALSE(parse_completion_request(json{{"prompt", "x"}, {"lora", nullptr}}, limits)
+                     .lora.has_value());
+    const auto none =
+        parse_completion_request(json{{"prompt", "x"}, {"lora", json::array()}}, limits).lora;
+    ASSERT_TRUE(none.has_value());
+    EXPECT_TRUE(none->empty());
+    const json body = {{"prompt", "x"},
+                       {"lora", json::array({{{"id", 1}, {"scale", 0.25}}, {{"id", "sql"}}})}};
+    const auto lora = parse_completion_request(body, limits).lora;
+    ASSERT_TRUE(lora.has_value());
+    ASSERT_EQ(lora->size(), 2u);
+    EXPECT_EQ((*lora)[0].id, 1);
+    EXPECT_FLOAT_EQ((*lora)[0].scale, 0.25f);
+    EXPECT_EQ((*lora)[1].id, -1);
+    EXPECT_EQ((*lora)[1].name, "sql");
+    EXPECT_FLOAT_EQ((*lora)[1].scale, 1.0f);
+    json many = json::array();
+    for (int i = 0; i <= limits.max_lora; ++i) many.push_back({{"id", i}});
+    const auto e = error_of([&] {
+        parse_chat_request(
+            json{{"messages", {{{"role", "user"}, {"content", "x"}}}}, {"lora", many}}, limits);
+    });
+    EXPECT_EQ(e.param(), "lora");
+    EXPECT_NE(std::string(e.what()).find("at most 16"), std::string::npos) << e.what();
 }
 
 TEST(ParseCompletion, OutOfRangeValues) {

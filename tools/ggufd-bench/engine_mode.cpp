@@ -12,6 +12,7 @@
 
 #include "engine/kernels/cpu_features.h"
 #include "engine/model/context.h"
+#include "engine/model/lora.h"
 #include "tools/ggufd-bench/stats.h"
 #include "tools/ggufd-bench/table.h"
 
@@ -167,6 +168,9 @@ EngineResult run_engine(const EngineOptions& opts) {
     auto model = model::Model::load(
         opts.model_path, {.repack = opts.repack ? model::Repack::at_load : model::Repack::off});
     r.load_s = seconds_since(t_load);
+    r.lora_path = opts.lora_path;
+    const std::shared_ptr<const model::LoraAdapter> lora =
+        opts.lora_path.empty() ? nullptr : model::LoraAdapter::load(opts.lora_path, model);
     r.repacked_mib = static_cast<double>(model->repacked_bytes()) / (1 << 20);
     r.file_bytes = std::filesystem::file_size(opts.model_path);
     r.cost = weight_cost(model->weights(), model->hparams());
@@ -188,6 +192,7 @@ EngineResult run_engine(const EngineOptions& opts) {
         cp.kv_type = opts.kv_types;
         cp.n_ctx = std::max(max_depth + max_n + 1, 16);
         model::Context ctx(model, cp);
+        if (lora) ctx.set_adapters(0, {{lora, 1.0f}});
         bool warm = false;
         for (int depth : opts.depth) {
             std::vector<EngineTest> tests;
@@ -252,8 +257,9 @@ void print_engine(const EngineResult& r, bool csv) {
         }
         return;
     }
-    std::printf("model %s\ncpu   %s\n\n", r.model_path.c_str(),
-                kernels::cpu_features().describe().c_str());
+    std::printf("model %s\n", r.model_path.c_str());
+    if (!r.lora_path.empty()) std::printf("lora  %s\n", r.lora_path.c_str());
+    std::printf("cpu   %s\n\n", kernels::cpu_features().describe().c_str());
     std::vector<std::vector<std::string>> rows;
     const std::string model =
         r.arch + " " + std::filesystem::path(r.model_path).filename().string();

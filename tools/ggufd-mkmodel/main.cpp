@@ -8,19 +8,26 @@
 // and a mixture of experts (Qwen3-30B-A3B's proportions, smaller: 64 experts, 8 used per token):
 //   ggufd-mkmodel --arch qwen3moe --out moe.gguf --n-embd 1024 --n-layer 8 --n-head 16
 //       --n-head-kv 4 --head-dim 64 --n-expert 64 --n-expert-used 8 --n-ff-expert 512 --type Q4_0
+// With --lora-for it writes a random LoRA adapter for that base model instead (--type is then
+// the type of its A and B matrices), e.g. rank 16 on the attention's Q and V:
+//   ggufd-mkmodel --lora-for tl-q4_k_m.gguf --out tl-lora.gguf --lora-rank 16
+//       --lora-targets attn_q,attn_v
 #include <boost/program_options.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
 
+#include "engine/model/model.h"
 #include "engine/model/random_model.h"
 
 namespace po = boost::program_options;
 
 int main(int argc, char** argv) {
     ggufd::model::RandomModelSpec spec;
-    std::string out, vocab, type = "F32", output_type;
+    ggufd::model::RandomLoraSpec lora;
+    std::string out, vocab, type = "F32", output_type, lora_for, lora_targets;
     po::options_description d("usage: ggufd-mkmodel --out FILE [options]");
     // clang-format off
     d.add_options()
@@ -43,7 +50,11 @@ int main(int argc, char** argv) {
         ("tied", po::bool_switch(&spec.tied), "no output matrix: the head is the token embeddings")
         ("type", po::value(&type)->default_value(type), "type of every matrix (F32, F16, Q8_0, Q4_0, Q4_K, ...)")
         ("output-type", po::value(&output_type), "type of the output head (default: --type)")
-        ("seed", po::value(&spec.seed)->default_value(spec.seed), "random seed");
+        ("seed", po::value(&spec.seed)->default_value(spec.seed), "random seed")
+        ("lora-for", po::value(&lora_for), "write a random LoRA adapter for this base model instead of a model")
+        ("lora-rank", po::value(&lora.rank)->default_value(lora.rank), "the adapter's rank")
+        ("lora-alpha", po::value(&lora.alpha)->default_value(lora.alpha), "adapter.lora.alpha (0: not written)")
+        ("lora-targets", po::value(&lora_targets), "comma-separated parts of the base matrices' names to adapt (attn_q,ffn_down,output...; default: every adaptable matrix)");
     // clang-format on
     try {
         po::variables_map vm;
@@ -66,7 +77,20 @@ int main(int argc, char** argv) {
             spec.vocab = &*vocab_file;
         }
         const auto t0 = std::chrono::steady_clock::now();
-        ggufd::model::make_random_model(spec).write(out);
+        if (!lora_for.empty()) {
+            lora.type = spec.type;
+            lora.seed = spec.seed;
+            for (size_t at = 0; at < lora_targets.size();) {
+                const size_t comma = std::min(lora_targets.find(',', at), lora_targets.size());
+                if (comma > at) lora.targets.push_back(lora_targets.substr(at, comma - at));
+                at = comma + 1;
+            }
+            const auto base =
+                ggufd::model::Model::load(lora_for, {.repack = ggufd::model::Repack::off});
+            ggufd::model::make_random_lora(*base, lora).write(out);
+        } else {
+            ggufd::model::make_random_model(spec).write(out);
+        }
         const double secs =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         std::fprintf(stderr, "wrote %s in %.1f s\n", out.c_str(), secs);

@@ -129,6 +129,12 @@ int main(int argc, char** argv) {
         options.name = name;
         options.scheduler = base;
         options.scheduler.observer = &metrics.for_model(name);
+        // An adapter without a model name belongs to the only --model (config checks there is one).
+        for (const config::LoraSpec& l : cfg.loras) {
+            if ((l.model.empty() ? cfg.models.front().name : l.model) == name) {
+                options.loras.push_back({l.name, l.path, l.scale});
+            }
+        }
         options.chat_template = value_for(cfg.chat_templates, name);
         if (auto parser = value_for(cfg.tool_parsers, name)) {
             options.tool_parser = chat::family_from_name(*parser);
@@ -177,6 +183,12 @@ int main(int argc, char** argv) {
                 spec.name, spec.path, backend->load_seconds(), backend->model().hparams().arch,
                 backend->scheduler().n_slots(), backend->scheduler().context_size(),
                 chat::family_name(backend->chat_family()));
+            const auto adapters = backend->scheduler().adapters();
+            for (size_t i = 0; i < adapters.size(); ++i) {
+                spdlog::info("model '{}': LoRA adapter {} '{}' ({} matrices), scale {} by default",
+                             spec.name, i, adapters[i].name, adapters[i].adapter->weights().size(),
+                             adapters[i].default_scale);
+            }
             observe(*backend);
             registry.add(std::move(backend), spec.path);
             ++pinned;
