@@ -72,14 +72,24 @@ uint64_t available_memory() {
     return available;
 }
 
-// The KV cache is allocated and zeroed up front; one larger than the memory left would get the
-// process killed by the kernel rather than throw, so it is refused before allocating.
-void check_kv_memory(const model::Model& model, const scheduler::SchedulerParams& params) {
+// The KV cache and the recurrent state store are allocated and zeroed up front; caches larger
+// than the memory left would get the process killed by the kernel rather than throw, so they are
+// refused before allocating.
+void check_cache_memory(const model::Model& model, const scheduler::SchedulerParams& params) {
     const int n_ctx = model::default_context_size(model.hparams(), params.n_ctx);
-    const uint64_t needed = model::KvCache::bytes_needed(
-        model.hparams(), params.n_slots, n_ctx, params.kv_types, std::max(params.batch_size, 1));
+    const uint64_t needed = model::SequenceCache::bytes_needed(
+        model.hparams(), {.n_seq = params.n_slots,
+                          .n_ctx = n_ctx,
+                          .kv_types = params.kv_types,
+                          .swa_batch = std::max(params.batch_size, 1)});
     const uint64_t available = available_memory();
     if (available == 0 || needed <= available) return;
+    if (!model.hparams().has_attention()) {
+        throw std::runtime_error(fmt::format(
+            "the recurrent state needs {} ({} slots (--parallel)) but only {} of memory is "
+            "available; lower --parallel",
+            gguf::human_bytes(needed), params.n_slots, gguf::human_bytes(available)));
+    }
     throw std::runtime_error(fmt::format(
         "the KV cache needs {} ({} slots (--parallel) x {} tokens (--ctx-size)) but only {} of "
         "memory is available; lower --ctx-size or --parallel, or store it as q8_0 or q4_0 "
@@ -96,7 +106,7 @@ std::shared_ptr<EngineBackend> EngineBackend::load(const std::string& path,
     // Ready to serve at once; the weights the fast kernels read better repacked are rearranged
     // by a model thread meanwhile.
     auto model = model::Model::load(path, {.repack = model::Repack::background});
-    check_kv_memory(*model, options.scheduler);
+    check_cache_memory(*model, options.scheduler);
     const double secs =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return from_model(std::move(model), options, secs);

@@ -89,6 +89,29 @@ def check_moe():
         assert experts["feed_forward_length"] == 32 and experts["gating"] == "softmax", experts
 
 
+def check_mamba():
+    """A recurrent model end to end: mamba against llama.cpp's logits, and a random mamba of another
+    shape from ggufd-mkmodel that gguf-inspect describes with its ssm sizes and state."""
+    arch = os.path.join(conf, "arch")
+    compare_logits(os.path.join(arch, "mamba.gguf"), os.path.join(arch, "prompt_tokens.txt"),
+                   os.path.join(arch, "mamba.logits.f32"))
+    with tempfile.TemporaryDirectory() as d:
+        model = os.path.join(d, "mamba.gguf")
+        subprocess.run([os.path.join(bin_dir, "ggufd-mkmodel"), "--arch", "mamba", "--out", model,
+                        "--n-embd", "64", "--n-layer", "2", "--ssm-state", "8", "--ssm-inner", "96",
+                        "--type", "Q8_0"], check=True, capture_output=True)
+        out = subprocess.run([os.path.join(bin_dir, "gguf-inspect"), model, "--json"], check=True,
+                             capture_output=True).stdout.decode()
+        hp = json.loads(out)["ggufd"]["hyperparameters"]
+        assert hp["ssm"] == {"conv_kernel": 4, "inner_size": 96, "state_size": 8,
+                             "time_step_rank": 4, "dt_b_c_rms": False}, hp
+        assert hp["recurrent_state"]["per_layer"] == {"conv": [3, 96], "ssm": [8, 96]}, hp
+        out = subprocess.run([run, "generate", "--model", model, "--prompt", "hello", "--n-predict", "8",
+                              "--temp", "0"],
+                             check=True, capture_output=True).stdout.decode()
+        assert out.startswith("hello"), out
+
+
 def compare_logits(model, tokens, reference):
     """ggufd-run logits of the prompt within the conformance tolerance of llama.cpp's."""
     ref = array.array("f")
@@ -163,5 +186,5 @@ def check_template():
     assert p.stdout.count(b"\n") == 1, p.stdout
 
 
-{"generate_greedy": check_generate_greedy, "generate_sampled_is_english": check_generate_sampled_is_english, "template": check_template, "tokenize": check_tokenize, "logits": check_logits, "moe": check_moe}[case]()
+{"generate_greedy": check_generate_greedy, "generate_sampled_is_english": check_generate_sampled_is_english, "template": check_template, "tokenize": check_tokenize, "logits": check_logits, "moe": check_moe, "mamba": check_mamba}[case]()
 print("ok")
