@@ -72,11 +72,14 @@ uint64_t available_memory() {
     return available;
 }
 
-// The bytes of the KV cache a scheduler with these settings allocates for the model.
-uint64_t kv_cache_bytes(const model::HParams& hp, const scheduler::SchedulerParams& params) {
-    const int n_ctx = model::default_context_size(hp, params.n_ctx);
-    return model::KvCache::bytes_needed(hp, params.n_slots, n_ctx, params.kv_types,
-                                        std::max(params.batch_size, 1));
+// The bytes of the KV cache and recurrent state a scheduler with these settings allocates for
+// the model.
+uint64_t cache_bytes(const model::HParams& hp, const scheduler::SchedulerParams& params) {
+    return model::SequenceCache::bytes_needed(
+        hp, {.n_seq = params.n_slots,
+             .n_ctx = model::default_context_size(hp, params.n_ctx),
+             .kv_types = params.kv_types,
+             .swa_batch = std::max(params.batch_size, 1)});
 }
 
 // The general.* keys, and with `full` every key as "metadata" (long arrays summarised).
@@ -98,13 +101,20 @@ uint64_t mapped_bytes(const gguf::File& f) {
     return sum;
 }
 
-// The KV cache is allocated and zeroed up front; one larger than the memory left would get the
-// process killed by the kernel rather than throw, so it is refused before allocating.
-void check_kv_memory(const model::Model& model, const scheduler::SchedulerParams& params) {
+// The KV cache and the recurrent state store are allocated and zeroed up front; caches larger
+// than the memory left would get the process killed by the kernel rather than throw, so they are
+// refused before allocating.
+void check_cache_memory(const model::Model& model, const scheduler::SchedulerParams& params) {
     const int n_ctx = model::default_context_size(model.hparams(), params.n_ctx);
-    const uint64_t needed = kv_cache_bytes(model.hparams(), params);
+    const uint64_t needed = cache_bytes(model.hparams(), params);
     const uint64_t available = available_memory();
     if (available == 0 || needed <= available) return;
+    if (!model.hparams().has_attention()) {
+        throw std::runtime_error(fmt::format(
+            "the recurrent state needs {} ({} slots (--parallel)) but only {} of memory is "
+            "available; lower --parallel",
+            gguf::human_bytes(needed), params.n_slots, gguf::human_bytes(available)));
+    }
     throw std::runtime_error(fmt::format(
         "the KV cache needs {} ({} slots (--parallel) x {} tokens (--ctx-size)) but only {} of "
         "memory is available; lower --ctx-size or --parallel, or store it as q8_0 or q4_0 "
@@ -121,7 +131,7 @@ std::shared_ptr<EngineBackend> EngineBackend::load(const std::string& path,
     // Ready to serve at once; the weights the fast kernels read better repacked are rearranged
     // by a model thread meanwhile.
     auto model = model::Model::load(path, {.repack = model::Repack::background});
-    check_kv_memory(*model, options.scheduler);
+    check_cache_memory(*model, options.scheduler);
     const double secs =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return from_model(std::move(model), options, secs);
@@ -162,7 +172,7 @@ std::shared_ptr<EngineBackend> EngineBackend::from_model(std::shared_ptr<const m
     }
     b->scheduler_ = std::make_unique<scheduler::Scheduler>(b->model_, b->tokenizer_, params);
     b->pooling_ = options.pooling.value_or(b->model_->hparams().pooling);
-    b->kv_bytes_ = kv_cache_bytes(b->model_->hparams(), options.scheduler);
+    b->kv_bytes_ = cache_bytes(b->model_->hparams(), options.scheduler);
     if (b->pooling_ == model::Pooling::rank && !b->model_->weights().cls_out) {
         throw std::runtime_error(
             "rank pooling needs a classifier head (cls.output), which this model lacks");
@@ -322,7 +332,7 @@ ModelLoader::Header EngineLoader::inspect(const std::string& name,
         throw std::runtime_error(support.value("reason", std::string("not supported")));
     }
     const model::HParams hp = model::read_hparams(f);
-    h.bytes = mapped_bytes(f) + kv_cache_bytes(hp, options_for_(name).scheduler);
+    h.bytes = mapped_bytes(f) + cache_bytes(hp, options_for_(name).scheduler);
     return h;
 }
 

@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "engine/kernels/float16.h"
+#include "engine/kernels/ssm.h"
 
 #include "engine/kernels/ops_simd_avx2.h"
 
@@ -19,6 +20,8 @@ namespace avx2 {
 #include "engine/kernels/ops_generic.inc"
 
 #include "engine/kernels/ops_attention.inc"
+
+#include "engine/kernels/ops_ssm.inc"
 
 }  // namespace avx2
 
@@ -42,6 +45,8 @@ const OpKernels* avx2_op_kernels() {
         .rope_normal = avx2::k_rope_normal,
         .rope_neox = avx2::k_rope_neox,
         .attention = avx2::k_attention,
+        .ssm_conv = avx2::k_ssm_conv,
+        .ssm_scan = avx2::k_ssm_scan,
     };
     return &table;
 }

@@ -17,6 +17,7 @@
 #include <cstdint>
 
 #include "engine/kernels/float16.h"
+#include "engine/kernels/ssm.h"
 
 #include "engine/kernels/ops_simd_avx512.h"
 
@@ -27,6 +28,8 @@ namespace avx512 {
 #include "engine/kernels/ops_generic.inc"
 
 #include "engine/kernels/ops_attention.inc"
+
+#include "engine/kernels/ops_ssm.inc"
 
 }  // namespace avx512
 
@@ -50,6 +53,8 @@ const OpKernels* avx512_op_kernels() {
         .rope_normal = avx512::k_rope_normal,
         .rope_neox = avx512::k_rope_neox,
         .attention = avx512::k_attention,
+        .ssm_conv = avx512::k_ssm_conv,
+        .ssm_scan = avx512::k_ssm_scan,
     };
     return &table;
 }

@@ -18,6 +18,9 @@ bool simd_level_supported(SimdLevel level);
 std::vector<SimdLevel> supported_simd_levels();
 SimdLevel best_simd_level();
 
+struct SsmConv;  // ssm.h
+struct SsmScan;
+
 // One attention work item: one query token, one KV head, and a contiguous range of the query
 // heads that share that KV head (grouped-query attention).
 struct AttentionTask {
@@ -101,6 +104,9 @@ struct OpKernels {
     void (*rope_normal)(float* x, const float* cos_dup, const float* sin_dup, int64_t n_pairs);
     void (*rope_neox)(float* x, const float* cos, const float* sin, int64_t n_pairs);
     void (*attention)(const AttentionJob& job, const AttentionTask& task, float* scratch);
+    // Mamba (ssm.h): channels [c0, c1) of one sequence's chunk.
+    void (*ssm_conv)(const SsmConv& op, int64_t c0, int64_t c1);
+    void (*ssm_scan)(const SsmScan& op, int64_t c0, int64_t c1);
 };
 
 const OpKernels& op_kernels(SimdLevel level);  // throws std::invalid_argument if unsupported

@@ -13,13 +13,14 @@
 #include "engine/model/kv_cache.h"
 #include "engine/model/lora.h"
 #include "engine/model/model.h"
+#include "engine/model/sequence_cache.h"
 
 namespace ggufd::model {
 
 struct ExpertGroups;  // moe.h
 
 struct ContextParams {
-    int n_seq = 1;      // sequences (slots) the KV cache holds
+    int n_seq = 1;      // sequences (slots) the caches hold
     int n_ctx = 0;      // cells per sequence; 0 = the model's training context, at most 4096
     int n_threads = 0;  // 0 = physical cores
     KvTypes kv_type = kernels::KvType::f16;  // K and V storage
@@ -45,8 +46,13 @@ class Context {
     Context(std::shared_ptr<const Model> model, const ContextParams& params);
 
     const Model& model() const { return *model_; }
-    KvCache& kv() { return kv_; }
-    const KvCache& kv() const { return kv_; }
+    // What each sequence keeps between steps (KV cells, recurrent state): start, cut back and
+    // clear sequences here.
+    SequenceCache& cache() { return cache_; }
+    const SequenceCache& cache() const { return cache_; }
+    // The KV cache of an attention model; std::logic_error for a model without attention.
+    KvCache& kv();
+    const KvCache& kv() const;
     kernels::ThreadPool& pool() { return pool_; }
     int32_t n_vocab() const { return static_cast<int32_t>(model_->hparams().n_vocab); }
 
@@ -109,7 +115,7 @@ class Context {
     std::vector<float> lora_x_, lora_t_, lora_u_;
     std::vector<uint8_t> lora_act_;
     void validate(std::span<const BatchToken> batch) const;
-    // eval of a validated batch within KvCache::max_tokens_per_step per sequence.
+    // eval of a validated batch within SequenceCache::max_tokens_per_step per sequence.
     void eval_step(std::span<const BatchToken> batch, std::vector<float>& logits);
     // The architecture's norm over rows [n][n_embd] with weight w and bias b (may be null).
     void norm(const gguf::TensorInfo* w, const gguf::TensorInfo* b, const float* x, float* y,
@@ -148,6 +154,23 @@ class Context {
     void pool_states(std::span<const BatchToken> sorted, const float* x);
     const Pooled* pooled_ = nullptr;  // set during eval_pooled
 
+    // --- recurrent blocks (ArchDesc::block) ---
+    // One sequence's tokens in the batch sorted by sequence: rows [begin, begin + count) of x.
+    struct SeqGroup {
+        int32_t seq;
+        int64_t begin, count;
+    };
+    // The layer's recurrent block over the residual stream x [n][n_embd] in place (x += the
+    // block's output), each group scanned through its sequence's state in token order.
+    void recurrent_block(const LayerWeights& l, int layer, std::span<const SeqGroup> groups,
+                         float* x);
+    // fn(group, c0, c1) for pieces of `channels` of every group, over the pool in one dispatch.
+    template <class F>
+    void for_channels(std::span<const SeqGroup> groups, int64_t channels, F&& fn);
+    // Mamba-1 (BlockKind::mamba): state buffer 0 is the convolution's window, 1 the scan's.
+    void mamba_block(const LayerWeights& l, int layer, std::span<const SeqGroup> groups, float* x);
+    std::vector<float> ssm_xz_, ssm_x_, ssm_dbc_, ssm_dt_in_, ssm_dt_, ssm_y_;
+
     // --- mixture of experts and the clamped SwiGLU ---
     // y = act(gate) * up for count elements: the architecture's gated activation.
     void gated_activation(float* gate, const float* up, int64_t count, bool pooled);
@@ -170,7 +193,8 @@ class Context {
 
     std::shared_ptr<const Model> model_;
     kernels::ThreadPool pool_;
-    KvCache kv_;
+    SequenceCache cache_;
+    KvCache* kv_;  // cache_'s, or nullptr without attention
     std::vector<int32_t>
         cell_positions_;  // 0, 1, 2, ...: a sequence's cells hold positions in order
     // RoPE's per-pair frequency divisors (rope_freqs, or LongRoPE's long or short factors chosen

@@ -3,6 +3,8 @@
 #include <array>
 #include <cmath>
 
+#include "engine/kernels/ssm.h"
+
 namespace ggufd::model {
 namespace {
 
@@ -145,7 +147,60 @@ void read_encoder_keys(const gguf::File& f, const std::string& p, HParams& hp) {
     hp.pooling = static_cast<Pooling>(type);
 }
 
+// Mamba's keys (BlockKind::mamba): every size required and non-zero.
+void read_ssm_keys(const gguf::File& f, const std::string& p, HParams& hp) {
+    for (auto [key, value] : {std::pair{"ssm.conv_kernel", &hp.ssm_d_conv},
+                              std::pair{"ssm.inner_size", &hp.ssm_d_inner},
+                              std::pair{"ssm.state_size", &hp.ssm_d_state},
+                              std::pair{"ssm.time_step_rank", &hp.ssm_dt_rank}}) {
+        *value = f.get<uint32_t>(p + key);
+        if (*value == 0) refuse(p + key + " is 0");
+    }
+    if (hp.ssm_d_conv < 2 || hp.ssm_d_conv > kernels::kMaxSsmConvTaps) {
+        refuse(p + "ssm.conv_kernel (" + std::to_string(hp.ssm_d_conv) +
+               ") must be between 2 and " + std::to_string(kernels::kMaxSsmConvTaps));
+    }
+    hp.ssm_dt_b_c_rms = f.get_or<bool>(p + "ssm.dt_b_c_rms", false);
+}
+
+// A model without attention: the attention keys may say 0 heads and are not read further.
+HParams read_recurrent(const gguf::File& f, const std::string& p, HParams hp) {
+    hp.n_ff = f.get_or<uint32_t>(p + "feed_forward_length", 0);
+    hp.n_head = hp.n_head_kv = 0;
+    if (hp.desc->block == BlockKind::mamba) read_ssm_keys(f, p, hp);
+    read_experts(f, p, hp);
+    read_layout_keys(f, p, *hp.desc, hp);
+    read_encoder_keys(f, p, hp);
+    return read_vocab_size(f, p, std::move(hp));
+}
+
 }  // namespace
+
+uint64_t HParams::state_dim(StateDim dim) const {
+    switch (dim) {
+        case StateDim::one:
+            return 1;
+        case StateDim::n_embd:
+            return n_embd;
+        case StateDim::ssm_conv_window:
+            return ssm_d_conv > 0 ? ssm_d_conv - 1 : 0;
+        case StateDim::ssm_inner:
+            return ssm_d_inner;
+        case StateDim::ssm_state:
+            return ssm_d_state;
+        case StateDim::wkv_heads:
+            return wkv_head_size > 0 ? n_embd / wkv_head_size : 0;
+        case StateDim::wkv_head_size:
+            return wkv_head_size;
+    }
+    return 0;
+}
+
+uint64_t HParams::state_floats(const StateBuffer& buffer) const {
+    uint64_t n = 1;
+    for (StateDim d : buffer.dims) n *= state_dim(d);
+    return n;
+}
 
 bool is_supported_architecture(const std::string& arch) {
     return find_arch(arch) != nullptr;
@@ -165,22 +220,23 @@ HParams read_hparams(const gguf::File& f) {
     hp.n_ctx_train = f.get<uint32_t>(p + "context_length");
     hp.n_embd = f.get<uint32_t>(p + "embedding_length");
     hp.n_layer = f.get<uint32_t>(p + "block_count");
+    const std::string eps_key = p + std::string(desc->eps_key);
+    hp.norm_eps = f.get<float>(eps_key);
+    if (hp.n_embd == 0) refuse(p + "embedding_length is 0");
+    if (hp.n_layer == 0) refuse(p + "block_count is 0");
+    if (!(hp.norm_eps > 0.0f) || !std::isfinite(hp.norm_eps)) {
+        refuse(eps_key + " must be a positive number");
+    }
+    if (!hp.has_attention()) return read_recurrent(f, p, std::move(hp));
+
     hp.n_ff = f.get<uint32_t>(p + "feed_forward_length");
     hp.n_head = f.get<uint32_t>(p + "attention.head_count");
     hp.n_head_kv = f.get_or<uint32_t>(p + "attention.head_count_kv", hp.n_head);
-    const std::string eps_key = p + std::string(desc->eps_key);
-    hp.norm_eps = f.get<float>(eps_key);
-
-    if (hp.n_embd == 0) refuse(p + "embedding_length is 0");
-    if (hp.n_layer == 0) refuse(p + "block_count is 0");
     if (hp.n_ff == 0) refuse(p + "feed_forward_length is 0");
     if (hp.n_head == 0) refuse(p + "attention.head_count is 0");
     if (hp.n_head_kv == 0 || hp.n_head % hp.n_head_kv != 0) {
         refuse(p + "attention.head_count_kv (" + std::to_string(hp.n_head_kv) +
                ") must divide attention.head_count (" + std::to_string(hp.n_head) + ")");
-    }
-    if (!(hp.norm_eps > 0.0f) || !std::isfinite(hp.norm_eps)) {
-        refuse(eps_key + " must be a positive number");
     }
 
     const bool explicit_heads = f.metadata().contains(p + "attention.key_length");

@@ -35,6 +35,12 @@ struct RandomModelSpec {
     uint32_t n_expert = 0;
     uint32_t n_expert_used = 0;
     uint32_t n_ff_expert = 0;
+    // Mamba (BlockKind::mamba): ssm.conv_kernel, ssm.state_size, ssm.inner_size (0: 2 n_embd)
+    // and ssm.time_step_rank (0: n_embd / 16 rounded up), as Mamba's defaults make them.
+    uint32_t ssm_d_conv = 4;
+    uint32_t ssm_d_state = 16;
+    uint32_t ssm_d_inner = 0;
+    uint32_t ssm_dt_rank = 0;
     uint64_t seed = 42;
     // Copy the tokenizer.* keys (vocabulary, merges, special ids, chat template) from this file;
     // without one, a byte-level vocabulary of 256 byte tokens plus BOS and EOS is built.

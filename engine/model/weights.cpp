@@ -193,6 +193,22 @@ void bind_experts(Binder& b, const HParams& hp, const std::string& p, LayerWeigh
     l.ffn_down_exps_b = b.bind(d.expert_bias, bias(p, nm.ffn_down_exps), {embd, n_exp});
 }
 
+// Mamba's block (BlockKind::mamba) of the layer with prefix p, after its input norm.
+void bind_mamba(Binder& b, const HParams& hp, const std::string& p, LayerWeights& l) {
+    const TensorNames& nm = hp.desc->names;
+    const int64_t embd = hp.n_embd, inner = hp.ssm_d_inner, state = hp.ssm_d_state;
+    const int64_t rank = hp.ssm_dt_rank, conv = hp.ssm_d_conv;
+    l.ssm_in = b.require(weight(p, nm.ssm_in), {embd, 2 * inner});
+    l.ssm_conv1d = b.require(weight(p, nm.ssm_conv1d), {conv, inner});
+    l.ssm_conv1d_b = b.require(bias(p, nm.ssm_conv1d), {inner});
+    l.ssm_x = b.require(weight(p, nm.ssm_x), {inner, rank + 2 * state});
+    l.ssm_dt = b.require(weight(p, nm.ssm_dt), {rank, inner});
+    l.ssm_dt_b = b.require(bias(p, nm.ssm_dt), {inner});
+    l.ssm_a = b.require(p + std::string(nm.ssm_a), {state, inner});
+    l.ssm_d = b.require(p + std::string(nm.ssm_d), {inner});
+    l.ssm_out = b.require(weight(p, nm.ssm_out), {inner, embd});
+}
+
 // Every tensor of the description, asked of the binder in one order (the order a planned model
 // writes them in).
 Weights bind_all(Binder& b, const HParams& hp, size_t n_file_tensors) {
@@ -235,6 +251,10 @@ Weights bind_all(Binder& b, const HParams& hp, size_t n_file_tensors) {
         if (pre_norms) {
             l.attn_norm = b.require(weight(p, nm.attn_norm), {embd});
             l.attn_norm_b = b.bind(d.norm_bias, bias(p, nm.attn_norm), {embd});
+        }
+        if (d.block == BlockKind::mamba) {
+            bind_mamba(b, hp, p, l);
+            continue;
         }
         l.attn_norm_2 = b.bind(d.attn_norm_2, weight(p, nm.attn_norm_2), {embd});
         if (l.attn_norm_2) l.attn_norm_2_b = b.bind(d.norm_bias, bias(p, nm.attn_norm_2), {embd});

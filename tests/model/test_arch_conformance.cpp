@@ -1,6 +1,7 @@
 // Every model in the conformance folder's arch/ (one small random-weight file per architecture,
 // with llama.cpp's logits for one prompt): those ggufd runs must match llama.cpp, evaluated as
-// one batch and again in prefill chunks followed by single-token steps (the KV cache's paths);
+// one batch and again in prefill chunks followed by single-token steps (the KV cache's or the
+// recurrent state's paths);
 // every other file must be refused at load with a message saying what is not supported, never
 // loaded to compute something else.
 #include <gtest/gtest.h>
@@ -31,7 +32,9 @@ const std::vector<std::string> kRuns = {
     // attention and norm-placement extras
     "qwen3", "gemma2", "gemma3", "olmo2",
     // mixtures of experts
-    "llama-moe", "qwen3moe", "gpt-oss", "gpt-oss-mxfp4"};
+    "llama-moe", "qwen3moe", "gpt-oss", "gpt-oss-mxfp4",
+    // recurrent
+    "mamba"};
 
 // Evaluates ids at positions 0.. in batches of at most `chunk` tokens; every position's logits.
 std::vector<float> logits_in_chunks(Context& ctx, const std::vector<int32_t>& ids, size_t chunk) {

@@ -111,17 +111,19 @@ int32_t bench_token(int64_t i, int32_t vocab) {
 
 // Brings sequence 0's cache to exactly `depth` tokens: truncating what is beyond, evaluating
 // the missing positions in batches (a long depth in one batch would need its activations at
-// once). A sliding-window ring that no longer holds the window before `depth` cannot be
-// truncated there, so it is evaluated again from the start.
+// once). A sliding-window ring that no longer holds the window before `depth`, or a recurrent
+// state without a checkpoint there, cannot be truncated there, so it is evaluated again from the
+// start; the state at `depth` is then checkpointed for the next run.
 void fill_to(model::Context& ctx, int depth, std::vector<float>& logits) {
     constexpr int kFillBatch = 512;
-    int32_t have = ctx.kv().length(0);
-    if (have >= depth && ctx.kv().can_truncate(0, depth)) {
-        ctx.kv().truncate(0, depth);
+    model::SequenceCache& cache = ctx.cache();
+    int32_t have = cache.length(0);
+    if (have >= depth && cache.can_truncate(0, depth)) {
+        cache.truncate(0, depth);
         return;
     }
     if (have > depth) {
-        ctx.kv().clear(0);
+        cache.clear(0);
         have = 0;
     }
     std::vector<model::BatchToken> batch;
@@ -132,6 +134,7 @@ void fill_to(model::Context& ctx, int depth, std::vector<float>& logits) {
             batch.push_back({0, bench_token(i, ctx.n_vocab()), i, false});
         ctx.eval(batch, logits);
     }
+    cache.save_checkpoint(0);
 }
 
 // One run of a test on a cache filled to t.depth; returns tokens/s.
@@ -205,7 +208,7 @@ EngineResult run_engine(const EngineOptions& opts) {
             };
             for (int n : opts.n_prompt) add(true, n);
             for (int n : opts.n_gen) add(false, n);
-            if (depth != static_cast<int>(ctx.kv().length(0))) {
+            if (depth != static_cast<int>(ctx.cache().length(0))) {
                 std::fprintf(stderr, "ggufd-bench: filling the cache to depth %d...\n", depth);
             }
             fill_to(ctx, depth, logits);

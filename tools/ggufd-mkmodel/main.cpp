@@ -8,6 +8,8 @@
 // and a mixture of experts (Qwen3-30B-A3B's proportions, smaller: 64 experts, 8 used per token):
 //   ggufd-mkmodel --arch qwen3moe --out moe.gguf --n-embd 1024 --n-layer 8 --n-head 16
 //       --n-head-kv 4 --head-dim 64 --n-expert 64 --n-expert-used 8 --n-ff-expert 512 --type Q4_0
+// and a recurrent model (mamba-1.4b's shape: 48 blocks, inner size 2 x 2048, state 16):
+//   ggufd-mkmodel --arch mamba --out mamba.gguf --n-embd 2048 --n-layer 48 --type Q8_0 --tied
 // With --lora-for it writes a random LoRA adapter for that base model instead (--type is then
 // the type of its A and B matrices), e.g. rank 16 on the attention's Q and V:
 //   ggufd-mkmodel --lora-for tl-q4_k_m.gguf --out tl-lora.gguf --lora-rank 16
@@ -44,6 +46,10 @@ int main(int argc, char** argv) {
         ("n-expert", po::value(&spec.n_expert)->default_value(spec.n_expert), "experts per block (architectures with experts; qwen3moe and gpt-oss default to 8)")
         ("n-expert-used", po::value(&spec.n_expert_used)->default_value(spec.n_expert_used), "experts each token uses (0: 2)")
         ("n-ff-expert", po::value(&spec.n_ff_expert)->default_value(spec.n_ff_expert), "feed-forward size of one expert (0: --n-ff)")
+        ("ssm-conv", po::value(&spec.ssm_d_conv)->default_value(spec.ssm_d_conv), "mamba: convolution width (ssm.conv_kernel)")
+        ("ssm-state", po::value(&spec.ssm_d_state)->default_value(spec.ssm_d_state), "mamba: state size (ssm.state_size)")
+        ("ssm-inner", po::value(&spec.ssm_d_inner)->default_value(spec.ssm_d_inner), "mamba: inner size (ssm.inner_size; 0: 2 x n-embd)")
+        ("ssm-dt-rank", po::value(&spec.ssm_dt_rank)->default_value(spec.ssm_dt_rank), "mamba: time-step rank (ssm.time_step_rank; 0: n-embd / 16)")
         ("n-ctx", po::value(&spec.n_ctx)->default_value(spec.n_ctx), "training context length")
         ("head-dim", po::value(&spec.head_dim)->default_value(spec.head_dim), "size of one attention head (0: n-embd / n-head)")
         ("n-rot", po::value(&spec.n_rot)->default_value(spec.n_rot), "dimensions RoPE rotates (0: the whole head)")
