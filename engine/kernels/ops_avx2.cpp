@@ -20,6 +20,8 @@ namespace avx2 {
 
 #include "engine/kernels/ops_attention.inc"
 
+#include "engine/kernels/ops_recurrent.inc"
+
 }  // namespace avx2
 
 const OpKernels* avx2_op_kernels() {
@@ -42,6 +44,9 @@ const OpKernels* avx2_op_kernels() {
         .rope_normal = avx2::k_rope_normal,
         .rope_neox = avx2::k_rope_neox,
         .attention = avx2::k_attention,
+        .token_shift = avx2::k_token_shift,
+        .wkv6 = avx2::k_wkv6,
+        .wkv7 = avx2::k_wkv7,
     };
     return &table;
 }
