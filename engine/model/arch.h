@@ -91,6 +91,17 @@ std::optional<Pooling> pooling_from_name(std::string_view name);
 // Whether a tensor must, may or must not be in the file (absent ones are never looked for).
 enum class Need { absent, optional, required };
 
+// What one block of the architecture is. An attention block keeps each token's keys and values
+// in the KV cache; a recurrent block folds every token into a fixed-size state per sequence, so a
+// sequence costs the same memory at any length.
+enum class BlockKind {
+    attention,  // attention then FFN (every transformer here)
+    // RWKV's time mix (token shift, WKV recurrence, group norm, gate) then channel mix
+    // (squared-ReLU FFN), each from its own LayerNorm (attn_norm, attn_norm_2); RwkvWeights.
+    rwkv6,
+    rwkv7,  // the WKV-7 delta rule, value residual to the first block, LoRA gate
+};
+
 // GGUF tensor names: "blk.<i>.<layer name>.weight" / ".bias", "<global name>.weight" / ".bias".
 struct TensorNames {
     std::string_view tok_embd = "token_embd";
@@ -209,6 +220,11 @@ struct ArchDesc {
     Need token_types = Need::absent;  // token_types [n_embd, types]: row 0 added to every token
     // pooling_type's default; decoders serve embeddings of their last token unless told.
     Pooling pooling = Pooling::last;
+
+    // --- recurrent blocks ---
+    // Every block of the model is of this kind. Recurrent kinds need no attention keys
+    // (head_count may be 0).
+    BlockKind block = BlockKind::attention;
 
     TensorNames names = {};
 };

@@ -34,12 +34,6 @@ kernels::RopeParams rope_params(const HParams& hp) {
     return p;
 }
 
-template <typename T>
-T* grow(std::vector<T>& v, size_t n) {
-    if (v.size() < n) v.resize(n);
-    return v.data();
-}
-
 }  // namespace
 
 int default_context_size(const HParams& hp, int requested) {
@@ -56,6 +50,8 @@ Context::Context(std::shared_ptr<const Model> model, const ContextParams& params
       kv_(model_->hparams(), params.n_seq, default_context_size(model_->hparams(), params.n_ctx),
           params.kv_type, params.swa_batch),
       f16_accumulator_(params.f16_accumulator) {
+    recurrent_.resize(static_cast<size_t>(params.n_seq) *
+                      model_->hparams().recurrent_state_floats());
     cell_positions_.resize(static_cast<size_t>(kv_.n_ctx()));
     std::iota(cell_positions_.begin(), cell_positions_.end(), 0);
     // LongRoPE's long factors serve a context beyond the original one, as llama.cpp decides by
@@ -425,6 +421,19 @@ void Context::final_softcap(float* logits, int64_t m) {
     });
 }
 
+void Context::recurrent_block(const LayerWeights& l, int layer, std::span<const SeqGroup> groups,
+                              float* x) {
+    switch (model_->hparams().desc->block) {
+        case BlockKind::rwkv6:
+        case BlockKind::rwkv7:
+            rwkv_block(l, layer, groups, x);
+            return;
+        case BlockKind::attention:
+            break;
+    }
+    throw std::logic_error("no recurrent forward pass for the blocks of " + model_->hparams().arch);
+}
+
 void Context::eval(std::span<const BatchToken> batch, std::vector<float>& logits) {
     logits.clear();
     if (batch.empty()) return;
@@ -476,10 +485,7 @@ void Context::eval_step(std::span<const BatchToken> batch_in, std::vector<float>
         batch[i] = batch_in[order[i]];
         positions[i] = batch[i].pos;
     }
-    struct Group {
-        int32_t seq;
-        int64_t begin, count;
-    };
+    using Group = SeqGroup;
     std::vector<Group> groups;
     for (int64_t i = 0; i < n; ++i) {
         if (groups.empty() || groups.back().seq != batch[static_cast<size_t>(i)].seq) {
@@ -547,9 +553,22 @@ void Context::eval_step(std::span<const BatchToken> batch_in, std::vector<float>
         rope_swa.attn_factor = 1.0f;
     }
 
+    // A sequence that starts over starts from the zero state.
+    if (const uint64_t floats = hp.recurrent_state_floats(); floats > 0) {
+        for (const Group& g : groups) {
+            if (kv_.length(g.seq) == 0) {
+                std::fill_n(recurrent_.begin() + static_cast<ptrdiff_t>(g.seq * floats), floats,
+                            0.0f);
+            }
+        }
+    }
     for (uint32_t il = 0; il < hp.n_layer; ++il) {
         const LayerWeights& l = w.layers[il];
         const int layer = static_cast<int>(il);
+        if (d.block != BlockKind::attention) {
+            recurrent_block(l, layer, groups, x);
+            continue;
+        }
         const bool local = hp.is_swa_layer(il);
         kernels::AttentionParams lap = ap;
         lap.sinks = model_->vector_weight(l.attn_sinks);

@@ -50,6 +50,29 @@ const char* name_of(RopeScaling s) {
     return "?";
 }
 
+// A model without attention: its block, its keys and the state each sequence carries.
+nlohmann::ordered_json describe_recurrent(const HParams& hp, nlohmann::ordered_json j) {
+    const ArchDesc& d = *hp.desc;
+    j["block"] = d.block == BlockKind::rwkv6 ? "rwkv6" : "rwkv7";
+    j["norm"] = {{"kind", name_of(d.norm)}, {"epsilon", widen(hp.norm_eps)}};
+    j["feed_forward"] = {{"length", hp.n_ff}};
+    nlohmann::ordered_json wkv = {{"head_size", hp.wkv_head_size},
+                                  {"head_count", hp.n_embd / hp.wkv_head_size}};
+    if (d.block == BlockKind::rwkv6) {
+        wkv["time_mix_extra_dim"] = hp.rwkv_shift_lora;
+        wkv["time_decay_extra_dim"] = hp.rwkv_decay_lora;
+        wkv["rescale_every_n_layers"] = hp.rwkv_rescale_every;
+    } else {
+        wkv["decay_lora_rank"] = hp.rwkv_decay_lora;
+        wkv["iclr_lora_rank"] = hp.rwkv_iclr_lora;
+        wkv["value_residual_mix_lora_rank"] = hp.rwkv_value_lora;
+        wkv["gate_lora_rank"] = hp.rwkv_gate_lora;
+    }
+    j["wkv"] = std::move(wkv);
+    j["state_floats_per_sequence"] = hp.recurrent_state_floats();
+    return j;
+}
+
 }  // namespace
 
 nlohmann::ordered_json describe_hparams(const HParams& hp) {
@@ -60,6 +83,7 @@ nlohmann::ordered_json describe_hparams(const HParams& hp) {
     j["embedding_length"] = hp.n_embd;
     j["block_count"] = hp.n_layer;
     j["vocab_size"] = hp.n_vocab;
+    if (!hp.has_attention()) return describe_recurrent(hp, std::move(j));
     j["attention"] = {{"head_count", hp.n_head},
                       {"head_count_kv", hp.n_head_kv},
                       {"key_length", hp.head_dim_k},

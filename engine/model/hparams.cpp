@@ -145,7 +145,54 @@ void read_encoder_keys(const gguf::File& f, const std::string& p, HParams& hp) {
     hp.pooling = static_cast<Pooling>(type);
 }
 
+// RWKV's keys (BlockKind::rwkv6, rwkv7): the head size, which must divide n_embd, the LoRA ranks
+// the tensors are checked against, and RWKV-6's rescaling. A block carries two token shifts (time
+// and channel mix); another token_shift_count is a layout ggufd does not compute.
+void read_rwkv_keys(const gguf::File& f, const std::string& p, HParams& hp) {
+    const bool v7 = hp.desc->block == BlockKind::rwkv7;
+    hp.wkv_head_size = f.get<uint32_t>(p + "wkv.head_size");
+    if (hp.wkv_head_size == 0 || hp.n_embd % hp.wkv_head_size != 0) {
+        refuse(p + "wkv.head_size (" + std::to_string(hp.wkv_head_size) +
+               ") must divide embedding_length (" + std::to_string(hp.n_embd) + ")");
+    }
+    if (hp.n_ff == 0) refuse(p + "feed_forward_length is missing or 0");
+    const uint32_t shifts = f.get_or<uint32_t>(p + "token_shift_count", 2);
+    if (shifts != 2)
+        refuse(p + "token_shift_count " + std::to_string(shifts) + " is not supported (2)");
+    auto rank = [&](const char* key, uint32_t& out) {
+        out = f.get<uint32_t>(p + key);
+        if (out == 0) refuse(p + key + " is 0");
+    };
+    if (!v7) {
+        rank("time_mix_extra_dim", hp.rwkv_shift_lora);
+        rank("time_decay_extra_dim", hp.rwkv_decay_lora);
+        hp.rwkv_rescale_every = f.get_or<uint32_t>(p + "rescale_every_n_layers", 0);
+        return;
+    }
+    rank("attention.decay_lora_rank", hp.rwkv_decay_lora);
+    rank("attention.iclr_lora_rank", hp.rwkv_iclr_lora);
+    rank("attention.value_residual_mix_lora_rank", hp.rwkv_value_lora);
+    rank("attention.gate_lora_rank", hp.rwkv_gate_lora);
+}
+
+// A model without attention: the attention keys may say 0 heads and are not read further.
+HParams read_recurrent(const gguf::File& f, const std::string& p, HParams hp) {
+    hp.n_ff = f.get_or<uint32_t>(p + "feed_forward_length", 0);
+    hp.n_head = hp.n_head_kv = 0;
+    read_rwkv_keys(f, p, hp);
+    read_experts(f, p, hp);
+    read_layout_keys(f, p, *hp.desc, hp);
+    read_encoder_keys(f, p, hp);
+    return read_vocab_size(f, p, std::move(hp));
+}
+
 }  // namespace
+
+uint64_t HParams::recurrent_state_floats() const {
+    if (has_attention()) return 0;
+    // Per layer: the time mix's and channel mix's token shifts, and the WKV state of each head.
+    return uint64_t{n_layer} * (2 * uint64_t{n_embd} + uint64_t{n_embd} * wkv_head_size);
+}
 
 bool is_supported_architecture(const std::string& arch) {
     return find_arch(arch) != nullptr;
@@ -165,22 +212,23 @@ HParams read_hparams(const gguf::File& f) {
     hp.n_ctx_train = f.get<uint32_t>(p + "context_length");
     hp.n_embd = f.get<uint32_t>(p + "embedding_length");
     hp.n_layer = f.get<uint32_t>(p + "block_count");
+    const std::string eps_key = p + std::string(desc->eps_key);
+    hp.norm_eps = f.get<float>(eps_key);
+    if (hp.n_embd == 0) refuse(p + "embedding_length is 0");
+    if (hp.n_layer == 0) refuse(p + "block_count is 0");
+    if (!(hp.norm_eps > 0.0f) || !std::isfinite(hp.norm_eps)) {
+        refuse(eps_key + " must be a positive number");
+    }
+    if (!hp.has_attention()) return read_recurrent(f, p, std::move(hp));
+
     hp.n_ff = f.get<uint32_t>(p + "feed_forward_length");
     hp.n_head = f.get<uint32_t>(p + "attention.head_count");
     hp.n_head_kv = f.get_or<uint32_t>(p + "attention.head_count_kv", hp.n_head);
-    const std::string eps_key = p + std::string(desc->eps_key);
-    hp.norm_eps = f.get<float>(eps_key);
-
-    if (hp.n_embd == 0) refuse(p + "embedding_length is 0");
-    if (hp.n_layer == 0) refuse(p + "block_count is 0");
     if (hp.n_ff == 0) refuse(p + "feed_forward_length is 0");
     if (hp.n_head == 0) refuse(p + "attention.head_count is 0");
     if (hp.n_head_kv == 0 || hp.n_head % hp.n_head_kv != 0) {
         refuse(p + "attention.head_count_kv (" + std::to_string(hp.n_head_kv) +
                ") must divide attention.head_count (" + std::to_string(hp.n_head) + ")");
-    }
-    if (!(hp.norm_eps > 0.0f) || !std::isfinite(hp.norm_eps)) {
-        refuse(eps_key + " must be a positive number");
     }
 
     const bool explicit_heads = f.metadata().contains(p + "attention.key_length");

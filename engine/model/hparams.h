@@ -63,6 +63,22 @@ struct HParams {
     // --- encoders and embeddings ---
     bool causal = true;               // attention.causal (ArchDesc::causal by default)
     Pooling pooling = Pooling::last;  // pooling_type (ArchDesc::pooling by default)
+    // --- recurrent blocks (ArchDesc::block) ---
+    uint32_t wkv_head_size = 0;  // RWKV: wkv.head_size
+    // RWKV's LoRA ranks: RWKV-6's token shift (time_mix_extra_dim) and decay
+    // (time_decay_extra_dim); RWKV-7's decay, in-context learning rate, value residual and gate
+    // (attention.*_lora_rank). The tensors' shapes are checked against them.
+    uint32_t rwkv_shift_lora = 0;
+    uint32_t rwkv_decay_lora = 0;
+    uint32_t rwkv_iclr_lora = 0;
+    uint32_t rwkv_value_lora = 0;
+    uint32_t rwkv_gate_lora = 0;
+    uint32_t rwkv_rescale_every = 0;  // RWKV-6: the hidden state halves after every n-th block
+    // Whether the blocks attend (and a sequence needs KV cells) or carry a recurrent state.
+    // (Hyperparameters written by hand without a description are a transformer's.)
+    bool has_attention() const { return !desc || desc->block == BlockKind::attention; }
+    // Floats of one sequence's recurrent state over all layers (0 for attention).
+    uint64_t recurrent_state_floats() const;
     // Whether layer il attends through the sliding window.
     bool is_swa_layer(uint32_t il) const {
         return n_swa > 0 && (swa_period == 0 || il % swa_period < swa_period - 1);

@@ -76,6 +76,25 @@ void add_matrix(gguf::Writer& w, Rng& rng, const std::string& name, gguf::Tensor
     w.add_tensor(name, type, shape, data);
 }
 
+// RWKV's keys: no attention heads (llama.cpp's files say 0), the WKV head size and the LoRA ranks.
+void add_rwkv_keys(gguf::Writer& w, const RandomModelSpec& s, const ArchDesc& desc,
+                   uint32_t head_size) {
+    const std::string p = s.arch + ".";
+    const uint32_t rank = s.lora_rank ? s.lora_rank : 32;
+    w.set(p + "attention.head_count", uint32_t{0});
+    w.set(p + "wkv.head_size", head_size);
+    if (desc.block == BlockKind::rwkv6) {
+        w.set(p + "time_mix_extra_dim", rank);
+        w.set(p + "time_decay_extra_dim", rank);
+        w.set(p + "rescale_every_n_layers", s.rwkv_rescale_every);
+        return;
+    }
+    for (const char* key : {"attention.decay_lora_rank", "attention.iclr_lora_rank",
+                            "attention.value_residual_mix_lora_rank", "attention.gate_lora_rank"}) {
+        w.set(p + key, rank);
+    }
+}
+
 }  // namespace
 
 void add_byte_level_vocab(gguf::Writer& w) {
@@ -127,9 +146,14 @@ gguf::Writer make_random_model(const RandomModelSpec& s) {
     w.set(p + "embedding_length", s.n_embd);
     w.set(p + "block_count", s.n_layer);
     w.set(p + "feed_forward_length", s.n_ff);
-    w.set(p + "attention.head_count", s.n_head);
-    w.set(p + "attention.head_count_kv", s.n_head_kv);
-    if (s.head_dim) {
+    const bool rwkv = desc->block == BlockKind::rwkv6 || desc->block == BlockKind::rwkv7;
+    if (rwkv) {
+        add_rwkv_keys(w, s, *desc, head_dim);
+    } else {
+        w.set(p + "attention.head_count", s.n_head);
+        w.set(p + "attention.head_count_kv", s.n_head_kv);
+    }
+    if (s.head_dim && !rwkv) {
         w.set(p + "attention.key_length", head_dim);
         w.set(p + "attention.value_length", head_dim);
     }
@@ -189,13 +213,24 @@ gguf::Writer make_random_model(const RandomModelSpec& s) {
             continue;
         }
         const int64_t cols = t.shape[0];
+        // RWKV's interpolation weights [n_embd, 1, 1(, mixes)] lie in [0, 1), and like its other
+        // vectors (the bonus) and the LoRA matrices too narrow for the type's blocks stay F32.
+        if (t.shape[1] == 1) {
+            std::vector<float> mu(
+                static_cast<size_t>(cols * (t.shape.size() > 3 ? t.shape[3] : 1)));
+            for (float& x : mu) x = static_cast<float>(rng.next() >> 40) * 0x1p-24f;
+            w.add_tensor(t.name, t.shape, mu);
+            continue;
+        }
+        const bool narrow = rwkv && (cols % gguf::type_info(s.type).block_size != 0 ||
+                                     t.name.ends_with("time_mix_first.weight"));
         const bool embeddings = t.name == std::string(desc->names.tok_embd) + ".weight";
         const bool head = t.name == std::string(desc->names.output) + ".weight";
         // Routers stay F32, as quantizers leave them: their logits pick the experts.
         const bool router = t.name.ends_with(std::string(desc->names.ffn_gate_inp) + ".weight");
-        const gguf::TensorType type = router ? gguf::TensorType::F32
-                                      : head ? s.output_type.value_or(s.type)
-                                             : s.type;
+        const gguf::TensorType type = router || narrow ? gguf::TensorType::F32
+                                      : head           ? s.output_type.value_or(s.type)
+                                                       : s.type;
         add_matrix(w, rng, t.name, type, t.shape,
                    embeddings ? 1.0f : 1.0f / std::sqrt(static_cast<float>(cols)));
     }

@@ -30,7 +30,9 @@ const std::vector<std::string> kRuns = {
     // attention and norm-placement extras
     "qwen3", "gemma2", "gemma3", "olmo2",
     // mixtures of experts
-    "llama-moe", "qwen3moe", "gpt-oss", "gpt-oss-mxfp4"};
+    "llama-moe", "qwen3moe", "gpt-oss", "gpt-oss-mxfp4",
+    // recurrent
+    "rwkv6", "rwkv7"};
 
 // Evaluates ids at positions 0.. in batches of at most `chunk` tokens; every position's logits.
 std::vector<float> logits_in_chunks(Context& ctx, const std::vector<int32_t>& ids, size_t chunk) {
