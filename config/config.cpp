@@ -4,12 +4,14 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <limits>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 extern char** environ;
 
@@ -29,6 +31,12 @@ po::options_description settings_description() {
     // clang-format off
     d.add_options()
         ("model,m", po::value<std::vector<std::string>>(), "model to serve: PATH or NAME=PATH (repeatable; GGUFD_MODEL takes a comma-separated list)")
+        ("models-dir", po::value<std::string>(), "serve every .gguf in this folder, each loaded when a request first names it (new files appear without a restart)")
+        ("idle-unload", po::value<std::string>(), "seconds a folder model may stay idle before it is unloaded; 0: never (default 300)")
+        ("memory-budget", po::value<std::string>(), "bytes every loaded model may hold together (weights, KV cache, repacked copies), with an optional K, M or G suffix; the least recently used idle folder model is unloaded to make room; 0: no limit (default 0)")
+        ("load-timeout", po::value<std::string>(), "seconds a request waits for its model to load before a 503 (default 120)")
+        ("lora", po::value<std::vector<std::string>>(), "LoRA adapter a model's requests may use: NAME=PATH for the only model, MODEL/NAME=PATH for one of several (repeatable; a request picks adapters with \"lora\": [{\"id\": NAME or index, \"scale\": S}])")
+        ("lora-scale", po::value<std::vector<std::string>>(), "scale an adapter is applied with to requests that do not name adapters: [MODEL/]NAME=SCALE (repeatable; default 0: only when a request asks)")
         ("host", po::value<std::string>(), "address to listen on (default 127.0.0.1)")
         ("port", po::value<std::string>(), "TCP port (default 8080)")
         ("threads,t", po::value<std::string>(), "inference threads (default: physical cores)")
@@ -86,6 +94,36 @@ Int parse_int(const std::string& text, const std::string& setting, const std::st
                           " is out of range " + std::to_string(min) + ".." + std::to_string(max));
     }
     return static_cast<Int>(v);
+}
+
+// Bytes, with an optional K, M, G or T suffix (powers of 1024; "KiB", "MB" and the like too).
+uint64_t parse_bytes(const std::string& text, const std::string& setting,
+                     const std::string& source) {
+    auto refuse = [&](const std::string& why) {
+        return ConfigError("invalid " + setting + " (from " + source + "): '" + text + "' " + why);
+    };
+    uint64_t v = 0;
+    const char* end = text.data() + text.size();
+    auto [p, ec] = std::from_chars(text.data(), end, v);
+    if (ec != std::errc() || p == text.data()) throw refuse("is not a number of bytes");
+    std::string unit(p, end);
+    for (char& ch : unit) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+    if (unit.ends_with("IB")) unit.resize(unit.size() - 2);
+    if (unit.size() == 2 && unit[1] == 'B') unit.resize(1);
+    int shift = 0;
+    if (unit == "K") {
+        shift = 10;
+    } else if (unit == "M") {
+        shift = 20;
+    } else if (unit == "G") {
+        shift = 30;
+    } else if (unit == "T") {
+        shift = 40;
+    } else if (!unit.empty() && unit != "B") {
+        throw refuse("has an unknown suffix (use K, M, G or T)");
+    }
+    if (shift > 0 && v > (UINT64_MAX >> shift)) throw refuse("is too large");
+    return v << shift;
 }
 
 std::vector<std::string> split_commas(const std::string& s) {
@@ -148,6 +186,30 @@ std::map<std::string, std::string> process_environment() {
     return env;
 }
 
+namespace {
+
+bool valid_name(const std::string& name) {
+    return !name.empty() && std::all_of(name.begin(), name.end(), [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.' ||
+               c == ':';
+    });
+}
+
+// "[MODEL/]NAME" of a LoRA setting.
+std::pair<std::string, std::string> lora_target(const std::string& text, const std::string& what) {
+    const size_t slash = text.find('/');
+    std::string model = slash == std::string::npos ? "" : text.substr(0, slash);
+    std::string name = slash == std::string::npos ? text : text.substr(slash + 1);
+    if ((slash != std::string::npos && !valid_name(model)) || !valid_name(name)) {
+        throw ConfigError("invalid " + what +
+                          ": expected [MODEL/]NAME with letters, digits and "
+                          "- _ . : in each");
+    }
+    return {std::move(model), std::move(name)};
+}
+
+}  // namespace
+
 ModelSpec parse_model_spec(const std::string& text) {
     if (text.empty()) throw ConfigError("invalid model: empty value");
     ModelSpec spec;
@@ -162,14 +224,21 @@ ModelSpec parse_model_spec(const std::string& text) {
     if (spec.name.empty() || spec.path.empty()) {
         throw ConfigError("invalid model '" + text + "': expected PATH or NAME=PATH");
     }
-    for (char c : spec.name) {
-        const bool ok = std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' ||
-                        c == '.' || c == ':';
-        if (!ok) {
-            throw ConfigError("invalid model name '" + spec.name +
-                              "': use letters, digits and - _ . : only");
-        }
+    if (!valid_name(spec.name)) {
+        throw ConfigError("invalid model name '" + spec.name +
+                          "': use letters, digits and - _ . : only");
     }
+    return spec;
+}
+
+LoraSpec parse_lora_spec(const std::string& text) {
+    const size_t eq = text.find('=');
+    if (eq == std::string::npos || eq + 1 == text.size()) {
+        throw ConfigError("invalid lora '" + text + "': expected [MODEL/]NAME=PATH");
+    }
+    LoraSpec spec;
+    std::tie(spec.model, spec.name) = lora_target(text.substr(0, eq), "lora '" + text + "'");
+    spec.path = text.substr(eq + 1);
     return spec;
 }
 
@@ -209,6 +278,31 @@ void validate(const Config& c, const Sources& sources) {
     check_model_names(c.chat_templates, "chat-template-file");
     check_model_names(c.tool_parsers, "tool-parser");
     check_model_names(c.poolings, "pooling");
+    for (size_t i = 0; i < c.loras.size(); ++i) {
+        const LoraSpec& l = c.loras[i];
+        const std::string where = "invalid lora (from " + from("lora") + "): ";
+        if (c.models.empty()) {
+            throw ConfigError(where + "adapter '" + l.name + "' needs a model: give --model");
+        }
+        if (l.model.empty() && c.models.size() > 1) {
+            throw ConfigError(where + "adapter '" + l.name +
+                              "': with several models, say which as MODEL/" + l.name + "=PATH");
+        }
+        if (!l.model.empty() &&
+            std::none_of(c.models.begin(), c.models.end(),
+                         [&](const ModelSpec& m) { return m.name == l.model; })) {
+            throw ConfigError(where + "no model is named '" + l.model + "'");
+        }
+        for (size_t j = 0; j < i; ++j) {
+            const std::string& mi = l.model.empty() ? c.models.front().name : l.model;
+            const std::string& mj =
+                c.loras[j].model.empty() ? c.models.front().name : c.loras[j].model;
+            if (mi == mj && c.loras[j].name == l.name) {
+                throw ConfigError(where + "model '" + mi + "' has two adapters named '" + l.name +
+                                  "'");
+            }
+        }
+    }
     // The value goes into a response header as it is: one origin or *, never a list.
     for (char ch : c.cors_origin) {
         if (ch == ',' || ch == ' ' || static_cast<unsigned char>(ch) < 0x21 || ch == 0x7f) {
@@ -267,7 +361,7 @@ LoadResult load(int argc, const char* const* argv, const std::map<std::string, s
     for (const auto& [name, value] : env_options) {
         if (vm.count(name)) continue;  // the command line wins
         if (name == "model" || name == "chat-template-file" || name == "tool-parser" ||
-            name == "pooling") {
+            name == "pooling" || name == "lora" || name == "lora-scale") {
             vm.emplace(name, po::variable_value(boost::any(split_commas(value)), false));
         } else {
             vm.emplace(name, po::variable_value(boost::any(value), false));
@@ -313,6 +407,53 @@ LoadResult load(int argc, const char* const* argv, const std::map<std::string, s
             } catch (const ConfigError& e) {
                 throw ConfigError(std::string(e.what()) + " (from " + source("model") + ")");
             }
+        }
+    }
+    if (auto* v = text("models-dir")) c.models_dir = *v;
+    if (auto* v = text("idle-unload"))
+        c.idle_unload_s = parse_int<int>(*v, "idle-unload", source("idle-unload"), 0, 1 << 30);
+    if (auto* v = text("memory-budget"))
+        c.memory_budget = parse_bytes(*v, "memory-budget", source("memory-budget"));
+    if (auto* v = text("load-timeout"))
+        c.load_timeout_s = parse_int<int>(*v, "load-timeout", source("load-timeout"), 1, 86400);
+    if (vm.count("lora")) {
+        for (const std::string& l : vm["lora"].as<std::vector<std::string>>()) {
+            try {
+                c.loras.push_back(parse_lora_spec(l));
+            } catch (const ConfigError& e) {
+                throw ConfigError(std::string(e.what()) + " (from " + source("lora") + ")");
+            }
+        }
+    }
+    if (vm.count("lora-scale")) {
+        for (const std::string& item : vm["lora-scale"].as<std::vector<std::string>>()) {
+            const std::string where = "lora-scale (from " + source("lora-scale") + ")";
+            const size_t eq = item.find('=');
+            if (eq == std::string::npos) {
+                throw ConfigError("invalid " + where + ": '" + item +
+                                  "' is not [MODEL/]NAME=SCALE");
+            }
+            const auto [model, name] = lora_target(item.substr(0, eq), where);
+            double scale = 0;
+            const std::string value = item.substr(eq + 1);
+            size_t used = 0;
+            try {
+                scale = std::stod(value, &used);
+            } catch (const std::exception&) {
+                used = 0;
+            }
+            if (used == 0 || used != value.size() || !(std::abs(scale) <= 100.0)) {
+                throw ConfigError("invalid " + where + ": '" + value +
+                                  "' is not a number between -100 and 100");
+            }
+            auto it = std::find_if(c.loras.begin(), c.loras.end(), [&](const LoraSpec& l) {
+                return l.name == name && (model.empty() || l.model == model);
+            });
+            if (it == c.loras.end()) {
+                throw ConfigError("invalid " + where + ": no adapter '" + item.substr(0, eq) +
+                                  "' was given with --lora");
+            }
+            it->scale = static_cast<float>(scale);
         }
     }
     if (auto* v = text("host")) c.host = *v;

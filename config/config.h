@@ -26,8 +26,24 @@ struct ModelSpec {
     bool operator==(const ModelSpec&) const = default;
 };
 
+// A LoRA adapter of a model (--lora [MODEL/]NAME=PATH, --lora-scale [MODEL/]NAME=SCALE).
+struct LoraSpec {
+    std::string model;  // the model it adapts; empty: the only model
+    std::string name;   // what requests put in lora[].id (or its index among the model's)
+    std::string path;
+    // Applied to requests that do not say (no `lora` field); 0: only when a request asks.
+    float scale = 0.0f;
+    bool operator==(const LoraSpec&) const = default;
+};
+
 struct Config {
-    std::vector<ModelSpec> models;
+    std::vector<ModelSpec> models;  // pinned: loaded at start, kept until asked to unload
+    // A folder whose .gguf files are served too, each loaded when first named; empty: none.
+    std::string models_dir;
+    int idle_unload_s = 300;     // a folder model idle this long is unloaded; 0: never
+    uint64_t memory_budget = 0;  // bytes all loaded models may hold; 0: no limit
+    int load_timeout_s = 120;    // a request waits this long for its model to load
+    std::vector<LoraSpec> loras;  // in the order given: each model's ids number its own
     std::string host = "127.0.0.1";
     uint16_t port = 8080;
     int threads = 0;       // inference threads; 0 = one per physical core
@@ -89,6 +105,9 @@ void validate(const Config& config, const Sources& sources = {});
 
 // "NAME=PATH" or "PATH" (name = file stem) -> ModelSpec. Throws ConfigError.
 ModelSpec parse_model_spec(const std::string& text);
+
+// "[MODEL/]NAME=PATH" -> LoraSpec (scale 0). Throws ConfigError.
+LoraSpec parse_lora_spec(const std::string& text);
 
 std::string to_string(LogFormat format);
 

@@ -40,12 +40,16 @@ void check_generation(const server::GenerationOptions& r, const ApiLimits& limit
           "logit_bias within the limit");
     check(r.sampling.top_logprobs <= limits.max_top_logprobs, "top_logprobs within the limit");
     check(r.stop.max_tokens <= limits.max_tokens, "max_tokens within the limit");
-    // The engine must accept what the API accepted, but for ids beyond the vocabulary.
-    const scheduler::SubmitResult verdict =
-        scheduler::validate({std::move(prompt), r.sampling, r.stop, nullptr, {}}, kVocab, 1 << 20);
+    check(!r.lora || r.lora->size() <= static_cast<size_t>(limits.max_lora),
+          "lora within the limit");
+    // The engine must accept what the API accepted, but for ids beyond the vocabulary and
+    // adapters this target's model (which has none) lacks.
+    const scheduler::SubmitResult verdict = scheduler::validate(
+        {std::move(prompt), r.sampling, r.stop, nullptr, {}, r.lora}, kVocab, 1 << 20);
     check(verdict.accepted() || (verdict.status == scheduler::SubmitStatus::invalid &&
-                                 (verdict.param == "logit_bias" || verdict.param == "prompt")),
-          "the engine refuses only ids beyond the vocabulary");
+                                 (verdict.param == "logit_bias" || verdict.param == "prompt" ||
+                                  (verdict.param == "lora" && !r.lora->empty()))),
+          "the engine refuses only ids beyond the vocabulary and adapters the model lacks");
     if (verdict.accepted()) sampling::Sampler sampler(r.sampling, kVocab);
 }
 

@@ -56,6 +56,7 @@ bool fuzz_template_one(const uint8_t* data, size_t size);
 bool fuzz_tokenizer_one(const uint8_t* data, size_t size);
 bool fuzz_json_request_one(const uint8_t* data, size_t size);
 bool fuzz_model_one(const uint8_t* data, size_t size);
+bool fuzz_lora_one(const uint8_t* data, size_t size);
 bool fuzz_http_request_one(const uint8_t* data, size_t size);
 bool fuzz_grammar_one(const uint8_t* data, size_t size);
 bool fuzz_json_schema_one(const uint8_t* data, size_t size);

@@ -1,14 +1,17 @@
 // Writes the seed corpus of fuzz_gguf: tiny valid GGUF files covering every version, every metadata
 // value type, nested arrays, a custom alignment, several tensor types, tokenizer metadata and the
-// naming keys; and the seeds of fuzz_model: tiny llama models (F32 and F16 weights) small enough
-// for the fuzzer's input size. Usage: fuzz_make_gguf_seeds fuzz/corpus. Its output is committed in
-// fuzz/corpus/fuzz_gguf and fuzz/corpus/fuzz_model (named .bin: the repository ignores *.gguf).
+// naming keys; the seeds of fuzz_model: tiny llama models (F32 and F16 weights) small enough
+// for the fuzzer's input size; and the seeds of fuzz_lora: adapters for fuzz_lora's base. Usage:
+// fuzz_make_gguf_seeds fuzz/corpus. Its output is committed in fuzz/corpus/fuzz_gguf and
+// fuzz/corpus/fuzz_model (named .bin: the repository ignores *.gguf).
 #include <cstdio>
 #include <filesystem>
 #include <string>
 #include <vector>
 
+#include "engine/model/lora.h"
 #include "engine/model/random_model.h"
+#include "fuzz/tiny_model.h"
 #include "gguf/file.h"
 #include "gguf/types.h"
 #include "gguf/writer.h"
@@ -131,37 +134,10 @@ gguf::Writer bpe_vocab() {
     return w;
 }
 
-// A llama model with 8-wide embeddings, one layer and a 12-token vocabulary: about 4 KB.
-gguf::Writer tiny_model(gguf::TensorType type) {
-    gguf::Writer vocab(3);
-    vocab.set("general.architecture", "llama");
-    vocab.set("tokenizer.ggml.model", "gpt2");
-    vocab.set("tokenizer.ggml.pre", "default");
-    vocab.set("tokenizer.ggml.tokens",
-              array_of(std::vector<std::string>{"a", "b", "c", "d", "e", "f", "g", "h", "i", "j",
-                                                "<s>", "</s>"}));
-    vocab.set("tokenizer.ggml.token_type",
-              array_of(std::vector<int32_t>{1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 3, 3}));
-    vocab.set("tokenizer.ggml.bos_token_id", uint32_t{10});
-    vocab.set("tokenizer.ggml.eos_token_id", uint32_t{11});
-    const gguf::File vocab_file = gguf::File::from_bytes(vocab.to_bytes(), "vocab");
-
-    ggufd::model::RandomModelSpec spec;
-    spec.name = "tiny";
-    spec.n_embd = 8;
-    spec.n_layer = 1;
-    spec.n_head = 2;
-    spec.n_head_kv = 1;
-    spec.n_ff = 16;
-    spec.n_ctx = 16;
-    spec.type = type;
-    spec.vocab = &vocab_file;
-    return ggufd::model::make_random_model(spec);
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
+    using ggufd::fuzz::tiny_model;
     if (argc != 2) {
         std::fprintf(stderr, "usage: %s <corpus dir>\n", argv[0]);
         return 2;
@@ -180,5 +156,19 @@ int main(int argc, char** argv) {
     for (const auto& [name, writer] : seeds) writer.write(dir / name);
     tiny_model(gguf::TensorType::F32).write(models / "tiny-f32.bin");
     tiny_model(gguf::TensorType::F16).write(models / "tiny-f16.bin");
+    const std::filesystem::path loras = std::filesystem::path(argv[1]) / "fuzz_lora";
+    std::filesystem::create_directories(loras);
+    const auto base = ggufd::model::Model::from_file(
+        gguf::File::from_bytes(tiny_model(gguf::TensorType::F32).to_bytes(), "tiny"));
+    using ggufd::model::RandomLoraSpec;
+    const std::pair<const char*, RandomLoraSpec> adapters[] = {
+        {"all-rank2.bin", {.rank = 2, .alpha = 4.0f}},
+        {"attn-q-v-rank1-no-alpha.bin",
+         {.rank = 1, .alpha = 0.0f, .targets = {"attn_q", "attn_v"}}},
+        {"output-f16.bin", {.rank = 3, .type = gguf::TensorType::F16, .targets = {"output"}}},
+    };
+    for (const auto& [name, spec] : adapters) {
+        ggufd::model::make_random_lora(*base, spec).write(loras / name);
+    }
     return 0;
 }

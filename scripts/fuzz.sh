@@ -25,7 +25,7 @@ seconds="${1:-${GGUFD_FUZZ_SECONDS:-60}}"
 shift || true
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-    targets=(fuzz_gguf fuzz_model fuzz_template fuzz_tokenizer fuzz_json_request fuzz_http_request
+    targets=(fuzz_gguf fuzz_model fuzz_lora fuzz_template fuzz_tokenizer fuzz_json_request fuzz_http_request
         fuzz_grammar fuzz_json_schema fuzz_chat)
 fi
 build=build-fuzz
@@ -63,7 +63,7 @@ fi
 max_len() {
     case "$1" in
         fuzz_gguf) echo 8192 ;;
-        fuzz_model) echo 16384 ;;
+        fuzz_model | fuzz_lora) echo 16384 ;;
         fuzz_tokenizer) echo 2048 ;;
         *) echo 4096 ;;
     esac

@@ -1,5 +1,6 @@
 #include "server/api.h"
 
+#include <chrono>
 #include <ctime>
 #include <utility>
 
@@ -31,6 +32,10 @@ bool truthy(const std::optional<std::string>& v) {
     return v && (*v == "1" || *v == "true" || *v == "yes" || v->empty());
 }
 
+// The lease a request handled again after its model loaded already holds: the handlers keep one
+// signature, and the second handling runs them synchronously on this thread.
+thread_local std::shared_ptr<ModelLease>* t_loaded_lease = nullptr;
+
 }  // namespace
 
 HttpResponse error_response(const ApiError& error) {
@@ -42,7 +47,7 @@ HttpResponse error_response(const ApiError& error) {
     return r;
 }
 
-Api::Api(const ModelRegistry& registry, ApiOptions options)
+Api::Api(ModelRegistry& registry, ApiOptions options)
     : registry_(registry), options_(std::move(options)) {
     routes_ = {
         {"GET", "/health", &Api::health, true},
@@ -50,6 +55,8 @@ Api::Api(const ModelRegistry& registry, ApiOptions options)
         {"GET", "/v1/models", &Api::list_models_openai, false},
         {"GET", "/models", &Api::list_models, false},
         {"GET", "/models/{id}", &Api::show_model, false},
+        {"POST", "/models/{id}/load", &Api::load_model, false},
+        {"POST", "/models/{id}/unload", &Api::unload_model, false},
         {"POST", "/v1/completions", &Api::completions, false},
         {"POST", "/v1/chat/completions", &Api::chat_completions, false},
         {"POST", "/tokenize", &Api::tokenize, false},
@@ -61,10 +68,15 @@ Api::Api(const ModelRegistry& registry, ApiOptions options)
 const Api::Route* Api::match(const std::string& path, std::string& param) const {
     for (const auto& route : routes_) {
         std::string_view pattern = route.pattern;
-        if (pattern.ends_with("{id}")) {
-            std::string_view prefix = pattern.substr(0, pattern.size() - 4);
-            if (!path.starts_with(prefix)) continue;
-            std::string_view rest = std::string_view(path).substr(prefix.size());
+        if (const size_t at = pattern.find("{id}"); at != std::string_view::npos) {
+            const std::string_view prefix = pattern.substr(0, at);
+            const std::string_view suffix = pattern.substr(at + 4);
+            if (path.size() < prefix.size() + suffix.size() || !path.starts_with(prefix) ||
+                !path.ends_with(suffix)) {
+                continue;
+            }
+            std::string_view rest = std::string_view(path).substr(
+                prefix.size(), path.size() - prefix.size() - suffix.size());
             if (rest.empty() || rest.find('/') != std::string_view::npos) continue;
             param = url_decode(rest);
             return &route;
@@ -110,6 +122,8 @@ void Api::handle(const HttpRequest& request, const std::shared_ptr<ResponseChann
         }
         refuse_new_work_while_draining(*route);
         (this->*(route->handler))(request, channel, param);
+    } catch (const LoadPending&) {
+        // Answered once the model has loaded (acquire_model).
     } catch (const ApiError& e) {
         channel->respond(error_response(e));
     } catch (const sampling::InvalidParam& e) {
@@ -129,32 +143,48 @@ void Api::refuse_new_work_while_draining(const Route& route) const {
                                 "shutting_down", options_.retry_after_s);
 }
 
-ModelBackend& Api::resolve_model(const std::string& name) const {
-    ModelBackend* model = nullptr;
-    if (name.empty()) {
-        model = registry_.default_model();
-        if (!model) {
-            throw ApiError::bad_request(
-                fmt::format("'model' is required: {} models are loaded", registry_.all().size()),
-                "model");
-        }
+std::shared_ptr<ModelLease> Api::acquire_model(const std::string& name,
+                                               const nlohmann::ordered_json& body,
+                                               const HttpRequest& request,
+                                               const std::shared_ptr<ResponseChannel>& channel) {
+    const KeepAlive keep_alive = parse_keep_alive(body);
+    std::shared_ptr<ModelLease> lease;
+    if (t_loaded_lease && *t_loaded_lease &&
+        (name.empty() || (*t_loaded_lease)->model().name() == name)) {
+        lease = std::move(*t_loaded_lease);
+        lease->set_keep_alive(keep_alive);
     } else {
-        model = registry_.find(name);
-        if (!model && registry_.is_failed(name)) {
-            throw ApiError::not_found(
-                fmt::format("The model '{}' failed to load when the server started", name),
-                "model_not_found");
-        }
-        if (!model) {
-            throw ApiError::not_found(fmt::format("The model '{}' does not exist", name),
-                                      "model_not_found");
-        }
+        const auto since = std::chrono::steady_clock::now();
+        lease = registry_.acquire(
+            name, keep_alive,
+            [this, request, channel, post = channel->poster(), since](
+                std::shared_ptr<ModelLease> loaded, std::exception_ptr error) {
+                post([this, request, channel, loaded = std::move(loaded), error, since]() mutable {
+                    channel->access().load_wait_s =
+                        std::chrono::duration<double>(std::chrono::steady_clock::now() - since)
+                            .count();
+                    if (error) {
+                        try {
+                            std::rethrow_exception(error);
+                        } catch (const ApiError& e) {
+                            channel->respond(error_response(e));
+                        }
+                        return;
+                    }
+                    t_loaded_lease = &loaded;
+                    handle(request, channel);
+                    t_loaded_lease = nullptr;
+                });
+            });
+        if (!lease) throw LoadPending{};
     }
-    if (!model->is_ready()) {
-        throw ApiError::unavailable(fmt::format("The model '{}' is still loading", model->name()),
-                                    "model_loading", options_.retry_after_s);
+    if (!lease->model().is_ready()) {
+        throw ApiError::unavailable(
+            fmt::format("The model '{}' is still loading", lease->model().name()), "model_loading",
+            options_.retry_after_s);
     }
-    return *model;
+    channel->access().model = lease->model().name();
+    return lease;
 }
 
 // A request the engine refused, answered with the engine's own reason. The engine names the
@@ -184,16 +214,17 @@ void Api::check_request(const scheduler::GenerationRequest& request, ModelBacken
                         request.prompt.size(), limit),
             prompt_param, "context_length_exceeded");
     }
-    throw_refusal(
-        scheduler::validate(request, model.vocab_size(), model.generator().context_size()),
-        prompt_param, options_.retry_after_s);
+    throw_refusal(scheduler::validate(request, model.vocab_size(), model.generator().context_size(),
+                                      model.generator().adapters()),
+                  prompt_param, options_.retry_after_s);
 }
 
 void Api::health(const HttpRequest&, const std::shared_ptr<ResponseChannel>& channel,
                  const std::string&) {
     if (registry_.all_ready() && !draining()) {
         json body = {{"status", "ok"}};
-        if (!registry_.failed().empty()) body["failed_models"] = registry_.failed();
+        if (auto failed = registry_.failed_at_start(); !failed.empty())
+            body["failed_models"] = std::move(failed);
         channel->respond(json_response(200, body));
         return;
     }
@@ -213,10 +244,10 @@ void Api::metrics(const HttpRequest&, const std::shared_ptr<ResponseChannel>& ch
 void Api::list_models_openai(const HttpRequest&, const std::shared_ptr<ResponseChannel>& channel,
                              const std::string&) {
     json data = json::array();
-    for (ModelBackend* m : registry_.all()) {
-        data.push_back({{"id", m->name()},
+    for (const std::string& name : registry_.names()) {
+        data.push_back({{"id", name},
                         {"object", "model"},
-                        {"created", registry_.created(m->name())},
+                        {"created", registry_.created(name)},
                         {"owned_by", "ggufd"}});
     }
     channel->respond(json_response(200, {{"object", "list"}, {"data", std::move(data)}}));
@@ -226,19 +257,45 @@ void Api::list_models(const HttpRequest& request, const std::shared_ptr<Response
                       const std::string&) {
     bool full = truthy(request.query_param("full"));
     json data = json::array();
-    for (ModelBackend* m : registry_.all()) data.push_back(m->describe(full));
+    for (const std::string& name : registry_.names()) {
+        if (auto d = registry_.describe(name, full)) data.push_back(std::move(*d));
+    }
     channel->respond(json_response(200, {{"object", "list"}, {"data", std::move(data)}}));
 }
 
+namespace {
+
+ApiError unknown_model(const std::string& id) {
+    return ApiError::not_found(fmt::format("The model '{}' does not exist", id), "model_not_found");
+}
+
+}  // namespace
+
 void Api::show_model(const HttpRequest& request, const std::shared_ptr<ResponseChannel>& channel,
                      const std::string& id) {
-    ModelBackend* m = registry_.find(id);
-    if (!m) {
-        throw ApiError::not_found(fmt::format("The model '{}' does not exist", id),
-                                  "model_not_found");
-    }
-    channel->access().model = m->name();
-    channel->respond(json_response(200, m->describe(truthy(request.query_param("full")))));
+    auto d = registry_.describe(id, truthy(request.query_param("full")));
+    if (!d) throw unknown_model(id);
+    channel->access().model = id;
+    channel->respond(json_response(200, *d));
+}
+
+// Admin: load now (answered once loaded, with the model's description) or unload (at once when
+// no request uses it, else when the last one ends).
+void Api::load_model(const HttpRequest& request, const std::shared_ptr<ResponseChannel>& channel,
+                     const std::string& id) {
+    if (id.empty()) throw unknown_model(id);
+    const RequestJson body =
+        request.body.empty() ? RequestJson::object() : parse_json_body(request.body);
+    std::shared_ptr<ModelLease> lease = acquire_model(id, body, request, channel);
+    lease.reset();
+    channel->respond(json_response(200, registry_.describe(id, false).value_or(json::object())));
+}
+
+void Api::unload_model(const HttpRequest&, const std::shared_ptr<ResponseChannel>& channel,
+                       const std::string& id) {
+    if (!registry_.unload(id)) throw unknown_model(id);
+    channel->access().model = id;
+    channel->respond(json_response(200, registry_.describe(id, false).value_or(json::object())));
 }
 
 namespace {
@@ -356,16 +413,19 @@ void apply_reasoning_budget(const ChatRequest& r, int server_default, chat::Fami
 
 void Api::completions(const HttpRequest& request, const std::shared_ptr<ResponseChannel>& channel,
                       const std::string&) {
-    CompletionRequest r = parse_completion_request(parse_json_body(request.body), options_.limits);
-    ModelBackend& model = resolve_model(r.model);
-    channel->access().model = model.name();
+    const RequestJson body = parse_json_body(request.body);
+    CompletionRequest r = parse_completion_request(body, options_.limits);
+    std::shared_ptr<ModelLease> lease = acquire_model(r.model, body, request, channel);
+    ModelBackend& model = lease->model();
 
     GenerationPlan plan = make_plan(ApiKind::completion, request, model, r);
+    plan.model_lease = lease;
     for (size_t k = 0; k < r.prompts.size(); ++k) {
         const PromptInput& p = r.prompts[k];
         scheduler::GenerationRequest engine_request;
         engine_request.sampling = r.sampling;
         engine_request.stop = r.stop;
+        engine_request.lora = r.lora;
         // Completion prompts are raw model input: special-token text means the token.
         engine_request.prompt = p.is_tokens ? p.tokens
                                             : model.tokenize(p.text, /*add_special=*/true,
@@ -380,13 +440,15 @@ void Api::completions(const HttpRequest& request, const std::shared_ptr<Response
 
 void Api::chat_completions(const HttpRequest& request,
                            const std::shared_ptr<ResponseChannel>& channel, const std::string&) {
-    ChatRequest r = parse_chat_request(parse_json_body(request.body), options_.limits);
-    ModelBackend& model = resolve_model(r.model);
-    channel->access().model = model.name();
+    const RequestJson body = parse_json_body(request.body);
+    ChatRequest r = parse_chat_request(body, options_.limits);
+    std::shared_ptr<ModelLease> lease = acquire_model(r.model, body, request, channel);
+    ModelBackend& model = lease->model();
 
     scheduler::GenerationRequest engine_request;
     engine_request.sampling = r.sampling;
     engine_request.stop = r.stop;
+    engine_request.lora = r.lora;
     std::string prompt_text;
     try {
         const jinja::Rendered prompt =
@@ -400,6 +462,7 @@ void Api::chat_completions(const HttpRequest& request,
     check_request(engine_request, model, "messages");
 
     GenerationPlan plan = make_plan(ApiKind::chat, request, model, r);
+    plan.model_lease = lease;
     plan.chat_output = chat_output_options(r, model.chat_family(), prompt_text);
     engine_request.render_tokens = model.chat_markup_tokens();
     if (r.forces_tool_call()) {
@@ -415,9 +478,10 @@ void Api::chat_completions(const HttpRequest& request,
 
 void Api::tokenize(const HttpRequest& request, const std::shared_ptr<ResponseChannel>& channel,
                    const std::string&) {
-    TokenizeRequest r = parse_tokenize_request(parse_json_body(request.body));
-    ModelBackend& model = resolve_model(r.model);
-    channel->access().model = model.name();
+    const RequestJson body = parse_json_body(request.body);
+    TokenizeRequest r = parse_tokenize_request(body);
+    std::shared_ptr<ModelLease> lease = acquire_model(r.model, body, request, channel);
+    ModelBackend& model = lease->model();
     std::vector<int32_t> tokens = model.tokenize(r.content, r.add_special, r.parse_special);
     json out = json::array();
     for (int32_t id : tokens) {
@@ -432,9 +496,10 @@ void Api::tokenize(const HttpRequest& request, const std::shared_ptr<ResponseCha
 
 void Api::detokenize(const HttpRequest& request, const std::shared_ptr<ResponseChannel>& channel,
                      const std::string&) {
-    DetokenizeRequest r = parse_detokenize_request(parse_json_body(request.body));
-    ModelBackend& model = resolve_model(r.model);
-    channel->access().model = model.name();
+    const RequestJson body = parse_json_body(request.body);
+    DetokenizeRequest r = parse_detokenize_request(body);
+    std::shared_ptr<ModelLease> lease = acquire_model(r.model, body, request, channel);
+    ModelBackend& model = lease->model();
     scheduler::check_token_ids(r.tokens, model.vocab_size(), "tokens");
     channel->respond(json_response(200, {{"content", model.detokenize(r.tokens)}}));
 }

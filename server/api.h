@@ -12,7 +12,7 @@
 #include "server/api_error.h"
 #include "server/http_types.h"
 #include "server/limits.h"
-#include "server/model_backend.h"
+#include "server/model_registry.h"
 
 namespace ggufd::server {
 
@@ -36,7 +36,7 @@ struct ApiOptions {
 class Api {
   public:
     // The registry must outlive the Api.
-    Api(const ModelRegistry& registry, ApiOptions options);
+    Api(ModelRegistry& registry, ApiOptions options);
 
     // Answers `request` through `channel`, at once or (generation) later.
     void handle(const HttpRequest& request, const std::shared_ptr<ResponseChannel>& channel);
@@ -54,14 +54,22 @@ class Api {
                                   const std::string& param);
     struct Route {
         const char* method;
-        const char* pattern;  // a trailing "{id}" matches one path segment
+        const char* pattern;  // "{id}" matches one path segment
         Handler handler;
         bool public_route;
     };
 
     // The route for a path, whatever the method; nullptr when none.
     const Route* match(const std::string& path, std::string& param) const;
-    ModelBackend& resolve_model(const std::string& name) const;
+    // The request's model, loaded, held by a lease for as long as the request needs it. When it
+    // is not loaded yet, its load is awaited without holding the thread: this throws
+    // LoadPending, and the request is handled again once the model is loaded (or answered with
+    // why it cannot be).
+    std::shared_ptr<ModelLease> acquire_model(const std::string& name,
+                                              const nlohmann::ordered_json& body,
+                                              const HttpRequest& request,
+                                              const std::shared_ptr<ResponseChannel>& channel);
+    struct LoadPending {};
     // Throws 503 while draining, except for the routes a prober or a scraper uses.
     void refuse_new_work_while_draining(const Route& route) const;
     // The server's prompt cap, then the engine's validate(): 400 naming the parameter (the
@@ -81,6 +89,10 @@ class Api {
                      const std::string&);
     void chat_completions(const HttpRequest&, const std::shared_ptr<ResponseChannel>&,
                           const std::string&);
+    void load_model(const HttpRequest&, const std::shared_ptr<ResponseChannel>&,
+                    const std::string&);
+    void unload_model(const HttpRequest&, const std::shared_ptr<ResponseChannel>&,
+                      const std::string&);
     void tokenize(const HttpRequest&, const std::shared_ptr<ResponseChannel>&, const std::string&);
     void detokenize(const HttpRequest&, const std::shared_ptr<ResponseChannel>&,
                     const std::string&);
@@ -91,7 +103,7 @@ class Api {
                     const std::string&);
     void rerank(const HttpRequest&, const std::shared_ptr<ResponseChannel>&, const std::string&);
 
-    const ModelRegistry& registry_;
+    ModelRegistry& registry_;
     ApiOptions options_;
     std::vector<Route> routes_;
     std::atomic<bool> draining_{false};

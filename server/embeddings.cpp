@@ -29,8 +29,9 @@ using Answer = std::function<json(const scheduler::EmbeddingResult&)>;
 // One embedding or rerank request in flight, held by the session until it is answered.
 class EmbeddingJob : public Exchange, public std::enable_shared_from_this<EmbeddingJob> {
   public:
-    EmbeddingJob(std::shared_ptr<ResponseChannel> channel, Answer answer)
-        : channel_(std::move(channel)), answer_(std::move(answer)) {}
+    EmbeddingJob(std::shared_ptr<ResponseChannel> channel, Answer answer,
+                 std::shared_ptr<ModelLease> lease)
+        : channel_(std::move(channel)), answer_(std::move(answer)), lease_(std::move(lease)) {}
     ~EmbeddingJob() override { cancelled_->store(true); }
 
     void cancel() override { cancelled_->store(true); }
@@ -43,6 +44,7 @@ class EmbeddingJob : public Exchange, public std::enable_shared_from_this<Embedd
   private:
     std::shared_ptr<ResponseChannel> channel_;
     Answer answer_;
+    std::shared_ptr<ModelLease> lease_;  // the model stays loaded while the job lives
     std::shared_ptr<std::atomic<bool>> cancelled_ = std::make_shared<std::atomic<bool>>(false);
 };
 
@@ -211,9 +213,10 @@ void Api::add_embedding_routes() {
 
 void Api::embeddings(const HttpRequest& request, const std::shared_ptr<ResponseChannel>& channel,
                      const std::string&) {
-    EmbeddingsRequest r = parse_embeddings_request(parse_json_body(request.body), options_.limits);
-    ModelBackend& model = resolve_model(r.model);
-    channel->access().model = model.name();
+    const RequestJson body = parse_json_body(request.body);
+    EmbeddingsRequest r = parse_embeddings_request(body, options_.limits);
+    std::shared_ptr<ModelLease> lease = acquire_model(r.model, body, request, channel);
+    ModelBackend& model = lease->model();
     check_embedding_model(model, /*rerank=*/false);
 
     scheduler::EmbeddingRequest er;
@@ -255,15 +258,16 @@ void Api::embeddings(const HttpRequest& request, const std::shared_ptr<ResponseC
                     {"model", name},
                     {"usage", usage_json(res)}};
     };
-    auto job = std::make_shared<EmbeddingJob>(channel, std::move(answer));
+    auto job = std::make_shared<EmbeddingJob>(channel, std::move(answer), lease);
     throw_refusal(job->start(model.embedder(), std::move(er)), "input", options_.retry_after_s);
 }
 
 void Api::rerank(const HttpRequest& request, const std::shared_ptr<ResponseChannel>& channel,
                  const std::string&) {
-    RerankRequest r = parse_rerank_request(parse_json_body(request.body), options_.limits);
-    ModelBackend& model = resolve_model(r.model);
-    channel->access().model = model.name();
+    const RequestJson body = parse_json_body(request.body);
+    RerankRequest r = parse_rerank_request(body, options_.limits);
+    std::shared_ptr<ModelLease> lease = acquire_model(r.model, body, request, channel);
+    ModelBackend& model = lease->model();
     check_embedding_model(model, /*rerank=*/true);
 
     scheduler::EmbeddingRequest er;
@@ -302,7 +306,7 @@ void Api::rerank(const HttpRequest& request, const std::shared_ptr<ResponseChann
                     {"results", std::move(results)},
                     {"usage", usage_json(res)}};
     };
-    auto job = std::make_shared<EmbeddingJob>(channel, std::move(answer));
+    auto job = std::make_shared<EmbeddingJob>(channel, std::move(answer), lease);
     throw_refusal(job->start(model.embedder(), std::move(er)), "documents", options_.retry_after_s);
 }
 

@@ -72,14 +72,49 @@ uint64_t available_memory() {
     return available;
 }
 
-// The KV cache is allocated and zeroed up front; one larger than the memory left would get the
-// process killed by the kernel rather than throw, so it is refused before allocating.
-void check_kv_memory(const model::Model& model, const scheduler::SchedulerParams& params) {
+// The bytes of the KV cache and recurrent state a scheduler with these settings allocates for
+// the model.
+uint64_t cache_bytes(const model::HParams& hp, const scheduler::SchedulerParams& params) {
+    return model::SequenceCache::bytes_needed(
+        hp, {.n_seq = params.n_slots,
+             .n_ctx = model::default_context_size(hp, params.n_ctx),
+             .kv_types = params.kv_types,
+             .swa_batch = std::max(params.batch_size, 1)});
+}
+
+// The general.* keys, and with `full` every key as "metadata" (long arrays summarised).
+void describe_metadata(const gguf::File& f, bool full, Json& d) {
+    Json general = Json::object();
+    Json metadata = Json::object();
+    for (const gguf::KeyValue& kv : f.metadata().entries()) {
+        if (kv.key.starts_with("general.")) general[kv.key.substr(8)] = value_json(kv.value, 64);
+        if (full) metadata[kv.key] = value_json(kv.value, 64);
+    }
+    d["general"] = std::move(general);
+    if (full) d["metadata"] = std::move(metadata);
+}
+
+// Bytes of the model's files (every file of a split set), all mapped.
+uint64_t mapped_bytes(const gguf::File& f) {
+    uint64_t sum = 0;
+    for (const auto& shard : f.shards()) sum += shard.size;
+    return sum;
+}
+
+// The KV cache and the recurrent state store are allocated and zeroed up front; caches larger
+// than the memory left would get the process killed by the kernel rather than throw, so they are
+// refused before allocating.
+void check_cache_memory(const model::Model& model, const scheduler::SchedulerParams& params) {
     const int n_ctx = model::default_context_size(model.hparams(), params.n_ctx);
-    const uint64_t needed = model::KvCache::bytes_needed(
-        model.hparams(), params.n_slots, n_ctx, params.kv_types, std::max(params.batch_size, 1));
+    const uint64_t needed = cache_bytes(model.hparams(), params);
     const uint64_t available = available_memory();
     if (available == 0 || needed <= available) return;
+    if (!model.hparams().has_attention()) {
+        throw std::runtime_error(fmt::format(
+            "the recurrent state needs {} ({} slots (--parallel)) but only {} of memory is "
+            "available; lower --parallel",
+            gguf::human_bytes(needed), params.n_slots, gguf::human_bytes(available)));
+    }
     throw std::runtime_error(fmt::format(
         "the KV cache needs {} ({} slots (--parallel) x {} tokens (--ctx-size)) but only {} of "
         "memory is available; lower --ctx-size or --parallel, or store it as q8_0 or q4_0 "
@@ -96,7 +131,7 @@ std::shared_ptr<EngineBackend> EngineBackend::load(const std::string& path,
     // Ready to serve at once; the weights the fast kernels read better repacked are rearranged
     // by a model thread meanwhile.
     auto model = model::Model::load(path, {.repack = model::Repack::background});
-    check_kv_memory(*model, options.scheduler);
+    check_cache_memory(*model, options.scheduler);
     const double secs =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return from_model(std::move(model), options, secs);
@@ -131,9 +166,13 @@ std::shared_ptr<EngineBackend> EngineBackend::from_model(std::shared_ptr<const m
         b->chat_markup_tokens_.end());
     if (t.bos() >= 0) b->bos_text_ = t.token_to_piece(t.bos(), true);
     if (t.eos() >= 0) b->eos_text_ = t.token_to_piece(t.eos(), true);
-    b->scheduler_ =
-        std::make_unique<scheduler::Scheduler>(b->model_, b->tokenizer_, options.scheduler);
+    scheduler::SchedulerParams params = options.scheduler;
+    for (const LoraFile& l : options.loras) {
+        params.adapters.push_back({l.name, model::LoraAdapter::load(l.path, b->model_), l.scale});
+    }
+    b->scheduler_ = std::make_unique<scheduler::Scheduler>(b->model_, b->tokenizer_, params);
     b->pooling_ = options.pooling.value_or(b->model_->hparams().pooling);
+    b->kv_bytes_ = cache_bytes(b->model_->hparams(), options.scheduler);
     if (b->pooling_ == model::Pooling::rank && !b->model_->weights().cls_out) {
         throw std::runtime_error(
             "rank pooling needs a classifier head (cls.output), which this model lacks");
@@ -229,15 +268,77 @@ Json EngineBackend::describe(bool full) const {
     d["embeddings"] = pooling_ != model::Pooling::rank && pooling_ != model::Pooling::none;
     d["rerank"] = pooling_ == model::Pooling::rank;
     d["embedding_length"] = hp.n_embd;
-    Json general = Json::object();
-    Json metadata = Json::object();
-    for (const gguf::KeyValue& kv : f.metadata().entries()) {
-        if (kv.key.starts_with("general.")) general[kv.key.substr(8)] = value_json(kv.value, 64);
-        if (full) metadata[kv.key] = value_json(kv.value, 64);
+    // The adapters requests may choose (lora[].id is the index or the name).
+    Json adapters = Json::array();
+    const auto named = scheduler_->adapters();
+    for (size_t i = 0; i < named.size(); ++i) {
+        const model::LoraAdapter& a = *named[i].adapter;
+        int64_t rank = 0;
+        for (const auto& [w, lw] : a.weights()) rank = std::max(rank, lw.rank);
+        adapters.push_back({{"id", i},
+                            {"name", named[i].name},
+                            {"path", a.file().name()},
+                            {"scale", named[i].default_scale},
+                            {"alpha", a.alpha()},
+                            {"rank", rank},
+                            {"matrices", a.weights().size()}});
     }
-    d["general"] = std::move(general);
-    if (full) d["metadata"] = std::move(metadata);
+    d["lora_adapters"] = std::move(adapters);
+    describe_metadata(f, full, d);
     return d;
+}
+
+uint64_t EngineBackend::memory_bytes() const {
+    // The mapped files, less the matrices whose pages were released for their repacked copies,
+    // plus those copies and the KV cache.
+    const gguf::File& f = model_->file();
+    uint64_t bytes = mapped_bytes(f) + model_->repacked_bytes() + kv_bytes_;
+    for (const gguf::TensorInfo& t : f.tensors()) {
+        if (model_->repacked(&t)) bytes -= std::min<uint64_t>(bytes, t.n_bytes);
+    }
+    return bytes;
+}
+
+Json describe_file(const gguf::File& f) {
+    const gguf::Totals totals = gguf::totals(f);
+    Json d;
+    d["architecture"] = f.architecture();
+    d["parameters"] = totals.parameters;
+    d["file_type"] = gguf::name_parts_from_metadata(f).encoding;
+    d["bits_per_weight"] = totals.bits_per_weight();
+    d["size_bytes"] = mapped_bytes(f);
+    d["context_length_trained"] = nullptr;
+    try {
+        const model::HParams hp = model::read_hparams(f);
+        d["context_length_trained"] = hp.n_ctx_train;
+        d["hyperparameters"] = model::describe_hparams(hp);
+    } catch (const gguf::Error&) {
+        // An unsupported file is described as far as its header goes; inspect() says why.
+    }
+    d["chat_template"] = f.metadata().contains("tokenizer.chat_template");
+    describe_metadata(f, /*full=*/true, d);
+    return d;
+}
+
+ModelLoader::Header EngineLoader::inspect(const std::string& name,
+                                          const std::filesystem::path& path) {
+    // Mapping reads nothing: only the header's pages are touched, never a tensor's.
+    const gguf::File f = gguf::File::open_set(path);
+    Header h;
+    h.description = describe_file(f);
+    h.description["id"] = name;
+    const nlohmann::ordered_json support = model::describe_support(f);
+    if (support.contains("supported") && !support["supported"].get<bool>()) {
+        throw std::runtime_error(support.value("reason", std::string("not supported")));
+    }
+    const model::HParams hp = model::read_hparams(f);
+    h.bytes = mapped_bytes(f) + cache_bytes(hp, options_for_(name).scheduler);
+    return h;
+}
+
+std::shared_ptr<ModelBackend> EngineLoader::load(const std::string& name,
+                                                 const std::filesystem::path& path) {
+    return EngineBackend::load(path.string(), options_for_(name));
 }
 
 std::shared_ptr<EngineBackend> make_demo_backend(const scheduler::SchedulerParams& params,

@@ -2,20 +2,31 @@
 // continuous-batching scheduler. One per served model.
 #pragma once
 
+#include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "engine/model/model.h"
 #include "engine/scheduler/scheduler.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "jinja/chat_template.h"
-#include "server/model_backend.h"
+#include "server/model_registry.h"
 
 namespace ggufd::server {
 
+// A LoRA adapter file to load for the model, its name and default scale (--lora, --lora-scale).
+struct LoraFile {
+    std::string name;
+    std::string path;
+    float scale = 0.0f;
+};
+
 struct EngineBackendOptions {
     std::string name;
+    std::vector<LoraFile> loras;  // ids in this order
     scheduler::SchedulerParams scheduler;
     std::optional<std::string> chat_template;  // overrides the model's tokenizer.chat_template
     std::optional<chat::Family> tool_parser;   // overrides the family detected from the template
@@ -47,6 +58,7 @@ class EngineBackend final : public ModelBackend,
                                 const nlohmann::ordered_json& tools, bool add_generation_prompt,
                                 const nlohmann::ordered_json& extra_context) const override;
     std::vector<int32_t> tokenize_chat_prompt(const jinja::Rendered& prompt) const override;
+    uint64_t memory_bytes() const override;
     scheduler::Generator& generator() override { return *scheduler_; }
     std::optional<model::Pooling> pooling() const override { return pooling_; }
     scheduler::Embedder& embedder() override { return *scheduler_; }
@@ -71,7 +83,26 @@ class EngineBackend final : public ModelBackend,
     std::unique_ptr<scheduler::Scheduler> scheduler_;
     double load_seconds_ = 0;
     model::Pooling pooling_ = model::Pooling::last;
+    uint64_t kv_bytes_ = 0;
 };
+
+// Loads a models folder's files for the registry, each with the options `options_for` gives its
+// name (the per-model settings), and describes them from their headers.
+class EngineLoader final : public ModelLoader {
+  public:
+    explicit EngineLoader(std::function<EngineBackendOptions(const std::string& name)> options_for)
+        : options_for_(std::move(options_for)) {}
+    Header inspect(const std::string& name, const std::filesystem::path& path) override;
+    std::shared_ptr<ModelBackend> load(const std::string& name,
+                                       const std::filesystem::path& path) override;
+
+  private:
+    std::function<EngineBackendOptions(const std::string& name)> options_for_;
+};
+
+// What /models says of a file before it is loaded: architecture, parameters, encoding, size,
+// trained context, general.* (and every key as "metadata"), the hyperparameters as read.
+nlohmann::json describe_file(const gguf::File& file);
 
 // The built-in demo served when no model is configured: random weights with a byte-level
 // vocabulary, made in memory (a few MB, no file). `chat_template` replaces its ChatML template.

@@ -21,6 +21,8 @@
 
 namespace ggufd::server {
 
+class ModelLease;
+
 enum class ApiKind { completion, chat };
 
 struct ChoicePlan {
@@ -38,6 +40,8 @@ struct GenerationPlan {
     std::vector<ChoicePlan> choices;  // the response's choices, by index
     // Chat: how each choice's text is read into content, reasoning and tool calls.
     std::optional<chat::ParserOptions> chat_output;
+    // Keeps the model loaded while the job lives (the registry never unloads it under a stream).
+    std::shared_ptr<ModelLease> model_lease;
 };
 
 class GenerationJob : public Exchange, public std::enable_shared_from_this<GenerationJob> {

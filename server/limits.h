@@ -20,6 +20,8 @@ struct ApiLimits {
     size_t max_stop_bytes = 256;
     // `logit_bias` entries.
     int32_t max_logit_bias = 1024;
+    // `lora`: adapters one request may choose.
+    int32_t max_lora = 16;
     // `logprobs` (completions) and `top_logprobs` (chat): alternatives per token.
     int32_t max_top_logprobs = 20;
     // Chat `messages` per request.

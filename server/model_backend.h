@@ -1,11 +1,9 @@
-// What the HTTP layer needs of a loaded model, and the set of models the server answers for.
+// What the HTTP layer needs of a loaded model (the set of models is model_registry.h).
 // The engine side (tokenizer, chat template, scheduler) implements ModelBackend; the server only
 // sees this interface, so it can be tested with fakes.
 #pragma once
 
 #include <cstdint>
-#include <ctime>
-#include <map>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -87,6 +85,10 @@ class ModelBackend {
     // otherwise): chat replies keep their text so the output parser sees the calls.
     virtual std::vector<int32_t> chat_markup_tokens() const { return {}; }
 
+    // Bytes of memory the loaded model holds (weights, KV cache, repacked copies), measured from
+    // what it allocated and mapped; what --memory-budget counts.
+    virtual uint64_t memory_bytes() const { return 0; }
+
     // The model's scheduler. submit() must not block (the server calls it on an I/O thread).
     virtual scheduler::Generator& generator() = 0;
 
@@ -103,41 +105,6 @@ class ModelBackend {
     virtual std::vector<int32_t> rerank_pair(const std::string&, const std::string&) const {
         throw std::logic_error("this model does not rerank");
     }
-};
-
-// Name -> backend. Filled before the server starts and not changed while it runs, so reads need
-// no lock.
-class ModelRegistry {
-  public:
-    // Throws std::invalid_argument for an empty or duplicate name.
-    void add(std::shared_ptr<ModelBackend> backend);
-
-    // nullptr when unknown.
-    ModelBackend* find(const std::string& name) const;
-    // The model to use when a request names none: the only one, or nullptr when there are several
-    // (or none).
-    ModelBackend* default_model() const;
-    // Every model, in the order they were added.
-    std::vector<ModelBackend*> all() const;
-    // When the model was added (Unix seconds), for /v1/models "created".
-    std::time_t created(const std::string& name) const;
-    // True when there is at least one model and every model is ready.
-    bool all_ready() const;
-
-    // A configured model that failed to load and is left out (--skip-bad-models): requests naming
-    // it get 404 saying so, /health lists it. The reason stays in the server's log.
-    void add_failed(const std::string& name);
-    const std::vector<std::string>& failed() const { return failed_; }
-    bool is_failed(const std::string& name) const;
-
-  private:
-    struct Entry {
-        std::shared_ptr<ModelBackend> backend;
-        std::time_t created = 0;
-    };
-    std::vector<Entry> entries_;
-    std::map<std::string, size_t> by_name_;
-    std::vector<std::string> failed_;
 };
 
 }  // namespace ggufd::server

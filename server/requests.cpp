@@ -1,10 +1,12 @@
 #include "server/requests.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <limits>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
@@ -225,6 +227,56 @@ std::vector<std::pair<int32_t, float>> parse_logit_bias(const json& body, const 
     return out;
 }
 
+// `lora`: an array of {"id": the adapter's index (as llama-server) or its name, "scale": number,
+// 1 when absent}; which ids and names exist is the model's, checked by scheduler::validate().
+std::optional<std::vector<scheduler::AdapterChoice>> parse_lora(const json& body,
+                                                                const ApiLimits& limits) {
+    const json* v = field(body, "lora");
+    if (!v) return std::nullopt;
+    const char* shape =
+        "'lora' must be an array of {\"id\": adapter index or name, \"scale\": number}";
+    if (!v->is_array()) throw ApiError::bad_request(shape, "lora");
+    if (v->size() > static_cast<size_t>(limits.max_lora)) {
+        throw ApiError::bad_request(
+            fmt::format("'lora' may hold at most {} adapters, got {}", limits.max_lora, v->size()),
+            "lora");
+    }
+    std::vector<scheduler::AdapterChoice> out;
+    for (size_t i = 0; i < v->size(); ++i) {
+        const json& item = (*v)[i];
+        if (!item.is_object()) throw ApiError::bad_request(shape, "lora");
+        for (const auto& [key, value] : item.items()) {
+            if (key != "id" && key != "scale") {
+                throw ApiError::bad_request(
+                    fmt::format("'lora[{}]' has an unknown field '{}' (only id and scale)", i, key),
+                    "lora");
+            }
+        }
+        scheduler::AdapterChoice c;
+        const json* id = field(item, "id");
+        int64_t index = -1;
+        if (id && id->is_string() && !id->get_ref<const std::string&>().empty()) {
+            c.name = id->get<std::string>();
+        } else if (id && as_integer(*id, index) && index >= 0) {
+            c.id = index;
+        } else {
+            throw ApiError::bad_request(
+                fmt::format("'lora[{}].id' must be an adapter's index (0, 1, ...) or its name", i),
+                "lora");
+        }
+        if (const json* scale = field(item, "scale")) {
+            if (!scale->is_number() || !(std::abs(scale->get<double>()) <= 100.0)) {
+                throw ApiError::bad_request(
+                    fmt::format("'lora[{}].scale' must be a number between -100 and 100", i),
+                    "lora");
+            }
+            c.scale = scale->get<float>();
+        }
+        out.push_back(std::move(c));
+    }
+    return out;
+}
+
 // A JSON Schema (the value at `where`, named `param` in the error) as a grammar; the 400 names
 // the keyword the converter refuses by its JSON pointer within the schema.
 std::string schema_gbnf(const json& schema, const std::string& where, const char* param) {
@@ -376,6 +428,7 @@ GenerationOptions parse_generation_options(const json& body, const ApiLimits& li
             "grammar is complete",
             "ignore_eos");
     }
+    out.lora = parse_lora(body, limits);
     get_string(body, "user");  // accepted for compatibility, checked, unused
     return out;
 }
@@ -405,6 +458,78 @@ size_t nesting_depth(std::string_view text) {
 }
 
 }  // namespace
+
+std::optional<std::chrono::milliseconds> parse_keep_alive(const RequestJson& body) {
+    const json* v = field(body, "keep_alive");
+    if (!v) return std::nullopt;
+    auto refuse = [] [[noreturn]] {
+        throw ApiError::bad_request(
+            "'keep_alive' must be seconds (a number) or a duration such as \"5m\", \"1h30m\", "
+            "\"90s\" or \"-1\"",
+            "keep_alive");
+    };
+    // Seconds, as a number or the text of one; else Go's duration syntax, which Ollama reads.
+    double seconds = 0;
+    if (v->is_number()) {
+        seconds = v->get<double>();
+    } else if (v->is_string()) {
+        const std::string text = v->get<std::string>();
+        std::string_view rest = text;
+        const bool negative = rest.starts_with('-');
+        if (negative || rest.starts_with('+')) rest.remove_prefix(1);
+        if (rest.empty()) refuse();
+        bool any = false;
+        while (!rest.empty()) {
+            size_t n = 0;
+            while (n < rest.size() &&
+                   (std::isdigit(static_cast<unsigned char>(rest[n])) || rest[n] == '.')) {
+                ++n;
+            }
+            if (n == 0 || n > 20) refuse();
+            double number = 0;
+            try {
+                size_t used = 0;
+                number = std::stod(std::string(rest.substr(0, n)), &used);
+                if (used != n) refuse();
+            } catch (const std::logic_error&) {  // not a number, or out of range
+                refuse();
+            }
+            rest.remove_prefix(n);
+            size_t u = 0;
+            while (u < rest.size() && std::isalpha(static_cast<unsigned char>(rest[u]))) ++u;
+            const std::string_view unit = rest.substr(0, u);
+            rest.remove_prefix(u);
+            double scale = 0;
+            if (unit.empty()) {
+                if (any || !rest.empty()) refuse();  // a bare number is seconds, alone
+                scale = 1;
+            } else if (unit == "h") {
+                scale = 3600;
+            } else if (unit == "m") {
+                scale = 60;
+            } else if (unit == "s") {
+                scale = 1;
+            } else if (unit == "ms") {
+                scale = 1e-3;
+            } else if (unit == "us") {
+                scale = 1e-6;
+            } else if (unit == "ns") {
+                scale = 1e-9;
+            } else {
+                refuse();
+            }
+            seconds += number * scale;
+            any = true;
+        }
+        if (negative) seconds = -seconds;
+    } else {
+        refuse();
+    }
+    // Negative keeps the model loaded, as does anything beyond ten years.
+    if (!std::isfinite(seconds)) refuse();
+    if (seconds < 0 || seconds > 10.0 * 365 * 86400) return std::chrono::milliseconds::max();
+    return std::chrono::milliseconds(static_cast<int64_t>(std::llround(seconds * 1000)));
+}
 
 json parse_json_body(std::string_view body) {
     // nlohmann parses any nesting without recursion, but copying, comparing or printing the result

@@ -4,6 +4,7 @@
 // `null` counts as absent.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -14,6 +15,7 @@
 
 #include "chat/parser.h"
 #include "engine/sampling/params.h"
+#include "engine/scheduler/generation.h"
 #include "server/api_error.h"
 #include "server/limits.h"
 
@@ -40,6 +42,9 @@ struct GenerationOptions {
     bool logprobs = false;       // sampling.top_logprobs >= 0 when true
     sampling::SamplingParams sampling;
     sampling::StopParams stop;
+    // llama-server's `lora`: [{"id": index or "name", "scale"}], checked against the model by
+    // scheduler::validate(); absent: the model's default scales.
+    std::optional<std::vector<scheduler::AdapterChoice>> lora;
 };
 
 struct CompletionRequest : GenerationOptions {
@@ -103,6 +108,11 @@ struct RerankRequest {
 
 EmbeddingsRequest parse_embeddings_request(const RequestJson& body, const ApiLimits& limits);
 RerankRequest parse_rerank_request(const RequestJson& body, const ApiLimits& limits);
+
+// A request's "keep_alive", as Ollama has it: seconds as a number, or a duration string ("5m",
+// "1h30m", "90s", "500ms", "-1"); nullopt when absent, zero: unload after the request, a negative
+// value: milliseconds::max() (keep loaded). Anything else -> 400 naming keep_alive.
+std::optional<std::chrono::milliseconds> parse_keep_alive(const RequestJson& body);
 
 // The body as a JSON object; malformed JSON or a non-object -> 400.
 RequestJson parse_json_body(std::string_view body);

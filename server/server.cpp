@@ -51,7 +51,7 @@ class Session;
 // What the listener, the sessions and Server::stop share. Sessions hold it by shared_ptr, so a
 // session destroyed late (with the io_context) never touches freed memory.
 struct Shared {
-    Shared(const ModelRegistry& registry, ServerOptions opts)
+    Shared(ModelRegistry& registry, ServerOptions opts)
         : options(std::move(opts)), api(registry, options.api) {}
 
     ServerOptions options;
@@ -568,6 +568,7 @@ class Session : public std::enable_shared_from_this<Session>, public ResponseCha
                                 ? nlohmann::ordered_json()
                                 : nlohmann::ordered_json(ms(access_.time_to_first_token_s));
         fields["total_ms"] = ms(total);
+        if (access_.load_wait_s >= 0) fields["load_wait_ms"] = ms(access_.load_wait_s);
         if (note) fields["note"] = note;
         config::log_record(*spdlog::default_logger(), spdlog::level::info, "access", fields);
         if (shared_->options.on_access) shared_->options.on_access(access_, status, total);
@@ -608,7 +609,7 @@ class Session : public std::enable_shared_from_this<Session>, public ResponseCha
 }  // namespace
 
 struct Server::Impl {
-    Impl(const ModelRegistry& registry, ServerOptions options)
+    Impl(ModelRegistry& registry, ServerOptions options)
         : shared(std::make_shared<Shared>(registry, std::move(options))),
           acceptor(net::make_strand(*shared->ioc)),
           retry_timer(acceptor.get_executor()) {}
@@ -669,7 +670,7 @@ struct Server::Impl {
     bool stopped = false;
 };
 
-Server::Server(const ModelRegistry& registry, ServerOptions options)
+Server::Server(ModelRegistry& registry, ServerOptions options)
     : impl_(std::make_unique<Impl>(registry, std::move(options))) {}
 
 Server::~Server() {

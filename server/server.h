@@ -12,7 +12,7 @@
 
 #include "config/config.h"
 #include "server/api.h"
-#include "server/model_backend.h"
+#include "server/model_registry.h"
 
 namespace ggufd::server {
 
@@ -42,7 +42,7 @@ ServerOptions server_options_from_config(const config::Config& config);
 class Server {
   public:
     // The registry must outlive the server.
-    Server(const ModelRegistry& registry, ServerOptions options);
+    Server(ModelRegistry& registry, ServerOptions options);
     ~Server();  // stop(0) if still running
     Server(const Server&) = delete;
     Server& operator=(const Server&) = delete;

@@ -15,11 +15,8 @@ void f32_from_float(const float* in, void* blocks, int64_t n) {
     std::memcpy(blocks, in, static_cast<size_t>(n) * sizeof(float));
 }
 float f32_dot(int64_t n, const void* w, const void* a) {
-    const auto* x = static_cast<const float*>(w);
-    const auto* y = static_cast<const float*>(a);
-    double sum = 0;
-    for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i]) * y[i];
-    return static_cast<float>(sum);
+    return dot_by_blocks<float, float, 1>(
+        n, w, a, [](float x, float y) { return static_cast<double>(x) * y; });
 }
 
 void f16_to_float(const void* blocks, float* out, int64_t n) {
@@ -31,11 +28,8 @@ void f16_from_float(const float* in, void* blocks, int64_t n) {
     for (int64_t i = 0; i < n; ++i) h[i] = fp32_to_fp16(in[i]);
 }
 float f16_dot(int64_t n, const void* w, const void* a) {
-    const auto* x = static_cast<const uint16_t*>(w);
-    const auto* y = static_cast<const float*>(a);
-    double sum = 0;
-    for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(fp16_to_fp32(x[i])) * y[i];
-    return static_cast<float>(sum);
+    return dot_by_blocks<uint16_t, float, 1>(
+        n, w, a, [](uint16_t x, float y) { return static_cast<double>(fp16_to_fp32(x)) * y; });
 }
 
 void bf16_to_float(const void* blocks, float* out, int64_t n) {
@@ -47,11 +41,8 @@ void bf16_from_float(const float* in, void* blocks, int64_t n) {
     for (int64_t i = 0; i < n; ++i) h[i] = fp32_to_bf16(in[i]);
 }
 float bf16_dot(int64_t n, const void* w, const void* a) {
-    const auto* x = static_cast<const uint16_t*>(w);
-    const auto* y = static_cast<const float*>(a);
-    double sum = 0;
-    for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(bf16_to_fp32(x[i])) * y[i];
-    return static_cast<float>(sum);
+    return dot_by_blocks<uint16_t, float, 1>(
+        n, w, a, [](uint16_t x, float y) { return static_cast<double>(bf16_to_fp32(x)) * y; });
 }
 
 }  // namespace

@@ -56,20 +56,17 @@ void iq4_xs_from_float(const float* in, void* blocks, int64_t n) {
     }
 }
 float iq4_xs_dot(int64_t n, const void* w, const void* act) {
-    const auto* b = blocks_of<BlockIQ4_XS>(w);
-    const auto* a = blocks_of<BlockQ8_K>(act);
-    double sum = 0;
-    for (int64_t i = 0; i < n / kQKK; ++i) {
-        int64_t isum = 0;
-        for (int s = 0; s < 8; ++s) {
-            int sub = 0;
-            for (int j = 0; j < 32; ++j)
-                sub += kIQ4Codebook[iq4xs_index(b[i], 32 * s + j)] * a[i].qs[32 * s + j];
-            isum += static_cast<int64_t>(iq4xs_scale(b[i], s)) * sub;
-        }
-        sum += static_cast<double>(half(b[i].d)) * a[i].d * static_cast<double>(isum);
-    }
-    return static_cast<float>(sum);
+    return dot_by_blocks<BlockIQ4_XS, BlockQ8_K, kQKK>(
+        n, w, act, [](const BlockIQ4_XS& b, const BlockQ8_K& a) {
+            int64_t isum = 0;
+            for (int s = 0; s < 8; ++s) {
+                int sub = 0;
+                for (int j = 0; j < 32; ++j)
+                    sub += kIQ4Codebook[iq4xs_index(b, 32 * s + j)] * a.qs[32 * s + j];
+                isum += static_cast<int64_t>(iq4xs_scale(b, s)) * sub;
+            }
+            return static_cast<double>(half(b.d)) * a.d * static_cast<double>(isum);
+        });
 }
 
 // ---- Ternary formats: codes 0, 1, 2 stand for -1, 0, +1 times d.
@@ -142,15 +139,12 @@ void tq1_0_from_float(const float* in, void* blocks, int64_t n) {
     }
 }
 float tq1_0_dot(int64_t n, const void* w, const void* act) {
-    const auto* b = blocks_of<BlockTQ1_0>(w);
-    const auto* a = blocks_of<BlockQ8_K>(act);
-    double sum = 0;
-    for (int64_t i = 0; i < n / kQKK; ++i) {
-        int isum = 0;
-        for (int e = 0; e < kQKK; ++e) isum += (tq1_code(b[i], e) - 1) * a[i].qs[e];
-        sum += static_cast<double>(half(b[i].d)) * a[i].d * isum;
-    }
-    return static_cast<float>(sum);
+    return dot_by_blocks<BlockTQ1_0, BlockQ8_K, kQKK>(
+        n, w, act, [](const BlockTQ1_0& b, const BlockQ8_K& a) {
+            int isum = 0;
+            for (int e = 0; e < kQKK; ++e) isum += (tq1_code(b, e) - 1) * a.qs[e];
+            return static_cast<double>(half(b.d)) * a.d * isum;
+        });
 }
 
 void tq2_0_to_float(const void* blocks, float* out, int64_t n) {
@@ -173,15 +167,12 @@ void tq2_0_from_float(const float* in, void* blocks, int64_t n) {
     }
 }
 float tq2_0_dot(int64_t n, const void* w, const void* act) {
-    const auto* b = blocks_of<BlockTQ2_0>(w);
-    const auto* a = blocks_of<BlockQ8_K>(act);
-    double sum = 0;
-    for (int64_t i = 0; i < n / kQKK; ++i) {
-        int isum = 0;
-        for (int e = 0; e < kQKK; ++e) isum += (tq2_code(b[i], e) - 1) * a[i].qs[e];
-        sum += static_cast<double>(half(b[i].d)) * a[i].d * isum;
-    }
-    return static_cast<float>(sum);
+    return dot_by_blocks<BlockTQ2_0, BlockQ8_K, kQKK>(
+        n, w, act, [](const BlockTQ2_0& b, const BlockQ8_K& a) {
+            int isum = 0;
+            for (int e = 0; e < kQKK; ++e) isum += (tq2_code(b, e) - 1) * a.qs[e];
+            return static_cast<double>(half(b.d)) * a.d * isum;
+        });
 }
 
 }  // namespace

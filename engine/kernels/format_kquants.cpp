@@ -7,6 +7,7 @@
 // by the same element-to-bit mapping.
 #include <algorithm>
 #include <cmath>
+#include <concepts>
 #include <cstring>
 
 #include "engine/kernels/blocks.h"
@@ -78,23 +79,20 @@ void k4_pack_scales(const int* sc, const int* mn, uint8_t* s) {
         }
     }
 }
-void unpack(const BlockQ4_K& b, Unpacked& u) {
+template <class Block>
+constexpr bool kFifthBit = requires(const Block& b) {
+    b.qh;
+};
+template <class Block>
+requires std::same_as<Block, BlockQ4_K> || std::same_as<Block, BlockQ5_K>
+void unpack(const Block& b, Unpacked& u) {
     u.sub = 32;
     u.d = half(b.d);
     u.dmin = half(b.dmin);
     for (int e = 0; e < kQKK; ++e) {
         const int c = e / 64, t = (e % 64) / 32, m = e % 32;
         u.code[e] = (b.qs[32 * c + m] >> (4 * t)) & 15;
-    }
-    for (int j = 0; j < 8; ++j) k4_scale_min(b.scales, j, &u.scale[j], &u.min[j]);
-}
-void unpack(const BlockQ5_K& b, Unpacked& u) {
-    u.sub = 32;
-    u.d = half(b.d);
-    u.dmin = half(b.dmin);
-    for (int e = 0; e < kQKK; ++e) {
-        const int c = e / 64, t = (e % 64) / 32, m = e % 32;
-        u.code[e] = ((b.qs[32 * c + m] >> (4 * t)) & 15) | (((b.qh[m] >> (2 * c + t)) & 1) << 4);
+        if constexpr (kFifthBit<Block>) u.code[e] |= ((b.qh[m] >> (2 * c + t)) & 1) << 4;
     }
     for (int j = 0; j < 8; ++j) k4_scale_min(b.scales, j, &u.scale[j], &u.min[j]);
 }
@@ -148,15 +146,12 @@ void k_to_float(const void* blocks, float* out, int64_t n) {
 
 template <class Block>
 float k_dot(int64_t n, const void* w, const void* act) {
-    const auto* b = blocks_of<Block>(w);
-    const auto* a = blocks_of<BlockQ8_K>(act);
     Unpacked u;
-    double sum = 0;
-    for (int64_t i = 0; i < n / kQKK; ++i) {
-        unpack(b[i], u);
-        sum += unpacked_dot(u, a[i]);
-    }
-    return static_cast<float>(sum);
+    return dot_by_blocks<Block, BlockQ8_K, kQKK>(n, w, act,
+                                                 [&u](const Block& b, const BlockQ8_K& a) {
+                                                     unpack(b, u);
+                                                     return unpacked_dot(u, a);
+                                                 });
 }
 
 // ---- quantizers
@@ -239,36 +234,25 @@ void q3_k_from_float(const float* in, void* blocks, int64_t n) {
     }
 }
 
-void q4_k_from_float(const float* in, void* blocks, int64_t n) {
-    auto* b = static_cast<BlockQ4_K*>(blocks);
+// Q4_K and Q5_K: affine 32-element sub-blocks, 6-bit scales and mins; the low 4 bits of code e
+// in qs (chunk e / 64, its first 32 codes in the low nibbles, the next 32 in the high), Q5_K's
+// fifth bit in qh.
+template <class Block>
+void k4_k5_from_float(const float* in, void* blocks, int64_t n) {
+    auto* b = static_cast<Block*>(blocks);
     AffineFit f;
     for (int64_t i = 0; i < n / kQKK; ++i, in += kQKK) {
-        fit_affine_superblock(in, 32, 15, 63, f);
+        fit_affine_superblock(in, 32, kFifthBit<Block> ? 31 : 15, 63, f);
         b[i].d = f.d.bits;
         b[i].dmin = f.dmin.bits;
         k4_pack_scales(f.scale, f.min, b[i].scales);
         std::memset(b[i].qs, 0, sizeof b[i].qs);
-        for (int e = 0; e < kQKK; ++e) {
-            const int c = e / 64, t = (e % 64) / 32, m = e % 32;
-            b[i].qs[32 * c + m] |= static_cast<uint8_t>(f.code[e] << (4 * t));
-        }
-    }
-}
-
-void q5_k_from_float(const float* in, void* blocks, int64_t n) {
-    auto* b = static_cast<BlockQ5_K*>(blocks);
-    AffineFit f;
-    for (int64_t i = 0; i < n / kQKK; ++i, in += kQKK) {
-        fit_affine_superblock(in, 32, 31, 63, f);
-        b[i].d = f.d.bits;
-        b[i].dmin = f.dmin.bits;
-        k4_pack_scales(f.scale, f.min, b[i].scales);
-        std::memset(b[i].qs, 0, sizeof b[i].qs);
-        std::memset(b[i].qh, 0, sizeof b[i].qh);
+        if constexpr (kFifthBit<Block>) std::memset(b[i].qh, 0, sizeof b[i].qh);
         for (int e = 0; e < kQKK; ++e) {
             const int c = e / 64, t = (e % 64) / 32, m = e % 32;
             b[i].qs[32 * c + m] |= static_cast<uint8_t>((f.code[e] & 15) << (4 * t));
-            b[i].qh[m] |= static_cast<uint8_t>((f.code[e] >> 4) << (2 * c + t));
+            if constexpr (kFifthBit<Block>)
+                b[i].qh[m] |= static_cast<uint8_t>((f.code[e] >> 4) << (2 * c + t));
         }
     }
 }
@@ -318,15 +302,12 @@ void q8_k_from_float(const float* in, void* blocks, int64_t n) {
     }
 }
 float q8_k_dot(int64_t n, const void* w, const void* act) {
-    const auto* x = blocks_of<BlockQ8_K>(w);
-    const auto* a = blocks_of<BlockQ8_K>(act);
-    double sum = 0;
-    for (int64_t i = 0; i < n / kQKK; ++i) {
-        int isum = 0;
-        for (int e = 0; e < kQKK; ++e) isum += x[i].qs[e] * a[i].qs[e];
-        sum += static_cast<double>(x[i].d) * a[i].d * isum;
-    }
-    return static_cast<float>(sum);
+    return dot_by_blocks<BlockQ8_K, BlockQ8_K, kQKK>(
+        n, w, act, [](const BlockQ8_K& x, const BlockQ8_K& a) {
+            int isum = 0;
+            for (int e = 0; e < kQKK; ++e) isum += x.qs[e] * a.qs[e];
+            return static_cast<double>(x.d) * a.d * isum;
+        });
 }
 
 }  // namespace
@@ -356,10 +337,10 @@ const FormatRow kRows[] = {
     {TensorType::Q3_K, k_to_float<BlockQ3_K>, q3_k_from_float, kAct, k_dot<BlockQ3_K>,
      multi_dot_by_rows<k_dot<BlockQ3_K>>, GGUFD_ISA(avx2, q3_k_dots), GGUFD_ISA(avx512, q3_k_dots),
      nullptr, nullptr},
-    {TensorType::Q4_K, k_to_float<BlockQ4_K>, q4_k_from_float, kAct, k_dot<BlockQ4_K>,
+    {TensorType::Q4_K, k_to_float<BlockQ4_K>, k4_k5_from_float<BlockQ4_K>, kAct, k_dot<BlockQ4_K>,
      multi_dot_by_rows<k_dot<BlockQ4_K>>, GGUFD_ISA(avx2, q4_k_dots), GGUFD_ISA(avx512, q4_k_dots),
      GGUFD_ISA(avx512, q4_k_fast), &q4_k_repack},
-    {TensorType::Q5_K, k_to_float<BlockQ5_K>, q5_k_from_float, kAct, k_dot<BlockQ5_K>,
+    {TensorType::Q5_K, k_to_float<BlockQ5_K>, k4_k5_from_float<BlockQ5_K>, kAct, k_dot<BlockQ5_K>,
      multi_dot_by_rows<k_dot<BlockQ5_K>>, GGUFD_ISA(avx2, q5_k_dots), GGUFD_ISA(avx512, q5_k_dots),
      GGUFD_ISA(avx512, q5_k_fast), &q5_k_repack},
     {TensorType::Q6_K, k_to_float<BlockQ6_K>, q6_k_from_float, kAct, k_dot<BlockQ6_K>,

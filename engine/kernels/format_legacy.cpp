@@ -60,147 +60,107 @@ void quantize_offset(const float* x, int levels, uint16_t* d_out, uint16_t* m_ou
     }
 }
 
-// ---- Q4_0
-void q4_0_to_float(const void* blocks, float* out, int64_t n) {
-    const auto* b = blocks_of<BlockQ4_0>(blocks);
+// ---- Q4_0, Q4_1, Q5_0, Q5_1: one scalar reference for the four, by block type. Element j's
+// code is 4 bits (Q4) or 5 (Q5); the symmetric formats (_0) give d * (code - levels / 2), the
+// offset ones (_1) d * code + m.
+template <class Block>
+constexpr bool kFiveBits = requires(const Block& b) {
+    b.qh;
+};
+template <class Block>
+constexpr bool kOffset = requires(const Block& b) {
+    b.m;
+};
+template <class Block>
+constexpr int kLevels = kFiveBits<Block> ? 32 : 16;
+
+template <class Block>
+int code(const Block& b, int j) {
+    if constexpr (kFiveBits<Block>) {
+        return nibble(b.qs, j) | (high_bit(b.qh, j) << 4);
+    } else {
+        return nibble(b.qs, j);
+    }
+}
+template <class Block>
+void store_codes(const int* q, Block& b) {
+    if constexpr (kFiveBits<Block>) {
+        int low[kQK];
+        for (int j = 0; j < kQK; ++j) low[j] = q[j] & 0x0f;
+        pack_nibbles(low, b.qs);
+        pack_high_bits(q, b.qh);
+    } else {
+        pack_nibbles(q, b.qs);
+    }
+}
+
+template <class Block>
+void legacy_to_float(const void* blocks, float* out, int64_t n) {
+    const auto* b = blocks_of<Block>(blocks);
     for (int64_t i = 0; i < n / kQK; ++i, out += kQK) {
         const float d = half(b[i].d);
-        for (int j = 0; j < kQK; ++j) out[j] = d * static_cast<float>(nibble(b[i].qs, j) - 8);
+        if constexpr (kOffset<Block>) {
+            const float m = half(b[i].m);
+            for (int j = 0; j < kQK; ++j) out[j] = d * static_cast<float>(code(b[i], j)) + m;
+        } else {
+            for (int j = 0; j < kQK; ++j) {
+                out[j] = d * static_cast<float>(code(b[i], j) - kLevels<Block> / 2);
+            }
+        }
     }
 }
-void q4_0_from_float(const float* in, void* blocks, int64_t n) {
-    auto* b = static_cast<BlockQ4_0*>(blocks);
+template <class Block>
+void legacy_from_float(const float* in, void* blocks, int64_t n) {
+    auto* b = static_cast<Block*>(blocks);
     int q[kQK];
     for (int64_t i = 0; i < n / kQK; ++i, in += kQK) {
-        quantize_symmetric(in, 16, &b[i].d, q);
-        pack_nibbles(q, b[i].qs);
+        if constexpr (kOffset<Block>) {
+            quantize_offset(in, kLevels<Block>, &b[i].d, &b[i].m, q);
+        } else {
+            quantize_symmetric(in, kLevels<Block>, &b[i].d, q);
+        }
+        store_codes(q, b[i]);
     }
 }
-float q4_0_dot(int64_t n, const void* w, const void* a) {
-    const auto* x = blocks_of<BlockQ4_0>(w);
-    const auto* y = blocks_of<BlockQ8_0>(a);
-    double sum = 0;
-    for (int64_t i = 0; i < n / kQK; ++i) {
-        int isum = 0;
-        for (int j = 0; j < kQK; ++j) isum += (nibble(x[i].qs, j) - 8) * y[i].qs[j];
-        sum += static_cast<double>(half(x[i].d)) * half(y[i].d) * isum;
-    }
-    return static_cast<float>(sum);
+template <class Block>
+float legacy_dot(int64_t n, const void* w, const void* a) {
+    return dot_by_blocks<Block, BlockQ8_0, kQK>(n, w, a, [](const Block& x, const BlockQ8_0& y) {
+        if constexpr (kOffset<Block>) {
+            int isum = 0, asum = 0;
+            for (int j = 0; j < kQK; ++j) {
+                isum += code(x, j) * y.qs[j];
+                asum += y.qs[j];
+            }
+            const double da = half(y.d);
+            return da *
+                   (static_cast<double>(half(x.d)) * isum + static_cast<double>(half(x.m)) * asum);
+        } else {
+            int isum = 0;
+            for (int j = 0; j < kQK; ++j) isum += (code(x, j) - kLevels<Block> / 2) * y.qs[j];
+            return static_cast<double>(half(x.d)) * half(y.d) * isum;
+        }
+    });
 }
 
-// ---- Q4_1
-void q4_1_to_float(const void* blocks, float* out, int64_t n) {
-    const auto* b = blocks_of<BlockQ4_1>(blocks);
-    for (int64_t i = 0; i < n / kQK; ++i, out += kQK) {
-        const float d = half(b[i].d), m = half(b[i].m);
-        for (int j = 0; j < kQK; ++j) out[j] = d * static_cast<float>(nibble(b[i].qs, j)) + m;
-    }
-}
-void q4_1_from_float(const float* in, void* blocks, int64_t n) {
-    auto* b = static_cast<BlockQ4_1*>(blocks);
-    int q[kQK];
-    for (int64_t i = 0; i < n / kQK; ++i, in += kQK) {
-        quantize_offset(in, 16, &b[i].d, &b[i].m, q);
-        pack_nibbles(q, b[i].qs);
-    }
-}
-float q4_1_dot(int64_t n, const void* w, const void* a) {
-    const auto* x = blocks_of<BlockQ4_1>(w);
-    const auto* y = blocks_of<BlockQ8_0>(a);
-    double sum = 0;
-    for (int64_t i = 0; i < n / kQK; ++i) {
-        int isum = 0, asum = 0;
-        for (int j = 0; j < kQK; ++j) {
-            isum += nibble(x[i].qs, j) * y[i].qs[j];
-            asum += y[i].qs[j];
-        }
-        const double da = half(y[i].d);
-        sum += da * (static_cast<double>(half(x[i].d)) * isum +
-                     static_cast<double>(half(x[i].m)) * asum);
-    }
-    return static_cast<float>(sum);
-}
-
-// ---- Q5_0
-inline int q5_code(const uint8_t* qs, const uint8_t* qh, int j) {
-    return nibble(qs, j) | (high_bit(qh, j) << 4);
-}
-void q5_0_to_float(const void* blocks, float* out, int64_t n) {
-    const auto* b = blocks_of<BlockQ5_0>(blocks);
-    for (int64_t i = 0; i < n / kQK; ++i, out += kQK) {
-        const float d = half(b[i].d);
-        for (int j = 0; j < kQK; ++j) {
-            out[j] = d * static_cast<float>(q5_code(b[i].qs, b[i].qh, j) - 16);
-        }
-    }
-}
-void q5_0_from_float(const float* in, void* blocks, int64_t n) {
-    auto* b = static_cast<BlockQ5_0*>(blocks);
-    int q[kQK], low[kQK];
-    for (int64_t i = 0; i < n / kQK; ++i, in += kQK) {
-        quantize_symmetric(in, 32, &b[i].d, q);
-        for (int j = 0; j < kQK; ++j) low[j] = q[j] & 0x0f;
-        pack_nibbles(low, b[i].qs);
-        pack_high_bits(q, b[i].qh);
-    }
-}
-float q5_0_dot(int64_t n, const void* w, const void* a) {
-    const auto* x = blocks_of<BlockQ5_0>(w);
-    const auto* y = blocks_of<BlockQ8_0>(a);
-    double sum = 0;
-    for (int64_t i = 0; i < n / kQK; ++i) {
-        int isum = 0;
-        for (int j = 0; j < kQK; ++j) isum += (q5_code(x[i].qs, x[i].qh, j) - 16) * y[i].qs[j];
-        sum += static_cast<double>(half(x[i].d)) * half(y[i].d) * isum;
-    }
-    return static_cast<float>(sum);
-}
-
-// ---- Q5_1
-void q5_1_to_float(const void* blocks, float* out, int64_t n) {
-    const auto* b = blocks_of<BlockQ5_1>(blocks);
-    for (int64_t i = 0; i < n / kQK; ++i, out += kQK) {
-        const float d = half(b[i].d), m = half(b[i].m);
-        for (int j = 0; j < kQK; ++j) {
-            out[j] = d * static_cast<float>(q5_code(b[i].qs, b[i].qh, j)) + m;
-        }
-    }
-}
-void q5_1_from_float(const float* in, void* blocks, int64_t n) {
-    auto* b = static_cast<BlockQ5_1*>(blocks);
-    int q[kQK], low[kQK];
-    for (int64_t i = 0; i < n / kQK; ++i, in += kQK) {
-        quantize_offset(in, 32, &b[i].d, &b[i].m, q);
-        for (int j = 0; j < kQK; ++j) low[j] = q[j] & 0x0f;
-        pack_nibbles(low, b[i].qs);
-        pack_high_bits(q, b[i].qh);
-    }
-}
-float q5_1_dot(int64_t n, const void* w, const void* a) {
-    const auto* x = blocks_of<BlockQ5_1>(w);
-    const auto* y = blocks_of<BlockQ8_0>(a);
-    double sum = 0;
-    for (int64_t i = 0; i < n / kQK; ++i) {
-        int isum = 0, asum = 0;
-        for (int j = 0; j < kQK; ++j) {
-            isum += q5_code(x[i].qs, x[i].qh, j) * y[i].qs[j];
-            asum += y[i].qs[j];
-        }
-        const double da = half(y[i].d);
-        sum += da * (static_cast<double>(half(x[i].d)) * isum +
-                     static_cast<double>(half(x[i].m)) * asum);
-    }
-    return static_cast<float>(sum);
-}
-
-// ---- Q8_0 (weights and the activations of every format above)
-void q8_0_to_float(const void* blocks, float* out, int64_t n) {
-    const auto* b = blocks_of<BlockQ8_0>(blocks);
+// ---- Q8_0 (weights and the activations of every format above) and Q8_1: d * q, the same
+// reference for both but for the block (Q8_1's precomputed sum s is not read).
+template <class Block>
+void q8_to_float(const void* blocks, float* out, int64_t n) {
+    const auto* b = blocks_of<Block>(blocks);
     for (int64_t i = 0; i < n / kQK; ++i, out += kQK) {
         const float d = half(b[i].d);
         for (int j = 0; j < kQK; ++j) out[j] = d * static_cast<float>(b[i].qs[j]);
     }
 }
+template <class Block>
+float q8_dot(int64_t n, const void* w, const void* a) {
+    return dot_by_blocks<Block, BlockQ8_0, kQK>(n, w, a, [](const Block& x, const BlockQ8_0& y) {
+        int isum = 0;
+        for (int j = 0; j < kQK; ++j) isum += x.qs[j] * y.qs[j];
+        return static_cast<double>(half(x.d)) * half(y.d) * isum;
+    });
+}
+
 // Codes stay within [-127, 127] so the SIMD kernels may negate them without overflow.
 void quantize_q8(const float* x, uint16_t* d_out, int8_t* qs) {
     const RoundedHalf d = round_half(abs_max(x, kQK) / 127.0f);
@@ -215,26 +175,6 @@ void q8_0_from_float(const float* in, void* blocks, int64_t n) {
     auto* b = static_cast<BlockQ8_0*>(blocks);
     for (int64_t i = 0; i < n / kQK; ++i, in += kQK) quantize_q8(in, &b[i].d, b[i].qs);
 }
-float q8_0_dot(int64_t n, const void* w, const void* a) {
-    const auto* x = blocks_of<BlockQ8_0>(w);
-    const auto* y = blocks_of<BlockQ8_0>(a);
-    double sum = 0;
-    for (int64_t i = 0; i < n / kQK; ++i) {
-        int isum = 0;
-        for (int j = 0; j < kQK; ++j) isum += x[i].qs[j] * y[i].qs[j];
-        sum += static_cast<double>(half(x[i].d)) * half(y[i].d) * isum;
-    }
-    return static_cast<float>(sum);
-}
-
-// ---- Q8_1
-void q8_1_to_float(const void* blocks, float* out, int64_t n) {
-    const auto* b = blocks_of<BlockQ8_1>(blocks);
-    for (int64_t i = 0; i < n / kQK; ++i, out += kQK) {
-        const float d = half(b[i].d);
-        for (int j = 0; j < kQK; ++j) out[j] = d * static_cast<float>(b[i].qs[j]);
-    }
-}
 void q8_1_from_float(const float* in, void* blocks, int64_t n) {
     auto* b = static_cast<BlockQ8_1*>(blocks);
     for (int64_t i = 0; i < n / kQK; ++i, in += kQK) {
@@ -243,17 +183,6 @@ void q8_1_from_float(const float* in, void* blocks, int64_t n) {
         for (int j = 0; j < kQK; ++j) sum += b[i].qs[j];
         b[i].s = fp32_to_fp16(half(b[i].d) * static_cast<float>(sum));
     }
-}
-float q8_1_dot(int64_t n, const void* w, const void* a) {
-    const auto* x = blocks_of<BlockQ8_1>(w);
-    const auto* y = blocks_of<BlockQ8_0>(a);
-    double sum = 0;
-    for (int64_t i = 0; i < n / kQK; ++i) {
-        int isum = 0;
-        for (int j = 0; j < kQK; ++j) isum += x[i].qs[j] * y[i].qs[j];
-        sum += static_cast<double>(half(x[i].d)) * half(y[i].d) * isum;
-    }
-    return static_cast<float>(sum);
 }
 
 // ---- Codebook formats (IQ4_NL, MXFP4): element j is book[code j] times the block's scale.
@@ -267,15 +196,11 @@ void codebook_to_float(const void* blocks, float* out, int64_t n) {
 }
 template <class Block, const int8_t* kBook, float (*kScale)(const Block&)>
 float codebook_dot(int64_t n, const void* w, const void* a) {
-    const auto* x = blocks_of<Block>(w);
-    const auto* y = blocks_of<BlockQ8_0>(a);
-    double sum = 0;
-    for (int64_t i = 0; i < n / kQK; ++i) {
+    return dot_by_blocks<Block, BlockQ8_0, kQK>(n, w, a, [](const Block& x, const BlockQ8_0& y) {
         int isum = 0;
-        for (int j = 0; j < kQK; ++j) isum += kBook[nibble(x[i].qs, j)] * y[i].qs[j];
-        sum += static_cast<double>(kScale(x[i])) * half(y[i].d) * isum;
-    }
-    return static_cast<float>(sum);
+        for (int j = 0; j < kQK; ++j) isum += kBook[nibble(x.qs, j)] * y.qs[j];
+        return static_cast<double>(kScale(x)) * half(y.d) * isum;
+    });
 }
 
 // ---- IQ4_NL
@@ -359,22 +284,23 @@ using gguf::TensorType;
 constexpr TensorType kAct = TensorType::Q8_0;
 
 const FormatRow kRows[] = {
-    {TensorType::Q4_0, q4_0_to_float, q4_0_from_float, kAct, q4_0_dot, multi_dot_by_rows<q4_0_dot>,
-     GGUFD_ISA(avx2, q4_0_dots), GGUFD_ISA(avx512, q4_0_dots), GGUFD_ISA(avx512, q4_0_fast),
-     &q4_0_repack},
-    {TensorType::Q4_1, q4_1_to_float, q4_1_from_float, kAct, q4_1_dot, multi_dot_by_rows<q4_1_dot>,
-     GGUFD_ISA(avx2, q4_1_dots), GGUFD_ISA(avx512, q4_1_dots), GGUFD_ISA(avx512, q4_1_fast),
-     nullptr},
-    {TensorType::Q5_0, q5_0_to_float, q5_0_from_float, kAct, q5_0_dot, multi_dot_by_rows<q5_0_dot>,
-     GGUFD_ISA(avx2, q5_0_dots), GGUFD_ISA(avx512, q5_0_dots), GGUFD_ISA(avx512, q5_0_fast),
-     nullptr},
-    {TensorType::Q5_1, q5_1_to_float, q5_1_from_float, kAct, q5_1_dot, multi_dot_by_rows<q5_1_dot>,
-     GGUFD_ISA(avx2, q5_1_dots), GGUFD_ISA(avx512, q5_1_dots), GGUFD_ISA(avx512, q5_1_fast),
-     nullptr},
-    {TensorType::Q8_0, q8_0_to_float, q8_0_from_float, kAct, q8_0_dot, multi_dot_by_rows<q8_0_dot>,
-     GGUFD_ISA(avx2, q8_0_dots), GGUFD_ISA(avx512, q8_0_dots), GGUFD_ISA(avx512, q8_0_fast),
-     &q8_0_repack},
-    {TensorType::Q8_1, q8_1_to_float, q8_1_from_float, kAct, q8_1_dot, multi_dot_by_rows<q8_1_dot>},
+    {TensorType::Q4_0, legacy_to_float<BlockQ4_0>, legacy_from_float<BlockQ4_0>, kAct,
+     legacy_dot<BlockQ4_0>, multi_dot_by_rows<legacy_dot<BlockQ4_0>>, GGUFD_ISA(avx2, q4_0_dots),
+     GGUFD_ISA(avx512, q4_0_dots), GGUFD_ISA(avx512, q4_0_fast), &q4_0_repack},
+    {TensorType::Q4_1, legacy_to_float<BlockQ4_1>, legacy_from_float<BlockQ4_1>, kAct,
+     legacy_dot<BlockQ4_1>, multi_dot_by_rows<legacy_dot<BlockQ4_1>>, GGUFD_ISA(avx2, q4_1_dots),
+     GGUFD_ISA(avx512, q4_1_dots), GGUFD_ISA(avx512, q4_1_fast), nullptr},
+    {TensorType::Q5_0, legacy_to_float<BlockQ5_0>, legacy_from_float<BlockQ5_0>, kAct,
+     legacy_dot<BlockQ5_0>, multi_dot_by_rows<legacy_dot<BlockQ5_0>>, GGUFD_ISA(avx2, q5_0_dots),
+     GGUFD_ISA(avx512, q5_0_dots), GGUFD_ISA(avx512, q5_0_fast), nullptr},
+    {TensorType::Q5_1, legacy_to_float<BlockQ5_1>, legacy_from_float<BlockQ5_1>, kAct,
+     legacy_dot<BlockQ5_1>, multi_dot_by_rows<legacy_dot<BlockQ5_1>>, GGUFD_ISA(avx2, q5_1_dots),
+     GGUFD_ISA(avx512, q5_1_dots), GGUFD_ISA(avx512, q5_1_fast), nullptr},
+    {TensorType::Q8_0, q8_to_float<BlockQ8_0>, q8_0_from_float, kAct, q8_dot<BlockQ8_0>,
+     multi_dot_by_rows<q8_dot<BlockQ8_0>>, GGUFD_ISA(avx2, q8_0_dots), GGUFD_ISA(avx512, q8_0_dots),
+     GGUFD_ISA(avx512, q8_0_fast), &q8_0_repack},
+    {TensorType::Q8_1, q8_to_float<BlockQ8_1>, q8_1_from_float, kAct, q8_dot<BlockQ8_1>,
+     multi_dot_by_rows<q8_dot<BlockQ8_1>>},
     {TensorType::IQ4_NL, codebook_to_float<BlockIQ4_NL, kIQ4Codebook, iq4_nl_scale>,
      iq4_nl_from_float, kAct, codebook_dot<BlockIQ4_NL, kIQ4Codebook, iq4_nl_scale>,
      multi_dot_by_rows<codebook_dot<BlockIQ4_NL, kIQ4Codebook, iq4_nl_scale>>,

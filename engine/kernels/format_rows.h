@@ -87,4 +87,15 @@ inline const T* blocks_of(const void* p) {
     return static_cast<const T*>(p);
 }
 
+// A scalar reference dot of n elements, kPer to a block: the blocks' contributions
+// `block(weight block, activation block)` summed in double, in order.
+template <class W, class A, int64_t kPer, class F>
+float dot_by_blocks(int64_t n, const void* w, const void* a, F&& block) {
+    const W* x = blocks_of<W>(w);
+    const A* y = blocks_of<A>(a);
+    double sum = 0;
+    for (int64_t i = 0; i < n / kPer; ++i) sum += block(x[i], y[i]);
+    return static_cast<float>(sum);
+}
+
 }  // namespace ggufd::kernels::detail

@@ -110,6 +110,30 @@ void for_rows(int64_t n_rows, ThreadPool* pool, F&& row) {
     });
 }
 
+// Elementwise ops of one input (x -> y) and of two (a, b -> y): the arrays checked with the op's
+// messages, then the active level's kernel (an OpKernels member) run in chunks over the pool.
+template <class In, class Out>
+using UnaryKernel = void (*)(const In*, Out*, int64_t);
+using BinaryKernel = void (*)(const float*, const float*, float*, int64_t);
+
+template <class In, class Out>
+void unary(UnaryKernel<In, Out> OpKernels::*kernel, const In* x, Out* y, int64_t n,
+           ThreadPool* pool, const char* bad_x, const char* bad_y) {
+    check_array(x, n, bad_x);
+    check_array(y, n, bad_y);
+    const auto fn = active_op_kernels().*kernel;
+    for_chunks(n, pool, [&](int64_t i, int64_t m) { fn(x + i, y + i, m); });
+}
+
+void binary(BinaryKernel OpKernels::*kernel, const float* a, const float* b, float* y, int64_t n,
+            ThreadPool* pool, const char* bad_a, const char* bad_b, const char* bad_y) {
+    check_array(a, n, bad_a);
+    check_array(b, n, bad_b);
+    check_array(y, n, bad_y);
+    const auto fn = active_op_kernels().*kernel;
+    for_chunks(n, pool, [&](int64_t i, int64_t m) { fn(a + i, b + i, y + i, m); });
+}
+
 }  // namespace
 
 // --- normalisation and softmax ---
@@ -161,32 +185,20 @@ void softmax_rows(const float* x, float* y, int64_t n_rows, int64_t n, float sca
 // --- elementwise ---
 
 void silu(const float* x, float* y, int64_t n, ThreadPool* pool) {
-    check_array(x, n, "silu: bad input");
-    check_array(y, n, "silu: bad output");
-    const auto& k = active_op_kernels();
-    for_chunks(n, pool, [&](int64_t i, int64_t m) { k.silu(x + i, y + i, m); });
+    unary(&OpKernels::silu, x, y, n, pool, "silu: bad input", "silu: bad output");
 }
 
 void gelu(const float* x, float* y, int64_t n, ThreadPool* pool) {
-    check_array(x, n, "gelu: bad input");
-    check_array(y, n, "gelu: bad output");
-    const auto& k = active_op_kernels();
-    for_chunks(n, pool, [&](int64_t i, int64_t m) { k.gelu(x + i, y + i, m); });
+    unary(&OpKernels::gelu, x, y, n, pool, "gelu: bad input", "gelu: bad output");
 }
 
 void gelu_erf(const float* x, float* y, int64_t n, ThreadPool* pool) {
-    check_array(x, n, "gelu_erf: bad input");
-    check_array(y, n, "gelu_erf: bad output");
-    const auto& k = active_op_kernels();
-    for_chunks(n, pool, [&](int64_t i, int64_t m) { k.gelu_erf(x + i, y + i, m); });
+    unary(&OpKernels::gelu_erf, x, y, n, pool, "gelu_erf: bad input", "gelu_erf: bad output");
 }
 
 void swiglu(const float* gate, const float* up, float* y, int64_t n, ThreadPool* pool) {
-    check_array(gate, n, "swiglu: bad gate");
-    check_array(up, n, "swiglu: bad up");
-    check_array(y, n, "swiglu: bad output");
-    const auto& k = active_op_kernels();
-    for_chunks(n, pool, [&](int64_t i, int64_t m) { k.swiglu(gate + i, up + i, y + i, m); });
+    binary(&OpKernels::swiglu, gate, up, y, n, pool, "swiglu: bad gate", "swiglu: bad up",
+           "swiglu: bad output");
 }
 
 void swiglu_clamped(const float* gate, const float* up, float* y, int64_t n, float alpha,
@@ -202,19 +214,11 @@ void swiglu_clamped(const float* gate, const float* up, float* y, int64_t n, flo
 }
 
 void add(const float* a, const float* b, float* y, int64_t n, ThreadPool* pool) {
-    check_array(a, n, "add: bad a");
-    check_array(b, n, "add: bad b");
-    check_array(y, n, "add: bad output");
-    const auto& k = active_op_kernels();
-    for_chunks(n, pool, [&](int64_t i, int64_t m) { k.add(a + i, b + i, y + i, m); });
+    binary(&OpKernels::add, a, b, y, n, pool, "add: bad a", "add: bad b", "add: bad output");
 }
 
 void mul(const float* a, const float* b, float* y, int64_t n, ThreadPool* pool) {
-    check_array(a, n, "mul: bad a");
-    check_array(b, n, "mul: bad b");
-    check_array(y, n, "mul: bad output");
-    const auto& k = active_op_kernels();
-    for_chunks(n, pool, [&](int64_t i, int64_t m) { k.mul(a + i, b + i, y + i, m); });
+    binary(&OpKernels::mul, a, b, y, n, pool, "mul: bad a", "mul: bad b", "mul: bad output");
 }
 
 void scale(const float* x, float s, float* y, int64_t n, ThreadPool* pool) {
@@ -243,17 +247,11 @@ void add_bias(const float* x, const float* bias, float* y, int64_t n_rows, int64
 }
 
 void f32_to_f16(const float* x, uint16_t* y, int64_t n, ThreadPool* pool) {
-    check_array(x, n, "f32_to_f16: bad input");
-    check_array(y, n, "f32_to_f16: bad output");
-    const auto& k = active_op_kernels();
-    for_chunks(n, pool, [&](int64_t i, int64_t m) { k.f32_to_f16(x + i, y + i, m); });
+    unary(&OpKernels::f32_to_f16, x, y, n, pool, "f32_to_f16: bad input", "f32_to_f16: bad output");
 }
 
 void f16_to_f32(const uint16_t* x, float* y, int64_t n, ThreadPool* pool) {
-    check_array(x, n, "f16_to_f32: bad input");
-    check_array(y, n, "f16_to_f32: bad output");
-    const auto& k = active_op_kernels();
-    for_chunks(n, pool, [&](int64_t i, int64_t m) { k.f16_to_f32(x + i, y + i, m); });
+    unary(&OpKernels::f16_to_f32, x, y, n, pool, "f16_to_f32: bad input", "f16_to_f32: bad output");
 }
 
 int64_t argmax(const float* x, int64_t n) {

@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "engine/kernels/float16.h"
+#include "engine/kernels/ssm.h"
 
 #include "engine/kernels/ops_simd_avx2.h"
 
@@ -21,6 +22,7 @@ namespace avx2 {
 #include "engine/kernels/ops_attention.inc"
 
 #include "engine/kernels/ops_recurrent.inc"
+#include "engine/kernels/ops_ssm.inc"
 
 }  // namespace avx2
 
@@ -47,6 +49,8 @@ const OpKernels* avx2_op_kernels() {
         .token_shift = avx2::k_token_shift,
         .wkv6 = avx2::k_wkv6,
         .wkv7 = avx2::k_wkv7,
+        .ssm_conv = avx2::k_ssm_conv,
+        .ssm_scan = avx2::k_ssm_scan,
     };
     return &table;
 }

@@ -17,6 +17,7 @@
 #include <cstdint>
 
 #include "engine/kernels/float16.h"
+#include "engine/kernels/ssm.h"
 
 #include "engine/kernels/ops_simd_avx512.h"
 
@@ -29,6 +30,7 @@ namespace avx512 {
 #include "engine/kernels/ops_attention.inc"
 
 #include "engine/kernels/ops_recurrent.inc"
+#include "engine/kernels/ops_ssm.inc"
 
 }  // namespace avx512
 
@@ -55,6 +57,8 @@ const OpKernels* avx512_op_kernels() {
         .token_shift = avx512::k_token_shift,
         .wkv6 = avx512::k_wkv6,
         .wkv7 = avx512::k_wkv7,
+        .ssm_conv = avx512::k_ssm_conv,
+        .ssm_scan = avx512::k_ssm_scan,
     };
     return &table;
 }

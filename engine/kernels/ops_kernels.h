@@ -18,6 +18,9 @@ bool simd_level_supported(SimdLevel level);
 std::vector<SimdLevel> supported_simd_levels();
 SimdLevel best_simd_level();
 
+struct SsmConv;  // ssm.h
+struct SsmScan;
+
 // One attention work item: one query token, one KV head, and a contiguous range of the query
 // heads that share that KV head (grouped-query attention).
 struct AttentionTask {
@@ -110,6 +113,9 @@ struct OpKernels {
     void (*wkv7)(const float* r, const float* w, const float* k, const float* v, const float* a,
                  const float* b, float* state, float* y, int64_t n_tokens, int64_t head,
                  int64_t stride);
+    // Mamba (ssm.h): channels [c0, c1) of one sequence's chunk.
+    void (*ssm_conv)(const SsmConv& op, int64_t c0, int64_t c1);
+    void (*ssm_scan)(const SsmScan& op, int64_t c0, int64_t c1);
 };
 
 const OpKernels& op_kernels(SimdLevel level);  // throws std::invalid_argument if unsupported

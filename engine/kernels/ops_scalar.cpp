@@ -9,6 +9,7 @@
 
 #include "engine/kernels/float16.h"
 #include "engine/kernels/ops_kernels.h"
+#include "engine/kernels/ssm.h"
 
 namespace ggufd::kernels {
 
@@ -310,6 +311,42 @@ void wkv7(const float* r, const float* w, const float* k, const float* v, const 
     }
 }
 
+void scalar_ssm_conv(const SsmConv& op, int64_t c0, int64_t c1) {
+    const int64_t nc = op.n_channels, taps = op.d_conv;
+    float win[kMaxSsmConvTaps];
+    for (int64_t c = c0; c < c1; ++c) {
+        for (int64_t k = 0; k + 1 < taps; ++k) win[k] = op.state[k * nc + c];
+        for (int64_t t = 0; t < op.n_tokens; ++t) {
+            win[taps - 1] = op.x[t * op.x_stride + c];
+            float acc = 0.0f;
+            for (int64_t k = 0; k < taps; ++k) acc += op.w[k * nc + c] * win[k];
+            op.y[t * op.y_stride + c] = silu1(acc + op.bias[c]);
+            for (int64_t k = 0; k + 1 < taps; ++k) win[k] = win[k + 1];
+        }
+        for (int64_t k = 0; k + 1 < taps; ++k) op.state[k * nc + c] = win[k];
+    }
+}
+
+void scalar_ssm_scan(const SsmScan& op, int64_t c0, int64_t c1) {
+    const int64_t nc = op.n_channels;
+    for (int64_t t = 0; t < op.n_tokens; ++t) {
+        const float* x = op.x + t * op.x_stride;
+        const float* dt = op.dt + t * op.dt_stride;
+        const float* b = op.b + t * op.bc_stride;
+        const float* cc = op.cc + t * op.bc_stride;
+        for (int64_t c = c0; c < c1; ++c) {
+            const float xdt = x[c] * dt[c];
+            float sum = 0.0f;
+            for (int64_t j = 0; j < op.d_state; ++j) {
+                float& h = op.state[j * nc + c];
+                h = h * std::exp(dt[c] * op.a[j * nc + c]) + xdt * b[j];
+                sum += h * cc[j];
+            }
+            op.y[t * op.y_stride + c] = sum + op.d[c] * x[c];
+        }
+    }
+}
+
 }  // namespace
 
 const OpKernels* scalar_op_kernels() {
@@ -335,6 +372,8 @@ const OpKernels* scalar_op_kernels() {
         .token_shift = token_shift,
         .wkv6 = wkv6,
         .wkv7 = wkv7,
+        .ssm_conv = scalar_ssm_conv,
+        .ssm_scan = scalar_ssm_scan,
     };
     return &table;
 }

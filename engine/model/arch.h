@@ -1,8 +1,9 @@
 // What distinguishes one transformer architecture from another, as data: the forward pass
 // (Context::eval) and the weight binding (bind_weights) read an ArchDesc and never test the
 // architecture's name. Adding an architecture is one file in engine/model/arch/ filling an
-// ArchDesc (only the fields that differ from the llama defaults below) plus its line in
-// arch/registry.cpp; see docs/architecture.md.
+// ArchDesc (only the fields that differ from the llama defaults below, through a shared lineage
+// of arch/lineages.h where one fits) plus its line in arch/registry.cpp; see
+// docs/architecture.md.
 //
 // Metadata every architecture reads, under "<name>.": context_length, embedding_length,
 // block_count, feed_forward_length, attention.head_count (required); attention.head_count_kv
@@ -14,6 +15,8 @@
 // architecture (eps_key, required).
 #pragma once
 
+#include <array>
+#include <cstdint>
 #include <optional>
 #include <span>
 #include <string>
@@ -91,15 +94,37 @@ std::optional<Pooling> pooling_from_name(std::string_view name);
 // Whether a tensor must, may or must not be in the file (absent ones are never looked for).
 enum class Need { absent, optional, required };
 
+// --- recurrent architectures ---
 // What one block of the architecture is. An attention block keeps each token's keys and values
-// in the KV cache; a recurrent block folds every token into a fixed-size state per sequence, so a
-// sequence costs the same memory at any length.
+// in the KV cache; a recurrent block folds every token into a fixed-size state per sequence
+// (ArchDesc::state), so a sequence costs the same memory at any length.
 enum class BlockKind {
     attention,  // attention then FFN (every transformer here)
+    mamba,      // Mamba-1's selective-scan block (ssm_* tensors)
     // RWKV's time mix (token shift, WKV recurrence, group norm, gate) then channel mix
     // (squared-ReLU FFN), each from its own LayerNorm (attn_norm, attn_norm_2); RwkvWeights.
     rwkv6,
     rwkv7,  // the WKV-7 delta rule, value residual to the first block, LoRA gate
+};
+
+// A dimension of a recurrent state buffer, resolved from the hyperparameters
+// (HParams::state_dim), so that an architecture declares its state as data.
+enum class StateDim : uint8_t {
+    one,
+    n_embd,
+    ssm_conv_window,  // ssm.conv_kernel - 1: the inputs a causal convolution still needs
+    ssm_inner,        // ssm.inner_size
+    ssm_state,        // ssm.state_size
+    wkv_heads,        // n_embd / wkv.head_size
+    wkv_head_size,    // wkv.head_size
+};
+
+// One per-layer buffer of floats a recurrent block carries from one token to the next: its
+// element count is the product of its dimensions (listed outermost first). Zero is the state of
+// an empty sequence.
+struct StateBuffer {
+    std::string_view name;  // for messages and describe()
+    std::array<StateDim, 3> dims = {StateDim::one, StateDim::one, StateDim::one};
 };
 
 // GGUF tensor names: "blk.<i>.<layer name>.weight" / ".bias", "<global name>.weight" / ".bias".
@@ -136,6 +161,14 @@ struct TensorNames {
     std::string_view token_types = "token_types";
     std::string_view cls = "cls";
     std::string_view cls_output = "cls.output";
+    // Mamba (BlockKind::mamba); ssm_a and ssm_d are whole names, without ".weight".
+    std::string_view ssm_in = "ssm_in";
+    std::string_view ssm_conv1d = "ssm_conv1d";
+    std::string_view ssm_x = "ssm_x";
+    std::string_view ssm_dt = "ssm_dt";
+    std::string_view ssm_a = "ssm_a";
+    std::string_view ssm_d = "ssm_d";
+    std::string_view ssm_out = "ssm_out";
 };
 
 struct ArchDesc {
@@ -223,8 +256,10 @@ struct ArchDesc {
 
     // --- recurrent blocks ---
     // Every block of the model is of this kind. Recurrent kinds need no attention keys
-    // (head_count may be 0).
+    // (head_count may be 0) and declare the per-layer buffers each sequence keeps in the
+    // recurrent state store (model/recurrent_state.h), in the order the block's step reads them.
     BlockKind block = BlockKind::attention;
+    std::span<const StateBuffer> state = {};
 
     TensorNames names = {};
 };

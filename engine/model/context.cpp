@@ -2,15 +2,18 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <numeric>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "engine/kernels/formats.h"
 #include "engine/kernels/matmul.h"
 #include "engine/kernels/ops.h"
 #include "engine/kernels/repack.h"
+#include "engine/kernels/ssm.h"
 #include "engine/model/moe.h"
 
 namespace ggufd::model {
@@ -47,19 +50,21 @@ int default_context_size(const HParams& hp, int requested) {
 Context::Context(std::shared_ptr<const Model> model, const ContextParams& params)
     : model_(std::move(model)),
       pool_(params.n_threads),
-      kv_(model_->hparams(), params.n_seq, default_context_size(model_->hparams(), params.n_ctx),
-          params.kv_type, params.swa_batch),
+      cache_(model_->hparams(), {.n_seq = params.n_seq,
+                                 .n_ctx = default_context_size(model_->hparams(), params.n_ctx),
+                                 .kv_types = params.kv_type,
+                                 .swa_batch = params.swa_batch}),
+      kv_(cache_.kv()),
       f16_accumulator_(params.f16_accumulator) {
-    recurrent_.resize(static_cast<size_t>(params.n_seq) *
-                      model_->hparams().recurrent_state_floats());
-    cell_positions_.resize(static_cast<size_t>(kv_.n_ctx()));
+    seq_adapters_.resize(static_cast<size_t>(cache_.n_seq()));
+    if (kv_) cell_positions_.resize(static_cast<size_t>(cache_.n_ctx()));
     std::iota(cell_positions_.begin(), cell_positions_.end(), 0);
     // LongRoPE's long factors serve a context beyond the original one, as llama.cpp decides by
     // its context size (Hugging Face decides per sequence length, which would change a
     // sequence's earlier keys as it grows).
     const Weights& w = model_->weights();
     const bool long_context =
-        static_cast<uint32_t>(kv_.n_ctx()) > model_->hparams().rope_n_ctx_orig;
+        static_cast<uint32_t>(cache_.n_ctx()) > model_->hparams().rope_n_ctx_orig;
     if (w.rope_factors_long) {
         rope_factors_ =
             model_->vector_weight(long_context ? w.rope_factors_long : w.rope_factors_short);
@@ -68,14 +73,23 @@ Context::Context(std::shared_ptr<const Model> model, const ContextParams& params
     }
 }
 
+KvCache& Context::kv() {
+    return const_cast<KvCache&>(std::as_const(*this).kv());
+}
+
+const KvCache& Context::kv() const {
+    if (!kv_) throw std::logic_error("this model has no attention blocks, hence no KV cache");
+    return *kv_;
+}
+
 void Context::validate(std::span<const BatchToken> batch) const {
     const int32_t n_vocab = this->n_vocab();
-    std::vector<int32_t> next(static_cast<size_t>(kv_.n_seq()));
-    for (int s = 0; s < kv_.n_seq(); ++s) next[static_cast<size_t>(s)] = kv_.length(s);
+    std::vector<int32_t> next(static_cast<size_t>(cache_.n_seq()));
+    for (int s = 0; s < cache_.n_seq(); ++s) next[static_cast<size_t>(s)] = cache_.length(s);
     for (size_t i = 0; i < batch.size(); ++i) {
         const BatchToken& t = batch[i];
         const std::string at = "batch token " + std::to_string(i) + ": ";
-        if (t.seq < 0 || t.seq >= kv_.n_seq()) {
+        if (t.seq < 0 || t.seq >= cache_.n_seq()) {
             throw std::invalid_argument(at + "sequence " + std::to_string(t.seq) +
                                         " does not exist");
         }
@@ -100,9 +114,10 @@ void Context::validate(std::span<const BatchToken> batch) const {
                                         " is beyond the model's learned positions (" +
                                         std::to_string(pe->ne[1]) + ")");
         }
-        if (expect >= kv_.n_ctx()) {
+        if (expect >= cache_.n_ctx()) {
             throw std::invalid_argument(at + "sequence " + std::to_string(t.seq) +
-                                        " is full (context " + std::to_string(kv_.n_ctx()) + ")");
+                                        " is full (context " + std::to_string(cache_.n_ctx()) +
+                                        ")");
         }
         ++expect;
     }
@@ -147,6 +162,173 @@ void Context::linear_many(std::initializer_list<Projection> projections, const f
                 kernels::matmul_rows_repacked(*r, act, p.y, rows, lo, hi);
             } else {
                 kernels::matmul_rows(w.type, w.data, rows, cols, act, p.y, rows, lo, hi);
+            }
+        }
+    });
+    apply_lora(projections, x, n);
+}
+
+// --- LoRA adapters ---
+
+void Context::set_adapters(int32_t seq, std::vector<AdapterUse> adapters) {
+    if (seq < 0 || seq >= cache_.n_seq()) {
+        throw std::invalid_argument("sequence " + std::to_string(seq) + " does not exist");
+    }
+    for (const AdapterUse& u : adapters) {
+        if (!u.adapter || &u.adapter->base() != model_.get()) {
+            throw std::invalid_argument("a LoRA adapter of another model");
+        }
+        if (!std::isfinite(u.scale)) {
+            throw std::invalid_argument("a LoRA adapter's scale is not a finite number");
+        }
+        if (std::count_if(adapters.begin(), adapters.end(),
+                          [&](const AdapterUse& o) { return o.adapter == u.adapter; }) > 1) {
+            throw std::invalid_argument("a LoRA adapter is listed twice");
+        }
+    }
+    std::erase_if(adapters, [](const AdapterUse& u) { return u.scale == 0.0f; });
+    std::vector<AdapterUse>& current = seq_adapters_[static_cast<size_t>(seq)];
+    if (adapters == current) return;
+    cache_.clear(seq);
+    current = std::move(adapters);
+}
+
+const std::vector<AdapterUse>& Context::adapters(int32_t seq) const {
+    return seq_adapters_.at(static_cast<size_t>(seq));
+}
+
+void Context::group_lora_rows(std::span<const int32_t> row_seqs) {
+    lora_groups_.clear();
+    lora_rows_ = static_cast<int64_t>(row_seqs.size());
+    for (size_t i = 0; i < row_seqs.size(); ++i) {
+        for (const AdapterUse& u : seq_adapters_[static_cast<size_t>(row_seqs[i])]) {
+            auto g =
+                std::find_if(lora_groups_.begin(), lora_groups_.end(), [&](const LoraGroup& x) {
+                    return x.adapter == u.adapter.get() && x.scale == u.scale;
+                });
+            if (g == lora_groups_.end()) {
+                lora_groups_.push_back({u.adapter.get(), u.scale, {}});
+                g = lora_groups_.end() - 1;
+            }
+            g->rows.push_back(static_cast<int64_t>(i));
+        }
+    }
+}
+
+void Context::apply_lora(std::initializer_list<Projection> projections, const float* x, int64_t n) {
+    if (lora_groups_.empty()) return;
+    if (lora_rows_ != n) {
+        throw std::logic_error("LoRA rows grouped for " + std::to_string(lora_rows_) +
+                               " rows, applied to a product of " + std::to_string(n));
+    }
+    // One job per (projection, group) whose adapter adapts the projection's matrix: the group's
+    // rows of x (gathered unless they are all of x) through A, then B, scaled into y.
+    struct Job {
+        const Projection* p;
+        const LoraGroup* g;
+        const LoraWeight* w;
+        float s;
+        const float* x;  // the group's rows, [rows][cols]
+        size_t t_at, u_at, act_a_at, act_b_at;
+        kernels::PreparedActivations ax, at;
+    };
+    const int64_t cols = projections.begin()->w->ne[0];
+    std::vector<Job> jobs;
+    std::vector<size_t> x_at(lora_groups_.size(), SIZE_MAX);
+    size_t x_floats = 0, t_floats = 0, u_floats = 0, act_bytes = 0;
+    for (const Projection& p : projections) {
+        for (size_t gi = 0; gi < lora_groups_.size(); ++gi) {
+            const LoraGroup& g = lora_groups_[gi];
+            const LoraWeight* w = g.adapter->find(p.w);
+            if (!w) continue;
+            const auto rows = static_cast<int64_t>(g.rows.size());
+            const bool all = rows == n;  // rows ascending and distinct: then they are 0..n-1
+            if (!all && x_at[gi] == SIZE_MAX) {
+                x_at[gi] = x_floats;
+                x_floats += static_cast<size_t>(rows * cols);
+            }
+            Job j{&p,
+                  &g,
+                  w,
+                  g.adapter->product_scale(*w, g.scale),
+                  all ? x : nullptr,
+                  t_floats,
+                  u_floats,
+                  act_bytes,
+                  0,
+                  {},
+                  {}};
+            t_floats += static_cast<size_t>(rows * w->rank);
+            u_floats += static_cast<size_t>(rows * p.w->ne[1]);
+            act_bytes +=
+                (kernels::activation_buffer_bytes(w->a->type, cols, rows) + 63) & ~size_t{63};
+            j.act_b_at = act_bytes;
+            act_bytes +=
+                (kernels::activation_buffer_bytes(w->b->type, w->rank, rows) + 63) & ~size_t{63};
+            jobs.push_back(j);
+        }
+    }
+    if (jobs.empty()) return;
+    float* gathered = grow(lora_x_, x_floats);
+    float* t = grow(lora_t_, t_floats);
+    float* u = grow(lora_u_, u_floats);
+    uint8_t* act = grow(lora_act_, act_bytes + 64);
+    for (size_t gi = 0; gi < lora_groups_.size(); ++gi) {
+        if (x_at[gi] == SIZE_MAX) continue;
+        const std::vector<int64_t>& rows = lora_groups_[gi].rows;
+        for (size_t r = 0; r < rows.size(); ++r) {
+            std::copy_n(x + rows[r] * cols, cols,
+                        gathered + x_at[gi] + r * static_cast<size_t>(cols));
+        }
+    }
+    for (Job& j : jobs) {
+        if (!j.x) j.x = gathered + x_at[static_cast<size_t>(j.g - lora_groups_.data())];
+        j.ax =
+            kernels::prepare_activations(j.w->a->type, j.x, static_cast<int64_t>(j.g->rows.size()),
+                                         cols, cols, act + j.act_a_at, &pool_);
+    }
+    // A (x): every job's rank rows in one dispatch.
+    int64_t total = 0;
+    for (const Job& j : jobs) total += j.w->rank;
+    pool_.parallel_for(total, [&](int64_t r0, int64_t r1, int) {
+        int64_t base = 0;
+        for (const Job& j : jobs) {
+            const int64_t rank = j.w->rank;
+            const int64_t lo = std::max(r0, base) - base, hi = std::min(r1, base + rank) - base;
+            base += rank;
+            if (lo < hi) {
+                kernels::matmul_rows(j.w->a->type, j.w->a->data, rank, cols, j.ax, t + j.t_at, rank,
+                                     lo, hi);
+            }
+        }
+    });
+    for (Job& j : jobs) {
+        j.at = kernels::prepare_activations(j.w->b->type, t + j.t_at,
+                                            static_cast<int64_t>(j.g->rows.size()), j.w->rank,
+                                            j.w->rank, act + j.act_b_at);
+    }
+    // s * B (A x) added into y: tasks are ranges of every projection's output columns, each
+    // running that projection's jobs in order, so two adapters of one row never race and the
+    // sums do not depend on the thread count.
+    total = 0;
+    for (const Projection& p : projections) total += p.w->ne[1];
+    pool_.parallel_for(total, [&](int64_t c0, int64_t c1, int) {
+        int64_t base = 0;
+        for (const Projection& p : projections) {
+            const int64_t out = p.w->ne[1];
+            const int64_t lo = std::max(c0, base) - base, hi = std::min(c1, base + out) - base;
+            base += out;
+            if (lo >= hi) continue;
+            for (const Job& j : jobs) {
+                if (j.p != &p) continue;
+                float* uj = u + j.u_at;
+                kernels::matmul_rows(j.w->b->type, j.w->b->data, out, j.w->rank, j.at, uj, out, lo,
+                                     hi);
+                for (size_t r = 0; r < j.g->rows.size(); ++r) {
+                    float* y = p.y + j.g->rows[r] * out;
+                    const float* ur = uj + r * static_cast<size_t>(out);
+                    for (int64_t c = lo; c < hi; ++c) y[c] += j.s * ur[c];
+                }
             }
         }
     });
@@ -428,10 +610,112 @@ void Context::recurrent_block(const LayerWeights& l, int layer, std::span<const 
         case BlockKind::rwkv7:
             rwkv_block(l, layer, groups, x);
             return;
+        case BlockKind::mamba:
+            mamba_block(l, layer, groups, x);
+            return;
         case BlockKind::attention:
             break;
     }
     throw std::logic_error("no recurrent forward pass for the blocks of " + model_->hparams().arch);
+}
+
+template <class F>
+void Context::for_channels(std::span<const SeqGroup> groups, int64_t channels, F&& fn) {
+    // Channels of every sequence in one dispatch, in pieces of whole vectors of either SIMD
+    // width; a piece goes through all of its sequence's tokens.
+    constexpr int64_t kPiece = 64;
+    const int64_t pieces = (channels + kPiece - 1) / kPiece;
+    const int64_t tasks = static_cast<int64_t>(groups.size()) * pieces;
+    pool_.parallel_for(tasks, 1, [&](int64_t i0, int64_t i1, int) {
+        for (int64_t i = i0; i < i1; ++i) {
+            const int64_t c0 = (i % pieces) * kPiece;
+            fn(groups[static_cast<size_t>(i / pieces)], c0, std::min(channels, c0 + kPiece));
+        }
+    });
+}
+
+void Context::mamba_block(const LayerWeights& l, int layer, std::span<const SeqGroup> groups,
+                          float* x) {
+    const HParams& hp = model_->hparams();
+    const int64_t n = groups.back().begin + groups.back().count;
+    const int64_t embd = hp.n_embd, inner = hp.ssm_d_inner, ns = hp.ssm_d_state;
+    const int64_t rank = hp.ssm_dt_rank, dbc = rank + 2 * ns;
+    RecurrentState& state = *cache_.recurrent();
+
+    float* xn = grow(xn_, static_cast<size_t>(n * embd));
+    norm(l.attn_norm, l.attn_norm_b, x, xn, n);
+    // Each row: the scan's input x (inner), then the gate z (inner).
+    float* xz = grow(ssm_xz_, static_cast<size_t>(n * 2 * inner));
+    linear(*l.ssm_in, xn, n, xz);
+
+    float* xc = grow(ssm_x_, static_cast<size_t>(n * inner));
+    const float* conv_w = model_->vector_weight(l.ssm_conv1d);
+    const float* conv_b = model_->vector_weight(l.ssm_conv1d_b);
+    for_channels(groups, inner, [&](const SeqGroup& g, int64_t c0, int64_t c1) {
+        kernels::ssm_conv({.n_tokens = g.count,
+                           .n_channels = inner,
+                           .d_conv = hp.ssm_d_conv,
+                           .x = xz + g.begin * 2 * inner,
+                           .x_stride = 2 * inner,
+                           .w = conv_w,
+                           .bias = conv_b,
+                           .state = state.buffer(layer, g.seq, 0),
+                           .y = xc + g.begin * inner,
+                           .y_stride = inner},
+                          c0, c1);
+    });
+
+    // Each row: the time step's low-rank input (rank), B (ns), C (ns).
+    float* xdbc = grow(ssm_dbc_, static_cast<size_t>(n * dbc));
+    linear(*l.ssm_x, xc, n, xdbc);
+    float* dt_in = grow(ssm_dt_in_, static_cast<size_t>(n * rank));
+    pool_.parallel_for(n, [&](int64_t r0, int64_t r1, int) {
+        for (int64_t r = r0; r < r1; ++r) {
+            float* row = xdbc + r * dbc;
+            if (hp.ssm_dt_b_c_rms) {
+                kernels::rms_norm(row, nullptr, row, rank, hp.norm_eps);
+                kernels::rms_norm(row + rank, nullptr, row + rank, ns, hp.norm_eps);
+                kernels::rms_norm(row + rank + ns, nullptr, row + rank + ns, ns, hp.norm_eps);
+            }
+            std::copy_n(row, rank, dt_in + r * rank);
+        }
+    });
+    float* dt = grow(ssm_dt_, static_cast<size_t>(n * inner));
+    affine(*l.ssm_dt, l.ssm_dt_b, dt_in, n, dt);
+    pool_.parallel_for(n, [&](int64_t r0, int64_t r1, int) {
+        kernels::softplus(dt + r0 * inner, dt + r0 * inner, (r1 - r0) * inner);
+    });
+
+    float* y = grow(ssm_y_, static_cast<size_t>(n * inner));
+    const float* a = model_->vector_weight(l.ssm_a);
+    const float* d = model_->vector_weight(l.ssm_d);
+    for_channels(groups, inner, [&](const SeqGroup& g, int64_t c0, int64_t c1) {
+        kernels::ssm_scan({.n_tokens = g.count,
+                           .n_channels = inner,
+                           .d_state = ns,
+                           .x = xc + g.begin * inner,
+                           .x_stride = inner,
+                           .dt = dt + g.begin * inner,
+                           .dt_stride = inner,
+                           .b = xdbc + g.begin * dbc + rank,
+                           .cc = xdbc + g.begin * dbc + rank + ns,
+                           .bc_stride = dbc,
+                           .a = a,
+                           .d = d,
+                           .state = state.buffer(layer, g.seq, 1),
+                           .y = y + g.begin * inner,
+                           .y_stride = inner},
+                          c0, c1);
+    });
+    // Gated by SiLU(z), projected back and added to the residual.
+    pool_.parallel_for(n, [&](int64_t r0, int64_t r1, int) {
+        for (int64_t r = r0; r < r1; ++r) {
+            kernels::swiglu(xz + r * 2 * inner + inner, y + r * inner, y + r * inner, inner);
+        }
+    });
+    float* out = grow(tmp_, static_cast<size_t>(n * embd));
+    linear(*l.ssm_out, y, n, out);
+    kernels::add(x, out, x, n * embd, &pool_);
 }
 
 void Context::eval(std::span<const BatchToken> batch, std::vector<float>& logits) {
@@ -440,8 +724,8 @@ void Context::eval(std::span<const BatchToken> batch, std::vector<float>& logits
     validate(batch);
     // A sliding layer's ring takes a bounded number of one sequence's tokens per step: larger
     // batches run as consecutive steps, each with at most that many tokens of any sequence.
-    const int32_t limit = kv_.max_tokens_per_step();
-    std::vector<int32_t> taken(static_cast<size_t>(kv_.n_seq()), 0);
+    const int32_t limit = cache_.max_tokens_per_step();
+    std::vector<int32_t> taken(static_cast<size_t>(cache_.n_seq()), 0);
     std::vector<float> part;
     size_t begin = 0;
     while (begin < batch.size()) {
@@ -485,6 +769,11 @@ void Context::eval_step(std::span<const BatchToken> batch_in, std::vector<float>
         batch[i] = batch_in[order[i]];
         positions[i] = batch[i].pos;
     }
+    {
+        std::vector<int32_t> row_seqs(batch.size());
+        for (size_t i = 0; i < batch.size(); ++i) row_seqs[i] = batch[i].seq;
+        group_lora_rows(row_seqs);
+    }
     using Group = SeqGroup;
     std::vector<Group> groups;
     for (int64_t i = 0; i < n; ++i) {
@@ -502,9 +791,9 @@ void Context::eval_step(std::span<const BatchToken> batch_in, std::vector<float>
     std::vector<Window> windows;
     std::vector<int32_t> ring_index;
     if (hp.n_swa > 0) {
-        int ring = kv_.n_ctx();
+        int ring = cache_.n_ctx();
         for (uint32_t il = 0; il < hp.n_layer; ++il) {
-            if (hp.is_swa_layer(il)) ring = kv_.layer_cells(static_cast<int>(il));
+            if (hp.is_swa_layer(il)) ring = kv_->layer_cells(static_cast<int>(il));
         }
         for (const Group& g : groups) {
             const int32_t first = batch[static_cast<size_t>(g.begin)].pos;
@@ -553,15 +842,6 @@ void Context::eval_step(std::span<const BatchToken> batch_in, std::vector<float>
         rope_swa.attn_factor = 1.0f;
     }
 
-    // A sequence that starts over starts from the zero state.
-    if (const uint64_t floats = hp.recurrent_state_floats(); floats > 0) {
-        for (const Group& g : groups) {
-            if (kv_.length(g.seq) == 0) {
-                std::fill_n(recurrent_.begin() + static_cast<ptrdiff_t>(g.seq * floats), floats,
-                            0.0f);
-            }
-        }
-    }
     for (uint32_t il = 0; il < hp.n_layer; ++il) {
         const LayerWeights& l = w.layers[il];
         const int layer = static_cast<int>(il);
@@ -610,10 +890,10 @@ void Context::eval_step(std::span<const BatchToken> batch_in, std::vector<float>
 
         for (int64_t i = 0; i < n; ++i) {
             const BatchToken& t = batch[static_cast<size_t>(i)];
-            void* kc = kv_.k_cell(layer, t.seq, t.pos);
-            void* vc = kv_.v_cell(layer, t.seq, t.pos);
-            kernels::kv_store(kv_.types().k, k + i * k_dim, kc, k_dim);
-            kernels::kv_store(kv_.types().v, v + i * v_dim, vc, v_dim);
+            void* kc = kv_->k_cell(layer, t.seq, t.pos);
+            void* vc = kv_->v_cell(layer, t.seq, t.pos);
+            kernels::kv_store(kv_->types().k, k + i * k_dim, kc, k_dim);
+            kernels::kv_store(kv_->types().v, v + i * v_dim, vc, v_dim);
         }
         for (size_t gi = 0; gi < groups.size(); ++gi) {
             const Group& g = groups[gi];
@@ -627,7 +907,7 @@ void Context::eval_step(std::span<const BatchToken> batch_in, std::vector<float>
                 cells.count = win.count;
             }
             kernels::attention(q + g.begin * q_dim, positions.data() + g.begin, g.count,
-                               kv_.k_view(layer, g.seq), kv_.v_view(layer, g.seq), cells, lap,
+                               kv_->k_view(layer, g.seq), kv_->v_view(layer, g.seq), cells, lap,
                                att + g.begin * att_dim, &pool_);
         }
         affine(*l.wo, l.bo, att, n, tmp);
@@ -669,9 +949,10 @@ void Context::eval_step(std::span<const BatchToken> batch_in, std::vector<float>
     }
 
     for (const Group& g : groups) {
-        kv_.set_length(g.seq, batch[static_cast<size_t>(g.begin + g.count - 1)].pos + 1);
+        cache_.set_length(g.seq, batch[static_cast<size_t>(g.begin + g.count - 1)].pos + 1);
     }
 
+    group_lora_rows({});  // the pooled heads are not adapted
     if (pooled_) pool_states(batch, x);
 
     // Output head for the positions that asked, in the caller's batch order.
@@ -694,7 +975,15 @@ void Context::eval_step(std::span<const BatchToken> batch_in, std::vector<float>
         }
     }
     logits.resize(static_cast<size_t>(m) * hp.n_vocab);
+    {
+        std::vector<int32_t> row_seqs(rows.size());
+        for (size_t r = 0; r < rows.size(); ++r) {
+            row_seqs[r] = batch[static_cast<size_t>(rows[r])].seq;
+        }
+        group_lora_rows(row_seqs);
+    }
     affine(*w.output, w.output_b, xn, m, logits.data());
+    group_lora_rows({});
     if (hp.logit_divisor != 1.0f) {
         kernels::scale(logits.data(), 1.0f / hp.logit_divisor, logits.data(),
                        static_cast<int64_t>(logits.size()), &pool_);
@@ -717,10 +1006,10 @@ void Context::check_pooled(std::span<const BatchToken> batch, const Pooled& pool
     }
     // The batch must be one step (eval splits it only for a sliding layer's ring), so that a
     // pooled sequence is never cut and its rows come out in one piece.
-    const int32_t limit = kv_.max_tokens_per_step();
-    std::vector<int32_t> count(static_cast<size_t>(kv_.n_seq()), 0);
+    const int32_t limit = cache_.max_tokens_per_step();
+    std::vector<int32_t> count(static_cast<size_t>(cache_.n_seq()), 0);
     for (const BatchToken& t : batch) {
-        if (t.seq >= 0 && t.seq < kv_.n_seq() && ++count[static_cast<size_t>(t.seq)] > limit) {
+        if (t.seq >= 0 && t.seq < cache_.n_seq() && ++count[static_cast<size_t>(t.seq)] > limit) {
             throw std::invalid_argument("sequence " + std::to_string(t.seq) + " has more than " +
                                         std::to_string(limit) +
                                         " tokens, more than one step of this model takes");
@@ -729,14 +1018,14 @@ void Context::check_pooled(std::span<const BatchToken> batch, const Pooled& pool
     for (size_t i = 0; i < pooled.seqs.size(); ++i) {
         const int32_t seq = pooled.seqs[i];
         const std::string which = "pooled sequence " + std::to_string(seq) + ": ";
-        if (seq < 0 || seq >= kv_.n_seq()) throw std::invalid_argument(which + "does not exist");
+        if (seq < 0 || seq >= cache_.n_seq()) throw std::invalid_argument(which + "does not exist");
         if (std::find(pooled.seqs.begin(), pooled.seqs.begin() + static_cast<ptrdiff_t>(i), seq) !=
             pooled.seqs.begin() + static_cast<ptrdiff_t>(i)) {
             throw std::invalid_argument(which + "listed twice");
         }
-        if (kv_.length(seq) != 0) {
+        if (cache_.length(seq) != 0) {
             throw std::invalid_argument(which + "must start at position 0 (its cache holds " +
-                                        std::to_string(kv_.length(seq)) + " tokens)");
+                                        std::to_string(cache_.length(seq)) + " tokens)");
         }
         if (count[static_cast<size_t>(seq)] == 0) {
             throw std::invalid_argument(which + "has no token in the batch");

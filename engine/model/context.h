@@ -11,14 +11,16 @@
 
 #include "engine/kernels/threadpool.h"
 #include "engine/model/kv_cache.h"
+#include "engine/model/lora.h"
 #include "engine/model/model.h"
+#include "engine/model/sequence_cache.h"
 
 namespace ggufd::model {
 
 struct ExpertGroups;  // moe.h
 
 struct ContextParams {
-    int n_seq = 1;      // sequences (slots) the KV cache holds
+    int n_seq = 1;      // sequences (slots) the caches hold
     int n_ctx = 0;      // cells per sequence; 0 = the model's training context, at most 4096
     int n_threads = 0;  // 0 = physical cores
     KvTypes kv_type = kernels::KvType::f16;  // K and V storage
@@ -44,8 +46,13 @@ class Context {
     Context(std::shared_ptr<const Model> model, const ContextParams& params);
 
     const Model& model() const { return *model_; }
-    KvCache& kv() { return kv_; }
-    const KvCache& kv() const { return kv_; }
+    // What each sequence keeps between steps (KV cells, recurrent state): start, cut back and
+    // clear sequences here.
+    SequenceCache& cache() { return cache_; }
+    const SequenceCache& cache() const { return cache_; }
+    // The KV cache of an attention model; std::logic_error for a model without attention.
+    KvCache& kv();
+    const KvCache& kv() const;
     kernels::ThreadPool& pool() { return pool_; }
     int32_t n_vocab() const { return static_cast<int32_t>(model_->hparams().n_vocab); }
 
@@ -74,6 +81,15 @@ class Context {
     // Floats in one pooled row: n_embd, or the classifier's outputs for Pooling::rank.
     int64_t embedding_width(Pooling pooling) const;
 
+    // --- LoRA adapters ---
+    // The adapters sequence `seq` is evaluated with from now on (none: the base model), each
+    // applied at its scale to the matrices it adapts: y = W x + s * B (A x) (lora.h). Uses of
+    // scale 0 are dropped. A different set than the sequence had clears its cache, whose keys and
+    // values were computed with the old one. Throws std::invalid_argument for an adapter of
+    // another model or a scale that is not finite.
+    void set_adapters(int32_t seq, std::vector<AdapterUse> adapters);
+    const std::vector<AdapterUse>& adapters(int32_t seq) const;
+
   private:
     // Y[n][rows] = X[n][cols] . W^T over the pool.
     void linear(const gguf::TensorInfo& w, const float* x, int64_t n, float* y);
@@ -83,8 +99,23 @@ class Context {
         float* y;
     };
     void linear_many(std::initializer_list<Projection> projections, const float* x, int64_t n);
+    // The adapters' products added to linear_many's results for the rows of lora_groups_.
+    void apply_lora(std::initializer_list<Projection> projections, const float* x, int64_t n);
+    // The rows of the next products (row i is a token of sequence row_seqs[i]) grouped by the
+    // adapter uses of their sequences into lora_groups_; empty row_seqs: no adapters.
+    void group_lora_rows(std::span<const int32_t> row_seqs);
+    struct LoraGroup {
+        const LoraAdapter* adapter;
+        float scale;
+        std::vector<int64_t> rows;  // ascending
+    };
+    std::vector<std::vector<AdapterUse>> seq_adapters_;  // per sequence
+    std::vector<LoraGroup> lora_groups_;                 // of the rows being multiplied
+    int64_t lora_rows_ = 0;                              // how many rows they were grouped for
+    std::vector<float> lora_x_, lora_t_, lora_u_;
+    std::vector<uint8_t> lora_act_;
     void validate(std::span<const BatchToken> batch) const;
-    // eval of a validated batch within KvCache::max_tokens_per_step per sequence.
+    // eval of a validated batch within SequenceCache::max_tokens_per_step per sequence.
     void eval_step(std::span<const BatchToken> batch, std::vector<float>& logits);
     // The architecture's norm over rows [n][n_embd] with weight w and bias b (may be null).
     void norm(const gguf::TensorInfo* w, const gguf::TensorInfo* b, const float* x, float* y,
@@ -129,25 +160,21 @@ class Context {
         int32_t seq;
         int64_t begin, count;
     };
-    // The layer's recurrent block over the residual stream x [n][n_embd] in place, each group
-    // scanned through its sequence's state in token order.
+    // The layer's recurrent block over the residual stream x [n][n_embd] in place (x += the
+    // block's output), each group scanned through its sequence's state in token order.
     void recurrent_block(const LayerWeights& l, int layer, std::span<const SeqGroup> groups,
                          float* x);
-    // Each sequence's recurrent state, [n_seq][HParams::recurrent_state_floats()]: a sequence
-    // whose cache is empty starts from zeros (eval_step clears it), and the KV cache refuses to
-    // cut a recurrent sequence back to anything but 0 tokens or its length.
-    std::vector<float> recurrent_;
+    // fn(group, c0, c1) for pieces of `channels` of every group, over the pool in one dispatch.
+    template <class F>
+    void for_channels(std::span<const SeqGroup> groups, int64_t channels, F&& fn);
+    // Mamba-1 (BlockKind::mamba): state buffer 0 is the convolution's window, 1 the scan's.
+    void mamba_block(const LayerWeights& l, int layer, std::span<const SeqGroup> groups, float* x);
+    std::vector<float> ssm_xz_, ssm_x_, ssm_dbc_, ssm_dt_in_, ssm_dt_, ssm_y_;
     // RWKV (rwkv.cpp): the layer's time mix and channel mix, then RWKV-6's rescaling.
     void rwkv_block(const LayerWeights& l, int layer, std::span<const SeqGroup> groups, float* x);
-    // One sequence's RWKV buffers of one layer.
-    struct RwkvState {
-        float* time_mix_shift;     // [n_embd]: the time mix's last normed input
-        float* channel_mix_shift;  // [n_embd]: the channel mix's
-        float* wkv;                // [heads][head_size][head_size]
-    };
-    RwkvState rwkv_state(int layer, int32_t seq);
     // prev [n][n_embd] = each token's previous row of xn within its sequence, the first one from
-    // the state's shift buffer `which` (0 time mix, 1 channel mix), which then keeps the last row.
+    // the state buffer `which` (ArchDesc::state: 0 time mix, 1 channel mix), which then keeps the
+    // last row.
     void rwkv_shift(std::span<const SeqGroup> groups, int layer, int which, const float* xn,
                     float* prev);
     // y[t] = xn[t] + (prev[t] - xn[t]) * mu[t] over n rows; mu_stride 0: one mu for every row.
@@ -188,7 +215,8 @@ class Context {
 
     std::shared_ptr<const Model> model_;
     kernels::ThreadPool pool_;
-    KvCache kv_;
+    SequenceCache cache_;
+    KvCache* kv_;  // cache_'s, or nullptr without attention
     std::vector<int32_t>
         cell_positions_;  // 0, 1, 2, ...: a sequence's cells hold positions in order
     // RoPE's per-pair frequency divisors (rope_freqs, or LongRoPE's long or short factors chosen

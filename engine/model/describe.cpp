@@ -50,27 +50,62 @@ const char* name_of(RopeScaling s) {
     return "?";
 }
 
-// A model without attention: its block, its keys and the state each sequence carries.
-nlohmann::ordered_json describe_recurrent(const HParams& hp, nlohmann::ordered_json j) {
-    const ArchDesc& d = *hp.desc;
-    j["block"] = d.block == BlockKind::rwkv6 ? "rwkv6" : "rwkv7";
-    j["norm"] = {{"kind", name_of(d.norm)}, {"epsilon", widen(hp.norm_eps)}};
-    j["feed_forward"] = {{"length", hp.n_ff}};
-    nlohmann::ordered_json wkv = {{"head_size", hp.wkv_head_size},
-                                  {"head_count", hp.n_embd / hp.wkv_head_size}};
-    if (d.block == BlockKind::rwkv6) {
-        wkv["time_mix_extra_dim"] = hp.rwkv_shift_lora;
-        wkv["time_decay_extra_dim"] = hp.rwkv_decay_lora;
-        wkv["rescale_every_n_layers"] = hp.rwkv_rescale_every;
-    } else {
-        wkv["decay_lora_rank"] = hp.rwkv_decay_lora;
-        wkv["iclr_lora_rank"] = hp.rwkv_iclr_lora;
-        wkv["value_residual_mix_lora_rank"] = hp.rwkv_value_lora;
-        wkv["gate_lora_rank"] = hp.rwkv_gate_lora;
+const char* name_of(BlockKind k) {
+    switch (k) {
+        case BlockKind::attention:
+            return "attention";
+        case BlockKind::mamba:
+            return "mamba";
+        case BlockKind::rwkv6:
+            return "rwkv6";
+        case BlockKind::rwkv7:
+            return "rwkv7";
     }
-    j["wkv"] = std::move(wkv);
-    j["state_floats_per_sequence"] = hp.recurrent_state_floats();
-    return j;
+    return "?";
+}
+
+// A model without attention: its block, its own keys and the state each sequence carries.
+void describe_recurrent(const HParams& hp, nlohmann::ordered_json& j) {
+    const ArchDesc& d = *hp.desc;
+    j["block"] = name_of(d.block);
+    j["norm"] = {{"kind", name_of(d.norm)}, {"epsilon", widen(hp.norm_eps)}};
+    if (d.block == BlockKind::mamba) {
+        j["ssm"] = {{"conv_kernel", hp.ssm_d_conv},
+                    {"inner_size", hp.ssm_d_inner},
+                    {"state_size", hp.ssm_d_state},
+                    {"time_step_rank", hp.ssm_dt_rank},
+                    {"dt_b_c_rms", hp.ssm_dt_b_c_rms}};
+    }
+    if (d.block == BlockKind::rwkv6 || d.block == BlockKind::rwkv7) {
+        nlohmann::ordered_json wkv = {{"head_size", hp.wkv_head_size},
+                                      {"head_count", hp.n_embd / hp.wkv_head_size}};
+        if (d.block == BlockKind::rwkv6) {
+            wkv["time_mix_extra_dim"] = hp.rwkv_shift_lora;
+            wkv["time_decay_extra_dim"] = hp.rwkv_decay_lora;
+            wkv["rescale_every_n_layers"] = hp.rwkv_rescale_every;
+        } else {
+            wkv["decay_lora_rank"] = hp.rwkv_decay_lora;
+            wkv["iclr_lora_rank"] = hp.rwkv_iclr_lora;
+            wkv["value_residual_mix_lora_rank"] = hp.rwkv_value_lora;
+            wkv["gate_lora_rank"] = hp.rwkv_gate_lora;
+        }
+        j["wkv"] = std::move(wkv);
+    }
+    if (hp.n_ff > 0) j["feed_forward"] = {{"length", hp.n_ff}};
+    nlohmann::ordered_json state = nlohmann::ordered_json::object();
+    uint64_t floats = 0;
+    for (const StateBuffer& b : d.state) {
+        nlohmann::ordered_json dims = nlohmann::ordered_json::array();
+        for (StateDim dim : b.dims) {
+            if (dim != StateDim::one) dims.push_back(hp.state_dim(dim));
+        }
+        state[std::string(b.name)] = std::move(dims);
+        floats += hp.state_floats(b);
+    }
+    // The live state of one sequence; ggufd keeps a checkpoint copy beside it.
+    j["recurrent_state"] = {{"per_layer", std::move(state)},
+                            {"bytes_per_sequence", floats * hp.n_layer * sizeof(float)}};
+    j["pooling"] = pooling_name(hp.pooling);
 }
 
 }  // namespace
@@ -83,7 +118,10 @@ nlohmann::ordered_json describe_hparams(const HParams& hp) {
     j["embedding_length"] = hp.n_embd;
     j["block_count"] = hp.n_layer;
     j["vocab_size"] = hp.n_vocab;
-    if (!hp.has_attention()) return describe_recurrent(hp, std::move(j));
+    if (!hp.has_attention()) {
+        describe_recurrent(hp, j);
+        return j;
+    }
     j["attention"] = {{"head_count", hp.n_head},
                       {"head_count_kv", hp.n_head_kv},
                       {"key_length", hp.head_dim_k},

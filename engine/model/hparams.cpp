@@ -3,6 +3,8 @@
 #include <array>
 #include <cmath>
 
+#include "engine/kernels/ssm.h"
+
 namespace ggufd::model {
 namespace {
 
@@ -175,11 +177,29 @@ void read_rwkv_keys(const gguf::File& f, const std::string& p, HParams& hp) {
     rank("attention.gate_lora_rank", hp.rwkv_gate_lora);
 }
 
+// Mamba's keys (BlockKind::mamba): every size required and non-zero.
+void read_ssm_keys(const gguf::File& f, const std::string& p, HParams& hp) {
+    for (auto [key, value] : {std::pair{"ssm.conv_kernel", &hp.ssm_d_conv},
+                              std::pair{"ssm.inner_size", &hp.ssm_d_inner},
+                              std::pair{"ssm.state_size", &hp.ssm_d_state},
+                              std::pair{"ssm.time_step_rank", &hp.ssm_dt_rank}}) {
+        *value = f.get<uint32_t>(p + key);
+        if (*value == 0) refuse(p + key + " is 0");
+    }
+    if (hp.ssm_d_conv < 2 || hp.ssm_d_conv > kernels::kMaxSsmConvTaps) {
+        refuse(p + "ssm.conv_kernel (" + std::to_string(hp.ssm_d_conv) +
+               ") must be between 2 and " + std::to_string(kernels::kMaxSsmConvTaps));
+    }
+    hp.ssm_dt_b_c_rms = f.get_or<bool>(p + "ssm.dt_b_c_rms", false);
+}
+
 // A model without attention: the attention keys may say 0 heads and are not read further.
 HParams read_recurrent(const gguf::File& f, const std::string& p, HParams hp) {
     hp.n_ff = f.get_or<uint32_t>(p + "feed_forward_length", 0);
     hp.n_head = hp.n_head_kv = 0;
-    read_rwkv_keys(f, p, hp);
+    if (hp.desc->block == BlockKind::mamba) read_ssm_keys(f, p, hp);
+    if (hp.desc->block == BlockKind::rwkv6 || hp.desc->block == BlockKind::rwkv7)
+        read_rwkv_keys(f, p, hp);
     read_experts(f, p, hp);
     read_layout_keys(f, p, *hp.desc, hp);
     read_encoder_keys(f, p, hp);
@@ -188,10 +208,30 @@ HParams read_recurrent(const gguf::File& f, const std::string& p, HParams hp) {
 
 }  // namespace
 
-uint64_t HParams::recurrent_state_floats() const {
-    if (has_attention()) return 0;
-    // Per layer: the time mix's and channel mix's token shifts, and the WKV state of each head.
-    return uint64_t{n_layer} * (2 * uint64_t{n_embd} + uint64_t{n_embd} * wkv_head_size);
+uint64_t HParams::state_dim(StateDim dim) const {
+    switch (dim) {
+        case StateDim::one:
+            return 1;
+        case StateDim::n_embd:
+            return n_embd;
+        case StateDim::ssm_conv_window:
+            return ssm_d_conv > 0 ? ssm_d_conv - 1 : 0;
+        case StateDim::ssm_inner:
+            return ssm_d_inner;
+        case StateDim::ssm_state:
+            return ssm_d_state;
+        case StateDim::wkv_heads:
+            return wkv_head_size > 0 ? n_embd / wkv_head_size : 0;
+        case StateDim::wkv_head_size:
+            return wkv_head_size;
+    }
+    return 0;
+}
+
+uint64_t HParams::state_floats(const StateBuffer& buffer) const {
+    uint64_t n = 1;
+    for (StateDim d : buffer.dims) n *= state_dim(d);
+    return n;
 }
 
 bool is_supported_architecture(const std::string& arch) {

@@ -63,7 +63,14 @@ struct HParams {
     // --- encoders and embeddings ---
     bool causal = true;               // attention.causal (ArchDesc::causal by default)
     Pooling pooling = Pooling::last;  // pooling_type (ArchDesc::pooling by default)
-    // --- recurrent blocks (ArchDesc::block) ---
+    // --- recurrent blocks (ArchDesc::block, state) ---
+    // Mamba: ssm.conv_kernel, ssm.inner_size, ssm.state_size, ssm.time_step_rank and
+    // ssm.dt_b_c_rms (dt, B and C RMS-normed before use: Falcon-Mamba).
+    uint32_t ssm_d_conv = 0;
+    uint32_t ssm_d_inner = 0;
+    uint32_t ssm_d_state = 0;
+    uint32_t ssm_dt_rank = 0;
+    bool ssm_dt_b_c_rms = false;
     uint32_t wkv_head_size = 0;  // RWKV: wkv.head_size
     // RWKV's LoRA ranks: RWKV-6's token shift (time_mix_extra_dim) and decay
     // (time_decay_extra_dim); RWKV-7's decay, in-context learning rate, value residual and gate
@@ -75,10 +82,13 @@ struct HParams {
     uint32_t rwkv_gate_lora = 0;
     uint32_t rwkv_rescale_every = 0;  // RWKV-6: the hidden state halves after every n-th block
     // Whether the blocks attend (and a sequence needs KV cells) or carry a recurrent state.
-    // (Hyperparameters written by hand without a description are a transformer's.)
-    bool has_attention() const { return !desc || desc->block == BlockKind::attention; }
-    // Floats of one sequence's recurrent state over all layers (0 for attention).
-    uint64_t recurrent_state_floats() const;
+    bool has_attention() const { return desc->block == BlockKind::attention; }
+    bool is_recurrent() const { return !desc->state.empty(); }
+    // A recurrent state buffer's dimension (see StateDim); 0 when the model lacks it.
+    uint64_t state_dim(StateDim dim) const;
+    // Floats of one layer's state buffer (ArchDesc::state[index]).
+    uint64_t state_floats(const StateBuffer& buffer) const;
+
     // Whether layer il attends through the sliding window.
     bool is_swa_layer(uint32_t il) const {
         return n_swa > 0 && (swa_period == 0 || il % swa_period < swa_period - 1);

@@ -43,8 +43,7 @@ KvCache::KvCache(const HParams& hp, int n_seq, int n_ctx, KvTypes types, int swa
       k_row_(hp.n_embd_k_gqa()),
       v_row_(hp.n_embd_v_gqa()),
       head_dim_k_(hp.head_dim_k),
-      head_dim_v_(hp.head_dim_v),
-      recurrent_(!hp.has_attention()) {
+      head_dim_v_(hp.head_dim_v) {
     if (n_seq <= 0 || n_ctx <= 0) {
         throw std::invalid_argument(
             "KV cache needs at least one sequence and one cell (n_seq=" + std::to_string(n_seq) +
@@ -85,7 +84,6 @@ int32_t KvCache::max_tokens_per_step() const {
 bool KvCache::can_truncate(int seq, int32_t n) const {
     const int32_t len = lengths_.at(static_cast<size_t>(seq));
     if (n < 0 || n > len) return false;
-    if (recurrent_) return n == 0 || n == len;
     // The ring holds positions from len - ring_ on; tokens from n on need those from
     // n - n_swa + 1 on (none below 0 either way).
     const int64_t oldest_held = std::max<int64_t>(0, int64_t{len} - ring_);

@@ -70,10 +70,10 @@ class KvCache {
     int layer_cells(int layer) const { return cells_.at(static_cast<size_t>(layer)); }
     // Most tokens one step may add to one sequence (INT32_MAX without a ring).
     int32_t max_tokens_per_step() const;
+    // Whether truncate(seq, n) keeps every cell the sequence's next tokens need.
+
     // Tokens a sequence holds: positions 0 .. length-1.
     int32_t length(int seq) const { return lengths_.at(static_cast<size_t>(seq)); }
-    // Whether truncate(seq, n) keeps every cell the sequence's next tokens need. A recurrent
-    // model's state cannot be cut back: only to 0 tokens or the whole length.
     bool can_truncate(int seq, int32_t n) const;
     void clear(int seq) { truncate(seq, 0); }
     // Keeps the first n tokens of a sequence (n <= length); std::out_of_range when n is beyond
@@ -100,7 +100,6 @@ class KvCache {
     std::vector<int> cells_;             // per layer: cells per sequence
     int ring_ = 0;                       // cells of the sliding layers (0: none)
     int32_t n_swa_ = 0;
-    bool recurrent_ = false;  // the model's blocks carry a state (HParams::has_attention)
     std::vector<int32_t> lengths_;
 };
 

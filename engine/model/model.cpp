@@ -78,7 +78,7 @@ Model::Model(gguf::File file, const LoadOptions& options)
     : file_(std::move(file)),
       hparams_(read_hparams(file_)),
       weights_(bind_weights(file_, hparams_)) {
-    auto add_vector = [this](const gguf::TensorInfo* t) {
+    auto add_vector = [this](const gguf::TensorInfo* t, bool transpose = false) {
         if (!t) return;
         const kernels::FormatKernels* k = kernels::find_kernels(t->type);
         if (!k) {
@@ -88,6 +88,14 @@ Model::Model(gguf::File file, const LoadOptions& options)
         }
         std::vector<float> v(static_cast<size_t>(t->n_elements));
         k->to_float(t->data, v.data(), static_cast<int64_t>(t->n_elements));
+        if (transpose) {
+            const auto cols = static_cast<size_t>(t->ne[0]), rows = v.size() / cols;
+            std::vector<float> tr(v.size());
+            for (size_t r = 0; r < rows; ++r) {
+                for (size_t c = 0; c < cols; ++c) tr[c * rows + r] = v[r * cols + c];
+            }
+            v.swap(tr);
+        }
         vectors_.emplace_back(t, std::move(v));
     };
     auto check_matrix = [](const gguf::TensorInfo* t) {
@@ -106,6 +114,7 @@ Model::Model(gguf::File file, const LoadOptions& options)
         for (const gguf::TensorInfo* m : l.rwkv.matrices()) check_matrix(m);
         check_matrix(l.rwkv.stacked_matrix());
         for (const gguf::TensorInfo* v : l.rwkv.vectors()) add_vector(v);
+        for (const gguf::TensorInfo* v : l.transposed_vectors()) add_vector(v, true);
     }
     plan_repack(options.repack);
 }

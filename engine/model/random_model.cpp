@@ -9,6 +9,8 @@
 #include "engine/kernels/formats.h"
 #include "engine/model/arch.h"
 #include "engine/model/hparams.h"
+#include "engine/model/lora.h"
+#include "engine/model/model.h"
 #include "engine/model/weights.h"
 
 namespace ggufd::model {
@@ -130,14 +132,17 @@ gguf::Writer make_random_model(const RandomModelSpec& s) {
         throw gguf::Error("random model: architecture '" + s.arch +
                           "' is not supported (supported: " + supported_arch_names() + ")");
     }
-    if (s.n_head == 0 || (s.head_dim == 0 && s.n_embd % s.n_head != 0)) {
+    const bool attention = desc->block == BlockKind::attention;
+    // RWKV's WKV heads are sized like attention heads.
+    const bool rwkv = desc->block == BlockKind::rwkv6 || desc->block == BlockKind::rwkv7;
+    if ((attention || rwkv) && (s.n_head == 0 || (s.head_dim == 0 && s.n_embd % s.n_head != 0))) {
         throw gguf::Error("random model: n_embd must be a multiple of n_head (or give head_dim)");
     }
-    if (s.n_head_kv == 0 || s.n_head % s.n_head_kv != 0) {
+    if (attention && (s.n_head_kv == 0 || s.n_head % s.n_head_kv != 0)) {
         throw gguf::Error("random model: n_head_kv must divide n_head");
     }
     const std::string p = s.arch + ".";
-    const uint32_t head_dim = s.head_dim ? s.head_dim : s.n_embd / s.n_head;
+    const uint32_t head_dim = !attention ? 0 : s.head_dim ? s.head_dim : s.n_embd / s.n_head;
     gguf::Writer w;
     w.set("general.architecture", s.arch);
     w.set("general.name", s.name);
@@ -145,15 +150,23 @@ gguf::Writer make_random_model(const RandomModelSpec& s) {
     w.set(p + "context_length", s.n_ctx);
     w.set(p + "embedding_length", s.n_embd);
     w.set(p + "block_count", s.n_layer);
-    w.set(p + "feed_forward_length", s.n_ff);
-    const bool rwkv = desc->block == BlockKind::rwkv6 || desc->block == BlockKind::rwkv7;
-    if (rwkv) {
-        add_rwkv_keys(w, s, *desc, head_dim);
+    if (desc->block == BlockKind::mamba) {
+        // No attention and no FFN: llama.cpp's converter writes both counts as 0.
+        w.set(p + "feed_forward_length", uint32_t{0});
+        w.set(p + "attention.head_count", uint32_t{0});
+        w.set(p + "ssm.conv_kernel", s.ssm_d_conv);
+        w.set(p + "ssm.inner_size", s.ssm_d_inner ? s.ssm_d_inner : 2 * s.n_embd);
+        w.set(p + "ssm.state_size", s.ssm_d_state);
+        w.set(p + "ssm.time_step_rank", s.ssm_dt_rank ? s.ssm_dt_rank : (s.n_embd + 15) / 16);
+    } else if (rwkv) {
+        w.set(p + "feed_forward_length", s.n_ff);
+        add_rwkv_keys(w, s, *desc, s.head_dim ? s.head_dim : s.n_embd / s.n_head);
     } else {
+        w.set(p + "feed_forward_length", s.n_ff);
         w.set(p + "attention.head_count", s.n_head);
         w.set(p + "attention.head_count_kv", s.n_head_kv);
     }
-    if (s.head_dim && !rwkv) {
+    if (s.head_dim && attention) {
         w.set(p + "attention.key_length", head_dim);
         w.set(p + "attention.value_length", head_dim);
     }
@@ -207,6 +220,16 @@ gguf::Writer make_random_model(const RandomModelSpec& s) {
                 std::vector<float>(static_cast<size_t>(t.shape[0]), is_bias ? 0.0f : 1.0f));
             continue;
         }
+        if (t.name.ends_with("." + std::string(desc->names.ssm_a))) {
+            // A = -(1, 2, ..., d_state) in every channel, Mamba's initialisation: each state
+            // index decays at its own rate and the recurrence is stable.
+            std::vector<float> a(static_cast<size_t>(t.shape[0] * t.shape[1]));
+            for (size_t i = 0; i < a.size(); ++i) {
+                a[i] = -static_cast<float>(i % static_cast<size_t>(t.shape[0]) + 1);
+            }
+            w.add_tensor(t.name, t.shape, a);
+            continue;
+        }
         if (t.name.ends_with(".bias")) {  // the experts' biases [rows, n_expert]
             w.add_tensor(t.name, t.shape,
                          std::vector<float>(static_cast<size_t>(t.shape[0] * t.shape[1]), 0.0f));
@@ -228,12 +251,43 @@ gguf::Writer make_random_model(const RandomModelSpec& s) {
         const bool head = t.name == std::string(desc->names.output) + ".weight";
         // Routers stay F32, as quantizers leave them: their logits pick the experts.
         const bool router = t.name.ends_with(std::string(desc->names.ffn_gate_inp) + ".weight");
-        const gguf::TensorType type = router || narrow ? gguf::TensorType::F32
-                                      : head           ? s.output_type.value_or(s.type)
-                                                       : s.type;
+        // Mamba's convolution and time-step projection are small and their rows short (the
+        // kernel width, the time-step rank): kept F32, as llama.cpp's quantizer keeps the former.
+        const bool small_ssm = t.name.ends_with(std::string(desc->names.ssm_conv1d) + ".weight") ||
+                               t.name.ends_with(std::string(desc->names.ssm_dt) + ".weight");
+        const gguf::TensorType type = router || narrow || small_ssm ? gguf::TensorType::F32
+                                      : head                        ? s.output_type.value_or(s.type)
+                                                                    : s.type;
         add_matrix(w, rng, t.name, type, t.shape,
                    embeddings ? 1.0f : 1.0f / std::sqrt(static_cast<float>(cols)));
     }
+    return w;
+}
+
+gguf::Writer make_random_lora(const Model& base, const RandomLoraSpec& spec) {
+    if (spec.rank == 0) throw gguf::Error("random adapter: the rank must be at least 1");
+    gguf::Writer w;
+    w.set("general.architecture", base.file().architecture());
+    w.set("general.type", "adapter");
+    w.set("general.name", "random lora");
+    w.set("adapter.type", "lora");
+    if (spec.alpha != 0.0f) w.set("adapter.lora.alpha", spec.alpha);
+    Rng rng(spec.seed);
+    const auto rank = static_cast<int64_t>(spec.rank);
+    size_t written = 0;
+    for (const gguf::TensorInfo* m : adaptable_matrices(base)) {
+        const bool wanted =
+            spec.targets.empty() ||
+            std::any_of(spec.targets.begin(), spec.targets.end(),
+                        [&](const std::string& t) { return m->name.find(t) != std::string::npos; });
+        if (!wanted) continue;
+        add_matrix(w, rng, m->name + ".lora_a", spec.type, {m->ne[0], rank},
+                   1.0f / std::sqrt(static_cast<float>(m->ne[0])));
+        add_matrix(w, rng, m->name + ".lora_b", spec.type, {rank, m->ne[1]},
+                   1.0f / std::sqrt(static_cast<float>(rank)));
+        ++written;
+    }
+    if (written == 0) throw gguf::Error("random adapter: no base matrix matches the targets");
     return w;
 }
 

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "gguf/file.h"
 #include "gguf/writer.h"
@@ -34,6 +35,12 @@ struct RandomModelSpec {
     uint32_t n_expert = 0;
     uint32_t n_expert_used = 0;
     uint32_t n_ff_expert = 0;
+    // Mamba (BlockKind::mamba): ssm.conv_kernel, ssm.state_size, ssm.inner_size (0: 2 n_embd)
+    // and ssm.time_step_rank (0: n_embd / 16 rounded up), as Mamba's defaults make them.
+    uint32_t ssm_d_conv = 4;
+    uint32_t ssm_d_state = 16;
+    uint32_t ssm_d_inner = 0;
+    uint32_t ssm_dt_rank = 0;
     // RWKV (rwkv6, rwkv7): the WKV head size is head_dim, else n_embd / n_head; every LoRA
     // (RWKV-6's token shift and decay, RWKV-7's decay, learning rate, value mix and gate) has
     // this rank, 0: 32, and RWKV-6 halves the state every rwkv_rescale_every blocks (0: never).
@@ -48,6 +55,20 @@ struct RandomModelSpec {
 // Builds the model in memory; throws gguf::Error when a dimension does not fit the type's block
 // size or the heads do not divide the embedding.
 gguf::Writer make_random_model(const RandomModelSpec& spec);
+
+// A random LoRA adapter for a base model (lora.h's layout): a pair for every adaptable matrix
+// whose name contains one of `targets` (all when empty). A's entries have standard deviation
+// 1/sqrt(n_in) and B's 1/sqrt(rank), so with alpha = rank an adapter changes a matrix about as
+// much as the matrix itself: tests see it in every logit.
+struct RandomLoraSpec {
+    uint32_t rank = 8;
+    float alpha = 8.0f;  // 0: not written (the scale is then the request's alone)
+    gguf::TensorType type = gguf::TensorType::F32;  // of A and B (B's rows are rank long)
+    std::vector<std::string> targets = {};
+    uint64_t seed = 7;
+};
+class Model;
+gguf::Writer make_random_lora(const Model& base, const RandomLoraSpec& spec);
 
 // The byte-level vocabulary on its own (tokenizer.* keys), as GPT-2's byte-to-unicode mapping
 // with no merges: every byte is one token.

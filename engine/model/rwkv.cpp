@@ -8,6 +8,7 @@
 
 #include "engine/kernels/ops.h"
 #include "engine/model/context.h"
+#include "engine/model/recurrent_state.h"
 
 namespace ggufd::model {
 namespace {
@@ -25,21 +26,11 @@ float sigmoid(float x) {
 
 }  // namespace
 
-Context::RwkvState Context::rwkv_state(int layer, int32_t seq) {
-    const HParams& hp = model_->hparams();
-    const size_t embd = hp.n_embd;
-    const size_t layer_floats = hp.recurrent_state_floats() / hp.n_layer;
-    float* base = recurrent_.data() + static_cast<size_t>(seq) * hp.recurrent_state_floats() +
-                  static_cast<size_t>(layer) * layer_floats;
-    return {base, base + embd, base + 2 * embd};
-}
-
 void Context::rwkv_shift(std::span<const SeqGroup> groups, int layer, int which, const float* xn,
                          float* prev) {
     const int64_t embd = model_->hparams().n_embd;
     for (const SeqGroup& g : groups) {
-        const RwkvState s = rwkv_state(layer, g.seq);
-        float* saved = which == 0 ? s.time_mix_shift : s.channel_mix_shift;
+        float* saved = cache_.recurrent()->buffer(layer, g.seq, which);
         const float* rows = xn + g.begin * embd;
         std::copy_n(saved, embd, prev + g.begin * embd);
         std::copy_n(rows, (g.count - 1) * embd, prev + (g.begin + 1) * embd);
@@ -178,7 +169,7 @@ void Context::rwkv6_time_mix(const RwkvWeights& r, int layer, std::span<const Se
         a.v = v + o;
         a.w = w + o;
         a.u = model_->vector_weight(r.first);
-        a.state = rwkv_state(layer, s.seq).wkv;
+        a.state = cache_.recurrent()->buffer(layer, s.seq, 2);
         a.y = att + o;
         a.n_tokens = s.count;
         a.n_head = embd / hs;
@@ -286,7 +277,7 @@ void Context::rwkv7_time_mix(const RwkvWeights& r, int layer, std::span<const Se
         args.v = v + o;
         args.a = a + o;
         args.b = b + o;
-        args.state = rwkv_state(layer, s.seq).wkv;
+        args.state = cache_.recurrent()->buffer(layer, s.seq, 2);
         args.y = att + o;
         args.n_tokens = s.count;
         args.n_head = heads;

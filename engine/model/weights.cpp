@@ -193,8 +193,9 @@ void bind_experts(Binder& b, const HParams& hp, const std::string& p, LayerWeigh
     l.ffn_down_exps_b = b.bind(d.expert_bias, bias(p, nm.ffn_down_exps), {embd, n_exp});
 }
 
-// An RWKV block of the layer with prefix p (BlockKind::rwkv6, rwkv7): its two input norms, the
-// time mix and the channel mix. The LoRA ranks come from the hyperparameters.
+// An RWKV block (BlockKind::rwkv6, rwkv7) of the layer with prefix p, after its first input norm:
+// the channel mix's norm, the time mix and the channel mix. The LoRA ranks come from the
+// hyperparameters.
 void bind_rwkv(Binder& b, const HParams& hp, uint32_t il, const std::string& p, LayerWeights& l) {
     const ArchDesc& d = *hp.desc;
     const bool v7 = d.block == BlockKind::rwkv7;
@@ -203,8 +204,6 @@ void bind_rwkv(Binder& b, const HParams& hp, uint32_t il, const std::string& p, 
     auto req = [&](std::string_view name, std::initializer_list<int64_t> shape) {
         return b.require(weight(p, name), shape);
     };
-    l.attn_norm = req(d.names.attn_norm, {embd});
-    l.attn_norm_b = b.bind(d.norm_bias, bias(p, d.names.attn_norm), {embd});
     l.attn_norm_2 = req(d.names.attn_norm_2, {embd});
     l.attn_norm_2_b = b.bind(d.norm_bias, bias(p, d.names.attn_norm_2), {embd});
     RwkvWeights& r = l.rwkv;
@@ -256,6 +255,22 @@ void bind_rwkv(Binder& b, const HParams& hp, uint32_t il, const std::string& p, 
     }
 }
 
+// Mamba's block (BlockKind::mamba) of the layer with prefix p, after its input norm.
+void bind_mamba(Binder& b, const HParams& hp, const std::string& p, LayerWeights& l) {
+    const TensorNames& nm = hp.desc->names;
+    const int64_t embd = hp.n_embd, inner = hp.ssm_d_inner, state = hp.ssm_d_state;
+    const int64_t rank = hp.ssm_dt_rank, conv = hp.ssm_d_conv;
+    l.ssm_in = b.require(weight(p, nm.ssm_in), {embd, 2 * inner});
+    l.ssm_conv1d = b.require(weight(p, nm.ssm_conv1d), {conv, inner});
+    l.ssm_conv1d_b = b.require(bias(p, nm.ssm_conv1d), {inner});
+    l.ssm_x = b.require(weight(p, nm.ssm_x), {inner, rank + 2 * state});
+    l.ssm_dt = b.require(weight(p, nm.ssm_dt), {rank, inner});
+    l.ssm_dt_b = b.require(bias(p, nm.ssm_dt), {inner});
+    l.ssm_a = b.require(p + std::string(nm.ssm_a), {state, inner});
+    l.ssm_d = b.require(p + std::string(nm.ssm_d), {inner});
+    l.ssm_out = b.require(weight(p, nm.ssm_out), {inner, embd});
+}
+
 // Every tensor of the description, asked of the binder in one order (the order a planned model
 // writes them in).
 Weights bind_all(Binder& b, const HParams& hp, size_t n_file_tensors) {
@@ -293,15 +308,19 @@ Weights bind_all(Binder& b, const HParams& hp, size_t n_file_tensors) {
     for (uint32_t i = 0; i < hp.n_layer; ++i) {
         const std::string p = "blk." + std::to_string(i) + ".";
         LayerWeights& l = w.layers.emplace_back();
-        if (d.block == BlockKind::rwkv6 || d.block == BlockKind::rwkv7) {
-            bind_rwkv(b, hp, i, p, l);
-            continue;
-        }
         const bool pre_norms = d.norm_placement != NormPlacement::post &&
                                d.norm_placement != NormPlacement::after_residual;
         if (pre_norms) {
             l.attn_norm = b.require(weight(p, nm.attn_norm), {embd});
             l.attn_norm_b = b.bind(d.norm_bias, bias(p, nm.attn_norm), {embd});
+        }
+        if (d.block == BlockKind::mamba) {
+            bind_mamba(b, hp, p, l);
+            continue;
+        }
+        if (d.block == BlockKind::rwkv6 || d.block == BlockKind::rwkv7) {
+            bind_rwkv(b, hp, i, p, l);
+            continue;
         }
         l.attn_norm_2 = b.bind(d.attn_norm_2, weight(p, nm.attn_norm_2), {embd});
         if (l.attn_norm_2) l.attn_norm_2_b = b.bind(d.norm_bias, bias(p, nm.attn_norm_2), {embd});

@@ -122,12 +122,34 @@ struct LayerWeights {
     const gguf::TensorInfo* post_ffn_norm_b = nullptr;
     RwkvWeights rwkv;  // an RWKV block's (ArchDesc::block)
 
+    // Mamba (BlockKind::mamba): ssm_in [n_embd, 2 d_inner] (x rows, then z rows), the
+    // convolution [d_conv, d_inner] with its bias, ssm_x [d_inner, dt_rank + 2 d_state] (dt, B,
+    // C), ssm_dt [dt_rank, d_inner] with its bias, A [d_state, d_inner], D [d_inner], ssm_out
+    // [d_inner, n_embd].
+    const gguf::TensorInfo* ssm_in = nullptr;
+    const gguf::TensorInfo* ssm_conv1d = nullptr;
+    const gguf::TensorInfo* ssm_conv1d_b = nullptr;
+    const gguf::TensorInfo* ssm_x = nullptr;
+    const gguf::TensorInfo* ssm_dt = nullptr;
+    const gguf::TensorInfo* ssm_dt_b = nullptr;
+    const gguf::TensorInfo* ssm_a = nullptr;
+    const gguf::TensorInfo* ssm_d = nullptr;
+    const gguf::TensorInfo* ssm_out = nullptr;
+
     // Matrices (multiplied through the kernels) and vectors (norms, biases: converted to float
     // at load), each list possibly holding nullptr.
-    std::array<const gguf::TensorInfo*, 9> matrices() const {
-        return {wqkv, wq, wk, wv, wo, ffn_gate, ffn_up, ffn_down, ffn_gate_inp};
+    std::array<const gguf::TensorInfo*, 13> matrices() const {
+        return {wqkv,     wq,           wk,     wv,    wo,     ffn_gate, ffn_up,
+                ffn_down, ffn_gate_inp, ssm_in, ssm_x, ssm_dt, ssm_out};
     }
-    std::array<const gguf::TensorInfo*, 25> vectors() const {
+    // Small 2-D tensors converted to float at load and transposed: Model::vector_weight gives
+    // element (row r, column c) of the file's [ne0 = columns, ne1 = rows] at c * ne1 + r, so
+    // the convolution reads as [d_conv][d_inner] and A as [d_state][d_inner], and the SIMD
+    // kernels load consecutive channels.
+    std::array<const gguf::TensorInfo*, 2> transposed_vectors() const {
+        return {ssm_conv1d, ssm_a};
+    }
+    std::array<const gguf::TensorInfo*, 28> vectors() const {
         return {attn_norm,
                 attn_norm_b,
                 bqkv,
@@ -152,7 +174,10 @@ struct LayerWeights {
                 ffn_down_exps_b,
                 attn_sinks,
                 post_attn_norm_b,
-                post_ffn_norm_b};
+                post_ffn_norm_b,
+                ssm_conv1d_b,
+                ssm_dt_b,
+                ssm_d};
     }
 };
 

@@ -1,6 +1,7 @@
 #include "engine/scheduler/generation.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "engine/sampling/sampler.h"
 #include "engine/sampling/stop.h"
@@ -19,7 +20,59 @@ void check_token_ids(std::span<const int32_t> tokens, int32_t n_vocab, const std
     }
 }
 
-SubmitResult validate(const GenerationRequest& request, int32_t n_vocab, int32_t n_ctx) {
+std::vector<model::AdapterUse> resolve_adapters(const GenerationRequest& request,
+                                                std::span<const NamedAdapter> adapters) {
+    std::vector<model::AdapterUse> uses;
+    if (!request.lora) {
+        for (const NamedAdapter& a : adapters) {
+            if (a.default_scale != 0.0f) uses.push_back({a.adapter, a.default_scale});
+        }
+        return uses;
+    }
+    std::vector<bool> chosen(adapters.size(), false);
+    for (size_t i = 0; i < request.lora->size(); ++i) {
+        const AdapterChoice& c = (*request.lora)[i];
+        const std::string at = "'lora[" + std::to_string(i) + "]'";
+        size_t index = adapters.size();
+        if (c.id >= 0) {
+            if (static_cast<uint64_t>(c.id) >= adapters.size()) {
+                throw sampling::InvalidParam(
+                    "lora", at + " asks for adapter id " + std::to_string(c.id) +
+                                ", but this model has " + std::to_string(adapters.size()) +
+                                " LoRA adapter(s)" +
+                                (adapters.empty()
+                                     ? std::string()
+                                     : " (ids 0.." + std::to_string(adapters.size() - 1) + ")"));
+            }
+            index = static_cast<size_t>(c.id);
+        } else {
+            std::string known;
+            for (size_t k = 0; k < adapters.size(); ++k) {
+                if (adapters[k].name == c.name) index = k;
+                known += (k ? ", " : "") + adapters[k].name;
+            }
+            if (index == adapters.size()) {
+                throw sampling::InvalidParam(
+                    "lora", at + " asks for the adapter '" + c.name +
+                                "', which this model does not have (" +
+                                (known.empty() ? "it has none" : "it has: " + known) + ")");
+            }
+        }
+        if (chosen[index]) {
+            throw sampling::InvalidParam(
+                "lora", at + " chooses the adapter '" + adapters[index].name + "' a second time");
+        }
+        chosen[index] = true;
+        if (!std::isfinite(c.scale)) {
+            throw sampling::InvalidParam("lora", at + "'s scale is not a finite number");
+        }
+        if (c.scale != 0.0f) uses.push_back({adapters[index].adapter, c.scale});
+    }
+    return uses;
+}
+
+SubmitResult validate(const GenerationRequest& request, int32_t n_vocab, int32_t n_ctx,
+                      std::span<const NamedAdapter> adapters) {
     if (request.prompt.empty()) return {SubmitStatus::invalid, "prompt", "the prompt is empty"};
     // At least one token must fit after the prompt.
     if (request.prompt.size() >= static_cast<size_t>(std::max(n_ctx, 0))) {
@@ -32,6 +85,7 @@ SubmitResult validate(const GenerationRequest& request, int32_t n_vocab, int32_t
         check_token_ids(request.prompt, n_vocab, "prompt");
         sampling::validate(request.sampling, n_vocab);
         sampling::validate(request.stop);
+        resolve_adapters(request, adapters);
     } catch (const sampling::InvalidParam& e) {
         return {SubmitStatus::invalid, e.param(), e.what()};
     }

@@ -6,10 +6,12 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "engine/model/lora.h"
 #include "engine/sampling/params.h"
 
 namespace ggufd::scheduler {
@@ -50,6 +52,22 @@ class GenerationSink {
     virtual bool cancelled() const = 0;
 };
 
+// A LoRA adapter a model's requests may use: its name (from --lora), the adapter, and the scale
+// it is applied with to a request that does not say (0: only when asked for).
+struct NamedAdapter {
+    std::string name;
+    std::shared_ptr<const model::LoraAdapter> adapter;
+    float default_scale = 0.0f;
+};
+
+// One adapter a request asks for: by its position in the model's list (`id` >= 0, as
+// llama-server numbers them) or by `name`, and the scale to apply it with.
+struct AdapterChoice {
+    int64_t id = -1;
+    std::string name;
+    float scale = 1.0f;
+};
+
 struct GenerationRequest {
     std::vector<int32_t> prompt;
     sampling::SamplingParams sampling;
@@ -59,6 +77,9 @@ struct GenerationRequest {
     // markup a chat family writes with special tokens ([TOOL_CALLS], <|python_tag|>, harmony's
     // <|channel|>). Under a grammar every control token keeps its text, as the grammar matched it.
     std::vector<int32_t> render_tokens;
+    // The LoRA adapters to generate with, exactly these (an adapter not listed is not applied);
+    // nullopt: each adapter at its default scale.
+    std::optional<std::vector<AdapterChoice>> lora;
 };
 
 enum class SubmitStatus {
@@ -85,7 +106,15 @@ void check_token_ids(std::span<const int32_t> tokens, int32_t n_vocab, const std
 // sequence, each done here once: a non-empty prompt that leaves room for one generated token, its
 // token ids, the sampling parameters (ranges, logit_bias ids) and the stop parameters. Cheap
 // (linear in the prompt and logit_bias): callers may run it before anything is sent.
-SubmitResult validate(const GenerationRequest& request, int32_t n_vocab, int32_t n_ctx);
+// and the LoRA adapters the request chooses among the model's `adapters`.
+SubmitResult validate(const GenerationRequest& request, int32_t n_vocab, int32_t n_ctx,
+                      std::span<const NamedAdapter> adapters = {});
+
+// The adapter uses of a request (its `lora`, or the defaults), without those of scale 0. Throws
+// sampling::InvalidParam ("lora") for an unknown id or name, an adapter chosen twice or a scale
+// that is not finite.
+std::vector<model::AdapterUse> resolve_adapters(const GenerationRequest& request,
+                                                std::span<const NamedAdapter> adapters);
 
 // What the server needs of a model's scheduler.
 class Generator {
@@ -94,6 +123,8 @@ class Generator {
     // Takes the request or says why not (validate()'s verdict, or a full queue).
     virtual SubmitResult submit(GenerationRequest request) = 0;
     virtual int32_t context_size() const = 0;  // tokens per sequence
+    // The LoRA adapters requests may choose, in the order their ids number them.
+    virtual std::span<const NamedAdapter> adapters() const { return {}; }
 };
 
 }  // namespace ggufd::scheduler

@@ -30,7 +30,7 @@ Scheduler::Scheduler(std::shared_ptr<const model::Model> model,
                                     .kv_type = params.kv_types,
                                     .swa_batch = std::max(params.batch_size, 1),
                                     .f16_accumulator = params.f16_accumulator}),
-      n_ctx_(context_.kv().n_ctx()) {
+      n_ctx_(context_.cache().n_ctx()) {
     if (params.batch_size < 1) throw std::invalid_argument("batch size must be at least 1");
     slots_.resize(static_cast<size_t>(params.n_slots));
     for (size_t i = 0; i < slots_.size(); ++i) slots_[i].id = static_cast<int>(i);
@@ -59,12 +59,14 @@ SubmitResult Scheduler::submit(GenerationRequest request) {
         return {SubmitStatus::invalid, "model",
                 "this model is an encoder: it serves embeddings, not text generation"};
     }
-    SubmitResult verdict = validate(request, context_.n_vocab(), n_ctx_);
+    SubmitResult verdict = validate(request, context_.n_vocab(), n_ctx_, params_.adapters);
     if (!verdict.accepted()) {
         ++stats_.rejected;
         return verdict;
     }
-    return enqueue(queue_, Pending{std::move(request), Clock::now()}, "requests");
+    std::vector<model::AdapterUse> adapters = resolve_adapters(request, params_.adapters);
+    return enqueue(queue_, Pending{std::move(request), Clock::now(), std::move(adapters)},
+                   "requests");
 }
 
 template <typename Item>
@@ -92,7 +94,7 @@ SubmitResult Scheduler::enqueue(std::deque<Item>& queue, Item item, const char* 
 EmbeddingLimits Scheduler::embedding_limits() const {
     // An input is one sequence evaluated in one step: within the context and the most tokens of
     // one sequence a step takes (a sliding layer's ring).
-    return {context_.n_vocab(), std::min(n_ctx_, context_.kv().max_tokens_per_step()),
+    return {context_.n_vocab(), std::min(n_ctx_, context_.cache().max_tokens_per_step()),
             model_->weights().cls_out != nullptr, model_->hparams().n_embd};
 }
 
@@ -162,7 +164,10 @@ void Scheduler::admit(std::deque<Pending>& incoming) {
         size_t best_len = 0;
         for (Slot& s : slots_) {
             if (s.active) continue;
-            const size_t len = common_prefix(s.cached, p.request.prompt);
+            // A prefix computed with other adapters has other keys and values.
+            const size_t len = context_.adapters(s.id) == p.adapters
+                                   ? common_prefix(s.cached, p.request.prompt)
+                                   : 0;
             if (!best || len > best_len) {
                 best = &s;
                 best_len = len;
@@ -205,13 +210,18 @@ bool Scheduler::start(Slot& slot, Pending pending) {
         a.request.sink->on_finish(FinishReason::error, {}, e.what());
         return false;
     }
+    // Another set of adapters clears the slot's cache.
+    if (context_.adapters(slot.id) != pending.adapters) slot.cached.clear();
+    context_.set_adapters(slot.id, std::move(pending.adapters));
     // Reuse the cached prefix, but evaluate at least the last prompt token to get its logits.
-    size_t reuse =
+    // The cache may keep less than that: a sliding-window layer's ring no longer holding the
+    // window before that point, or a recurrent state that returns only to its checkpoint (the
+    // previous whole prompt); then it keeps the longest prefix it can, at worst none.
+    const size_t shared =
         std::min(common_prefix(slot.cached, a.request.prompt), a.request.prompt.size() - 1);
-    // A sliding-window layer's ring may no longer hold the window before that point: evaluate
-    // the prompt again from the start.
-    if (!context_.kv().can_truncate(slot.id, static_cast<int32_t>(reuse))) reuse = 0;
-    context_.kv().truncate(slot.id, static_cast<int32_t>(reuse));
+    const size_t reuse = static_cast<size_t>(
+        context_.cache().longest_keepable(slot.id, static_cast<int32_t>(shared)));
+    context_.cache().truncate(slot.id, static_cast<int32_t>(reuse));
     slot.cached.resize(reuse);
     a.prompt_done = reuse;
     a.sampler->accept(std::span<const int32_t>(a.request.prompt));
@@ -259,7 +269,7 @@ void Scheduler::step() {
     // Decode tokens first: every generating slot advances by one.
     for (Slot& s : slots_) {
         if (!s.active || s.active->next_token < 0) continue;
-        const int32_t pos = context_.kv().length(s.id);
+        const int32_t pos = context_.cache().length(s.id);
         if (pos >= n_ctx_) {
             finish(s, FinishReason::length);
             continue;
@@ -277,7 +287,7 @@ void Scheduler::step() {
         Active& a = *s.active;
         const size_t left = a.request.prompt.size() - a.prompt_done;
         const size_t take = std::min(left, static_cast<size_t>(budget));
-        const int32_t base = context_.kv().length(s.id);
+        const int32_t base = context_.cache().length(s.id);
         for (size_t i = 0; i < take; ++i) {
             const bool last = a.prompt_done + i + 1 == a.request.prompt.size();
             if (last) wants_logits.push_back({&s, batch_.size()});
@@ -303,7 +313,7 @@ void Scheduler::step() {
         spdlog::error("engine step failed: {}", e.what());
         finish_embedding_inputs(e.what());
         for (auto& [slot, n] : fed) {
-            context_.kv().clear(slot->id);
+            context_.cache().clear(slot->id);
             slot->cached.clear();
             if (slot->active) finish(*slot, FinishReason::error, e.what());
         }
@@ -322,6 +332,10 @@ void Scheduler::step() {
         if (a.next_token < 0) {
             a.prompt_done += n;
             stats_.prompt_tokens += n;
+            // A recurrent state can come back to this point for a prompt that continues this
+            // one (a KV cache keeps every prefix anyway).
+            if (a.prompt_done == a.request.prompt.size())
+                context_.cache().save_checkpoint(slot->id);
         }
         cursor += n;
     }
@@ -379,7 +393,7 @@ void Scheduler::handle_logits(Slot& slot, std::span<const float> logits) {
     }
     a.request.sink->on_token(event);
     a.next_token = token;
-    if (context_.kv().length(slot.id) >= n_ctx_) finish(slot, FinishReason::length);
+    if (context_.cache().length(slot.id) >= n_ctx_) finish(slot, FinishReason::length);
 }
 
 // --- embeddings ---
@@ -416,7 +430,8 @@ void Scheduler::add_embedding_inputs(int& budget) {
             // An input longer than the budget goes alone, so that it is never left waiting.
             if (!embed_inputs_.empty() && static_cast<int>(ids.size()) > budget) return;
             Slot& slot = *free[next_free++];
-            context_.kv().clear(slot.id);
+            context_.cache().clear(slot.id);
+            context_.set_adapters(slot.id, {});  // embeddings are the base model's
             slot.cached.clear();
             for (size_t p = 0; p < ids.size(); ++p) {
                 batch_.push_back({slot.id, ids[p], static_cast<int32_t>(p), false});
@@ -437,8 +452,8 @@ void Scheduler::finish_embedding_inputs(const std::string& error) {
     size_t row = 0;  // into pooled_, in rows of width
     for (const EmbedInput& in : embed_inputs_) {
         EmbedJob& job = *in.job;
-        const int32_t tokens = context_.kv().length(in.slot->id);
-        context_.kv().clear(in.slot->id);
+        const int32_t tokens = context_.cache().length(in.slot->id);
+        context_.cache().clear(in.slot->id);
         if (!error.empty()) {
             job.failed = true;
             continue;

@@ -33,6 +33,7 @@ struct SchedulerParams {
     int n_threads = 0;             // inference threads; 0 = physical cores
     bool f16_accumulator = false;  // model::ContextParams::f16_accumulator
     model::KvTypes kv_types{};     // KV cache storage (--cache-type-k / --cache-type-v)
+    std::vector<NamedAdapter> adapters;     // LoRA adapters of the model requests may choose
     SchedulerObserver* observer = nullptr;  // not owned; must outlive the scheduler
 };
 
@@ -44,6 +45,7 @@ class Scheduler final : public Generator, public Embedder {
 
     SubmitResult submit(GenerationRequest request) override;
     int32_t context_size() const override { return n_ctx_; }
+    std::span<const NamedAdapter> adapters() const override { return params_.adapters; }
 
     // Embeddings (and rank scores) of whole inputs; an input takes a free slot for one step.
     // An encoder (no vocabulary head) takes only these: submit() refuses it generation.
@@ -62,6 +64,7 @@ class Scheduler final : public Generator, public Embedder {
     struct Pending {
         GenerationRequest request;
         Clock::time_point submitted;
+        std::vector<model::AdapterUse> adapters;  // resolved at submit
     };
     struct Active {
         GenerationRequest request;

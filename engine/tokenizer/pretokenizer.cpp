@@ -111,6 +111,19 @@ uint32_t trailing_space_rule(const Piece& p, uint32_t pos, uint32_t ws_end) {
     return n > 1 ? n - 1 : 1;
 }
 
+// \s*[\r\n]+|\s+(?!\S)|\s+ at pos: the whitespace run up to and including its last line break,
+// or else trailing_space_rule's part of it.
+uint32_t line_break_or_space_rule(const Piece& p, uint32_t pos) {
+    uint32_t ws_end = pos;
+    uint32_t last_break = kOutside;
+    while (p.space(ws_end)) {
+        if (p.crlf(ws_end)) last_break = ws_end;
+        ++ws_end;
+    }
+    if (last_break != kOutside) return last_break + 1 - pos;
+    return trailing_space_rule(p, pos, ws_end);
+}
+
 // 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
 uint32_t match_gpt2(const Piece& p, uint32_t pos) {
     if (const uint32_t n = contraction(p, pos, false)) return n;
@@ -140,15 +153,7 @@ uint32_t match_llama3(const Piece& p, uint32_t pos, uint32_t max_digits) {
         const uint32_t end = p.run(q, [&](uint32_t i) { return p.other(i); });
         return p.run(end, [&](uint32_t i) { return p.crlf(i); }) - pos;
     }
-    // \s*[\r\n]+ : the whitespace run up to and including its last line break.
-    uint32_t ws_end = pos;
-    uint32_t last_break = kOutside;
-    while (p.space(ws_end)) {
-        if (p.crlf(ws_end)) last_break = ws_end;
-        ++ws_end;
-    }
-    if (last_break != kOutside) return last_break + 1 - pos;
-    return trailing_space_rule(p, pos, ws_end);
+    return line_break_or_space_rule(p, pos);
 }
 
 // --- single-purpose regexes ---------------------------------------------------------------------
@@ -325,14 +330,7 @@ uint32_t match_deepseek3(const Piece& p, uint32_t pos) {
         const uint32_t end = p.run(q, [&](uint32_t i) { return ds3_punct_or_symbol(p, i); });
         return p.run(end, [&](uint32_t i) { return p.crlf(i); }) - pos;
     }
-    uint32_t ws_end = pos;
-    uint32_t last_break = kOutside;
-    while (p.space(ws_end)) {
-        if (p.crlf(ws_end)) last_break = ws_end;
-        ++ws_end;
-    }
-    if (last_break != kOutside) return last_break + 1 - pos;
-    return trailing_space_rule(p, pos, ws_end);
+    return line_break_or_space_rule(p, pos);
 }
 
 // \p{N}{1,3}
@@ -402,43 +400,39 @@ void stage_deepseek3_main(const Piece& p, Out& out) {
     split_matches(p, out, match_deepseek3);
 }
 
-std::span<const Stage> stages_of(PreTokenizer kind) {
-    static constexpr Stage kDefault[] = {stage_punct_runs, stage_gpt2, stage_number_runs,
-                                         stage_digit_triples};
-    static constexpr Stage kGpt2[] = {stage_gpt2};
-    static constexpr Stage kLlama3[] = {stage_llama3};
-    static constexpr Stage kQwen2[] = {stage_qwen2};
-    static constexpr Stage kStarcoder[] = {stage_single_numbers, stage_gpt2};
-    static constexpr Stage kFalcon[] = {stage_punct_runs_falcon, stage_gpt2, stage_digit_triples};
-    static constexpr Stage kDeepseekLlm[] = {stage_line_breaks,    stage_deepseek_letters,
-                                             stage_deepseek_punct, stage_trailing_space,
-                                             stage_deepseek_cjk,   stage_number_runs};
-    static constexpr Stage kDeepseekCoder[] = {stage_line_breaks, stage_space_letters,
-                                               stage_space_punct, stage_deepseek_cjk,
-                                               stage_single_numbers};
-    static constexpr Stage kDeepseek3[] = {stage_numbers_upto3, stage_deepseek3_cjk,
-                                           stage_deepseek3_main};
-    switch (kind) {
-        case PreTokenizer::Default:
-            return kDefault;
-        case PreTokenizer::Gpt2:
-            return kGpt2;
-        case PreTokenizer::Llama3:
-            return kLlama3;
-        case PreTokenizer::Qwen2:
-            return kQwen2;
-        case PreTokenizer::Starcoder:
-            return kStarcoder;
-        case PreTokenizer::Falcon:
-            return kFalcon;
-        case PreTokenizer::DeepseekLlm:
-            return kDeepseekLlm;
-        case PreTokenizer::DeepseekCoder:
-            return kDeepseekCoder;
-        case PreTokenizer::Deepseek3:
-            return kDeepseek3;
-    }
-    return kGpt2;
+constexpr Stage kDefault[] = {stage_punct_runs, stage_gpt2, stage_number_runs, stage_digit_triples};
+constexpr Stage kGpt2[] = {stage_gpt2};
+constexpr Stage kLlama3[] = {stage_llama3};
+constexpr Stage kQwen2[] = {stage_qwen2};
+constexpr Stage kStarcoder[] = {stage_single_numbers, stage_gpt2};
+constexpr Stage kFalcon[] = {stage_punct_runs_falcon, stage_gpt2, stage_digit_triples};
+constexpr Stage kDeepseekLlm[] = {stage_line_breaks,    stage_deepseek_letters,
+                                  stage_deepseek_punct, stage_trailing_space,
+                                  stage_deepseek_cjk,   stage_number_runs};
+constexpr Stage kDeepseekCoder[] = {stage_line_breaks, stage_space_letters, stage_space_punct,
+                                    stage_deepseek_cjk, stage_single_numbers};
+constexpr Stage kDeepseek3[] = {stage_numbers_upto3, stage_deepseek3_cjk, stage_deepseek3_main};
+
+// Each kind's name and stages, in PreTokenizer's order.
+struct KindRow {
+    std::string_view name;
+    std::span<const Stage> stages;
+};
+constexpr KindRow kKinds[] = {
+    {"default", kDefault},
+    {"gpt-2", kGpt2},
+    {"llama3", kLlama3},
+    {"qwen2", kQwen2},
+    {"starcoder", kStarcoder},
+    {"falcon", kFalcon},
+    {"deepseek-llm", kDeepseekLlm},
+    {"deepseek-coder", kDeepseekCoder},
+    {"deepseek-v3", kDeepseek3},
+};
+static_assert(std::size(kKinds) == static_cast<size_t>(PreTokenizer::Deepseek3) + 1);
+
+const KindRow& row_of(PreTokenizer kind) {
+    return kKinds[static_cast<size_t>(kind)];
 }
 
 }  // namespace
@@ -449,7 +443,7 @@ std::vector<Span> pre_tokenize(PreTokenizer kind, std::span<const uint32_t> cps)
     const Text text(cps);
     pieces.push_back({0, static_cast<uint32_t>(cps.size())});
     std::vector<Span> next;
-    for (Stage stage : stages_of(kind)) {
+    for (Stage stage : row_of(kind).stages) {
         next.clear();
         next.reserve(pieces.size() * 2);
         for (const Span& s : pieces) stage(Piece{text, s.begin, s.end}, next);
@@ -459,27 +453,7 @@ std::vector<Span> pre_tokenize(PreTokenizer kind, std::span<const uint32_t> cps)
 }
 
 std::string_view pre_tokenizer_name(PreTokenizer kind) {
-    switch (kind) {
-        case PreTokenizer::Default:
-            return "default";
-        case PreTokenizer::Gpt2:
-            return "gpt-2";
-        case PreTokenizer::Llama3:
-            return "llama3";
-        case PreTokenizer::Qwen2:
-            return "qwen2";
-        case PreTokenizer::Starcoder:
-            return "starcoder";
-        case PreTokenizer::Falcon:
-            return "falcon";
-        case PreTokenizer::DeepseekLlm:
-            return "deepseek-llm";
-        case PreTokenizer::DeepseekCoder:
-            return "deepseek-coder";
-        case PreTokenizer::Deepseek3:
-            return "deepseek-v3";
-    }
-    return "gpt-2";
+    return row_of(kind).name;
 }
 
 PreTokenizerConfig pre_tokenizer_config(std::string_view name) {

@@ -88,6 +88,10 @@ ModelMetrics::ModelMetrics(std::string name, Metrics& owner)
       kv_used_(owner.kv_used_.Add(model_label(name_))),
       kv_total_(owner.kv_total_.Add(model_label(name_))),
       load_seconds_(owner.load_seconds_.Add(model_label(name_))),
+      loads_(owner.loads_.Add(model_label(name_))),
+      unloads_(owner.unloads_.Add(model_label(name_))),
+      load_seconds_total_(owner.load_seconds_total_.Add(model_label(name_))),
+      resident_(owner.model_memory_.Add(model_label(name_))),
       prompt_tps_(owner.prompt_tps_.Add(model_label(name_))),
       generated_tps_(owner.generated_tps_.Add(model_label(name_))),
       embedded_inputs_(owner.embedded_inputs_.Add(model_label(name_))),
@@ -163,6 +167,23 @@ Metrics::Metrics(Options options)
       load_seconds_(prometheus::BuildGauge()
                         .Name("ggufd_model_load_seconds")
                         .Help("Time taken to load the model (mapping, validation, set-up)")
+                        .Register(*registry_)),
+      loads_(prometheus::BuildCounter()
+                 .Name("ggufd_model_loads_total")
+                 .Help("Times the model was loaded")
+                 .Register(*registry_)),
+      unloads_(prometheus::BuildCounter()
+                   .Name("ggufd_model_unloads_total")
+                   .Help("Times the model was unloaded (idle, keep_alive, memory budget, admin)")
+                   .Register(*registry_)),
+      load_seconds_total_(prometheus::BuildCounter()
+                              .Name("ggufd_model_load_seconds_total")
+                              .Help("Time spent loading the model, all loads together")
+                              .Register(*registry_)),
+      model_memory_(prometheus::BuildGauge()
+                        .Name("ggufd_model_memory_bytes")
+                        .Help("Bytes the loaded model holds (weights, KV cache, repacked copies); "
+                              "0 when unloaded")
                         .Register(*registry_)),
       prompt_tps_(prometheus::BuildGauge()
                       .Name("ggufd_prompt_tokens_per_second")

@@ -72,6 +72,19 @@ class ModelMetrics final : public scheduler::SchedulerObserver {
         kv_total_.Set(static_cast<double>(total));
     }
     void set_load_seconds(double seconds) noexcept { load_seconds_.Set(seconds); }
+    // The model's lives (a models folder's come and go): each load with its time and the bytes it
+    // holds, each unload.
+    void on_load(double seconds, uint64_t bytes) noexcept {
+        loads_.Increment();
+        load_seconds_total_.Increment(seconds);
+        load_seconds_.Set(seconds);
+        resident_.Set(static_cast<double>(bytes));
+    }
+    void set_memory_bytes(uint64_t bytes) noexcept { resident_.Set(static_cast<double>(bytes)); }
+    void on_unload() noexcept {
+        unloads_.Increment();
+        resident_.Set(0);
+    }
 
   private:
     friend class Metrics;
@@ -88,6 +101,10 @@ class ModelMetrics final : public scheduler::SchedulerObserver {
     prometheus::Gauge& kv_used_;
     prometheus::Gauge& kv_total_;
     prometheus::Gauge& load_seconds_;
+    prometheus::Counter& loads_;
+    prometheus::Counter& unloads_;
+    prometheus::Counter& load_seconds_total_;
+    prometheus::Gauge& resident_;
     prometheus::Gauge& prompt_tps_;
     prometheus::Gauge& generated_tps_;
     // Embeddings and rank scores (from the watched scheduler).
@@ -185,6 +202,10 @@ class Metrics {
     prometheus::Family<prometheus::Gauge>& kv_used_;
     prometheus::Family<prometheus::Gauge>& kv_total_;
     prometheus::Family<prometheus::Gauge>& load_seconds_;
+    prometheus::Family<prometheus::Counter>& loads_;
+    prometheus::Family<prometheus::Counter>& unloads_;
+    prometheus::Family<prometheus::Counter>& load_seconds_total_;
+    prometheus::Family<prometheus::Gauge>& model_memory_;
     prometheus::Family<prometheus::Gauge>& prompt_tps_;
     prometheus::Family<prometheus::Gauge>& generated_tps_;
     prometheus::Family<prometheus::Counter>& embedded_inputs_;

@@ -291,6 +291,33 @@ TEST(Config, TimeoutsCorsAndSkipBadModels) {
 
 namespace {
 
+TEST(Config, ModelsFolderIdleUnloadMemoryBudgetAndLoadTimeout) {
+    Config d = load({}).config;
+    EXPECT_EQ(d.models_dir, "");
+    EXPECT_EQ(d.idle_unload_s, 300);
+    EXPECT_EQ(d.memory_budget, 0u);
+    EXPECT_EQ(d.load_timeout_s, 120);
+    TempFile file("memory-budget = 512M\n");
+    Config c = load({"--models-dir", "/srv/models", "--config", file.path()},
+                    {{"GGUFD_IDLE_UNLOAD", "0"}, {"GGUFD_LOAD_TIMEOUT", "30"}})
+                   .config;
+    EXPECT_EQ(c.models_dir, "/srv/models");
+    EXPECT_EQ(c.idle_unload_s, 0);
+    EXPECT_EQ(c.memory_budget, 512ull << 20);
+    EXPECT_EQ(c.load_timeout_s, 30);
+    EXPECT_EQ(load({"--memory-budget", "1000"}).config.memory_budget, 1000u);
+    EXPECT_EQ(load({"--memory-budget", "3G"}).config.memory_budget, 3ull << 30);
+    EXPECT_EQ(load({"--memory-budget", "16GiB"}).config.memory_budget, 16ull << 30);
+    EXPECT_EQ(load({"--memory-budget", "64kb"}).config.memory_budget, 64ull << 10);
+    for (const char* bad : {"lots", "5Q", "-1", "1.5G", "99999999999T", ""}) {
+        const std::string e = error_of({"--memory-budget", bad});
+        EXPECT_NE(e.find("invalid memory-budget (from --memory-budget)"), std::string::npos)
+            << bad << ": " << e;
+    }
+    EXPECT_NE(error_of({"--idle-unload", "-5"}).find("idle-unload"), std::string::npos);
+    EXPECT_NE(error_of({"--load-timeout", "0"}).find("load-timeout"), std::string::npos);
+}
+
 TEST(Config, QueueSize) {
     EXPECT_EQ(load({}).config.queue_size, 64);
     EXPECT_EQ(load({"--queue-size", "0"}).config.queue_size, 0);
@@ -342,6 +369,40 @@ TEST(Config, PoolingsForEveryModelOrOne) {
     EXPECT_NE(unknown.find("no model is named 'zz'"), std::string::npos) << unknown;
     const std::string twice = error_of({"--pooling", "mean", "--pooling", "last"});
     EXPECT_NE(twice.find("two poolings for every model"), std::string::npos) << twice;
+}
+
+TEST(Config, LoraAdaptersForTheOnlyModelOrANamedOne) {
+    using ggufd::config::LoraSpec;
+    const Config one = load({"--model", "m=/x/m.gguf", "--lora", "sql=/x/sql.gguf", "--lora",
+                             "chat=/x/c.gguf", "--lora-scale", "chat=0.5"})
+                           .config;
+    EXPECT_EQ(one.loras, (std::vector<LoraSpec>{{"", "sql", "/x/sql.gguf", 0.0f},
+                                                {"", "chat", "/x/c.gguf", 0.5f}}));
+    // The environment and config files take comma-separated lists, as for models.
+    const Config env =
+        load({"--model", "a=/x/a.gguf", "--model", "b=/x/b.gguf"},
+             {{"GGUFD_LORA", "a/s=/x/s.gguf,b/s=/x/t.gguf"}, {"GGUFD_LORA_SCALE", "b/s=-1.5"}})
+            .config;
+    EXPECT_EQ(env.loras, (std::vector<LoraSpec>{{"a", "s", "/x/s.gguf", 0.0f},
+                                                {"b", "s", "/x/t.gguf", -1.5f}}));
+    auto expect_error = [](std::vector<std::string> args, const std::string& part) {
+        const std::string e = error_of(std::move(args));
+        EXPECT_NE(e.find(part), std::string::npos) << e;
+    };
+    expect_error({"--lora", "s=/x/s.gguf"}, "needs a model");
+    expect_error({"--model", "a=/x/a.gguf", "--model", "b=/x/b.gguf", "--lora", "s=/x/s.gguf"},
+                 "say which as MODEL/s=PATH");
+    expect_error({"--model", "a=/x/a.gguf", "--lora", "z/s=/x/s.gguf"}, "no model is named 'z'");
+    expect_error({"--model", "a=/x/a.gguf", "--lora", "s=/x/s.gguf", "--lora", "a/s=/x/t.gguf"},
+                 "two adapters named 's'");
+    expect_error({"--model", "a=/x/a.gguf", "--lora", "/x/s.gguf"}, "expected [MODEL/]NAME=PATH");
+    expect_error({"--model", "a=/x/a.gguf", "--lora", "s t=/x/s.gguf"}, "letters, digits");
+    expect_error({"--model", "a=/x/a.gguf", "--lora", "s=/x/s.gguf", "--lora-scale", "t=1"},
+                 "no adapter 't'");
+    expect_error({"--model", "a=/x/a.gguf", "--lora", "s=/x/s.gguf", "--lora-scale", "s=lots"},
+                 "'lots' is not a number");
+    expect_error({"--model", "a=/x/a.gguf", "--lora", "s=/x/s.gguf", "--lora-scale", "s=1e9"},
+                 "between -100 and 100");
 }
 
 TEST(Config, ChatTemplateFileErrorsNameTheSetting) {

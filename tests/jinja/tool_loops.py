@@ -1,5 +1,6 @@
-"""Tool loops through every conformance chat template: ggufd's Jinja engine must render each
-conversation byte for byte as real Jinja2 does, or raise where Jinja2 raises.
+"""Tool loops through every conformance chat template and those of templates/: ggufd's Jinja
+engine must render each conversation byte for byte as real Jinja2 does, or raise where Jinja2
+raises.
 
 Jinja2 is set up the way Hugging Face renders chat templates and the way the conformance data in
 ../shared/conformance/chat_templates was made (see its README): trim_blocks, lstrip_blocks, the
@@ -32,6 +33,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.normpath(os.path.join(HERE, "..", ".."))
 TEMPLATES = os.path.normpath(
     os.path.join(REPO, "..", "shared", "conformance", "chat_templates", "templates"))
+# Templates of models ggufd runs that the conformance folder lacks (Phi-3.5-mini, Phi-4-mini),
+# as their tokenizer_config.json ships them.
+OWN_TEMPLATES = os.path.join(HERE, "templates")
 UNDER_CI = os.environ.get("CI", "") not in ("", "0", "false")
 
 
@@ -368,6 +372,7 @@ def main():
     templates = sorted(glob.glob(os.path.join(TEMPLATES, "*.jinja")))
     if not templates:
         skip("no conformance chat templates at " + TEMPLATES)
+    templates += sorted(glob.glob(os.path.join(OWN_TEMPLATES, "*.jinja")))
     env = jinja2_environment()
     start = time.monotonic()
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:

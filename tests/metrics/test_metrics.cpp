@@ -223,6 +223,25 @@ TEST(Metrics, TokensSlotsKvCacheAndLoadTime) {
     EXPECT_EQ(value_of(e, "ggufd_model_load_seconds", lb), 0);
 }
 
+TEST(Metrics, LoadsUnloadsAndMemoryPerModel) {
+    Metrics m;
+    ModelMetrics& a = m.for_model("a");
+    a.on_load(0.5, 1000);
+    a.on_unload();
+    a.on_load(0.25, 3000);
+    m.for_model("b");
+    const LabelSet la = {{"model", "a"}}, lb = {{"model", "b"}};
+    const auto e = scrape(m);
+    EXPECT_EQ(value_of(e, "ggufd_model_loads_total", la), 2);
+    EXPECT_EQ(value_of(e, "ggufd_model_unloads_total", la), 1);
+    EXPECT_EQ(value_of(e, "ggufd_model_load_seconds_total", la), 0.75);
+    EXPECT_EQ(value_of(e, "ggufd_model_load_seconds", la), 0.25);
+    EXPECT_EQ(value_of(e, "ggufd_model_memory_bytes", la), 3000);
+    EXPECT_EQ(value_of(e, "ggufd_model_loads_total", lb), 0);
+    a.on_unload();
+    EXPECT_EQ(value_of(scrape(m), "ggufd_model_memory_bytes", la), 0);
+}
+
 TEST(Metrics, LabelValuesAreEscaped) {
     Metrics m;
     const std::string odd = "we\"ird\\name\nx";

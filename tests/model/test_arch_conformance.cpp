@@ -1,12 +1,14 @@
 // Every model in the conformance folder's arch/ (one small random-weight file per architecture,
 // with llama.cpp's logits for one prompt): those ggufd runs must match llama.cpp, evaluated as
-// one batch and again in prefill chunks followed by single-token steps (the KV cache's paths);
+// one batch and again in prefill chunks followed by single-token steps (the KV cache's or the
+// recurrent state's paths);
 // every other file must be refused at load with a message saying what is not supported, never
 // loaded to compute something else.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -32,7 +34,7 @@ const std::vector<std::string> kRuns = {
     // mixtures of experts
     "llama-moe", "qwen3moe", "gpt-oss", "gpt-oss-mxfp4",
     // recurrent
-    "rwkv6", "rwkv7"};
+    "mamba", "rwkv6", "rwkv7"};
 
 // Evaluates ids at positions 0.. in batches of at most `chunk` tokens; every position's logits.
 std::vector<float> logits_in_chunks(Context& ctx, const std::vector<int32_t>& ids, size_t chunk) {
@@ -86,6 +88,59 @@ INSTANTIATE_TEST_SUITE_P(Dense, ArchFile, ::testing::ValuesIn(kRuns), [](const a
     std::replace(name.begin(), name.end(), '-', '_');
     return name;
 });
+
+// gguf-inspect and GET /models (describe_hparams) show what makes each file its architecture, as
+// the conformance folder's README lists it.
+TEST(ArchFolder, DescriptionsShowWhatDistinguishesEachFile) {
+    GGUFD_REQUIRE_CONFORMANCE(dir);
+    struct Shown {
+        std::string file, pointer;
+        nlohmann::json value;
+    };
+    const std::vector<Shown> kShown = {
+        {"qwen3", "/attention/qk_norm", "per_head"},
+        {"qwen3", "/attention/key_length", 24},
+        {"gemma2", "/attention/logit_softcapping", 50},
+        {"gemma2", "/final_logit_softcapping", 30},
+        {"gemma2", "/attention/sliding_window", 8},
+        {"gemma2", "/attention/sliding_window_pattern", 2},
+        {"gemma2", "/norm/placement", "pre_and_post"},
+        {"gemma3", "/attention/qk_norm", "per_head"},
+        {"gemma3", "/attention/sliding_window", 8},
+        {"gemma3", "/rope/freq_base_swa", 1e4},
+        {"phi3-longrope", "/rope/attn_factor", 1.5},
+        {"gpt2", "/positions", "learned"},
+        {"gptneox", "/residual", "parallel"},
+        {"gptneox", "/rope/dimension_count", 4},
+        {"stablelm", "/rope/dimension_count", 4},
+        {"falcon", "/residual", "parallel"},
+        {"mpt", "/positions", "alibi"},
+        {"mpt", "/attention/max_alibi_bias", 8},
+        {"bloom", "/positions", "alibi"},
+        {"olmo2", "/attention/qk_norm", "whole"},
+        {"olmo2", "/norm/placement", "post"},
+        {"granite", "/embedding_scale", 12},
+        {"granite", "/residual_scale", 0.22},
+        {"granite", "/attention/scale", 0.0625},
+        {"granite", "/logit_scale", 8},
+        {"llama-moe", "/experts/count", 4},
+        {"llama-moe", "/experts/used", 2},
+        {"qwen3moe", "/experts/feed_forward_length", 32},
+        {"gpt-oss", "/attention/sinks", true},
+    };
+    for (const Shown& s : kShown) {
+        const auto support = describe_support(gguf::File::open(dir / "arch" / (s.file + ".gguf")));
+        const nlohmann::json& hp = support.at("hyperparameters");
+        const nlohmann::json::json_pointer at(s.pointer);
+        ASSERT_TRUE(hp.contains(at)) << s.file << " " << s.pointer << " in " << hp.dump();
+        if (s.value.is_number()) {
+            EXPECT_NEAR(hp.at(at).get<double>(), s.value.get<double>(), 1e-6)
+                << s.file << s.pointer;
+        } else {
+            EXPECT_EQ(hp.at(at), s.value) << s.file << " " << s.pointer;
+        }
+    }
+}
 
 TEST(ArchFolder, EveryOtherFileIsRefusedWithAReason) {
     GGUFD_REQUIRE_CONFORMANCE(dir);

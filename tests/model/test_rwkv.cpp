@@ -344,10 +344,10 @@ TEST(RwkvState, SequencesInOneBatchKeepTheirOwnState) {
         Context alone(model, ContextParams{.n_seq = 1, .n_ctx = 64, .n_threads = 2});
         const auto want_a = run(alone, 0, a, a.size());
         // A state holds every token it has seen: it can start over or stay, never be cut back.
-        EXPECT_FALSE(alone.kv().can_truncate(0, 4));
-        EXPECT_TRUE(alone.kv().can_truncate(0, static_cast<int32_t>(a.size())));
-        EXPECT_TRUE(alone.kv().can_truncate(0, 0));
-        alone.kv().clear(0);
+        EXPECT_FALSE(alone.cache().can_truncate(0, 4));
+        EXPECT_TRUE(alone.cache().can_truncate(0, static_cast<int32_t>(a.size())));
+        EXPECT_TRUE(alone.cache().can_truncate(0, 0));
+        alone.cache().clear(0);
         const auto want_b = run(alone, 0, b, b.size());
 
         // Both sequences in every batch, interleaved, b a step behind a, in uneven pieces.

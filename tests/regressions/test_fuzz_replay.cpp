@@ -84,6 +84,12 @@ TEST(FuzzReplay, ModelSeedsLoadAndEvaluate) {
     EXPECT_EQ(replay(kCorpus / "fuzz_model", ggufd::fuzz::fuzz_model_one), n);
 }
 
+TEST(FuzzReplay, LoraSeedsLoadAndEvaluate) {
+    const size_t n = files_in(kCorpus / "fuzz_lora").size();
+    ASSERT_GE(n, 3u);
+    EXPECT_EQ(replay(kCorpus / "fuzz_lora", ggufd::fuzz::fuzz_lora_one), n);
+}
+
 TEST(FuzzReplay, HttpRequestSeedsAreAccepted) {
     const size_t n = files_in(kCorpus / "fuzz_http_request").size();
     ASSERT_GE(n, 4u);
@@ -109,6 +115,7 @@ TEST(FuzzReplay, FoundInputsStayFixed) {
     replay(kFound / "fuzz_tokenizer", ggufd::fuzz::fuzz_tokenizer_one);
     replay(kFound / "fuzz_json_request", ggufd::fuzz::fuzz_json_request_one);
     replay(kFound / "fuzz_model", ggufd::fuzz::fuzz_model_one);
+    replay(kFound / "fuzz_lora", ggufd::fuzz::fuzz_lora_one);
     replay(kFound / "fuzz_http_request", ggufd::fuzz::fuzz_http_request_one);
     replay(kFound / "fuzz_grammar", ggufd::fuzz::fuzz_grammar_one);
     replay(kFound / "fuzz_json_schema", ggufd::fuzz::fuzz_json_schema_one);

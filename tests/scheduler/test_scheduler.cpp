@@ -2,13 +2,16 @@
 // runs alone or among others, queueing, cancellation, stop strings and prefix reuse.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <condition_variable>
 #include <fstream>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "engine/grammar/grammar.h"
 #include "engine/grammar/matcher.h"
+#include "engine/model/random_model.h"
 #include "engine/scheduler/scheduler.h"
 #include "tests/support/conformance.h"
 
@@ -411,6 +414,61 @@ TEST_F(SchedulerTest, StopFinishesEverythingAsCancelled) {
 // one step's budget: a later prompt sharing only an early prefix cannot reuse the cells (the ring
 // has moved on) and is evaluated again from the start; one sharing all but its last token keeps
 // them. Either way the tokens equal a fresh scheduler's.
+// Per-request LoRA adapters: a slot's cached prefix is reused only by a request with the same
+// adapters (its keys and values were computed with them); the defaults apply without `lora`.
+TEST_F(SchedulerTest, LoraAdaptersPerRequestAndPrefixReuse) {
+    const auto adapter = model::LoraAdapter::from_file(
+        gguf::File::from_bytes(
+            model::make_random_lora(*model_, {.rank = 4, .alpha = 8.0f, .seed = 11}).to_bytes()),
+        model_);
+    scheduler::SchedulerParams p;
+    p.n_slots = 1;
+    p.n_ctx = 256;
+    p.n_threads = 1;
+    p.adapters = {{"style", adapter, 0.0f}};
+    scheduler::Scheduler s(model_, tokenizer_, p);
+    auto run = [&](std::optional<std::vector<scheduler::AdapterChoice>> lora) {
+        auto sink = std::make_shared<RecordingSink>();
+        scheduler::GenerationRequest r = greedy_request(cases_[1], sink, 12);
+        r.lora = std::move(lora);
+        EXPECT_EQ(s.submit(std::move(r)).status, scheduler::SubmitStatus::accepted);
+        sink->wait_done();
+        return sink;
+    };
+    const std::vector<int32_t> base(cases_[1].greedy.begin(), cases_[1].greedy.begin() + 12);
+    const auto first = run(std::vector<scheduler::AdapterChoice>{{0, "", 1.0f}});
+    EXPECT_NE(first->tokens, base);
+    const auto plain = run(std::nullopt);  // default scale 0: the base model
+    EXPECT_EQ(plain->tokens, base);
+    EXPECT_EQ(plain->usage.cached_prompt_tokens, 0);
+    const auto by_name = run(std::vector<scheduler::AdapterChoice>{{-1, "style", 1.0f}});
+    EXPECT_EQ(by_name->tokens, first->tokens);
+    EXPECT_EQ(by_name->usage.cached_prompt_tokens, 0);
+    const auto again = run(std::vector<scheduler::AdapterChoice>{{0, "", 1.0f}});
+    EXPECT_EQ(again->tokens, first->tokens);
+    EXPECT_EQ(again->usage.cached_prompt_tokens, 8);
+
+    p.adapters[0].default_scale = 1.0f;
+    scheduler::Scheduler with_default(model_, tokenizer_, p);
+    auto sink = std::make_shared<RecordingSink>();
+    ASSERT_TRUE(with_default.submit(greedy_request(cases_[1], sink, 12)).accepted());
+    sink->wait_done();
+    EXPECT_EQ(sink->tokens, first->tokens);
+
+    // Bad choices are refused by validate(), naming the parameter.
+    for (const std::vector<scheduler::AdapterChoice>& bad :
+         {std::vector<scheduler::AdapterChoice>{{1, "", 1.0f}},
+          std::vector<scheduler::AdapterChoice>{{-1, "other", 1.0f}},
+          std::vector<scheduler::AdapterChoice>{{0, "", 1.0f}, {-1, "style", 0.5f}},
+          std::vector<scheduler::AdapterChoice>{{0, "", std::nanf("")}}}) {
+        scheduler::GenerationRequest r = greedy_request(cases_[1], nullptr, 4);
+        r.lora = bad;
+        const scheduler::SubmitResult v = s.submit(std::move(r));
+        EXPECT_EQ(v.status, scheduler::SubmitStatus::invalid) << v.message;
+        EXPECT_EQ(v.param, "lora");
+    }
+}
+
 TEST(SchedulerSlidingWindow, PrefixReuseFallsBackWhenTheRingMovedOn) {
     GGUFD_REQUIRE_CONFORMANCE(dir);
     auto model = model::Model::load(dir / "arch/gemma2.gguf");

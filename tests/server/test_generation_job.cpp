@@ -74,7 +74,8 @@ GenerationPlan plan(ApiKind kind, int choices, bool stream) {
     p.kind = kind;
     p.meta = {"id-1", "m", 1};
     p.stream = stream;
-    for (int i = 0; i < choices; ++i) p.choices.push_back({0, {}, {{1, 2}, {}, {}, nullptr, {}}});
+    for (int i = 0; i < choices; ++i)
+        p.choices.push_back({0, {}, {{1, 2}, {}, {}, nullptr, {}, {}}});
     return p;
 }
 

@@ -33,6 +33,32 @@ TEST(ParseJsonBody, AcceptsObjectsRejectsTheRest) {
     EXPECT_EQ(error_of([] { parse_json_body(""); }).status(), 400);
 }
 
+TEST(ParseKeepAlive, SecondsDurationsZeroAndNegativeAsOllama) {
+    using std::chrono::milliseconds;
+    auto keep = [](const char* body) { return parse_keep_alive(parse_json_body(body)); };
+    EXPECT_EQ(keep("{}"), std::nullopt);
+    EXPECT_EQ(keep(R"({"keep_alive": null})"), std::nullopt);
+    EXPECT_EQ(keep(R"({"keep_alive": 30})"), milliseconds(30000));
+    EXPECT_EQ(keep(R"({"keep_alive": 0.5})"), milliseconds(500));
+    EXPECT_EQ(keep(R"({"keep_alive": 0})"), milliseconds(0));
+    EXPECT_EQ(keep(R"({"keep_alive": "0"})"), milliseconds(0));
+    EXPECT_EQ(keep(R"({"keep_alive": "5m"})"), milliseconds(300000));
+    EXPECT_EQ(keep(R"({"keep_alive": "1h30m"})"), milliseconds(5400000));
+    EXPECT_EQ(keep(R"({"keep_alive": "1.5s"})"), milliseconds(1500));
+    EXPECT_EQ(keep(R"({"keep_alive": "250ms"})"), milliseconds(250));
+    EXPECT_EQ(keep(R"({"keep_alive": "90"})"), milliseconds(90000));
+    EXPECT_EQ(keep(R"({"keep_alive": -1})"), milliseconds::max());
+    EXPECT_EQ(keep(R"({"keep_alive": "-1m"})"), milliseconds::max());
+    for (const char* bad :
+         {R"({"keep_alive": "soon"})", R"({"keep_alive": "5x"})", R"({"keep_alive": "m"})",
+          R"({"keep_alive": "5m3"})", R"({"keep_alive": ""})", R"({"keep_alive": true})",
+          R"({"keep_alive": [1]})", R"({"keep_alive": "1..2s"})"}) {
+        const ApiError e = error_of([&] { keep(bad); });
+        EXPECT_EQ(e.status(), 400) << bad;
+        EXPECT_EQ(e.param(), "keep_alive") << bad;
+    }
+}
+
 TEST(ParseCompletion, DefaultsFollowOpenAI) {
     auto r = parse_completion_request(json{{"prompt", "hi"}}, limits);
     ASSERT_EQ(r.prompts.size(), 1u);
@@ -141,6 +167,14 @@ TEST(ParseCompletion, WrongTypesNameTheField) {
         {"typical_p", "0.5"},
         {"repeat_penalty", true},
         {"repeat_last_n", 1.5},
+        {"lora", {{"id", 0}}},
+        {"lora", {1}},
+        {"lora", json::array({{{"id", -1}}})},
+        {"lora", json::array({{{"id", ""}}})},
+        {"lora", json::array({{{"scale", 1}}})},
+        {"lora", json::array({{{"id", 0}, {"scale", "1"}}})},
+        {"lora", json::array({{{"id", 0}, {"scale", 101}}})},
+        {"lora", json::array({{{"id", 0}, {"weight", 1}}})},
     };
     for (const auto& [name, value] : cases) {
         json body = {{"prompt", "x"}, {name, value}};
@@ -149,6 +183,36 @@ TEST(ParseCompletion, WrongTypesNameTheField) {
         EXPECT_EQ(e.param(), name) << name << "=" << value;
         EXPECT_NE(std::string(e.what()).find(name), std::string::npos) << e.what();
     }
+}
+
+// llama-server's per-request adapters: an index or a name, scale 1 when absent; absent: nullopt
+// (the model's defaults), [] (none) is kept apart from it. Which ids exist is validate()'s.
+TEST(ParseCompletion, LoraChoicesByIndexOrName) {
+    EXPECT_FALSE(parse_completion_request(json{{"prompt", "x"}}, limits).lora.has_value());
+    EXPECT_FALSE(parse_completion_request(json{{"prompt", "x"}, {"lora", nullptr}}, limits)
+                     .lora.has_value());
+    const auto none =
+        parse_completion_request(json{{"prompt", "x"}, {"lora", json::array()}}, limits).lora;
+    ASSERT_TRUE(none.has_value());
+    EXPECT_TRUE(none->empty());
+    const json body = {{"prompt", "x"},
+                       {"lora", json::array({{{"id", 1}, {"scale", 0.25}}, {{"id", "sql"}}})}};
+    const auto lora = parse_completion_request(body, limits).lora;
+    ASSERT_TRUE(lora.has_value());
+    ASSERT_EQ(lora->size(), 2u);
+    EXPECT_EQ((*lora)[0].id, 1);
+    EXPECT_FLOAT_EQ((*lora)[0].scale, 0.25f);
+    EXPECT_EQ((*lora)[1].id, -1);
+    EXPECT_EQ((*lora)[1].name, "sql");
+    EXPECT_FLOAT_EQ((*lora)[1].scale, 1.0f);
+    json many = json::array();
+    for (int i = 0; i <= limits.max_lora; ++i) many.push_back({{"id", i}});
+    const auto e = error_of([&] {
+        parse_chat_request(
+            json{{"messages", {{{"role", "user"}, {"content", "x"}}}}, {"lora", many}}, limits);
+    });
+    EXPECT_EQ(e.param(), "lora");
+    EXPECT_NE(std::string(e.what()).find("at most 16"), std::string::npos) << e.what();
 }
 
 TEST(ParseCompletion, OutOfRangeValues) {

@@ -25,7 +25,8 @@ using ggufd::tokenizer::EncodeOptions;
 using ggufd::tokenizer::Tokenizer;
 using ggufd::tokenizer::VocabType;
 
-const char* const kVocabs[] = {"llama-spm", "gpt-2", "starcoder", "deepseek-llm", "falcon", "mpt"};
+const char* const kVocabs[] = {"llama-spm", "gpt-2", "starcoder", "deepseek-llm",
+                               "falcon",    "mpt",   "llama-bpe", "qwen2"};
 // The number of texts in each .inp file; the test fails if the data no longer has that many, so a
 // parsing mistake cannot quietly shrink the suite.
 constexpr size_t kTextsPerVocab = 46;

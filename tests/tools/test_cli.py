@@ -9,6 +9,7 @@ import json
 import math
 import os
 import subprocess
+import struct
 import sys
 import tempfile
 
@@ -89,6 +90,55 @@ def check_moe():
         assert experts["feed_forward_length"] == 32 and experts["gating"] == "softmax", experts
 
 
+def check_mkmodel_every_arch():
+    """ggufd-mkmodel --arch NAME writes a small random model of every architecture ggufd runs
+    (the list gguf-inspect gives when it refuses a file), and gguf-inspect says ggufd runs it."""
+    with tempfile.TemporaryDirectory() as d:
+        unknown = os.path.join(d, "unknown.gguf")
+        with open(unknown, "wb") as f:  # GGUF v3 with one key: an architecture no one runs
+            key, value = b"general.architecture", b"t5"
+            f.write(b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + struct.pack("<Q", len(key)) + key
+                    + struct.pack("<IQ", 8, len(value)) + value)
+        p = subprocess.run([os.path.join(bin_dir, "gguf-inspect"), unknown], capture_output=True)
+    refusal = (p.stdout + p.stderr).decode()
+    supported = refusal.split("supported: ", 1)[1].split(")", 1)[0].strip().split(", ")
+    assert len(supported) > 20 and "llama" in supported and "gemma3" in supported, refusal
+    with tempfile.TemporaryDirectory() as d:
+        for name in supported:
+            model = os.path.join(d, name + ".gguf")
+            subprocess.run([os.path.join(bin_dir, "ggufd-mkmodel"), "--arch", name, "--out", model,
+                            "--n-embd", "64", "--n-layer", "2", "--n-head", "4", "--n-head-kv", "2",
+                            "--n-ff", "96", "--type", "Q8_0"], check=True, capture_output=True)
+            out = subprocess.run([os.path.join(bin_dir, "gguf-inspect"), model, "--json"],
+                                 check=True, capture_output=True).stdout.decode()
+            described = json.loads(out)["ggufd"]
+            assert described["supported"], (name, described)
+            assert described["hyperparameters"]["architecture"] == name, (name, described)
+
+
+def check_mamba():
+    """A recurrent model end to end: mamba against llama.cpp's logits, and a random mamba of another
+    shape from ggufd-mkmodel that gguf-inspect describes with its ssm sizes and state."""
+    arch = os.path.join(conf, "arch")
+    compare_logits(os.path.join(arch, "mamba.gguf"), os.path.join(arch, "prompt_tokens.txt"),
+                   os.path.join(arch, "mamba.logits.f32"))
+    with tempfile.TemporaryDirectory() as d:
+        model = os.path.join(d, "mamba.gguf")
+        subprocess.run([os.path.join(bin_dir, "ggufd-mkmodel"), "--arch", "mamba", "--out", model,
+                        "--n-embd", "64", "--n-layer", "2", "--ssm-state", "8", "--ssm-inner", "96",
+                        "--type", "Q8_0"], check=True, capture_output=True)
+        out = subprocess.run([os.path.join(bin_dir, "gguf-inspect"), model, "--json"], check=True,
+                             capture_output=True).stdout.decode()
+        hp = json.loads(out)["ggufd"]["hyperparameters"]
+        assert hp["ssm"] == {"conv_kernel": 4, "inner_size": 96, "state_size": 8,
+                             "time_step_rank": 4, "dt_b_c_rms": False}, hp
+        assert hp["recurrent_state"]["per_layer"] == {"conv": [3, 96], "ssm": [8, 96]}, hp
+        out = subprocess.run([run, "generate", "--model", model, "--prompt", "hello", "--n-predict", "8",
+                              "--temp", "0"],
+                             check=True, capture_output=True).stdout.decode()
+        assert out.startswith("hello"), out
+
+
 def compare_logits(model, tokens, reference):
     """ggufd-run logits of the prompt within the conformance tolerance of llama.cpp's."""
     ref = array.array("f")
@@ -163,5 +213,6 @@ def check_template():
     assert p.stdout.count(b"\n") == 1, p.stdout
 
 
-{"generate_greedy": check_generate_greedy, "generate_sampled_is_english": check_generate_sampled_is_english, "template": check_template, "tokenize": check_tokenize, "logits": check_logits, "moe": check_moe}[case]()
+{"generate_greedy": check_generate_greedy, "generate_sampled_is_english": check_generate_sampled_is_english, "template": check_template, "tokenize": check_tokenize, "logits": check_logits, "moe": check_moe,
+ "mkmodel_every_arch": check_mkmodel_every_arch, "mamba": check_mamba}[case]()
 print("ok")

@@ -12,6 +12,7 @@
 
 #include "engine/kernels/cpu_features.h"
 #include "engine/model/context.h"
+#include "engine/model/lora.h"
 #include "tools/ggufd-bench/stats.h"
 #include "tools/ggufd-bench/table.h"
 
@@ -110,17 +111,19 @@ int32_t bench_token(int64_t i, int32_t vocab) {
 
 // Brings sequence 0's cache to exactly `depth` tokens: truncating what is beyond, evaluating
 // the missing positions in batches (a long depth in one batch would need its activations at
-// once). A sliding-window ring that no longer holds the window before `depth` cannot be
-// truncated there, so it is evaluated again from the start.
+// once). A sliding-window ring that no longer holds the window before `depth`, or a recurrent
+// state without a checkpoint there, cannot be truncated there, so it is evaluated again from the
+// start; the state at `depth` is then checkpointed for the next run.
 void fill_to(model::Context& ctx, int depth, std::vector<float>& logits) {
     constexpr int kFillBatch = 512;
-    int32_t have = ctx.kv().length(0);
-    if (have >= depth && ctx.kv().can_truncate(0, depth)) {
-        ctx.kv().truncate(0, depth);
+    model::SequenceCache& cache = ctx.cache();
+    int32_t have = cache.length(0);
+    if (have >= depth && cache.can_truncate(0, depth)) {
+        cache.truncate(0, depth);
         return;
     }
     if (have > depth) {
-        ctx.kv().clear(0);
+        cache.clear(0);
         have = 0;
     }
     std::vector<model::BatchToken> batch;
@@ -131,6 +134,7 @@ void fill_to(model::Context& ctx, int depth, std::vector<float>& logits) {
             batch.push_back({0, bench_token(i, ctx.n_vocab()), i, false});
         ctx.eval(batch, logits);
     }
+    cache.save_checkpoint(0);
 }
 
 // One run of a test on a cache filled to t.depth; returns tokens/s.
@@ -167,6 +171,9 @@ EngineResult run_engine(const EngineOptions& opts) {
     auto model = model::Model::load(
         opts.model_path, {.repack = opts.repack ? model::Repack::at_load : model::Repack::off});
     r.load_s = seconds_since(t_load);
+    r.lora_path = opts.lora_path;
+    const std::shared_ptr<const model::LoraAdapter> lora =
+        opts.lora_path.empty() ? nullptr : model::LoraAdapter::load(opts.lora_path, model);
     r.repacked_mib = static_cast<double>(model->repacked_bytes()) / (1 << 20);
     r.file_bytes = std::filesystem::file_size(opts.model_path);
     r.cost = weight_cost(model->weights(), model->hparams());
@@ -188,6 +195,7 @@ EngineResult run_engine(const EngineOptions& opts) {
         cp.kv_type = opts.kv_types;
         cp.n_ctx = std::max(max_depth + max_n + 1, 16);
         model::Context ctx(model, cp);
+        if (lora) ctx.set_adapters(0, {{lora, 1.0f}});
         bool warm = false;
         for (int depth : opts.depth) {
             std::vector<EngineTest> tests;
@@ -200,7 +208,7 @@ EngineResult run_engine(const EngineOptions& opts) {
             };
             for (int n : opts.n_prompt) add(true, n);
             for (int n : opts.n_gen) add(false, n);
-            if (depth != static_cast<int>(ctx.kv().length(0))) {
+            if (depth != static_cast<int>(ctx.cache().length(0))) {
                 std::fprintf(stderr, "ggufd-bench: filling the cache to depth %d...\n", depth);
             }
             fill_to(ctx, depth, logits);
@@ -252,8 +260,9 @@ void print_engine(const EngineResult& r, bool csv) {
         }
         return;
     }
-    std::printf("model %s\ncpu   %s\n\n", r.model_path.c_str(),
-                kernels::cpu_features().describe().c_str());
+    std::printf("model %s\n", r.model_path.c_str());
+    if (!r.lora_path.empty()) std::printf("lora  %s\n", r.lora_path.c_str());
+    std::printf("cpu   %s\n\n", kernels::cpu_features().describe().c_str());
     std::vector<std::vector<std::string>> rows;
     const std::string model =
         r.arch + " " + std::filesystem::path(r.model_path).filename().string();

@@ -22,6 +22,9 @@ struct EngineOptions {
     int reps = 3;
     model::KvTypes kv_types{};  // --cache-type-k / --cache-type-v
     bool repack = true;         // false: the kernels read the file's layout (to measure repacking)
+    // A LoRA adapter of the model every test evaluates with (model/lora.h), at scale 1; empty:
+    // none. What applying adapters at evaluation time costs.
+    std::string lora_path;
 };
 
 // What one generated token costs, from the model's tensors: every matrix multiplied per token
@@ -51,6 +54,7 @@ std::string test_name(const EngineTest& t);
 
 struct EngineResult {
     std::string model_path;
+    std::string lora_path;
     std::string arch;
     uint64_t n_params = 0;      // elements of every tensor
     uint64_t tensor_bytes = 0;  // bytes of every tensor

@@ -46,6 +46,7 @@ int main(int argc, char** argv) {
         ("cache-type-v", po::value<std::string>()->default_value("f16"), "engine: KV cache storage of values (f16, q8_0, q4_0)")
         ("repetitions,r", po::value(&engine.reps)->default_value(engine.reps), "repetitions")
         ("no-repack", po::bool_switch(&no_repack), "engine: keep the weights in the file's layout (to measure what repacking gains)")
+        ("lora", po::value(&engine.lora_path), "engine: evaluate with this LoRA adapter of the model at scale 1 (to measure what adapters cost)")
         ("roofline", po::bool_switch(&roofline), "measure memory bandwidth and int8/fp32 rates; with --model, engine figures as fractions of them")
         ("buffer-mib", po::value(&roof.buffer_mib)->default_value(roof.buffer_mib), "roofline: bytes read per bandwidth pass (MiB, >= 64, well above the LLC)")
         ("server", po::value(&server), "server mode: base URL, http://HOST:PORT")

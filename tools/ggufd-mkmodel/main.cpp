@@ -8,22 +8,31 @@
 // and a mixture of experts (Qwen3-30B-A3B's proportions, smaller: 64 experts, 8 used per token):
 //   ggufd-mkmodel --arch qwen3moe --out moe.gguf --n-embd 1024 --n-layer 8 --n-head 16
 //       --n-head-kv 4 --head-dim 64 --n-expert 64 --n-expert-used 8 --n-ff-expert 512 --type Q4_0
-// and recurrent models (RWKV-7 1.5B's shape: WKV heads of 64):
+// recurrent models, RWKV-7 1.5B's shape (WKV heads of 64):
 //   ggufd-mkmodel --arch rwkv7 --out rwkv7.gguf --n-embd 2048 --n-layer 24 --head-dim 64
-//       --n-ff 8192 --lora-rank 64 --type Q4_0
+//       --n-ff 8192 --rwkv-lora-rank 64 --type Q4_0
+// and mamba-1.4b's (48 blocks, inner size 2 x 2048, state 16):
+//   ggufd-mkmodel --arch mamba --out mamba.gguf --n-embd 2048 --n-layer 48 --type Q8_0 --tied
+// With --lora-for it writes a random LoRA adapter for that base model instead (--type is then
+// the type of its A and B matrices), e.g. rank 16 on the attention's Q and V:
+//   ggufd-mkmodel --lora-for tl-q4_k_m.gguf --out tl-lora.gguf --lora-rank 16
+//       --lora-targets attn_q,attn_v
 #include <boost/program_options.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
 
+#include "engine/model/model.h"
 #include "engine/model/random_model.h"
 
 namespace po = boost::program_options;
 
 int main(int argc, char** argv) {
     ggufd::model::RandomModelSpec spec;
-    std::string out, vocab, type = "F32", output_type;
+    ggufd::model::RandomLoraSpec lora;
+    std::string out, vocab, type = "F32", output_type, lora_for, lora_targets;
     po::options_description d("usage: ggufd-mkmodel --out FILE [options]");
     // clang-format off
     d.add_options()
@@ -40,15 +49,23 @@ int main(int argc, char** argv) {
         ("n-expert", po::value(&spec.n_expert)->default_value(spec.n_expert), "experts per block (architectures with experts; qwen3moe and gpt-oss default to 8)")
         ("n-expert-used", po::value(&spec.n_expert_used)->default_value(spec.n_expert_used), "experts each token uses (0: 2)")
         ("n-ff-expert", po::value(&spec.n_ff_expert)->default_value(spec.n_ff_expert), "feed-forward size of one expert (0: --n-ff)")
+        ("ssm-conv", po::value(&spec.ssm_d_conv)->default_value(spec.ssm_d_conv), "mamba: convolution width (ssm.conv_kernel)")
+        ("ssm-state", po::value(&spec.ssm_d_state)->default_value(spec.ssm_d_state), "mamba: state size (ssm.state_size)")
+        ("ssm-inner", po::value(&spec.ssm_d_inner)->default_value(spec.ssm_d_inner), "mamba: inner size (ssm.inner_size; 0: 2 x n-embd)")
+        ("ssm-dt-rank", po::value(&spec.ssm_dt_rank)->default_value(spec.ssm_dt_rank), "mamba: time-step rank (ssm.time_step_rank; 0: n-embd / 16)")
         ("n-ctx", po::value(&spec.n_ctx)->default_value(spec.n_ctx), "training context length")
         ("head-dim", po::value(&spec.head_dim)->default_value(spec.head_dim), "size of one attention head, or RWKV's WKV head (0: n-embd / n-head)")
         ("n-rot", po::value(&spec.n_rot)->default_value(spec.n_rot), "dimensions RoPE rotates (0: the whole head)")
-        ("lora-rank", po::value(&spec.lora_rank)->default_value(spec.lora_rank), "RWKV: rank of every LoRA (0: 32)")
+        ("rwkv-lora-rank", po::value(&spec.lora_rank)->default_value(spec.lora_rank), "RWKV: rank of every LoRA (0: 32)")
         ("rescale-every", po::value(&spec.rwkv_rescale_every)->default_value(spec.rwkv_rescale_every), "RWKV-6: halve the hidden state after every n-th block (0: never)")
         ("tied", po::bool_switch(&spec.tied), "no output matrix: the head is the token embeddings")
         ("type", po::value(&type)->default_value(type), "type of every matrix (F32, F16, Q8_0, Q4_0, Q4_K, ...)")
         ("output-type", po::value(&output_type), "type of the output head (default: --type)")
-        ("seed", po::value(&spec.seed)->default_value(spec.seed), "random seed");
+        ("seed", po::value(&spec.seed)->default_value(spec.seed), "random seed")
+        ("lora-for", po::value(&lora_for), "write a random LoRA adapter for this base model instead of a model")
+        ("lora-rank", po::value(&lora.rank)->default_value(lora.rank), "the adapter's rank")
+        ("lora-alpha", po::value(&lora.alpha)->default_value(lora.alpha), "adapter.lora.alpha (0: not written)")
+        ("lora-targets", po::value(&lora_targets), "comma-separated parts of the base matrices' names to adapt (attn_q,ffn_down,output...; default: every adaptable matrix)");
     // clang-format on
     try {
         po::variables_map vm;
@@ -71,7 +88,20 @@ int main(int argc, char** argv) {
             spec.vocab = &*vocab_file;
         }
         const auto t0 = std::chrono::steady_clock::now();
-        ggufd::model::make_random_model(spec).write(out);
+        if (!lora_for.empty()) {
+            lora.type = spec.type;
+            lora.seed = spec.seed;
+            for (size_t at = 0; at < lora_targets.size();) {
+                const size_t comma = std::min(lora_targets.find(',', at), lora_targets.size());
+                if (comma > at) lora.targets.push_back(lora_targets.substr(at, comma - at));
+                at = comma + 1;
+            }
+            const auto base =
+                ggufd::model::Model::load(lora_for, {.repack = ggufd::model::Repack::off});
+            ggufd::model::make_random_lora(*base, lora).write(out);
+        } else {
+            ggufd::model::make_random_model(spec).write(out);
+        }
         const double secs =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         std::fprintf(stderr, "wrote %s in %.1f s\n", out.c_str(), secs);

@@ -131,6 +131,7 @@ int cmd_generate(Args args) {
             server::parse_generation_options(body, server::ApiLimits{}, /*default_max_tokens=*/-1);
         request.sampling = options.sampling;
         request.stop = options.stop;
+        request.lora = options.lora;
     } catch (const server::ApiError& e) {
         throw std::runtime_error(std::string(e.what()) + " (from the command-line flags)");
     }

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <map>
 #include <optional>
 #include <string>
@@ -113,24 +114,56 @@ int main(int argc, char** argv) {
 
     spdlog::info("ggufd starting; CPU features: {}", kernels::cpu_features().describe());
     metrics::Metrics metrics;
-    server::ModelRegistry registry;
     auto observe = [&metrics](server::EngineBackend& b) {
         metrics::ModelMetrics& mm = metrics.for_model(b.name());
-        mm.set_load_seconds(b.load_seconds());
+        mm.on_load(b.load_seconds(), b.memory_bytes());
         mm.set_total_slots(b.scheduler().n_slots());
         mm.set_kv_cells(0, int64_t{b.scheduler().n_slots()} * b.scheduler().context_size());
         metrics.watch_scheduler(b.name(), std::shared_ptr<const scheduler::SchedulerStats>(
                                               b.shared_from_this(), &b.scheduler().stats()));
     };
-    // Each model's scheduler pushes its batch sizes and token gaps into that model's metrics.
-    auto params_for = [&metrics, base = scheduler_params(cfg)](const std::string& name) {
-        scheduler::SchedulerParams p = base;
-        p.observer = &metrics.for_model(name);
-        return p;
+    // Each model's settings: its own entries of the per-model settings, else the shared ones; its
+    // scheduler pushes batch sizes and token gaps into that model's metrics.
+    auto options_for = [&metrics, &cfg, base = scheduler_params(cfg)](const std::string& name) {
+        server::EngineBackendOptions options;
+        options.name = name;
+        options.scheduler = base;
+        options.scheduler.observer = &metrics.for_model(name);
+        // An adapter without a model name belongs to the only --model (config checks there is one).
+        for (const config::LoraSpec& l : cfg.loras) {
+            if ((l.model.empty() ? cfg.models.front().name : l.model) == name) {
+                options.loras.push_back({l.name, l.path, l.scale});
+            }
+        }
+        options.chat_template = value_for(cfg.chat_templates, name);
+        if (auto parser = value_for(cfg.tool_parsers, name)) {
+            options.tool_parser = chat::family_from_name(*parser);
+        }
+        if (auto pooling = value_for(cfg.poolings, name)) {
+            options.pooling = model::pooling_from_name(*pooling);
+        }
+        return options;
     };
-    if (cfg.models.empty()) {
+    if (!cfg.models_dir.empty() && !std::filesystem::is_directory(cfg.models_dir)) {
+        spdlog::critical("models-dir '{}' is not a folder", cfg.models_dir);
+        return 2;
+    }
+    server::RegistryOptions registry_options;
+    registry_options.models_dir = cfg.models_dir;
+    registry_options.memory_budget = cfg.memory_budget;
+    registry_options.idle_unload = std::chrono::seconds(cfg.idle_unload_s);
+    registry_options.load_wait = std::chrono::seconds(cfg.load_timeout_s);
+    registry_options.loader = std::make_shared<server::EngineLoader>(options_for);
+    registry_options.on_load = [&observe](const std::string&, server::ModelBackend& m, double) {
+        if (auto* b = dynamic_cast<server::EngineBackend*>(&m)) observe(*b);
+    };
+    registry_options.on_unload = [&metrics](const std::string& name) {
+        metrics.for_model(name).on_unload();
+    };
+    server::ModelRegistry registry(std::move(registry_options));
+    if (cfg.models.empty() && cfg.models_dir.empty()) {
         auto demo =
-            server::make_demo_backend(params_for(server::kDemoModelName),
+            server::make_demo_backend(options_for(server::kDemoModelName).scheduler,
                                       value_for(cfg.chat_templates, server::kDemoModelName));
         observe(*demo);
         registry.add(std::move(demo));
@@ -140,27 +173,25 @@ int main(int argc, char** argv) {
             "Serve a real model with: ggufd --model NAME=path/to/model.gguf",
             server::kDemoModelName);
     }
+    size_t pinned = 0;
     for (const config::ModelSpec& spec : cfg.models) {
         std::string error;
         try {
-            server::EngineBackendOptions options;
-            options.name = spec.name;
-            options.scheduler = params_for(spec.name);
-            options.chat_template = value_for(cfg.chat_templates, spec.name);
-            if (auto parser = value_for(cfg.tool_parsers, spec.name)) {
-                options.tool_parser = chat::family_from_name(*parser);
-            }
-            if (auto pooling = value_for(cfg.poolings, spec.name)) {
-                options.pooling = model::pooling_from_name(*pooling);
-            }
-            auto backend = server::EngineBackend::load(spec.path, options);
+            auto backend = server::EngineBackend::load(spec.path, options_for(spec.name));
             spdlog::info(
                 "model '{}' loaded from {} in {:.3f} s ({}, {} slots of {} tokens, tool parser {})",
                 spec.name, spec.path, backend->load_seconds(), backend->model().hparams().arch,
                 backend->scheduler().n_slots(), backend->scheduler().context_size(),
                 chat::family_name(backend->chat_family()));
+            const auto adapters = backend->scheduler().adapters();
+            for (size_t i = 0; i < adapters.size(); ++i) {
+                spdlog::info("model '{}': LoRA adapter {} '{}' ({} matrices), scale {} by default",
+                             spec.name, i, adapters[i].name, adapters[i].adapter->weights().size(),
+                             adapters[i].default_scale);
+            }
             observe(*backend);
-            registry.add(std::move(backend));
+            registry.add(std::move(backend), spec.path);
+            ++pinned;
             continue;
         } catch (const std::bad_alloc&) {
             error = "out of memory for its KV cache; lower --ctx-size or --parallel";
@@ -173,11 +204,17 @@ int main(int argc, char** argv) {
         }
         spdlog::error("model '{}' ({}): {}; left out (--skip-bad-models)", spec.name, spec.path,
                       error);
-        registry.add_failed(spec.name);
+        registry.add_failed(spec.name, error);
     }
-    if (!cfg.models.empty() && registry.all().empty()) {
+    if (!cfg.models.empty() && pinned == 0 && cfg.models_dir.empty()) {
         spdlog::critical("no model could be loaded");
         return 1;
+    }
+    if (!cfg.models_dir.empty()) {
+        spdlog::info(
+            "serving the models of {} on demand ({} listed; memory budget {})", cfg.models_dir,
+            registry.names().size() - pinned,
+            cfg.memory_budget ? std::to_string(cfg.memory_budget) + " bytes" : std::string("none"));
     }
 
     try {

@@ -2,15 +2,12 @@
 // without biases, attention and FFN in parallel from the block's input (no ffn_norm). The 7b
 // layout feeds both from one norm (attn_norm); the 40b one adds attn_norm_2 (ln_attn) for
 // attention, leaving attn_norm (ln_mlp) to the FFN.
-#include "engine/model/arch.h"
+#include "engine/model/arch/lineages.h"
 
 namespace ggufd::model::arch {
 
-extern const ArchDesc falcon = {
+extern constinit const ArchDesc falcon = layer_norms({
     .name = "falcon",
-    .norm = NormKind::layer,
-    .norm_bias = Need::required,
-    .eps_key = "attention.layer_norm_epsilon",
     .fused_qkv = true,
     .qkv_bias = Need::absent,
     .ffn = FfnKind::gelu,
@@ -18,6 +15,6 @@ extern const ArchDesc falcon = {
     .residual = Residual::parallel,
     .ffn_norm = false,
     .attn_norm_2 = Need::optional,
-};
+});
 
 }  // namespace ggufd::model::arch

@@ -3,19 +3,16 @@
 // (attn_logit_softcapping, final_logit_softcapping) and sliding-window attention on every other
 // layer, starting with the first (attention.sliding_window, 4096 when absent). Queries scale by
 // 1/sqrt(key_length), but by 1/sqrt(n_embd / n_head) in the 46-block 27B.
-#include "engine/model/arch.h"
+#include "engine/model/arch/lineages.h"
 
 namespace ggufd::model::arch {
 
-extern const ArchDesc gemma2 = {
+extern constinit const ArchDesc gemma2 = gemma_layers({
     .name = "gemma2",
-    .ffn = FfnKind::geglu,
-    .rope = RopeOrdering::neox,
-    .embd_scale_sqrt = true,
     .norm_placement = NormPlacement::pre_and_post,
     .swa_period = 2,
     .swa_window_default = 4096,
     .q_scale_embd_blocks = 46,
-};
+});
 
 }  // namespace ggufd::model::arch

@@ -3,20 +3,17 @@
 // otherwise. Local layers rotate with rope.freq_base_swa and without the context scaling
 // (rope.scaling.*) that the global ones use. Queries scale as gemma2's, the 62-block 27B by
 // 1/sqrt(n_embd / n_head).
-#include "engine/model/arch.h"
+#include "engine/model/arch/lineages.h"
 
 namespace ggufd::model::arch {
 
-extern const ArchDesc gemma3 = {
+extern constinit const ArchDesc gemma3 = gemma_layers({
     .name = "gemma3",
-    .ffn = FfnKind::geglu,
-    .rope = RopeOrdering::neox,
-    .embd_scale_sqrt = true,
     .qk_norm = QkNorm::per_head,
     .norm_placement = NormPlacement::pre_and_post,
     .swa_period = 6,
     .swa_rope_unscaled = true,
     .q_scale_embd_blocks = 62,
-};
+});
 
 }  // namespace ggufd::model::arch

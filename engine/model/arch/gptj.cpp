@@ -2,21 +2,18 @@
 // the first rope.dimension_count dims of each head in adjacent pairs, attention and an
 // up -> GELU -> down FFN (with biases) in parallel from one shared norm, a separate output head
 // with a bias. llama.cpp no longer runs it: checked against the double-precision reference only.
-#include "engine/model/arch.h"
+#include "engine/model/arch/lineages.h"
 
 namespace ggufd::model::arch {
 
-extern const ArchDesc gptj = {
+extern constinit const ArchDesc gptj = layer_norms({
     .name = "gptj",
-    .norm = NormKind::layer,
-    .norm_bias = Need::required,
-    .eps_key = "attention.layer_norm_epsilon",
     .qkv_bias = Need::absent,
     .ffn = FfnKind::gelu,
     .ffn_bias = Need::required,
     .residual = Residual::parallel,
     .ffn_norm = false,
     .output_bias = Need::required,
-};
+});
 
 }  // namespace ggufd::model::arch

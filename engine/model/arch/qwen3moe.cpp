@@ -1,18 +1,15 @@
 // qwen3moe: qwen3's attention (per-head Q/K RMSNorm, NeoX RoPE, no biases) with a routed FFN in
 // every block: softmax over the experts, the best expert_used_count kept and renormalised
 // (Qwen3-30B-A3B, Qwen3-235B-A22B). Each expert is expert_feed_forward_length wide.
-#include "engine/model/arch.h"
+#include "engine/model/arch/lineages.h"
 
 namespace ggufd::model::arch {
 
-extern const ArchDesc qwen3moe = {
+extern constinit const ArchDesc qwen3moe = qwen3_attention({
     .name = "qwen3moe",
-    .qkv_bias = Need::absent,
-    .rope = RopeOrdering::neox,
-    .qk_norm = QkNorm::per_head,
     .experts = Need::required,
     .gating = ExpertGating::softmax,
     .expert_weights_norm = true,
-};
+});
 
 }  // namespace ggufd::model::arch

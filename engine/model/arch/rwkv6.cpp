@@ -5,18 +5,16 @@
 // gate; the channel mix is a squared-ReLU FFN gated by a sigmoid receptance. rescale_every_n_layers
 // halves the hidden state after every n-th block. Each sequence carries the two token-shift rows
 // and the WKV state of every layer.
-#include "engine/model/arch.h"
+#include "engine/model/arch/lineages.h"
 
 namespace ggufd::model::arch {
 
-extern const ArchDesc rwkv6 = {
+extern constinit const ArchDesc rwkv6 = layer_norms({
     .name = "rwkv6",
-    .norm = NormKind::layer,
-    .norm_bias = Need::required,
-    .eps_key = "attention.layer_norm_epsilon",
     .position = PositionKind::none,
     .embd_norm = Need::required,
     .block = BlockKind::rwkv6,
-};
+    .state = kRwkvState,
+});
 
 }  // namespace ggufd::model::arch

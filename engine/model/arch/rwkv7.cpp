@@ -5,18 +5,16 @@
 // after the first mixes its value towards the first block's by sigmoid(v0 + LoRA); after the
 // group norm a per-head bonus (r . (k * r_k)) v is added and a LoRA gate multiplies; the channel
 // mix is a squared-ReLU FFN without receptance.
-#include "engine/model/arch.h"
+#include "engine/model/arch/lineages.h"
 
 namespace ggufd::model::arch {
 
-extern const ArchDesc rwkv7 = {
+extern constinit const ArchDesc rwkv7 = layer_norms({
     .name = "rwkv7",
-    .norm = NormKind::layer,
-    .norm_bias = Need::required,
-    .eps_key = "attention.layer_norm_epsilon",
     .position = PositionKind::none,
     .embd_norm = Need::required,
     .block = BlockKind::rwkv7,
-};
+    .state = kRwkvState,
+});
 
 }  // namespace ggufd::model::arch

@@ -2,16 +2,13 @@
 // biases, SwiGLU, partial NeoX RoPE (rope.dimension_count), separate output head. The 12B's
 // per-head Q/K norms (attn_q_norm) and its parallel residual are a layout this does not cover:
 // such files are refused.
-#include "engine/model/arch.h"
+#include "engine/model/arch/lineages.h"
 
 namespace ggufd::model::arch {
 
-extern const ArchDesc stablelm = {
+extern constinit const ArchDesc stablelm = layer_norms({
     .name = "stablelm",
-    .norm = NormKind::layer,
-    .norm_bias = Need::required,
-    .eps_key = "attention.layer_norm_epsilon",
     .rope = RopeOrdering::neox,
-};
+});
 
 }  // namespace ggufd::model::arch

@@ -1,0 +1,66 @@
+// Mamba's selective state-space operations over one sequence's tokens in order: the causal
+// depthwise convolution (with SiLU) and the selective scan. Both work on a range of channels
+// [c0, c1) so that the caller spreads channels (and sequences) over its pool in one dispatch;
+// channels are independent, tokens are not. Each runs the fastest SIMD level the CPU allows
+// (vectors of consecutive channels), with the scalar version as the reference the tests hold
+// the others to.
+#pragma once
+
+#include <cstdint>
+
+namespace ggufd::kernels {
+
+struct OpKernels;
+
+// Most taps of a convolution (ssm.conv_kernel): the SIMD kernels keep the window in registers.
+constexpr int64_t kMaxSsmConvTaps = 16;
+
+// y[t][c] = SiLU(bias[c] + sum_k w[k][c] * window_t[k]) where window_t is the d_conv - 1 previous
+// inputs of channel c (the state, oldest first, then the chunk's earlier tokens) followed by
+// x[t][c]. The state is left holding the last d_conv - 1 inputs.
+struct SsmConv {
+    int64_t n_tokens = 0;
+    int64_t n_channels = 0;  // the row length of w, bias and state
+    int64_t d_conv = 0;      // taps, 2 .. kMaxSsmConvTaps
+    const float* x = nullptr;
+    int64_t x_stride = 0;      // floats from one token's row to the next
+    const float* w = nullptr;  // [d_conv][n_channels]; tap d_conv - 1 takes the current input
+    const float* bias = nullptr;
+    float* state = nullptr;  // [d_conv - 1][n_channels]
+    float* y = nullptr;
+    int64_t y_stride = 0;
+};
+
+// For each token t in order and each channel c, with h the state [d_state][n_channels]:
+//   h[j][c] = h[j][c] * exp(dt[t][c] * a[j][c]) + b[t][j] * x[t][c] * dt[t][c]
+//   y[t][c] = sum_j h[j][c] * cc[t][j] + d[c] * x[t][c]
+// dt is the time step after softplus; a is negative for a stable recurrence.
+struct SsmScan {
+    int64_t n_tokens = 0;
+    int64_t n_channels = 0;  // the row length of a, d and state
+    int64_t d_state = 0;
+    const float* x = nullptr;
+    int64_t x_stride = 0;
+    const float* dt = nullptr;
+    int64_t dt_stride = 0;
+    const float* b = nullptr;  // b[t][j] at b + t * bc_stride + j; likewise cc
+    const float* cc = nullptr;
+    int64_t bc_stride = 0;
+    const float* a = nullptr;  // [d_state][n_channels]
+    const float* d = nullptr;  // [n_channels]
+    float* state = nullptr;    // [d_state][n_channels]
+    float* y = nullptr;
+    int64_t y_stride = 0;
+};
+
+// The channels [c0, c1) of the operation; std::invalid_argument for a bad shape or range.
+void ssm_conv(const SsmConv& op, int64_t c0, int64_t c1);
+void ssm_scan(const SsmScan& op, int64_t c0, int64_t c1);
+// The same with an explicit table, so tests can run every level.
+void ssm_conv_with(const OpKernels& kernels, const SsmConv& op, int64_t c0, int64_t c1);
+void ssm_scan_with(const OpKernels& kernels, const SsmScan& op, int64_t c0, int64_t c1);
+
+// y = log(1 + e^x), and x itself above 20 where the two agree in float (ggml's rule).
+void softplus(const float* x, float* y, int64_t n);
+
+}  // namespace ggufd::kernels

@@ -1,0 +1,74 @@
+#include "engine/model/sequence_cache.h"
+
+#include <algorithm>
+#include <limits>
+#include <stdexcept>
+#include <string>
+
+namespace ggufd::model {
+
+SequenceCache::SequenceCache(const HParams& hp, const SequenceCacheParams& params)
+    : n_seq_(params.n_seq), n_ctx_(params.n_ctx) {
+    if (params.n_seq <= 0 || params.n_ctx <= 0) {
+        throw std::invalid_argument(
+            "a sequence cache needs at least one sequence and one token (n_seq=" +
+            std::to_string(params.n_seq) + ", n_ctx=" + std::to_string(params.n_ctx) + ")");
+    }
+    if (hp.has_attention()) {
+        kv_.emplace(hp, params.n_seq, params.n_ctx, params.kv_types, params.swa_batch);
+    }
+    if (hp.is_recurrent()) state_.emplace(hp, params.n_seq);
+}
+
+size_t SequenceCache::bytes_needed(const HParams& hp, const SequenceCacheParams& params) {
+    size_t total = 0;
+    if (hp.has_attention()) {
+        total += KvCache::bytes_needed(hp, params.n_seq, params.n_ctx, params.kv_types,
+                                       params.swa_batch);
+    }
+    if (hp.is_recurrent()) total += RecurrentState::bytes_needed(hp, params.n_seq);
+    return total;
+}
+
+size_t SequenceCache::bytes() const {
+    return (kv_ ? kv_->bytes() : 0) + (state_ ? state_->bytes() : 0);
+}
+
+int32_t SequenceCache::length(int seq) const {
+    if (seq < 0 || seq >= n_seq_) throw std::out_of_range("no sequence " + std::to_string(seq));
+    return kv_ ? kv_->length(seq) : state_ ? state_->length(seq) : 0;
+}
+
+int32_t SequenceCache::max_tokens_per_step() const {
+    return kv_ ? kv_->max_tokens_per_step() : std::numeric_limits<int32_t>::max();
+}
+
+bool SequenceCache::can_truncate(int seq, int32_t n) const {
+    return (!kv_ || kv_->can_truncate(seq, n)) && (!state_ || state_->can_truncate(seq, n));
+}
+
+int32_t SequenceCache::longest_keepable(int seq, int32_t n) const {
+    n = std::min(n, length(seq));
+    if (state_) n = state_->longest_keepable(seq, n);
+    return can_truncate(seq, n) ? n : 0;
+}
+
+void SequenceCache::truncate(int seq, int32_t n) {
+    // A store that cannot says why in its own words, before either store changes.
+    if (kv_ && !kv_->can_truncate(seq, n)) kv_->truncate(seq, n);
+    if (state_ && !state_->can_truncate(seq, n)) state_->truncate(seq, n);
+    if (kv_) kv_->truncate(seq, n);
+    if (state_) state_->truncate(seq, n);
+}
+
+void SequenceCache::save_checkpoint(int seq) {
+    if (state_) state_->save_checkpoint(seq);
+}
+
+void SequenceCache::set_length(int seq, int32_t n) {
+    if (n < 0 || n > n_ctx_) throw std::out_of_range("sequence length beyond the context");
+    if (kv_) kv_->set_length(seq, n);
+    if (state_) state_->set_length(seq, n);
+}
+
+}  // namespace ggufd::model

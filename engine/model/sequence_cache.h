@@ -1,0 +1,70 @@
+// What a model keeps of each sequence (slot) between steps, behind one interface: the KV cache
+// of attention blocks, the recurrent state store of recurrent blocks (recurrent_state.h), or both,
+// each present only when the model's blocks need it. The scheduler, the benchmarks and the tests
+// start, cut back, checkpoint and clear sequences through this class alone, so continuous
+// batching, cancellation and slot reuse are the same for transformers and recurrent models.
+//
+// Prompt-prefix reuse: a KV cache keeps any prefix (a sliding-window ring: while it still holds
+// the window); a recurrent state only 0 tokens, its current length, or the point its checkpoint
+// was saved at (the scheduler saves one when a prompt has been evaluated whole, so a later
+// prompt that continues that whole prompt starts from there). longest_keepable() says which.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include "engine/model/hparams.h"
+#include "engine/model/kv_cache.h"
+#include "engine/model/recurrent_state.h"
+
+namespace ggufd::model {
+
+struct SequenceCacheParams {
+    int n_seq = 1;                              // sequences (slots)
+    int n_ctx = 1;                              // most tokens of one sequence
+    KvTypes kv_types = {};                      // K and V storage (attention)
+    int swa_batch = KvCache::kDefaultSwaBatch;  // sliding-window ring slack (KvCache)
+};
+
+class SequenceCache {
+  public:
+    // Throws std::invalid_argument for non-positive sizes (and what KvCache refuses) and
+    // std::bad_alloc when memory is short.
+    SequenceCache(const HParams& hp, const SequenceCacheParams& params);
+
+    // Bytes the caches of these sizes need, to check memory before allocating.
+    static size_t bytes_needed(const HParams& hp, const SequenceCacheParams& params);
+    size_t bytes() const;
+
+    int n_seq() const { return n_seq_; }
+    int n_ctx() const { return n_ctx_; }
+    // Tokens a sequence holds: positions 0 .. length-1.
+    int32_t length(int seq) const;
+    // Most tokens one step may add to one sequence (a sliding-window ring's bound).
+    int32_t max_tokens_per_step() const;
+
+    // Whether truncate(seq, n) is possible, and the longest n' <= n for which it is.
+    bool can_truncate(int seq, int32_t n) const;
+    int32_t longest_keepable(int seq, int32_t n) const;
+    // Keeps the first n tokens of the sequence; std::out_of_range when can_truncate says no.
+    void truncate(int seq, int32_t n);
+    void clear(int seq) { truncate(seq, 0); }
+    // Marks the sequence's current length as a point truncate can return to (a recurrent
+    // state's checkpoint; a KV cache can return anywhere, so it needs none).
+    void save_checkpoint(int seq);
+
+    // The stores themselves, for the forward pass: nullptr when the model has none.
+    KvCache* kv() { return kv_ ? &*kv_ : nullptr; }
+    const KvCache* kv() const { return kv_ ? &*kv_ : nullptr; }
+    RecurrentState* recurrent() { return state_ ? &*state_ : nullptr; }
+    const RecurrentState* recurrent() const { return state_ ? &*state_ : nullptr; }
+    // After a step: the sequence holds n tokens in every store.
+    void set_length(int seq, int32_t n);
+
+  private:
+    int n_seq_, n_ctx_;
+    std::optional<KvCache> kv_;
+    std::optional<RecurrentState> state_;
+};
+
+}  // namespace ggufd::model

@@ -1,0 +1,196 @@
+// Recurrent models (the conformance folder's mamba and rwkv7) and a transformer (its llama) served
+// by one process through the real server on a loopback port: streamed completions from many clients
+// at once give each client the text it gets alone, a client that goes away frees its slot, and a
+// prompt that continues the previous whole prompt starts from the saved state.
+#include <gtest/gtest.h>
+
+#include <future>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include "server/engine_backend.h"
+#include "server/server.h"
+#include "tests/server/http_client.h"
+#include "tests/support/conformance.h"
+
+namespace ggufd::server {
+namespace {
+
+using nlohmann::json;
+using testing::Client;
+using testing::parse_sse;
+using testing::Sse;
+namespace http = testing::http;
+
+// What one streamed completion gave its client.
+struct Streamed {
+    std::string text;
+    std::string finish_reason;
+    bool done = false;
+    int64_t cached_tokens = -1;
+    int64_t prompt_tokens = -1;
+};
+
+class RecurrentServing : public ::testing::Test {
+  protected:
+    void SetUp() override {
+        GGUFD_REQUIRE_CONFORMANCE(dir);
+        // mamba1: the same file with one slot, so every request meets the state the previous
+        // one left. rwkv7: RWKV's three state buffers per layer in the same store.
+        for (const auto& [name, file, slots] :
+             {std::tuple{"mamba", "mamba", 3}, std::tuple{"llama", "llama", 2},
+              std::tuple{"mamba1", "mamba", 1}, std::tuple{"rwkv7", "rwkv7", 3}}) {
+            EngineBackendOptions o;
+            o.name = name;
+            o.scheduler.n_slots = slots;
+            o.scheduler.n_threads = 1;
+            o.scheduler.n_ctx = 256;
+            o.scheduler.batch_size = 16;  // prompts arrive in chunks beside the decoding slots
+            registry_.add(
+                EngineBackend::load((dir / "arch" / (std::string(file) + ".gguf")).string(), o));
+        }
+        ServerOptions options;
+        options.host = "127.0.0.1";
+        options.port = 0;
+        options.io_threads = 2;
+        server_ = std::make_unique<Server>(registry_, std::move(options));
+        server_->start();
+        port_ = server_->port();
+    }
+
+    static json request(const std::string& model, const std::string& prompt, int max_tokens) {
+        return {{"model", model},           {"prompt", prompt},
+                {"max_tokens", max_tokens}, {"temperature", 0},
+                {"stream", true},           {"stream_options", {{"include_usage", true}}}};
+    }
+
+    Streamed stream(const std::string& model, const std::string& prompt, int max_tokens) {
+        Client c(port_);
+        const auto r = c.post("/v1/completions", request(model, prompt, max_tokens));
+        EXPECT_EQ(r.result_int(), 200) << r.body();
+        const Sse sse = parse_sse(r.body());
+        Streamed out;
+        out.done = sse.done;
+        for (const json& e : sse.events) {
+            if (e.contains("usage") && e["usage"].is_object()) {
+                out.cached_tokens = e["usage"]["prompt_tokens_details"]["cached_tokens"];
+                out.prompt_tokens = e["usage"]["prompt_tokens"];
+            }
+            if (!e.contains("choices") || e["choices"].empty()) continue;
+            out.text += e["choices"][0]["text"].get<std::string>();
+            if (e["choices"][0]["finish_reason"].is_string())
+                out.finish_reason = e["choices"][0]["finish_reason"];
+        }
+        return out;
+    }
+
+    ModelRegistry registry_;
+    std::unique_ptr<Server> server_;
+    uint16_t port_ = 0;
+};
+
+const std::vector<std::string> kPrompts = {"The quick brown fox", "Once upon a time there was",
+                                           "In the beginning", "A recurrent state does not grow"};
+
+TEST_F(RecurrentServing, ConcurrentStreamsOfBothKindsGiveWhatEachGetsAlone) {
+    std::vector<std::string> alone_mamba, alone_llama;
+    for (const std::string& p : kPrompts) {
+        const Streamed m = stream("mamba", p, 12);
+        ASSERT_TRUE(m.done);
+        EXPECT_EQ(m.finish_reason, "length");
+        EXPECT_FALSE(m.text.empty());
+        alone_mamba.push_back(m.text);
+        alone_llama.push_back(stream("llama", p, 12).text);
+    }
+    // More clients than slots: some wait in the queue and take the slots others free.
+    for (int round = 0; round < 2; ++round) {
+        std::vector<std::future<Streamed>> mamba, llama;
+        for (size_t i = 0; i < 2 * kPrompts.size(); ++i) {
+            const std::string& p = kPrompts[i % kPrompts.size()];
+            mamba.push_back(
+                std::async(std::launch::async, [&, p] { return stream("mamba", p, 12); }));
+            if (i < kPrompts.size())
+                llama.push_back(
+                    std::async(std::launch::async, [&, p] { return stream("llama", p, 12); }));
+        }
+        for (size_t i = 0; i < mamba.size(); ++i) {
+            const Streamed s = mamba[i].get();
+            EXPECT_TRUE(s.done) << "mamba client " << i;
+            EXPECT_EQ(s.finish_reason, "length") << "mamba client " << i;
+            EXPECT_EQ(s.text, alone_mamba[i % kPrompts.size()]) << "mamba client " << i;
+        }
+        for (size_t i = 0; i < llama.size(); ++i) {
+            const Streamed s = llama[i].get();
+            EXPECT_TRUE(s.done) << "llama client " << i;
+            EXPECT_EQ(s.text, alone_llama[i]) << "llama client " << i;
+        }
+    }
+}
+
+TEST_F(RecurrentServing, ConcurrentRwkvStreamsGiveWhatEachGetsAlone) {
+    std::vector<std::string> alone;
+    for (const std::string& p : kPrompts) {
+        const Streamed s = stream("rwkv7", p, 12);
+        ASSERT_EQ(s.finish_reason, "length") << p;
+        alone.push_back(s.text);
+    }
+    // More clients than slots, so slots are reused: a sequence that starts over must start from
+    // the zero state, whatever the slot's previous sequence left in it.
+    std::vector<std::future<Streamed>> clients;
+    for (size_t i = 0; i < 2 * kPrompts.size(); ++i) {
+        const std::string p = kPrompts[i % kPrompts.size()];
+        clients.push_back(
+            std::async(std::launch::async, [&, p] { return stream("rwkv7", p, 12); }));
+    }
+    for (size_t i = 0; i < clients.size(); ++i) {
+        const Streamed s = clients[i].get();
+        EXPECT_TRUE(s.done) << "client " << i;
+        EXPECT_EQ(s.finish_reason, "length") << "client " << i;
+        EXPECT_EQ(s.text, alone[i % kPrompts.size()]) << "client " << i;
+    }
+}
+
+TEST_F(RecurrentServing, AClientThatLeavesFreesItsSlot) {
+    // Every slot of the mamba model taken by a stream that would run for long, each client gone
+    // after its first piece.
+    for (int i = 0; i < 3; ++i) {
+        Client c(port_);
+        c.send(http::verb::post, "/v1/completions", request("mamba", kPrompts[0], 200).dump());
+        c.read_until("\"text\"");
+        c.close();
+    }
+    // The slots serve new clients, more of them than there are slots.
+    std::vector<std::future<Streamed>> next;
+    for (int i = 0; i < 4; ++i)
+        next.push_back(
+            std::async(std::launch::async, [&] { return stream("mamba", kPrompts[1], 6); }));
+    for (auto& f : next) {
+        const Streamed s = f.get();
+        EXPECT_TRUE(s.done);
+        EXPECT_EQ(s.finish_reason, "length");
+    }
+}
+
+// A recurrent state returns only to its checkpoint, the whole previous prompt: a prompt that
+// continues it starts there, one that leaves it earlier starts from 0, and both give the text
+// a fresh state gives.
+TEST_F(RecurrentServing, PromptContinuingThePreviousWholePromptStartsFromItsState) {
+    const std::string first = "Once upon a time there was";
+    const std::string longer = first + " a recurrent model";
+    const Streamed fresh_longer = stream("mamba", longer, 8);  // another model: no shared state
+    const Streamed a = stream("mamba1", first, 8);
+    EXPECT_EQ(a.cached_tokens, 0);
+    const Streamed b = stream("mamba1", longer, 8);
+    EXPECT_EQ(b.cached_tokens, a.prompt_tokens);
+    EXPECT_GT(a.prompt_tokens, 3);
+    EXPECT_EQ(b.text, fresh_longer.text);
+    // Shares only part of the previous prompt: evaluated again from the start.
+    const Streamed c = stream("mamba1", "Once upon a hill", 8);
+    EXPECT_EQ(c.cached_tokens, 0);
+    EXPECT_EQ(c.text, stream("mamba", "Once upon a hill", 8).text);
+}
+
+}  // namespace
+}  // namespace ggufd::server
