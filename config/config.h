@@ -40,9 +40,9 @@ struct Config {
     std::vector<ModelSpec> models;  // pinned: loaded at start, kept until asked to unload
     // A folder whose .gguf files are served too, each loaded when first named; empty: none.
     std::string models_dir;
-    int idle_unload_s = 300;     // a folder model idle this long is unloaded; 0: never
-    uint64_t memory_budget = 0;  // bytes all loaded models may hold; 0: no limit
-    int load_timeout_s = 120;    // a request waits this long for its model to load
+    int idle_unload_s = 300;      // a folder model idle this long is unloaded; 0: never
+    uint64_t memory_budget = 0;   // bytes all loaded models may hold; 0: no limit
+    int load_timeout_s = 120;     // a request waits this long for its model to load
     std::vector<LoraSpec> loras;  // in the order given: each model's ids number its own
     std::string host = "127.0.0.1";
     uint16_t port = 8080;
