@@ -375,4 +375,68 @@ void rope(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, const i
               token_stride);
 }
 
+// --- RWKV ---
+
+void token_shift(const float* x, const float* prev, const float* mu, float* y, int64_t n) {
+    check_array(x, n, "token_shift: bad input");
+    check_array(prev, n, "token_shift: bad previous row");
+    check_array(mu, n, "token_shift: bad mix");
+    check_array(y, n, "token_shift: bad output");
+    active_op_kernels().token_shift(x, prev, mu, y, n);
+}
+
+namespace {
+
+void check_wkv(const WkvArgs& a, bool v7) {
+    const char* what = v7 ? "wkv7: bad arguments" : "wkv6: bad arguments";
+    require(a.n_tokens >= 0 && a.n_head >= 0 && a.head_size > 0, what);
+    const int64_t rows = a.n_tokens * a.n_head * a.head_size;
+    for (const float* p : {a.r, a.k, a.v, a.w}) check_array(p, rows, what);
+    check_array(a.y, rows, what);
+    check_array(a.state, a.n_head * a.head_size * a.head_size, what);
+    if (v7) {
+        check_array(a.a, rows, what);
+        check_array(a.b, rows, what);
+    } else {
+        check_array(a.u, a.n_head * a.head_size, what);
+    }
+}
+
+// Each head is independent: one task per head, its columns of every row.
+template <class F>
+void for_heads(const WkvArgs& a, ThreadPool* pool, F&& head) {
+    if (a.n_tokens == 0) return;
+    for_rows(a.n_head, pool, head);
+}
+
+}  // namespace
+
+void wkv6_with(const OpKernels& kernels, const WkvArgs& a, ThreadPool* pool) {
+    check_wkv(a, false);
+    const int64_t hs = a.head_size, stride = a.n_head * hs;
+    for_heads(a, pool, [&](int64_t h) {
+        const int64_t c = h * hs;
+        kernels.wkv6(a.r + c, a.k + c, a.v + c, a.w + c, a.u + c, a.state + h * hs * hs, a.y + c,
+                     a.n_tokens, hs, stride);
+    });
+}
+
+void wkv7_with(const OpKernels& kernels, const WkvArgs& a, ThreadPool* pool) {
+    check_wkv(a, true);
+    const int64_t hs = a.head_size, stride = a.n_head * hs;
+    for_heads(a, pool, [&](int64_t h) {
+        const int64_t c = h * hs;
+        kernels.wkv7(a.r + c, a.w + c, a.k + c, a.v + c, a.a + c, a.b + c, a.state + h * hs * hs,
+                     a.y + c, a.n_tokens, hs, stride);
+    });
+}
+
+void wkv6(const WkvArgs& args, ThreadPool* pool) {
+    wkv6_with(active_op_kernels(), args, pool);
+}
+
+void wkv7(const WkvArgs& args, ThreadPool* pool) {
+    wkv7_with(active_op_kernels(), args, pool);
+}
+
 }  // namespace ggufd::kernels

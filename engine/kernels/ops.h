@@ -99,4 +99,33 @@ void rope_cos_sin(int32_t position, const RopeParams& params, float* cos, float*
 void rope(float* x, int64_t n_tokens, int64_t n_heads, int64_t head_dim, const int32_t* positions,
           const RopeParams& params, ThreadPool* pool = nullptr, int64_t token_stride = 0);
 
+// --- RWKV: token shift and the WKV recurrences ---
+
+// y = x + (prev - x) * mu over n floats: the interpolation between a token's row and the
+// previous token's that RWKV's time and channel mixing read.
+void token_shift(const float* x, const float* prev, const float* mu, float* y, int64_t n);
+
+// The inputs of one sequence's WKV over n_tokens consecutive tokens: rows [n_tokens][n_head *
+// head_size] (r, k, v, w; and a, b for WKV-7), y the same shape, state [n_head][head_size]
+// [head_size] carried from the sequence's previous tokens and updated in place.
+struct WkvArgs {
+    const float* r = nullptr;
+    const float* k = nullptr;
+    const float* v = nullptr;
+    const float* w = nullptr;  // decay multipliers, already in (0, 1)
+    const float* u = nullptr;  // WKV-6: the bonus of the current token [n_head][head_size]
+    const float* a = nullptr;  // WKV-7: the state's removal vector (-kk)
+    const float* b = nullptr;  // WKV-7: its replacement vector (kk * a)
+    float* state = nullptr;
+    float* y = nullptr;
+    int64_t n_tokens = 0;
+    int64_t n_head = 0;
+    int64_t head_size = 0;
+};
+// RWKV-6 (state[h][i][j], key i, value j): y_t[j] = sum_i r[i] (u[i] k[i] v[j] + S[i][j]), then
+// S[i][j] = S[i][j] w[i] + k[i] v[j]. Heads run in parallel over the pool.
+void wkv6(const WkvArgs& args, ThreadPool* pool = nullptr);
+// RWKV-7 (state[h][i][j], value i, key j): S = S diag(w) + S a b^T + v k^T, y_t = S r.
+void wkv7(const WkvArgs& args, ThreadPool* pool = nullptr);
+
 }  // namespace ggufd::kernels

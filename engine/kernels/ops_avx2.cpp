@@ -21,6 +21,7 @@ namespace avx2 {
 
 #include "engine/kernels/ops_attention.inc"
 
+#include "engine/kernels/ops_recurrent.inc"
 #include "engine/kernels/ops_ssm.inc"
 
 }  // namespace avx2
@@ -45,6 +46,9 @@ const OpKernels* avx2_op_kernels() {
         .rope_normal = avx2::k_rope_normal,
         .rope_neox = avx2::k_rope_neox,
         .attention = avx2::k_attention,
+        .token_shift = avx2::k_token_shift,
+        .wkv6 = avx2::k_wkv6,
+        .wkv7 = avx2::k_wkv7,
         .ssm_conv = avx2::k_ssm_conv,
         .ssm_scan = avx2::k_ssm_scan,
     };

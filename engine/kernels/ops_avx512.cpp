@@ -29,6 +29,7 @@ namespace avx512 {
 
 #include "engine/kernels/ops_attention.inc"
 
+#include "engine/kernels/ops_recurrent.inc"
 #include "engine/kernels/ops_ssm.inc"
 
 }  // namespace avx512
@@ -53,6 +54,9 @@ const OpKernels* avx512_op_kernels() {
         .rope_normal = avx512::k_rope_normal,
         .rope_neox = avx512::k_rope_neox,
         .attention = avx512::k_attention,
+        .token_shift = avx512::k_token_shift,
+        .wkv6 = avx512::k_wkv6,
+        .wkv7 = avx512::k_wkv7,
         .ssm_conv = avx512::k_ssm_conv,
         .ssm_scan = avx512::k_ssm_scan,
     };

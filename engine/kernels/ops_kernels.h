@@ -104,6 +104,15 @@ struct OpKernels {
     void (*rope_normal)(float* x, const float* cos_dup, const float* sin_dup, int64_t n_pairs);
     void (*rope_neox)(float* x, const float* cos, const float* sin, int64_t n_pairs);
     void (*attention)(const AttentionJob& job, const AttentionTask& task, float* scratch);
+    // RWKV (recurrent.h has the public forms): y = x + (prev - x) * mu; one head's WKV-6 and
+    // WKV-7 over n_tokens tokens whose rows are `stride` floats apart, the head's state
+    // [head][head] updated in place.
+    void (*token_shift)(const float* x, const float* prev, const float* mu, float* y, int64_t n);
+    void (*wkv6)(const float* r, const float* k, const float* v, const float* w, const float* u,
+                 float* state, float* y, int64_t n_tokens, int64_t head, int64_t stride);
+    void (*wkv7)(const float* r, const float* w, const float* k, const float* v, const float* a,
+                 const float* b, float* state, float* y, int64_t n_tokens, int64_t head,
+                 int64_t stride);
     // Mamba (ssm.h): channels [c0, c1) of one sequence's chunk.
     void (*ssm_conv)(const SsmConv& op, int64_t c0, int64_t c1);
     void (*ssm_scan)(const SsmScan& op, int64_t c0, int64_t c1);
@@ -127,6 +136,11 @@ void rope_with(const OpKernels& kernels, float* x, int64_t n_tokens, int64_t n_h
 void attention_with(const OpKernels& kernels, const float* q, const int32_t* q_pos,
                     int64_t n_tokens, const KvView& k, const KvView& v, const KvCellList& cells,
                     const AttentionParams& params, float* out, ThreadPool* pool);
+
+struct WkvArgs;  // ops.h
+// wkv6() / wkv7() with an explicit table.
+void wkv6_with(const OpKernels& kernels, const WkvArgs& args, ThreadPool* pool);
+void wkv7_with(const OpKernels& kernels, const WkvArgs& args, ThreadPool* pool);
 
 // Defined by the per-level translation units; nullptr when the compiler cannot build them.
 const OpKernels* scalar_op_kernels();

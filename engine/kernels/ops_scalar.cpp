@@ -270,6 +270,47 @@ void attention(const AttentionJob& job, const AttentionTask& task, float* scratc
     }
 }
 
+void token_shift(const float* x, const float* prev, const float* mu, float* y, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) y[i] = x[i] + (prev[i] - x[i]) * mu[i];
+}
+
+// RWKV-6's WKV for one head: state s[i][j] (key i, value j), the bonus u on the current token.
+void wkv6(const float* r, const float* k, const float* v, const float* w, const float* u, float* s,
+          float* y, int64_t n_tokens, int64_t head, int64_t stride) {
+    for (int64_t t = 0; t < n_tokens; ++t) {
+        const int64_t o = t * stride;
+        for (int64_t j = 0; j < head; ++j) y[o + j] = 0.0f;
+        for (int64_t i = 0; i < head; ++i) {
+            float* si = s + i * head;
+            for (int64_t j = 0; j < head; ++j) {
+                const float kv = k[o + i] * v[o + j];
+                y[o + j] += r[o + i] * (u[i] * kv + si[j]);
+                si[j] = si[j] * w[o + i] + kv;
+            }
+        }
+    }
+}
+
+// RWKV-7's WKV for one head: state s[i][j] (value i, key j), its generalised delta rule with the
+// removal a and replacement b vectors.
+void wkv7(const float* r, const float* w, const float* k, const float* v, const float* a,
+          const float* b, float* s, float* y, int64_t n_tokens, int64_t head, int64_t stride) {
+    for (int64_t t = 0; t < n_tokens; ++t) {
+        const int64_t o = t * stride;
+        for (int64_t i = 0; i < head; ++i) {
+            float* si = s + i * head;
+            double sa = 0.0;
+            for (int64_t j = 0; j < head; ++j) sa += a[o + j] * si[j];
+            double out = 0.0;
+            for (int64_t j = 0; j < head; ++j) {
+                si[j] = si[j] * w[o + j] + v[o + i] * k[o + j] + static_cast<float>(sa) * b[o + j];
+                out += si[j] * r[o + j];
+            }
+            y[o + i] = static_cast<float>(out);
+        }
+    }
+}
+
 void scalar_ssm_conv(const SsmConv& op, int64_t c0, int64_t c1) {
     const int64_t nc = op.n_channels, taps = op.d_conv;
     float win[kMaxSsmConvTaps];
@@ -328,6 +369,9 @@ const OpKernels* scalar_op_kernels() {
         .rope_normal = rope_normal,
         .rope_neox = rope_neox,
         .attention = attention,
+        .token_shift = token_shift,
+        .wkv6 = wkv6,
+        .wkv7 = wkv7,
         .ssm_conv = scalar_ssm_conv,
         .ssm_scan = scalar_ssm_scan,
     };

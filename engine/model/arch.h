@@ -101,6 +101,10 @@ enum class Need { absent, optional, required };
 enum class BlockKind {
     attention,  // attention then FFN (every transformer here)
     mamba,      // Mamba-1's selective-scan block (ssm_* tensors)
+    // RWKV's time mix (token shift, WKV recurrence, group norm, gate) then channel mix
+    // (squared-ReLU FFN), each from its own LayerNorm (attn_norm, attn_norm_2); RwkvWeights.
+    rwkv6,
+    rwkv7,  // the WKV-7 delta rule, value residual to the first block, LoRA gate
 };
 
 // A dimension of a recurrent state buffer, resolved from the hyperparameters

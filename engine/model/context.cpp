@@ -37,12 +37,6 @@ kernels::RopeParams rope_params(const HParams& hp) {
     return p;
 }
 
-template <typename T>
-T* grow(std::vector<T>& v, size_t n) {
-    if (v.size() < n) v.resize(n);
-    return v.data();
-}
-
 }  // namespace
 
 int default_context_size(const HParams& hp, int requested) {
@@ -612,6 +606,10 @@ void Context::final_softcap(float* logits, int64_t m) {
 void Context::recurrent_block(const LayerWeights& l, int layer, std::span<const SeqGroup> groups,
                               float* x) {
     switch (model_->hparams().desc->block) {
+        case BlockKind::rwkv6:
+        case BlockKind::rwkv7:
+            rwkv_block(l, layer, groups, x);
+            return;
         case BlockKind::mamba:
             mamba_block(l, layer, groups, x);
             return;

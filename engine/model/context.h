@@ -170,6 +170,28 @@ class Context {
     // Mamba-1 (BlockKind::mamba): state buffer 0 is the convolution's window, 1 the scan's.
     void mamba_block(const LayerWeights& l, int layer, std::span<const SeqGroup> groups, float* x);
     std::vector<float> ssm_xz_, ssm_x_, ssm_dbc_, ssm_dt_in_, ssm_dt_, ssm_y_;
+    // RWKV (rwkv.cpp): the layer's time mix and channel mix, then RWKV-6's rescaling.
+    void rwkv_block(const LayerWeights& l, int layer, std::span<const SeqGroup> groups, float* x);
+    // prev [n][n_embd] = each token's previous row of xn within its sequence, the first one from
+    // the state buffer `which` (ArchDesc::state: 0 time mix, 1 channel mix), which then keeps the
+    // last row.
+    void rwkv_shift(std::span<const SeqGroup> groups, int layer, int which, const float* xn,
+                    float* prev);
+    // y[t] = xn[t] + (prev[t] - xn[t]) * mu[t] over n rows; mu_stride 0: one mu for every row.
+    void rwkv_mix(const float* xn, const float* prev, const float* mu, int64_t mu_stride, int64_t n,
+                  float* y);
+    // y [n][n_embd] normed per head, then times time_mix_ln plus its bias.
+    void rwkv_group_norm(const RwkvWeights& r, float* y, int64_t n);
+    void rwkv6_time_mix(const RwkvWeights& r, int layer, std::span<const SeqGroup> groups,
+                        const float* xn, const float* prev, int64_t n, float* y);
+    void rwkv7_time_mix(const RwkvWeights& r, int layer, std::span<const SeqGroup> groups,
+                        const float* xn, const float* prev, int64_t n, float* y);
+    void rwkv_channel_mix(const RwkvWeights& r, const float* xn, const float* prev, int64_t n,
+                          float* y);
+    std::vector<float> rwkv_xn_, rwkv_prev_, rwkv_out_, rwkv_mix_, rwkv_lora_, rwkv_mu_, rwkv_r_,
+        rwkv_k_, rwkv_v_, rwkv_g_, rwkv_w_, rwkv_a_, rwkv_b_, rwkv_att_;
+    // RWKV-7: the first block's values of the step's tokens, which later blocks mix towards.
+    std::vector<float> rwkv_v_first_;
 
     // --- mixture of experts and the clamped SwiGLU ---
     // y = act(gate) * up for count elements: the architecture's gated activation.
@@ -202,7 +224,12 @@ class Context {
     const float* rope_factors_ = nullptr;
     bool f16_accumulator_;
 
-    // Scratch reused across calls (grown, never shrunk).
+    // Scratch reused across calls (grown, never shrunk): grow(v, n) is v's storage of at least n.
+    template <typename T>
+    static T* grow(std::vector<T>& v, size_t n) {
+        if (v.size() < n) v.resize(n);
+        return v.data();
+    }
     std::vector<float> x_, xn_, q_, k_, v_, qkv_, att_, tmp_, ffn_out_, gate_, up_;
     std::vector<uint8_t> act_;
 };

@@ -56,6 +56,10 @@ const char* name_of(BlockKind k) {
             return "attention";
         case BlockKind::mamba:
             return "mamba";
+        case BlockKind::rwkv6:
+            return "rwkv6";
+        case BlockKind::rwkv7:
+            return "rwkv7";
     }
     return "?";
 }
@@ -71,6 +75,21 @@ void describe_recurrent(const HParams& hp, nlohmann::ordered_json& j) {
                     {"state_size", hp.ssm_d_state},
                     {"time_step_rank", hp.ssm_dt_rank},
                     {"dt_b_c_rms", hp.ssm_dt_b_c_rms}};
+    }
+    if (d.block == BlockKind::rwkv6 || d.block == BlockKind::rwkv7) {
+        nlohmann::ordered_json wkv = {{"head_size", hp.wkv_head_size},
+                                      {"head_count", hp.n_embd / hp.wkv_head_size}};
+        if (d.block == BlockKind::rwkv6) {
+            wkv["time_mix_extra_dim"] = hp.rwkv_shift_lora;
+            wkv["time_decay_extra_dim"] = hp.rwkv_decay_lora;
+            wkv["rescale_every_n_layers"] = hp.rwkv_rescale_every;
+        } else {
+            wkv["decay_lora_rank"] = hp.rwkv_decay_lora;
+            wkv["iclr_lora_rank"] = hp.rwkv_iclr_lora;
+            wkv["value_residual_mix_lora_rank"] = hp.rwkv_value_lora;
+            wkv["gate_lora_rank"] = hp.rwkv_gate_lora;
+        }
+        j["wkv"] = std::move(wkv);
     }
     if (hp.n_ff > 0) j["feed_forward"] = {{"length", hp.n_ff}};
     nlohmann::ordered_json state = nlohmann::ordered_json::object();

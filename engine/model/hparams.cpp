@@ -147,6 +147,36 @@ void read_encoder_keys(const gguf::File& f, const std::string& p, HParams& hp) {
     hp.pooling = static_cast<Pooling>(type);
 }
 
+// RWKV's keys (BlockKind::rwkv6, rwkv7): the head size, which must divide n_embd, the LoRA ranks
+// the tensors are checked against, and RWKV-6's rescaling. A block carries two token shifts (time
+// and channel mix); another token_shift_count is a layout ggufd does not compute.
+void read_rwkv_keys(const gguf::File& f, const std::string& p, HParams& hp) {
+    const bool v7 = hp.desc->block == BlockKind::rwkv7;
+    hp.wkv_head_size = f.get<uint32_t>(p + "wkv.head_size");
+    if (hp.wkv_head_size == 0 || hp.n_embd % hp.wkv_head_size != 0) {
+        refuse(p + "wkv.head_size (" + std::to_string(hp.wkv_head_size) +
+               ") must divide embedding_length (" + std::to_string(hp.n_embd) + ")");
+    }
+    if (hp.n_ff == 0) refuse(p + "feed_forward_length is missing or 0");
+    const uint32_t shifts = f.get_or<uint32_t>(p + "token_shift_count", 2);
+    if (shifts != 2)
+        refuse(p + "token_shift_count " + std::to_string(shifts) + " is not supported (2)");
+    auto rank = [&](const char* key, uint32_t& out) {
+        out = f.get<uint32_t>(p + key);
+        if (out == 0) refuse(p + key + " is 0");
+    };
+    if (!v7) {
+        rank("time_mix_extra_dim", hp.rwkv_shift_lora);
+        rank("time_decay_extra_dim", hp.rwkv_decay_lora);
+        hp.rwkv_rescale_every = f.get_or<uint32_t>(p + "rescale_every_n_layers", 0);
+        return;
+    }
+    rank("attention.decay_lora_rank", hp.rwkv_decay_lora);
+    rank("attention.iclr_lora_rank", hp.rwkv_iclr_lora);
+    rank("attention.value_residual_mix_lora_rank", hp.rwkv_value_lora);
+    rank("attention.gate_lora_rank", hp.rwkv_gate_lora);
+}
+
 // Mamba's keys (BlockKind::mamba): every size required and non-zero.
 void read_ssm_keys(const gguf::File& f, const std::string& p, HParams& hp) {
     for (auto [key, value] : {std::pair{"ssm.conv_kernel", &hp.ssm_d_conv},
@@ -168,6 +198,8 @@ HParams read_recurrent(const gguf::File& f, const std::string& p, HParams hp) {
     hp.n_ff = f.get_or<uint32_t>(p + "feed_forward_length", 0);
     hp.n_head = hp.n_head_kv = 0;
     if (hp.desc->block == BlockKind::mamba) read_ssm_keys(f, p, hp);
+    if (hp.desc->block == BlockKind::rwkv6 || hp.desc->block == BlockKind::rwkv7)
+        read_rwkv_keys(f, p, hp);
     read_experts(f, p, hp);
     read_layout_keys(f, p, *hp.desc, hp);
     read_encoder_keys(f, p, hp);

@@ -72,6 +72,15 @@ struct HParams {
     uint32_t ssm_dt_rank = 0;
     bool ssm_dt_b_c_rms = false;
     uint32_t wkv_head_size = 0;  // RWKV: wkv.head_size
+    // RWKV's LoRA ranks: RWKV-6's token shift (time_mix_extra_dim) and decay
+    // (time_decay_extra_dim); RWKV-7's decay, in-context learning rate, value residual and gate
+    // (attention.*_lora_rank). The tensors' shapes are checked against them.
+    uint32_t rwkv_shift_lora = 0;
+    uint32_t rwkv_decay_lora = 0;
+    uint32_t rwkv_iclr_lora = 0;
+    uint32_t rwkv_value_lora = 0;
+    uint32_t rwkv_gate_lora = 0;
+    uint32_t rwkv_rescale_every = 0;  // RWKV-6: the hidden state halves after every n-th block
     // Whether the blocks attend (and a sequence needs KV cells) or carry a recurrent state.
     bool has_attention() const { return desc->block == BlockKind::attention; }
     bool is_recurrent() const { return !desc->state.empty(); }

@@ -111,6 +111,9 @@ Model::Model(gguf::File file, const LoadOptions& options)
         for (const gguf::TensorInfo* m : l.matrices()) check_matrix(m);
         for (const gguf::TensorInfo* m : l.expert_matrices()) check_matrix(m);
         for (const gguf::TensorInfo* v : l.vectors()) add_vector(v);
+        for (const gguf::TensorInfo* m : l.rwkv.matrices()) check_matrix(m);
+        check_matrix(l.rwkv.stacked_matrix());
+        for (const gguf::TensorInfo* v : l.rwkv.vectors()) add_vector(v);
         for (const gguf::TensorInfo* v : l.transposed_vectors()) add_vector(v, true);
     }
     plan_repack(options.repack);
@@ -139,6 +142,7 @@ void Model::plan_repack(Repack mode) {
     for (const LayerWeights& l : weights_.layers) {
         for (const gguf::TensorInfo* m : l.matrices()) consider(m);
         for (const gguf::TensorInfo* m : l.expert_matrices()) consider(m);
+        for (const gguf::TensorInfo* m : l.rwkv.matrices()) consider(m);
     }
     size_t total = 0;
     std::vector<size_t> offsets;

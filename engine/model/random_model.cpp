@@ -78,6 +78,25 @@ void add_matrix(gguf::Writer& w, Rng& rng, const std::string& name, gguf::Tensor
     w.add_tensor(name, type, shape, data);
 }
 
+// RWKV's keys: no attention heads (llama.cpp's files say 0), the WKV head size and the LoRA ranks.
+void add_rwkv_keys(gguf::Writer& w, const RandomModelSpec& s, const ArchDesc& desc,
+                   uint32_t head_size) {
+    const std::string p = s.arch + ".";
+    const uint32_t rank = s.lora_rank ? s.lora_rank : 32;
+    w.set(p + "attention.head_count", uint32_t{0});
+    w.set(p + "wkv.head_size", head_size);
+    if (desc.block == BlockKind::rwkv6) {
+        w.set(p + "time_mix_extra_dim", rank);
+        w.set(p + "time_decay_extra_dim", rank);
+        w.set(p + "rescale_every_n_layers", s.rwkv_rescale_every);
+        return;
+    }
+    for (const char* key : {"attention.decay_lora_rank", "attention.iclr_lora_rank",
+                            "attention.value_residual_mix_lora_rank", "attention.gate_lora_rank"}) {
+        w.set(p + key, rank);
+    }
+}
+
 }  // namespace
 
 void add_byte_level_vocab(gguf::Writer& w) {
@@ -114,7 +133,9 @@ gguf::Writer make_random_model(const RandomModelSpec& s) {
                           "' is not supported (supported: " + supported_arch_names() + ")");
     }
     const bool attention = desc->block == BlockKind::attention;
-    if (attention && (s.n_head == 0 || (s.head_dim == 0 && s.n_embd % s.n_head != 0))) {
+    // RWKV's WKV heads are sized like attention heads.
+    const bool rwkv = desc->block == BlockKind::rwkv6 || desc->block == BlockKind::rwkv7;
+    if ((attention || rwkv) && (s.n_head == 0 || (s.head_dim == 0 && s.n_embd % s.n_head != 0))) {
         throw gguf::Error("random model: n_embd must be a multiple of n_head (or give head_dim)");
     }
     if (attention && (s.n_head_kv == 0 || s.n_head % s.n_head_kv != 0)) {
@@ -137,6 +158,9 @@ gguf::Writer make_random_model(const RandomModelSpec& s) {
         w.set(p + "ssm.inner_size", s.ssm_d_inner ? s.ssm_d_inner : 2 * s.n_embd);
         w.set(p + "ssm.state_size", s.ssm_d_state);
         w.set(p + "ssm.time_step_rank", s.ssm_dt_rank ? s.ssm_dt_rank : (s.n_embd + 15) / 16);
+    } else if (rwkv) {
+        w.set(p + "feed_forward_length", s.n_ff);
+        add_rwkv_keys(w, s, *desc, s.head_dim ? s.head_dim : s.n_embd / s.n_head);
     } else {
         w.set(p + "feed_forward_length", s.n_ff);
         w.set(p + "attention.head_count", s.n_head);
@@ -212,6 +236,17 @@ gguf::Writer make_random_model(const RandomModelSpec& s) {
             continue;
         }
         const int64_t cols = t.shape[0];
+        // RWKV's interpolation weights [n_embd, 1, 1(, mixes)] lie in [0, 1), and like its other
+        // vectors (the bonus) and the LoRA matrices too narrow for the type's blocks stay F32.
+        if (t.shape[1] == 1) {
+            std::vector<float> mu(
+                static_cast<size_t>(cols * (t.shape.size() > 3 ? t.shape[3] : 1)));
+            for (float& x : mu) x = static_cast<float>(rng.next() >> 40) * 0x1p-24f;
+            w.add_tensor(t.name, t.shape, mu);
+            continue;
+        }
+        const bool narrow = rwkv && (cols % gguf::type_info(s.type).block_size != 0 ||
+                                     t.name.ends_with("time_mix_first.weight"));
         const bool embeddings = t.name == std::string(desc->names.tok_embd) + ".weight";
         const bool head = t.name == std::string(desc->names.output) + ".weight";
         // Routers stay F32, as quantizers leave them: their logits pick the experts.
@@ -220,9 +255,9 @@ gguf::Writer make_random_model(const RandomModelSpec& s) {
         // kernel width, the time-step rank): kept F32, as llama.cpp's quantizer keeps the former.
         const bool small_ssm = t.name.ends_with(std::string(desc->names.ssm_conv1d) + ".weight") ||
                                t.name.ends_with(std::string(desc->names.ssm_dt) + ".weight");
-        const gguf::TensorType type = router || small_ssm ? gguf::TensorType::F32
-                                      : head              ? s.output_type.value_or(s.type)
-                                                          : s.type;
+        const gguf::TensorType type = router || narrow || small_ssm ? gguf::TensorType::F32
+                                      : head                        ? s.output_type.value_or(s.type)
+                                                                    : s.type;
         add_matrix(w, rng, t.name, type, t.shape,
                    embeddings ? 1.0f : 1.0f / std::sqrt(static_cast<float>(cols)));
     }

@@ -41,6 +41,11 @@ struct RandomModelSpec {
     uint32_t ssm_d_state = 16;
     uint32_t ssm_d_inner = 0;
     uint32_t ssm_dt_rank = 0;
+    // RWKV (rwkv6, rwkv7): the WKV head size is head_dim, else n_embd / n_head; every LoRA
+    // (RWKV-6's token shift and decay, RWKV-7's decay, learning rate, value mix and gate) has
+    // this rank, 0: 32, and RWKV-6 halves the state every rwkv_rescale_every blocks (0: never).
+    uint32_t lora_rank = 0;
+    uint32_t rwkv_rescale_every = 0;
     uint64_t seed = 42;
     // Copy the tokenizer.* keys (vocabulary, merges, special ids, chat template) from this file;
     // without one, a byte-level vocabulary of 256 byte tokens plus BOS and EOS is built.

@@ -193,6 +193,68 @@ void bind_experts(Binder& b, const HParams& hp, const std::string& p, LayerWeigh
     l.ffn_down_exps_b = b.bind(d.expert_bias, bias(p, nm.ffn_down_exps), {embd, n_exp});
 }
 
+// An RWKV block (BlockKind::rwkv6, rwkv7) of the layer with prefix p, after its first input norm:
+// the channel mix's norm, the time mix and the channel mix. The LoRA ranks come from the
+// hyperparameters.
+void bind_rwkv(Binder& b, const HParams& hp, uint32_t il, const std::string& p, LayerWeights& l) {
+    const ArchDesc& d = *hp.desc;
+    const bool v7 = d.block == BlockKind::rwkv7;
+    const int64_t embd = hp.n_embd, ff = hp.n_ff, hs = hp.wkv_head_size;
+    const int64_t heads = embd / hs;
+    auto req = [&](std::string_view name, std::initializer_list<int64_t> shape) {
+        return b.require(weight(p, name), shape);
+    };
+    l.attn_norm_2 = req(d.names.attn_norm_2, {embd});
+    l.attn_norm_2_b = b.bind(d.norm_bias, bias(p, d.names.attn_norm_2), {embd});
+    RwkvWeights& r = l.rwkv;
+    if (!v7) {
+        const int64_t lora = hp.rwkv_shift_lora, decay = hp.rwkv_decay_lora;
+        r.lerp_x = req("time_mix_lerp_x", {embd, 1, 1});
+        r.lerp_fused = req("time_mix_lerp_fused", {embd, 1, 1, 5});
+        r.shift_w1 = req("time_mix_w1", {embd, 5 * lora});
+        r.shift_w2 = req("time_mix_w2", {lora, embd, 5});
+        r.decay = req("time_mix_decay", {embd});
+        r.decay_w1 = req("time_mix_decay_w1", {embd, decay});
+        r.decay_w2 = req("time_mix_decay_w2", {decay, embd});
+        r.first = req("time_mix_first", {hs, heads});
+    } else {
+        const int64_t decay = hp.rwkv_decay_lora, iclr = hp.rwkv_iclr_lora;
+        const int64_t gate = hp.rwkv_gate_lora;
+        // The first block's value is every later block's residual target: its v0/v1/v2 are
+        // never read, and converters write them with the iclr rank.
+        const int64_t value = il == 0 ? iclr : hp.rwkv_value_lora;
+        r.lerp_fused = req("time_mix_lerp_fused", {embd, 1, 1, 6});
+        r.w0 = req("time_mix_w0", {embd});
+        r.w1 = req("time_mix_w1", {embd, decay});
+        r.w2 = req("time_mix_w2", {decay, embd});
+        r.a0 = req("time_mix_a0", {embd});
+        r.a1 = req("time_mix_a1", {embd, iclr});
+        r.a2 = req("time_mix_a2", {iclr, embd});
+        r.v0 = req("time_mix_v0", {embd});
+        r.v1 = req("time_mix_v1", {embd, value});
+        r.v2 = req("time_mix_v2", {value, embd});
+        r.g1 = req("time_mix_g1", {embd, gate});
+        r.g2 = req("time_mix_g2", {gate, embd});
+        r.k_k = req("time_mix_k_k", {embd});
+        r.k_a = req("time_mix_k_a", {embd});
+        r.r_k = req("time_mix_r_k", {embd});
+    }
+    r.key = req("time_mix_key", {embd, embd});
+    r.value = req("time_mix_value", {embd, embd});
+    r.receptance = req("time_mix_receptance", {embd, embd});
+    if (!v7) r.gate = req("time_mix_gate", {embd, embd});
+    r.ln = req("time_mix_ln", {embd});
+    r.ln_b = b.require(bias(p, "time_mix_ln"), {embd});
+    r.output = req("time_mix_output", {embd, embd});
+    r.cm_lerp_k = req("channel_mix_lerp_k", {embd, 1, 1});
+    r.cm_key = req("channel_mix_key", {embd, ff});
+    r.cm_value = req("channel_mix_value", {ff, embd});
+    if (!v7) {
+        r.cm_lerp_r = req("channel_mix_lerp_r", {embd, 1, 1});
+        r.cm_receptance = req("channel_mix_receptance", {embd, embd});
+    }
+}
+
 // Mamba's block (BlockKind::mamba) of the layer with prefix p, after its input norm.
 void bind_mamba(Binder& b, const HParams& hp, const std::string& p, LayerWeights& l) {
     const TensorNames& nm = hp.desc->names;
@@ -254,6 +316,10 @@ Weights bind_all(Binder& b, const HParams& hp, size_t n_file_tensors) {
         }
         if (d.block == BlockKind::mamba) {
             bind_mamba(b, hp, p, l);
+            continue;
+        }
+        if (d.block == BlockKind::rwkv6 || d.block == BlockKind::rwkv7) {
+            bind_rwkv(b, hp, i, p, l);
             continue;
         }
         l.attn_norm_2 = b.bind(d.attn_norm_2, weight(p, nm.attn_norm_2), {embd});

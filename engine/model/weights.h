@@ -12,6 +12,65 @@
 
 namespace ggufd::model {
 
+// An RWKV block's tensors (BlockKind::rwkv6, rwkv7) besides its two input norms (attn_norm,
+// attn_norm_2). Names are GGUF's without "blk.<i>." and ".weight"; RWKV-6-only and RWKV-7-only
+// ones are null in the other.
+struct RwkvWeights {
+    // Time mix. RWKV-6's token shift: lerp_x, then the LoRA shift_w1 [n_embd, 5 * extra] and the
+    // stack shift_w2 [extra, n_embd, 5]; the mixes lerp_fused [n_embd, 1, 1, 5 or 6].
+    const gguf::TensorInfo* lerp_x = nullptr;
+    const gguf::TensorInfo* lerp_fused = nullptr;
+    const gguf::TensorInfo* shift_w1 = nullptr;
+    const gguf::TensorInfo* shift_w2 = nullptr;
+    // RWKV-6's decay: time_mix_decay + decay_w2 tanh(decay_w1 x), and the bonus time_mix_first.
+    const gguf::TensorInfo* decay = nullptr;
+    const gguf::TensorInfo* decay_w1 = nullptr;
+    const gguf::TensorInfo* decay_w2 = nullptr;
+    const gguf::TensorInfo* first = nullptr;
+    // RWKV-7's decay LoRA w0 + w2 tanh(w1 x) (time_mix_w0/w1/w2).
+    const gguf::TensorInfo* w0 = nullptr;
+    const gguf::TensorInfo* w1 = nullptr;
+    const gguf::TensorInfo* w2 = nullptr;
+    // RWKV-7's in-context learning rate a0/a1/a2, value residual v0/v1/v2, gate LoRA g1/g2, and
+    // the key vectors k_k, k_a and bonus r_k.
+    const gguf::TensorInfo* a0 = nullptr;
+    const gguf::TensorInfo* a1 = nullptr;
+    const gguf::TensorInfo* a2 = nullptr;
+    const gguf::TensorInfo* v0 = nullptr;
+    const gguf::TensorInfo* v1 = nullptr;
+    const gguf::TensorInfo* v2 = nullptr;
+    const gguf::TensorInfo* g1 = nullptr;
+    const gguf::TensorInfo* g2 = nullptr;
+    const gguf::TensorInfo* k_k = nullptr;
+    const gguf::TensorInfo* k_a = nullptr;
+    const gguf::TensorInfo* r_k = nullptr;
+    const gguf::TensorInfo* key = nullptr;
+    const gguf::TensorInfo* value = nullptr;
+    const gguf::TensorInfo* receptance = nullptr;
+    const gguf::TensorInfo* gate = nullptr;  // RWKV-6
+    const gguf::TensorInfo* ln = nullptr;    // the group norm's weight and bias [n_embd]
+    const gguf::TensorInfo* ln_b = nullptr;
+    const gguf::TensorInfo* output = nullptr;
+    // Channel mix.
+    const gguf::TensorInfo* cm_lerp_k = nullptr;
+    const gguf::TensorInfo* cm_lerp_r = nullptr;  // RWKV-6
+    const gguf::TensorInfo* cm_key = nullptr;
+    const gguf::TensorInfo* cm_value = nullptr;
+    const gguf::TensorInfo* cm_receptance = nullptr;  // RWKV-6
+
+    std::array<const gguf::TensorInfo*, 19> matrices() const {
+        return {shift_w1, w1,     w2,     decay_w1, decay_w2,     a1,    a2,
+                v1,       v2,     g1,     g2,       key,          value, receptance,
+                gate,     output, cm_key, cm_value, cm_receptance};
+    }
+    // RWKV-6's shift_w2 is a stack of 5 small matrices, multiplied one by one (never repacked).
+    const gguf::TensorInfo* stacked_matrix() const { return shift_w2; }
+    std::array<const gguf::TensorInfo*, 14> vectors() const {
+        return {lerp_x, lerp_fused, decay, first, w0,   a0,        v0,
+                k_k,    k_a,        r_k,   ln,    ln_b, cm_lerp_k, cm_lerp_r};
+    }
+};
+
 // Absent tensors (those the architecture does not have, or optional ones the file lacks) are
 // nullptr.
 struct LayerWeights {
@@ -61,6 +120,7 @@ struct LayerWeights {
     // Encoders: the biases of the post norms (NormPlacement::after_residual).
     const gguf::TensorInfo* post_attn_norm_b = nullptr;
     const gguf::TensorInfo* post_ffn_norm_b = nullptr;
+    RwkvWeights rwkv;  // an RWKV block's (ArchDesc::block)
 
     // Mamba (BlockKind::mamba): ssm_in [n_embd, 2 d_inner] (x rows, then z rows), the
     // convolution [d_conv, d_inner] with its bias, ssm_x [d_inner, dt_rank + 2 d_state] (dt, B,

@@ -34,7 +34,7 @@ const std::vector<std::string> kRuns = {
     // mixtures of experts
     "llama-moe", "qwen3moe", "gpt-oss", "gpt-oss-mxfp4",
     // recurrent
-    "mamba"};
+    "mamba", "rwkv6", "rwkv7"};
 
 // Evaluates ids at positions 0.. in batches of at most `chunk` tokens; every position's logits.
 std::vector<float> logits_in_chunks(Context& ctx, const std::vector<int32_t>& ids, size_t chunk) {

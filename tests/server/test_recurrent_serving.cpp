@@ -1,6 +1,6 @@
-// A recurrent model (the conformance folder's mamba) and a transformer (its llama) served by one
-// process through the real server on a loopback port: streamed completions from many clients at
-// once give each client the text it gets alone, a client that goes away frees its slot, and a
+// Recurrent models (the conformance folder's mamba and rwkv7) and a transformer (its llama) served
+// by one process through the real server on a loopback port: streamed completions from many clients
+// at once give each client the text it gets alone, a client that goes away frees its slot, and a
 // prompt that continues the previous whole prompt starts from the saved state.
 #include <gtest/gtest.h>
 
@@ -38,10 +38,10 @@ class RecurrentServing : public ::testing::Test {
     void SetUp() override {
         GGUFD_REQUIRE_CONFORMANCE(dir);
         // mamba1: the same file with one slot, so every request meets the state the previous
-        // one left.
+        // one left. rwkv7: RWKV's three state buffers per layer in the same store.
         for (const auto& [name, file, slots] :
              {std::tuple{"mamba", "mamba", 3}, std::tuple{"llama", "llama", 2},
-              std::tuple{"mamba1", "mamba", 1}}) {
+              std::tuple{"mamba1", "mamba", 1}, std::tuple{"rwkv7", "rwkv7", 3}}) {
             EngineBackendOptions o;
             o.name = name;
             o.scheduler.n_slots = slots;
@@ -126,6 +126,29 @@ TEST_F(RecurrentServing, ConcurrentStreamsOfBothKindsGiveWhatEachGetsAlone) {
             EXPECT_TRUE(s.done) << "llama client " << i;
             EXPECT_EQ(s.text, alone_llama[i]) << "llama client " << i;
         }
+    }
+}
+
+TEST_F(RecurrentServing, ConcurrentRwkvStreamsGiveWhatEachGetsAlone) {
+    std::vector<std::string> alone;
+    for (const std::string& p : kPrompts) {
+        const Streamed s = stream("rwkv7", p, 12);
+        ASSERT_EQ(s.finish_reason, "length") << p;
+        alone.push_back(s.text);
+    }
+    // More clients than slots, so slots are reused: a sequence that starts over must start from
+    // the zero state, whatever the slot's previous sequence left in it.
+    std::vector<std::future<Streamed>> clients;
+    for (size_t i = 0; i < 2 * kPrompts.size(); ++i) {
+        const std::string p = kPrompts[i % kPrompts.size()];
+        clients.push_back(
+            std::async(std::launch::async, [&, p] { return stream("rwkv7", p, 12); }));
+    }
+    for (size_t i = 0; i < clients.size(); ++i) {
+        const Streamed s = clients[i].get();
+        EXPECT_TRUE(s.done) << "client " << i;
+        EXPECT_EQ(s.finish_reason, "length") << "client " << i;
+        EXPECT_EQ(s.text, alone[i % kPrompts.size()]) << "client " << i;
     }
 }
 

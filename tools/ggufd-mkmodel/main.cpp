@@ -8,7 +8,10 @@
 // and a mixture of experts (Qwen3-30B-A3B's proportions, smaller: 64 experts, 8 used per token):
 //   ggufd-mkmodel --arch qwen3moe --out moe.gguf --n-embd 1024 --n-layer 8 --n-head 16
 //       --n-head-kv 4 --head-dim 64 --n-expert 64 --n-expert-used 8 --n-ff-expert 512 --type Q4_0
-// and a recurrent model (mamba-1.4b's shape: 48 blocks, inner size 2 x 2048, state 16):
+// recurrent models, RWKV-7 1.5B's shape (WKV heads of 64):
+//   ggufd-mkmodel --arch rwkv7 --out rwkv7.gguf --n-embd 2048 --n-layer 24 --head-dim 64
+//       --n-ff 8192 --rwkv-lora-rank 64 --type Q4_0
+// and mamba-1.4b's (48 blocks, inner size 2 x 2048, state 16):
 //   ggufd-mkmodel --arch mamba --out mamba.gguf --n-embd 2048 --n-layer 48 --type Q8_0 --tied
 // With --lora-for it writes a random LoRA adapter for that base model instead (--type is then
 // the type of its A and B matrices), e.g. rank 16 on the attention's Q and V:
@@ -51,8 +54,10 @@ int main(int argc, char** argv) {
         ("ssm-inner", po::value(&spec.ssm_d_inner)->default_value(spec.ssm_d_inner), "mamba: inner size (ssm.inner_size; 0: 2 x n-embd)")
         ("ssm-dt-rank", po::value(&spec.ssm_dt_rank)->default_value(spec.ssm_dt_rank), "mamba: time-step rank (ssm.time_step_rank; 0: n-embd / 16)")
         ("n-ctx", po::value(&spec.n_ctx)->default_value(spec.n_ctx), "training context length")
-        ("head-dim", po::value(&spec.head_dim)->default_value(spec.head_dim), "size of one attention head (0: n-embd / n-head)")
+        ("head-dim", po::value(&spec.head_dim)->default_value(spec.head_dim), "size of one attention head, or RWKV's WKV head (0: n-embd / n-head)")
         ("n-rot", po::value(&spec.n_rot)->default_value(spec.n_rot), "dimensions RoPE rotates (0: the whole head)")
+        ("rwkv-lora-rank", po::value(&spec.lora_rank)->default_value(spec.lora_rank), "RWKV: rank of every LoRA (0: 32)")
+        ("rescale-every", po::value(&spec.rwkv_rescale_every)->default_value(spec.rwkv_rescale_every), "RWKV-6: halve the hidden state after every n-th block (0: never)")
         ("tied", po::bool_switch(&spec.tied), "no output matrix: the head is the token embeddings")
         ("type", po::value(&type)->default_value(type), "type of every matrix (F32, F16, Q8_0, Q4_0, Q4_K, ...)")
         ("output-type", po::value(&output_type), "type of the output head (default: --type)")

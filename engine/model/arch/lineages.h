@@ -6,6 +6,7 @@
 // would be silently overwritten, so it throws, which a constinit description turns into a
 // compile error.
 #pragma once
+#include <array>
 #include <stdexcept>
 
 #include "engine/model/arch.h"
@@ -68,5 +69,12 @@ constexpr ArchDesc qwen3_attention(ArchDesc d) {
     inherit(d, &ArchDesc::qk_norm, QkNorm::per_head);
     return d;
 }
+
+// RWKV-6's and RWKV-7's state per layer, read by Context::rwkv_block in this order: the time mix's
+// and the channel mix's last normed input (the token shifts), then each head's WKV matrix.
+inline constexpr std::array<StateBuffer, 3> kRwkvState = {
+    StateBuffer{"time_mix_shift", {StateDim::n_embd}},
+    StateBuffer{"channel_mix_shift", {StateDim::n_embd}},
+    StateBuffer{"wkv", {StateDim::wkv_heads, StateDim::wkv_head_size, StateDim::wkv_head_size}}};
 
 }  // namespace ggufd::model::arch

@@ -11,11 +11,11 @@ extern const ArchDesc starcoder2, stablelm, granite, mpt, bloom, gptj;  // layou
 extern const ArchDesc qwen3, gemma2, gemma3, olmo2;  // attention and norm-placement extras
 extern const ArchDesc qwen3moe, gpt_oss;             // mixtures of experts
 extern const ArchDesc bert, nomic_bert;              // encoders
-extern const ArchDesc mamba;                         // recurrent
+extern const ArchDesc mamba, rwkv6, rwkv7;           // recurrent
 }  // namespace arch
 
 namespace {
-const std::array<const ArchDesc*, 22> kArchs = {
+const std::array<const ArchDesc*, 24> kArchs = {
     &arch::llama, &arch::qwen2, &arch::gemma, &arch::phi3, &arch::gpt2, &arch::gptneox,
     &arch::falcon,
     // layout variants
@@ -27,7 +27,7 @@ const std::array<const ArchDesc*, 22> kArchs = {
     // encoders
     &arch::bert, &arch::nomic_bert,
     // recurrent
-    &arch::mamba};
+    &arch::mamba, &arch::rwkv6, &arch::rwkv7};
 }  // namespace
 
 const ArchDesc* find_arch(std::string_view name) {
