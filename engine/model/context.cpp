@@ -914,6 +914,12 @@ void Context::eval_step(std::span<const BatchToken> batch_in, std::vector<float>
         post_norm(l.post_attn_norm, tmp, n);
         scale_residual(tmp, n * embd);
 
+        // The FFN branch's output, post-normed and scaled, ready for its residual add.
+        const auto ffn_branch = [&](const float* f, float* out) {
+            feed_forward(l, f, n, out);
+            post_norm(l.post_ffn_norm, out, n);
+            scale_residual(out, n * embd);
+        };
         if (!hp.parallel_residual) {
             kernels::add(x, tmp, x, n * embd, &pool_);
             residual_norm(l.post_attn_norm, l.post_attn_norm_b, x, n);
@@ -922,9 +928,7 @@ void Context::eval_step(std::span<const BatchToken> batch_in, std::vector<float>
                 norm(l.ffn_norm, l.ffn_norm_b, x, xn, n);
                 f = xn;
             }
-            feed_forward(l, f, n, tmp);
-            post_norm(l.post_ffn_norm, tmp, n);
-            scale_residual(tmp, n * embd);
+            ffn_branch(f, tmp);
             kernels::add(x, tmp, x, n * embd, &pool_);
             residual_norm(l.post_ffn_norm, l.post_ffn_norm_b, x, n);
         } else {
@@ -940,9 +944,7 @@ void Context::eval_step(std::span<const BatchToken> batch_in, std::vector<float>
                 norm(l.attn_norm, l.attn_norm_b, x, xn, n);
                 f = xn;
             }
-            feed_forward(l, f, n, ffn_out);
-            post_norm(l.post_ffn_norm, ffn_out, n);
-            scale_residual(ffn_out, n * embd);
+            ffn_branch(f, ffn_out);
             kernels::add(x, tmp, x, n * embd, &pool_);
             kernels::add(x, ffn_out, x, n * embd, &pool_);
         }

@@ -4,6 +4,7 @@
 // run once over every token of the batch, and only the token shift and the WKV recurrence walk
 // each sequence's tokens in order from the state its previous step left in the recurrent store.
 #include <algorithm>
+#include <array>
 #include <cmath>
 
 #include "engine/kernels/ops.h"
@@ -12,6 +13,14 @@
 
 namespace ggufd::model {
 namespace {
+
+// The token mixes of one time-mix call: N consecutive blocks of `size` floats from `base`.
+template <size_t N>
+std::array<const float*, N> slices(const float* base, int64_t size) {
+    std::array<const float*, N> out;
+    for (size_t i = 0; i < N; ++i) out[i] = base + static_cast<int64_t>(i) * size;
+    return out;
+}
 
 // The group norm of RWKV's time mix: ggml_norm of every head with this epsilon (llama.cpp's and
 // the reference implementation's), then the per-channel weight and bias.
@@ -137,17 +146,12 @@ void Context::rwkv6_time_mix(const RwkvWeights& r, int layer, std::span<const Se
         kernels::add_bias(mu, fused + m * embd, mu, n, embd, &pool_);
         rwkv_mix(xn, prev, mu, embd, n, mixed + m * n * embd);
     }
-    const float* xw = mixed;
-    const float* xk = mixed + n * embd;
-    const float* xv = mixed + 2 * n * embd;
-    const float* xr = mixed + 3 * n * embd;
-    const float* xg = mixed + 4 * n * embd;
+    const auto [xw, xk, xv, xr, xg] = slices<kMixes>(mixed, n * embd);
 
-    float* rr = grow(rwkv_r_, static_cast<size_t>(n * embd));
-    float* k = grow(rwkv_k_, static_cast<size_t>(n * embd));
-    float* v = grow(rwkv_v_, static_cast<size_t>(n * embd));
-    float* g = grow(rwkv_g_, static_cast<size_t>(n * embd));
-    float* w = grow(rwkv_w_, static_cast<size_t>(n * embd));
+    const size_t rows = static_cast<size_t>(n * embd);
+    const auto [rr, k, v, g, w] =
+        std::array{grow(rwkv_r_, rows), grow(rwkv_k_, rows), grow(rwkv_v_, rows),
+                   grow(rwkv_g_, rows), grow(rwkv_w_, rows)};
     linear(*r.receptance, xr, n, rr);
     linear(*r.key, xk, n, k);
     linear(*r.value, xv, n, v);
@@ -191,18 +195,12 @@ void Context::rwkv7_time_mix(const RwkvWeights& r, int layer, std::span<const Se
     const float* fused = model_->vector_weight(r.lerp_fused);
     for (int m = 0; m < kMixes; ++m)
         rwkv_mix(xn, prev, fused + m * embd, 0, n, mixed + m * n * embd);
-    const float* xr = mixed;
-    const float* xw = mixed + n * embd;
-    const float* xk = mixed + 2 * n * embd;
-    const float* xv = mixed + 3 * n * embd;
-    const float* xa = mixed + 4 * n * embd;
-    const float* xg = mixed + 5 * n * embd;
+    const auto [xr, xw, xk, xv, xa, xg] = slices<kMixes>(mixed, n * embd);
 
-    float* rr = grow(rwkv_r_, static_cast<size_t>(n * embd));
-    float* k = grow(rwkv_k_, static_cast<size_t>(n * embd));
-    float* v = grow(rwkv_v_, static_cast<size_t>(n * embd));
-    float* g = grow(rwkv_g_, static_cast<size_t>(n * embd));
-    float* w = grow(rwkv_w_, static_cast<size_t>(n * embd));
+    const size_t rows = static_cast<size_t>(n * embd);
+    const auto [rr, k, v, g, w] =
+        std::array{grow(rwkv_r_, rows), grow(rwkv_k_, rows), grow(rwkv_v_, rows),
+                   grow(rwkv_g_, rows), grow(rwkv_w_, rows)};
     float* a = grow(rwkv_a_, static_cast<size_t>(n * embd));
     float* tmp = grow(rwkv_mu_, static_cast<size_t>(n * embd));
     const int64_t max_lora =

@@ -77,4 +77,14 @@ inline constexpr std::array<StateBuffer, 3> kRwkvState = {
     StateBuffer{"channel_mix_shift", {StateDim::n_embd}},
     StateBuffer{"wkv", {StateDim::wkv_heads, StateDim::wkv_head_size, StateDim::wkv_head_size}}};
 
+// RWKV's layers (rwkv6, rwkv7): layer_norms, no positions, a LayerNorm of the embeddings, and the
+// state above per layer.
+constexpr ArchDesc rwkv_layers(ArchDesc d) {
+    inherit(d, &ArchDesc::position, PositionKind::none);
+    inherit(d, &ArchDesc::embd_norm, Need::required);
+    if (!d.state.empty()) throw std::logic_error("an architecture sets a field its lineage sets");
+    d.state = kRwkvState;
+    return layer_norms(d);
+}
+
 }  // namespace ggufd::model::arch

@@ -9,12 +9,6 @@
 
 namespace ggufd::model::arch {
 
-extern constinit const ArchDesc rwkv6 = layer_norms({
-    .name = "rwkv6",
-    .position = PositionKind::none,
-    .embd_norm = Need::required,
-    .block = BlockKind::rwkv6,
-    .state = kRwkvState,
-});
+extern constinit const ArchDesc rwkv6 = rwkv_layers({.name = "rwkv6", .block = BlockKind::rwkv6});
 
 }  // namespace ggufd::model::arch

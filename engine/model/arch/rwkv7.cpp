@@ -9,12 +9,6 @@
 
 namespace ggufd::model::arch {
 
-extern constinit const ArchDesc rwkv7 = layer_norms({
-    .name = "rwkv7",
-    .position = PositionKind::none,
-    .embd_norm = Need::required,
-    .block = BlockKind::rwkv7,
-    .state = kRwkvState,
-});
+extern constinit const ArchDesc rwkv7 = rwkv_layers({.name = "rwkv7", .block = BlockKind::rwkv7});
 
 }  // namespace ggufd::model::arch
