@@ -30,6 +30,9 @@ import daemon  # noqa: E402
 from daemon import request, sse_events  # noqa: E402
 
 bin_dir = sys.argv[1]
+# A build under AddressSanitizer (scripts/sanitize.sh) links its runtime into the daemon.
+with open(os.path.join(bin_dir, "ggufd"), "rb") as f:
+    sanitized = b"__asan_init" in f.read()
 KEY = {"Authorization": "Bearer s3cret"}
 SERVE = ["--parallel", "2", "--ctx-size", "256", "--threads", "1", "--api-key", "s3cret"]
 PROMPTS = ["Once upon a time", "The quick brown fox"]
@@ -192,7 +195,14 @@ def serve_folder(proc, port, folder, names, reference, budget, data):
     assert len(loaded) <= 2, loaded
     grown = peak[0] - baseline
     print(f"resident set: baseline {baseline}, peak {peak[0]} (+{grown}), budget {budget}")
-    assert grown <= budget, f"the resident set grew by {grown} bytes, over the budget {budget}"
+    if sanitized:
+        # AddressSanitizer's shadow memory and its quarantine of freed blocks grow the resident
+        # set by far more than the models hold, so there the budget is checked on what the
+        # registry measured for the models still loaded.
+        held = sum(show(port, n).get("memory_bytes", 0) for n in loaded)
+        assert held <= budget, f"the loaded models hold {held} bytes, over the budget {budget}"
+    else:
+        assert grown <= budget, f"the resident set grew by {grown} bytes, over the budget {budget}"
     assert sum(metric_for(port, "ggufd_model_unloads_total", n) for n in names) >= 1
 
     # A long stream on one model while the others load around it, and an unload asked mid-way:
