@@ -1,4 +1,5 @@
-// Family detection on every real chat template of the conformance folder, and the strongest
+// Family detection on every real chat template of the conformance folder and of
+// tests/jinja/templates (models ggufd runs whose templates the folder lacks), and the strongest
 // check of each family's format: what a template renders for an assistant message with
 // tool_calls (exactly what its model was trained to write) parses back into those calls.
 #include <gtest/gtest.h>
@@ -61,6 +62,10 @@ const std::map<std::string, Family> kExpected = {
     {"stepfun-ai-Step-3.5-Flash.jinja", Family::qwen3_coder},
     {"unsloth-Apriel-1.5.jinja", Family::apriel},
     {"upstage-Solar-Open-100B.jinja", Family::generic},
+    // tests/jinja/templates
+    {"Qwen-Qwen3-0.6B.jinja", Family::hermes},
+    {"microsoft-Phi-3.5-mini-instruct.jinja", Family::generic},
+    {"microsoft-Phi-4-mini-instruct.jinja", Family::generic},
 };
 
 std::string read(const fs::path& path) {
@@ -70,20 +75,32 @@ std::string read(const fs::path& path) {
     return s.str();
 }
 
-fs::path templates_dir(const fs::path& conformance) {
-    return conformance / "chat_templates" / "templates";
+// Both folders of real templates: the conformance data's and the repo's own (tests run in the
+// source tree).
+std::vector<fs::path> template_dirs(const fs::path& conformance) {
+    return {conformance / "chat_templates" / "templates", fs::path("tests/jinja/templates")};
+}
+
+fs::path template_path(const fs::path& conformance, const std::string& file) {
+    for (const fs::path& d : template_dirs(conformance)) {
+        if (fs::exists(d / file)) return d / file;
+    }
+    ADD_FAILURE() << "no template " << file;
+    return {};
 }
 
 TEST(DetectFamily, EveryConformanceTemplate) {
     GGUFD_REQUIRE_CONFORMANCE(dir);
     size_t seen = 0;
-    for (const auto& entry : fs::directory_iterator(templates_dir(dir))) {
-        const std::string file = entry.path().filename().string();
-        const auto expected = kExpected.find(file);
-        ASSERT_NE(expected, kExpected.end()) << "a new template: decide its family: " << file;
-        EXPECT_EQ(family_name(detect_family(read(entry.path()))), family_name(expected->second))
-            << file;
-        ++seen;
+    for (const fs::path& folder : template_dirs(dir)) {
+        for (const auto& entry : fs::directory_iterator(folder)) {
+            const std::string file = entry.path().filename().string();
+            const auto expected = kExpected.find(file);
+            ASSERT_NE(expected, kExpected.end()) << "a new template: decide its family: " << file;
+            EXPECT_EQ(family_name(detect_family(read(entry.path()))), family_name(expected->second))
+                << file;
+            ++seen;
+        }
     }
     EXPECT_EQ(seen, kExpected.size());
 }
@@ -208,7 +225,7 @@ TEST(TemplateRoundTrip, RenderedToolCallsParseBack) {
     for (const auto& [file, family] : kExpected) {
         if (family == Family::generic || kNoCallRendering.contains(file)) continue;
         SCOPED_TRACE(file);
-        const jinja::Template t = jinja::Template::compile(read(templates_dir(dir) / file));
+        const jinja::Template t = jinja::Template::compile(read(template_path(dir, file)));
         const std::string prompt = render(t, file, json::array({user}), true);
         for (const json& calls : {one, two}) {
             if (calls.size() > 1 && !spec(family).format.parallel) continue;
@@ -267,10 +284,14 @@ TEST(TemplateRoundTrip, GenerationPromptsThatOpenReasoning) {
         {"Apriel-1.6-15b-Thinker-fixed.jinja", json::object(), true},
         {"meta-llama-Llama-3.1-8B-Instruct.jinja", json::object(), false},
         {"Qwen-Qwen2.5-7B-Instruct.jinja", json::object(), false},
+        // Qwen3 thinks by default but leaves <think> to the model; without thinking the prompt
+        // holds an empty, closed block.
+        {"Qwen-Qwen3-0.6B.jinja", json::object(), false},
+        {"Qwen-Qwen3-0.6B.jinja", {{"enable_thinking", false}}, false},
     };
     for (const Expect& e : expects) {
         SCOPED_TRACE(e.file + " " + e.extra.dump());
-        const jinja::Template t = jinja::Template::compile(read(templates_dir(dir) / e.file));
+        const jinja::Template t = jinja::Template::compile(read(template_path(dir, e.file)));
         jinja::ChatContext c;
         c.messages = messages;
         c.add_generation_prompt = true;

@@ -33,7 +33,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.normpath(os.path.join(HERE, "..", ".."))
 TEMPLATES = os.path.normpath(
     os.path.join(REPO, "..", "shared", "conformance", "chat_templates", "templates"))
-# Templates of models ggufd runs that the conformance folder lacks (Phi-3.5-mini, Phi-4-mini),
+# Templates of models ggufd runs that the conformance folder lacks (Phi-3.5-mini, Phi-4-mini, Qwen3),
 # as their tokenizer_config.json ships them.
 OWN_TEMPLATES = os.path.join(HERE, "templates")
 UNDER_CI = os.environ.get("CI", "") not in ("", "0", "false")
