@@ -280,13 +280,19 @@ TEST(EmbeddingScheduler, EmbeddingsAreNotStarvedAndCanBeCancelled) {
     };
     auto first = std::make_shared<GenerationRecorder>();
     auto second = std::make_shared<GenerationRecorder>();
-    generate(first);
-    generate(second);
     auto embedding = std::make_shared<EmbeddingRecorder>();
-    ASSERT_TRUE(s->submit_embedding({{{1, 50, 60}}, model::Pooling::mean, embedding}).accepted());
     auto cancelled = std::make_shared<EmbeddingRecorder>();
     cancelled->cancel = true;
-    ASSERT_TRUE(s->submit_embedding({{{1, 50}}, model::Pooling::mean, cancelled}).accepted());
+    // Queued while the first generation holds the only slot (its first token is being reported
+    // on the scheduler's thread), so however slowly this thread runs, the second generation is
+    // queued before the embedding and both wait for that slot.
+    first->on_first_token = [&] {
+        generate(second);
+        EXPECT_TRUE(
+            s->submit_embedding({{{1, 50, 60}}, model::Pooling::mean, embedding}).accepted());
+        EXPECT_TRUE(s->submit_embedding({{{1, 50}}, model::Pooling::mean, cancelled}).accepted());
+    };
+    generate(first);
     first->wait_done();
     second->wait_done();
     embedding->wait_done();
