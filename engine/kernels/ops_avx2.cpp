@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "engine/kernels/blocks.h"
 #include "engine/kernels/float16.h"
 #include "engine/kernels/ssm.h"
 
