@@ -10,7 +10,8 @@
 // first dequantises the listed cells once into a per-call F16 copy on the pool, which all its
 // queries share, and attends to that as F16 (values rounded to fp16, the query too, as below).
 // The two differ by those fp16 roundings, far less than the quantisation itself (0.4 % of a
-// block's largest value for Q8_0, 6 % for Q4_0, against fp16's 0.05 % of each value).
+// block's largest value for Q8_0, 6 % for Q4_0, against fp16's 0.05 % of each value). llama.cpp
+// instead quantises the query to Q8_0 per block against Q8_0 / Q4_0 keys (integer dots).
 //
 // Precision against llama.cpp. Its CPU flash attention (the path it takes by default) rounds
 // the query to fp16 before the dot product with fp16 keys, and with fp16 values keeps the

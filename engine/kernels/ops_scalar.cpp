@@ -217,7 +217,7 @@ void attention(const AttentionJob& job, const AttentionTask& task, float* scratc
     float* row = scratch;
     std::vector<double> logits(static_cast<size_t>(job.n_cells));
     std::vector<double> out(static_cast<size_t>(dim));
-    std::vector<float> q16(static_cast<size_t>(dim));
+    std::vector<float> q16(static_cast<size_t>(job.k_type == KvType::f16 ? dim : 0));
     auto storage_cell = [&](int64_t j) { return job.cell_index ? job.cell_index[j] : j; };
     for (int64_t h = task.head_begin; h < task.head_end; ++h) {
         const float* q = task.q + h * dim;
