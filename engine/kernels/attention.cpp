@@ -14,10 +14,7 @@
 
 namespace ggufd::kernels {
 
-namespace {
-
-// The type table's row for a quantised cache type (nullptr for f32 and f16).
-const FormatKernels* quant_format(KvType type) {
+const FormatKernels* kv_format(KvType type) {
     switch (type) {
         case KvType::q8_0:
             return &kernels_for(gguf::TensorType::Q8_0);
@@ -28,15 +25,13 @@ const FormatKernels* quant_format(KvType type) {
     }
 }
 
-}  // namespace
-
 int64_t kv_block_size(KvType type) {
-    const FormatKernels* f = quant_format(type);
+    const FormatKernels* f = kv_format(type);
     return f ? f->block_size : 1;
 }
 
 size_t kv_bytes(KvType type, int64_t n) {
-    if (const FormatKernels* f = quant_format(type)) {
+    if (const FormatKernels* f = kv_format(type)) {
         return static_cast<size_t>(n / f->block_size) * f->block_bytes;
     }
     return static_cast<size_t>(n) * (type == KvType::f16 ? sizeof(uint16_t) : sizeof(float));
@@ -51,7 +46,7 @@ void kv_store(KvType type, const float* in, void* out, int64_t n) {
             f32_to_f16(in, static_cast<uint16_t*>(out), n);
             return;
         default:
-            quantize_row(quant_format(type)->type, in, out, n);
+            quantize_row(kv_format(type)->type, in, out, n);
     }
 }
 
@@ -122,7 +117,7 @@ void check_view(const KvView& view, const AttentionParams& p, const char* name) 
 // (a cache that quantises only K or only V has its other half gathered alike).
 KvView gather_f16(const KvView& view, const KvCellList& cells, int64_t n_head_kv, int64_t head_dim,
                   std::vector<uint16_t>& buffer, ThreadPool* pool) {
-    const FormatKernels* format = quant_format(view.type);
+    const FormatKernels* format = kv_format(view.type);
     const int64_t row = n_head_kv * head_dim;
     buffer.resize(static_cast<size_t>(std::max<int64_t>(1, cells.count * row)));
     uint16_t* const dst = buffer.data();
@@ -204,13 +199,12 @@ AttentionJob job_slice(const AttentionJob& job, int64_t begin, int64_t count) {
     if (job.cell_index) {
         slice.cell_index = job.cell_index + begin;
     } else {
-        const auto advance = [&](const void* data, bool f16, int64_t cell_stride) {
-            const size_t bytes = f16 ? sizeof(uint16_t) : sizeof(float);
+        const auto advance = [&](const void* data, KvType type, int64_t cell_stride) {
             return static_cast<const void*>(static_cast<const char*>(data) +
-                                            static_cast<size_t>(begin * cell_stride) * bytes);
+                                            kv_bytes(type, begin * cell_stride));
         };
-        slice.k_data = advance(job.k_data, job.k_f16, job.k_cell_stride);
-        slice.v_data = advance(job.v_data, job.v_f16, job.v_cell_stride);
+        slice.k_data = advance(job.k_data, job.k_type, job.k_cell_stride);
+        slice.v_data = advance(job.v_data, job.v_type, job.v_cell_stride);
     }
     return slice;
 }
@@ -318,7 +312,8 @@ void attention_with(const OpKernels& kernels, const float* q, const int32_t* q_p
         require(cells.count <= n_storage, "more cells listed than the cache holds");
     }
 
-    if (quant_format(k.type) || quant_format(v.type)) {
+    if ((kv_quantised(k.type) || kv_quantised(v.type)) && n_tokens > kQuantDirectMaxTokens) {
+        // Prefill: the blocks dequantised once for all the chunk's queries (see attention.h).
         // Buffers of the calling thread, reused by its next steps.
         thread_local std::vector<uint16_t> k_buffer, v_buffer;
         const KvView k16 = gather_f16(k, cells, p.n_head_kv, p.head_dim, k_buffer, pool);
@@ -338,8 +333,8 @@ void attention_with(const OpKernels& kernels, const float* q, const int32_t* q_p
         .head_dim = p.head_dim,
         .k_data = k.data,
         .v_data = v.data,
-        .k_f16 = k.type == KvType::f16,
-        .v_f16 = v.type == KvType::f16,
+        .k_type = k.type,
+        .v_type = v.type,
         .k_cell_stride = k.cell_stride,
         .k_head_stride = k.head_stride,
         .v_cell_stride = v.cell_stride,

@@ -1,11 +1,17 @@
 // Scaled dot-product attention of one sequence's queries over its cells of a KV cache, with
 // grouped-query attention, causal masking by position, optional sliding window, logit soft-cap
 // and ALiBi.
-// K and V are read in place from the cache (F32 or F16); the cells a sequence owns are given as a
-// list, so a cache that interleaves several sequences needs no copy. A quantised cache (Q8_0,
-// Q4_0) is first dequantised, the listed cells only, into a per-call F16 copy on the pool, and
-// attended as F16: its rows are then read once more, but the step's copy of one layer is small
-// enough to stay in cache and the attention kernels stay one set.
+// K and V are read in place from the cache; the cells a sequence owns are given as a list, so a
+// cache that interleaves several sequences needs no copy. A quantised cache (Q8_0, Q4_0) is read
+// two ways. A call of at most a few queries (decode: kQuantDirectMaxTokens in ops_kernels.h)
+// reads the blocks themselves, dequantised in registers inside the same kernels as F16 (one set,
+// instantiated per element type), so K and V are read once at about 1/2 or 1/4 of F16's bytes;
+// it attends to the blocks' exact values with the float query. A larger call (a prefill chunk)
+// first dequantises the listed cells once into a per-call F16 copy on the pool, which all its
+// queries share, and attends to that as F16 (values rounded to fp16, the query too, as below).
+// The two differ by those fp16 roundings, far less than the quantisation itself (0.4 % of a
+// block's largest value for Q8_0, 6 % for Q4_0, against fp16's 0.05 % of each value). llama.cpp
+// instead quantises the query to Q8_0 per block against Q8_0 / Q4_0 keys (integer dots).
 //
 // Precision against llama.cpp. Its CPU flash attention (the path it takes by default) rounds
 // the query to fp16 before the dot product with fp16 keys, and with fp16 values keeps the

@@ -15,7 +15,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
+#include "engine/kernels/blocks.h"
 #include "engine/kernels/float16.h"
 #include "engine/kernels/ssm.h"
 

@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "engine/kernels/attention.h"
+
 namespace ggufd::kernels {
 
 enum class SimdLevel { scalar, avx2, avx512 };
@@ -41,8 +43,10 @@ struct AttentionJob {
     int64_t head_dim;
     const void* k_data;
     const void* v_data;
-    bool k_f16;
-    bool v_f16;
+    // Q8_0 / Q4_0 rows are read as blocks and dequantised in registers (head_dim and the strides
+    // are then whole blocks).
+    KvType k_type;
+    KvType v_type;
     int64_t k_cell_stride, k_head_stride;  // in elements
     int64_t v_cell_stride, v_head_stride;
     const int32_t* cell_index;  // nullptr: cell i is storage cell i
@@ -72,6 +76,18 @@ inline bool attention_masked(const AttentionJob& job, int32_t q_pos, int32_t pos
     return (job.causal && pos > q_pos) ||
            (job.window > 0 && int64_t{q_pos} - int64_t{pos} >= job.window);
 }
+
+constexpr bool kv_quantised(KvType type) {
+    return type == KvType::q8_0 || type == KvType::q4_0;
+}
+struct FormatKernels;  // formats.h
+// The type table's row for a quantised cache type (nullptr for f32 and f16).
+const FormatKernels* kv_format(KvType type);
+
+// Queries per attention call up to which Q8_0 / Q4_0 K and V are read straight from their
+// blocks (decode steps); a call with more (a prefill chunk) dequantises the listed cells once into
+// an F16 copy that all its queries share (attention.h says what each path computes).
+constexpr int64_t kQuantDirectMaxTokens = 4;
 
 // Cells scored per block by the SIMD attention kernels.
 constexpr int64_t kAttentionBlock = 64;
@@ -122,9 +138,6 @@ const OpKernels& op_kernels(SimdLevel level);  // throws std::invalid_argument i
 const OpKernels& active_op_kernels();          // best_simd_level(), chosen once
 
 struct RopeParams;  // ops.h
-struct KvView;      // attention.h
-struct KvCellList;
-struct AttentionParams;
 class ThreadPool;
 
 // rope() with an explicit table, so tests can run every level.

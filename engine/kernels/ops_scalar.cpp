@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "engine/kernels/float16.h"
+#include "engine/kernels/formats.h"
 #include "engine/kernels/ops_kernels.h"
 #include "engine/kernels/ssm.h"
 
@@ -148,9 +149,15 @@ void rope_neox(float* x, const float* cos, const float* sin, int64_t n_pairs) {
     }
 }
 
-const float* kv_row(const void* base, bool f16, int64_t offset, int64_t n, float* tmp) {
-    if (!f16) return static_cast<const float*>(base) + offset;
-    f16_to_f32(static_cast<const uint16_t*>(base) + offset, tmp, n);
+// n values of a K or V row from value `offset` of the storage, as floats (in tmp unless F32).
+const float* kv_row(const void* base, KvType type, int64_t offset, int64_t n, float* tmp) {
+    if (type == KvType::f32) return static_cast<const float*>(base) + offset;
+    if (type == KvType::f16) {
+        f16_to_f32(static_cast<const uint16_t*>(base) + offset, tmp, n);
+    } else {
+        kv_format(type)->to_float(static_cast<const uint8_t*>(base) + kv_bytes(type, offset), tmp,
+                                  n);
+    }
     return tmp;
 }
 
@@ -210,11 +217,11 @@ void attention(const AttentionJob& job, const AttentionTask& task, float* scratc
     float* row = scratch;
     std::vector<double> logits(static_cast<size_t>(job.n_cells));
     std::vector<double> out(static_cast<size_t>(dim));
-    std::vector<float> q16(static_cast<size_t>(job.k_f16 ? dim : 0));
+    std::vector<float> q16(static_cast<size_t>(job.k_type == KvType::f16 ? dim : 0));
     auto storage_cell = [&](int64_t j) { return job.cell_index ? job.cell_index[j] : j; };
     for (int64_t h = task.head_begin; h < task.head_end; ++h) {
         const float* q = task.q + h * dim;
-        if (job.k_f16) {
+        if (job.k_type == KvType::f16) {
             for (int64_t d = 0; d < dim; ++d) q16[d] = round_to_f16(q[d]);
             q = q16.data();
         }
@@ -233,7 +240,7 @@ void attention(const AttentionJob& job, const AttentionTask& task, float* scratc
                 continue;
             }
             const float* k = kv_row(
-                job.k_data, job.k_f16,
+                job.k_data, job.k_type,
                 storage_cell(j) * job.k_cell_stride + task.kv_head * job.k_head_stride, dim, row);
             double s = 0.0;
             for (int64_t d = 0; d < dim; ++d) s += static_cast<double>(q[d]) * k[d];
@@ -251,7 +258,7 @@ void attention(const AttentionJob& job, const AttentionTask& task, float* scratc
                 const double p = std::exp(logits[j] - maxv);
                 total += p;
                 const float* v =
-                    kv_row(job.v_data, job.v_f16,
+                    kv_row(job.v_data, job.v_type,
                            storage_cell(j) * job.v_cell_stride + task.kv_head * job.v_head_stride,
                            dim, row);
                 for (int64_t d = 0; d < dim; ++d) out[d] += p * v[d];

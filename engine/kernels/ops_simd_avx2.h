@@ -60,6 +60,19 @@ GGUFD_SIMD_FN vf vload_f16_part(const uint16_t* p, int64_t n) {
     std::memcpy(tmp, p, static_cast<size_t>(n) * sizeof(uint16_t));
     return vload_f16(tmp);
 }
+// kLanes signed bytes as floats; the low or high nibbles of kLanes bytes as floats (0..15).
+GGUFD_SIMD_FN vf vload_i8(const int8_t* p) {
+    return _mm256_cvtepi32_ps(
+        _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+}
+GGUFD_SIMD_FN vf vload_u4_lo(const uint8_t* p) {
+    const __m256i b = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+    return _mm256_cvtepi32_ps(_mm256_and_si256(b, _mm256_set1_epi32(15)));
+}
+GGUFD_SIMD_FN vf vload_u4_hi(const uint8_t* p) {
+    const __m256i b = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+    return _mm256_cvtepi32_ps(_mm256_srli_epi32(b, 4));
+}
 GGUFD_SIMD_FN void vstore_f16(uint16_t* p, vf v) {
     _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
 }

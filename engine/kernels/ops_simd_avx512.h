@@ -51,6 +51,19 @@ GGUFD_SIMD_FN vf vload_f16(const uint16_t* p) {
 GGUFD_SIMD_FN vf vload_f16_part(const uint16_t* p, int64_t n) {
     return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(tail_mask(n), p));
 }
+// kLanes signed bytes as floats; the low or high nibbles of kLanes bytes as floats (0..15).
+GGUFD_SIMD_FN vf vload_i8(const int8_t* p) {
+    return _mm512_cvtepi32_ps(
+        _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+}
+GGUFD_SIMD_FN vf vload_u4_lo(const uint8_t* p) {
+    const __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    return _mm512_cvtepi32_ps(_mm512_and_si512(b, _mm512_set1_epi32(15)));
+}
+GGUFD_SIMD_FN vf vload_u4_hi(const uint8_t* p) {
+    const __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    return _mm512_cvtepi32_ps(_mm512_srli_epi32(b, 4));
+}
 GGUFD_SIMD_FN void vstore_f16(uint16_t* p, vf v) {
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(p),
                         _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));

@@ -26,7 +26,8 @@ using testing_util::random_floats;
 // A KV cache layer [n_cells][n_head_kv][head_dim] in F32, F16, Q8_0 or Q4_0 (the F16 copy
 // rounds the data, and the F32 values are replaced by the rounded ones so both types hold the
 // same numbers). A quantised cache quantises each cell's row with the type table; its F32 values
-// are what the kernels attend to: the blocks dequantised and rounded to fp16 (attention.h).
+// are the blocks dequantised by the type table, what decode attends to, and its F16 values their
+// fp16 roundings, what prefill attends to (attention.h).
 struct Cache {
     KvType type;
     int64_t n_cells, n_head_kv, head_dim;
@@ -46,6 +47,9 @@ struct Cache {
                 dequantize_row(t == KvType::q8_0 ? gguf::TensorType::Q8_0 : gguf::TensorType::Q4_0,
                                quant.data() + c * row_bytes, f32.data() + c * row, row);
             }
+            f16.resize(f32.size());
+            for (size_t i = 0; i < f32.size(); ++i) f16[i] = fp32_to_fp16(f32[i]);
+            return;
         }
         f16.resize(f32.size());
         for (size_t i = 0; i < f32.size(); ++i) {
@@ -55,6 +59,11 @@ struct Cache {
     }
     float at(int64_t cell, int64_t head, int64_t d) const {
         return f32[static_cast<size_t>((cell * n_head_kv + head) * head_dim + d)];
+    }
+    // The value attention reads: at(), or its fp16 rounding through prefill's F16 copy.
+    float attended(int64_t cell, int64_t head, int64_t d, bool f16_copy) const {
+        const size_t i = static_cast<size_t>((cell * n_head_kv + head) * head_dim + d);
+        return f16_copy ? fp16_to_fp32(f16[i]) : f32[i];
     }
     void set(int64_t cell, int64_t head, int64_t d, float value) {
         const size_t i = static_cast<size_t>((cell * n_head_kv + head) * head_dim + d);
@@ -74,13 +83,18 @@ struct Cache {
 };
 
 // Textbook attention in double, independent of the kernels; against fp16 keys the query is
-// rounded to fp16 first, as llama.cpp does and the kernels do (attention.h).
+// rounded to fp16 first, as llama.cpp does and the kernels do (attention.h). A quantised cache is
+// read straight from its blocks by a call of at most kQuantDirectMaxTokens queries, and through
+// an F16 copy of the listed cells by a larger one.
 std::vector<float> naive_attention(const std::vector<float>& q, const std::vector<int32_t>& q_pos,
                                    const Cache& k, const Cache& v,
                                    const std::vector<int32_t>& index,
                                    const std::vector<int32_t>& cell_pos, const AttentionParams& p) {
     const int64_t n_tokens = static_cast<int64_t>(q_pos.size());
     const int64_t group = p.n_head / p.n_head_kv;
+    const bool f16_copy =
+        n_tokens > kQuantDirectMaxTokens && (kv_quantised(k.type) || kv_quantised(v.type));
+    const bool f16_keys = k.type == KvType::f16 || f16_copy;
     std::vector<float> out(static_cast<size_t>(n_tokens * p.n_head * p.head_dim), 0.0f);
     for (int64_t t = 0; t < n_tokens; ++t) {
         for (int64_t h = 0; h < p.n_head; ++h) {
@@ -95,8 +109,8 @@ std::vector<float> naive_attention(const std::vector<float>& q, const std::vecto
                 double s = 0;
                 for (int64_t d = 0; d < p.head_dim; ++d) {
                     float qd = q[(t * p.n_head + h) * p.head_dim + d];
-                    if (k.type != KvType::f32) qd = fp16_to_fp32(fp32_to_fp16(qd));
-                    s += static_cast<double>(qd) * k.at(cell, g, d);
+                    if (f16_keys) qd = fp16_to_fp32(fp32_to_fp16(qd));
+                    s += static_cast<double>(qd) * k.attended(cell, g, d, f16_copy);
                 }
                 s *= p.scale;
                 if (p.softcap > 0) s = p.softcap * std::tanh(s / p.softcap);
@@ -119,7 +133,7 @@ std::vector<float> naive_attention(const std::vector<float>& q, const std::vecto
                 for (size_t j = 0; j < w.size(); ++j) {
                     if (!seen[j]) continue;
                     const int64_t cell = index.empty() ? static_cast<int64_t>(j) : index[j];
-                    acc += w[j] * v.at(cell, g, d);
+                    acc += w[j] * v.attended(cell, g, d, f16_copy);
                 }
                 out[(t * p.n_head + h) * p.head_dim + d] =
                     total > 0 ? static_cast<float>(acc / total) : 0.0f;
@@ -624,6 +638,57 @@ TEST(Attention, QuantisedCacheMatchesReference) {
                     const auto alone = s.run(op_kernels(level), k, v);
                     ASSERT_TRUE(all_close(alone, want, 2e-5, 2e-6));
                     ASSERT_EQ(s.run(op_kernels(level), k, v, &pool), alone);
+                }
+            }
+        }
+    }
+}
+
+// Decode straight from Q8_0 / Q4_0 blocks, each pairing of K and V types: head sizes of one,
+// three and five blocks, caches below and above the KV split (and its chunks' edges), up to
+// kQuantDirectMaxTokens queries, with soft-cap and ALiBi, sinks, a window, and scattered cells,
+// on every level against the reference over the values the blocks hold.
+TEST(Attention, QuantisedDecodeReadsTheBlocksOnEveryLevel) {
+    const KvType kinds[] = {KvType::f16, KvType::q8_0, KvType::q4_0};
+    const int64_t dims[] = {32, 96, 160};
+    const int64_t cell_counts[] = {1, 63, 257, 600, 1030};
+    uint32_t seed = 1500;
+    for (KvType kt : kinds) {
+        for (KvType vt : kinds) {
+            if (kt == KvType::f16 && vt == KvType::f16) continue;
+            for (int64_t dim : dims) {
+                for (int64_t cells : cell_counts) {
+                    const int variant = static_cast<int>(++seed % 5);
+                    const int64_t tokens = 1 + seed % kQuantDirectMaxTokens;
+                    Problem s(8, 2, dim, tokens, cells, seed);
+                    std::vector<float> sinks;
+                    if (variant == 1) {
+                        s.p.softcap = 5.0f;
+                        s.p.max_bias = 8.0f;
+                    }
+                    if (variant == 2) {
+                        for (int64_t h = 0; h < 8; ++h) sinks.push_back(-2.0f + 0.9f * h);
+                        s.p.sinks = sinks.data();
+                    }
+                    if (variant == 3) s.p.window = 200;
+                    if (variant == 4) {
+                        s.index.resize(static_cast<size_t>(cells));
+                        std::iota(s.index.begin(), s.index.end(), 0);
+                        std::shuffle(s.index.begin(), s.index.end(), std::mt19937(seed));
+                        for (auto& i : s.index) i = 3 * i + 2;
+                    }
+                    const int64_t storage = variant == 4 ? 3 * cells + 2 : cells;
+                    Cache k(kt, storage, 2, dim, ++seed), v(vt, storage, 2, dim, ++seed);
+                    const auto want = naive_attention(s.q, s.q_pos, k, v, s.index, s.cell_pos, s.p);
+                    for (SimdLevel level : supported_simd_levels()) {
+                        SCOPED_TRACE(std::string(simd_level_name(level)) + " " +
+                                     std::string(kv_type_name(kt)) + "/" +
+                                     std::string(kv_type_name(vt)) + " dim " + std::to_string(dim) +
+                                     " cells " + std::to_string(cells) + " tokens " +
+                                     std::to_string(tokens) + " variant " +
+                                     std::to_string(variant));
+                        ASSERT_TRUE(all_close(s.run(op_kernels(level), k, v), want, 2e-5, 2e-6));
+                    }
                 }
             }
         }
