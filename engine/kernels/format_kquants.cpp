@@ -26,23 +26,20 @@ struct Unpacked {
     int min[16];
 };
 
-// ---- Q2_K: element e = 128 h + 32 j + m holds bits 2j..2j+1 of qs[32 h + m].
+// ---- Q2_K: 2-bit codes in qs (k_field<2>).
 void unpack(const BlockQ2_K& b, Unpacked& u) {
     u.sub = 16;
     u.d = half(b.d);
     u.dmin = half(b.dmin);
-    for (int e = 0; e < kQKK; ++e) {
-        const int h = e / 128, j = (e % 128) / 32, m = e % 32;
-        u.code[e] = (b.qs[32 * h + m] >> (2 * j)) & 3;
-    }
+    for (int e = 0; e < kQKK; ++e) u.code[e] = k_field<2>(b.qs, e);
     for (int k = 0; k < 16; ++k) {
         u.scale[k] = b.scales[k] & 15;
         u.min[k] = b.scales[k] >> 4;
     }
 }
 
-// ---- Q3_K: as Q2_K for the low two bits; the third is bit (4h + j) of hmask[m], and a clear
-// bit means "subtract 4". Scales: 6 bits, low nibble from bytes 0..7, high pair from 8..11.
+// ---- Q3_K: as Q2_K for the low two bits; the third is in hmask (k_field<1>), and a clear bit
+// means "subtract 4". Scales: 6 bits, low nibble from bytes 0..7, high pair from 8..11.
 int q3k_scale_code(const uint8_t* s, int i) {
     const int low = i < 8 ? (s[i] & 15) : (s[i - 8] >> 4);
     const int high = (s[8 + i % 4] >> (2 * (i / 4))) & 3;
@@ -53,10 +50,7 @@ void unpack(const BlockQ3_K& b, Unpacked& u) {
     u.d = half(b.d);
     u.dmin = 0;
     for (int e = 0; e < kQKK; ++e) {
-        const int h = e / 128, j = (e % 128) / 32, m = e % 32;
-        const int low = (b.qs[32 * h + m] >> (2 * j)) & 3;
-        const bool high = (b.hmask[m] >> (4 * h + j)) & 1;
-        u.code[e] = low - (high ? 0 : 4);
+        u.code[e] = k_field<2>(b.qs, e) - (k_field<1>(b.hmask, e) ? 0 : 4);
     }
     for (int k = 0; k < 16; ++k) {
         u.scale[k] = q3k_scale_code(b.scales, k) - 32;
@@ -64,8 +58,8 @@ void unpack(const BlockQ3_K& b, Unpacked& u) {
     }
 }
 
-// ---- Q4_K / Q5_K: element e = 64 c + 32 t + m is nibble t of qs[32 c + m]; Q5_K's fifth bit
-// is bit (2c + t) of qh[m]. Eight 6-bit scales and mins share 12 bytes (k4_scale_min).
+// ---- Q4_K / Q5_K: 4-bit codes in qs (k_field<4>); Q5_K's fifth bit in qh (k_field<1>). Eight
+// 6-bit scales and mins share 12 bytes (k4_scale_min).
 void k4_pack_scales(const int* sc, const int* mn, uint8_t* s) {
     std::memset(s, 0, 12);
     for (int j = 0; j < 8; ++j) {
@@ -90,9 +84,8 @@ void unpack(const Block& b, Unpacked& u) {
     u.d = half(b.d);
     u.dmin = half(b.dmin);
     for (int e = 0; e < kQKK; ++e) {
-        const int c = e / 64, t = (e % 64) / 32, m = e % 32;
-        u.code[e] = (b.qs[32 * c + m] >> (4 * t)) & 15;
-        if constexpr (kFifthBit<Block>) u.code[e] |= ((b.qh[m] >> (2 * c + t)) & 1) << 4;
+        u.code[e] = k_field<4>(b.qs, e);
+        if constexpr (kFifthBit<Block>) u.code[e] |= k_field<1>(b.qh, e) << 4;
     }
     for (int j = 0; j < 8; ++j) k4_scale_min(b.scales, j, &u.scale[j], &u.min[j]);
 }
@@ -201,10 +194,7 @@ void q2_k_from_float(const float* in, void* blocks, int64_t n) {
         for (int k = 0; k < 16; ++k)
             b[i].scales[k] = static_cast<uint8_t>(f.scale[k] | (f.min[k] << 4));
         std::memset(b[i].qs, 0, sizeof b[i].qs);
-        for (int e = 0; e < kQKK; ++e) {
-            const int h = e / 128, j = (e % 128) / 32, m = e % 32;
-            b[i].qs[32 * h + m] |= static_cast<uint8_t>(f.code[e] << (2 * j));
-        }
+        for (int e = 0; e < kQKK; ++e) set_k_field<2>(b[i].qs, e, f.code[e]);
     }
 }
 
@@ -226,17 +216,15 @@ void q3_k_from_float(const float* in, void* blocks, int64_t n) {
         std::memset(b[i].qs, 0, sizeof b[i].qs);
         std::memset(b[i].hmask, 0, sizeof b[i].hmask);
         for (int e = 0; e < kQKK; ++e) {
-            const int h = e / 128, j = (e % 128) / 32, m = e % 32;
             const int biased = f.code[e] + 4;  // 0..7: the high bit set means "no -4"
-            b[i].qs[32 * h + m] |= static_cast<uint8_t>((biased & 3) << (2 * j));
-            b[i].hmask[m] |= static_cast<uint8_t>((biased >> 2) << (4 * h + j));
+            set_k_field<2>(b[i].qs, e, biased & 3);
+            set_k_field<1>(b[i].hmask, e, biased >> 2);
         }
     }
 }
 
 // Q4_K and Q5_K: affine 32-element sub-blocks, 6-bit scales and mins; the low 4 bits of code e
-// in qs (chunk e / 64, its first 32 codes in the low nibbles, the next 32 in the high), Q5_K's
-// fifth bit in qh.
+// in qs, Q5_K's fifth bit in qh.
 template <class Block>
 void k4_k5_from_float(const float* in, void* blocks, int64_t n) {
     auto* b = static_cast<Block*>(blocks);
@@ -249,10 +237,8 @@ void k4_k5_from_float(const float* in, void* blocks, int64_t n) {
         std::memset(b[i].qs, 0, sizeof b[i].qs);
         if constexpr (kFifthBit<Block>) std::memset(b[i].qh, 0, sizeof b[i].qh);
         for (int e = 0; e < kQKK; ++e) {
-            const int c = e / 64, t = (e % 64) / 32, m = e % 32;
-            b[i].qs[32 * c + m] |= static_cast<uint8_t>((f.code[e] & 15) << (4 * t));
-            if constexpr (kFifthBit<Block>)
-                b[i].qh[m] |= static_cast<uint8_t>((f.code[e] >> 4) << (2 * c + t));
+            set_k_field<4>(b[i].qs, e, f.code[e] & 15);
+            if constexpr (kFifthBit<Block>) set_k_field<1>(b[i].qh, e, f.code[e] >> 4);
         }
     }
 }
@@ -271,7 +257,7 @@ void q6_k_from_float(const float* in, void* blocks, int64_t n) {
             const int biased = f.code[e] + 32;
             b[i].ql[64 * h + 32 * (r % 2) + l] |=
                 static_cast<uint8_t>((biased & 15) << (4 * (r / 2)));
-            b[i].qh[32 * h + l] |= static_cast<uint8_t>((biased >> 4) << (2 * r));
+            set_k_field<2>(b[i].qh, e, biased >> 4);
         }
     }
 }
