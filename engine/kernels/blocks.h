@@ -177,8 +177,8 @@ inline void k4_scale_min(const uint8_t* s, int j, int* sc, int* mn) {
 
 // The K-quants' bit fields of Bits bits: each 32-byte group of the array holds the next
 // kQKK / Bits elements, 32 per field, so element e = (kQKK / Bits) g + 32 f + m is field f (bits
-// f Bits ..) of byte 32 g + m. So are stored Q2_K's and Q3_K's low pairs and Q4_K's and Q5_K's
-// nibbles in qs, and Q3_K's third bits, Q5_K's fifth bits and Q6_K's high pairs.
+// f Bits ..) of byte 32 g + m. So are stored Q2_K's, Q3_K's and TQ2_0's pairs and Q4_K's and
+// Q5_K's nibbles in qs, and Q3_K's third bits, Q5_K's fifth bits and Q6_K's high pairs.
 template <int Bits>
 constexpr int k_field_byte(int e) {
     return 32 * (e / (kQKK / Bits)) + e % 32;

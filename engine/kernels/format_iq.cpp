@@ -99,10 +99,9 @@ inline int tq1_code(const BlockTQ1_0& b, int e) {
     const TritPos p = tq1_pos(e);
     return trit_at(p.byte < 48 ? b.qs[p.byte] : b.qh[p.byte - 48], p.trit);
 }
-// TQ2_0: element e = 128 g + 32 l + m is bits 2l..2l+1 of qs[32 g + m].
+// TQ2_0: 2-bit codes in qs, as Q2_K's (k_field<2>).
 inline int tq2_code(const BlockTQ2_0& b, int e) {
-    const int g = e / 128, l = (e % 128) / 32, m = e % 32;
-    return (b.qs[32 * g + m] >> (2 * l)) & 3;
+    return k_field<2>(b.qs, e);
 }
 
 // Ternary codes for one block: d = max |x|, code = round(x / d) + 1.
@@ -114,13 +113,28 @@ RoundedHalf ternary_codes(const float* x, int* t) {
     return d;
 }
 
-void tq1_0_to_float(const void* blocks, float* out, int64_t n) {
-    const auto* b = blocks_of<BlockTQ1_0>(blocks);
+// TQ1_0 and TQ2_0 differ only in how a block stores its codes: value = d * (code - 1).
+template <class Block, int (*kCode)(const Block&, int)>
+void ternary_to_float(const void* blocks, float* out, int64_t n) {
+    const auto* b = blocks_of<Block>(blocks);
     for (int64_t i = 0; i < n / kQKK; ++i, out += kQKK) {
         const float d = half(b[i].d);
-        for (int e = 0; e < kQKK; ++e) out[e] = d * static_cast<float>(tq1_code(b[i], e) - 1);
+        for (int e = 0; e < kQKK; ++e) out[e] = d * static_cast<float>(kCode(b[i], e) - 1);
     }
 }
+template <class Block, int (*kCode)(const Block&, int)>
+float ternary_dot(int64_t n, const void* w, const void* act) {
+    return dot_by_blocks<Block, BlockQ8_K, kQKK>(n, w, act, [](const Block& b, const BlockQ8_K& a) {
+        int isum = 0;
+        for (int e = 0; e < kQKK; ++e) isum += (kCode(b, e) - 1) * a.qs[e];
+        return static_cast<double>(half(b.d)) * a.d * isum;
+    });
+}
+constexpr auto tq1_0_to_float = ternary_to_float<BlockTQ1_0, tq1_code>;
+constexpr auto tq1_0_dot = ternary_dot<BlockTQ1_0, tq1_code>;
+constexpr auto tq2_0_to_float = ternary_to_float<BlockTQ2_0, tq2_code>;
+constexpr auto tq2_0_dot = ternary_dot<BlockTQ2_0, tq2_code>;
+
 void tq1_0_from_float(const float* in, void* blocks, int64_t n) {
     auto* b = static_cast<BlockTQ1_0*>(blocks);
     int t[kQKK];
@@ -138,41 +152,14 @@ void tq1_0_from_float(const float* in, void* blocks, int64_t n) {
         for (int k = 0; k < 4; ++k) b[i].qh[k] = pack_trits(per_byte[48 + k], count[48 + k]);
     }
 }
-float tq1_0_dot(int64_t n, const void* w, const void* act) {
-    return dot_by_blocks<BlockTQ1_0, BlockQ8_K, kQKK>(
-        n, w, act, [](const BlockTQ1_0& b, const BlockQ8_K& a) {
-            int isum = 0;
-            for (int e = 0; e < kQKK; ++e) isum += (tq1_code(b, e) - 1) * a.qs[e];
-            return static_cast<double>(half(b.d)) * a.d * isum;
-        });
-}
-
-void tq2_0_to_float(const void* blocks, float* out, int64_t n) {
-    const auto* b = blocks_of<BlockTQ2_0>(blocks);
-    for (int64_t i = 0; i < n / kQKK; ++i, out += kQKK) {
-        const float d = half(b[i].d);
-        for (int e = 0; e < kQKK; ++e) out[e] = d * static_cast<float>(tq2_code(b[i], e) - 1);
-    }
-}
 void tq2_0_from_float(const float* in, void* blocks, int64_t n) {
     auto* b = static_cast<BlockTQ2_0*>(blocks);
     int t[kQKK];
     for (int64_t i = 0; i < n / kQKK; ++i, in += kQKK) {
         b[i].d = ternary_codes(in, t).bits;
         std::memset(b[i].qs, 0, sizeof b[i].qs);
-        for (int e = 0; e < kQKK; ++e) {
-            const int g = e / 128, l = (e % 128) / 32, m = e % 32;
-            b[i].qs[32 * g + m] |= static_cast<uint8_t>(t[e] << (2 * l));
-        }
+        for (int e = 0; e < kQKK; ++e) set_k_field<2>(b[i].qs, e, t[e]);
     }
-}
-float tq2_0_dot(int64_t n, const void* w, const void* act) {
-    return dot_by_blocks<BlockTQ2_0, BlockQ8_K, kQKK>(
-        n, w, act, [](const BlockTQ2_0& b, const BlockQ8_K& a) {
-            int isum = 0;
-            for (int e = 0; e < kQKK; ++e) isum += (tq2_code(b, e) - 1) * a.qs[e];
-            return static_cast<double>(half(b.d)) * a.d * isum;
-        });
 }
 
 }  // namespace
