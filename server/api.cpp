@@ -413,10 +413,7 @@ void apply_reasoning_budget(const ChatRequest& r, int server_default, chat::Fami
 
 void Api::completions(const HttpRequest& request, const std::shared_ptr<ResponseChannel>& channel,
                       const std::string&) {
-    const RequestJson body = parse_json_body(request.body);
-    CompletionRequest r = parse_completion_request(body, options_.limits);
-    std::shared_ptr<ModelLease> lease = acquire_model(r.model, body, request, channel);
-    ModelBackend& model = lease->model();
+    auto [r, lease, model] = model_request(request, channel, parse_completion_request);
 
     GenerationPlan plan = make_plan(ApiKind::completion, request, model, r);
     plan.model_lease = lease;
@@ -440,10 +437,7 @@ void Api::completions(const HttpRequest& request, const std::shared_ptr<Response
 
 void Api::chat_completions(const HttpRequest& request,
                            const std::shared_ptr<ResponseChannel>& channel, const std::string&) {
-    const RequestJson body = parse_json_body(request.body);
-    ChatRequest r = parse_chat_request(body, options_.limits);
-    std::shared_ptr<ModelLease> lease = acquire_model(r.model, body, request, channel);
-    ModelBackend& model = lease->model();
+    auto [r, lease, model] = model_request(request, channel, parse_chat_request);
 
     scheduler::GenerationRequest engine_request;
     engine_request.sampling = r.sampling;
@@ -478,10 +472,7 @@ void Api::chat_completions(const HttpRequest& request,
 
 void Api::tokenize(const HttpRequest& request, const std::shared_ptr<ResponseChannel>& channel,
                    const std::string&) {
-    const RequestJson body = parse_json_body(request.body);
-    TokenizeRequest r = parse_tokenize_request(body);
-    std::shared_ptr<ModelLease> lease = acquire_model(r.model, body, request, channel);
-    ModelBackend& model = lease->model();
+    auto [r, lease, model] = model_request(request, channel, parse_tokenize_request);
     std::vector<int32_t> tokens = model.tokenize(r.content, r.add_special, r.parse_special);
     json out = json::array();
     for (int32_t id : tokens) {
@@ -496,10 +487,7 @@ void Api::tokenize(const HttpRequest& request, const std::shared_ptr<ResponseCha
 
 void Api::detokenize(const HttpRequest& request, const std::shared_ptr<ResponseChannel>& channel,
                      const std::string&) {
-    const RequestJson body = parse_json_body(request.body);
-    DetokenizeRequest r = parse_detokenize_request(body);
-    std::shared_ptr<ModelLease> lease = acquire_model(r.model, body, request, channel);
-    ModelBackend& model = lease->model();
+    auto [r, lease, model] = model_request(request, channel, parse_detokenize_request);
     scheduler::check_token_ids(r.tokens, model.vocab_size(), "tokens");
     channel->respond(json_response(200, {{"content", model.detokenize(r.tokens)}}));
 }

@@ -7,12 +7,15 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "server/api_error.h"
 #include "server/http_types.h"
 #include "server/limits.h"
 #include "server/model_registry.h"
+#include "server/requests.h"
 
 namespace ggufd::server {
 
@@ -50,8 +53,10 @@ class Api {
     bool draining() const { return draining_.load(); }
 
   private:
-    using Handler = void (Api::*)(const HttpRequest&, const std::shared_ptr<ResponseChannel>&,
-                                  const std::string& param);
+    // Every endpoint's handler: the request, where to answer, the path's {id} segment (or "").
+    using HandlerFn = void(const HttpRequest&, const std::shared_ptr<ResponseChannel>&,
+                           const std::string& param);
+    using Handler = HandlerFn Api::*;
     struct Route {
         const char* method;
         const char* pattern;  // "{id}" matches one path segment
@@ -77,31 +82,37 @@ class Api {
     void check_request(const scheduler::GenerationRequest& request, ModelBackend& model,
                        const char* prompt_param) const;
 
-    void health(const HttpRequest&, const std::shared_ptr<ResponseChannel>&, const std::string&);
-    void metrics(const HttpRequest&, const std::shared_ptr<ResponseChannel>&, const std::string&);
-    void list_models_openai(const HttpRequest&, const std::shared_ptr<ResponseChannel>&,
-                            const std::string&);
-    void list_models(const HttpRequest&, const std::shared_ptr<ResponseChannel>&,
-                     const std::string&);
-    void show_model(const HttpRequest&, const std::shared_ptr<ResponseChannel>&,
-                    const std::string&);
-    void completions(const HttpRequest&, const std::shared_ptr<ResponseChannel>&,
-                     const std::string&);
-    void chat_completions(const HttpRequest&, const std::shared_ptr<ResponseChannel>&,
-                          const std::string&);
-    void load_model(const HttpRequest&, const std::shared_ptr<ResponseChannel>&,
-                    const std::string&);
-    void unload_model(const HttpRequest&, const std::shared_ptr<ResponseChannel>&,
-                      const std::string&);
-    void tokenize(const HttpRequest&, const std::shared_ptr<ResponseChannel>&, const std::string&);
-    void detokenize(const HttpRequest&, const std::shared_ptr<ResponseChannel>&,
-                    const std::string&);
+    // A model endpoint's request: its body parsed into `r` by `parse` (given the server's limits
+    // when it takes them) and its model acquired (acquire_model, which may throw LoadPending).
+    template <class Parsed>
+    struct ModelRequest {
+        Parsed r;
+        std::shared_ptr<ModelLease> lease;
+        ModelBackend& model;
+    };
+    template <class Parse>
+    auto model_request(const HttpRequest& request, const std::shared_ptr<ResponseChannel>& channel,
+                       Parse parse) {
+        const RequestJson body = parse_json_body(request.body);
+        auto r = [&] {
+            if constexpr (std::is_invocable_v<Parse, const RequestJson&, const ApiLimits&>) {
+                return parse(body, options_.limits);
+            } else {
+                return parse(body);
+            }
+        }();
+        std::shared_ptr<ModelLease> lease = acquire_model(r.model, body, request, channel);
+        ModelBackend& model = lease->model();
+        return ModelRequest<decltype(r)>{std::move(r), std::move(lease), model};
+    }
+
+    HandlerFn health, metrics, list_models_openai, list_models, show_model;
+    HandlerFn completions, chat_completions, tokenize, detokenize;
+    HandlerFn load_model, unload_model;
 
     // Embeddings and reranking (embeddings.cpp).
     void add_embedding_routes();
-    void embeddings(const HttpRequest&, const std::shared_ptr<ResponseChannel>&,
-                    const std::string&);
-    void rerank(const HttpRequest&, const std::shared_ptr<ResponseChannel>&, const std::string&);
+    HandlerFn embeddings, rerank;
 
     ModelRegistry& registry_;
     ApiOptions options_;

@@ -213,10 +213,7 @@ void Api::add_embedding_routes() {
 
 void Api::embeddings(const HttpRequest& request, const std::shared_ptr<ResponseChannel>& channel,
                      const std::string&) {
-    const RequestJson body = parse_json_body(request.body);
-    EmbeddingsRequest r = parse_embeddings_request(body, options_.limits);
-    std::shared_ptr<ModelLease> lease = acquire_model(r.model, body, request, channel);
-    ModelBackend& model = lease->model();
+    auto [r, lease, model] = model_request(request, channel, parse_embeddings_request);
     check_embedding_model(model, /*rerank=*/false);
 
     scheduler::EmbeddingRequest er;
@@ -264,10 +261,7 @@ void Api::embeddings(const HttpRequest& request, const std::shared_ptr<ResponseC
 
 void Api::rerank(const HttpRequest& request, const std::shared_ptr<ResponseChannel>& channel,
                  const std::string&) {
-    const RequestJson body = parse_json_body(request.body);
-    RerankRequest r = parse_rerank_request(body, options_.limits);
-    std::shared_ptr<ModelLease> lease = acquire_model(r.model, body, request, channel);
-    ModelBackend& model = lease->model();
+    auto [r, lease, model] = model_request(request, channel, parse_rerank_request);
     check_embedding_model(model, /*rerank=*/true);
 
     scheduler::EmbeddingRequest er;

@@ -244,12 +244,10 @@ json GenerationJob::full_response() const {
         out_choices.push_back(std::move(choice));
     }
     bool chat = plan_.kind == ApiKind::chat;
-    return {{"id", plan_.meta.id},
-            {"object", chat ? "chat.completion" : "text_completion"},
-            {"created", plan_.meta.created},
-            {"model", plan_.meta.model},
-            {"choices", std::move(out_choices)},
-            {"usage", usage()}};
+    json out = response_json(plan_.meta, chat ? "chat.completion" : "text_completion",
+                             std::move(out_choices));
+    out["usage"] = usage();
+    return out;
 }
 
 void GenerationJob::complete() {

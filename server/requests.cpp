@@ -27,6 +27,13 @@ const json* field(const json& body, const char* name) {
     return &*it;
 }
 
+// The field, which the request must have.
+const json& required(const json& body, const char* name) {
+    const json* v = field(body, name);
+    if (!v) throw ApiError::bad_request(fmt::format("'{}' is required", name), name);
+    return *v;
+}
+
 std::string fmt_number(double v) {
     return fmt::format("{}", v);
 }
@@ -95,12 +102,15 @@ int64_t get_int(const json& body, const char* name, int64_t fallback, int64_t lo
     return x;
 }
 
+std::string string_value(const json& v, const char* name) {
+    if (!v.is_string())
+        throw ApiError::bad_request(fmt::format("'{}' must be a string", name), name);
+    return v.get<std::string>();
+}
+
 std::string get_string(const json& body, const char* name) {
     const json* v = field(body, name);
-    if (!v) return {};
-    if (!v->is_string())
-        throw ApiError::bad_request(fmt::format("'{}' must be a string", name), name);
-    return v->get<std::string>();
+    return v ? string_value(*v, name) : std::string();
 }
 
 // A token id list; `param` names it in errors.
@@ -120,8 +130,7 @@ std::vector<int32_t> token_list(const json& array, const std::string& param) {
 
 // `name`: "prompt" (completions) or "input" (embeddings), the same shapes.
 std::vector<PromptInput> parse_prompt(const json& body, const char* name = "prompt") {
-    const json* p = field(body, name);
-    if (!p) throw ApiError::bad_request(fmt::format("'{}' is required", name), name);
+    const json* p = &required(body, name);
     std::vector<PromptInput> prompts;
     if (p->is_string()) {
         prompts.push_back({false, p->get<std::string>(), {}});
@@ -603,8 +612,7 @@ void normalise_tool_calls(json& msg, const std::string& where) {
 }
 
 json parse_messages(const json& body, const ApiLimits& limits) {
-    const json* v = field(body, "messages");
-    if (!v) throw ApiError::bad_request("'messages' is required", "messages");
+    const json* v = &required(body, "messages");
     if (!v->is_array() || v->empty()) {
         throw ApiError::bad_request("'messages' must be a non-empty array", "messages");
     }
@@ -875,10 +883,7 @@ ChatRequest parse_chat_request(const json& body, const ApiLimits& limits) {
 TokenizeRequest parse_tokenize_request(const json& body) {
     TokenizeRequest r;
     r.model = get_string(body, "model");
-    const json* content = field(body, "content");
-    if (!content) throw ApiError::bad_request("'content' is required", "content");
-    if (!content->is_string()) throw ApiError::bad_request("'content' must be a string", "content");
-    r.content = content->get<std::string>();
+    r.content = string_value(required(body, "content"), "content");
     r.add_special = get_bool(body, "add_special", false);
     r.parse_special = get_bool(body, "parse_special", true);
     r.with_pieces = get_bool(body, "with_pieces", false);
@@ -888,12 +893,11 @@ TokenizeRequest parse_tokenize_request(const json& body) {
 DetokenizeRequest parse_detokenize_request(const json& body) {
     DetokenizeRequest r;
     r.model = get_string(body, "model");
-    const json* tokens = field(body, "tokens");
-    if (!tokens) throw ApiError::bad_request("'tokens' is required", "tokens");
-    if (!tokens->is_array()) {
+    const json& tokens = required(body, "tokens");
+    if (!tokens.is_array()) {
         throw ApiError::bad_request("'tokens' must be an array of token ids", "tokens");
     }
-    r.tokens = token_list(*tokens, "tokens");
+    r.tokens = token_list(tokens, "tokens");
     return r;
 }
 
@@ -940,12 +944,8 @@ EmbeddingsRequest parse_embeddings_request(const json& body, const ApiLimits& li
 RerankRequest parse_rerank_request(const json& body, const ApiLimits& limits) {
     RerankRequest r;
     r.model = get_string(body, "model");
-    const json* query = field(body, "query");
-    if (!query) throw ApiError::bad_request("'query' is required", "query");
-    if (!query->is_string()) throw ApiError::bad_request("'query' must be a string", "query");
-    r.query = query->get<std::string>();
-    const json* docs = field(body, "documents");
-    if (!docs) throw ApiError::bad_request("'documents' is required", "documents");
+    r.query = string_value(required(body, "query"), "query");
+    const json* docs = &required(body, "documents");
     const char* shape = "'documents' must be a non-empty array of strings or of {\"text\": string}";
     if (!docs->is_array() || docs->empty()) throw ApiError::bad_request(shape, "documents");
     if (docs->size() > static_cast<size_t>(limits.max_embedding_inputs)) {

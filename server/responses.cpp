@@ -72,26 +72,26 @@ json chat_logprob_entry(const scheduler::TokenEvent& event) {
             {"top_logprobs", std::move(top)}};
 }
 
+json response_json(const ResponseMeta& meta, const char* object, json choices) {
+    return {{"id", meta.id},
+            {"object", object},
+            {"created", meta.created},
+            {"model", meta.model},
+            {"choices", std::move(choices)}};
+}
+
 json completion_chunk(const ResponseMeta& meta, int index, const std::string& text,
                       const json& logprobs, const json& finish) {
     json choice = {
         {"index", index}, {"text", text}, {"logprobs", logprobs}, {"finish_reason", finish}};
-    return {{"id", meta.id},
-            {"object", "text_completion"},
-            {"created", meta.created},
-            {"model", meta.model},
-            {"choices", json::array({std::move(choice)})}};
+    return response_json(meta, "text_completion", json::array({std::move(choice)}));
 }
 
 json chat_chunk(const ResponseMeta& meta, int index, const json& delta, const json& logprobs,
                 const json& finish) {
     json choice = {
         {"index", index}, {"delta", delta}, {"logprobs", logprobs}, {"finish_reason", finish}};
-    return {{"id", meta.id},
-            {"object", "chat.completion.chunk"},
-            {"created", meta.created},
-            {"model", meta.model},
-            {"choices", json::array({std::move(choice)})}};
+    return response_json(meta, "chat.completion.chunk", json::array({std::move(choice)}));
 }
 
 json chat_message_json(const chat::Message& message) {
@@ -135,12 +135,10 @@ json chat_delta_json(const chat::Delta& delta) {
 }
 
 json usage_chunk(const ResponseMeta& meta, bool chat, const json& usage) {
-    return {{"id", meta.id},
-            {"object", chat ? "chat.completion.chunk" : "text_completion"},
-            {"created", meta.created},
-            {"model", meta.model},
-            {"choices", json::array()},
-            {"usage", usage}};
+    json out =
+        response_json(meta, chat ? "chat.completion.chunk" : "text_completion", json::array());
+    out["usage"] = usage;
+    return out;
 }
 
 }  // namespace ggufd::server

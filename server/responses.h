@@ -53,6 +53,9 @@ class CompletionLogprobs {
 // entry is the chosen token, the rest the alternatives).
 nlohmann::json chat_logprob_entry(const scheduler::TokenEvent& event);
 
+// What every completion answer and chunk is: {"id", "object", "created", "model", "choices"}.
+nlohmann::json response_json(const ResponseMeta& meta, const char* object, nlohmann::json choices);
+
 // A streamed completion chunk for one choice. `finish` null while running.
 nlohmann::json completion_chunk(const ResponseMeta& meta, int index, const std::string& text,
                                 const nlohmann::json& logprobs, const nlohmann::json& finish);

@@ -175,13 +175,34 @@ inline void k4_scale_min(const uint8_t* s, int j, int* sc, int* mn) {
     }
 }
 
+// The K-quants' bit fields of Bits bits: each 32-byte group of the array holds the next
+// kQKK / Bits elements, 32 per field, so element e = (kQKK / Bits) g + 32 f + m is field f (bits
+// f Bits ..) of byte 32 g + m. So are stored Q2_K's, Q3_K's and TQ2_0's pairs and Q4_K's and
+// Q5_K's nibbles in qs, and Q3_K's third bits, Q5_K's fifth bits and Q6_K's high pairs.
+template <int Bits>
+constexpr int k_field_byte(int e) {
+    return 32 * (e / (kQKK / Bits)) + e % 32;
+}
+template <int Bits>
+constexpr int k_field_shift(int e) {
+    return Bits * (e % (kQKK / Bits) / 32);
+}
+template <int Bits>
+inline int k_field(const uint8_t* bytes, int e) {
+    return (bytes[k_field_byte<Bits>(e)] >> k_field_shift<Bits>(e)) & ((1 << Bits) - 1);
+}
+// ORs `value` (already within Bits bits) into element e's field.
+template <int Bits>
+inline void set_k_field(uint8_t* bytes, int e, int value) {
+    bytes[k_field_byte<Bits>(e)] |= static_cast<uint8_t>(value << k_field_shift<Bits>(e));
+}
+
 // The unsigned 6-bit code (q + 32) of element e of a Q6_K super-block: e = 128 h + 32 r + l
-// takes nibble r / 2 of ql[64 h + 32 (r % 2) + l] and bits 2 r.. of qh[32 h + l].
+// takes nibble r / 2 of ql[64 h + 32 (r % 2) + l] and the high pair from qh.
 inline int q6_k_code(const BlockQ6_K& b, int e) {
     const int h = e / 128, r = (e % 128) / 32, l = e % 32;
     const int low = (b.ql[64 * h + 32 * (r % 2) + l] >> (4 * (r / 2))) & 15;
-    const int high = (b.qh[32 * h + l] >> (2 * r)) & 3;
-    return low | (high << 4);
+    return low | (k_field<2>(b.qh, e) << 4);
 }
 
 // The non-linear IQ4 codebook. These 16 values are part of the IQ4_NL / IQ4_XS format

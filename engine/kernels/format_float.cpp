@@ -19,31 +19,28 @@ float f32_dot(int64_t n, const void* w, const void* a) {
         n, w, a, [](float x, float y) { return static_cast<double>(x) * y; });
 }
 
-void f16_to_float(const void* blocks, float* out, int64_t n) {
+// F16 and BF16: 16-bit floats that differ only in their conversions to and from float.
+template <float (*kWiden)(uint16_t)>
+void half_to_float(const void* blocks, float* out, int64_t n) {
     const auto* h = static_cast<const uint16_t*>(blocks);
-    for (int64_t i = 0; i < n; ++i) out[i] = fp16_to_fp32(h[i]);
+    for (int64_t i = 0; i < n; ++i) out[i] = kWiden(h[i]);
 }
-void f16_from_float(const float* in, void* blocks, int64_t n) {
+template <uint16_t (*kNarrow)(float)>
+void half_from_float(const float* in, void* blocks, int64_t n) {
     auto* h = static_cast<uint16_t*>(blocks);
-    for (int64_t i = 0; i < n; ++i) h[i] = fp32_to_fp16(in[i]);
+    for (int64_t i = 0; i < n; ++i) h[i] = kNarrow(in[i]);
 }
-float f16_dot(int64_t n, const void* w, const void* a) {
+template <float (*kWiden)(uint16_t)>
+float half_dot(int64_t n, const void* w, const void* a) {
     return dot_by_blocks<uint16_t, float, 1>(
-        n, w, a, [](uint16_t x, float y) { return static_cast<double>(fp16_to_fp32(x)) * y; });
+        n, w, a, [](uint16_t x, float y) { return static_cast<double>(kWiden(x)) * y; });
 }
-
-void bf16_to_float(const void* blocks, float* out, int64_t n) {
-    const auto* h = static_cast<const uint16_t*>(blocks);
-    for (int64_t i = 0; i < n; ++i) out[i] = bf16_to_fp32(h[i]);
-}
-void bf16_from_float(const float* in, void* blocks, int64_t n) {
-    auto* h = static_cast<uint16_t*>(blocks);
-    for (int64_t i = 0; i < n; ++i) h[i] = fp32_to_bf16(in[i]);
-}
-float bf16_dot(int64_t n, const void* w, const void* a) {
-    return dot_by_blocks<uint16_t, float, 1>(
-        n, w, a, [](uint16_t x, float y) { return static_cast<double>(bf16_to_fp32(x)) * y; });
-}
+constexpr auto f16_to_float = half_to_float<fp16_to_fp32>;
+constexpr auto f16_from_float = half_from_float<fp32_to_fp16>;
+constexpr auto f16_dot = half_dot<fp16_to_fp32>;
+constexpr auto bf16_to_float = half_to_float<bf16_to_fp32>;
+constexpr auto bf16_from_float = half_from_float<fp32_to_bf16>;
+constexpr auto bf16_dot = half_dot<bf16_to_fp32>;
 
 }  // namespace
 

@@ -35,25 +35,24 @@ void iq4_xs_to_float(const void* blocks, float* out, int64_t n) {
     }
 }
 void iq4_xs_from_float(const float* in, void* blocks, int64_t n) {
-    auto* b = static_cast<BlockIQ4_XS*>(blocks);
     int q[32];
-    for (int64_t i = 0; i < n / kQKK; ++i, in += kQKK) {
+    quantize_by_blocks<BlockIQ4_XS, kQKK>(in, blocks, n, [&](const float* x, BlockIQ4_XS& b) {
         float scales[8];
-        for (int s = 0; s < 8; ++s) scales[s] = fit_codebook_scale(in + 32 * s, 32, q);
+        for (int s = 0; s < 8; ++s) scales[s] = fit_codebook_scale(x + 32 * s, 32, q);
         int codes[8];
         const RoundedHalf d = quantize_signed_set(scales, 8, 31, codes);
-        b[i].d = d.bits;
-        b[i].scales_h = 0;
-        std::memset(b[i].scales_l, 0, sizeof b[i].scales_l);
+        b.d = d.bits;
+        b.scales_h = 0;
+        std::memset(b.scales_l, 0, sizeof b.scales_l);
         for (int s = 0; s < 8; ++s) {
             const int ls = codes[s] + 32;
-            b[i].scales_l[s / 2] |= static_cast<uint8_t>((ls & 15) << (4 * (s % 2)));
-            b[i].scales_h |= static_cast<uint16_t>((ls >> 4) << (2 * s));
-            assign_codebook(in + 32 * s, 32, d.value * static_cast<float>(codes[s]), q);
+            b.scales_l[s / 2] |= static_cast<uint8_t>((ls & 15) << (4 * (s % 2)));
+            b.scales_h |= static_cast<uint16_t>((ls >> 4) << (2 * s));
+            assign_codebook(x + 32 * s, 32, d.value * static_cast<float>(codes[s]), q);
             for (int j = 0; j < 16; ++j)
-                b[i].qs[16 * s + j] = static_cast<uint8_t>(q[j] | (q[j + 16] << 4));
+                b.qs[16 * s + j] = static_cast<uint8_t>(q[j] | (q[j + 16] << 4));
         }
-    }
+    });
 }
 float iq4_xs_dot(int64_t n, const void* w, const void* act) {
     return dot_by_blocks<BlockIQ4_XS, BlockQ8_K, kQKK>(
@@ -99,10 +98,9 @@ inline int tq1_code(const BlockTQ1_0& b, int e) {
     const TritPos p = tq1_pos(e);
     return trit_at(p.byte < 48 ? b.qs[p.byte] : b.qh[p.byte - 48], p.trit);
 }
-// TQ2_0: element e = 128 g + 32 l + m is bits 2l..2l+1 of qs[32 g + m].
+// TQ2_0: 2-bit codes in qs, as Q2_K's (k_field<2>).
 inline int tq2_code(const BlockTQ2_0& b, int e) {
-    const int g = e / 128, l = (e % 128) / 32, m = e % 32;
-    return (b.qs[32 * g + m] >> (2 * l)) & 3;
+    return k_field<2>(b.qs, e);
 }
 
 // Ternary codes for one block: d = max |x|, code = round(x / d) + 1.
@@ -114,18 +112,32 @@ RoundedHalf ternary_codes(const float* x, int* t) {
     return d;
 }
 
-void tq1_0_to_float(const void* blocks, float* out, int64_t n) {
-    const auto* b = blocks_of<BlockTQ1_0>(blocks);
+// TQ1_0 and TQ2_0 differ only in how a block stores its codes: value = d * (code - 1).
+template <class Block, int (*kCode)(const Block&, int)>
+void ternary_to_float(const void* blocks, float* out, int64_t n) {
+    const auto* b = blocks_of<Block>(blocks);
     for (int64_t i = 0; i < n / kQKK; ++i, out += kQKK) {
         const float d = half(b[i].d);
-        for (int e = 0; e < kQKK; ++e) out[e] = d * static_cast<float>(tq1_code(b[i], e) - 1);
+        for (int e = 0; e < kQKK; ++e) out[e] = d * static_cast<float>(kCode(b[i], e) - 1);
     }
 }
+template <class Block, int (*kCode)(const Block&, int)>
+float ternary_dot(int64_t n, const void* w, const void* act) {
+    return dot_by_blocks<Block, BlockQ8_K, kQKK>(n, w, act, [](const Block& b, const BlockQ8_K& a) {
+        int isum = 0;
+        for (int e = 0; e < kQKK; ++e) isum += (kCode(b, e) - 1) * a.qs[e];
+        return static_cast<double>(half(b.d)) * a.d * isum;
+    });
+}
+constexpr auto tq1_0_to_float = ternary_to_float<BlockTQ1_0, tq1_code>;
+constexpr auto tq1_0_dot = ternary_dot<BlockTQ1_0, tq1_code>;
+constexpr auto tq2_0_to_float = ternary_to_float<BlockTQ2_0, tq2_code>;
+constexpr auto tq2_0_dot = ternary_dot<BlockTQ2_0, tq2_code>;
+
 void tq1_0_from_float(const float* in, void* blocks, int64_t n) {
-    auto* b = static_cast<BlockTQ1_0*>(blocks);
     int t[kQKK];
-    for (int64_t i = 0; i < n / kQKK; ++i, in += kQKK) {
-        b[i].d = ternary_codes(in, t).bits;
+    quantize_by_blocks<BlockTQ1_0, kQKK>(in, blocks, n, [&](const float* x, BlockTQ1_0& b) {
+        b.d = ternary_codes(x, t).bits;
         // Gather each byte's trits in significance order, then pack.
         int per_byte[52][5] = {};
         int count[52] = {};
@@ -134,45 +146,17 @@ void tq1_0_from_float(const float* in, void* blocks, int64_t n) {
             per_byte[p.byte][p.trit] = t[e];
             count[p.byte] = std::max(count[p.byte], p.trit + 1);
         }
-        for (int k = 0; k < 48; ++k) b[i].qs[k] = pack_trits(per_byte[k], count[k]);
-        for (int k = 0; k < 4; ++k) b[i].qh[k] = pack_trits(per_byte[48 + k], count[48 + k]);
-    }
-}
-float tq1_0_dot(int64_t n, const void* w, const void* act) {
-    return dot_by_blocks<BlockTQ1_0, BlockQ8_K, kQKK>(
-        n, w, act, [](const BlockTQ1_0& b, const BlockQ8_K& a) {
-            int isum = 0;
-            for (int e = 0; e < kQKK; ++e) isum += (tq1_code(b, e) - 1) * a.qs[e];
-            return static_cast<double>(half(b.d)) * a.d * isum;
-        });
-}
-
-void tq2_0_to_float(const void* blocks, float* out, int64_t n) {
-    const auto* b = blocks_of<BlockTQ2_0>(blocks);
-    for (int64_t i = 0; i < n / kQKK; ++i, out += kQKK) {
-        const float d = half(b[i].d);
-        for (int e = 0; e < kQKK; ++e) out[e] = d * static_cast<float>(tq2_code(b[i], e) - 1);
-    }
+        for (int k = 0; k < 48; ++k) b.qs[k] = pack_trits(per_byte[k], count[k]);
+        for (int k = 0; k < 4; ++k) b.qh[k] = pack_trits(per_byte[48 + k], count[48 + k]);
+    });
 }
 void tq2_0_from_float(const float* in, void* blocks, int64_t n) {
-    auto* b = static_cast<BlockTQ2_0*>(blocks);
     int t[kQKK];
-    for (int64_t i = 0; i < n / kQKK; ++i, in += kQKK) {
-        b[i].d = ternary_codes(in, t).bits;
-        std::memset(b[i].qs, 0, sizeof b[i].qs);
-        for (int e = 0; e < kQKK; ++e) {
-            const int g = e / 128, l = (e % 128) / 32, m = e % 32;
-            b[i].qs[32 * g + m] |= static_cast<uint8_t>(t[e] << (2 * l));
-        }
-    }
-}
-float tq2_0_dot(int64_t n, const void* w, const void* act) {
-    return dot_by_blocks<BlockTQ2_0, BlockQ8_K, kQKK>(
-        n, w, act, [](const BlockTQ2_0& b, const BlockQ8_K& a) {
-            int isum = 0;
-            for (int e = 0; e < kQKK; ++e) isum += (tq2_code(b, e) - 1) * a.qs[e];
-            return static_cast<double>(half(b.d)) * a.d * isum;
-        });
+    quantize_by_blocks<BlockTQ2_0, kQKK>(in, blocks, n, [&](const float* x, BlockTQ2_0& b) {
+        b.d = ternary_codes(x, t).bits;
+        std::memset(b.qs, 0, sizeof b.qs);
+        for (int e = 0; e < kQKK; ++e) set_k_field<2>(b.qs, e, t[e]);
+    });
 }
 
 }  // namespace

@@ -26,23 +26,20 @@ struct Unpacked {
     int min[16];
 };
 
-// ---- Q2_K: element e = 128 h + 32 j + m holds bits 2j..2j+1 of qs[32 h + m].
+// ---- Q2_K: 2-bit codes in qs (k_field<2>).
 void unpack(const BlockQ2_K& b, Unpacked& u) {
     u.sub = 16;
     u.d = half(b.d);
     u.dmin = half(b.dmin);
-    for (int e = 0; e < kQKK; ++e) {
-        const int h = e / 128, j = (e % 128) / 32, m = e % 32;
-        u.code[e] = (b.qs[32 * h + m] >> (2 * j)) & 3;
-    }
+    for (int e = 0; e < kQKK; ++e) u.code[e] = k_field<2>(b.qs, e);
     for (int k = 0; k < 16; ++k) {
         u.scale[k] = b.scales[k] & 15;
         u.min[k] = b.scales[k] >> 4;
     }
 }
 
-// ---- Q3_K: as Q2_K for the low two bits; the third is bit (4h + j) of hmask[m], and a clear
-// bit means "subtract 4". Scales: 6 bits, low nibble from bytes 0..7, high pair from 8..11.
+// ---- Q3_K: as Q2_K for the low two bits; the third is in hmask (k_field<1>), and a clear bit
+// means "subtract 4". Scales: 6 bits, low nibble from bytes 0..7, high pair from 8..11.
 int q3k_scale_code(const uint8_t* s, int i) {
     const int low = i < 8 ? (s[i] & 15) : (s[i - 8] >> 4);
     const int high = (s[8 + i % 4] >> (2 * (i / 4))) & 3;
@@ -53,10 +50,7 @@ void unpack(const BlockQ3_K& b, Unpacked& u) {
     u.d = half(b.d);
     u.dmin = 0;
     for (int e = 0; e < kQKK; ++e) {
-        const int h = e / 128, j = (e % 128) / 32, m = e % 32;
-        const int low = (b.qs[32 * h + m] >> (2 * j)) & 3;
-        const bool high = (b.hmask[m] >> (4 * h + j)) & 1;
-        u.code[e] = low - (high ? 0 : 4);
+        u.code[e] = k_field<2>(b.qs, e) - (k_field<1>(b.hmask, e) ? 0 : 4);
     }
     for (int k = 0; k < 16; ++k) {
         u.scale[k] = q3k_scale_code(b.scales, k) - 32;
@@ -64,8 +58,8 @@ void unpack(const BlockQ3_K& b, Unpacked& u) {
     }
 }
 
-// ---- Q4_K / Q5_K: element e = 64 c + 32 t + m is nibble t of qs[32 c + m]; Q5_K's fifth bit
-// is bit (2c + t) of qh[m]. Eight 6-bit scales and mins share 12 bytes (k4_scale_min).
+// ---- Q4_K / Q5_K: 4-bit codes in qs (k_field<4>); Q5_K's fifth bit in qh (k_field<1>). Eight
+// 6-bit scales and mins share 12 bytes (k4_scale_min).
 void k4_pack_scales(const int* sc, const int* mn, uint8_t* s) {
     std::memset(s, 0, 12);
     for (int j = 0; j < 8; ++j) {
@@ -90,9 +84,8 @@ void unpack(const Block& b, Unpacked& u) {
     u.d = half(b.d);
     u.dmin = half(b.dmin);
     for (int e = 0; e < kQKK; ++e) {
-        const int c = e / 64, t = (e % 64) / 32, m = e % 32;
-        u.code[e] = (b.qs[32 * c + m] >> (4 * t)) & 15;
-        if constexpr (kFifthBit<Block>) u.code[e] |= ((b.qh[m] >> (2 * c + t)) & 1) << 4;
+        u.code[e] = k_field<4>(b.qs, e);
+        if constexpr (kFifthBit<Block>) u.code[e] |= k_field<1>(b.qh, e) << 4;
     }
     for (int j = 0; j < 8; ++j) k4_scale_min(b.scales, j, &u.scale[j], &u.min[j]);
 }
@@ -192,88 +185,76 @@ void fit_symmetric_superblock(const float* x, int qmin, int qmax, int scale_max,
 }
 
 void q2_k_from_float(const float* in, void* blocks, int64_t n) {
-    auto* b = static_cast<BlockQ2_K*>(blocks);
     AffineFit f;
-    for (int64_t i = 0; i < n / kQKK; ++i, in += kQKK) {
-        fit_affine_superblock(in, 16, 3, 15, f);
-        b[i].d = f.d.bits;
-        b[i].dmin = f.dmin.bits;
+    quantize_by_blocks<BlockQ2_K, kQKK>(in, blocks, n, [&](const float* x, BlockQ2_K& b) {
+        fit_affine_superblock(x, 16, 3, 15, f);
+        b.d = f.d.bits;
+        b.dmin = f.dmin.bits;
         for (int k = 0; k < 16; ++k)
-            b[i].scales[k] = static_cast<uint8_t>(f.scale[k] | (f.min[k] << 4));
-        std::memset(b[i].qs, 0, sizeof b[i].qs);
-        for (int e = 0; e < kQKK; ++e) {
-            const int h = e / 128, j = (e % 128) / 32, m = e % 32;
-            b[i].qs[32 * h + m] |= static_cast<uint8_t>(f.code[e] << (2 * j));
-        }
-    }
+            b.scales[k] = static_cast<uint8_t>(f.scale[k] | (f.min[k] << 4));
+        std::memset(b.qs, 0, sizeof b.qs);
+        for (int e = 0; e < kQKK; ++e) set_k_field<2>(b.qs, e, f.code[e]);
+    });
 }
 
 void q3_k_from_float(const float* in, void* blocks, int64_t n) {
-    auto* b = static_cast<BlockQ3_K*>(blocks);
     SymmetricFit f;
-    for (int64_t i = 0; i < n / kQKK; ++i, in += kQKK) {
-        fit_symmetric_superblock(in, -4, 3, 31, f);
-        b[i].d = f.d.bits;
-        std::memset(b[i].scales, 0, sizeof b[i].scales);
+    quantize_by_blocks<BlockQ3_K, kQKK>(in, blocks, n, [&](const float* x, BlockQ3_K& b) {
+        fit_symmetric_superblock(x, -4, 3, 31, f);
+        b.d = f.d.bits;
+        std::memset(b.scales, 0, sizeof b.scales);
         for (int k = 0; k < 16; ++k) {
             const int c = f.scale[k] + 32;
             if (k < 8)
-                b[i].scales[k] |= static_cast<uint8_t>(c & 15);
+                b.scales[k] |= static_cast<uint8_t>(c & 15);
             else
-                b[i].scales[k - 8] |= static_cast<uint8_t>((c & 15) << 4);
-            b[i].scales[8 + k % 4] |= static_cast<uint8_t>((c >> 4) << (2 * (k / 4)));
+                b.scales[k - 8] |= static_cast<uint8_t>((c & 15) << 4);
+            b.scales[8 + k % 4] |= static_cast<uint8_t>((c >> 4) << (2 * (k / 4)));
         }
-        std::memset(b[i].qs, 0, sizeof b[i].qs);
-        std::memset(b[i].hmask, 0, sizeof b[i].hmask);
+        std::memset(b.qs, 0, sizeof b.qs);
+        std::memset(b.hmask, 0, sizeof b.hmask);
         for (int e = 0; e < kQKK; ++e) {
-            const int h = e / 128, j = (e % 128) / 32, m = e % 32;
             const int biased = f.code[e] + 4;  // 0..7: the high bit set means "no -4"
-            b[i].qs[32 * h + m] |= static_cast<uint8_t>((biased & 3) << (2 * j));
-            b[i].hmask[m] |= static_cast<uint8_t>((biased >> 2) << (4 * h + j));
+            set_k_field<2>(b.qs, e, biased & 3);
+            set_k_field<1>(b.hmask, e, biased >> 2);
         }
-    }
+    });
 }
 
 // Q4_K and Q5_K: affine 32-element sub-blocks, 6-bit scales and mins; the low 4 bits of code e
-// in qs (chunk e / 64, its first 32 codes in the low nibbles, the next 32 in the high), Q5_K's
-// fifth bit in qh.
+// in qs, Q5_K's fifth bit in qh.
 template <class Block>
 void k4_k5_from_float(const float* in, void* blocks, int64_t n) {
-    auto* b = static_cast<Block*>(blocks);
     AffineFit f;
-    for (int64_t i = 0; i < n / kQKK; ++i, in += kQKK) {
-        fit_affine_superblock(in, 32, kFifthBit<Block> ? 31 : 15, 63, f);
-        b[i].d = f.d.bits;
-        b[i].dmin = f.dmin.bits;
-        k4_pack_scales(f.scale, f.min, b[i].scales);
-        std::memset(b[i].qs, 0, sizeof b[i].qs);
-        if constexpr (kFifthBit<Block>) std::memset(b[i].qh, 0, sizeof b[i].qh);
+    quantize_by_blocks<Block, kQKK>(in, blocks, n, [&](const float* x, Block& b) {
+        fit_affine_superblock(x, 32, kFifthBit<Block> ? 31 : 15, 63, f);
+        b.d = f.d.bits;
+        b.dmin = f.dmin.bits;
+        k4_pack_scales(f.scale, f.min, b.scales);
+        std::memset(b.qs, 0, sizeof b.qs);
+        if constexpr (kFifthBit<Block>) std::memset(b.qh, 0, sizeof b.qh);
         for (int e = 0; e < kQKK; ++e) {
-            const int c = e / 64, t = (e % 64) / 32, m = e % 32;
-            b[i].qs[32 * c + m] |= static_cast<uint8_t>((f.code[e] & 15) << (4 * t));
-            if constexpr (kFifthBit<Block>)
-                b[i].qh[m] |= static_cast<uint8_t>((f.code[e] >> 4) << (2 * c + t));
+            set_k_field<4>(b.qs, e, f.code[e] & 15);
+            if constexpr (kFifthBit<Block>) set_k_field<1>(b.qh, e, f.code[e] >> 4);
         }
-    }
+    });
 }
 
 void q6_k_from_float(const float* in, void* blocks, int64_t n) {
-    auto* b = static_cast<BlockQ6_K*>(blocks);
     SymmetricFit f;
-    for (int64_t i = 0; i < n / kQKK; ++i, in += kQKK) {
-        fit_symmetric_superblock(in, -32, 31, 127, f);
-        b[i].d = f.d.bits;
-        for (int k = 0; k < 16; ++k) b[i].scales[k] = static_cast<int8_t>(f.scale[k]);
-        std::memset(b[i].ql, 0, sizeof b[i].ql);
-        std::memset(b[i].qh, 0, sizeof b[i].qh);
+    quantize_by_blocks<BlockQ6_K, kQKK>(in, blocks, n, [&](const float* x, BlockQ6_K& b) {
+        fit_symmetric_superblock(x, -32, 31, 127, f);
+        b.d = f.d.bits;
+        for (int k = 0; k < 16; ++k) b.scales[k] = static_cast<int8_t>(f.scale[k]);
+        std::memset(b.ql, 0, sizeof b.ql);
+        std::memset(b.qh, 0, sizeof b.qh);
         for (int e = 0; e < kQKK; ++e) {
             const int h = e / 128, r = (e % 128) / 32, l = e % 32;
             const int biased = f.code[e] + 32;
-            b[i].ql[64 * h + 32 * (r % 2) + l] |=
-                static_cast<uint8_t>((biased & 15) << (4 * (r / 2)));
-            b[i].qh[32 * h + l] |= static_cast<uint8_t>((biased >> 4) << (2 * r));
+            b.ql[64 * h + 32 * (r % 2) + l] |= static_cast<uint8_t>((biased & 15) << (4 * (r / 2)));
+            set_k_field<2>(b.qh, e, biased >> 4);
         }
-    }
+    });
 }
 
 // ---- Q8_K: the activation format (float scale, exact bsums).
@@ -284,22 +265,21 @@ void q8_k_to_float(const void* blocks, float* out, int64_t n) {
     }
 }
 void q8_k_from_float(const float* in, void* blocks, int64_t n) {
-    auto* b = static_cast<BlockQ8_K*>(blocks);
-    for (int64_t i = 0; i < n / kQKK; ++i, in += kQKK) {
-        const float amax = abs_max(in, kQKK);
+    quantize_by_blocks<BlockQ8_K, kQKK>(in, blocks, n, [&](const float* x, BlockQ8_K& b) {
+        const float amax = abs_max(x, kQKK);
         const float d = amax / 127.0f;
         const float id = d != 0 ? 1.0f / d : 0.0f;
-        b[i].d = d;
+        b.d = d;
         for (int e = 0; e < kQKK; ++e) {
-            b[i].qs[e] = static_cast<int8_t>(
-                std::clamp(static_cast<int>(std::lround(in[e] * id)), -127, 127));
+            b.qs[e] = static_cast<int8_t>(
+                std::clamp(static_cast<int>(std::lround(x[e] * id)), -127, 127));
         }
         for (int k = 0; k < 16; ++k) {
             int s = 0;
-            for (int e = 16 * k; e < 16 * (k + 1); ++e) s += b[i].qs[e];
-            b[i].bsums[k] = static_cast<int16_t>(s);
+            for (int e = 16 * k; e < 16 * (k + 1); ++e) s += b.qs[e];
+            b.bsums[k] = static_cast<int16_t>(s);
         }
-    }
+    });
 }
 float q8_k_dot(int64_t n, const void* w, const void* act) {
     return dot_by_blocks<BlockQ8_K, BlockQ8_K, kQKK>(

@@ -111,16 +111,15 @@ void legacy_to_float(const void* blocks, float* out, int64_t n) {
 }
 template <class Block>
 void legacy_from_float(const float* in, void* blocks, int64_t n) {
-    auto* b = static_cast<Block*>(blocks);
     int q[kQK];
-    for (int64_t i = 0; i < n / kQK; ++i, in += kQK) {
+    quantize_by_blocks<Block, kQK>(in, blocks, n, [&](const float* x, Block& b) {
         if constexpr (kOffset<Block>) {
-            quantize_offset(in, kLevels<Block>, &b[i].d, &b[i].m, q);
+            quantize_offset(x, kLevels<Block>, &b.d, &b.m, q);
         } else {
-            quantize_symmetric(in, kLevels<Block>, &b[i].d, q);
+            quantize_symmetric(x, kLevels<Block>, &b.d, q);
         }
-        store_codes(q, b[i]);
-    }
+        store_codes(q, b);
+    });
 }
 template <class Block>
 float legacy_dot(int64_t n, const void* w, const void* a) {
@@ -172,17 +171,16 @@ void quantize_q8(const float* x, uint16_t* d_out, int8_t* qs) {
     }
 }
 void q8_0_from_float(const float* in, void* blocks, int64_t n) {
-    auto* b = static_cast<BlockQ8_0*>(blocks);
-    for (int64_t i = 0; i < n / kQK; ++i, in += kQK) quantize_q8(in, &b[i].d, b[i].qs);
+    quantize_by_blocks<BlockQ8_0, kQK>(
+        in, blocks, n, [&](const float* x, BlockQ8_0& b) { quantize_q8(x, &b.d, b.qs); });
 }
 void q8_1_from_float(const float* in, void* blocks, int64_t n) {
-    auto* b = static_cast<BlockQ8_1*>(blocks);
-    for (int64_t i = 0; i < n / kQK; ++i, in += kQK) {
-        quantize_q8(in, &b[i].d, b[i].qs);
+    quantize_by_blocks<BlockQ8_1, kQK>(in, blocks, n, [&](const float* x, BlockQ8_1& b) {
+        quantize_q8(x, &b.d, b.qs);
         int sum = 0;
-        for (int j = 0; j < kQK; ++j) sum += b[i].qs[j];
-        b[i].s = fp32_to_fp16(half(b[i].d) * static_cast<float>(sum));
-    }
+        for (int j = 0; j < kQK; ++j) sum += b.qs[j];
+        b.s = fp32_to_fp16(half(b.d) * static_cast<float>(sum));
+    });
 }
 
 // ---- Codebook formats (IQ4_NL, MXFP4): element j is book[code j] times the block's scale.
@@ -208,15 +206,14 @@ float iq4_nl_scale(const BlockIQ4_NL& b) {
     return half(b.d);
 }
 void iq4_nl_from_float(const float* in, void* blocks, int64_t n) {
-    auto* b = static_cast<BlockIQ4_NL*>(blocks);
     int q[kQK];
-    for (int64_t i = 0; i < n / kQK; ++i, in += kQK) {
-        const float scale = fit_codebook_scale(in, kQK, q);
+    quantize_by_blocks<BlockIQ4_NL, kQK>(in, blocks, n, [&](const float* x, BlockIQ4_NL& b) {
+        const float scale = fit_codebook_scale(x, kQK, q);
         const RoundedHalf d = round_half(scale);
-        b[i].d = d.bits;
-        assign_codebook(in, kQK, d.value, q);
-        pack_nibbles(q, b[i].qs);
-    }
+        b.d = d.bits;
+        assign_codebook(x, kQK, d.value, q);
+        pack_nibbles(q, b.qs);
+    });
 }
 
 // ---- MXFP4: codes from kMXFP4Codebook times a power-of-two scale.
@@ -228,23 +225,22 @@ float mxfp4_scale(const BlockMXFP4& b) {
 // codes): one past 6 is clipped to 6 (by less than a quarter), which keeps the finer steps for
 // the rest. Each element then takes its nearest code (ties to the smaller magnitude).
 void mxfp4_from_float(const float* in, void* blocks, int64_t n) {
-    auto* b = static_cast<BlockMXFP4*>(blocks);
     int q[kQK];
-    for (int64_t i = 0; i < n / kQK; ++i, in += kQK) {
+    quantize_by_blocks<BlockMXFP4, kQK>(in, blocks, n, [&](const float* x, BlockMXFP4& b) {
         float amax = 0.0f;
-        for (int j = 0; j < kQK; ++j) amax = std::max(amax, std::fabs(in[j]));
+        for (int j = 0; j < kQK; ++j) amax = std::max(amax, std::fabs(x[j]));
         int e = 0;
         if (amax > 0.0f && std::isfinite(amax)) {
-            // amax = m * 2^x with m in [0.5, 1): amax / 2^(x - 4) is in [8, 16), and
-            // e8m0_half(e) = 2^(e - 128) = 2^(x - 4) gives e = x + 124.
-            int x = 0;
-            std::frexp(amax, &x);
-            e = std::clamp(x + 124, 0, 254);
+            // amax = m * 2^k with m in [0.5, 1): amax / 2^(k - 4) is in [8, 16), and
+            // e8m0_half(e) = 2^(e - 128) = 2^(k - 4) gives e = k + 124.
+            int k = 0;
+            std::frexp(amax, &k);
+            e = std::clamp(k + 124, 0, 254);
         }
-        b[i].e = static_cast<uint8_t>(e);
-        const float id = 1.0f / e8m0_half(b[i].e);
+        b.e = static_cast<uint8_t>(e);
+        const float id = 1.0f / e8m0_half(b.e);
         for (int j = 0; j < kQK; ++j) {
-            const float v = in[j] * id;
+            const float v = x[j] * id;
             int best = 0;
             float best_err = std::fabs(v);
             for (int c = 1; c < 16; ++c) {
@@ -256,8 +252,8 @@ void mxfp4_from_float(const float* in, void* blocks, int64_t n) {
             }
             q[j] = best;
         }
-        pack_nibbles(q, b[i].qs);
-    }
+        pack_nibbles(q, b.qs);
+    });
 }
 
 }  // namespace

@@ -98,4 +98,11 @@ float dot_by_blocks(int64_t n, const void* w, const void* a, F&& block) {
     return static_cast<float>(sum);
 }
 
+// A from_float of n inputs, kPer to a block: `block(inputs, block)` fills each block in order.
+template <class B, int64_t kPer, class F>
+void quantize_by_blocks(const float* in, void* blocks, int64_t n, F&& block) {
+    B* b = static_cast<B*>(blocks);
+    for (int64_t i = 0; i < n / kPer; ++i) block(in + i * kPer, b[i]);
+}
+
 }  // namespace ggufd::kernels::detail

@@ -37,6 +37,22 @@ kernels::RopeParams rope_params(const HParams& hp) {
     return p;
 }
 
+// An SSM operation laid out over the whole batch, narrowed to one sequence's rows [begin, begin +
+// count) and its state.
+template <class Op>
+Op sequence_rows(Op op, int64_t begin, int64_t count, float* state) {
+    op.n_tokens = count;
+    op.x += begin * op.x_stride;
+    op.y += begin * op.y_stride;
+    if constexpr (std::is_same_v<Op, kernels::SsmScan>) {
+        op.dt += begin * op.dt_stride;
+        op.b += begin * op.bc_stride;
+        op.cc += begin * op.bc_stride;
+    }
+    op.state = state;
+    return op;
+}
+
 }  // namespace
 
 int default_context_size(const HParams& hp, int requested) {
@@ -648,22 +664,22 @@ void Context::mamba_block(const LayerWeights& l, int layer, std::span<const SeqG
     float* xz = grow(ssm_xz_, static_cast<size_t>(n * 2 * inner));
     linear(*l.ssm_in, xn, n, xz);
 
+    // The operation over every sequence's rows, through its state buffer `which`.
+    auto ssm_groups = [&](const auto& op, int which, auto kernel) {
+        for_channels(groups, inner, [&](const SeqGroup& g, int64_t c0, int64_t c1) {
+            kernel(sequence_rows(op, g.begin, g.count, state.buffer(layer, g.seq, which)), c0, c1);
+        });
+    };
     float* xc = grow(ssm_x_, static_cast<size_t>(n * inner));
-    const float* conv_w = model_->vector_weight(l.ssm_conv1d);
-    const float* conv_b = model_->vector_weight(l.ssm_conv1d_b);
-    for_channels(groups, inner, [&](const SeqGroup& g, int64_t c0, int64_t c1) {
-        kernels::ssm_conv({.n_tokens = g.count,
-                           .n_channels = inner,
-                           .d_conv = hp.ssm_d_conv,
-                           .x = xz + g.begin * 2 * inner,
-                           .x_stride = 2 * inner,
-                           .w = conv_w,
-                           .bias = conv_b,
-                           .state = state.buffer(layer, g.seq, 0),
-                           .y = xc + g.begin * inner,
-                           .y_stride = inner},
-                          c0, c1);
-    });
+    const kernels::SsmConv conv{.n_channels = inner,
+                                .d_conv = hp.ssm_d_conv,
+                                .x = xz,
+                                .x_stride = 2 * inner,
+                                .w = model_->vector_weight(l.ssm_conv1d),
+                                .bias = model_->vector_weight(l.ssm_conv1d_b),
+                                .y = xc,
+                                .y_stride = inner};
+    ssm_groups(conv, 0, kernels::ssm_conv);
 
     // Each row: the time step's low-rank input (rank), B (ns), C (ns).
     float* xdbc = grow(ssm_dbc_, static_cast<size_t>(n * dbc));
@@ -687,26 +703,20 @@ void Context::mamba_block(const LayerWeights& l, int layer, std::span<const SeqG
     });
 
     float* y = grow(ssm_y_, static_cast<size_t>(n * inner));
-    const float* a = model_->vector_weight(l.ssm_a);
-    const float* d = model_->vector_weight(l.ssm_d);
-    for_channels(groups, inner, [&](const SeqGroup& g, int64_t c0, int64_t c1) {
-        kernels::ssm_scan({.n_tokens = g.count,
-                           .n_channels = inner,
-                           .d_state = ns,
-                           .x = xc + g.begin * inner,
-                           .x_stride = inner,
-                           .dt = dt + g.begin * inner,
-                           .dt_stride = inner,
-                           .b = xdbc + g.begin * dbc + rank,
-                           .cc = xdbc + g.begin * dbc + rank + ns,
-                           .bc_stride = dbc,
-                           .a = a,
-                           .d = d,
-                           .state = state.buffer(layer, g.seq, 1),
-                           .y = y + g.begin * inner,
-                           .y_stride = inner},
-                          c0, c1);
-    });
+    const kernels::SsmScan scan{.n_channels = inner,
+                                .d_state = ns,
+                                .x = xc,
+                                .x_stride = inner,
+                                .dt = dt,
+                                .dt_stride = inner,
+                                .b = xdbc + rank,
+                                .cc = xdbc + rank + ns,
+                                .bc_stride = dbc,
+                                .a = model_->vector_weight(l.ssm_a),
+                                .d = model_->vector_weight(l.ssm_d),
+                                .y = y,
+                                .y_stride = inner};
+    ssm_groups(scan, 1, kernels::ssm_scan);
     // Gated by SiLU(z), projected back and added to the residual.
     pool_.parallel_for(n, [&](int64_t r0, int64_t r1, int) {
         for (int64_t r = r0; r < r1; ++r) {

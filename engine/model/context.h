@@ -9,6 +9,7 @@
 #include <span>
 #include <vector>
 
+#include "engine/kernels/ops.h"
 #include "engine/kernels/threadpool.h"
 #include "engine/model/kv_cache.h"
 #include "engine/model/lora.h"
@@ -182,6 +183,10 @@ class Context {
                   float* y);
     // y [n][n_embd] normed per head, then times time_mix_ln plus its bias.
     void rwkv_group_norm(const RwkvWeights& r, float* y, int64_t n);
+    // The WKV kernel over each sequence group's rows of `all` (the step's r, k, v, w, a, b, y
+    // from row 0, and u), on the group's state buffer 2.
+    void rwkv_wkv(int layer, std::span<const SeqGroup> groups, const kernels::WkvArgs& all,
+                  void (*wkv)(const kernels::WkvArgs&, kernels::ThreadPool*));
     void rwkv6_time_mix(const RwkvWeights& r, int layer, std::span<const SeqGroup> groups,
                         const float* xn, const float* prev, int64_t n, float* y);
     void rwkv7_time_mix(const RwkvWeights& r, int layer, std::span<const SeqGroup> groups,

@@ -8,60 +8,26 @@ namespace {
 // Floats as the shortest decimal the file's key was written as (1e-06, not 9.99999997e-07).
 constexpr auto widen = gguf::Value::widen_float;
 
+// The name of enumerator e in `names`, which follows the enum's order.
+template <class E, size_t N>
+const char* name_in(E e, const char* const (&names)[N]) {
+    const auto i = static_cast<size_t>(e);
+    return i < N ? names[i] : "?";
+}
 const char* name_of(NormKind k) {
-    return k == NormKind::rms ? "rms" : "layer";
+    return name_in(k, {"rms", "layer"});
 }
-
 const char* name_of(FfnKind k) {
-    switch (k) {
-        case FfnKind::swiglu:
-            return "swiglu";
-        case FfnKind::geglu:
-            return "geglu";
-        case FfnKind::gelu:
-            return "gelu";
-        case FfnKind::swiglu_clamped:
-            return "swiglu_clamped";
-    }
-    return "?";
+    return name_in(k, {"swiglu", "geglu", "gelu", "swiglu_clamped"});
 }
-
 const char* name_of(ExpertGating g) {
-    switch (g) {
-        case ExpertGating::softmax:
-            return "softmax";
-        case ExpertGating::sigmoid:
-            return "sigmoid";
-        case ExpertGating::softmax_of_best:
-            return "softmax_of_best";
-    }
-    return "?";
+    return name_in(g, {"softmax", "sigmoid", "softmax_of_best"});
 }
-
 const char* name_of(RopeScaling s) {
-    switch (s) {
-        case RopeScaling::none:
-            return "none";
-        case RopeScaling::linear:
-            return "linear";
-        case RopeScaling::yarn:
-            return "yarn";
-    }
-    return "?";
+    return name_in(s, {"none", "linear", "yarn"});
 }
-
 const char* name_of(BlockKind k) {
-    switch (k) {
-        case BlockKind::attention:
-            return "attention";
-        case BlockKind::mamba:
-            return "mamba";
-        case BlockKind::rwkv6:
-            return "rwkv6";
-        case BlockKind::rwkv7:
-            return "rwkv7";
-    }
-    return "?";
+    return name_in(k, {"attention", "mamba", "rwkv6", "rwkv7"});
 }
 
 // A model without attention: its block, its own keys and the state each sequence carries.

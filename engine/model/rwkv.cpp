@@ -115,10 +115,27 @@ void Context::rwkv_channel_mix(const RwkvWeights& r, const float* xn, const floa
     for (int64_t i = 0; i < n * embd; ++i) y[i] *= sigmoid(rr[i]);
 }
 
+void Context::rwkv_wkv(int layer, std::span<const SeqGroup> groups, const kernels::WkvArgs& all,
+                       void (*wkv)(const kernels::WkvArgs&, kernels::ThreadPool*)) {
+    const HParams& hp = model_->hparams();
+    for (const SeqGroup& s : groups) {
+        const int64_t o = s.begin * hp.n_embd;
+        auto rows = [o](auto* p) { return p ? p + o : nullptr; };
+        kernels::WkvArgs a = all;
+        for (const float** p : {&a.r, &a.k, &a.v, &a.w, &a.a, &a.b}) *p = rows(*p);
+        a.y = rows(a.y);
+        a.state = cache_.recurrent()->buffer(layer, s.seq, 2);
+        a.n_tokens = s.count;
+        a.n_head = hp.n_embd / hp.wkv_head_size;
+        a.head_size = hp.wkv_head_size;
+        wkv(a, &pool_);
+    }
+}
+
 void Context::rwkv6_time_mix(const RwkvWeights& r, int layer, std::span<const SeqGroup> groups,
                              const float* xn, const float* prev, int64_t n, float* y) {
     const HParams& hp = model_->hparams();
-    const int64_t embd = hp.n_embd, hs = hp.wkv_head_size, lora = hp.rwkv_shift_lora;
+    const int64_t embd = hp.n_embd, lora = hp.rwkv_shift_lora;
     const int64_t decay_lora = hp.rwkv_decay_lora;
     constexpr int kMixes = 5;  // w, k, v, r, g: the order of lerp_fused and shift_w2
 
@@ -165,21 +182,8 @@ void Context::rwkv6_time_mix(const RwkvWeights& r, int layer, std::span<const Se
     for (int64_t i = 0; i < n * embd; ++i) w[i] = std::exp(-std::exp(w[i]));
 
     float* att = grow(rwkv_att_, static_cast<size_t>(n * embd));
-    for (const SeqGroup& s : groups) {
-        const int64_t o = s.begin * embd;
-        kernels::WkvArgs a;
-        a.r = rr + o;
-        a.k = k + o;
-        a.v = v + o;
-        a.w = w + o;
-        a.u = model_->vector_weight(r.first);
-        a.state = cache_.recurrent()->buffer(layer, s.seq, 2);
-        a.y = att + o;
-        a.n_tokens = s.count;
-        a.n_head = embd / hs;
-        a.head_size = hs;
-        kernels::wkv6(a, &pool_);
-    }
+    const float* u = model_->vector_weight(r.first);
+    rwkv_wkv(layer, groups, {.r = rr, .k = k, .v = v, .w = w, .u = u, .y = att}, kernels::wkv6);
     rwkv_group_norm(r, att, n);
     kernels::mul(att, g, att, n * embd, &pool_);
     linear(*r.output, att, n, y);
@@ -266,22 +270,8 @@ void Context::rwkv7_time_mix(const RwkvWeights& r, int layer, std::span<const Se
     }
 
     float* att = grow(rwkv_att_, static_cast<size_t>(n * embd));
-    for (const SeqGroup& s : groups) {
-        const int64_t o = s.begin * embd;
-        kernels::WkvArgs args;
-        args.r = rr + o;
-        args.w = w + o;
-        args.k = k + o;
-        args.v = v + o;
-        args.a = a + o;
-        args.b = b + o;
-        args.state = cache_.recurrent()->buffer(layer, s.seq, 2);
-        args.y = att + o;
-        args.n_tokens = s.count;
-        args.n_head = heads;
-        args.head_size = hs;
-        kernels::wkv7(args, &pool_);
-    }
+    rwkv_wkv(layer, groups, {.r = rr, .k = k, .v = v, .w = w, .a = a, .b = b, .y = att},
+             kernels::wkv7);
     rwkv_group_norm(r, att, n);
     // The bonus of the current token: per head (r . (k * r_k)) v.
     const float* r_k = model_->vector_weight(r.r_k);

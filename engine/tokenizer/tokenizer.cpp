@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstdio>
+#include <optional>
 
 #include "engine/tokenizer/unicode.h"
 #include "gguf/file.h"
@@ -130,6 +131,36 @@ struct BpeOrder {
         return a.rank > b.rank || (a.rank == b.rank && a.left > b.left);
     }
 };
+
+// The merge loop of SPM and BPE over symbols linked by prev and next: every adjacent pair is
+// offered, then the best queued pair (by Order) is taken until none is left. `pair(left, right)`
+// is the bigram of two neighbours, or nullopt when they do not merge; `merge(bigram, l, r)`
+// merges r into l, or returns false for a pair an earlier merge made stale. r then leaves the
+// list and the merged symbol's new pairs are offered.
+template <class Order, class Bigram, class Symbol, class Pair, class Merge>
+void merge_best_pairs(std::vector<Symbol>& symbols, std::vector<Bigram>& queue, Pair pair,
+                      Merge merge) {
+    auto offer = [&](int32_t left, int32_t right) {
+        if (left < 0 || right < 0) return;
+        if (const std::optional<Bigram> b = pair(left, right)) {
+            queue.push_back(*b);
+            std::push_heap(queue.begin(), queue.end(), Order{});
+        }
+    };
+    for (int32_t i = 1; i < static_cast<int32_t>(symbols.size()); ++i) offer(i - 1, i);
+    while (!queue.empty()) {
+        std::pop_heap(queue.begin(), queue.end(), Order{});
+        const Bigram bigram = queue.back();
+        queue.pop_back();
+        Symbol& l = symbols[static_cast<size_t>(bigram.left)];
+        Symbol& r = symbols[static_cast<size_t>(bigram.right)];
+        if (!merge(bigram, l, r)) continue;
+        l.next = r.next;
+        if (r.next >= 0) symbols[static_cast<size_t>(r.next)].prev = bigram.left;
+        offer(l.prev, bigram.left);
+        offer(bigram.left, l.next);
+    }
+}
 
 }  // namespace
 
@@ -340,33 +371,23 @@ void Tokenizer::encode_spm(std::string_view text, std::vector<int32_t>& out) con
     if (symbols.empty()) return;
 
     std::vector<SpmBigram> queue;
-    auto try_pair = [&](int32_t left, int32_t right) {
-        if (left < 0 || right < 0) return;
+    auto pair = [&](int32_t left, int32_t right) -> std::optional<SpmBigram> {
         const Symbol& l = symbols[static_cast<size_t>(left)];
-        const Symbol& r = symbols[static_cast<size_t>(right)];
-        const size_t size = l.length + r.length;
+        const size_t size = l.length + symbols[static_cast<size_t>(right)].length;
         const int32_t id = vocab_.find(text.substr(l.start, size));
-        if (id == kNoToken) return;
-        queue.push_back({vocab_.token(id).score, left, right, size});
-        std::push_heap(queue.begin(), queue.end(), SpmOrder{});
+        if (id == kNoToken) return std::nullopt;
+        return SpmBigram{vocab_.token(id).score, left, right, size};
     };
-    for (int32_t i = 1; i < static_cast<int32_t>(symbols.size()); ++i) try_pair(i - 1, i);
-
-    while (!queue.empty()) {
-        std::pop_heap(queue.begin(), queue.end(), SpmOrder{});
-        const SpmBigram bigram = queue.back();
-        queue.pop_back();
-        Symbol& l = symbols[static_cast<size_t>(bigram.left)];
-        Symbol& r = symbols[static_cast<size_t>(bigram.right)];
-        // Stale: one side was merged away or grew since the pair was queued.
-        if (l.length == 0 || r.length == 0 || l.length + r.length != bigram.size) continue;
-        l.length += r.length;
-        r.length = 0;
-        l.next = r.next;
-        if (r.next >= 0) symbols[static_cast<size_t>(r.next)].prev = bigram.left;
-        try_pair(l.prev, bigram.left);
-        try_pair(bigram.left, l.next);
-    }
+    merge_best_pairs<SpmOrder>(
+        symbols, queue, pair, [](const SpmBigram& bigram, Symbol& l, Symbol& r) {
+            // Stale: one side was merged away or grew since it was queued.
+            if (l.length == 0 || r.length == 0 || l.length + r.length != bigram.size) {
+                return false;
+            }
+            l.length += r.length;
+            r.length = 0;
+            return true;
+        });
 
     for (int32_t i = 0; i != -1; i = symbols[static_cast<size_t>(i)].next) {
         const Symbol& s = symbols[static_cast<size_t>(i)];
@@ -420,32 +441,23 @@ void Tokenizer::encode_bpe(std::string_view text, std::vector<int32_t>& out) con
                 {i - 1, i + 1 < n ? i + 1 : -1,
                  vocab_.byte_token(static_cast<uint8_t>(bytes[static_cast<size_t>(i)])), true});
         }
-        auto try_pair = [&](int32_t left, int32_t right) {
-            if (left < 0 || right < 0) return;
+        auto pair = [&](int32_t left, int32_t right) -> std::optional<BpeBigram> {
             const int32_t l = symbols[static_cast<size_t>(left)].id;
             const int32_t r = symbols[static_cast<size_t>(right)].id;
-            if (l == kNoToken || r == kNoToken) return;
+            if (l == kNoToken || r == kNoToken) return std::nullopt;
             const Vocab::Merge* m = vocab_.merge(l, r);
-            if (!m) return;
-            queue.push_back({m->rank, left, right, l, r});
-            std::push_heap(queue.begin(), queue.end(), BpeOrder{});
+            if (!m) return std::nullopt;
+            return BpeBigram{m->rank, left, right, l, r};
         };
-        for (int32_t i = 1; i < n; ++i) try_pair(i - 1, i);
-
-        while (!queue.empty()) {
-            std::pop_heap(queue.begin(), queue.end(), BpeOrder{});
-            const BpeBigram bigram = queue.back();
-            queue.pop_back();
-            Symbol& l = symbols[static_cast<size_t>(bigram.left)];
-            Symbol& r = symbols[static_cast<size_t>(bigram.right)];
-            if (!l.alive || !r.alive || l.id != bigram.left_id || r.id != bigram.right_id) continue;
-            l.id = vocab_.merge(bigram.left_id, bigram.right_id)->result;
-            r.alive = false;
-            l.next = r.next;
-            if (r.next >= 0) symbols[static_cast<size_t>(r.next)].prev = bigram.left;
-            try_pair(l.prev, bigram.left);
-            try_pair(bigram.left, l.next);
-        }
+        merge_best_pairs<BpeOrder>(
+            symbols, queue, pair, [&](const BpeBigram& bigram, Symbol& l, Symbol& r) {
+                if (!l.alive || !r.alive || l.id != bigram.left_id || r.id != bigram.right_id) {
+                    return false;
+                }
+                l.id = vocab_.merge(bigram.left_id, bigram.right_id)->result;
+                r.alive = false;
+                return true;
+            });
 
         for (int32_t i = 0; i != -1; i = symbols[static_cast<size_t>(i)].next) {
             const Symbol& s = symbols[static_cast<size_t>(i)];

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <initializer_list>
+#include <iterator>
 
 #include <spdlog/spdlog.h>
 
@@ -23,28 +24,13 @@ std::string key(std::string_view name) {
     return std::string(kPrefix) + std::string(name);
 }
 
-TokenType token_type_from(int32_t v) {
-    return v >= 0 && v <= 6 ? static_cast<TokenType>(v) : TokenType::Undefined;
-}
-
-uint32_t attrs_of(TokenType type) {
-    switch (type) {
-        case TokenType::Normal:
-            return attr::kNormal;
-        case TokenType::Unknown:
-            return attr::kUnknown;
-        case TokenType::Control:
-            return attr::kControl;
-        case TokenType::UserDefined:
-            return attr::kUserDefined;
-        case TokenType::Unused:
-            return attr::kUnused;
-        case TokenType::Byte:
-            return attr::kByte;
-        case TokenType::Undefined:
-            return attr::kUndefined;
-    }
-    return attr::kUndefined;
+// The attributes of a token of GGUF type v, indexed by TokenType; any other v is Undefined.
+uint32_t attrs_of_type(int32_t v) {
+    constexpr uint32_t kByType[] = {attr::kUndefined, attr::kNormal,      attr::kUnknown,
+                                    attr::kControl,   attr::kUserDefined, attr::kUnused,
+                                    attr::kByte};
+    static_assert(std::size(kByType) == static_cast<size_t>(TokenType::Byte) + 1);
+    return v >= 0 && v < static_cast<int32_t>(std::size(kByType)) ? kByType[v] : attr::kUndefined;
 }
 
 int hex_digit(char c) {
@@ -335,7 +321,7 @@ void Vocab::load_tokens(const gguf::Metadata& md) {
             t.text = "[EMPTY_" + std::to_string(i) + "]";
         }
         t.score = scores.empty() ? 0.0f : scores[i];
-        t.attrs = types.empty() ? attr::kNormal : attrs_of(token_type_from(types[i]));
+        t.attrs = types.empty() ? attr::kNormal : attrs_of_type(types[i]);
         if (t.attrs & attr::kByte) t.byte = static_cast<int16_t>(parse_byte_token(t.text));
         max_token_length_ = std::max(max_token_length_, t.text.size());
     }

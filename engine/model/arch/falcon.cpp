@@ -6,15 +6,7 @@
 
 namespace ggufd::model::arch {
 
-extern constinit const ArchDesc falcon = layer_norms({
-    .name = "falcon",
-    .fused_qkv = true,
-    .qkv_bias = Need::absent,
-    .ffn = FfnKind::gelu,
-    .rope = RopeOrdering::neox,
-    .residual = Residual::parallel,
-    .ffn_norm = false,
-    .attn_norm_2 = Need::optional,
-});
+extern constinit const ArchDesc falcon =
+    gptj_layers(neox_attention({.name = "falcon", .attn_norm_2 = Need::optional}));
 
 }  // namespace ggufd::model::arch

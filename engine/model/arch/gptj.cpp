@@ -6,13 +6,9 @@
 
 namespace ggufd::model::arch {
 
-extern constinit const ArchDesc gptj = layer_norms({
+extern constinit const ArchDesc gptj = gptj_layers({
     .name = "gptj",
-    .qkv_bias = Need::absent,
-    .ffn = FfnKind::gelu,
     .ffn_bias = Need::required,
-    .residual = Residual::parallel,
-    .ffn_norm = false,
     .output_bias = Need::required,
 });
 

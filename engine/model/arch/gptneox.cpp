@@ -6,12 +6,10 @@
 
 namespace ggufd::model::arch {
 
-extern constinit const ArchDesc gptneox = gpt2_layers({
+extern constinit const ArchDesc gptneox = gpt2_layers(neox_attention({
     .name = "gptneox",
-    .fused_qkv = true,
-    .rope = RopeOrdering::neox,
     .residual = Residual::parallel,
     .parallel_residual_key = "use_parallel_residual",
-});
+}));
 
 }  // namespace ggufd::model::arch

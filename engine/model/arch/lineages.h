@@ -39,6 +39,24 @@ constexpr ArchDesc gpt2_layers(ArchDesc d) {
     return layer_norms(d);
 }
 
+// GPT-NeoX's attention: Q, K and V from one fused attn_qkv matrix, rotated by NeoX RoPE
+// (gptneox, falcon, phi3, nomic-bert).
+constexpr ArchDesc neox_attention(ArchDesc d) {
+    inherit(d, &ArchDesc::fused_qkv, true);
+    inherit(d, &ArchDesc::rope, RopeOrdering::neox);
+    return d;
+}
+
+// GPT-J's layers: layer_norms, Q/K/V without biases, up -> GELU -> down, and attention and the
+// FFN in parallel from one shared norm (no ffn_norm) (gptj, falcon).
+constexpr ArchDesc gptj_layers(ArchDesc d) {
+    inherit(d, &ArchDesc::qkv_bias, Need::absent);
+    inherit(d, &ArchDesc::ffn, FfnKind::gelu);
+    inherit(d, &ArchDesc::residual, Residual::parallel);
+    inherit(d, &ArchDesc::ffn_norm, false);
+    return layer_norms(d);
+}
+
 // BERT's encoder (with layer_norms or gpt2_layers): a LayerNorm of the summed embeddings (token,
 // token type row 0, position), bidirectional attention, each branch LayerNormed after its residual
 // add (attn_output_norm, layer_output_norm), no vocabulary head (bert, nomic-bert).

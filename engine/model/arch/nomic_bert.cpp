@@ -6,12 +6,10 @@
 
 namespace ggufd::model::arch {
 
-extern constinit const ArchDesc nomic_bert = encoder(layer_norms({
+extern constinit const ArchDesc nomic_bert = encoder(layer_norms(neox_attention({
     .name = "nomic-bert",
-    .fused_qkv = true,
     .qkv_bias = Need::absent,
-    .rope = RopeOrdering::neox,
     .pooling = Pooling::mean,
-}));
+})));
 
 }  // namespace ggufd::model::arch

@@ -2,15 +2,10 @@
 // are stacked in ffn_up (2 * n_ff rows, the gate's first), NeoX RoPE, separate output head.
 // The 128k variants' LongRoPE (rope_factors_long/short, rope.scaling.attn_factor) is read for
 // every RoPE architecture (weights.cpp, hparams.cpp).
-#include "engine/model/arch.h"
+#include "engine/model/arch/lineages.h"
 
 namespace ggufd::model::arch {
 
-extern const ArchDesc phi3 = {
-    .name = "phi3",
-    .fused_qkv = true,
-    .fused_gate_up = true,
-    .rope = RopeOrdering::neox,
-};
+extern constinit const ArchDesc phi3 = neox_attention({.name = "phi3", .fused_gate_up = true});
 
 }  // namespace ggufd::model::arch
