@@ -3,15 +3,18 @@
 // vectors against llama.cpp's, and every refusal; and the request parsers alone.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <condition_variable>
 #include <cstring>
 #include <fstream>
+#include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "server/api.h"
@@ -41,16 +44,29 @@ class WaitingChannel : public server::ResponseChannel {
     // A fast scheduler can answer before the job asks to be held: then there is nothing to keep.
     void hold(std::shared_ptr<server::Exchange> e) override {
         std::lock_guard lock(mutex_);
+        exchange_ = e;
         if (!response_) held_ = std::move(e);
     }
     server::Poster poster() override {
         return [](std::function<void()> f) { f(); };
     }
     server::AccessInfo& access() override { return info_; }
+    // Returns once answered and once the scheduler's thread has let go of the exchange too. This
+    // poster answers on that thread, which still holds the exchange (and its model lease) for a
+    // moment after respond(): a test ending then would leave it the model's last owner, and a
+    // scheduler cannot be destroyed on its own thread. (The server answers on a session's strand,
+    // never on the scheduler's thread.)
     server::HttpResponse wait() {
         std::unique_lock lock(mutex_);
         EXPECT_TRUE(changed_.wait_for(lock, std::chrono::seconds(60),
                                       [this] { return response_.has_value(); }));
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+        while (!exchange_.expired() && std::chrono::steady_clock::now() < deadline) {
+            lock.unlock();
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+            lock.lock();
+        }
+        EXPECT_TRUE(exchange_.expired());
         return response_.value_or(server::HttpResponse{});
     }
 
@@ -59,6 +75,7 @@ class WaitingChannel : public server::ResponseChannel {
     std::condition_variable changed_;
     std::optional<server::HttpResponse> response_;
     std::shared_ptr<server::Exchange> held_;
+    std::weak_ptr<server::Exchange> exchange_;
     server::AccessInfo info_;
 };
 
