@@ -85,6 +85,17 @@ int64_t attention_scratch_floats(int64_t head_dim, int64_t n_heads) {
            head_dim;
 }
 
+int64_t attention_tile_scratch_floats(int64_t head_dim, int64_t rows) {
+    const auto pad = [](int64_t n) {
+        return (n + kAttentionTilePad - 1) / kAttentionTilePad * kAttentionTilePad;
+    };
+    const int64_t rpad = pad(rows), dpad = pad(head_dim);
+    // The queries transposed, the outputs, the block's K and V rows, its weights, and five
+    // values per row (running maximum and normaliser, rescale, query position, ALiBi slope).
+    return head_dim * rpad + rpad * dpad + 2 * kAttentionBlock * dpad + kAttentionBlock * rpad +
+           5 * rpad;
+}
+
 float alibi_slope(int64_t head, int64_t n_head, float max_bias) {
     if (max_bias <= 0.0f) return 1.0f;
     // Heads up to the largest power of two get 2^(-max_bias * (h+1) / n_pow2); the rest take the
@@ -291,6 +302,49 @@ void attention_kv_split(const OpKernels& kernels, const AttentionJob& job, const
     }
 }
 
+// Prefill (several query tokens): tiles of consecutive tokens, each with all the query heads of
+// one KV head, attend together, so each K and V row read from the cache serves the tile's rows
+// (about kTileRows of them) instead of one token's heads; the cache is read n_tokens / tile
+// times instead of n_tokens times. Tiles are fixed by the head group alone, never by the
+// thread count, so the result is the same on any pool.
+constexpr int64_t kTileRows = 64;
+
+void attention_tiled(const OpKernels& kernels, const AttentionJob& job, const float* q,
+                     const int32_t* q_pos, int64_t n_tokens, const AttentionParams& p, float* out,
+                     ThreadPool* pool) {
+    const int64_t group = p.n_head / p.n_head_kv;
+    const int64_t tokens = std::clamp(kTileRows / group, int64_t{1}, kAttentionTileMaxTokens);
+    const int64_t n_tiles = (n_tokens + tokens - 1) / tokens;
+    const int64_t token_floats = p.n_head * p.head_dim;
+    const int64_t scratch_floats = attention_tile_scratch_floats(p.head_dim, tokens * group);
+    auto run = [&](int64_t begin, int64_t end, int) {
+        thread_local std::vector<float> scratch;
+        scratch.resize(static_cast<size_t>(scratch_floats));
+        for (int64_t i = begin; i < end; ++i) {
+            // The last tiles first: under a causal mask they see the most cells.
+            const int64_t t0 = (n_tiles - 1 - i / p.n_head_kv) * tokens;
+            const int64_t kv_head = i % p.n_head_kv;
+            const AttentionTileTask task{
+                .q = q + t0 * token_floats,
+                .out = out + t0 * token_floats,
+                .token_stride = token_floats,
+                .q_pos = q_pos + t0,
+                .n_tokens = std::min(tokens, n_tokens - t0),
+                .head_begin = kv_head * group,
+                .head_end = kv_head * group + group,
+                .kv_head = kv_head,
+            };
+            kernels.attention_tile(job, task, scratch.data());
+        }
+    };
+    const int64_t n_tasks = n_tiles * p.n_head_kv;
+    if (pool && pool->size() > 1 && n_tasks > 1) {
+        pool->parallel_for(n_tasks, 1, run);  // tasks are large and uneven: claimed one by one
+    } else {
+        run(0, n_tasks, 0);
+    }
+}
+
 }  // namespace
 
 void attention_with(const OpKernels& kernels, const float* q, const int32_t* q_pos,
@@ -358,6 +412,10 @@ void attention_with(const OpKernels& kernels, const float* q, const int32_t* q_p
 
     if (use_kv_split(n_tokens, p, cells.count, job.f16_accumulator)) {
         attention_kv_split(kernels, job, q, q_pos, n_tokens, p, out, pool);
+        return;
+    }
+    if (n_tokens > 1 && !job.f16_accumulator && kernels.attention_tile) {
+        attention_tiled(kernels, job, q, q_pos, n_tokens, p, out, pool);
         return;
     }
 
