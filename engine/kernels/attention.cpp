@@ -321,9 +321,11 @@ void attention_tiled(const OpKernels& kernels, const AttentionJob& job, const fl
         thread_local std::vector<float> scratch;
         scratch.resize(static_cast<size_t>(scratch_floats));
         for (int64_t i = begin; i < end; ++i) {
-            // The last tiles first: under a causal mask they see the most cells.
-            const int64_t t0 = (n_tiles - 1 - i / p.n_head_kv) * tokens;
-            const int64_t kv_head = i % p.n_head_kv;
+            // KV head by KV head, so a thread's consecutive tiles read the same K and V (which
+            // then stay in its cache); the last tiles first: under a causal mask they see the
+            // most cells.
+            const int64_t kv_head = i / n_tiles;
+            const int64_t t0 = (n_tiles - 1 - i % n_tiles) * tokens;
             const AttentionTileTask task{
                 .q = q + t0 * token_floats,
                 .out = out + t0 * token_floats,
