@@ -302,16 +302,46 @@ void attention_kv_split(const OpKernels& kernels, const AttentionJob& job, const
     }
 }
 
-// Prefill (several query tokens): tiles of consecutive tokens, each with all the query heads of
-// one KV head, attend together, so each K and V row read from the cache serves the tile's rows
-// (about kTileRows of them) instead of one token's heads; the cache is read n_tokens / tile
-// times instead of n_tokens times. Tiles are fixed by the head group alone, never by the
-// thread count, so the result is the same on any pool.
+// Prefill (several query tokens): tiles of tokens, each with all the query heads of one KV head,
+// attend together, so each K and V row read from the cache serves the tile's rows (about
+// kTileRows of them) instead of one token's heads; the cache is read n_tokens / tile times
+// instead of n_tokens times.
 constexpr int64_t kTileRows = 64;
 
+// The tokens of a prompt that are tiled: those that a lone evaluation would send to the KV split
+// (use_kv_split: it sees that many cells and the model has few KV heads). The tile kernel
+// rounds differently from the per-token one, but neither depends on the other tokens of its
+// batch, so a token's result stays independent of how the scheduler batches it: below the
+// split's threshold it is bit for bit what it is alone, as before; above it, the lone token's
+// split already rounded differently from a batch. The cells a query sees are one interval of
+// positions, counted in the sorted positions.
+std::vector<int64_t> tokens_to_tile(const AttentionJob& job, const int32_t* q_pos, int64_t n_tokens,
+                                    const AttentionParams& p) {
+    std::vector<int64_t> tiled;
+    if (!use_kv_split(1, p, job.n_cells, false)) return tiled;  // not even seeing every cell
+    std::vector<int32_t> sorted(job.cell_pos, job.cell_pos + job.n_cells);
+    std::sort(sorted.begin(), sorted.end());
+    for (int64_t t = 0; t < n_tokens; ++t) {
+        const int64_t q = q_pos[t];
+        auto first = sorted.begin();
+        auto last = sorted.end();
+        if (job.window > 0) {  // masked when q - pos >= window
+            first = std::lower_bound(sorted.begin(), sorted.end(), q - job.window + 1,
+                                     [](int32_t pos, int64_t v) { return pos < v; });
+        }
+        if (job.causal) {  // masked when pos > q
+            last = std::upper_bound(first, sorted.end(), q,
+                                    [](int64_t v, int32_t pos) { return v < pos; });
+        }
+        if (use_kv_split(1, p, last - first, false)) tiled.push_back(t);
+    }
+    return tiled;
+}
+
 void attention_tiled(const OpKernels& kernels, const AttentionJob& job, const float* q,
-                     const int32_t* q_pos, int64_t n_tokens, const AttentionParams& p, float* out,
-                     ThreadPool* pool) {
+                     const int32_t* q_pos, const std::vector<int64_t>& tiled,
+                     const AttentionParams& p, float* out, ThreadPool* pool) {
+    const int64_t n_tokens = static_cast<int64_t>(tiled.size());
     const int64_t group = p.n_head / p.n_head_kv;
     const int64_t tokens = std::clamp(kTileRows / group, int64_t{1}, kAttentionTileMaxTokens);
     const int64_t n_tiles = (n_tokens + tokens - 1) / tokens;
@@ -327,10 +357,11 @@ void attention_tiled(const OpKernels& kernels, const AttentionJob& job, const fl
             const int64_t kv_head = i / n_tiles;
             const int64_t t0 = (n_tiles - 1 - i % n_tiles) * tokens;
             const AttentionTileTask task{
-                .q = q + t0 * token_floats,
-                .out = out + t0 * token_floats,
+                .q = q,
+                .out = out,
                 .token_stride = token_floats,
-                .q_pos = q_pos + t0,
+                .q_pos = q_pos,
+                .tokens = tiled.data() + t0,
                 .n_tokens = std::min(tokens, n_tokens - t0),
                 .head_begin = kv_head * group,
                 .head_end = kv_head * group + group,
@@ -416,23 +447,37 @@ void attention_with(const OpKernels& kernels, const float* q, const int32_t* q_p
         attention_kv_split(kernels, job, q, q_pos, n_tokens, p, out, pool);
         return;
     }
+    // The tokens the per-token kernel below runs: all, or those not tiled.
+    std::vector<int64_t> untiled;
     if (n_tokens > 1 && !job.f16_accumulator && kernels.attention_tile) {
-        attention_tiled(kernels, job, q, q_pos, n_tokens, p, out, pool);
-        return;
+        const std::vector<int64_t> tiled = tokens_to_tile(job, q_pos, n_tokens, p);
+        if (!tiled.empty()) {
+            attention_tiled(kernels, job, q, q_pos, tiled, p, out, pool);
+            if (static_cast<int64_t>(tiled.size()) == n_tokens) return;
+            for (int64_t t = 0, i = 0; t < n_tokens; ++t) {
+                if (i < static_cast<int64_t>(tiled.size()) && tiled[i] == t) {
+                    ++i;
+                } else {
+                    untiled.push_back(t);
+                }
+            }
+        }
     }
+    const int64_t n_run = untiled.empty() ? n_tokens : static_cast<int64_t>(untiled.size());
 
     // Query heads sharing a KV head are done together so each K/V row is loaded once for all of
     // them; the group is split further only when there would be too few tasks for the threads.
     const int64_t group = p.n_head / p.n_head_kv;
     const int64_t threads = pool ? pool->size() : 1;
-    const int64_t base_tasks = n_tokens * p.n_head_kv;
+    const int64_t base_tasks = n_run * p.n_head_kv;
     const int64_t splits =
         std::clamp((4 * threads + base_tasks - 1) / base_tasks, int64_t{1}, group);
     const int64_t heads_per_task = (group + splits - 1) / splits;
     const int64_t head_stride = p.n_head * p.head_dim;  // floats per token in q and out
 
-    for_each_task(n_tokens, p.n_head_kv, splits, p.head_dim, heads_per_task, pool,
-                  [&](int64_t t, int64_t kv_head, int64_t split, float* scratch) {
+    for_each_task(n_run, p.n_head_kv, splits, p.head_dim, heads_per_task, pool,
+                  [&](int64_t i, int64_t kv_head, int64_t split, float* scratch) {
+                      const int64_t t = untiled.empty() ? i : untiled[static_cast<size_t>(i)];
                       const int64_t first = kv_head * group + split * heads_per_task;
                       const int64_t last =
                           std::min(kv_head * group + group, first + heads_per_task);

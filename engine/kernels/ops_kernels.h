@@ -79,14 +79,16 @@ constexpr int64_t kAttentionBlock = 64;
 // Scratch floats one AttentionTask of `n_heads` query heads needs.
 int64_t attention_scratch_floats(int64_t head_dim, int64_t n_heads);
 
-// One tiled prefill item: up to kAttentionTileMaxTokens consecutive query tokens with all the
-// query heads of one KV head. Its rows (token-major: row t * group + g is token t's head
-// head_begin + g) attend together, so every K and V row loaded serves them all.
+// One tiled prefill item: up to kAttentionTileMaxTokens query tokens with all the query heads of
+// one KV head. Its rows (token-major: row t * group + g is tile token t's head head_begin + g)
+// attend together, so every K and V row loaded serves them all. A row's result does not depend
+// on the tile's other rows.
 struct AttentionTileTask {
-    const float* q;        // the first token's [n_head][head_dim]; tokens token_stride apart
-    float* out;            // same layout as q
-    int64_t token_stride;  // floats from one token to the next in q and out
-    const int32_t* q_pos;  // [n_tokens]
+    const float* q;         // every token's [n_head][head_dim], token_stride floats apart
+    float* out;             // same layout as q
+    int64_t token_stride;   // floats from one token to the next in q and out
+    const int32_t* q_pos;   // every token's position
+    const int64_t* tokens;  // [n_tokens]: the tile's tokens (indices of q, out and q_pos)
     int64_t n_tokens;
     int64_t head_begin;  // query heads [head_begin, head_end), all mapped to kv_head
     int64_t head_end;

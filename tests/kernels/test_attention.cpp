@@ -582,18 +582,20 @@ TEST(Attention, LongCacheDecodeMatchesReference) {
     }
 }
 
-// Prefill (several query tokens) runs the tiled kernel on the SIMD levels: tiles of up to 32
-// tokens times the query heads of one KV head. Token counts that no tile size divides, GQA groups
-// 1, 2, 4 and 8, head sizes 64, 80 and 128, and every mask and logit option: positions with gaps
-// and queries out of order, a query that sees nothing, windows, soft-cap with ALiBi, sinks,
-// scattered cells, no causal mask, logits tens apart; every level against the reference.
+// Prefill (several query tokens) runs the tiled kernel on the SIMD levels for the queries that
+// see 512 cells or more: tiles of up to 32 tokens times the query heads of one KV head. Token
+// counts that no tile size divides, GQA groups 1, 2, 4 and 8, head sizes 64, 80 and 128, and every
+// mask and logit option: positions with gaps and queries out of order, a query that sees nothing,
+// windows, soft-cap with ALiBi, sinks, scattered cells, no causal mask, logits tens apart; every
+// level against the reference.
 TEST(Attention, PrefillTilesMatchReference) {
     struct Case {
         int64_t n_head, n_head_kv, head_dim, tokens, cells;
     };
-    const Case cases[] = {{8, 8, 64, 37, 140}, {8, 4, 80, 37, 200},  {8, 2, 128, 21, 150},
-                          {8, 1, 64, 37, 260}, {32, 4, 64, 13, 300}, {6, 3, 17, 9, 70},
-                          {12, 1, 64, 5, 40}};
+    // Every query sees 512 cells or more (tokens_to_tile), but where a variant says otherwise.
+    const Case cases[] = {{8, 8, 64, 37, 600}, {8, 4, 80, 21, 560}, {8, 2, 128, 13, 530},
+                          {8, 1, 64, 37, 600}, {32, 4, 64, 9, 520}, {6, 3, 17, 9, 540},
+                          {12, 1, 64, 5, 520}};
     uint32_t seed = 3000;
     for (const Case& c : cases) {
         for (int variant = 0; variant < 9; ++variant) {
@@ -605,13 +607,19 @@ TEST(Attention, PrefillTilesMatchReference) {
                     for (size_t j = 0; j < s.cell_pos.size(); ++j) {
                         s.cell_pos[j] = static_cast<int32_t>(3 * j + rng() % 3);
                     }
-                    for (auto& pos : s.q_pos) pos = static_cast<int32_t>(rng() % (3 * c.cells));
+                    for (auto& pos : s.q_pos) {
+                        pos = static_cast<int32_t>(3 * 521 + rng() % (3 * (c.cells - 521)));
+                    }
+                    s.q_pos[1] = 100;  // sees 34 cells: the per-token kernel, beside the tiles
                 }
-                if (variant == 2) {  // early queries: a tile's tokens see different cells
-                    for (auto& pos : s.q_pos) pos = static_cast<int32_t>(pos / 4);
+                if (variant == 2) {  // queries far apart: a tile's tokens see different cells
+                    for (int64_t t = 0; t < c.tokens; ++t) {
+                        s.q_pos[static_cast<size_t>(t)] =
+                            static_cast<int32_t>(c.cells - 1 - t * (c.cells - 512) / c.tokens);
+                    }
                     s.q_pos[0] = -1;  // sees nothing
                 }
-                if (variant == 3) s.p.window = 23;
+                if (variant == 3) s.p.window = 530;
                 if (variant == 4) {
                     s.p.softcap = 5.0f;
                     s.p.max_bias = 8.0f;
@@ -650,9 +658,41 @@ TEST(Attention, PrefillTilesMatchReference) {
     }
 }
 
+// A token's result does not depend on the batch it comes in: the tiles (from 512 visible cells)
+// and the per-token kernel (below) give it bit for bit, whether the prompt is one batch, chunks
+// that straddle the threshold, or single tokens (below the threshold; alone above it a token
+// takes the KV split, see LongCacheDecodeMatchesReference).
+TEST(Attention, PrefillTokensAreTheSameInAnyBatch) {
+    constexpr int64_t kCells = 700, kTokens = 400;  // positions 300..699
+    Problem s(16, 8, 64, kTokens, kCells, 91);
+    Cache k(KvType::f16, kCells, 8, 64, 92), v(KvType::f16, kCells, 8, 64, 93);
+    ThreadPool pool(2);
+    for (SimdLevel level : supported_simd_levels()) {
+        SCOPED_TRACE(simd_level_name(level));
+        const OpKernels& kernels = op_kernels(level);
+        const auto whole = s.run(kernels, k, v, &pool);
+        const int64_t floats = s.p.n_head * s.p.head_dim;
+        for (int64_t chunk : {8, 80, 1}) {
+            for (int64_t t0 = 0; t0 < kTokens; t0 += chunk) {
+                const int64_t n = std::min(chunk, kTokens - t0);
+                if (chunk == 1 && s.q_pos[static_cast<size_t>(t0)] + 1 >= 512) break;
+                // As the context lists them: the cells up to the chunk's last token.
+                const KvCellList cells{.index = nullptr,
+                                       .pos = s.cell_pos.data(),
+                                       .count = s.q_pos[static_cast<size_t>(t0 + n - 1)] + 1};
+                std::vector<float> out(static_cast<size_t>(n * floats));
+                attention_with(kernels, s.q.data() + t0 * floats, s.q_pos.data() + t0, n, k.view(),
+                               v.view(), cells, s.p, out.data(), &pool);
+                ASSERT_TRUE(std::equal(out.begin(), out.end(), whole.begin() + t0 * floats))
+                    << "chunks of " << chunk << " at token " << t0;
+            }
+        }
+    }
+}
+
 TEST(Attention, PrefillTilesAreTheSameOnAnyPool) {
-    Problem s(32, 4, 64, 100, 400, 81);
-    Cache k(KvType::f16, 400, 4, 64, 82), v(KvType::f16, 400, 4, 64, 83);
+    Problem s(32, 4, 64, 100, 700, 81);  // the tokens see 601 cells and more: tiled
+    Cache k(KvType::f16, 700, 4, 64, 82), v(KvType::f16, 700, 4, 64, 83);
     const OpKernels& kernels = active_op_kernels();
     const auto alone = s.run(kernels, k, v);
     for (int threads : {2, 3, 5}) {
