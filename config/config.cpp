@@ -40,6 +40,7 @@ po::options_description settings_description() {
         ("host", po::value<std::string>(), "address to listen on (default 127.0.0.1)")
         ("port", po::value<std::string>(), "TCP port (default 8080)")
         ("threads,t", po::value<std::string>(), "inference threads (default: physical cores)")
+        ("threads-batch", po::value<std::string>(), "threads of the steps that process prompt tokens (or embeddings); --threads then serves the steps of single decode tokens (default: --threads)")
         ("parallel", po::value<std::string>(), "concurrent sequences per model (default 4)")
         ("ctx-size,c", po::value<std::string>(), "context tokens per sequence (default: the model's, at most 4096)")
         ("batch-size,b", po::value<std::string>(), "token budget of one engine step (default 512)")
@@ -460,6 +461,8 @@ LoadResult load(int argc, const char* const* argv, const std::map<std::string, s
     if (auto* v = text("port")) c.port = parse_int<uint16_t>(*v, "port", source("port"), 1, 65535);
     if (auto* v = text("threads"))
         c.threads = parse_int<int>(*v, "threads", source("threads"), 0, 1024);
+    if (auto* v = text("threads-batch"))
+        c.threads_batch = parse_int<int>(*v, "threads-batch", source("threads-batch"), 0, 1024);
     if (auto* v = text("parallel"))
         c.parallel = parse_int<int>(*v, "parallel", source("parallel"), 1, 1024);
     if (auto* v = text("ctx-size"))

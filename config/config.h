@@ -46,11 +46,12 @@ struct Config {
     std::vector<LoraSpec> loras;  // in the order given: each model's ids number its own
     std::string host = "127.0.0.1";
     uint16_t port = 8080;
-    int threads = 0;       // inference threads; 0 = one per physical core
-    int parallel = 4;      // concurrent sequences (slots) per model
-    int ctx_size = 0;      // tokens of context per slot; 0 = the model's, capped at 4096
-    int batch_size = 512;  // token budget of one engine step
-    int queue_size = 64;   // requests per model waiting for a slot; beyond it 503
+    int threads = 0;        // inference threads; 0 = one per physical core
+    int threads_batch = 0;  // threads of steps with prompt tokens; 0 = threads
+    int parallel = 4;       // concurrent sequences (slots) per model
+    int ctx_size = 0;       // tokens of context per slot; 0 = the model's, capped at 4096
+    int batch_size = 512;   // token budget of one engine step
+    int queue_size = 64;    // requests per model waiting for a slot; beyond it 503
     // Attention's output accumulated in fp16, cell by cell, as llama.cpp's CPU flash attention
     // does with an F16 cache: greedy text then follows llama.cpp's where two logits nearly tie,
     // at 2-3x the attention time. false: F32 (ggufd's default).

@@ -1,7 +1,8 @@
 // Attention of one decode token over a KV cache (32 query heads, 4 KV heads, head_dim 64) at
 // context 512..8192, F16 and F32 caches (Q8_0 and Q4_0 at 2048, AVX2 and AVX-512), per SIMD
 // level, on 1 thread and on a 2-thread pool. Arguments: level (0 scalar, 1 AVX2, 2 AVX-512),
-// context, kv (0 F32, 1 F16, 2 Q8_0, 3 Q4_0), threads.
+// context, kv (0 F32, 1 F16, 2 Q8_0, 3 Q4_0), threads. BM_AttentionPrefill below: a prompt's
+// attention.
 #include <benchmark/benchmark.h>
 
 #include <cmath>
@@ -78,14 +79,16 @@ BENCHMARK(BM_AttentionDecode)
     ->ArgsProduct({{1, 2}, {2048}, {2, 3}, {1, 2}})
     ->UseRealTime();
 
-// A 128-token prefill chunk attending causally over 512 cached cells.
+// A 512-token prompt (TinyLlama's attention shape, F16 cache) attending causally over the cells
+// before it (depth) and itself: what one layer of `ggufd-bench -p 512 -d DEPTH` costs.
+// Arguments: level, depth, threads.
 void BM_AttentionPrefill(benchmark::State& state) {
     const auto level = static_cast<SimdLevel>(state.range(0));
     if (!simd_level_supported(level)) {
         state.SkipWithError("SIMD level not supported on this CPU");
         return;
     }
-    const int64_t ctx = 512, tokens = 128;
+    const int64_t tokens = 512, depth = state.range(1), ctx = depth + tokens;
     std::mt19937 rng(2);
     std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
     const size_t n_kv = static_cast<size_t>(ctx * kKvHeads * kDim);
@@ -94,9 +97,9 @@ void BM_AttentionPrefill(benchmark::State& state) {
     for (auto& x : v16) x = fp32_to_fp16(dist(rng));
     std::vector<float> q(tokens * kHeads * kDim), out(q.size());
     for (auto& x : q) x = dist(rng);
-    std::vector<int32_t> pos(ctx), q_pos(tokens);
+    std::vector<int32_t> pos(static_cast<size_t>(ctx)), q_pos(tokens);
     std::iota(pos.begin(), pos.end(), 0);
-    std::iota(q_pos.begin(), q_pos.end(), static_cast<int32_t>(ctx - tokens));
+    std::iota(q_pos.begin(), q_pos.end(), static_cast<int32_t>(depth));
     const KvView k{k16.data(), KvType::f16, ctx, kKvHeads * kDim, kDim};
     const KvView v{v16.data(), KvType::f16, ctx, kKvHeads * kDim, kDim};
     const KvCellList cells{.index = nullptr, .pos = pos.data(), .count = ctx};
@@ -104,7 +107,7 @@ void BM_AttentionPrefill(benchmark::State& state) {
                       .n_head_kv = kKvHeads,
                       .head_dim = kDim,
                       .scale = 1.0f / std::sqrt(static_cast<float>(kDim))};
-    ThreadPool pool(static_cast<int>(state.range(1)));
+    ThreadPool pool(static_cast<int>(state.range(2)));
     for (auto _ : state) {
         attention_with(op_kernels(level), q.data(), q_pos.data(), tokens, k, v, cells, p,
                        out.data(), &pool);
@@ -113,9 +116,10 @@ void BM_AttentionPrefill(benchmark::State& state) {
     state.SetLabel(simd_level_name(level));
 }
 BENCHMARK(BM_AttentionPrefill)
-    ->ArgNames({"level", "threads"})
-    ->ArgsProduct({{1, 2}, {1, 2}})
-    ->UseRealTime();
+    ->ArgNames({"level", "depth", "threads"})
+    ->ArgsProduct({{1, 2}, {0, 2048}, {1, 2}})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace ggufd::kernels

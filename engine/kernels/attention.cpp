@@ -80,6 +80,17 @@ int64_t attention_scratch_floats(int64_t head_dim, int64_t n_heads) {
            head_dim;
 }
 
+int64_t attention_tile_scratch_floats(int64_t head_dim, int64_t rows) {
+    const auto pad = [](int64_t n) {
+        return (n + kAttentionTilePad - 1) / kAttentionTilePad * kAttentionTilePad;
+    };
+    const int64_t rpad = pad(rows), dpad = pad(head_dim);
+    // The queries transposed, the outputs, the block's K and V rows, its weights, and five
+    // values per row (running maximum and normaliser, rescale, query position, ALiBi slope).
+    return head_dim * rpad + rpad * dpad + 2 * kAttentionBlock * dpad + kAttentionBlock * rpad +
+           5 * rpad;
+}
+
 float alibi_slope(int64_t head, int64_t n_head, float max_bias) {
     if (max_bias <= 0.0f) return 1.0f;
     // Heads up to the largest power of two get 2^(-max_bias * (h+1) / n_pow2); the rest take the
@@ -285,6 +296,82 @@ void attention_kv_split(const OpKernels& kernels, const AttentionJob& job, const
     }
 }
 
+// Prefill (several query tokens): tiles of tokens, each with all the query heads of one KV head,
+// attend together, so each K and V row read from the cache serves the tile's rows (about
+// kTileRows of them) instead of one token's heads; the cache is read n_tokens / tile times
+// instead of n_tokens times.
+constexpr int64_t kTileRows = 64;
+
+// The tokens of a prompt that are tiled: those that a lone evaluation would send to the KV split
+// (use_kv_split: it sees that many cells and the model has few KV heads). The tile kernel
+// rounds differently from the per-token one, but neither depends on the other tokens of its
+// batch, so a token's result stays independent of how the scheduler batches it: below the
+// split's threshold it is bit for bit what it is alone, as before; above it, the lone token's
+// split already rounded differently from a batch. The cells a query sees are one interval of
+// positions, counted in the sorted positions.
+std::vector<int64_t> tokens_to_tile(const AttentionJob& job, const int32_t* q_pos, int64_t n_tokens,
+                                    const AttentionParams& p) {
+    std::vector<int64_t> tiled;
+    if (!use_kv_split(1, p, job.n_cells, false)) return tiled;  // not even seeing every cell
+    std::vector<int32_t> sorted(job.cell_pos, job.cell_pos + job.n_cells);
+    std::sort(sorted.begin(), sorted.end());
+    for (int64_t t = 0; t < n_tokens; ++t) {
+        const int64_t q = q_pos[t];
+        auto first = sorted.begin();
+        auto last = sorted.end();
+        if (job.window > 0) {  // masked when q - pos >= window
+            first = std::lower_bound(sorted.begin(), sorted.end(), q - job.window + 1,
+                                     [](int32_t pos, int64_t v) { return pos < v; });
+        }
+        if (job.causal) {  // masked when pos > q
+            last = std::upper_bound(first, sorted.end(), q,
+                                    [](int64_t v, int32_t pos) { return v < pos; });
+        }
+        if (use_kv_split(1, p, last - first, false)) tiled.push_back(t);
+    }
+    return tiled;
+}
+
+void attention_tiled(const OpKernels& kernels, const AttentionJob& job, const float* q,
+                     const int32_t* q_pos, const std::vector<int64_t>& tiled,
+                     const AttentionParams& p, float* out, ThreadPool* pool) {
+    const int64_t n_tokens = static_cast<int64_t>(tiled.size());
+    const int64_t group = p.n_head / p.n_head_kv;
+    const int64_t tokens = std::clamp(kTileRows / group, int64_t{1}, kAttentionTileMaxTokens);
+    const int64_t n_tiles = (n_tokens + tokens - 1) / tokens;
+    const int64_t token_floats = p.n_head * p.head_dim;
+    const int64_t scratch_floats = attention_tile_scratch_floats(p.head_dim, tokens * group);
+    auto run = [&](int64_t begin, int64_t end, int) {
+        thread_local std::vector<float> scratch;
+        scratch.resize(static_cast<size_t>(scratch_floats));
+        for (int64_t i = begin; i < end; ++i) {
+            // KV head by KV head, so a thread's consecutive tiles read the same K and V (which
+            // then stay in its cache); the last tiles first: under a causal mask they see the
+            // most cells.
+            const int64_t kv_head = i / n_tiles;
+            const int64_t t0 = (n_tiles - 1 - i % n_tiles) * tokens;
+            const AttentionTileTask task{
+                .q = q,
+                .out = out,
+                .token_stride = token_floats,
+                .q_pos = q_pos,
+                .tokens = tiled.data() + t0,
+                .n_tokens = std::min(tokens, n_tokens - t0),
+                .head_begin = kv_head * group,
+                .head_end = kv_head * group + group,
+                .kv_head = kv_head,
+            };
+            kernels.attention_tile(job, task, scratch.data());
+        }
+    };
+    const int64_t n_tasks = n_tiles * p.n_head_kv;
+    if (pool && pool->size() > 1 && n_tasks > 1) {
+        pool->parallel_for(n_tasks, 1, run);  // tasks are large and uneven: claimed one by one
+    } else {
+        run(0, n_tasks, 0);
+    }
+}
+
 }  // namespace
 
 void attention_with(const OpKernels& kernels, const float* q, const int32_t* q_pos,
@@ -355,19 +442,40 @@ void attention_with(const OpKernels& kernels, const float* q, const int32_t* q_p
         attention_kv_split(kernels, job, q, q_pos, n_tokens, p, out, pool);
         return;
     }
+    // The tokens the per-token kernel below runs: all, or those not tiled. The tile kernel reads
+    // F16 and F32 rows only: the few queries of a quantised cache that reach here read the blocks
+    // in the per-token kernel.
+    std::vector<int64_t> untiled;
+    if (n_tokens > 1 && !job.f16_accumulator && kernels.attention_tile && !kv_quantised(k.type) &&
+        !kv_quantised(v.type)) {
+        const std::vector<int64_t> tiled = tokens_to_tile(job, q_pos, n_tokens, p);
+        if (!tiled.empty()) {
+            attention_tiled(kernels, job, q, q_pos, tiled, p, out, pool);
+            if (static_cast<int64_t>(tiled.size()) == n_tokens) return;
+            for (int64_t t = 0, i = 0; t < n_tokens; ++t) {
+                if (i < static_cast<int64_t>(tiled.size()) && tiled[i] == t) {
+                    ++i;
+                } else {
+                    untiled.push_back(t);
+                }
+            }
+        }
+    }
+    const int64_t n_run = untiled.empty() ? n_tokens : static_cast<int64_t>(untiled.size());
 
     // Query heads sharing a KV head are done together so each K/V row is loaded once for all of
     // them; the group is split further only when there would be too few tasks for the threads.
     const int64_t group = p.n_head / p.n_head_kv;
     const int64_t threads = pool ? pool->size() : 1;
-    const int64_t base_tasks = n_tokens * p.n_head_kv;
+    const int64_t base_tasks = n_run * p.n_head_kv;
     const int64_t splits =
         std::clamp((4 * threads + base_tasks - 1) / base_tasks, int64_t{1}, group);
     const int64_t heads_per_task = (group + splits - 1) / splits;
     const int64_t head_stride = p.n_head * p.head_dim;  // floats per token in q and out
 
-    for_each_task(n_tokens, p.n_head_kv, splits, p.head_dim, heads_per_task, pool,
-                  [&](int64_t t, int64_t kv_head, int64_t split, float* scratch) {
+    for_each_task(n_run, p.n_head_kv, splits, p.head_dim, heads_per_task, pool,
+                  [&](int64_t i, int64_t kv_head, int64_t split, float* scratch) {
+                      const int64_t t = untiled.empty() ? i : untiled[static_cast<size_t>(i)];
                       const int64_t first = kv_head * group + split * heads_per_task;
                       const int64_t last =
                           std::min(kv_head * group + group, first + heads_per_task);

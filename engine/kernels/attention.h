@@ -88,7 +88,9 @@ struct AttentionParams {
 
 // out[t][h][d] = sum_j softmax_j(logit(t, h, j)) * V[cell j][h / group][d] for queries
 // q [n_tokens][n_head][head_dim] at q_pos[t]. A query that sees no cell gets zeros. Work is split
-// over (token, kv head, group of query heads) on the pool when one is given.
+// over (token, kv head, group of query heads) on the pool when one is given; of several tokens
+// (a prompt), those that see 512 cells or more go in tiles of tokens per KV head, each K/V row
+// serving the whole tile.
 void attention(const float* q, const int32_t* q_pos, int64_t n_tokens, const KvView& k,
                const KvView& v, const KvCellList& cells, const AttentionParams& params, float* out,
                ThreadPool* pool = nullptr);

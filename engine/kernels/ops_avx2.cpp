@@ -22,6 +22,7 @@ namespace avx2 {
 #include "engine/kernels/ops_generic.inc"
 
 #include "engine/kernels/ops_attention.inc"
+#include "engine/kernels/ops_attention_tile.inc"
 
 #include "engine/kernels/ops_recurrent.inc"
 #include "engine/kernels/ops_ssm.inc"
@@ -48,6 +49,7 @@ const OpKernels* avx2_op_kernels() {
         .rope_normal = avx2::k_rope_normal,
         .rope_neox = avx2::k_rope_neox,
         .attention = avx2::k_attention,
+        .attention_tile = avx2::k_attention_tile,
         .token_shift = avx2::k_token_shift,
         .wkv6 = avx2::k_wkv6,
         .wkv7 = avx2::k_wkv7,

@@ -30,6 +30,7 @@ namespace avx512 {
 #include "engine/kernels/ops_generic.inc"
 
 #include "engine/kernels/ops_attention.inc"
+#include "engine/kernels/ops_attention_tile.inc"
 
 #include "engine/kernels/ops_recurrent.inc"
 #include "engine/kernels/ops_ssm.inc"
@@ -56,6 +57,7 @@ const OpKernels* avx512_op_kernels() {
         .rope_normal = avx512::k_rope_normal,
         .rope_neox = avx512::k_rope_neox,
         .attention = avx512::k_attention,
+        .attention_tile = avx512::k_attention_tile,
         .token_shift = avx512::k_token_shift,
         .wkv6 = avx512::k_wkv6,
         .wkv7 = avx512::k_wkv7,

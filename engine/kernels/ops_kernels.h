@@ -95,6 +95,31 @@ constexpr int64_t kAttentionBlock = 64;
 // Scratch floats one AttentionTask of `n_heads` query heads needs.
 int64_t attention_scratch_floats(int64_t head_dim, int64_t n_heads);
 
+// One tiled prefill item: up to kAttentionTileMaxTokens query tokens with all the query heads of
+// one KV head. Its rows (token-major: row t * group + g is tile token t's head head_begin + g)
+// attend together, so every K and V row loaded serves them all. A row's result does not depend
+// on the tile's other rows.
+struct AttentionTileTask {
+    const float* q;         // every token's [n_head][head_dim], token_stride floats apart
+    float* out;             // same layout as q
+    int64_t token_stride;   // floats from one token to the next in q and out
+    const int32_t* q_pos;   // every token's position
+    const int64_t* tokens;  // [n_tokens]: the tile's tokens (indices of q, out and q_pos)
+    int64_t n_tokens;
+    int64_t head_begin;  // query heads [head_begin, head_end), all mapped to kv_head
+    int64_t head_end;
+    int64_t kv_head;
+};
+
+// Tokens per tile at most (a cell's visibility to the tile's tokens is one 32-bit mask).
+constexpr int64_t kAttentionTileMaxTokens = 32;
+// The tile kernels' rows and head_dim are padded to whole multiples of this many floats (the
+// widest vector), so scratch sized once serves every level.
+constexpr int64_t kAttentionTilePad = 16;
+
+// Scratch floats one AttentionTileTask of `rows` (tokens times query heads) needs.
+int64_t attention_tile_scratch_floats(int64_t head_dim, int64_t rows);
+
 struct OpKernels {
     void (*rms_norm)(const float* x, const float* weight, float* y, int64_t n, float eps);
     void (*layer_norm)(const float* x, const float* weight, const float* bias, float* y, int64_t n,
@@ -120,6 +145,9 @@ struct OpKernels {
     void (*rope_normal)(float* x, const float* cos_dup, const float* sin_dup, int64_t n_pairs);
     void (*rope_neox)(float* x, const float* cos, const float* sin, int64_t n_pairs);
     void (*attention)(const AttentionJob& job, const AttentionTask& task, float* scratch);
+    // A tile of prefill queries (AttentionTileTask); nullptr where a level has none (the
+    // scalar reference), and attention() then runs the tokens one by one.
+    void (*attention_tile)(const AttentionJob& job, const AttentionTileTask& task, float* scratch);
     // RWKV (recurrent.h has the public forms): y = x + (prev - x) * mu; one head's WKV-6 and
     // WKV-7 over n_tokens tokens whose rows are `stride` floats apart, the head's state
     // [head][head] updated in place.

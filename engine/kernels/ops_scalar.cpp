@@ -376,6 +376,7 @@ const OpKernels* scalar_op_kernels() {
         .rope_normal = rope_normal,
         .rope_neox = rope_neox,
         .attention = attention,
+        .attention_tile = nullptr,
         .token_shift = token_shift,
         .wkv6 = wkv6,
         .wkv7 = wkv7,

@@ -141,9 +141,22 @@ int physical_core_count(const std::vector<int>& allowed_cpus, const std::string&
 
 ThreadPool::ThreadPool(int n_threads) {
     if (n_threads < 0) throw std::invalid_argument("ThreadPool: negative thread count");
-    n_threads_ = n_threads == 0 ? physical_core_count() : n_threads;
-    workers_.reserve(static_cast<size_t>(n_threads_ - 1));
-    for (int t = 1; t < n_threads_; ++t) workers_.emplace_back([this, t] { worker_main(t); });
+    const int n = n_threads == 0 ? physical_core_count() : n_threads;
+    n_threads_.store(n, std::memory_order_relaxed);
+    workers_.reserve(static_cast<size_t>(n - 1));
+    for (int t = 1; t < n; ++t) workers_.emplace_back([this, t] { worker_main(t); });
+}
+
+void ThreadPool::set_size(int n) {
+    if (n < 1 || n > capacity()) {
+        throw std::invalid_argument("ThreadPool::set_size: " + std::to_string(n) +
+                                    " threads, the pool has " + std::to_string(capacity()));
+    }
+    // Between dispatches only: a dispatch's chunks are cut for the count it started with. The
+    // store is published to workers by the release of the next job's claim word.
+    std::lock_guard lock(dispatch_mutex_);
+    n_threads_.store(n, std::memory_order_seq_cst);
+    n_threads_.notify_all();  // wakes the workers parked beyond the old count
 }
 
 ThreadPool::~ThreadPool() {
@@ -152,6 +165,9 @@ ThreadPool::~ThreadPool() {
         stopping_.store(true, std::memory_order_relaxed);
         posted_.fetch_add(1, std::memory_order_seq_cst);
         posted_.notify_all();
+        // Parked workers (beyond set_size's count) wait for the count to change.
+        n_threads_.store(capacity() + 1, std::memory_order_seq_cst);
+        n_threads_.notify_all();
     }
     for (auto& w : workers_) w.join();
 }
@@ -172,7 +188,7 @@ ThreadPool::Pieces ThreadPool::granule_pieces(int64_t n_tasks, int64_t granule) 
     p.n_tasks = std::max<int64_t>(n_tasks, 0);
     p.granule = granule;
     p.n_granules = (p.n_tasks + granule - 1) / granule;
-    const int64_t threads = n_threads_;
+    const int64_t threads = size();
     p.count = p.n_granules <= threads ? p.n_granules
                                       : threads * std::min<int64_t>(4, p.n_granules / threads);
     return p;
@@ -189,7 +205,7 @@ void ThreadPool::run(int64_t n_tasks, int64_t chunk, TaskFn fn, void* ctx) {
         run_inline(n_tasks, chunk, fn, ctx, tl_thread);
         return;
     }
-    if (n_threads_ == 1 || n_chunks == 1) {
+    if (size() == 1 || n_chunks == 1) {
         ScopedPoolThread as_caller(this, 0);
         run_inline(n_tasks, chunk, fn, ctx, 0);
         return;
@@ -228,6 +244,10 @@ void ThreadPool::work_on(int thread) {
         const uint64_t n_chunks = claim >> 32;
         const uint64_t index = claim & kIndexMask;
         if (index >= n_chunks) return;
+        // A worker beyond the job's thread count claims nothing. The count was stored before
+        // the claim word just acquired, so a worker still looping from an earlier job sees the
+        // count of the job whose word it holds.
+        if (thread >= n_threads_.load(std::memory_order_relaxed)) return;
         if (!claim_.compare_exchange_weak(claim, claim + 1, std::memory_order_acq_rel,
                                           std::memory_order_acquire)) {
             continue;
@@ -270,6 +290,12 @@ void ThreadPool::worker_main(int thread) {
     ScopedPoolThread as_worker(this, thread);
     uint32_t seen = 0;
     for (;;) {
+        // A worker beyond the thread count (set_size) neither spins nor is woken by the jobs it
+        // would not take part in: it sleeps until the count changes.
+        for (int n = n_threads_.load(std::memory_order_seq_cst); thread >= n;
+             n = n_threads_.load(std::memory_order_seq_cst)) {
+            n_threads_.wait(n, std::memory_order_seq_cst);
+        }
         auto posted = [&] { return posted_.load(std::memory_order_acquire) != seen; };
         if (!spin_until(posted)) {
             sleeping_workers_.fetch_add(1, std::memory_order_seq_cst);

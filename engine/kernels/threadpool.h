@@ -30,7 +30,14 @@ class ThreadPool {
     ThreadPool& operator=(const ThreadPool&) = delete;
 
     // Threads that run tasks, the caller included; thread indices passed to tasks are < size().
-    int size() const { return n_threads_; }
+    int size() const { return n_threads_.load(std::memory_order_relaxed); }
+    // Threads the pool was built with: the most set_size() allows.
+    int capacity() const { return static_cast<int>(workers_.size()) + 1; }
+    // Lets only the first n threads (the caller and n - 1 workers) take part in the next
+    // dispatches, so one pool serves steps that want different thread counts (a prompt's
+    // batch and a decode step, --threads-batch and --threads); the others stay idle.
+    // std::invalid_argument unless 1 <= n <= capacity(). Waits for a running dispatch.
+    void set_size(int n);
 
     // Runs fn(begin, end, thread_index) over [0, n_tasks) cut into chunks of `chunk` tasks
     // (the last may be shorter), claimed dynamically by the caller and the workers; returns when
@@ -74,7 +81,7 @@ class ThreadPool {
     Pieces granule_pieces(int64_t n_tasks, int64_t granule) const;
 
     int64_t default_chunk(int64_t n_tasks) const {
-        const int64_t pieces = static_cast<int64_t>(n_threads_) * 4;
+        const int64_t pieces = static_cast<int64_t>(size()) * 4;
         return n_tasks <= pieces ? 1 : (n_tasks + pieces - 1) / pieces;
     }
 
@@ -96,7 +103,8 @@ class ThreadPool {
     void work_on(int thread);
     void wait_for_completion(int64_t n_chunks);
 
-    int n_threads_ = 1;
+    // Threads taking part in dispatches (set_size); read by workers that may claim a chunk.
+    std::atomic<int> n_threads_{1};
     std::vector<std::thread> workers_;
     std::mutex dispatch_mutex_;  // one job at a time when several threads call run()
 

@@ -55,6 +55,18 @@ Op sequence_rows(Op op, int64_t begin, int64_t count, float* state) {
 
 }  // namespace
 
+namespace {
+
+// A thread count asked for, `fallback` for 0.
+int thread_count(int requested, int fallback, const char* what) {
+    if (requested < 0) {
+        throw std::invalid_argument(std::string("Context: negative ") + what);
+    }
+    return requested == 0 ? fallback : requested;
+}
+
+}  // namespace
+
 int default_context_size(const HParams& hp, int requested) {
     if (requested > 0) return requested;
     const int train = hp.n_ctx_train > 0
@@ -65,7 +77,9 @@ int default_context_size(const HParams& hp, int requested) {
 
 Context::Context(std::shared_ptr<const Model> model, const ContextParams& params)
     : model_(std::move(model)),
-      pool_(params.n_threads),
+      threads_(thread_count(params.n_threads, kernels::physical_core_count(), "n_threads")),
+      threads_batch_(thread_count(params.n_threads_batch, threads_, "n_threads_batch")),
+      pool_(std::max(threads_, threads_batch_)),
       cache_(model_->hparams(), {.n_seq = params.n_seq,
                                  .n_ctx = default_context_size(model_->hparams(), params.n_ctx),
                                  .kv_types = params.kv_type,
@@ -792,6 +806,12 @@ void Context::eval_step(std::span<const BatchToken> batch_in, std::vector<float>
         }
         ++groups.back().count;
     }
+    // A prompt's chunk (or a pooled batch) runs on --threads-batch threads, a step of single
+    // decode tokens on --threads.
+    const bool prompt = pooled_ || std::any_of(groups.begin(), groups.end(),
+                                               [](const Group& g) { return g.count > 1; });
+    const int step_threads = prompt ? threads_batch_ : threads_;
+    if (pool_.size() != step_threads) pool_.set_size(step_threads);
     // Sliding layers' cells of each group: from where its first query's window starts through
     // its last token, and where each position lives in the ring (p % cells).
     struct Window {

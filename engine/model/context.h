@@ -24,6 +24,9 @@ struct ContextParams {
     int n_seq = 1;      // sequences (slots) the caches hold
     int n_ctx = 0;      // cells per sequence; 0 = the model's training context, at most 4096
     int n_threads = 0;  // 0 = physical cores
+    // Threads of a step that brings several tokens of one sequence (a prompt's chunk) or pools
+    // embeddings; n_threads then serves the steps of single decode tokens. 0 = n_threads.
+    int n_threads_batch = 0;
     KvTypes kv_type = kernels::KvType::f16;  // K and V storage
     // Sliding-window layers: tokens of one sequence a step adds beyond the window (the ring's
     // slack, see KvCache); eval splits a batch that brings more.
@@ -54,7 +57,10 @@ class Context {
     // The KV cache of an attention model; std::logic_error for a model without attention.
     KvCache& kv();
     const KvCache& kv() const;
+    // Sized for the larger of n_threads and n_threads_batch; each step sets how many take part.
     kernels::ThreadPool& pool() { return pool_; }
+    int threads() const { return threads_; }              // n_threads, resolved
+    int threads_batch() const { return threads_batch_; }  // n_threads_batch, resolved
     int32_t n_vocab() const { return static_cast<int32_t>(model_->hparams().n_vocab); }
 
     // Evaluates the batch, appends its tokens to their sequences, and fills `logits` with one row
@@ -219,6 +225,7 @@ class Context {
     std::vector<int32_t> moe_experts_;
 
     std::shared_ptr<const Model> model_;
+    int threads_, threads_batch_;
     kernels::ThreadPool pool_;
     SequenceCache cache_;
     KvCache* kv_;  // cache_'s, or nullptr without attention

@@ -31,6 +31,7 @@ struct SchedulerParams {
     int batch_size = 512;          // token budget of one step
     int max_queue = 64;            // requests waiting for a slot before submit() answers queue_full
     int n_threads = 0;             // inference threads; 0 = physical cores
+    int n_threads_batch = 0;       // model::ContextParams::n_threads_batch; 0 = n_threads
     bool f16_accumulator = false;  // model::ContextParams::f16_accumulator
     model::KvTypes kv_types{};     // KV cache storage (--cache-type-k / --cache-type-v)
     std::vector<NamedAdapter> adapters;     // LoRA adapters of the model requests may choose

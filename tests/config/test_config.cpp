@@ -264,6 +264,14 @@ TEST(Config, MetricsPublicAndIoThreads) {
     EXPECT_NE(error_of({"--io-threads", "0"}).find("io-threads"), std::string::npos);
 }
 
+TEST(Config, ThreadsBatch) {
+    EXPECT_EQ(load({}).config.threads_batch, 0);  // 0: as --threads
+    EXPECT_EQ(load({"--threads-batch", "8", "-t", "2"}).config.threads_batch, 8);
+    EXPECT_EQ(load({}, {{"GGUFD_THREADS_BATCH", "6"}}).config.threads_batch, 6);
+    EXPECT_NE(error_of({"--threads-batch", "-1"}).find("threads-batch"), std::string::npos);
+    EXPECT_NE(error_of({"--threads-batch", "many"}).find("threads-batch"), std::string::npos);
+}
+
 TEST(Config, TimeoutsCorsAndSkipBadModels) {
     Config d = load({}).config;
     EXPECT_EQ(d.idle_timeout_s, 60);

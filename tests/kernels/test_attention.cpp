@@ -596,6 +596,125 @@ TEST(Attention, LongCacheDecodeMatchesReference) {
     }
 }
 
+// Prefill (several query tokens) runs the tiled kernel on the SIMD levels for the queries that
+// see 512 cells or more: tiles of up to 32 tokens times the query heads of one KV head. Token
+// counts that no tile size divides, GQA groups 1, 2, 4 and 8, head sizes 64, 80 and 128, and every
+// mask and logit option: positions with gaps and queries out of order, a query that sees nothing,
+// windows, soft-cap with ALiBi, sinks, scattered cells, no causal mask, logits tens apart; every
+// level against the reference.
+TEST(Attention, PrefillTilesMatchReference) {
+    struct Case {
+        int64_t n_head, n_head_kv, head_dim, tokens, cells;
+    };
+    // Every query sees 512 cells or more (tokens_to_tile), but where a variant says otherwise.
+    const Case cases[] = {{8, 8, 64, 37, 600}, {8, 4, 80, 21, 560}, {8, 2, 128, 13, 530},
+                          {8, 1, 64, 37, 600}, {32, 4, 64, 9, 520}, {6, 3, 17, 9, 540},
+                          {12, 1, 64, 5, 520}};
+    uint32_t seed = 3000;
+    for (const Case& c : cases) {
+        for (int variant = 0; variant < 9; ++variant) {
+            for (KvType type : {KvType::f32, KvType::f16}) {
+                Problem s(c.n_head, c.n_head_kv, c.head_dim, c.tokens, c.cells, ++seed);
+                std::mt19937 rng(seed);
+                std::vector<float> sinks;
+                if (variant == 1) {  // gaps between positions, the queries in any order
+                    for (size_t j = 0; j < s.cell_pos.size(); ++j) {
+                        s.cell_pos[j] = static_cast<int32_t>(3 * j + rng() % 3);
+                    }
+                    for (auto& pos : s.q_pos) {
+                        pos = static_cast<int32_t>(3 * 521 + rng() % (3 * (c.cells - 521)));
+                    }
+                    s.q_pos[1] = 100;  // sees 34 cells: the per-token kernel, beside the tiles
+                }
+                if (variant == 2) {  // queries far apart: a tile's tokens see different cells
+                    for (int64_t t = 0; t < c.tokens; ++t) {
+                        s.q_pos[static_cast<size_t>(t)] =
+                            static_cast<int32_t>(c.cells - 1 - t * (c.cells - 512) / c.tokens);
+                    }
+                    s.q_pos[0] = -1;  // sees nothing
+                }
+                if (variant == 3) s.p.window = 530;
+                if (variant == 4) {
+                    s.p.softcap = 5.0f;
+                    s.p.max_bias = 8.0f;
+                }
+                if (variant == 5) {
+                    for (int64_t h = 0; h < c.n_head; ++h) sinks.push_back(-3.0f + 1.7f * h);
+                    s.p.sinks = sinks.data();
+                }
+                if (variant == 6) {  // the cells scattered through a larger cache, shuffled
+                    s.index.resize(static_cast<size_t>(c.cells));
+                    std::iota(s.index.begin(), s.index.end(), 0);
+                    std::shuffle(s.index.begin(), s.index.end(), rng);
+                    for (auto& i : s.index) i = 2 * i + 1;
+                    std::shuffle(s.cell_pos.begin(), s.cell_pos.end(), rng);
+                }
+                if (variant == 7) s.p.causal = false;
+                if (variant == 8) {
+                    for (float& x : s.q) x *= 12.0f;
+                }
+                const int64_t storage = variant == 6 ? 2 * c.cells + 1 : c.cells;
+                Cache k(type, storage, c.n_head_kv, c.head_dim, ++seed);
+                Cache v(type, storage, c.n_head_kv, c.head_dim, ++seed);
+                const auto want = naive_attention(s.q, s.q_pos, k, v, s.index, s.cell_pos, s.p);
+                for (SimdLevel level : supported_simd_levels()) {
+                    SCOPED_TRACE(std::string(simd_level_name(level)) + " heads " +
+                                 std::to_string(c.n_head) + "/" + std::to_string(c.n_head_kv) +
+                                 " dim " + std::to_string(c.head_dim) + " variant " +
+                                 std::to_string(variant) + (type == KvType::f16 ? " f16" : " f32"));
+                    if (level != SimdLevel::scalar) {
+                        ASSERT_NE(op_kernels(level).attention_tile, nullptr);
+                    }
+                    ASSERT_TRUE(all_close(s.run(op_kernels(level), k, v), want, 5e-5, 5e-6));
+                }
+            }
+        }
+    }
+}
+
+// A token's result does not depend on the batch it comes in: the tiles (from 512 visible cells)
+// and the per-token kernel (below) give it bit for bit, whether the prompt is one batch, chunks
+// that straddle the threshold, or single tokens (below the threshold; alone above it a token
+// takes the KV split, see LongCacheDecodeMatchesReference).
+TEST(Attention, PrefillTokensAreTheSameInAnyBatch) {
+    constexpr int64_t kCells = 700, kTokens = 400;  // positions 300..699
+    Problem s(16, 8, 64, kTokens, kCells, 91);
+    Cache k(KvType::f16, kCells, 8, 64, 92), v(KvType::f16, kCells, 8, 64, 93);
+    ThreadPool pool(2);
+    for (SimdLevel level : supported_simd_levels()) {
+        SCOPED_TRACE(simd_level_name(level));
+        const OpKernels& kernels = op_kernels(level);
+        const auto whole = s.run(kernels, k, v, &pool);
+        const int64_t floats = s.p.n_head * s.p.head_dim;
+        for (int64_t chunk : {8, 80, 1}) {
+            for (int64_t t0 = 0; t0 < kTokens; t0 += chunk) {
+                const int64_t n = std::min(chunk, kTokens - t0);
+                if (chunk == 1 && s.q_pos[static_cast<size_t>(t0)] + 1 >= 512) break;
+                // As the context lists them: the cells up to the chunk's last token.
+                const KvCellList cells{.index = nullptr,
+                                       .pos = s.cell_pos.data(),
+                                       .count = s.q_pos[static_cast<size_t>(t0 + n - 1)] + 1};
+                std::vector<float> out(static_cast<size_t>(n * floats));
+                attention_with(kernels, s.q.data() + t0 * floats, s.q_pos.data() + t0, n, k.view(),
+                               v.view(), cells, s.p, out.data(), &pool);
+                ASSERT_TRUE(std::equal(out.begin(), out.end(), whole.begin() + t0 * floats))
+                    << "chunks of " << chunk << " at token " << t0;
+            }
+        }
+    }
+}
+
+TEST(Attention, PrefillTilesAreTheSameOnAnyPool) {
+    Problem s(32, 4, 64, 100, 700, 81);  // the tokens see 601 cells and more: tiled
+    Cache k(KvType::f16, 700, 4, 64, 82), v(KvType::f16, 700, 4, 64, 83);
+    const OpKernels& kernels = active_op_kernels();
+    const auto alone = s.run(kernels, k, v);
+    for (int threads : {2, 3, 5}) {
+        ThreadPool pool(threads);
+        EXPECT_EQ(s.run(kernels, k, v, &pool), alone) << threads << " threads";
+    }
+}
+
 // Quantised caches (K, V or both): short and long caches (the KV-split decode path from 512
 // cells), prefill queries, scattered and shuffled cells as a sliding-window ring lists them,
 // windows, on every level and on a pool, against the reference over the values the blocks hold.

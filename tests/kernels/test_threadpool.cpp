@@ -9,6 +9,8 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -130,6 +132,49 @@ TEST(ThreadPool, WorkersShareTheWork) {
     });
     EXPECT_EQ(by_thread[0].load(), 1);
     EXPECT_EQ(by_thread[1].load(), 1);
+}
+
+// The threads that run a dispatch of many tasks, each task waiting (up to a deadline shared by
+// all) until `expected` distinct threads have joined, so every thread allowed in gets the chance.
+std::set<std::thread::id> threads_running(ThreadPool& pool, size_t expected) {
+    std::mutex m;
+    std::set<std::thread::id> seen;
+    std::atomic<int> bad_index{0};
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    pool.parallel_for(64, 1, [&](int64_t, int64_t, int thread) {
+        if (thread >= pool.size()) bad_index.fetch_add(1);
+        {
+            std::lock_guard lock(m);
+            seen.insert(std::this_thread::get_id());
+        }
+        for (;;) {
+            {
+                std::lock_guard lock(m);
+                if (seen.size() >= expected) break;
+            }
+            if (std::chrono::steady_clock::now() > deadline) break;
+            std::this_thread::yield();
+        }
+    });
+    EXPECT_EQ(bad_index.load(), 0);
+    return seen;
+}
+
+TEST(ThreadPool, SetSizeLimitsTheThreadsOfADispatch) {
+    ThreadPool pool(4);
+    EXPECT_EQ(pool.capacity(), 4);
+    for (int n : {2, 1, 4, 3}) {
+        pool.set_size(n);
+        EXPECT_EQ(pool.size(), n);
+        // Every allowed thread joins (the tasks wait for them), and none beyond: a leaking worker
+        // would also show as a thread index >= size().
+        EXPECT_EQ(threads_running(pool, static_cast<size_t>(n)).size(), static_cast<size_t>(n))
+            << n << " threads";
+        expect_each_task_once(pool, 1000, 7);
+    }
+    EXPECT_THROW(pool.set_size(0), std::invalid_argument);
+    EXPECT_THROW(pool.set_size(5), std::invalid_argument);
+    EXPECT_EQ(pool.size(), 3);
 }
 
 TEST(ThreadPool, SumsManySmallJobsCorrectly) {

@@ -157,6 +157,44 @@ TEST(Batching, MixedSequencesMatchSeparateRuns) {
     EXPECT_EQ(mixed.kv().length(1), 27);
 }
 
+// --threads-batch: a prompt's steps run on n_threads_batch threads and decode steps on
+// n_threads, from one pool of the larger count; the logits do not depend on either.
+TEST(Batching, ThreadsBatchRunsPromptsOnItsThreadsWithTheSameLogits) {
+    GGUFD_REQUIRE_CONFORMANCE(dir);
+    auto model = Model::load(dir / "models/tiny-llama-q8_0.gguf");
+    const auto ids = read_ids(dir / "reference/tiny-llama.prompt_tokens.txt");
+    const std::vector<int32_t> prompt(ids.begin(), ids.begin() + 20);
+    struct Threads {
+        int threads, batch;
+    };
+    std::vector<float> first;
+    for (const Threads t : {Threads{1, 1}, Threads{1, 3}, Threads{3, 1}, Threads{2, 0}}) {
+        SCOPED_TRACE(std::to_string(t.threads) + " threads, " + std::to_string(t.batch) + " batch");
+        Context ctx(
+            model,
+            ContextParams{
+                .n_seq = 1, .n_ctx = 64, .n_threads = t.threads, .n_threads_batch = t.batch});
+        const int batch = t.batch > 0 ? t.batch : t.threads;
+        EXPECT_EQ(ctx.threads(), t.threads);
+        EXPECT_EQ(ctx.threads_batch(), batch);
+        EXPECT_EQ(ctx.pool().capacity(), std::max(t.threads, batch));
+        std::vector<float> all = prompt_logits(ctx, prompt);
+        EXPECT_EQ(ctx.pool().size(), batch);
+        std::vector<float> step;
+        for (int32_t i = 0; i < 3; ++i) {
+            const BatchToken next{0, ids[20 + static_cast<size_t>(i)], 20 + i, true};
+            ctx.eval(std::span(&next, 1), step);
+            EXPECT_EQ(ctx.pool().size(), t.threads);
+            all.insert(all.end(), step.begin(), step.end());
+        }
+        if (first.empty()) {
+            first = all;
+        } else {
+            EXPECT_EQ(all, first);
+        }
+    }
+}
+
 TEST(Batching, TruncateAndReuseAPrefix) {
     GGUFD_REQUIRE_CONFORMANCE(dir);
     auto model = Model::load(dir / "models/stories260K.gguf");

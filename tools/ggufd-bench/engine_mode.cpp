@@ -91,6 +91,7 @@ void check_engine_options(const EngineOptions& opts) {
     check(opts.n_prompt, "-p", 0);
     check(opts.n_gen, "-n", 0);
     check(opts.threads, "-t", 0);
+    check({opts.threads_batch}, "--threads-batch", 0);
     check(opts.depth, "-d", 0);
     if (opts.reps < 1) throw std::invalid_argument("-r must be >= 1");
     const auto positive = [](const std::vector<int>& v) {
@@ -192,6 +193,7 @@ EngineResult run_engine(const EngineOptions& opts) {
     for (int threads : opts.threads) {
         model::ContextParams cp;
         cp.n_threads = threads;
+        cp.n_threads_batch = opts.threads_batch;
         cp.kv_type = opts.kv_types;
         cp.n_ctx = std::max(max_depth + max_n + 1, 16);
         model::Context ctx(model, cp);
@@ -213,7 +215,7 @@ EngineResult run_engine(const EngineOptions& opts) {
             }
             fill_to(ctx, depth, logits);
             for (EngineTest& t : tests) {
-                t.threads = ctx.pool().size();
+                t.threads = t.prompt ? ctx.threads_batch() : ctx.threads();
                 if (!warm) {  // caches warm and weights paged in once per context
                     run_once(ctx, t, logits);
                     warm = true;

@@ -16,6 +16,7 @@ struct EngineOptions {
     std::vector<int> n_prompt{128};  // a 0 entry is no pp test
     std::vector<int> n_gen{32};      // a 0 entry is no tg test
     std::vector<int> threads{0};     // 0 = physical cores
+    int threads_batch = 0;           // threads of the pp tests; 0 = each -t value
     // Tokens already in the KV cache when a test starts (llama-bench's -d): a test at depth D
     // measures pp/tg of the tokens at positions D, D+1, ...
     std::vector<int> depth{0};

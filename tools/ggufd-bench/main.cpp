@@ -41,6 +41,7 @@ int main(int argc, char** argv) {
         ("n-prompt,p", po::value(&n_prompt)->composing()->default_value({"128"}, "128"), "prompt tokens per pp test (0 = none)")
         ("n-gen,n", po::value(&n_gen)->composing()->default_value({"32"}, "32"), "generated tokens per tg test (0 = none)")
         ("threads,t", po::value(&threads)->composing()->default_value({"0"}, "0"), "threads (0 = physical cores)")
+        ("threads-batch", po::value(&engine.threads_batch)->default_value(0), "engine: threads of the pp tests, as ggufd's --threads-batch (0 = the -t value)")
         ("n-depth,d", po::value(&depth)->composing()->default_value({"0"}, "0"), "tokens already in the KV cache when a test starts")
         ("cache-type-k", po::value<std::string>()->default_value("f16"), "engine: KV cache storage of keys (f16, q8_0, q4_0)")
         ("cache-type-v", po::value<std::string>()->default_value("f16"), "engine: KV cache storage of values (f16, q8_0, q4_0)")

@@ -112,6 +112,8 @@ int cmd_generate(Args args) {
             body["json_schema"] = std::move(schema);
         } else if (a == "--threads" || a == "-t")
             params.n_threads = std::stoi(value());
+        else if (a == "--threads-batch" || a == "-tb")
+            params.n_threads_batch = std::stoi(value());
         else if (a == "--ctx-size" || a == "-c")
             params.n_ctx = std::stoi(value());
         else if (a == "--cache-type-k" || a == "-ctk")

@@ -13,7 +13,7 @@ namespace ggufd::run {
 
 int cmd_logits(Args args) {
     std::string model_path, tokens_path, out_path;
-    int threads = 0;
+    int threads = 0, threads_batch = 0;
     model::KvTypes kv_types;
     for (size_t i = 0; i < args.size(); ++i) {
         auto value = [&]() -> std::string {
@@ -29,6 +29,8 @@ int cmd_logits(Args args) {
             out_path = value();
         else if (args[i] == "--threads")
             threads = std::stoi(value());
+        else if (args[i] == "--threads-batch")
+            threads_batch = std::stoi(value());
         else if (args[i] == "--cache-type-k")
             kv_types.k = kernels::parse_kv_type(value());
         else if (args[i] == "--cache-type-v")
@@ -52,6 +54,7 @@ int cmd_logits(Args args) {
     auto model = model::Model::load(model_path);
     model::ContextParams params;
     params.n_threads = threads;
+    params.n_threads_batch = threads_batch;
     params.kv_type = kv_types;
     params.n_ctx = static_cast<int>(batch.size());
     model::Context ctx(model, params);

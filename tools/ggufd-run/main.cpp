@@ -29,7 +29,8 @@ std::span<const Command> commands() {
             "generate",
             "generate --model M --prompt TEXT --n-predict N [--temp T --seed S --top-k K --top-p P "
             "--min-p P --typical-p P --repeat-penalty R --repeat-last-n N --presence-penalty P "
-            "--frequency-penalty P --stop S --threads N --ctx-size N --cache-type-k T "
+            "--frequency-penalty P --stop S --threads N --threads-batch N --ctx-size N "
+            "--cache-type-k T "
             "--cache-type-v T] [--grammar GBNF | "
             "--grammar-file F "
             "| --json-schema JSON | --json-schema-file F]",
@@ -38,7 +39,7 @@ std::span<const Command> commands() {
                 "template (--model M | --template-file T) (--context-json C | --cases-jsonl F)",
                 cmd_template},
         Command{"logits",
-                "logits --model M --tokens-file F --out OUT.f32 [--threads N] "
+                "logits --model M --tokens-file F --out OUT.f32 [--threads N] [--threads-batch N] "
                 "[--cache-type-k T --cache-type-v T]",
                 cmd_logits},
     };

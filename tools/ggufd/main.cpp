@@ -32,6 +32,7 @@ ggufd::scheduler::SchedulerParams scheduler_params(const ggufd::config::Config& 
     p.n_ctx = c.ctx_size;
     p.batch_size = c.batch_size;
     p.n_threads = c.threads;
+    p.n_threads_batch = c.threads_batch;
     p.max_queue = c.queue_size;
     p.f16_accumulator = c.f16_accumulator;
     p.kv_types = {ggufd::kernels::parse_kv_type(c.cache_type_k),
