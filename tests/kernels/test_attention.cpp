@@ -177,6 +177,16 @@ struct Problem {
                        out.data(), pool);
         return out;
     }
+    // Lists the cells shuffled through a larger store (list entry j in some storage cell
+    // stride * i + offset) and returns the store's size in cells.
+    template <class Rng>
+    int64_t scatter(int64_t stride, int64_t offset, Rng&& rng) {
+        index.resize(static_cast<size_t>(n_cells));
+        std::iota(index.begin(), index.end(), 0);
+        std::shuffle(index.begin(), index.end(), rng);
+        for (auto& i : index) i = static_cast<int32_t>(stride * i + offset);
+        return stride * n_cells + offset;
+    }
 };
 
 // llama.cpp's CPU flash attention over an F16 cache as attention.h describes it, written out
@@ -574,13 +584,10 @@ TEST(Attention, LongCacheDecodeMatchesReference) {
                 if (variant == 4) {  // logits tens apart: most chunks weigh e^-40 or less
                     for (float& x : s.q) x *= 12.0f;
                 }
+                int64_t storage = c.cells;
                 if (variant == 5) {  // the cells scattered through a larger cache, shuffled
-                    s.index.resize(static_cast<size_t>(c.cells));
-                    std::iota(s.index.begin(), s.index.end(), 0);
-                    std::shuffle(s.index.begin(), s.index.end(), std::mt19937(seed));
-                    for (auto& i : s.index) i = 2 * i + 1;
+                    storage = s.scatter(2, 1, std::mt19937(seed));
                 }
-                const int64_t storage = variant == 5 ? 2 * c.cells + 1 : c.cells;
                 Cache k(type, storage, c.n_head_kv, c.head_dim, ++seed);
                 Cache v(type, storage, c.n_head_kv, c.head_dim, ++seed);
                 const auto want = naive_attention(s.q, s.q_pos, k, v, s.index, s.cell_pos, s.p);
@@ -642,18 +649,15 @@ TEST(Attention, PrefillTilesMatchReference) {
                     for (int64_t h = 0; h < c.n_head; ++h) sinks.push_back(-3.0f + 1.7f * h);
                     s.p.sinks = sinks.data();
                 }
+                int64_t storage = c.cells;
                 if (variant == 6) {  // the cells scattered through a larger cache, shuffled
-                    s.index.resize(static_cast<size_t>(c.cells));
-                    std::iota(s.index.begin(), s.index.end(), 0);
-                    std::shuffle(s.index.begin(), s.index.end(), rng);
-                    for (auto& i : s.index) i = 2 * i + 1;
+                    storage = s.scatter(2, 1, rng);
                     std::shuffle(s.cell_pos.begin(), s.cell_pos.end(), rng);
                 }
                 if (variant == 7) s.p.causal = false;
                 if (variant == 8) {
                     for (float& x : s.q) x *= 12.0f;
                 }
-                const int64_t storage = variant == 6 ? 2 * c.cells + 1 : c.cells;
                 Cache k(type, storage, c.n_head_kv, c.head_dim, ++seed);
                 Cache v(type, storage, c.n_head_kv, c.head_dim, ++seed);
                 const auto want = naive_attention(s.q, s.q_pos, k, v, s.index, s.cell_pos, s.p);
@@ -738,14 +742,11 @@ TEST(Attention, QuantisedCacheMatchesReference) {
             for (int variant = 0; variant < 3; ++variant) {
                 Problem s(c.n_head, c.n_head_kv, c.head_dim, c.tokens, c.cells, ++seed);
                 if (variant == 1) s.p.window = 50;
+                int64_t storage = c.cells;
                 if (variant == 2) {  // a ring's cells: shuffled through a larger store
-                    s.index.resize(static_cast<size_t>(c.cells));
-                    std::iota(s.index.begin(), s.index.end(), 0);
-                    std::shuffle(s.index.begin(), s.index.end(), std::mt19937(seed));
-                    for (auto& i : s.index) i = 2 * i + 1;
+                    storage = s.scatter(2, 1, std::mt19937(seed));
                     s.p.window = 40;
                 }
-                const int64_t storage = variant == 2 ? 2 * c.cells + 1 : c.cells;
                 Cache k(ty.k, storage, c.n_head_kv, c.head_dim, ++seed);
                 Cache v(ty.v, storage, c.n_head_kv, c.head_dim, ++seed);
                 const auto want = naive_attention(s.q, s.q_pos, k, v, s.index, s.cell_pos, s.p);
@@ -790,13 +791,8 @@ TEST(Attention, QuantisedDecodeReadsTheBlocksOnEveryLevel) {
                         s.p.sinks = sinks.data();
                     }
                     if (variant == 3) s.p.window = 200;
-                    if (variant == 4) {
-                        s.index.resize(static_cast<size_t>(cells));
-                        std::iota(s.index.begin(), s.index.end(), 0);
-                        std::shuffle(s.index.begin(), s.index.end(), std::mt19937(seed));
-                        for (auto& i : s.index) i = 3 * i + 2;
-                    }
-                    const int64_t storage = variant == 4 ? 3 * cells + 2 : cells;
+                    int64_t storage = cells;
+                    if (variant == 4) storage = s.scatter(3, 2, std::mt19937(seed));
                     Cache k(kt, storage, 2, dim, ++seed), v(vt, storage, 2, dim, ++seed);
                     const auto want = naive_attention(s.q, s.q_pos, k, v, s.index, s.cell_pos, s.p);
                     for (SimdLevel level : supported_simd_levels()) {
