@@ -94,6 +94,18 @@ class RecurrentServing : public ::testing::Test {
 const std::vector<std::string> kPrompts = {"The quick brown fox", "Once upon a time there was",
                                            "In the beginning", "A recurrent state does not grow"};
 
+// Client i (prompt i % kPrompts.size()) streamed to its length and got what that prompt gets
+// alone.
+void expect_as_alone(std::vector<std::future<Streamed>>& clients,
+                     const std::vector<std::string>& alone, const std::string& who) {
+    for (size_t i = 0; i < clients.size(); ++i) {
+        const Streamed s = clients[i].get();
+        EXPECT_TRUE(s.done) << who << " client " << i;
+        EXPECT_EQ(s.finish_reason, "length") << who << " client " << i;
+        EXPECT_EQ(s.text, alone[i % kPrompts.size()]) << who << " client " << i;
+    }
+}
+
 TEST_F(RecurrentServing, ConcurrentStreamsOfBothKindsGiveWhatEachGetsAlone) {
     std::vector<std::string> alone_mamba, alone_llama;
     for (const std::string& p : kPrompts) {
@@ -115,12 +127,7 @@ TEST_F(RecurrentServing, ConcurrentStreamsOfBothKindsGiveWhatEachGetsAlone) {
                 llama.push_back(
                     std::async(std::launch::async, [&, p] { return stream("llama", p, 12); }));
         }
-        for (size_t i = 0; i < mamba.size(); ++i) {
-            const Streamed s = mamba[i].get();
-            EXPECT_TRUE(s.done) << "mamba client " << i;
-            EXPECT_EQ(s.finish_reason, "length") << "mamba client " << i;
-            EXPECT_EQ(s.text, alone_mamba[i % kPrompts.size()]) << "mamba client " << i;
-        }
+        expect_as_alone(mamba, alone_mamba, "mamba");
         for (size_t i = 0; i < llama.size(); ++i) {
             const Streamed s = llama[i].get();
             EXPECT_TRUE(s.done) << "llama client " << i;
@@ -144,12 +151,7 @@ TEST_F(RecurrentServing, ConcurrentRwkvStreamsGiveWhatEachGetsAlone) {
         clients.push_back(
             std::async(std::launch::async, [&, p] { return stream("rwkv7", p, 12); }));
     }
-    for (size_t i = 0; i < clients.size(); ++i) {
-        const Streamed s = clients[i].get();
-        EXPECT_TRUE(s.done) << "client " << i;
-        EXPECT_EQ(s.finish_reason, "length") << "client " << i;
-        EXPECT_EQ(s.text, alone[i % kPrompts.size()]) << "client " << i;
-    }
+    expect_as_alone(clients, alone, "rwkv7");
 }
 
 TEST_F(RecurrentServing, AClientThatLeavesFreesItsSlot) {
