@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <optional>
+#include <span>
 #include <stdexcept>
 #include <vector>
 
@@ -22,38 +23,56 @@ std::string char_class(const std::vector<uint32_t>& cps, bool negated) {
     return out + "]";
 }
 
-// Rules `<name>-0` .. for any text that does not contain `marker` and does not end inside a
-// partial match of it (so the marker written after it is its first occurrence): the states of
-// the marker's KMP automaton over code points, each a rule.
-std::string text_without(std::string_view name, std::string_view marker) {
-    const std::vector<uint32_t> m = tokenizer::unicode::decode_lenient(marker);
-    const size_t n = m.size();
-    std::vector<uint32_t> alphabet = m;
+// Rules `<name>-0` .. for any text that contains none of `markers` and does not end inside a
+// partial match of one (so a marker written after it is the first markup in it): the states of
+// the markers' matching automaton over code points (a state is the longest end of the text that
+// begins a marker), each a rule.
+std::string text_without(std::string_view name, std::span<const std::string_view> markers) {
+    using Cps = std::vector<uint32_t>;
+    std::vector<Cps> ms;
+    for (std::string_view m : markers) {
+        if (!m.empty()) ms.push_back(tokenizer::unicode::decode_lenient(m));
+    }
+    // The states: every proper beginning of a marker, the empty one first.
+    std::vector<Cps> states = {{}};
+    for (const Cps& m : ms) {
+        for (size_t k = 1; k < m.size(); ++k) {
+            Cps p(m.begin(), m.begin() + static_cast<long>(k));
+            if (std::find(states.begin(), states.end(), p) == states.end()) states.push_back(p);
+        }
+    }
+    Cps alphabet;
+    for (const Cps& m : ms) alphabet.insert(alphabet.end(), m.begin(), m.end());
     std::sort(alphabet.begin(), alphabet.end());
     alphabet.erase(std::unique(alphabet.begin(), alphabet.end()), alphabet.end());
-    // The state after reading c in `state`: the longest prefix of the marker that ends the text.
-    auto next = [&](size_t state, uint32_t c) -> size_t {
-        for (size_t k = std::min(state + 1, n); k > 0; --k) {
-            if (m[k - 1] != c) continue;
-            if (std::equal(m.begin(), m.begin() + static_cast<long>(k - 1),
-                           m.begin() + static_cast<long>(state - (k - 1)))) {
-                return k;
-            }
+    const auto ends_with = [](const Cps& text, const Cps& end) {
+        return end.size() <= text.size() && std::equal(end.rbegin(), end.rend(), text.rbegin());
+    };
+    // The state after `c` in `state`, or nullopt when the text would then end with a marker.
+    auto next = [&](const Cps& state, uint32_t c) -> std::optional<size_t> {
+        Cps text = state;
+        text.push_back(c);
+        for (const Cps& m : ms) {
+            if (ends_with(text, m)) return std::nullopt;
         }
-        return 0;
+        size_t best = 0;
+        for (size_t i = 1; i < states.size(); ++i) {
+            if (states[i].size() > states[best].size() && ends_with(text, states[i])) best = i;
+        }
+        return best;
     };
     const auto rule = [&](size_t state) { return std::string(name) + "-" + std::to_string(state); };
     std::string out;
-    for (size_t state = 0; state < n; ++state) {
-        // Characters that lead to a later state (or complete the marker: refused) are named;
+    for (size_t state = 0; state < states.size(); ++state) {
+        // Characters that lead to a later state (or complete a marker: refused) are named;
         // every other character returns to state 0.
         std::map<size_t, std::vector<uint32_t>> by_target;
         std::vector<uint32_t> named;
         for (uint32_t c : alphabet) {
-            const size_t to = next(state, c);
+            const std::optional<size_t> to = next(states[state], c);
             if (to == 0) continue;
             named.push_back(c);
-            if (to < n) by_target[to].push_back(c);
+            if (to) by_target[*to].push_back(c);
         }
         std::string alts = char_class(named, true) + " " + rule(0);
         for (const auto& [to, chars] : by_target) {
@@ -62,6 +81,10 @@ std::string text_without(std::string_view name, std::string_view marker) {
         out += rule(state) + " ::= " + (state == 0 ? "( " + alts + " )?" : alts) + "\n";
     }
     return out;
+}
+
+std::string text_without(std::string_view name, std::string_view marker) {
+    return text_without(name, std::span<const std::string_view>(&marker, 1));
 }
 
 struct Tool {
@@ -158,6 +181,27 @@ std::string expand(std::string_view tmpl, Fill fill) {
     return grammar::gbnf_sequence(parts);
 }
 
+// The GBNF of the family's reasoning block before a constrained reply (empty: none), its text
+// rules added to `rules`: free text up to the closing marker, which ends it.
+std::string reasoning_block(Family family, ReasoningPrefix reasoning, std::string& rules) {
+    const FamilySpec& f = spec(family);
+    if (reasoning == ReasoningPrefix::none || f.think_close.empty() ||
+        f.format.reasoning_close.empty()) {
+        return "";
+    }
+    // Reasoning text holds none of the family's markup: its closer ends it, and neither a call
+    // nor another block opens inside it (nothing of the syntax can reach reasoning_content).
+    std::vector<std::string_view> markup = {f.think_close, f.think_open};
+    for (const Trigger& t : f.triggers) {
+        if (!t.at_start) markup.push_back(t.text);
+    }
+    rules += text_without("think", markup);
+    const std::string block =
+        "think-0 " + grammar::gbnf_literal(f.format.reasoning_close) + " [ \\t\\n]{0,4}";
+    if (reasoning == ReasoningPrefix::open) return block;
+    return "( " + grammar::gbnf_literal(f.format.reasoning_open) + " " + block + " )?";
+}
+
 class Builder {
   public:
     Builder(Family family, const CallGrammarOptions& options)
@@ -193,17 +237,7 @@ class Builder {
         return s.empty() ? "" : grammar::gbnf_literal(s);
     }
 
-    std::string reasoning() {
-        if (options_.reasoning == ReasoningPrefix::none || spec_.think_close.empty() ||
-            format_.reasoning_close.empty()) {
-            return "";
-        }
-        rules_ += text_without("think", spec_.think_close);
-        const std::string block =
-            "think-0 " + grammar::gbnf_literal(format_.reasoning_close) + " [ \\t\\n]{0,4}";
-        if (options_.reasoning == ReasoningPrefix::open) return block;
-        return "( " + grammar::gbnf_literal(format_.reasoning_open) + " " + block + " )?";
-    }
+    std::string reasoning() { return reasoning_block(spec_.family, options_.reasoning, rules_); }
 
     std::string call(const Tool& tool, size_t k) {
         const std::string args =
@@ -393,6 +427,13 @@ std::vector<std::string> lazy_call_triggers(Family family) {
         if (std::find(out.begin(), out.end(), trigger) == out.end()) out.push_back(trigger);
     }
     return out;
+}
+
+std::string with_reasoning_prefix(Family family, std::string_view gbnf, ReasoningPrefix reasoning) {
+    std::string rules;
+    const std::string block = reasoning_block(family, reasoning, rules);
+    if (block.empty()) return std::string(gbnf);
+    return "root ::= " + block + " reply-root\n" + rules + prefix_gbnf_rules(gbnf, "reply-");
 }
 
 std::string tool_call_grammar(Family family, const json& tools, const CallGrammarOptions& options) {

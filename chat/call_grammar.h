@@ -58,6 +58,10 @@ std::string tool_call_grammar(Family family, const nlohmann::ordered_json& tools
 // JSON, generic).
 std::vector<std::string> lazy_call_triggers(Family family);
 
+// `gbnf` (a grammar with a `root`) behind the family's reasoning block, as a call grammar's
+// `reasoning` puts it before the calls: for a JSON reply a thinking model may reason before.
+std::string with_reasoning_prefix(Family family, std::string_view gbnf, ReasoningPrefix reasoning);
+
 // `gbnf` with every rule name prefixed (definitions and references), so grammars can be joined.
 std::string prefix_gbnf_rules(std::string_view gbnf, std::string_view prefix);
 

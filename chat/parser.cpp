@@ -68,6 +68,18 @@ struct Cursor {
     size_t base = 0;  // stream offset of text[0]
     detail::JsonScanners* scanners = nullptr;
     std::vector<Call>* calls = nullptr;
+    // When set, the function names read, and a last one cut short by the end of the text, each
+    // with the number of calls that stood when it was read (the call it names is the next one):
+    // what a call cut off before its arguments began is recognised by (StreamParser::recover_call).
+    std::vector<std::pair<size_t, std::string>>* names = nullptr;
+    // Set with `names` when the text ended and the question is whether more text would have
+    // continued the region: a region only waiting for the reply to end is then decided.
+    bool probing = false;
+    void add_name(Scan s, const std::string& whole) {
+        if (names != nullptr && s != Scan::bad) {
+            names->emplace_back(calls->size(), s == Scan::ok ? whole : std::string(rest()));
+        }
+    }
 
     void add(std::string name, std::string arguments) {
         calls->push_back({std::move(name), std::move(arguments)});
@@ -121,7 +133,11 @@ struct Cursor {
         pos = end;
         return Scan::ok;
     }
-    Scan name(std::string& out) { return token(out, name_char); }
+    Scan name(std::string& out) {
+        const Scan s = token(out, name_char);
+        add_name(s, out);
+        return s;
+    }
     // The text up to `marker`, which is consumed too.
     Scan until(std::string_view marker, std::string_view& out) {
         const size_t at = text.find(marker, pos);
@@ -453,14 +469,60 @@ RegionResult tool_call_tag(Cursor& c, const Context& ctx) {
     return kDone;
 }
 
-// A reply that is only JSON: {"name": .., "arguments"|"parameters": ..}, {"tool_call": {..}} or
-// {"tool_calls": [..]}. Decided at the end of the reply.
-RegionResult json_reply(Cursor& c) {
-    json v;
-    CHAT_TRY(c.value(v));
+// The wrapped calls a reply that is only JSON holds, as the call grammar writes them:
+// {"tool_call": CALL} or {"tool_calls": [CALL, ...]}. Their calls stream.
+RegionResult wrapped_calls(Cursor& c) {
+    CHAT_TRY(c.accept("{"));
+    c.skip_blanks();
+    size_t which = 0;
+    CHAT_TRY(c.accept_any({"\"tool_call\"", "\"tool_calls\""}, which));
+    c.skip_blanks();
+    CHAT_TRY(c.accept(":"));
+    c.skip_blanks();
+    if (which == 1) {
+        CHAT_TRY(c.accept("["));
+        for (size_t item = 0;; ++item) {
+            c.skip_blanks();
+            if (item > 0) {
+                size_t end = 0;
+                CHAT_TRY(c.accept_any({"]", ","}, end));
+                if (end == 0) break;
+                c.skip_blanks();
+            }
+            CHAT_TRY(call_object(c));
+        }
+    } else {
+        CHAT_TRY(call_object(c));
+    }
+    c.skip_blanks();
+    CHAT_TRY(c.accept("}"));
     c.skip_blanks();
     if (c.pos != c.text.size()) return {};
-    if (!c.at_end) return {Scan::more};
+    return {c.at_end ? Scan::ok : Scan::more};
+}
+
+// A reply that is only JSON: {"tool_call": {..}} or {"tool_calls": [..]} (streamed), or
+// {"name": .., "arguments"|"parameters": ..} (decided at the end of the reply).
+RegionResult json_reply(Cursor& c) {
+    const size_t start = c.pos;
+    if (const RegionResult wrapped = wrapped_calls(c);
+        wrapped.status != Scan::bad || !c.calls->empty()) {
+        return wrapped;
+    }
+    c.pos = start;
+    json v;
+    const Scan whole = c.value(v);
+    if (whole == Scan::more && c.names != nullptr) {
+        // Cut off (StreamParser::run's probe): a call object written name first stands with
+        // the arguments it has so far, or at least its name may.
+        Cursor scratch = c;
+        scratch.scanners = nullptr;
+        streamed_call_object(scratch);
+    }
+    CHAT_TRY(whole);
+    c.skip_blanks();
+    if (c.pos != c.text.size()) return {};
+    if (!c.at_end) return {c.probing ? Scan::bad : Scan::more};
     // The one member of a wrapper, or the call object itself.
     const bool wrapped = v.size() == 1 && (v.contains("tool_call") || v.contains("tool_calls"));
     std::vector<Call> calls;
@@ -756,7 +818,9 @@ RegionResult harmony_header(Cursor& c, const Context& ctx) {
             continue;
         }
         if (which == 0) break;
-        CHAT_TRY(c.token(which == 1 ? channel : which == 2 ? recipient : type, word_char));
+        const Scan word = c.token(which == 1 ? channel : which == 2 ? recipient : type, word_char);
+        if (which == 2) c.add_name(word, recipient);
+        CHAT_TRY(word);
     }
     if (recipient.empty()) return {Scan::ok, channel == "analysis"};
     constexpr std::string_view kFunctions = "functions.";
@@ -888,7 +952,10 @@ StreamParser::StreamParser(ParserOptions options)
 bool StreamParser::active(const Trigger& t, size_t pos) const {
     if (mode_ != Mode::content) return false;
     if (t.region != Region::harmony_header && !options_.parse_tool_calls) return false;
-    return !t.at_start || (!started_ && all_blank(std::string_view(pending_).substr(0, pos)));
+    if (!t.at_start) return true;
+    // A reply-wide region (a JSON reply) whose calls already stream is still the one at the start.
+    return (!started_ || region_calls_sent_ > 0) &&
+           all_blank(std::string_view(pending_).substr(0, pos));
 }
 
 std::optional<StreamParser::Match> StreamParser::find_marker() const {
@@ -911,9 +978,9 @@ std::optional<StreamParser::Match> StreamParser::find_marker() const {
     return std::nullopt;
 }
 
-// How much of the pending text can be released now: not a possible marker start at the end, not
-// the blanks before it (they belong to the markup if it comes), not half a UTF-8 character.
-size_t StreamParser::releasable() const {
+// Where the longest possible beginning of an active marker at the end of the pending text starts
+// (its size when there is none); `any_active`: whether any marker is active.
+size_t StreamParser::partial_marker(bool* any_active) const {
     const std::string_view text = pending_;
     const bool content = mode_ == Mode::content;
     const bool think = think_possible_ && !started_;
@@ -933,10 +1000,19 @@ size_t StreamParser::releasable() const {
                             break;
                         }
                     });
+    if (any_active != nullptr) *any_active = any_marker;
+    return keep;
+}
+
+// How much of the pending text can be released now: not a possible marker start at the end, not
+// the blanks before it (they belong to the markup if it comes), not half a UTF-8 character.
+size_t StreamParser::releasable() const {
+    bool any_marker = false;
+    size_t keep = partial_marker(&any_marker);
     if (any_marker) {
-        while (keep > 0 && is_blank(text[keep - 1])) --keep;
+        while (keep > 0 && is_blank(pending_[keep - 1])) --keep;
     }
-    return tokenizer::unicode::complete_prefix_length(text.substr(0, keep));
+    return tokenizer::unicode::complete_prefix_length(std::string_view(pending_).substr(0, keep));
 }
 
 void StreamParser::emit_text(std::string_view text, Delta& out) {
@@ -962,17 +1038,37 @@ void StreamParser::emit_markup(std::string_view text, Delta& out) {
     skip_blanks_ = false;
 }
 
+// Whether a call (its arguments so far, or whole) repeats one already sent, or may still.
+bool StreamParser::repeats_earlier(std::string_view name, std::string_view args,
+                                   bool complete) const {
+    return std::any_of(sent_.begin(), sent_.end(), [&](const ToolCall& c) {
+        return c.name == name && (complete ? c.arguments == args : c.arguments.starts_with(args));
+    });
+}
+
 // What the calls of the region being parsed add to what was sent of them: a new call's id, name
-// and arguments so far; an open call's further arguments.
-void StreamParser::send_calls(std::span<const Call> calls, Delta& out) {
+// and arguments so far; an open call's further arguments. `last_complete`: the last of `calls`
+// is whole (the others are).
+void StreamParser::send_calls(std::span<const Call> calls, bool last_complete, Delta& out) {
     for (size_t i = region_calls_sent_ == 0 ? 0 : region_calls_sent_ - 1; i < calls.size(); ++i) {
         const std::string_view args = calls[i].args();
         if (i < region_calls_sent_) {
             if (args.size() > region_args_sent_) {
                 out.tool_calls.push_back(
                     {calls_sent_ - 1, "", "", std::string(args.substr(region_args_sent_))});
+                if (options_.drop_repeated_calls) {
+                    sent_.back().arguments += args.substr(region_args_sent_);
+                }
             }
         } else {
+            if (options_.drop_repeated_calls) {
+                const bool complete = i + 1 < calls.size() || last_complete;
+                if (repeats_earlier(calls[i].name, args, complete)) {
+                    repeated_ = repeated_ || complete;
+                    return;  // held back (or dropped), and what follows it with it
+                }
+                sent_.push_back({"", calls[i].name, std::string(args)});
+            }
             out.tool_calls.push_back(
                 {calls_sent_++, options_.make_id(), calls[i].name, std::string(args)});
             ++region_calls_sent_;
@@ -981,6 +1077,48 @@ void StreamParser::send_calls(std::span<const Call> calls, Delta& out) {
         }
         region_args_sent_ = args.size();
     }
+}
+
+// A region cut off before any of its calls stood: a call still, named by the last name written
+// that is a tool's name or the beginning of only one (harmony's recipients are functions.NAME),
+// with no arguments.
+void StreamParser::recover_call(std::span<const std::pair<size_t, std::string>> read,
+                                size_t standing, Delta& out) {
+    std::vector<std::string_view> names;
+    for (const auto& [calls_before, name] : read) {
+        if (calls_before == standing) names.push_back(name);
+    }
+    std::vector<std::string_view> tools;
+    if (options_.tools.is_array()) {
+        for (const json& t : options_.tools) {
+            const json* f = t.is_object() ? member(t, "function") : nullptr;
+            const json* name = f != nullptr && f->is_object() ? member(*f, "name") : nullptr;
+            if (name != nullptr && name->is_string()) {
+                tools.push_back(name->get_ref<const std::string&>());
+            }
+        }
+    }
+    auto strip = [](std::string_view n) {
+        constexpr std::string_view kFunctions = "functions.";
+        return n.starts_with(kFunctions) ? n.substr(kFunctions.size()) : n;
+    };
+    std::optional<std::string_view> found;
+    // A whole name first: a later word may be the beginning of another (Mistral's call id).
+    for (auto n = names.rbegin(); n != names.rend() && !found; ++n) {
+        if (std::find(tools.begin(), tools.end(), strip(*n)) != tools.end()) found = strip(*n);
+    }
+    for (auto n = names.rbegin(); n != names.rend() && !found; ++n) {
+        const std::string_view start = strip(*n);
+        if (start.empty()) continue;
+        const auto count = std::count_if(tools.begin(), tools.end(),
+                                         [&](std::string_view t) { return t.starts_with(start); });
+        if (count != 1) continue;
+        found = *std::find_if(tools.begin(), tools.end(),
+                              [&](std::string_view t) { return t.starts_with(start); });
+    }
+    if (!found || (options_.drop_repeated_calls && repeats_earlier(*found, "", false))) return;
+    out.tool_calls.push_back({calls_sent_++, options_.make_id(), std::string(*found), ""});
+    started_ = true;
 }
 
 void StreamParser::consume(size_t n) {
@@ -993,11 +1131,26 @@ void StreamParser::run(bool at_end, Delta& out) {
     const Context ctx{*schemas_, options_.parse_tool_calls};
     const bool verbatim_reasoning = options_.reasoning_format == ReasoningFormat::none;
     while (!pending_.empty()) {
+        if (repeated_) {  // the reply ended at a repeated call
+            consume(pending_.size());
+            return;
+        }
         std::optional<Match> m = find_marker();
         if (!m) {
-            const size_t n = at_end ? pending_.size() : releasable();
+            if (!at_end) {
+                const size_t n = releasable();
+                emit_text(std::string_view(pending_).substr(0, n), out);
+                consume(n);
+                return;
+            }
+            // The end: a marker's beginning still held was cut off; it and the blanks before it
+            // are dropped.
+            size_t n = partial_marker();
+            if (n < pending_.size()) {
+                while (n > 0 && is_blank(pending_[n - 1])) --n;
+            }
             emit_text(std::string_view(pending_).substr(0, n), out);
-            consume(n);
+            consume(pending_.size());
             return;
         }
         // Blanks before markup belong to it.
@@ -1028,8 +1181,23 @@ void StreamParser::run(bool at_end, Delta& out) {
                 std::vector<Call> calls;
                 Cursor c{pending_, m->pos, at_end, consumed_, &scanners_, &calls};
                 const RegionResult r = parse_region(*m->trigger, c, ctx);
-                send_calls(calls, out);
+                if (at_end && r.status == Scan::bad) {
+                    // Cut off where more text would have continued it: markup, never content.
+                    std::vector<Call> open_calls;
+                    std::vector<std::pair<size_t, std::string>> names;
+                    Cursor probe{pending_,   m->pos,      false, consumed_,
+                                 &scanners_, &open_calls, &names, true};
+                    if (parse_region(*m->trigger, probe, ctx).status == Scan::more) {
+                        if (open_calls.size() < calls.size()) open_calls = std::move(calls);
+                        send_calls(open_calls, false, out);
+                        recover_call(names, open_calls.size(), out);
+                        consume(pending_.size());
+                        return;
+                    }
+                }
+                send_calls(calls, r.status != Scan::more, out);
                 if (r.status == Scan::more) return;
+                if (repeated_) continue;
                 region_calls_sent_ = 0;
                 region_args_sent_ = 0;
                 if (r.status == Scan::bad && calls.empty()) {

@@ -32,6 +32,17 @@
 //   spellings of the call object) is emitted whole once its region is complete, and a malformed
 //   one is content. Arguments are the compact JSON text of the arguments object, key order kept
 //   (detail::compact_json_prefix, which the streamed fragments come from too).
+// - The end of the reply decides what is still held. A possible marker's beginning (`[THIN`,
+//   `</tool_ca`) is dropped with the blanks before it: the reply was cut inside markup, which is
+//   never text. A region more text would have continued (a call cut off by max_tokens) keeps the
+//   calls that stand, with their arguments as far as they were written; one cut off before its
+//   arguments began is still a call when the name written so far is the name, or the beginning
+//   of only one name, of the request's tools (its arguments then empty); the rest of the region
+//   is dropped. The server answers finish_reason "length" with such calls.
+// - A forced reply (drop_repeated_calls) ends at the first call that repeats an earlier one (same
+//   name, same arguments): a call is held back while it is still the beginning of an earlier one,
+//   sent once it differs, and a complete repetition is dropped with everything after it
+//   (repeated_call() tells the server to stop generating).
 // - reasoning_format none keeps reasoning blocks in the content as written (markers, blanks and
 //   all); calls are still parsed, but never inside a reasoning block.
 //
@@ -121,6 +132,8 @@ struct ParserOptions {
     // tool's schema says so, and read as JSON otherwise; without the schema, JSON when it parses.
     nlohmann::ordered_json tools;
     IdGenerator make_id;  // empty: random_ids(family)
+    // A forced reply: a call that repeats an earlier one ends the reply (see above).
+    bool drop_repeated_calls = false;
 };
 
 class StreamParser {
@@ -134,6 +147,8 @@ class StreamParser {
     Delta finish();
     // Everything emitted so far, accumulated.
     const Message& message() const { return message_; }
+    // The model repeated a call (drop_repeated_calls): nothing more is read; stop generating.
+    bool repeated_call() const { return repeated_; }
 
   private:
     enum class Mode : unsigned char { content, reasoning };
@@ -143,10 +158,14 @@ class StreamParser {
     void consume(size_t n);
     bool active(const Trigger& t, size_t pos) const;
     std::optional<Match> find_marker() const;
+    size_t partial_marker(bool* any_active = nullptr) const;
     size_t releasable() const;
+    void recover_call(std::span<const std::pair<size_t, std::string>> names, size_t standing,
+                      Delta& out);
+    bool repeats_earlier(std::string_view name, std::string_view args, bool complete) const;
     void emit_text(std::string_view text, Delta& out);
     void emit_markup(std::string_view text, Delta& out);
-    void send_calls(std::span<const detail::ParsedCall> calls, Delta& out);
+    void send_calls(std::span<const detail::ParsedCall> calls, bool last_complete, Delta& out);
 
     ParserOptions options_;
     const FamilySpec& spec_;
@@ -159,12 +178,15 @@ class StreamParser {
     bool skip_blanks_ = false;    // blank text right after markup is dropped
     bool think_possible_ = true;  // a reasoning block may still open
     bool finished_ = false;
+    bool repeated_ = false;
     // Calls sent: in all, and of the region being parsed (whose last may still be streaming its
     // arguments, region_args_sent_ bytes of them so far).
     size_t calls_sent_ = 0;
     size_t region_calls_sent_ = 0;
     size_t region_args_sent_ = 0;
     Message message_;
+    // The calls sent so far in this reply, with their arguments as sent (drop_repeated_calls).
+    std::vector<ToolCall> sent_;
 };
 
 // The parse of a whole reply.

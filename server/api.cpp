@@ -7,7 +7,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include "chat/call_grammar.h"
+#include "chat/reply_rules.h"
 #include "engine/grammar/grammar.h"
 #include "engine/grammar/json_schema.h"
 #include "server/auth.h"
@@ -331,82 +331,33 @@ GenerationPlan make_plan(ApiKind kind, const HttpRequest& request, const ModelBa
     return plan;
 }
 
-// How the replies of a chat request are read: the model's family, the request's reasoning
-// format, and whether calls count (tools offered and tool_choice not "none").
-chat::ParserOptions chat_output_options(const ChatRequest& r, chat::Family family,
-                                        std::string_view prompt_text) {
-    chat::ParserOptions o;
-    o.family = family;
-    o.reasoning_format = r.reasoning_format;
-    o.starts_in_reasoning = chat::prompt_opens_reasoning(family, prompt_text);
-    o.parse_tool_calls =
-        r.tools.is_array() && !r.tools.empty() && r.tool_choice != ToolChoice::none;
-    if (o.parse_tool_calls) o.tools = r.tools;
-    return o;
-}
-
-// The grammar of a reply that is only calls, in the family's trained format (tool_choice
-// "required" or a named function). A thinking model may reason first.
-std::shared_ptr<const grammar::Grammar> tool_call_grammar(const ChatRequest& r, chat::Family family,
-                                                          bool starts_in_reasoning) {
-    chat::CallGrammarOptions o;
-    o.function = r.tool_choice_function;
-    o.parallel = r.parallel_tool_calls;
-    // A thinking model may reason before its calls, unless the client turned thinking off.
-    const auto thinking = r.extra_context.find("enable_thinking");
-    const bool thinking_off = thinking != r.extra_context.end() && *thinking == false;
-    o.reasoning = starts_in_reasoning ? chat::ReasoningPrefix::open
-                  : thinking_off      ? chat::ReasoningPrefix::none
-                                      : chat::ReasoningPrefix::optional;
-    try {
-        return std::make_shared<const grammar::Grammar>(
-            grammar::Grammar::parse(chat::tool_call_grammar(family, r.tools, o)));
-    } catch (...) {
-        throw_grammar_error("'tools'", "tools");
+// A chat reply's rules (chat/reply_rules.h) carried out on the engine's request: the grammar
+// compiled, the budget's closing markup tokenized.
+void apply_reply_rules(const chat::ReplyRules& rules, const ModelBackend& model,
+                       sampling::SamplingParams& sampling) {
+    using Use = chat::ReplyRules::GrammarUse;
+    if (rules.grammar_use != Use::none) {
+        try {
+            sampling.grammar =
+                std::make_shared<const grammar::Grammar>(grammar::Grammar::parse(rules.grammar));
+            sampling.grammar_triggers = rules.grammar_triggers;
+        } catch (...) {
+            // Calls once opened are left free when their grammar cannot be used, as they were
+            // before any call grammar: only a forced call needs one.
+            if (rules.grammar_use == Use::lazy_calls) {
+                spdlog::debug("tool calls left unconstrained: their grammar does not compile");
+            } else if (rules.grammar_use == Use::forced_calls) {
+                throw_grammar_error("'tools'", "tools");
+            } else {
+                throw_grammar_error("'response_format'", "response_format");
+            }
+        }
     }
-}
-
-// tool_choice "auto": once the model opens a call (the family's trigger), the rest of the reply
-// is held to the tools' call grammar (a lazy grammar). Tools the call grammar cannot express
-// leave the reply unconstrained, as it was before any call grammar: only a forced call needs one.
-void constrain_opened_calls(const ChatRequest& r, chat::Family family,
-                            sampling::SamplingParams& sampling) {
-    if (sampling.grammar || r.tool_choice != ToolChoice::automatic || !r.tools.is_array() ||
-        r.tools.empty()) {
-        return;
+    if (rules.budget.tokens >= 0) {
+        const chat::ReplyRules::Budget& b = rules.budget;
+        sampling.reasoning_budget = {b.tokens, model.tokenize(b.close, false, true), b.open_text,
+                                     b.close_text, b.starts_open};
     }
-    std::vector<std::string> triggers = chat::lazy_call_triggers(family);
-    if (triggers.empty()) return;
-    chat::CallGrammarOptions o;
-    o.parallel = r.parallel_tool_calls;
-    try {
-        sampling.grammar = std::make_shared<const grammar::Grammar>(
-            grammar::Grammar::parse(chat::tool_call_grammar(family, r.tools, o)));
-        sampling.grammar_triggers = std::move(triggers);
-    } catch (const std::invalid_argument& e) {  // grammar::SchemaError, unusable tools
-        spdlog::debug("tool calls left unconstrained: {}", e.what());
-    } catch (const grammar::Error& e) {
-        spdlog::debug("tool calls left unconstrained: {}", e.message());
-    }
-}
-
-// A reasoning budget (the request's, else the server's): once spent, the family's closing markup
-// is written for the model and its answer follows. Only for a block the prompt opened or the
-// reply opens with the family's opener (harmony's analysis channel, opened by a header, has no
-// budget).
-void apply_reasoning_budget(const ChatRequest& r, int server_default, chat::Family family,
-                            bool starts_in_reasoning, const ModelBackend& model,
-                            sampling::SamplingParams& sampling) {
-    const int32_t tokens = r.reasoning_budget.value_or(server_default);
-    const chat::FamilySpec& f = chat::spec(family);
-    if (tokens < 0 || f.think_close.empty() || (!starts_in_reasoning && f.think_open.empty())) {
-        return;
-    }
-    const std::string_view close =
-        f.format.reasoning_close.empty() ? f.think_close : f.format.reasoning_close;
-    sampling.reasoning_budget = {tokens, model.tokenize(std::string(close), false, true),
-                                 std::string(f.think_open), std::string(f.think_close),
-                                 starts_in_reasoning};
 }
 
 }  // namespace
@@ -455,17 +406,22 @@ void Api::chat_completions(const HttpRequest& request,
     }
     check_request(engine_request, model, "messages");
 
+    chat::ReplyRules rules;
+    try {
+        rules = chat::reply_rules(r, model.chat_traits(),
+                                  {.prompt = prompt_text,
+                                   .server_budget = options_.reasoning_budget,
+                                   .max_tokens = r.stop.max_tokens,
+                                   .output_constrained = r.sampling.grammar != nullptr,
+                                   .json_output_gbnf = r.json_output_gbnf});
+    } catch (...) {
+        throw_grammar_error("'tools'", "tools");
+    }
+    apply_reply_rules(rules, model, engine_request.sampling);
     GenerationPlan plan = make_plan(ApiKind::chat, request, model, r);
     plan.model_lease = lease;
-    plan.chat_output = chat_output_options(r, model.chat_family(), prompt_text);
+    plan.chat_output = std::move(rules.parser);
     engine_request.render_tokens = model.chat_markup_tokens();
-    if (r.forces_tool_call()) {
-        engine_request.sampling.grammar =
-            tool_call_grammar(r, model.chat_family(), plan.chat_output->starts_in_reasoning);
-    }
-    constrain_opened_calls(r, model.chat_family(), engine_request.sampling);
-    apply_reasoning_budget(r, options_.reasoning_budget, model.chat_family(),
-                           plan.chat_output->starts_in_reasoning, model, engine_request.sampling);
     add_choices(plan, 0, engine_request, {}, r.n);
     start_generation(std::move(plan), model, channel, "messages", options_.retry_after_s);
 }

@@ -150,9 +150,9 @@ std::shared_ptr<EngineBackend> EngineBackend::from_model(std::shared_ptr<const m
     b->model_has_template_ = shipped.has_value();
     const std::string_view source = jinja::select_template(options.chat_template, shipped);
     b->template_ = jinja::Template::compile(source);
-    b->chat_family_ = options.tool_parser.value_or(chat::detect_family(source));
+    b->chat_traits_ = chat::read_template(source, options.tool_parser);
     const tokenizer::Tokenizer& t = *b->tokenizer_;
-    for (std::string_view markup : chat::markup_texts(b->chat_family_)) {
+    for (std::string_view markup : chat::markup_texts(b->chat_traits_.family)) {
         for (int32_t id : b->tokenize(std::string(markup), /*add_special=*/false,
                                       /*parse_special=*/true)) {
             const uint32_t attrs = t.vocab().token(id).attrs;
@@ -258,7 +258,9 @@ Json EngineBackend::describe(bool full) const {
     d["hyperparameters"] = model::describe_hparams(hp);
     d["size_bytes"] = f.file_size();
     d["chat_template"] = model_has_template_;
-    d["tool_parser"] = chat::family_name(chat_family_);
+    d["tool_parser"] = chat::family_name(chat_traits_.family);
+    // Whether its template reasons: a forced call or JSON reply may then start with reasoning.
+    d["reasoning"] = chat_traits_.reasons;
     d["vocab_size"] = tokenizer_->n_vocab();
     d["slots"] = scheduler_->n_slots();
     d["load_seconds"] = load_seconds_;

@@ -49,7 +49,7 @@ class EngineBackend final : public ModelBackend,
     bool is_ready() const override { return true; }
     nlohmann::json describe(bool full) const override;
     int32_t vocab_size() const override { return tokenizer_->n_vocab(); }
-    chat::Family chat_family() const override { return chat_family_; }
+    chat::TemplateTraits chat_traits() const override { return chat_traits_; }
     std::vector<int32_t> chat_markup_tokens() const override { return chat_markup_tokens_; }
     std::vector<int32_t> tokenize(const std::string& text, bool add_special,
                                   bool parse_special) const override;
@@ -77,7 +77,7 @@ class EngineBackend final : public ModelBackend,
     std::shared_ptr<const tokenizer::Tokenizer> tokenizer_;
     std::optional<jinja::Template> template_;
     bool model_has_template_ = false;
-    chat::Family chat_family_ = chat::Family::generic;
+    chat::TemplateTraits chat_traits_;
     std::vector<int32_t> chat_markup_tokens_;  // sorted
     std::optional<std::string> bos_text_, eos_text_;
     std::unique_ptr<scheduler::Scheduler> scheduler_;

@@ -16,11 +16,13 @@ namespace {
 class ChoiceSink : public scheduler::GenerationSink {
   public:
     ChoiceSink(Poster poster, std::weak_ptr<GenerationJob> job, size_t index,
-               std::shared_ptr<std::atomic<bool>> cancelled)
+               std::shared_ptr<std::atomic<bool>> cancelled,
+               std::shared_ptr<std::atomic<bool>> ended)
         : poster_(std::move(poster)),
           job_(std::move(job)),
           index_(index),
-          cancelled_(std::move(cancelled)) {}
+          cancelled_(std::move(cancelled)),
+          ended_(std::move(ended)) {}
 
     // A scheduler that drops a request without finishing it must not leave the client hanging.
     ~ChoiceSink() override {
@@ -41,7 +43,10 @@ class ChoiceSink : public scheduler::GenerationSink {
         deliver_finish(reason, usage, error);
     }
 
-    bool cancelled() const override { return cancelled_->load(std::memory_order_relaxed); }
+    bool cancelled() const override {
+        return cancelled_->load(std::memory_order_relaxed) ||
+               ended_->load(std::memory_order_relaxed);
+    }
 
   private:
     void deliver_finish(FinishReason reason, const scheduler::Usage& usage,
@@ -54,7 +59,8 @@ class ChoiceSink : public scheduler::GenerationSink {
     Poster poster_;
     std::weak_ptr<GenerationJob> job_;
     size_t index_;
-    std::shared_ptr<std::atomic<bool>> cancelled_;
+    std::shared_ptr<std::atomic<bool>> cancelled_;  // the whole request's
+    std::shared_ptr<std::atomic<bool>> ended_;      // this choice's reply is complete
     std::atomic<bool> finished_{false};
 };
 
@@ -88,7 +94,8 @@ scheduler::SubmitResult GenerationJob::start(scheduler::Generator& generator) {
             prompt_tokens += static_cast<int64_t>(c.request.prompt.size());
         }
         scheduler::GenerationRequest request = c.request;
-        request.sink = std::make_shared<ChoiceSink>(poster, weak_from_this(), i, cancelled_);
+        request.sink = std::make_shared<ChoiceSink>(poster, weak_from_this(), i, cancelled_,
+                                                    choices_[i].ended);
         scheduler::SubmitResult result = generator.submit(std::move(request));
         if (!result.accepted()) {
             cancelled_->store(true);
@@ -136,6 +143,7 @@ void GenerationJob::append(size_t index, const std::string& text,
         }
         c.text += text;
         if (c.parser) c.parser->push(text);
+        end_if_repeated(c);
         return;
     }
     if (text.empty() && !with_logprobs) return;
@@ -159,8 +167,15 @@ void GenerationJob::append(size_t index, const std::string& text,
         if (!delta.empty() || with_logprobs) {
             send_event(chat_chunk(plan_.meta, i, delta, logprobs, nullptr));
         }
+        end_if_repeated(c);
     }
     c.text += text;
+}
+
+// A forced reply that repeats a call is complete: the scheduler stops generating it
+// (chat/parser.h).
+void GenerationJob::end_if_repeated(Choice& c) {
+    if (c.parser && c.parser->repeated_call()) c.ended->store(true);
 }
 
 void GenerationJob::on_token(size_t index, const scheduler::TokenEvent& event) {
@@ -177,6 +192,10 @@ void GenerationJob::on_finish(size_t index, FinishReason reason, const scheduler
                               const std::string& error) {
     if (!started_ || index >= choices_.size() || choices_[index].finished) return;
     Choice& c = choices_[index];
+    // Stopped by us at a repeated call: the reply ended as a model's own stop would end it.
+    if (reason == FinishReason::cancelled && c.ended->load() && !cancelled_->load()) {
+        reason = FinishReason::stop;
+    }
     std::string rest = c.joiner.finish();
     if (!rest.empty()) append(index, rest, nullptr);
     if (c.parser) {

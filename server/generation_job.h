@@ -66,7 +66,9 @@ class GenerationJob : public Exchange, public std::enable_shared_from_this<Gener
     struct Choice {
         tokenizer::unicode::Utf8Joiner joiner;
         std::optional<chat::StreamParser> parser;  // chat: one per choice
-        std::string text;                          // generated so far (without the echo)
+        // Set when the reply is complete before the model ended it (a repeated forced call).
+        std::shared_ptr<std::atomic<bool>> ended = std::make_shared<std::atomic<bool>>(false);
+        std::string text;  // generated so far (without the echo)
         CompletionLogprobs completion_logprobs;
         nlohmann::json chat_logprobs = nlohmann::json::array();
         bool finished = false;
@@ -76,6 +78,7 @@ class GenerationJob : public Exchange, public std::enable_shared_from_this<Gener
     };
 
     void append(size_t index, const std::string& text, const scheduler::TokenEvent* event);
+    void end_if_repeated(Choice& c);
     void send_event(nlohmann::json chunk);
     void complete();
     nlohmann::json choice_finish_reason(const Choice& c) const;

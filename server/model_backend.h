@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "chat/family.h"
+#include "chat/reply_rules.h"
 #include "engine/model/arch.h"
 #include "engine/scheduler/embedding.h"
 #include "engine/scheduler/generation.h"
@@ -79,8 +80,9 @@ class ModelBackend {
     }
 
     // How the model writes reasoning and tool calls (detected from its chat template, or set by
-    // --tool-parser): the chat output parser and the call grammar follow it.
-    virtual chat::Family chat_family() const { return chat::Family::generic; }
+    // --tool-parser), and whether its template reasons: chat/reply_rules.h follows them.
+    virtual chat::TemplateTraits chat_traits() const { return {}; }
+    chat::Family chat_family() const { return chat_traits().family; }
     // The special tokens among that family's markup (control tokens, which decode to nothing
     // otherwise): chat replies keep their text so the output parser sees the calls.
     virtual std::vector<int32_t> chat_markup_tokens() const { return {}; }

@@ -345,8 +345,10 @@ std::optional<std::string> response_format_gbnf(const json& rf) {
 }
 
 // The grammar a request constrains its output with: response_format (OpenAI), or llama-server's
-// `grammar` (GBNF text) and `json_schema` fields; at most one of them.
-std::shared_ptr<const grammar::Grammar> parse_output_grammar(const json& body) {
+// `grammar` (GBNF text) and `json_schema` fields; at most one of them. A JSON grammar's text is
+// kept in `json_gbnf`.
+std::shared_ptr<const grammar::Grammar> parse_output_grammar(const json& body,
+                                                             std::string& json_gbnf) {
     std::optional<std::string> gbnf;
     const char* from = nullptr;
     auto take = [&](std::optional<std::string> g, const char* param) {
@@ -370,7 +372,9 @@ std::shared_ptr<const grammar::Grammar> parse_output_grammar(const json& body) {
         take(schema_gbnf(*schema, "json_schema", "json_schema"), "json_schema");
     if (!gbnf) return nullptr;
     try {
-        return std::make_shared<const grammar::Grammar>(grammar::Grammar::parse(*gbnf));
+        auto parsed = std::make_shared<const grammar::Grammar>(grammar::Grammar::parse(*gbnf));
+        if (std::string_view(from) != "grammar") json_gbnf = std::move(*gbnf);
+        return parsed;
     } catch (...) {
         // A converted schema parses unless it outgrows the grammar limits.
         throw_grammar_error(fmt::format("'{}'", from), from, std::string_view(from) == "grammar");
@@ -430,7 +434,7 @@ GenerationOptions parse_generation_options(const json& body, const ApiLimits& li
     out.stop.ignore_eos = get_bool(body, "ignore_eos", false);
     out.stop.max_tokens =
         static_cast<int32_t>(get_int(body, "max_tokens", default_max_tokens, 1, limits.max_tokens));
-    s.grammar = parse_output_grammar(body);
+    s.grammar = parse_output_grammar(body, out.json_output_gbnf);
     if (s.grammar && out.stop.ignore_eos) {
         throw ApiError::bad_request(
             "'ignore_eos' cannot be combined with a constrained output: the output ends where its "
@@ -681,6 +685,13 @@ json parse_messages(const json& body, const ApiLimits& limits) {
                 fmt::format("'{}.content' must be a string or an array of content parts", where),
                 "messages");
         }
+        // vLLM's name for the reasoning of an earlier reply, which clients moved to in 2026; the
+        // templates read reasoning_content.
+        if (const json* reasoning = field(m, "reasoning"); role == "assistant" && reasoning &&
+                                                           reasoning->is_string() &&
+                                                           !field(m, "reasoning_content")) {
+            msg["reasoning_content"] = *reasoning;
+        }
         if (role == "assistant" && field(m, "tool_calls")) {
             normalise_tool_calls(msg, where);
             if (msg["content"].is_null()) msg["content"] = "";
@@ -863,6 +874,10 @@ ChatRequest parse_chat_request(const json& body, const ApiLimits& limits) {
     // llama-server's top-level shortcuts for two template variables; chat_template_kwargs wins.
     if (field(body, "enable_thinking") && !r.extra_context.contains("enable_thinking"))
         r.extra_context["enable_thinking"] = get_bool(body, "enable_thinking", true);
+    if (const auto thinking = r.extra_context.find("enable_thinking");
+        thinking != r.extra_context.end() && thinking->is_boolean()) {
+        r.enable_thinking = thinking->get<bool>();
+    }
     if (const json* effort = field(body, "reasoning_effort")) {
         if (!effort->is_string()) {
             throw ApiError::bad_request("'reasoning_effort' must be a string", "reasoning_effort");

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "chat/parser.h"
+#include "chat/reply_rules.h"
 #include "engine/sampling/params.h"
 #include "engine/scheduler/generation.h"
 #include "server/api_error.h"
@@ -42,6 +43,9 @@ struct GenerationOptions {
     bool logprobs = false;       // sampling.top_logprobs >= 0 when true
     sampling::SamplingParams sampling;
     sampling::StopParams stop;
+    // The GBNF of sampling.grammar when it is a JSON reply's (response_format, json_schema), so a
+    // chat reply's reasoning may be put before it (chat/reply_rules.h).
+    std::string json_output_gbnf;
     // llama-server's `lora`: [{"id": index or "name", "scale"}], checked against the model by
     // scheduler::validate(); absent: the model's default scales.
     std::optional<std::vector<scheduler::AdapterChoice>> lora;
@@ -52,24 +56,13 @@ struct CompletionRequest : GenerationOptions {
     bool echo = false;                 // prepend the prompt to each choice's text
 };
 
-enum class ToolChoice : unsigned char { automatic, none, required, function };
+using chat::ToolChoice;
 
-struct ChatRequest : GenerationOptions {
+// The chat fields that decide the reply's generation (tools, tool_choice, reasoning) are
+// chat::ReplyRequest's; `tools` also goes to the template.
+struct ChatRequest : GenerationOptions, chat::ReplyRequest {
     RequestJson messages;       // array of {"role", "content": string|null, ...}
-    RequestJson tools;          // null or a checked array of function tools, passed to the template
     RequestJson extra_context;  // object: chat_template_kwargs, enable_thinking, reasoning_effort
-    ToolChoice tool_choice = ToolChoice::automatic;
-    std::string tool_choice_function;  // ToolChoice::function: the named tool
-    bool parallel_tool_calls = true;
-    chat::ReasoningFormat reasoning_format = chat::ReasoningFormat::parsed;
-    // reasoning_budget_tokens (llama-server's name; vLLM's thinking_token_budget too): tokens of
-    // reasoning before the block is closed for the model; -1 none; unset: the server's default.
-    std::optional<int32_t> reasoning_budget;
-    // Whether the request forces a call (tool_choice required or named, with tools).
-    bool forces_tool_call() const {
-        return !tools.is_null() && !tools.empty() &&
-               (tool_choice == ToolChoice::required || tool_choice == ToolChoice::function);
-    }
 };
 
 struct TokenizeRequest {

@@ -98,7 +98,12 @@ json chat_message_json(const chat::Message& message) {
     json out = {{"role", "assistant"}};
     const bool calls_only = message.content.empty() && !message.tool_calls.empty();
     out["content"] = calls_only ? json(nullptr) : json(message.content);
-    if (!message.reasoning_content.empty()) out["reasoning_content"] = message.reasoning_content;
+    // Both names of the reasoning: llama-server's and DeepSeek's, and vLLM's, which LlamaIndex
+    // and tensorzero read.
+    if (!message.reasoning_content.empty()) {
+        out["reasoning_content"] = message.reasoning_content;
+        out["reasoning"] = message.reasoning_content;
+    }
     if (!message.tool_calls.empty()) {
         json calls = json::array();
         for (const chat::ToolCall& call : message.tool_calls) {
@@ -113,7 +118,10 @@ json chat_message_json(const chat::Message& message) {
 
 json chat_delta_json(const chat::Delta& delta) {
     json out = json::object();
-    if (!delta.reasoning_content.empty()) out["reasoning_content"] = delta.reasoning_content;
+    if (!delta.reasoning_content.empty()) {
+        out["reasoning_content"] = delta.reasoning_content;
+        out["reasoning"] = delta.reasoning_content;
+    }
     if (!delta.content.empty()) out["content"] = delta.content;
     if (!delta.tool_calls.empty()) {
         json calls = json::array();

@@ -400,13 +400,15 @@ bool Sampler::penalties_active() const {
 
 void Sampler::accept(int32_t token) {
     record(token);
-    if (budget_ != Budget::done) follow_budget(token);
-    if (!grammar_) return;
-    if (grammar_active_) {
-        grammar_->accept(token);
-    } else {
-        watch_triggers(token);
+    if (grammar_) {
+        if (grammar_active_) {
+            grammar_->accept(token);
+        } else {
+            watch_triggers(token);
+        }
     }
+    // After the grammar: whether the closer may be written next depends on its new position.
+    if (budget_ != Budget::done) follow_budget(token);
 }
 
 // The reasoning budget's state after a token: the block opening, its tokens counted, its end
@@ -435,8 +437,13 @@ void Sampler::follow_budget(int32_t token) {
                 budget_ = Budget::done;
                 return;
             }
+            // Not inside a character, and where a grammar takes the closer (a call grammar's
+            // reasoning text cannot end inside the beginning of its markup, `</th` or `<tool_ca`):
+            // else the model writes on until it can be closed.
             if (budget_used_ >= b.tokens &&
-                tokenizer::unicode::complete_prefix_length(budget_text_) == budget_text_.size()) {
+                tokenizer::unicode::complete_prefix_length(budget_text_) == budget_text_.size() &&
+                (!grammar_ || !grammar_active_ || b.close.empty() ||
+                 grammar_->allows(b.close[0]))) {
                 budget_ = Budget::forcing;
             }
             // What may still hold the start of the closer, or of a character being written.

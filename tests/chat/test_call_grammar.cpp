@@ -326,6 +326,46 @@ TEST_P(CallGrammar, ReasoningBeforeTheCalls) {
     std::string essay;
     while (essay.size() < 20000) essay += "Thinking about < and > and </ and [ ... ";
     EXPECT_TRUE(accepts(o, essay + std::string(s.format.reasoning_close) + call));
+
+    // Nothing of the family's markup inside reasoning: no call trigger, no second opener, and
+    // no beginning of one right before the closer.
+    for (const Trigger& t : s.triggers) {
+        if (t.at_start) continue;
+        EXPECT_FALSE(accepts(
+            o, "a" + std::string(t.text) + "b" + std::string(s.format.reasoning_close) + call))
+            << t.text;
+        EXPECT_FALSE(accepts(o, "a" + std::string(t.text.substr(0, t.text.size() - 1)) +
+                                    std::string(s.format.reasoning_close) + call))
+            << t.text;
+    }
+    if (!s.think_open.empty()) {
+        EXPECT_FALSE(accepts(o, "a" + std::string(s.think_open) + "b" +
+                                    std::string(s.format.reasoning_close) + call));
+    }
+}
+
+TEST_P(CallGrammar, JsonReplyBehindReasoning) {
+    const Family f = GetParam();
+    const FamilySpec& s = spec(f);
+    const std::string json_gbnf = grammar::json_schema_to_gbnf(
+        json::parse(R"({"type": "object", "properties": {"a": {"type": "integer"}},
+                        "required": ["a"]})"));
+    const std::string reply_json = R"({"a": 1})";
+    EXPECT_EQ(with_reasoning_prefix(f, json_gbnf, ReasoningPrefix::none), json_gbnf);
+    if (s.think_close.empty() || s.format.reasoning_close.empty()) {
+        EXPECT_EQ(with_reasoning_prefix(f, json_gbnf, ReasoningPrefix::optional), json_gbnf);
+        return;
+    }
+    const std::string optional = with_reasoning_prefix(f, json_gbnf, ReasoningPrefix::optional);
+    const std::string block =
+        std::string(s.format.reasoning_open) + "hm" + std::string(s.format.reasoning_close);
+    EXPECT_TRUE(accepts(optional, reply_json)) << optional;
+    EXPECT_TRUE(accepts(optional, block + reply_json)) << optional;
+    EXPECT_FALSE(accepts(optional, block + R"({"b": 1})"));
+    EXPECT_FALSE(accepts(optional, "hm" + std::string(s.format.reasoning_close) + reply_json));
+    const std::string open = with_reasoning_prefix(f, json_gbnf, ReasoningPrefix::open);
+    EXPECT_TRUE(accepts(open, "hm" + std::string(s.format.reasoning_close) + reply_json));
+    EXPECT_FALSE(accepts(open, reply_json));
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, CallGrammar, ::testing::ValuesIn(all_families()),

@@ -13,6 +13,7 @@
 
 #include "chat/family.h"
 #include "chat/parser.h"
+#include "chat/reply_rules.h"
 #include "jinja/chat_template.h"
 #include "tests/chat/support.h"
 #include "tests/support/conformance.h"
@@ -103,6 +104,39 @@ TEST(DetectFamily, EveryConformanceTemplate) {
         }
     }
     EXPECT_EQ(seen, kExpected.size());
+}
+
+// The templates whose models reason before they answer, as the templates render it (their
+// family's reasoning markers): a constrained reply may start with reasoning only on these.
+const std::set<std::string> kReasoning = {
+    "Apriel-1.6-15b-Thinker-fixed.jinja",
+    "Bielik-11B-v3.0-Instruct.jinja",
+    "GLM-4.7-Flash.jinja",
+    "Kimi-K2-Thinking.jinja",
+    "NVIDIA-Nemotron-3-Nano-30B-A3B-BF16.jinja",
+    "Qwen-QwQ-32B.jinja",
+    "Qwen3.5-4B.jinja",
+    "Reka-Edge.jinja",
+    "StepFun3.5-Flash.jinja",
+    "deepseek-ai-DeepSeek-R1-Distill-Llama-8B.jinja",
+    "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja",
+    "deepseek-ai-DeepSeek-V3.2.jinja",
+    "ibm-granite-granite-3.3-2B-Instruct.jinja",
+    "llama-cpp-deepseek-r1.jinja",
+    "llama-cpp-rwkv-world.jinja",
+    "mistralai-Ministral-3-14B-Reasoning-2512.jinja",
+    "stepfun-ai-Step-3.5-Flash.jinja",
+    "unsloth-Apriel-1.5.jinja",
+    "Qwen-Qwen3-0.6B.jinja",
+};
+
+TEST(TemplateTraits, EveryConformanceTemplateReasonsAsItsModelDoes) {
+    GGUFD_REQUIRE_CONFORMANCE(dir);
+    for (const auto& [file, family] : kExpected) {
+        const TemplateTraits t = read_template(read(template_path(dir, file)));
+        EXPECT_EQ(family_name(t.family), family_name(family)) << file;
+        EXPECT_EQ(t.reasons, kReasoning.count(file) == 1) << file;
+    }
 }
 
 TEST(DetectFamily, MarkersOfTemplatesNotInTheFolder) {

@@ -193,12 +193,12 @@ std::vector<Case> cases() {
          "Sure.",
          "",
          {{"get_weather", R"({"location":"Par)"}}},
-        broken({"hermes_call_without_arguments_is_content",
-                Family::hermes,
-                "Sure.\n<tool_call>\n{\"name\": \"get_weather\", \"argu",
-                "Sure.\n<tool_call>\n{\"name\": \"get_weather\", \"argu",
-                "",
-                {}}),
+        {"hermes_call_cut_before_its_arguments_is_dropped",
+         Family::hermes,
+         "Sure.\n<tool_call>\n{\"name\": \"get_weather\", \"argu",
+         "Sure.",
+         "",
+         {}},
         broken({"hermes_bad_call_then_good_call",
                 Family::hermes,
                 "<tool_call>\n{\"name\": \"get_weather\"\n</tool_call>\n" + time_call,
@@ -312,12 +312,14 @@ std::vector<Case> cases() {
          "",
          "",
          {{"f", R"({"flag":true,"list":[1,2]})"}}},
-        broken({"qwen3_coder_unterminated",
-                Family::qwen3_coder,
-                "<tool_call>\n<function=f>\n<parameter=x>\nabc",
-                "<tool_call>\n<function=f>\n<parameter=x>\nabc",
-                "",
-                {}}),
+        // Cut off (max_tokens) before the call is whole: markup, never text (the request's tools
+        // would name the call; these cases offer none).
+        {"qwen3_coder_unterminated",
+         Family::qwen3_coder,
+         "<tool_call>\n<function=f>\n<parameter=x>\nabc",
+         "",
+         "",
+         {}},
         {"qwen_json_form_in_coder_family",
          Family::qwen3_coder,
          hermes_call,
@@ -542,12 +544,12 @@ std::vector<Case> cases() {
          "",
          "",
          {{"a", R"({"x":)"}}},
-        broken({"deepseek_unterminated_section",
-                Family::deepseek_r1,
-                "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>a\n```js",
-                "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>a\n```js",
-                "",
-                {}}),
+        {"deepseek_unterminated_section",
+         Family::deepseek_r1,
+         "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>a\n```js",
+         "",
+         "",
+         {}},
 
         // Granite 3.x.
         {"granite_calls",
@@ -650,6 +652,14 @@ std::vector<Case> cases() {
          "Just text, with {braces} inside.",
          "",
          {}},
+        // A reasoning block, then the wrapped call (a template that reasons, forced).
+        {"generic_wrapped_call_after_reasoning",
+         Family::generic,
+         "<think>Paris.</think>\n\n"
+         R"({"tool_call": {"name": "get_weather", "arguments": {"location": "Paris"}}})",
+         "",
+         "Paris.",
+         {{"get_weather", R"({"location":"Paris"})"}}},
         {"generic_json_content",
          Family::generic,
          R"({"response": "hello"})",
@@ -735,8 +745,6 @@ TEST_P(ParserCase, ArgumentsStreamAsTheyAreWritten) {
                                                  "llama_builtin_brave_search",
                                                  "llama_builtin_wolfram",
                                                  "deepseek_v32_dsml",
-                                                 "generic_tool_call",
-                                                 "generic_tool_calls",
                                                  "generic_name_arguments_after_reasoning"};
     StreamParser parser(options_of(c));
     std::vector<std::string> first;  // each call's arguments in its first delta
@@ -934,6 +942,131 @@ TEST(ReasoningFormat, Names) {
     EXPECT_EQ(reasoning_format_from_name("auto"), ReasoningFormat::parsed);
     EXPECT_EQ(reasoning_format_from_name("deepseek"), ReasoningFormat::parsed);
     EXPECT_EQ(reasoning_format_from_name("thoughts"), std::nullopt);
+}
+
+// ---- the end of a reply cut off by max_tokens --------------------------------------------
+
+const nlohmann::ordered_json kTwoTools = nlohmann::ordered_json::parse(
+    R"([{"type": "function", "function": {"name": "get_weather"}},
+        {"type": "function", "function": {"name": "get_time"}}])");
+
+// The parse of `text` with the request's tools, whole and one byte at a time (which must agree).
+Message parse_cut(Family family, const std::string& text, bool opened = false,
+                  bool drop_repeated = false) {
+    ParserOptions o = options_for(family);
+    o.tools = kTwoTools;
+    o.starts_in_reasoning = opened;
+    o.drop_repeated_calls = drop_repeated;
+    const Message whole = parse(text, o);
+    o.make_id = test::counter_ids();
+    StreamParser p(o);
+    for (char c : text) p.push(std::string_view(&c, 1));
+    p.finish();
+    EXPECT_EQ(describe(p.message()), describe(whole)) << text;
+    for (std::string_view m : test::all_markup()) {
+        EXPECT_EQ(whole.content.find(m), std::string::npos) << m << " in " << describe(whole);
+        EXPECT_EQ(whole.reasoning_content.find(m), std::string::npos) << m;
+    }
+    return whole;
+}
+
+TEST(CutOff, AMarkersBeginningIsDroppedNotReleased) {
+    EXPECT_EQ(describe(parse_cut(Family::mistral, "[THIN")), "content=[] reasoning=[]");
+    EXPECT_EQ(describe(parse_cut(Family::mistral, "[THINK]Hm.[/", false)),
+              "content=[] reasoning=[Hm.]");
+    EXPECT_EQ(describe(parse_cut(Family::hermes, "Hello <tool_ca")),
+              "content=[Hello] reasoning=[]");
+    EXPECT_EQ(describe(parse_cut(Family::hermes, "Deep.\n</thi", true)),
+              "content=[] reasoning=[Deep.]");
+    // What cannot be markup stays: a reply may end in "<" only when no marker begins so.
+    EXPECT_EQ(describe(parse_cut(Family::hermes, "a < b")), "content=[a < b] reasoning=[]");
+}
+
+TEST(CutOff, ACallCutInItsArgumentsKeepsThem) {
+    const Message hermes = parse_cut(
+        Family::hermes, "<tool_call>\n{\"name\": \"get_time\", \"arguments\": {\"tz\": \"Eu");
+    EXPECT_EQ(describe(hermes), "content=[] reasoning=[] call{call_0 get_time {\"tz\":\"Eu}");
+    const Message generic = parse_cut(
+        Family::generic, R"({"tool_call": {"name": "get_weather", "arguments": {"location": "Par)");
+    EXPECT_EQ(describe(generic),
+              "content=[] reasoning=[] call{call_0 get_weather {\"location\":\"Par}");
+    const Message listed =
+        parse_cut(Family::generic,
+                  R"({"tool_calls": [{"name": "get_time", "arguments": {}}, {"name": "get_w)");
+    EXPECT_EQ(describe(listed),
+              "content=[] reasoning=[] call{call_0 get_time {}} call{call_1 get_weather }");
+    const Message llama = parse_cut(Family::llama3, R"({"name": "get_time", "parameters": {"tz)");
+    EXPECT_EQ(describe(llama), "content=[] reasoning=[] call{call_0 get_time {\"tz}");
+    const Message mistral = parse_cut(Family::mistral, "[TOOL_CALLS]get_time[ARGS]{\"tz\": 1");
+    EXPECT_EQ(describe(mistral), "content=[] reasoning=[] call{call_0 get_time {\"tz\":}");
+}
+
+TEST(CutOff, ACallCutBeforeItsArgumentsIsNamedByItsTool) {
+    EXPECT_EQ(describe(parse_cut(Family::hermes, "<tool_call>\n{\"name\": \"get_wea")),
+              "content=[] reasoning=[] call{call_0 get_weather }");
+    EXPECT_EQ(describe(parse_cut(Family::qwen3_coder,
+                                 "<tool_call>\n<function=get_time>\n<parameter=tz>\nEur")),
+              "content=[] reasoning=[] call{call_0 get_time }");
+    EXPECT_EQ(describe(parse_cut(Family::harmony, "<|channel|>commentary to=functions.get_t")),
+              "content=[] reasoning=[] call{call_0 get_time }");
+    EXPECT_EQ(describe(parse_cut(Family::mistral, "[TOOL_CALLS]get_weather[CALL_ID]get")),
+              "content=[] reasoning=[] call{call_0 get_weather }");
+    // "get_" begins both tools, and nothing names one before the name: no call, and no text.
+    EXPECT_EQ(describe(parse_cut(Family::hermes, "<tool_call>\n{\"name\": \"get_")),
+              "content=[] reasoning=[]");
+    EXPECT_EQ(describe(parse_cut(Family::hermes, "Sure.\n<tool_call>\n{\"na")),
+              "content=[Sure.] reasoning=[]");
+}
+
+TEST(CutOff, AWholeCallThenAPartialCloser) {
+    EXPECT_EQ(
+        describe(parse_cut(Family::hermes,
+                           "<tool_call>\n{\"name\": \"get_time\", \"arguments\": {}}\n</tool_")),
+        "content=[] reasoning=[] call{call_0 get_time {}}");
+    EXPECT_EQ(describe(parse_cut(Family::granite,
+                                 "<|tool_call|>[{\"name\": \"get_time\", \"arguments\": {}}, ")),
+              "content=[] reasoning=[] call{call_0 get_time {}}");
+}
+
+// ---- a forced reply that repeats a call ----------------------------------------------------
+
+TEST(RepeatedCalls, TheFirstRepetitionEndsTheReply) {
+    const std::string a =
+        "<tool_call>\n{\"name\": \"get_time\", \"arguments\": {\"tz\": 1}}\n</tool_call>";
+    const std::string b =
+        "<tool_call>\n{\"name\": \"get_time\", \"arguments\": {\"tz\": 2}}\n</tool_call>";
+    EXPECT_EQ(describe(parse_cut(Family::hermes, a + "\n" + b + "\n" + a + "\n" + b, false, true)),
+              "content=[] reasoning=[] call{call_0 get_time {\"tz\":1}} "
+              "call{call_1 get_time {\"tz\":2}}");
+    // Without the option (tool_choice auto) every call is kept.
+    EXPECT_EQ(parse_cut(Family::hermes, a + "\n" + a).tool_calls.size(), 2u);
+    // Granite's list form repeats inside one region.
+    const std::string g = R"({"name": "get_time", "arguments": {}})";
+    EXPECT_EQ(describe(parse_cut(Family::granite, "<|tool_call|>[" + g + ", " + g + ", " + g + "]",
+                                 false, true)),
+              "content=[] reasoning=[] call{call_0 get_time {}}");
+}
+
+TEST(RepeatedCalls, ACallIsHeldWhileItMayRepeatAndSentOnceItDiffers) {
+    ParserOptions o = options_for(Family::hermes);
+    o.drop_repeated_calls = true;
+    StreamParser p(o);
+    const std::string head = "<tool_call>\n{\"name\": \"get_time\", \"arguments\": {\"tz\": \"U";
+    const Delta first = p.push(head + "TC\"}}\n</tool_call>\n");
+    ASSERT_EQ(first.tool_calls.size(), 1u);
+    EXPECT_TRUE(p.push(head).empty());  // so far the same call again
+    EXPECT_FALSE(p.repeated_call());
+    const Delta differs = p.push("S");
+    ASSERT_EQ(differs.tool_calls.size(), 1u);
+    EXPECT_EQ(differs.tool_calls[0], (ToolCallDelta{1, "call_1", "get_time", "{\"tz\":\"US"}));
+    for (const ToolCallDelta& d : p.push("\"}}\n</tool_call>\n" + head + "TC\"}}").tool_calls) {
+        EXPECT_EQ(d.index, 1u);  // the second call's end, nothing of the third
+    }
+    EXPECT_FALSE(p.repeated_call());  // not yet whole: its region is open
+    EXPECT_TRUE(p.push("\n</tool_call> and more").empty());
+    EXPECT_TRUE(p.repeated_call());
+    EXPECT_TRUE(p.finish().empty());
+    EXPECT_EQ(p.message().tool_calls.size(), 2u);
 }
 
 TEST(Message, AppendConcatenatesArgumentsAndRefusesGaps) {

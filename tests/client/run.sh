@@ -3,7 +3,8 @@
 # tools_test.mjs against a random-weight model with Qwen 2's vocabulary (its <tool_call> and <think>
 # tokens) served with a Hermes-style template and with a thinking template, families_test.mjs
 # against the same model served with a real chat template of each family (conformance folder), and
-# embeddings_test.mjs against the conformance folder's bert-mean encoder and bert-rank reranker.
+# embeddings_test.mjs against the conformance folder's bert-mean encoder and bert-rank reranker, and
+# forced_test.mjs against the same model with every template of both folders, and the demo.
 # Usage: run.sh BIN_DIR CONFORMANCE_DIR. Exits 77 (skipped) when Node.js is missing, except under
 # CI, where .ci/run installs it.
 set -euo pipefail
@@ -22,7 +23,7 @@ fi
 work="$bin_dir/../client-test"
 mkdir -p "$work"
 cp "$here/package.json" "$here/client_test.mjs" "$here/tools_test.mjs" "$here/families_test.mjs" \
-  "$here/tool_support.mjs" "$here/embeddings_test.mjs" "$work/"
+  "$here/tool_support.mjs" "$here/embeddings_test.mjs" "$here/forced_test.mjs" "$work/"
 (cd "$work" && npm install --no-audit --no-fund --loglevel=error >/dev/null)
 
 # One model per family: NAME TEMPLATE FAMILY (the family its template is detected as).
@@ -83,3 +84,38 @@ node "$work/families_test.mjs" "http://127.0.0.1:$port/v1" "${family_pairs[@]}"
 node "$work/embeddings_test.mjs" "http://127.0.0.1:$port/v1" embed rank "$conf/embeddings"
 kill -TERM $pid
 wait $pid
+
+# forced_test.mjs: every real template of both folders on the same model, then the built-in demo
+# (no model configured: demo-random, the ChatML fallback).
+forced_flags=()
+forced_models=()
+for tpl in "$conf"/chat_templates/templates/*.jinja "$here"/../jinja/templates/*.jinja; do
+  name="t-$(basename "$tpl" .jinja)"
+  forced_flags+=(--model "$name=$work/agent.gguf" --chat-template-file "$name=$tpl")
+  forced_models+=("$name")
+done
+for family in harmony command-r7b; do
+  forced_flags+=(--model "$family=$work/agent.gguf" --chat-template-file "$family=$here/hermes_tools.jinja"
+    --tool-parser "$family=$family")
+  forced_models+=("$family")
+done
+serve_and_run() {  # the server's flags, then the models to test
+  local n=$1 port
+  shift
+  local flags=("${@:1:n}")
+  shift "$n"
+  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  "$bin_dir/ggufd" --port "$port" "${flags[@]}" --threads 1 --parallel 4 >"$work/ggufd-forced.log" 2>&1 &
+  pid=$!
+  for _ in $(seq 300); do
+    curl -sf "http://127.0.0.1:$port/health" >/dev/null && break
+    sleep 0.1
+  done
+  node "$work/forced_test.mjs" "http://127.0.0.1:$port/v1" "$@"
+  kill -TERM $pid
+  wait $pid
+}
+# Under the sanitizers (scripts/sanitize.sh sets ASAN_OPTIONS) a shorter pass: see forced_test.mjs.
+if [ -n "${ASAN_OPTIONS:-}" ]; then export GGUFD_FORCED_QUICK=1; fi
+serve_and_run ${#forced_flags[@]} "${forced_flags[@]}" "${forced_models[@]}"
+serve_and_run 0 demo-random

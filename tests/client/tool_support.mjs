@@ -23,7 +23,7 @@ export const tools = [
 // `client` streams `request`; the message as a client accumulates it, the finish reason, and how
 // many deltas each call came in.
 export async function collect(client, request) {
-  const message = { role: "assistant", content: "", reasoning_content: "", tool_calls: [] };
+  const message = { role: "assistant", content: "", reasoning_content: "", reasoning: "", tool_calls: [] };
   const fragments = [];
   let finish = null;
   for await (const chunk of await client.chat.completions.create({ ...request, stream: true })) {
@@ -31,6 +31,7 @@ export async function collect(client, request) {
       const d = choice.delta ?? {};
       message.content += d.content ?? "";
       message.reasoning_content += d.reasoning_content ?? "";
+      message.reasoning += d.reasoning ?? "";
       for (const call of d.tool_calls ?? []) {
         const slot = message.tool_calls[call.index];
         if (slot === undefined) {

@@ -293,19 +293,88 @@ TEST(GenerationJob, ChatStreamSendsReasoningContentAndCallDeltas) {
     EXPECT_EQ(finish, "tool_calls");
 }
 
-// A reply cut by max_tokens keeps "length", and an unfinished call is text.
-TEST(GenerationJob, ChatReplyCutInACallIsContent) {
+// A reply cut by max_tokens keeps "length", and a call cut off is a call, never text.
+TEST(GenerationJob, ChatReplyCutInACallIsACallCutShort) {
+    for (bool stream : {false, true}) {
+        auto channel = std::make_shared<RecordingChannel>();
+        ManualGenerator gen;
+        auto job = std::make_shared<GenerationJob>(hermes_plan(1, stream), channel);
+        job->start(gen);
+        gen.requests[0].sink->on_token(token("<tool_call>\n{\"name\": \"ge"));
+        gen.requests[0].sink->on_finish(FinishReason::length, usage(3), {});
+        channel->drain();
+        json message, finish;
+        if (stream) {
+            message = {{"content", ""}, {"tool_calls", json::array()}};
+            for (size_t i = 1; i + 1 < channel->chunks.size(); ++i) {
+                json choice = json::parse(channel->chunks[i].substr(6))["choices"][0];
+                if (choice["delta"].contains("content")) message["content"] = choice["delta"]["content"];
+                for (const auto& c : choice["delta"].value("tool_calls", json::array())) {
+                    message["tool_calls"].push_back(c);
+                }
+                if (!choice["finish_reason"].is_null()) finish = choice["finish_reason"];
+            }
+        } else {
+            json b = json::parse(channel->response->body);
+            message = b["choices"][0]["message"];
+            finish = b["choices"][0]["finish_reason"];
+        }
+        EXPECT_TRUE(message["content"].is_null() || message["content"] == "") << message;
+        ASSERT_EQ(message["tool_calls"].size(), 1u) << message;
+        EXPECT_EQ(message["tool_calls"][0]["function"]["name"], "get");
+        EXPECT_EQ(message["tool_calls"][0]["function"]["arguments"], "");
+        EXPECT_EQ(finish, "length");
+    }
+}
+
+// Both names of the reasoning, as vLLM's clients read it.
+TEST(GenerationJob, ReasoningComesUnderBothNames) {
     auto channel = std::make_shared<RecordingChannel>();
     ManualGenerator gen;
     auto job = std::make_shared<GenerationJob>(hermes_plan(1, false), channel);
     job->start(gen);
-    gen.requests[0].sink->on_token(token("<tool_call>\n{\"name\": \"ge"));
-    gen.requests[0].sink->on_finish(FinishReason::length, usage(3), {});
+    for (const auto& piece : kHermesReply) gen.requests[0].sink->on_token(token(piece));
+    gen.requests[0].sink->on_finish(FinishReason::stop, usage(5), {});
     channel->drain();
-    json b = json::parse(channel->response->body);
-    EXPECT_EQ(b["choices"][0]["message"]["content"], "<tool_call>\n{\"name\": \"ge");
-    EXPECT_FALSE(b["choices"][0]["message"].contains("tool_calls"));
-    EXPECT_EQ(b["choices"][0]["finish_reason"], "length");
+    const json m = json::parse(channel->response->body)["choices"][0]["message"];
+    EXPECT_EQ(m["reasoning"], "plan");
+    EXPECT_EQ(m["reasoning_content"], "plan");
+}
+
+// A forced reply that repeats its call is stopped there: its sink reads as cancelled, and the
+// reply ends as the model's own end would, with its calls.
+TEST(GenerationJob, AForcedReplyThatRepeatsACallEndsThere) {
+    for (bool stream : {false, true}) {
+        auto channel = std::make_shared<RecordingChannel>();
+        ManualGenerator gen;
+        GenerationPlan p = hermes_plan(2, stream);
+        p.chat_output->drop_repeated_calls = true;
+        auto job = std::make_shared<GenerationJob>(std::move(p), channel);
+        job->start(gen);
+        const std::string call = "<tool_call>\n{\"name\": \"get\", \"arguments\": {}}\n</tool_call>\n";
+        gen.requests[0].sink->on_token(token(call));
+        channel->drain();
+        EXPECT_FALSE(gen.requests[0].sink->cancelled());
+        gen.requests[0].sink->on_token(token(call));
+        channel->drain();
+        EXPECT_TRUE(gen.requests[0].sink->cancelled());
+        EXPECT_FALSE(gen.requests[1].sink->cancelled());  // the other choice goes on
+        gen.requests[0].sink->on_finish(FinishReason::cancelled, usage(2), {});
+        gen.requests[1].sink->on_finish(FinishReason::stop, usage(1), {});
+        channel->drain();
+        if (stream) {
+            std::string all;
+            for (const std::string& c : channel->chunks) all += c;
+            EXPECT_NE(all.find("\"finish_reason\":\"tool_calls\""), std::string::npos) << all;
+            EXPECT_EQ(all.find("error"), std::string::npos) << all;
+        } else {
+            ASSERT_TRUE(channel->response);
+            EXPECT_EQ(channel->response->status, 200);
+            json b = json::parse(channel->response->body);
+            EXPECT_EQ(b["choices"][0]["finish_reason"], "tool_calls");
+            EXPECT_EQ(b["choices"][0]["message"]["tool_calls"].size(), 1u);
+        }
+    }
 }
 
 }  // namespace
