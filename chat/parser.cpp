@@ -469,6 +469,27 @@ RegionResult tool_call_tag(Cursor& c, const Context& ctx) {
     return kDone;
 }
 
+// A JSON array of call objects, or a single one.
+RegionResult call_list(Cursor& c) {
+    if (c.pos == c.text.size()) return {c.out_of_text()};
+    if (c.text[c.pos] != '[') {
+        CHAT_TRY(call_object(c));
+        return kDone;
+    }
+    ++c.pos;
+    for (size_t item = 0;; ++item) {
+        c.skip_blanks();
+        if (item > 0) {
+            size_t which = 0;
+            CHAT_TRY(c.accept_any({"]", ","}, which));
+            if (which == 0) break;
+            c.skip_blanks();
+        }
+        CHAT_TRY(call_object(c));
+    }
+    return kDone;
+}
+
 // The wrapped calls a reply that is only JSON holds, as the call grammar writes them:
 // {"tool_call": CALL} or {"tool_calls": [CALL, ...]}. Their calls stream.
 RegionResult wrapped_calls(Cursor& c) {
@@ -479,21 +500,7 @@ RegionResult wrapped_calls(Cursor& c) {
     c.skip_blanks();
     CHAT_TRY(c.accept(":"));
     c.skip_blanks();
-    if (which == 1) {
-        CHAT_TRY(c.accept("["));
-        for (size_t item = 0;; ++item) {
-            c.skip_blanks();
-            if (item > 0) {
-                size_t end = 0;
-                CHAT_TRY(c.accept_any({"]", ","}, end));
-                if (end == 0) break;
-                c.skip_blanks();
-            }
-            CHAT_TRY(call_object(c));
-        }
-    } else {
-        CHAT_TRY(call_object(c));
-    }
+    CHAT_TRY(call_list(c).status);
     c.skip_blanks();
     CHAT_TRY(c.accept("}"));
     c.skip_blanks();
@@ -653,22 +660,7 @@ RegionResult json_list(Cursor& c, std::string_view closer) {
         CHAT_TRY(c.accept("```json"));
         c.skip_blanks();
     }
-    if (c.pos == c.text.size()) return {c.out_of_text()};
-    if (c.text[c.pos] == '[') {
-        ++c.pos;
-        for (size_t item = 0;; ++item) {
-            c.skip_blanks();
-            if (item > 0) {
-                size_t which = 0;
-                CHAT_TRY(c.accept_any({"]", ","}, which));
-                if (which == 0) break;
-                c.skip_blanks();
-            }
-            CHAT_TRY(call_object(c));
-        }
-    } else {
-        CHAT_TRY(call_object(c));
-    }
+    CHAT_TRY(call_list(c).status);
     if (!closer.empty()) {
         c.skip_blanks();
         CHAT_TRY(c.closer(closer));
@@ -1185,7 +1177,7 @@ void StreamParser::run(bool at_end, Delta& out) {
                     // Cut off where more text would have continued it: markup, never content.
                     std::vector<Call> open_calls;
                     std::vector<std::pair<size_t, std::string>> names;
-                    Cursor probe{pending_,   m->pos,      false, consumed_,
+                    Cursor probe{pending_,   m->pos,      false,  consumed_,
                                  &scanners_, &open_calls, &names, true};
                     if (parse_region(*m->trigger, probe, ctx).status == Scan::more) {
                         if (open_calls.size() < calls.size()) open_calls = std::move(calls);

@@ -308,7 +308,8 @@ TEST(GenerationJob, ChatReplyCutInACallIsACallCutShort) {
             message = {{"content", ""}, {"tool_calls", json::array()}};
             for (size_t i = 1; i + 1 < channel->chunks.size(); ++i) {
                 json choice = json::parse(channel->chunks[i].substr(6))["choices"][0];
-                if (choice["delta"].contains("content")) message["content"] = choice["delta"]["content"];
+                if (choice["delta"].contains("content"))
+                    message["content"] = choice["delta"]["content"];
                 for (const auto& c : choice["delta"].value("tool_calls", json::array())) {
                     message["tool_calls"].push_back(c);
                 }
@@ -351,7 +352,8 @@ TEST(GenerationJob, AForcedReplyThatRepeatsACallEndsThere) {
         p.chat_output->drop_repeated_calls = true;
         auto job = std::make_shared<GenerationJob>(std::move(p), channel);
         job->start(gen);
-        const std::string call = "<tool_call>\n{\"name\": \"get\", \"arguments\": {}}\n</tool_call>\n";
+        const std::string call =
+            "<tool_call>\n{\"name\": \"get\", \"arguments\": {}}\n</tool_call>\n";
         gen.requests[0].sink->on_token(token(call));
         channel->drain();
         EXPECT_FALSE(gen.requests[0].sink->cancelled());

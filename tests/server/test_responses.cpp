@@ -118,6 +118,7 @@ TEST(ChatShapes, MessageAndDeltaAsOpenAiWritesThem) {
               json({{"role", "assistant"},
                     {"content", nullptr},
                     {"reasoning_content", "r"},
+                    {"reasoning", "r"},  // vLLM's name, which some clients read
                     {"tool_calls",
                      {{{"id", "call_1"},
                        {"type", "function"},
