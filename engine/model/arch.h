@@ -2,8 +2,8 @@
 // (Context::eval) and the weight binding (bind_weights) read an ArchDesc and never test the
 // architecture's name. Adding an architecture is one file in engine/model/arch/ filling an
 // ArchDesc (only the fields that differ from the llama defaults below, through a shared lineage
-// of arch/lineages.h where one fits) plus its line in arch/registry.cpp; see
-// docs/architecture.md.
+// of arch/lineages.h where one fits) plus its line in arch/registry.cpp; see "Adding an
+// architecture" in engine/model/README.md.
 //
 // Metadata every architecture reads, under "<name>.": context_length, embedding_length,
 // block_count, feed_forward_length, attention.head_count (required); attention.head_count_kv
