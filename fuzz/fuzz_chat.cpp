@@ -12,7 +12,9 @@
 //
 // Input layout: byte 0: the family (low 4 bits) and the mode (bit 7: grammar); byte 1: options
 // (bit 0 reasoning_format none, bit 1 starts_in_reasoning, bit 2 no tools, bit 3 parallel,
-// bits 4-5 the reasoning prefix); byte 2: the seed of the random pieces; then the text.
+// bits 4-5 the reasoning prefix, bit 6 a forced reply: repeated calls dropped); byte 2: the seed
+// of the random pieces; then the text. With tools, the parser knows two (get_weather, get_time),
+// so a call cut off before its arguments may be named by them.
 #include <random>
 #include <set>
 #include <string>
@@ -109,6 +111,11 @@ bool fuzz_chat_one(const uint8_t* data, size_t size) {
     o.reasoning_format = (flags & 1) ? chat::ReasoningFormat::none : chat::ReasoningFormat::parsed;
     o.starts_in_reasoning = (flags & 2) != 0;
     o.parse_tool_calls = (flags & 4) == 0;
+    o.drop_repeated_calls = (flags & 64) != 0;
+    if (o.parse_tool_calls) {
+        o.tools = json::parse(R"([{"type": "function", "function": {"name": "get_weather"}},
+                                  {"type": "function", "function": {"name": "get_time"}}])");
+    }
     o.make_id = counter();
     const chat::Message whole = chat::parse(text, o);
     check(stream(text, o, 0) == whole, "1-byte pieces give the whole text's parse");
@@ -124,9 +131,21 @@ bool fuzz_chat_one(const uint8_t* data, size_t size) {
         const bool cut_off = !call.arguments.empty() && call.arguments[0] == '{' &&
                              chat::detail::scan_json(call.arguments, /*at_end=*/false).status ==
                                  chat::detail::Scan::more;
-        check(args.is_object() || cut_off,
+        // A call cut off before its arguments began is named by a tool, its arguments empty.
+        const bool named_only = call.arguments.empty() &&
+                                (call.name == "get_weather" || call.name == "get_time");
+        check(args.is_object() || cut_off || named_only,
               "arguments are a JSON object or the beginning of one: " + call.arguments);
         check(ids.insert(call.id).second, "ids are unique");
+    }
+    if (o.drop_repeated_calls) {
+        for (size_t i = 0; i < whole.tool_calls.size(); ++i) {
+            for (size_t j = 0; j < i; ++j) {
+                check(whole.tool_calls[i].name != whole.tool_calls[j].name ||
+                          whole.tool_calls[i].arguments != whole.tool_calls[j].arguments,
+                      "a forced reply holds no call twice");
+            }
+        }
     }
     check(o.parse_tool_calls || whole.tool_calls.empty(), "no calls without tools");
     return true;
