@@ -8,7 +8,7 @@
 
 #include "chat/common.h"
 #include "engine/grammar/json_schema.h"
-#include "engine/tokenizer/unicode.h"
+#include "text/utf8.h"
 
 namespace ggufd::chat {
 
@@ -26,7 +26,7 @@ std::string char_class(const std::vector<uint32_t>& cps, bool negated) {
 // partial match of it (so the marker written after it is its first occurrence): the states of
 // the marker's KMP automaton over code points, each a rule.
 std::string text_without(std::string_view name, std::string_view marker) {
-    const std::vector<uint32_t> m = tokenizer::unicode::decode_lenient(marker);
+    const std::vector<uint32_t> m = text::decode_lenient(marker);
     const size_t n = m.size();
     std::vector<uint32_t> alphabet = m;
     std::sort(alphabet.begin(), alphabet.end());
@@ -246,7 +246,7 @@ class Builder {
         if (!lo && !hi) return "";
         const std::string_view after =
             trim_blanks(format_.param.substr(format_.param.find("{value}") + 7));
-        const std::vector<uint32_t> stop = tokenizer::unicode::decode_lenient(after.substr(0, 1));
+        const std::vector<uint32_t> stop = text::decode_lenient(after.substr(0, 1));
         return char_class(stop, true) + "{" + std::to_string(lo.value_or(0)) + "," +
                (hi ? std::to_string(*hi) : "") + "}";
     }

@@ -35,6 +35,8 @@
 #include <string_view>
 #include <vector>
 
+#include "text/utf8.h"
+
 namespace ggufd::grammar {
 
 // A grammar that cannot be parsed or compiled. what() reads "line L, column C: message"; the
@@ -60,7 +62,7 @@ struct Limits {
     int max_nesting = 100;             // depth of ( ... ) groups
 };
 
-inline constexpr uint32_t kMaxCodePoint = 0x10FFFF;
+using text::kMaxCodePoint;
 
 struct Element {
     enum class Kind : uint8_t {

@@ -1,7 +1,7 @@
 #include "engine/sampling/sampler.h"
 
 #include "engine/sampling/fast_exp.h"
-#include "engine/tokenizer/unicode.h"
+#include "text/utf8.h"
 
 #include <algorithm>
 #include <cfloat>
@@ -436,7 +436,7 @@ void Sampler::follow_budget(int32_t token) {
                 return;
             }
             if (budget_used_ >= b.tokens &&
-                tokenizer::unicode::complete_prefix_length(budget_text_) == budget_text_.size()) {
+                text::complete_prefix_length(budget_text_) == budget_text_.size()) {
                 budget_ = Budget::forcing;
             }
             // What may still hold the start of the closer, or of a character being written.

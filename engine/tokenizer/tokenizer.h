@@ -15,8 +15,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "engine/tokenizer/unicode.h"
 #include "engine/tokenizer/vocab.h"
+#include "text/utf8.h"
 
 namespace ggufd::tokenizer {
 
@@ -142,7 +142,7 @@ class StreamDecoder {
   private:
     const Tokenizer* tokenizer_;
     Options options_;
-    unicode::Utf8Joiner joiner_;
+    text::Utf8Joiner joiner_;
     bool first_ = true;
 };
 
