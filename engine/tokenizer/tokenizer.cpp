@@ -214,10 +214,6 @@ Tokenizer::Tokenizer(Tokenizer&&) noexcept = default;
 Tokenizer& Tokenizer::operator=(Tokenizer&&) noexcept = default;
 Tokenizer::~Tokenizer() = default;
 
-bool Tokenizer::is_control(int32_t id) const {
-    return vocab_.valid(id) && (vocab_.token(id).attrs & attr::kControl);
-}
-
 // --- special tokens in raw text -----------------------------------------------------------------
 
 std::vector<int32_t> Tokenizer::literal_tokens_in(std::string_view text, bool parse_special) const {

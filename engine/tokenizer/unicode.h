@@ -22,17 +22,11 @@ inline constexpr uint16_t kWhitespace = 0x100;   // White_Space property (PropLi
 // Flags of a code point; values above U+10FFFF are unassigned.
 uint16_t flags(uint32_t cp);
 
-inline bool is_letter(uint32_t cp) {
-    return flags(cp) & kLetter;
-}
 inline bool is_number(uint32_t cp) {
     return flags(cp) & kNumber;
 }
 inline bool is_whitespace(uint32_t cp) {
     return flags(cp) & kWhitespace;
-}
-inline bool is_punctuation(uint32_t cp) {
-    return flags(cp) & kPunctuation;
 }
 
 // The simple (one code point) lowercase mapping of UnicodeData.txt; `cp` itself when it has none.
