@@ -9,7 +9,7 @@
 
 #include "chat/common.h"
 #include "engine/grammar/json_schema.h"
-#include "engine/tokenizer/unicode.h"
+#include "text/utf8.h"
 
 namespace ggufd::chat {
 
@@ -31,7 +31,7 @@ std::string text_without(std::string_view name, std::span<const std::string_view
     using Cps = std::vector<uint32_t>;
     std::vector<Cps> ms;
     for (std::string_view m : markers) {
-        if (!m.empty()) ms.push_back(tokenizer::unicode::decode_lenient(m));
+        if (!m.empty()) ms.push_back(text::decode_lenient(m));
     }
     // The states: every proper beginning of a marker, the empty one first.
     std::vector<Cps> states = {{}};
@@ -280,7 +280,7 @@ class Builder {
         if (!lo && !hi) return "";
         const std::string_view after =
             trim_blanks(format_.param.substr(format_.param.find("{value}") + 7));
-        const std::vector<uint32_t> stop = tokenizer::unicode::decode_lenient(after.substr(0, 1));
+        const std::vector<uint32_t> stop = text::decode_lenient(after.substr(0, 1));
         return char_class(stop, true) + "{" + std::to_string(lo.value_or(0)) + "," +
                (hi ? std::to_string(*hi) : "") + "}";
     }

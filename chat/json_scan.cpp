@@ -4,7 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engine/tokenizer/unicode.h"
+#include "text/json_escape.h"
+#include "text/utf8.h"
 
 namespace ggufd::chat::detail {
 
@@ -248,40 +249,9 @@ uint32_t hex4(std::string_view text, size_t at) {
 
 // A code point inside a string as nlohmann's dump writes it (ensure_ascii off).
 void append_string_char(std::string& out, uint32_t cp) {
-    switch (cp) {
-        case '"':
-            out += "\\\"";
-            return;
-        case '\\':
-            out += "\\\\";
-            return;
-        case '\b':
-            out += "\\b";
-            return;
-        case '\f':
-            out += "\\f";
-            return;
-        case '\n':
-            out += "\\n";
-            return;
-        case '\r':
-            out += "\\r";
-            return;
-        case '\t':
-            out += "\\t";
-            return;
-        default:
-            break;
-    }
-    if (cp < 0x20) {
-        static constexpr char kHex[] = "0123456789abcdef";
-        out += "\\u00";
-        out += kHex[cp >> 4];
-        out += kHex[cp & 0xF];
-        return;
-    }
-    if (cp >= 0xD800 && cp <= 0xDFFF) cp = 0xFFFD;
-    tokenizer::unicode::append_utf8(out, cp);
+    if (text::append_json_escape(out, cp)) return;
+    if (cp >= 0xD800 && cp <= 0xDFFF) cp = text::kReplacementChar;
+    text::append_utf8(out, cp);
 }
 
 bool number_char(char c) {
@@ -361,8 +331,8 @@ const std::string& JsonCompactor::compact(std::string_view text) {
             while (end < n && text[end] != '"' && text[end] != '\\') ++end;
             std::string_view run = text.substr(i, end - i);
             const bool last = end == n;
-            if (last) run = run.substr(0, tokenizer::unicode::complete_prefix_length(run));
-            out += tokenizer::unicode::sanitize_utf8(run);
+            if (last) run = run.substr(0, text::complete_prefix_length(run));
+            out += text::sanitize_utf8(run);
             i += run.size();
             if (last) break;
         }

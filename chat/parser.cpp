@@ -9,7 +9,7 @@
 
 #include "chat/common.h"
 #include "chat/json_scan.h"
-#include "engine/tokenizer/unicode.h"
+#include "text/utf8.h"
 
 namespace ggufd::chat {
 
@@ -1004,7 +1004,7 @@ size_t StreamParser::releasable() const {
     if (any_marker) {
         while (keep > 0 && is_blank(pending_[keep - 1])) --keep;
     }
-    return tokenizer::unicode::complete_prefix_length(std::string_view(pending_).substr(0, keep));
+    return text::complete_prefix_length(std::string_view(pending_).substr(0, keep));
 }
 
 void StreamParser::emit_text(std::string_view text, Delta& out) {

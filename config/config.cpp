@@ -12,6 +12,7 @@
 #include <set>
 #include <sstream>
 #include <tuple>
+#include <type_traits>
 
 extern char** environ;
 
@@ -23,45 +24,61 @@ namespace {
 constexpr const char* kVersion = "ggufd 0.1.0";
 constexpr std::string_view kEnvPrefix = "GGUFD_";
 
+// A setting's help ending with its default, read from a default Config: config.h states it once.
+template <typename T>
+std::string with_default(std::string_view help, const T& value) {
+    std::string out(help);
+    out += " (default ";
+    if constexpr (std::is_same_v<T, bool>) {
+        out += value ? "true" : "false";
+    } else if constexpr (std::is_integral_v<T>) {
+        out += std::to_string(value);
+    } else {
+        out += value;
+    }
+    return out + ")";
+}
+
 // Every setting is read as text by program_options and converted here, so a bad value gets one
 // message format whatever its source.
 po::options_description settings_description() {
+    const Config c;
     po::options_description d(
         "Settings (also GGUFD_<NAME> in the environment, or NAME = value in --config)");
     // clang-format off
     d.add_options()
         ("model,m", po::value<std::vector<std::string>>(), "model to serve: PATH or NAME=PATH (repeatable; GGUFD_MODEL takes a comma-separated list)")
         ("models-dir", po::value<std::string>(), "serve every .gguf in this folder, each loaded when a request first names it (new files appear without a restart)")
-        ("idle-unload", po::value<std::string>(), "seconds a folder model may stay idle before it is unloaded; 0: never (default 300)")
-        ("memory-budget", po::value<std::string>(), "bytes every loaded model may hold together (weights, KV cache, repacked copies), with an optional K, M or G suffix; the least recently used idle folder model is unloaded to make room; 0: no limit (default 0)")
-        ("load-timeout", po::value<std::string>(), "seconds a request waits for its model to load before a 503 (default 120)")
+        ("idle-unload", po::value<std::string>(), with_default("seconds a folder model may stay idle before it is unloaded; 0: never", c.idle_unload_s).c_str())
+        ("memory-budget", po::value<std::string>(), with_default("bytes every loaded model may hold together (weights, KV cache, repacked copies), with an optional K, M or G suffix; the least recently used idle folder model is unloaded to make room; 0: no limit", c.memory_budget).c_str())
+        ("load-timeout", po::value<std::string>(), with_default("seconds a request waits for its model to load before a 503", c.load_timeout_s).c_str())
         ("lora", po::value<std::vector<std::string>>(), "LoRA adapter a model's requests may use: NAME=PATH for the only model, MODEL/NAME=PATH for one of several (repeatable; a request picks adapters with \"lora\": [{\"id\": NAME or index, \"scale\": S}])")
         ("lora-scale", po::value<std::vector<std::string>>(), "scale an adapter is applied with to requests that do not name adapters: [MODEL/]NAME=SCALE (repeatable; default 0: only when a request asks)")
-        ("host", po::value<std::string>(), "address to listen on (default 127.0.0.1)")
-        ("port", po::value<std::string>(), "TCP port (default 8080)")
+        ("host", po::value<std::string>(), with_default("address to listen on", c.host).c_str())
+        ("port", po::value<std::string>(), with_default("TCP port", c.port).c_str())
         ("threads,t", po::value<std::string>(), "inference threads (default: physical cores)")
         ("threads-batch", po::value<std::string>(), "threads of the steps that process prompt tokens (or embeddings); --threads then serves the steps of single decode tokens (default: --threads)")
-        ("parallel", po::value<std::string>(), "concurrent sequences per model (default 4)")
+        ("parallel", po::value<std::string>(), with_default("concurrent sequences per model", c.parallel).c_str())
         ("ctx-size,c", po::value<std::string>(), "context tokens per sequence (default: the model's, at most 4096)")
-        ("batch-size,b", po::value<std::string>(), "token budget of one engine step (default 512)")
-        ("queue-size", po::value<std::string>(), "requests per model waiting for a slot before 503 (default 64)")
-        ("attention-accumulator", po::value<std::string>(), "f32, or f16 to accumulate attention as llama.cpp's CPU flash attention does (its greedy text where logits nearly tie; attention 2-3x slower) (default f32)")
-        ("cache-type-k", po::value<std::string>(), "KV cache storage of keys: f16, q8_0 or q4_0 (the quantised types halve or quarter the cache; default f16)")
-        ("cache-type-v", po::value<std::string>(), "KV cache storage of values: f16, q8_0 or q4_0 (default f16)")
+        ("batch-size,b", po::value<std::string>(), with_default("token budget of one engine step", c.batch_size).c_str())
+        ("queue-size", po::value<std::string>(), with_default("requests per model waiting for a slot before 503", c.queue_size).c_str())
+        ("attention-accumulator", po::value<std::string>(), with_default("f32, or f16 to accumulate attention as llama.cpp's CPU flash attention does (its greedy text where logits nearly tie; attention 2-3x slower)", std::string(c.f16_accumulator ? "f16" : "f32")).c_str())
+        ("cache-type-k", po::value<std::string>(), with_default("KV cache storage of keys: f16, q8_0 or q4_0 (the quantised types halve or quarter the cache)", c.cache_type_k).c_str())
+        ("cache-type-v", po::value<std::string>(), with_default("KV cache storage of values: f16, q8_0 or q4_0", c.cache_type_v).c_str())
         ("chat-template-file", po::value<std::vector<std::string>>(), "Jinja chat template replacing the model's: PATH for every model, or NAME=PATH for one (repeatable)")
         ("tool-parser", po::value<std::vector<std::string>>(), "how replies' reasoning and tool calls are read, instead of the family detected from the chat template: PARSER for every model, or NAME=PARSER for one (repeatable; hermes, llama3, mistral, harmony, ... as /models shows)")
         ("pooling", po::value<std::vector<std::string>>(), "how embeddings are pooled, instead of the model's pooling_type: POOLING for every model, or NAME=POOLING for one (repeatable; none, mean, cls, last, rank)")
-        ("reasoning-budget", po::value<std::string>(), "tokens a thinking model may reason before its reasoning block is closed for it, unless a request sets reasoning_budget_tokens; -1: no budget (default -1)")
+        ("reasoning-budget", po::value<std::string>(), with_default("tokens a thinking model may reason before its reasoning block is closed for it, unless a request sets reasoning_budget_tokens; -1: no budget", c.reasoning_budget).c_str())
         ("api-key", po::value<std::string>(), "require a bearer token on API requests: one key, or several separated by commas")
         ("api-key-file", po::value<std::string>(), "read accepted API keys from this file, one per line (adds to --api-key)")
-        ("metrics-public", po::value<std::string>(), "serve /metrics without an API key: true or false (default false)")
-        ("io-threads", po::value<std::string>(), "HTTP I/O threads, apart from the inference threads (default 2)")
-        ("idle-timeout", po::value<std::string>(), "seconds a keep-alive connection may wait for its next request (default 60)")
-        ("header-timeout", po::value<std::string>(), "seconds from a request's first byte to the end of its headers (default 10)")
+        ("metrics-public", po::value<std::string>(), with_default("serve /metrics without an API key: true or false", c.metrics_public).c_str())
+        ("io-threads", po::value<std::string>(), with_default("HTTP I/O threads, apart from the inference threads", c.io_threads).c_str())
+        ("idle-timeout", po::value<std::string>(), with_default("seconds a keep-alive connection may wait for its next request", c.idle_timeout_s).c_str())
+        ("header-timeout", po::value<std::string>(), with_default("seconds from a request's first byte to the end of its headers", c.header_timeout_s).c_str())
         ("cors-origin", po::value<std::string>(), "allow browser pages from this origin (or *) to call the API; unset = no CORS headers")
-        ("skip-bad-models", po::value<std::string>(), "with several models, serve the others when one fails to load: true or false (default false: exit)")
-        ("log-format", po::value<std::string>(), "text or json (default text)")
-        ("log-level", po::value<std::string>(), "trace, debug, info, warn, error (default info)");
+        ("skip-bad-models", po::value<std::string>(), with_default("with several models, serve the others when one fails to load instead of exiting: true or false", c.skip_bad_models).c_str())
+        ("log-format", po::value<std::string>(), with_default("text or json", to_string(c.log_format)).c_str())
+        ("log-level", po::value<std::string>(), with_default("trace, debug, info, warn, error", c.log_level).c_str());
     // clang-format on
     return d;
 }

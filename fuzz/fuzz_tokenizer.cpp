@@ -24,6 +24,7 @@
 #include "fuzz/fuzz_support.h"
 #include "gguf/file.h"
 #include "gguf/writer.h"
+#include "text/utf8.h"
 
 namespace ggufd::fuzz {
 namespace {
@@ -103,8 +104,7 @@ Tokenizer make_spm(bool with_bytes) {
 std::string stand_ins(std::string_view bytes) {
     std::string s;
     for (char c : bytes) {
-        tokenizer::unicode::append_utf8(
-            s, tokenizer::unicode::byte_to_code_point(static_cast<uint8_t>(c)));
+        text::append_utf8(s, tokenizer::unicode::byte_to_code_point(static_cast<uint8_t>(c)));
     }
     return s;
 }
@@ -224,7 +224,7 @@ const Tokenizer& tokenizer_for(size_t variant) {
 }
 
 bool valid_utf8(std::string_view s) {
-    return tokenizer::unicode::sanitize_utf8(s) == s;
+    return text::sanitize_utf8(s) == s;
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 #include "jinja/ops.h"
 #include "jinja/pystr.h"
 #include "jinja/text_filters.h"
+#include "text/utf8.h"
 
 namespace ggufd::jinja {
 
@@ -303,7 +304,7 @@ Value f_title(Interp&, const Value& v, CallArgs&) {
     bool start = true;
     for (char32_t c : cps) {
         std::string ch;
-        pystr::append_utf8(ch, c);
+        ggufd::text::append_utf8(ch, c);
         if (is_sep(c)) {
             out += ch;
             start = true;

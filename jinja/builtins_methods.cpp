@@ -18,6 +18,7 @@
 #include "jinja/ops.h"
 #include "jinja/pystr.h"
 #include "jinja/text_filters.h"
+#include "text/utf8.h"
 
 namespace ggufd::jinja {
 
@@ -184,7 +185,7 @@ Value str_method(Interp& interp, const Value& self, std::string_view name, CallA
         if (name == "center") return Value(pystr::center(s, w, fc[0]));
         auto len = static_cast<std::int64_t>(pystr::length(s));
         std::string padding;
-        for (std::int64_t i = len; i < w; ++i) pystr::append_utf8(padding, fc[0]);
+        for (std::int64_t i = len; i < w; ++i) ggufd::text::append_utf8(padding, fc[0]);
         return Value(name == "ljust" ? s + padding : padding + s);
     }
     if (name == "partition" || name == "rpartition") {

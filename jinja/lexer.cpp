@@ -5,6 +5,7 @@
 
 #include "jinja/error.h"
 #include "jinja/pystr.h"
+#include "text/utf8.h"
 
 namespace ggufd::jinja {
 
@@ -361,7 +362,7 @@ class Lexer {
                                          ? h - '0'
                                          : std::tolower(static_cast<unsigned char>(h)) - 'a' + 10);
                 }
-                pystr::append_utf8(out, v);
+                ggufd::text::append_utf8(out, v);
                 i += digits;
                 return true;
             };
@@ -416,7 +417,7 @@ class Lexer {
                             ++k;
                         }
                         i += k - 1;
-                        pystr::append_utf8(out, v);
+                        ggufd::text::append_utf8(out, v);
                     } else {
                         out += '\\';
                         out += e;

@@ -9,6 +9,7 @@
 #include "jinja/error.h"
 #include "jinja/interp.h"
 #include "jinja/pystr.h"
+#include "text/utf8.h"
 
 namespace ggufd::jinja {
 
@@ -333,7 +334,7 @@ std::string pad(std::string s, std::int64_t width, char align, char32_t fill) {
     if (width <= len) return s;
     std::int64_t total = width - len;
     std::string f;
-    pystr::append_utf8(f, fill);
+    ggufd::text::append_utf8(f, fill);
     auto rep = [&](std::int64_t n) {
         std::string r;
         for (std::int64_t i = 0; i < n; ++i) r += f;
@@ -470,7 +471,7 @@ std::string percent_format(std::string_view fmt, const Value& args) {
                     piece = arg->str();
                 } else {
                     piece.clear();
-                    pystr::append_utf8(piece, static_cast<char32_t>(to_int_arg(*arg, conv)));
+                    ggufd::text::append_utf8(piece, static_cast<char32_t>(to_int_arg(*arg, conv)));
                 }
                 piece = pad(piece, w, left ? '<' : '>', ' ');
                 break;
@@ -587,7 +588,7 @@ std::string format_spec(const Value& v, std::string_view spec) {
                 break;
             case 'c': {
                 std::string s;
-                pystr::append_utf8(s, static_cast<char32_t>(n));
+                ggufd::text::append_utf8(s, static_cast<char32_t>(n));
                 return pad(s, width, align ? align : '<', fill);
             }
             case '\0':

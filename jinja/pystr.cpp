@@ -10,6 +10,9 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "text/json_escape.h"
+#include "text/utf8.h"
+
 namespace ggufd::jinja::pystr {
 
 bool is_ascii(std::string_view s) {
@@ -20,31 +23,6 @@ bool is_ascii(std::string_view s) {
 }
 
 namespace {
-
-// Decodes one code point at s[i], advancing i; malformed input yields U+FFFD for one byte.
-char32_t next_cp(std::string_view s, std::size_t& i) {
-    unsigned char c = static_cast<unsigned char>(s[i]);
-    if (c < 0x80) {
-        ++i;
-        return c;
-    }
-    int extra = c >= 0xF8 ? -1 : c >= 0xF0 ? 3 : c >= 0xE0 ? 2 : c >= 0xC0 ? 1 : -1;
-    if (extra < 0 || i + static_cast<std::size_t>(extra) >= s.size()) {
-        ++i;
-        return 0xFFFD;
-    }
-    char32_t cp = c & (0x3F >> extra);
-    for (int k = 1; k <= extra; ++k) {
-        unsigned char cc = static_cast<unsigned char>(s[i + k]);
-        if ((cc & 0xC0) != 0x80) {
-            ++i;
-            return 0xFFFD;
-        }
-        cp = (cp << 6) | (cc & 0x3F);
-    }
-    i += 1 + extra;
-    return cp;
-}
 
 bool in_set(char32_t c, const std::vector<char32_t>& set) {
     return std::find(set.begin(), set.end(), c) != set.end();
@@ -65,7 +43,7 @@ std::string icu_map(std::string_view s, int mode) {
 
 std::string map_cp(char32_t c, int mode) {
     std::string s;
-    append_utf8(s, c);
+    ggufd::text::append_utf8(s, c);
     if (c < 0x80) {
         for (char& ch : s) {
             if (mode == 0 || mode == 2) {
@@ -77,7 +55,7 @@ std::string map_cp(char32_t c, int mode) {
     }
     if (mode == 2) {
         std::string t;
-        append_utf8(t, static_cast<char32_t>(u_totitle(static_cast<UChar32>(c))));
+        ggufd::text::append_utf8(t, static_cast<char32_t>(u_totitle(static_cast<UChar32>(c))));
         return t;
     }
     return icu_map(s, mode);
@@ -91,41 +69,21 @@ bool is_cased(char32_t c) {
 }  // namespace
 
 std::vector<char32_t> decode(std::string_view s) {
-    std::vector<char32_t> out;
-    out.reserve(s.size());
-    for (std::size_t i = 0; i < s.size();) out.push_back(next_cp(s, i));
-    return out;
-}
-
-void append_utf8(std::string& out, char32_t cp) {
-    if (cp < 0x80) {
-        out += static_cast<char>(cp);
-    } else if (cp < 0x800) {
-        out += static_cast<char>(0xC0 | (cp >> 6));
-        out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else if (cp < 0x10000) {
-        out += static_cast<char>(0xE0 | (cp >> 12));
-        out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-        out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else {
-        out += static_cast<char>(0xF0 | (cp >> 18));
-        out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-        out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-        out += static_cast<char>(0x80 | (cp & 0x3F));
-    }
+    const std::vector<uint32_t> cps = ggufd::text::decode_lenient(s);
+    return {cps.begin(), cps.end()};
 }
 
 std::string encode(const std::vector<char32_t>& cps) {
     std::string out;
     out.reserve(cps.size());
-    for (char32_t c : cps) append_utf8(out, c);
+    for (char32_t c : cps) ggufd::text::append_utf8(out, c);
     return out;
 }
 
 std::size_t length(std::string_view s) {
     std::size_t n = 0;
     for (std::size_t i = 0; i < s.size();) {
-        next_cp(s, i);
+        ggufd::text::next_lenient(s, i);
         ++n;
     }
     return n;
@@ -136,7 +94,7 @@ std::vector<std::size_t> offsets(std::string_view s) {
     out.reserve(s.size() + 1);
     for (std::size_t i = 0; i < s.size();) {
         out.push_back(i);
-        next_cp(s, i);
+        ggufd::text::next_lenient(s, i);
     }
     out.push_back(s.size());
     return out;
@@ -205,12 +163,12 @@ std::string title(std::string_view s) {
     out.reserve(s.size());
     bool prev_cased = false;
     for (std::size_t i = 0; i < s.size();) {
-        char32_t c = next_cp(s, i);
+        char32_t c = ggufd::text::next_lenient(s, i);
         bool cased = is_cased(c);
         if (cased) {
             out += map_cp(c, prev_cased ? 1 : 2);
         } else {
-            append_utf8(out, c);
+            ggufd::text::append_utf8(out, c);
         }
         prev_cased = cased;
     }
@@ -220,7 +178,7 @@ std::string title(std::string_view s) {
 std::string capitalize(std::string_view s) {
     if (s.empty()) return std::string();
     std::size_t i = 0;
-    char32_t first = next_cp(s, i);
+    char32_t first = ggufd::text::next_lenient(s, i);
     std::string out = map_cp(first, 2);
     if (first < 0x80) out = map_cp(first, 0);
     return out + lower(s.substr(i));
@@ -229,7 +187,7 @@ std::string capitalize(std::string_view s) {
 std::string swapcase(std::string_view s) {
     std::string out;
     for (std::size_t i = 0; i < s.size();) {
-        char32_t c = next_cp(s, i);
+        char32_t c = ggufd::text::next_lenient(s, i);
         bool up = c < 0x80 ? std::isupper(static_cast<int>(c)) != 0
                            : u_isUUppercase(static_cast<UChar32>(c));
         bool lo = c < 0x80 ? std::islower(static_cast<int>(c)) != 0
@@ -239,7 +197,7 @@ std::string swapcase(std::string_view s) {
         } else if (lo) {
             out += map_cp(c, 0);
         } else {
-            append_utf8(out, c);
+            ggufd::text::append_utf8(out, c);
         }
     }
     return out;
@@ -248,7 +206,7 @@ std::string swapcase(std::string_view s) {
 bool is_cased_upper(std::string_view s) {
     bool any = false;
     for (std::size_t i = 0; i < s.size();) {
-        char32_t c = next_cp(s, i);
+        char32_t c = ggufd::text::next_lenient(s, i);
         if (u_isULowercase(static_cast<UChar32>(c))) return false;
         if (u_isUUppercase(static_cast<UChar32>(c)) || u_istitle(static_cast<UChar32>(c))) {
             any = true;
@@ -260,7 +218,7 @@ bool is_cased_upper(std::string_view s) {
 bool is_cased_lower(std::string_view s) {
     bool any = false;
     for (std::size_t i = 0; i < s.size();) {
-        char32_t c = next_cp(s, i);
+        char32_t c = ggufd::text::next_lenient(s, i);
         if (u_isUUppercase(static_cast<UChar32>(c)) || u_istitle(static_cast<UChar32>(c))) {
             return false;
         }
@@ -272,7 +230,7 @@ bool is_cased_lower(std::string_view s) {
 bool is_alpha(std::string_view s) {
     if (s.empty()) return false;
     for (std::size_t i = 0; i < s.size();) {
-        if (!u_isalpha(static_cast<UChar32>(next_cp(s, i)))) return false;
+        if (!u_isalpha(static_cast<UChar32>(ggufd::text::next_lenient(s, i)))) return false;
     }
     return true;
 }
@@ -280,7 +238,7 @@ bool is_alpha(std::string_view s) {
 bool is_alnum(std::string_view s) {
     if (s.empty()) return false;
     for (std::size_t i = 0; i < s.size();) {
-        if (!u_isalnum(static_cast<UChar32>(next_cp(s, i)))) return false;
+        if (!u_isalnum(static_cast<UChar32>(ggufd::text::next_lenient(s, i)))) return false;
     }
     return true;
 }
@@ -288,7 +246,7 @@ bool is_alnum(std::string_view s) {
 bool is_digit(std::string_view s) {
     if (s.empty()) return false;
     for (std::size_t i = 0; i < s.size();) {
-        if (!u_isdigit(static_cast<UChar32>(next_cp(s, i)))) return false;
+        if (!u_isdigit(static_cast<UChar32>(ggufd::text::next_lenient(s, i)))) return false;
     }
     return true;
 }
@@ -313,7 +271,7 @@ std::string strip(std::string_view s, const std::optional<std::string>& chars, b
     if (left) {
         while (b < e) {
             std::size_t next = b;
-            if (!strip_this(next_cp(s, next))) break;
+            if (!strip_this(ggufd::text::next_lenient(s, next))) break;
             b = next;
         }
     }
@@ -322,7 +280,7 @@ std::string strip(std::string_view s, const std::optional<std::string>& chars, b
             std::size_t start = e - 1;
             while (start > b && (static_cast<unsigned char>(s[start]) & 0xC0) == 0x80) --start;
             std::size_t probe = start;
-            if (!strip_this(next_cp(s, probe))) break;
+            if (!strip_this(ggufd::text::next_lenient(s, probe))) break;
             e = start;
         }
     }
@@ -362,7 +320,7 @@ std::vector<std::string> split(std::string_view s, const std::optional<std::stri
     std::size_t n = offs.size() - 1;
     auto cp_at = [&](std::size_t k) {
         std::size_t i = offs[k];
-        return next_cp(s, i);
+        return ggufd::text::next_lenient(s, i);
     };
     if (!from_right) {
         std::size_t k = 0;
@@ -404,7 +362,7 @@ std::vector<std::string> splitlines(std::string_view s, bool keepends) {
     std::size_t start = 0;
     for (std::size_t i = 0; i < s.size();) {
         std::size_t at = i;
-        char32_t c = next_cp(s, i);
+        char32_t c = ggufd::text::next_lenient(s, i);
         if (!is_line_break(c)) continue;
         std::size_t end_of_break = i;
         if (c == '\r' && i < s.size() && s[i] == '\n') end_of_break = ++i;
@@ -469,9 +427,9 @@ std::string center(std::string_view s, std::int64_t width, char32_t fill) {
     // CPython's split of the margin: the extra column goes left when both are odd.
     std::int64_t left = marg / 2 + (marg & width & 1);
     std::string out;
-    for (std::int64_t i = 0; i < left; ++i) append_utf8(out, fill);
+    for (std::int64_t i = 0; i < left; ++i) ggufd::text::append_utf8(out, fill);
     out += s;
-    for (std::int64_t i = 0; i < marg - left; ++i) append_utf8(out, fill);
+    for (std::int64_t i = 0; i < marg - left; ++i) ggufd::text::append_utf8(out, fill);
     return out;
 }
 
@@ -509,7 +467,7 @@ std::string repr(std::string_view s) {
     out.reserve(s.size() + 2);
     out += quote;
     for (std::size_t i = 0; i < s.size();) {
-        char32_t c = next_cp(s, i);
+        char32_t c = ggufd::text::next_lenient(s, i);
         if (c == static_cast<char32_t>(quote) || c == '\\') {
             out += '\\';
             out += static_cast<char>(c);
@@ -525,7 +483,7 @@ std::string repr(std::string_view s) {
         } else if (c < 0x7F) {
             out += static_cast<char>(c);
         } else if (printable(c)) {
-            append_utf8(out, c);
+            ggufd::text::append_utf8(out, c);
         } else if (c <= 0xFF) {
             out += "\\x";
             append_hex(out, c, 2);
@@ -587,51 +545,21 @@ void append_json_string(std::string& out, std::string_view s, bool ensure_ascii)
         unsigned char b = static_cast<unsigned char>(s[i]);
         if (b >= 0x80) {
             std::size_t start = i;
-            char32_t c = next_cp(s, i);
-            if (!ensure_ascii) {
-                out.append(s.substr(start, i - start));
-            } else if (c >= 0x10000) {
-                char32_t v = c - 0x10000;
-                out += "\\u";
-                append_hex(out, 0xD800 + (v >> 10), 4);
-                out += "\\u";
-                append_hex(out, 0xDC00 + (v & 0x3FF), 4);
+            char32_t c = ggufd::text::next_lenient(s, i);
+            if (ensure_ascii) {
+                ggufd::text::append_json_unicode_escape(out, c);
             } else {
-                out += "\\u";
-                append_hex(out, c, 4);
+                out.append(s.substr(start, i - start));
             }
             continue;
         }
         ++i;
-        switch (b) {
-            case '"':
-                out += "\\\"";
-                break;
-            case '\\':
-                out += "\\\\";
-                break;
-            case '\n':
-                out += "\\n";
-                break;
-            case '\r':
-                out += "\\r";
-                break;
-            case '\t':
-                out += "\\t";
-                break;
-            case '\b':
-                out += "\\b";
-                break;
-            case '\f':
-                out += "\\f";
-                break;
-            default:
-                if (b < 0x20 || (ensure_ascii && b == 0x7F)) {
-                    out += "\\u";
-                    append_hex(out, b, 4);
-                } else {
-                    out += static_cast<char>(b);
-                }
+        if (ggufd::text::append_json_escape(out, b)) continue;
+        // json.dumps also escapes DEL when it keeps the text ASCII.
+        if (ensure_ascii && b == 0x7F) {
+            ggufd::text::append_json_unicode_escape(out, b);
+        } else {
+            out += static_cast<char>(b);
         }
     }
     out += '"';

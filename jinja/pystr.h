@@ -11,9 +11,8 @@
 namespace ggufd::jinja::pystr {
 
 bool is_ascii(std::string_view s);
-// Decodes UTF-8 to code points; invalid bytes decode as U+FFFD one byte at a time.
+// Decodes UTF-8 to code points as text::decode_lenient() reads it.
 std::vector<char32_t> decode(std::string_view s);
-void append_utf8(std::string& out, char32_t cp);
 std::string encode(const std::vector<char32_t>& cps);
 // Number of code points.
 std::size_t length(std::string_view s);

@@ -7,6 +7,7 @@
 #include "jinja/builtins.h"
 #include "jinja/error.h"
 #include "jinja/pystr.h"
+#include "text/utf8.h"
 
 namespace ggufd::jinja::text {
 
@@ -20,7 +21,7 @@ U32 to_u32(std::string_view s) {
 }
 
 void append_u32(std::string& out, const U32& s) {
-    for (char32_t c : s) pystr::append_utf8(out, c);
+    for (char32_t c : s) ggufd::text::append_utf8(out, c);
 }
 
 std::string from_u32(const U32& s) {
@@ -350,14 +351,16 @@ void append_entity(std::string& out, std::string_view name) {
         }
         if (ok) {
             // html.unescape's replacements for NUL, surrogates and out-of-range code points.
-            if (cp == 0 || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) cp = 0xFFFD;
-            pystr::append_utf8(out, cp);
+            if (cp == 0 || cp > ggufd::text::kMaxCodePoint || (cp >= 0xD800 && cp <= 0xDFFF)) {
+                cp = ggufd::text::kReplacementChar;
+            }
+            ggufd::text::append_utf8(out, cp);
             return;
         }
     } else {
         for (const auto& [n, cp] : kNamed) {
             if (n == name) {
-                pystr::append_utf8(out, cp);
+                ggufd::text::append_utf8(out, cp);
                 return;
             }
         }

@@ -93,10 +93,6 @@ Value Value::new_iterator(std::vector<Value> items) {
     return Value(std::move(l));
 }
 
-Value Value::new_dict() {
-    return Value(std::make_shared<DictObj>());
-}
-
 // ---- DictObj ----
 
 const Value* DictObj::find(std::string_view key) const {

@@ -58,7 +58,6 @@ class Value {
     // What map/select/selectattr/reverse give in Jinja2: an iterator. Always truthy, has no
     // length, cannot be indexed, prints as a generator and is not JSON serializable.
     static Value new_iterator(std::vector<Value> items);
-    static Value new_dict();
     // A markupsafe.Markup string (from |safe or |escape): concatenating a plain string to it
     // HTML-escapes the plain side, as Jinja2 does.
     static Value markup(std::string s) {
@@ -93,11 +92,8 @@ class Value {
     double as_double() const { return kind_ == Kind::Float ? f_ : static_cast<double>(as_int()); }
     const std::string& str() const { return *static_cast<const std::string*>(ptr_.get()); }
     ListObj& list() const { return *static_cast<ListObj*>(ptr_.get()); }
-    std::shared_ptr<ListObj> list_ptr() const { return std::static_pointer_cast<ListObj>(ptr_); }
     DictObj& dict() const { return *static_cast<DictObj*>(ptr_.get()); }
-    std::shared_ptr<DictObj> dict_ptr() const { return std::static_pointer_cast<DictObj>(ptr_); }
     Object& object() const { return *static_cast<Object*>(ptr_.get()); }
-    std::shared_ptr<Object> object_ptr() const { return std::static_pointer_cast<Object>(ptr_); }
     // The message an Undefined reports when used wrongly.
     std::string undefined_message() const;
     const void* identity() const { return ptr_.get(); }

@@ -16,6 +16,10 @@ ApiError ApiError::bad_request(const std::string& message, std::string param, st
     return ApiError(400, "invalid_request_error", message, std::move(param), std::move(code));
 }
 
+ApiError ApiError::invalid_param(const sampling::InvalidParam& e) {
+    return bad_request(e.what(), e.param());
+}
+
 ApiError ApiError::unauthorized(const std::string& message) {
     return ApiError(401, "invalid_request_error", message, {}, "invalid_api_key");
 }

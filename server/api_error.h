@@ -7,6 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/sampling/params.h"
+
 namespace ggufd::server {
 
 class ApiError : public std::runtime_error {
@@ -34,6 +36,8 @@ class ApiError : public std::runtime_error {
     static ApiError too_large(const std::string& message);
     static ApiError unavailable(const std::string& message, std::string code, int retry_after_s);
     static ApiError internal(const std::string& message);
+    // A request parameter the engine's field readers or checks refuse: the client's to fix.
+    static ApiError invalid_param(const sampling::InvalidParam& e);
 
   private:
     int status_;

@@ -15,9 +15,9 @@
 
 #include "chat/parser.h"
 #include "engine/scheduler/generation.h"
-#include "engine/tokenizer/unicode.h"
 #include "server/http_types.h"
 #include "server/responses.h"
+#include "text/utf8.h"
 
 namespace ggufd::server {
 
@@ -64,7 +64,7 @@ class GenerationJob : public Exchange, public std::enable_shared_from_this<Gener
 
   private:
     struct Choice {
-        tokenizer::unicode::Utf8Joiner joiner;
+        text::Utf8Joiner joiner;
         std::optional<chat::StreamParser> parser;  // chat: one per choice
         // Set when the reply is complete before the model ended it (a repeated forced call).
         std::shared_ptr<std::atomic<bool>> ended = std::make_shared<std::atomic<bool>>(false);

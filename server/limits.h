@@ -6,20 +6,16 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "engine/sampling/request_fields.h"
+
 namespace ggufd::server {
 
-struct ApiLimits {
+// The limits of the fields the engine's reader checks (max_tokens, stop, logit_bias) are its own.
+struct ApiLimits : sampling::FieldLimits {
     // `n` per prompt, and choices in all (n x number of prompts) for one request.
     int32_t max_choices = 8;
-    // `max_tokens` / `max_completion_tokens` per choice (the context size also bounds them).
-    int32_t max_tokens = 32768;
     // Prompt tokens per prompt; 0 = only the model's context size bounds them.
     int32_t max_prompt_tokens = 0;
-    // `stop`: at most this many strings, each 1..max_stop_bytes bytes.
-    int32_t max_stop = 4;
-    size_t max_stop_bytes = 256;
-    // `logit_bias` entries.
-    int32_t max_logit_bias = 1024;
     // `lora`: adapters one request may choose.
     int32_t max_lora = 16;
     // `logprobs` (completions) and `top_logprobs` (chat): alternatives per token.

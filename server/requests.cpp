@@ -11,8 +11,6 @@
 #include <fmt/format.h>
 
 #include "chat/common.h"
-#include "engine/grammar/grammar.h"
-#include "engine/grammar/json_schema.h"
 
 namespace ggufd::server {
 
@@ -20,98 +18,7 @@ using json = RequestJson;
 
 namespace {
 
-// The field when present and not null.
-const json* field(const json& body, const char* name) {
-    auto it = body.find(name);
-    if (it == body.end() || it->is_null()) return nullptr;
-    return &*it;
-}
-
-// The field, which the request must have.
-const json& required(const json& body, const char* name) {
-    const json* v = field(body, name);
-    if (!v) throw ApiError::bad_request(fmt::format("'{}' is required", name), name);
-    return *v;
-}
-
-std::string fmt_number(double v) {
-    return fmt::format("{}", v);
-}
-
-bool get_bool(const json& body, const char* name, bool fallback) {
-    const json* v = field(body, name);
-    if (!v) return fallback;
-    if (!v->is_boolean())
-        throw ApiError::bad_request(fmt::format("'{}' must be a boolean", name), name);
-    return v->get<bool>();
-}
-
-enum class Low { closed, open };  // whether the lower bound itself is allowed
-
-double get_number(const json& body, const char* name, double fallback, double lo, double hi,
-                  Low low = Low::closed) {
-    const json* v = field(body, name);
-    if (!v) return fallback;
-    if (!v->is_number())
-        throw ApiError::bad_request(fmt::format("'{}' must be a number", name), name);
-    double x = v->get<double>();
-    const bool above_lo = low == Low::open ? x > lo : x >= lo;
-    if (!(above_lo && x <= hi)) {
-        // Closed ranges keep the wording "between lo and hi" that clients already see.
-        const char* form = low == Low::open ? "'{}' must be greater than {} and at most {}, got {}"
-                                            : "'{}' must be between {} and {}, got {}";
-        throw ApiError::bad_request(
-            fmt::format(fmt::runtime(form), name, fmt_number(lo), fmt_number(hi), fmt_number(x)),
-            name);
-    }
-    return x;
-}
-
-// An integer; a float with an integral value (16.0) counts as one.
-bool as_integer(const json& v, int64_t& out) {
-    if (v.is_number_unsigned()) {
-        auto u = v.get<uint64_t>();
-        if (u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) return false;
-        out = static_cast<int64_t>(u);
-        return true;
-    }
-    if (v.is_number_integer()) {
-        out = v.get<int64_t>();
-        return true;
-    }
-    if (v.is_number_float()) {
-        double d = v.get<double>();
-        if (std::trunc(d) != d || std::abs(d) > 9.0e15) return false;
-        out = static_cast<int64_t>(d);
-        return true;
-    }
-    return false;
-}
-
-int64_t get_int(const json& body, const char* name, int64_t fallback, int64_t lo, int64_t hi) {
-    const json* v = field(body, name);
-    if (!v) return fallback;
-    int64_t x = 0;
-    if (!as_integer(*v, x)) {
-        throw ApiError::bad_request(fmt::format("'{}' must be an integer", name), name);
-    }
-    if (x < lo || x > hi) {
-        throw ApiError::bad_request(
-            fmt::format("'{}' must be between {} and {}, got {}", name, lo, hi, x), name);
-    }
-    return x;
-}
-
-std::string string_value(const json& v, const char* name) {
-    if (!v.is_string())
-        throw ApiError::bad_request(fmt::format("'{}' must be a string", name), name);
-    return v.get<std::string>();
-}
-
-std::string get_string(const json& body, const char* name) {
-    const json* v = field(body, name);
-    return v ? string_value(*v, name) : std::string();
-}
+using namespace sampling::fields;
 
 // A token id list; `param` names it in errors.
 std::vector<int32_t> token_list(const json& array, const std::string& param) {
@@ -165,77 +72,6 @@ std::vector<PromptInput> parse_prompt(const json& body, const char* name = "prom
     return prompts;
 }
 
-std::vector<std::string> parse_stop(const json& body, const ApiLimits& limits) {
-    const json* v = field(body, "stop");
-    if (!v) return {};
-    std::vector<std::string> stops;
-    if (v->is_string()) {
-        stops.push_back(v->get<std::string>());
-    } else if (v->is_array()) {
-        for (const auto& s : *v) {
-            if (!s.is_string()) {
-                throw ApiError::bad_request("'stop' must be a string or an array of strings",
-                                            "stop");
-            }
-            stops.push_back(s.get<std::string>());
-        }
-    } else {
-        throw ApiError::bad_request("'stop' must be a string or an array of strings", "stop");
-    }
-    if (stops.size() > static_cast<size_t>(limits.max_stop)) {
-        throw ApiError::bad_request(fmt::format("'stop' may hold at most {} strings, got {}",
-                                                limits.max_stop, stops.size()),
-                                    "stop");
-    }
-    for (const auto& s : stops) {
-        if (s.empty() || s.size() > limits.max_stop_bytes) {
-            throw ApiError::bad_request(
-                fmt::format("each 'stop' string must be 1 to {} bytes long", limits.max_stop_bytes),
-                "stop");
-        }
-    }
-    return stops;
-}
-
-std::vector<std::pair<int32_t, float>> parse_logit_bias(const json& body, const ApiLimits& limits) {
-    const json* v = field(body, "logit_bias");
-    if (!v) return {};
-    if (!v->is_object()) {
-        throw ApiError::bad_request("'logit_bias' must be an object of token id -> bias",
-                                    "logit_bias");
-    }
-    if (v->size() > static_cast<size_t>(limits.max_logit_bias)) {
-        throw ApiError::bad_request(fmt::format("'logit_bias' may hold at most {} entries, got {}",
-                                                limits.max_logit_bias, v->size()),
-                                    "logit_bias");
-    }
-    std::vector<std::pair<int32_t, float>> out;
-    for (const auto& [key, value] : v->items()) {
-        int64_t id = -1;
-        bool digits = !key.empty() && key.size() <= 10 &&
-                      key.find_first_not_of("0123456789") == std::string::npos;
-        if (digits) id = std::stoll(key);
-        if (!digits || id > std::numeric_limits<int32_t>::max()) {
-            throw ApiError::bad_request(
-                fmt::format("'logit_bias' keys must be token ids, got '{}'", key), "logit_bias");
-        }
-        if (!value.is_number()) {
-            throw ApiError::bad_request(
-                fmt::format("'logit_bias[{}]' must be a number between -100 and 100", key),
-                "logit_bias");
-        }
-        double bias = value.get<double>();
-        if (!(bias >= -100.0 && bias <= 100.0)) {
-            throw ApiError::bad_request(
-                fmt::format("'logit_bias[{}]' must be between -100 and 100, got {}", key,
-                            fmt_number(bias)),
-                "logit_bias");
-        }
-        out.emplace_back(static_cast<int32_t>(id), static_cast<float>(bias));
-    }
-    return out;
-}
-
 // `lora`: an array of {"id": the adapter's index (as llama-server) or its name, "scale": number,
 // 1 when absent}; which ids and names exist is the model's, checked by scheduler::validate().
 std::optional<std::vector<scheduler::AdapterChoice>> parse_lora(const json& body,
@@ -286,105 +122,10 @@ std::optional<std::vector<scheduler::AdapterChoice>> parse_lora(const json& body
     return out;
 }
 
-// A JSON Schema (the value at `where`, named `param` in the error) as a grammar; the 400 names
-// the keyword the converter refuses by its JSON pointer within the schema.
-std::string schema_gbnf(const json& schema, const std::string& where, const char* param) {
-    if (!schema.is_object() && !schema.is_boolean()) {
-        throw ApiError::bad_request(fmt::format("'{}' must be a JSON Schema (an object)", where),
-                                    param);
-    }
-    try {
-        return grammar::json_schema_to_gbnf(schema);
-    } catch (...) {
-        throw_grammar_error(fmt::format("'{}'", where), param);
-    }
-}
-
-// What OpenAI's response_format asks for: nothing (text), any JSON object, or a schema's
-// instances. llama-server's {"type": "json_object", "schema": {...}} is a schema too.
-std::optional<std::string> response_format_gbnf(const json& rf) {
-    if (!rf.is_object() || !rf.contains("type") || !rf["type"].is_string()) {
-        throw ApiError::bad_request("'response_format' must be an object with a string 'type'",
-                                    "response_format");
-    }
-    const std::string type = rf["type"].get<std::string>();
-    if (type == "text") return std::nullopt;
-    if (type == "json_object") {
-        if (const json* schema = field(rf, "schema"))
-            return schema_gbnf(*schema, "response_format.schema", "response_format");
-        return grammar::json_object_gbnf();
-    }
-    if (type == "json_schema") {
-        const json* js = field(rf, "json_schema");
-        if (!js || !js->is_object()) {
-            throw ApiError::bad_request(
-                "'response_format.json_schema' must be an object with the 'schema'",
-                "response_format");
-        }
-        // name, description and strict are OpenAI's; the output always follows the schema, so
-        // strict false changes nothing but is accepted.
-        for (const char* key : {"name", "description"}) {
-            if (const json* v = field(*js, key); v && !v->is_string()) {
-                throw ApiError::bad_request(
-                    fmt::format("'response_format.json_schema.{}' must be a string", key),
-                    "response_format");
-            }
-        }
-        if (const json* v = field(*js, "strict"); v && !v->is_boolean()) {
-            throw ApiError::bad_request("'response_format.json_schema.strict' must be a boolean",
-                                        "response_format");
-        }
-        const json* schema = field(*js, "schema");
-        if (!schema) return grammar::json_object_gbnf();  // OpenAI: the schema is optional
-        return schema_gbnf(*schema, "response_format.json_schema.schema", "response_format");
-    }
-    throw ApiError::bad_request(
-        fmt::format("'response_format.type' must be text, json_object or json_schema; got '{}'",
-                    type),
-        "response_format");
-}
-
-// The grammar a request constrains its output with: response_format (OpenAI), or llama-server's
-// `grammar` (GBNF text) and `json_schema` fields; at most one of them. A JSON grammar's text is
-// kept in `json_gbnf`.
-std::shared_ptr<const grammar::Grammar> parse_output_grammar(const json& body,
-                                                             std::string& json_gbnf) {
-    std::optional<std::string> gbnf;
-    const char* from = nullptr;
-    auto take = [&](std::optional<std::string> g, const char* param) {
-        if (!g) return;
-        if (from) {
-            throw ApiError::bad_request(
-                fmt::format("'{}' and '{}' both constrain the output: give one of them", from,
-                            param),
-                param);
-        }
-        gbnf = std::move(g);
-        from = param;
-    };
-    if (const json* rf = field(body, "response_format"))
-        take(response_format_gbnf(*rf), "response_format");
-    if (const json* g = field(body, "grammar")) {
-        if (!g->is_string()) throw ApiError::bad_request("'grammar' must be a string", "grammar");
-        take(g->get<std::string>(), "grammar");
-    }
-    if (const json* schema = field(body, "json_schema"))
-        take(schema_gbnf(*schema, "json_schema", "json_schema"), "json_schema");
-    if (!gbnf) return nullptr;
-    try {
-        auto parsed = std::make_shared<const grammar::Grammar>(grammar::Grammar::parse(*gbnf));
-        if (std::string_view(from) != "grammar") json_gbnf = std::move(*gbnf);
-        return parsed;
-    } catch (...) {
-        // A converted schema parses unless it outgrows the grammar limits.
-        throw_grammar_error(fmt::format("'{}'", from), from, std::string_view(from) == "grammar");
-    }
-}
-
 }  // namespace
 
 GenerationOptions parse_generation_options(const json& body, const ApiLimits& limits,
-                                           int32_t default_max_tokens) {
+                                           int32_t default_max_tokens) try {
     GenerationOptions out;
     out.model = get_string(body, "model");
     out.n = static_cast<int32_t>(get_int(body, "n", 1, 1, limits.max_choices));
@@ -400,50 +141,13 @@ GenerationOptions parse_generation_options(const json& body, const ApiLimits& li
         out.include_usage = get_bool(*so, "include_usage", false);
     }
 
-    auto& s = out.sampling;
-    s.temperature = static_cast<float>(get_number(body, "temperature", 1.0, 0.0, 2.0));
-    s.top_p = static_cast<float>(get_number(body, "top_p", 1.0, 0.0, 1.0));
-    s.top_k =
-        static_cast<int32_t>(get_int(body, "top_k", 0, 0, std::numeric_limits<int32_t>::max()));
-    s.min_p = static_cast<float>(get_number(body, "min_p", 0.0, 0.0, 1.0));
-    s.presence_penalty = static_cast<float>(get_number(body, "presence_penalty", 0.0, -2.0, 2.0));
-    s.frequency_penalty = static_cast<float>(get_number(body, "frequency_penalty", 0.0, -2.0, 2.0));
-    // llama-server's names and meanings: typical_p 1 = off; repeat_penalty 1 = off;
-    // repeat_last_n -1 = the whole context, 0 = penalties off.
-    s.typical_p =
-        static_cast<float>(get_number(body, "typical_p", s.typical_p, 0.0, 1.0, Low::open));
-    s.repeat_penalty = static_cast<float>(
-        get_number(body, "repeat_penalty", s.repeat_penalty, 0.0, 2.0, Low::open));
-    s.penalty_last_n = static_cast<int32_t>(
-        get_int(body, "repeat_last_n", s.penalty_last_n, -1, std::numeric_limits<int32_t>::max()));
-    s.logit_bias = parse_logit_bias(body, limits);
-    if (const json* seed = field(body, "seed")) {
-        if (seed->is_number_unsigned()) {
-            s.seed = seed->get<uint64_t>();
-        } else {
-            int64_t x = 0;
-            if (!as_integer(*seed, x) || x < 0) {
-                throw ApiError::bad_request("'seed' must be a non-negative integer", "seed");
-            }
-            s.seed = static_cast<uint64_t>(x);
-        }
-    }
-    out.stop.stop = parse_stop(body, limits);
-    // llama.cpp's extension: generate past end-of-generation tokens (benchmarks want exactly
-    // max_tokens tokens).
-    out.stop.ignore_eos = get_bool(body, "ignore_eos", false);
-    out.stop.max_tokens =
-        static_cast<int32_t>(get_int(body, "max_tokens", default_max_tokens, 1, limits.max_tokens));
-    s.grammar = parse_output_grammar(body, out.json_output_gbnf);
-    if (s.grammar && out.stop.ignore_eos) {
-        throw ApiError::bad_request(
-            "'ignore_eos' cannot be combined with a constrained output: the output ends where its "
-            "grammar is complete",
-            "ignore_eos");
-    }
+    sampling::read_generation_fields(body, limits, default_max_tokens, out.sampling, out.stop,
+                                     &out.json_output_gbnf);
     out.lora = parse_lora(body, limits);
     get_string(body, "user");  // accepted for compatibility, checked, unused
     return out;
+} catch (const sampling::InvalidParam& e) {
+    throw ApiError::invalid_param(e);
 }
 
 namespace {
@@ -559,7 +263,7 @@ json parse_json_body(std::string_view body) {
     return parsed;
 }
 
-CompletionRequest parse_completion_request(const json& body, const ApiLimits& limits) {
+CompletionRequest parse_completion_request(const json& body, const ApiLimits& limits) try {
     CompletionRequest r;
     r.prompts = parse_prompt(body);
     static_cast<GenerationOptions&>(r) = parse_generation_options(body, limits, 16);
@@ -582,6 +286,8 @@ CompletionRequest parse_completion_request(const json& body, const ApiLimits& li
             "echo");
     }
     return r;
+} catch (const sampling::InvalidParam& e) {
+    throw ApiError::invalid_param(e);
 }
 
 namespace {
@@ -798,16 +504,9 @@ void parse_tool_choice(const json& body, ChatRequest& r) {
 
 void throw_grammar_error(std::string_view what, const char* param, bool client_gbnf) {
     try {
-        throw;
-    } catch (const grammar::SchemaError& e) {
-        throw ApiError::bad_request(fmt::format("{} cannot be used: {}", what, e.what()), param);
-    } catch (const grammar::Error& e) {
-        throw ApiError::bad_request(
-            client_gbnf ? fmt::format("{} is not valid GBNF: {}", what, e.what())
-                        : fmt::format("{} gives a grammar too large to use: {}", what, e.message()),
-            param);
-    } catch (const std::invalid_argument& e) {
-        throw ApiError::bad_request(fmt::format("{} cannot be used: {}", what, e.what()), param);
+        sampling::throw_grammar_error(what, param, client_gbnf);
+    } catch (const sampling::InvalidParam& e) {
+        throw ApiError::invalid_param(e);
     }
 }
 
@@ -829,7 +528,7 @@ void parse_reasoning_budget(const json& body, ChatRequest& r) {
 
 }  // namespace
 
-ChatRequest parse_chat_request(const json& body, const ApiLimits& limits) {
+ChatRequest parse_chat_request(const json& body, const ApiLimits& limits) try {
     ChatRequest r;
     r.messages = parse_messages(body, limits);
     static_cast<GenerationOptions&>(r) = parse_generation_options(body, limits, -1);
@@ -893,9 +592,11 @@ ChatRequest parse_chat_request(const json& body, const ApiLimits& limits) {
             "tool_choice");
     }
     return r;
+} catch (const sampling::InvalidParam& e) {
+    throw ApiError::invalid_param(e);
 }
 
-TokenizeRequest parse_tokenize_request(const json& body) {
+TokenizeRequest parse_tokenize_request(const json& body) try {
     TokenizeRequest r;
     r.model = get_string(body, "model");
     r.content = string_value(required(body, "content"), "content");
@@ -903,9 +604,11 @@ TokenizeRequest parse_tokenize_request(const json& body) {
     r.parse_special = get_bool(body, "parse_special", true);
     r.with_pieces = get_bool(body, "with_pieces", false);
     return r;
+} catch (const sampling::InvalidParam& e) {
+    throw ApiError::invalid_param(e);
 }
 
-DetokenizeRequest parse_detokenize_request(const json& body) {
+DetokenizeRequest parse_detokenize_request(const json& body) try {
     DetokenizeRequest r;
     r.model = get_string(body, "model");
     const json& tokens = required(body, "tokens");
@@ -914,11 +617,13 @@ DetokenizeRequest parse_detokenize_request(const json& body) {
     }
     r.tokens = token_list(tokens, "tokens");
     return r;
+} catch (const sampling::InvalidParam& e) {
+    throw ApiError::invalid_param(e);
 }
 
 // --- embeddings and reranking ---
 
-EmbeddingsRequest parse_embeddings_request(const json& body, const ApiLimits& limits) {
+EmbeddingsRequest parse_embeddings_request(const json& body, const ApiLimits& limits) try {
     EmbeddingsRequest r;
     r.model = get_string(body, "model");
     r.inputs = parse_prompt(body, "input");
@@ -954,9 +659,11 @@ EmbeddingsRequest parse_embeddings_request(const json& body, const ApiLimits& li
     }
     r.truncate = get_bool(body, "truncate", false);
     return r;
+} catch (const sampling::InvalidParam& e) {
+    throw ApiError::invalid_param(e);
 }
 
-RerankRequest parse_rerank_request(const json& body, const ApiLimits& limits) {
+RerankRequest parse_rerank_request(const json& body, const ApiLimits& limits) try {
     RerankRequest r;
     r.model = get_string(body, "model");
     r.query = string_value(required(body, "query"), "query");
@@ -979,6 +686,8 @@ RerankRequest parse_rerank_request(const json& body, const ApiLimits& limits) {
     }
     r.return_documents = get_bool(body, "return_documents", false);
     return r;
+} catch (const sampling::InvalidParam& e) {
+    throw ApiError::invalid_param(e);
 }
 
 }  // namespace ggufd::server

@@ -16,6 +16,7 @@
 #include "chat/parser.h"
 #include "chat/reply_rules.h"
 #include "engine/sampling/params.h"
+#include "engine/sampling/request_fields.h"
 #include "engine/scheduler/generation.h"
 #include "server/api_error.h"
 #include "server/limits.h"
@@ -24,7 +25,7 @@ namespace ggufd::server {
 
 // Request bodies keep the client's key order from the HTTP body to the chat template, as Hugging
 // Face and llama.cpp do: a tool schema reaches `tools | tojson` the way the client wrote it.
-using RequestJson = nlohmann::ordered_json;
+using RequestJson = sampling::RequestJson;
 
 // One prompt of a completion request: text to tokenize, or token ids as given.
 struct PromptInput {
@@ -110,13 +111,11 @@ std::optional<std::chrono::milliseconds> parse_keep_alive(const RequestJson& bod
 // The body as a JSON object; malformed JSON or a non-object -> 400.
 RequestJson parse_json_body(std::string_view body);
 
-// The one mapping from a generation request's JSON to the engine's parameters (SamplingParams,
-// StopParams with "max_tokens", which defaults to `default_max_tokens`) and the answer's shape
-// (model, n, stream, ...), each field range-checked here. The HTTP endpoints, ggufd-run generate
-// and the fuzzers all go through it; the engine's own checks against a model are
-// scheduler::validate(). The output constraint, one of `response_format` (text, json_object,
-// json_schema), llama-server's `grammar` (GBNF) and `json_schema`, becomes sampling.grammar; a
-// schema the converter refuses or a grammar that does not parse is a 400 saying where.
+// A generation request's JSON as the engine's parameters (SamplingParams and StopParams, read by
+// sampling::read_generation_fields, "max_tokens" defaulting to `default_max_tokens`), its
+// adapters and the answer's shape (model, n, stream, ...), each field range-checked once. Both
+// HTTP endpoints and the fuzzers go through it; the engine's own checks against a model are
+// scheduler::validate().
 GenerationOptions parse_generation_options(const RequestJson& body, const ApiLimits& limits,
                                            int32_t default_max_tokens);
 
@@ -133,11 +132,7 @@ CompletionRequest parse_completion_request(const RequestJson& body, const ApiLim
 // extra_context unless chat_template_kwargs sets them.
 ChatRequest parse_chat_request(const RequestJson& body, const ApiLimits& limits);
 
-// The one mapping of what building an output grammar throws to a 400 naming `param`; call it in
-// a catch block (it rethrows anything else unchanged). `what` says where the grammar came from
-// ("'json_schema'", "'tools'"): a schema the converter refuses is named by its JSON pointer, a
-// grammar past the engine's limits is too large, GBNF the client wrote (`client_gbnf`) is invalid
-// at its line and column, and any other std::invalid_argument says why.
+// sampling::throw_grammar_error() as a 400 naming `param`; call it in a catch block.
 [[noreturn]] void throw_grammar_error(std::string_view what, const char* param,
                                       bool client_gbnf = false);
 

@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "engine/tokenizer/tokenizer.h"
+#include "text/utf8.h"
 
 namespace ggufd::grammar {
 
@@ -523,25 +524,8 @@ void ConstraintCache::find_loop(int32_t at) {
         configs_[static_cast<size_t>(at)].loop = 0;
         return;
     }
-    uint8_t rep[4];
-    size_t rep_len = 0;
-    {
-        if (cp < 0x80) {
-            rep[rep_len++] = static_cast<uint8_t>(cp);
-        } else if (cp < 0x800) {
-            rep[rep_len++] = static_cast<uint8_t>(0xC0 | (cp >> 6));
-            rep[rep_len++] = static_cast<uint8_t>(0x80 | (cp & 0x3F));
-        } else if (cp < 0x10000) {
-            rep[rep_len++] = static_cast<uint8_t>(0xE0 | (cp >> 12));
-            rep[rep_len++] = static_cast<uint8_t>(0x80 | ((cp >> 6) & 0x3F));
-            rep[rep_len++] = static_cast<uint8_t>(0x80 | (cp & 0x3F));
-        } else {
-            rep[rep_len++] = static_cast<uint8_t>(0xF0 | (cp >> 18));
-            rep[rep_len++] = static_cast<uint8_t>(0x80 | ((cp >> 12) & 0x3F));
-            rep[rep_len++] = static_cast<uint8_t>(0x80 | ((cp >> 6) & 0x3F));
-            rep[rep_len++] = static_cast<uint8_t>(0x80 | (cp & 0x3F));
-        }
-    }
+    std::string rep;
+    text::append_utf8(rep, cp);
     const uint32_t cap = t.max_pure_chars;
     uint32_t budget = 0;
     bool strong = false;
@@ -565,7 +549,9 @@ void ConstraintCache::find_loop(int32_t at) {
             }
         }
         int32_t next = cur;
-        for (size_t k = 0; k < rep_len && next != kDead; ++k) next = transition(next, rep[k]);
+        for (size_t k = 0; k < rep.size() && next != kDead; ++k) {
+            next = transition(next, static_cast<uint8_t>(rep[k]));
+        }
         if (next == kDead) {
             budget = i;
             strong = true;  // no character of the class continues; a multi-byte one?

@@ -92,14 +92,8 @@ class TokenVocabulary {
     std::span<const int32_t> tokens_at(const Node& n) const {
         return {trie_tokens_.data() + n.token_begin, trie_tokens_.data() + n.token_end};
     }
-    // Tokens in the trie (non-empty, not end-of-generation).
-    size_t trie_token_count() const { return trie_tokens_.size(); }
-    // Characters of a token: bytes that do not continue a UTF-8 character (255: that many or
-    // more; such a token is never pure).
-    uint8_t token_chars(int32_t id) const { return token_chars_[static_cast<size_t>(id)]; }
     // The most characters of a token in the node's subtree.
     uint8_t max_chars_below(uint32_t node) const { return max_chars_below_[node]; }
-    uint8_t max_token_chars() const { return max_chars_below_.empty() ? 0 : max_chars_below_[0]; }
     // 64-bit words of a bitset over token ids.
     size_t mask_words() const { return (pieces_.size() + 63) / 64; }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -461,27 +462,9 @@ class Compiler {
                     fail(start, "unknown escape '\\" + std::string(1, e) + "'");
             }
         }
-        if (b < 0x80) {
-            ++pos_;
-            return b;
-        }
-        int len = b >= 0xF0 && b <= 0xF4 ? 4 : b >= 0xE0 ? 3 : b >= 0xC2 && b <= 0xDF ? 2 : 0;
-        if (b >= 0xF5) len = 0;
-        if (len == 0 || pos_ + static_cast<size_t>(len) > text_.size()) {
-            fail(start, "invalid UTF-8 in the grammar");
-        }
-        uint32_t cp = b & (0x7Fu >> len);
-        for (int i = 1; i < len; ++i) {
-            const auto c = static_cast<unsigned char>(text_[pos_ + static_cast<size_t>(i)]);
-            if ((c & 0xC0) != 0x80) fail(start, "invalid UTF-8 in the grammar");
-            cp = (cp << 6) | (c & 0x3F);
-        }
-        static constexpr uint32_t kMin[5] = {0, 0, 0x80, 0x800, 0x10000};
-        if (cp < kMin[len] || cp > kMaxCodePoint || (cp >= 0xD800 && cp <= 0xDFFF)) {
-            fail(start, "invalid UTF-8 in the grammar");
-        }
-        pos_ += static_cast<size_t>(len);
-        return cp;
+        const std::optional<uint32_t> cp = text::next_well_formed(text_, pos_);
+        if (!cp) fail(start, "invalid UTF-8 in the grammar");
+        return *cp;
     }
 
     uint32_t parse_hex(size_t start, int digits) {

@@ -35,6 +35,8 @@
 #include <string_view>
 #include <vector>
 
+#include "text/utf8.h"
+
 namespace ggufd::grammar {
 
 // A grammar that cannot be parsed or compiled. what() reads "line L, column C: message"; the
@@ -60,7 +62,7 @@ struct Limits {
     int max_nesting = 100;             // depth of ( ... ) groups
 };
 
-inline constexpr uint32_t kMaxCodePoint = 0x10FFFF;
+using text::kMaxCodePoint;
 
 struct Element {
     enum class Kind : uint8_t {
@@ -86,8 +88,6 @@ class Grammar {
     static Grammar parse(std::string_view text, const Limits& limits = {});
 
     uint32_t root() const { return root_; }
-    size_t rule_count() const { return rule_names_.size(); }
-    const std::string& rule_name(uint32_t rule) const { return rule_names_[rule]; }
     // Where each alternative of `rule` starts in elements().
     std::span<const uint32_t> alternatives(uint32_t rule) const {
         return {alt_starts_.data() + rule_alts_[rule], alt_starts_.data() + rule_alts_[rule + 1]};
@@ -110,7 +110,6 @@ class Grammar {
     std::span<const CharRange> ranges(uint32_t set) const {
         return {ranges_.data() + sets_[set].begin, ranges_.data() + sets_[set].end};
     }
-    size_t set_count() const { return sets_.size(); }
 
     // Bytes the compiled form holds (for limits and reports).
     size_t memory_bytes() const;

@@ -11,6 +11,9 @@
 #include <utility>
 #include <vector>
 
+#include "text/json_escape.h"
+#include "text/utf8.h"
+
 namespace ggufd::grammar {
 
 SchemaError::SchemaError(std::string pointer, const std::string& message)
@@ -72,17 +75,9 @@ void append_class_char(std::string& out, uint32_t cp) {
 std::u32string decode_utf8(std::string_view s, const std::string& path) {
     std::u32string out;
     for (size_t i = 0; i < s.size();) {
-        const auto b = static_cast<unsigned char>(s[i]);
-        int len = b < 0x80 ? 1 : (b >> 5) == 6 ? 2 : (b >> 4) == 14 ? 3 : (b >> 3) == 30 ? 4 : 0;
-        if (len == 0 || i + len > s.size()) throw SchemaError(path, "string is not valid UTF-8");
-        uint32_t cp = len == 1 ? b : b & (0x7F >> len);
-        for (int k = 1; k < len; ++k) {
-            const auto c = static_cast<unsigned char>(s[i + k]);
-            if ((c & 0xC0) != 0x80) throw SchemaError(path, "string is not valid UTF-8");
-            cp = (cp << 6) | (c & 0x3F);
-        }
-        out += static_cast<char32_t>(cp);
-        i += len;
+        const std::optional<uint32_t> cp = text::next_well_formed(s, i);
+        if (!cp) throw SchemaError(path, "string is not valid UTF-8");
+        out += static_cast<char32_t>(*cp);
     }
     return out;
 }
@@ -117,33 +112,6 @@ std::string dump_value(const json& v, const std::string& path) {
     } catch (const nlohmann::json::exception&) {
         throw SchemaError(path, "string is not valid UTF-8");
     }
-}
-
-// How a quote, backslash or control character is escaped inside a JSON string ("" for a
-// character written as itself).
-std::string json_escape(uint32_t cp) {
-    switch (cp) {
-        case '"':
-            return "\\\"";
-        case '\\':
-            return "\\\\";
-        case '\n':
-            return "\\n";
-        case '\t':
-            return "\\t";
-        case '\r':
-            return "\\r";
-        case '\b':
-            return "\\b";
-        case '\f':
-            return "\\f";
-        default:
-            break;
-    }
-    if (cp >= 0x20) return "";
-    char buf[8];
-    std::snprintf(buf, sizeof buf, "\\u%04x", cp);
-    return buf;
 }
 
 std::string alternation(const std::vector<std::string>& alts) {
@@ -1466,8 +1434,8 @@ class Converter {
 
         std::string char_expr(char32_t c) {
             std::string out = "\"";
-            const std::string escape = json_escape(c);
-            if (escape.empty()) append_literal_char(out, c);
+            std::string escape;
+            if (!text::append_json_escape(escape, c)) append_literal_char(out, c);
             for (char x : escape) append_literal_char(out, static_cast<unsigned char>(x));
             return out + "\"";
         }

@@ -234,10 +234,6 @@ uint64_t HParams::state_floats(const StateBuffer& buffer) const {
     return n;
 }
 
-bool is_supported_architecture(const std::string& arch) {
-    return find_arch(arch) != nullptr;
-}
-
 HParams read_hparams(const gguf::File& f) {
     HParams hp;
     hp.arch = f.architecture();

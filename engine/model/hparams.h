@@ -96,14 +96,10 @@ struct HParams {
 
     uint32_t n_embd_k_gqa() const { return head_dim_k * n_head_kv; }
     uint32_t n_embd_v_gqa() const { return head_dim_v * n_head_kv; }
-    uint32_t n_gqa() const { return n_head / n_head_kv; }
 };
 
 // Reads and validates the hyperparameters of a supported architecture. Throws gguf::Error naming
 // the missing or inconsistent key; unsupported architectures are refused by name.
 HParams read_hparams(const gguf::File& file);
-
-// Architectures read_hparams accepts.
-bool is_supported_architecture(const std::string& arch);
 
 }  // namespace ggufd::model

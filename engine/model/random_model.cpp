@@ -12,6 +12,7 @@
 #include "engine/model/lora.h"
 #include "engine/model/model.h"
 #include "engine/model/weights.h"
+#include "text/utf8.h"
 
 namespace ggufd::model {
 namespace {
@@ -36,21 +37,6 @@ class Rng {
   private:
     uint64_t state_;
 };
-
-std::string utf8(uint32_t cp) {
-    std::string s;
-    if (cp < 0x80) {
-        s += static_cast<char>(cp);
-    } else if (cp < 0x800) {
-        s += static_cast<char>(0xc0 | (cp >> 6));
-        s += static_cast<char>(0x80 | (cp & 0x3f));
-    } else {
-        s += static_cast<char>(0xe0 | (cp >> 12));
-        s += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
-        s += static_cast<char>(0x80 | (cp & 0x3f));
-    }
-    return s;
-}
 
 // A matrix of any rank: rows of shape[0] elements, as many as the other dimensions make.
 void add_matrix(gguf::Writer& w, Rng& rng, const std::string& name, gguf::TensorType type,
@@ -106,7 +92,7 @@ void add_byte_level_vocab(gguf::Writer& w) {
     uint32_t shifted = 0;
     for (uint32_t b = 0; b < 256; ++b) {
         const bool printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174);
-        tokens.push_back(utf8(printable ? b : 256 + shifted++));
+        text::append_utf8(tokens.emplace_back(), printable ? b : 256 + shifted++);
     }
     std::vector<int32_t> types(256, 1);  // normal
     // Control tokens: BOS, EOS and ChatML's markers, so chat through the default template

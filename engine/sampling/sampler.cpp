@@ -1,7 +1,7 @@
 #include "engine/sampling/sampler.h"
 
 #include "engine/sampling/fast_exp.h"
-#include "engine/tokenizer/unicode.h"
+#include "text/utf8.h"
 
 #include <algorithm>
 #include <cfloat>
@@ -441,7 +441,7 @@ void Sampler::follow_budget(int32_t token) {
             // reasoning text cannot end inside the beginning of its markup, `</th` or `<tool_ca`):
             // else the model writes on until it can be closed.
             if (budget_used_ >= b.tokens &&
-                tokenizer::unicode::complete_prefix_length(budget_text_) == budget_text_.size() &&
+                text::complete_prefix_length(budget_text_) == budget_text_.size() &&
                 (!grammar_ || !grammar_active_ || b.close.empty() ||
                  grammar_->allows(b.close[0]))) {
                 budget_ = Budget::forcing;

@@ -18,6 +18,7 @@
 #include "engine/model/context.h"
 #include "engine/sampling/sampler.h"
 #include "engine/sampling/stop.h"
+#include "engine/scheduler/defaults.h"
 #include "engine/scheduler/embedding.h"
 #include "engine/scheduler/generation.h"
 #include "engine/scheduler/stats.h"
@@ -26,14 +27,14 @@
 namespace ggufd::scheduler {
 
 struct SchedulerParams {
-    int n_slots = 4;               // concurrent sequences
-    int n_ctx = 0;                 // tokens per sequence; 0 = the model's, at most 4096
-    int batch_size = 512;          // token budget of one step
-    int max_queue = 64;            // requests waiting for a slot before submit() answers queue_full
-    int n_threads = 0;             // inference threads; 0 = physical cores
-    int n_threads_batch = 0;       // model::ContextParams::n_threads_batch; 0 = n_threads
-    bool f16_accumulator = false;  // model::ContextParams::f16_accumulator
-    model::KvTypes kv_types{};     // KV cache storage (--cache-type-k / --cache-type-v)
+    int n_slots = defaults::kSlots;         // concurrent sequences
+    int n_ctx = 0;                          // tokens per sequence; 0 = the model's, at most 4096
+    int batch_size = defaults::kBatchSize;  // token budget of one step
+    int max_queue = defaults::kMaxQueue;    // waiting for a slot before submit() answers queue_full
+    int n_threads = 0;                      // inference threads; 0 = physical cores
+    int n_threads_batch = 0;                // model::ContextParams::n_threads_batch; 0 = n_threads
+    bool f16_accumulator = false;           // model::ContextParams::f16_accumulator
+    model::KvTypes kv_types{};              // KV cache storage (--cache-type-k / --cache-type-v)
     std::vector<NamedAdapter> adapters;     // LoRA adapters of the model requests may choose
     SchedulerObserver* observer = nullptr;  // not owned; must outlive the scheduler
 };

@@ -11,6 +11,7 @@
 
 #include "engine/tokenizer/unicode.h"
 #include "gguf/file.h"
+#include "text/utf8.h"
 
 namespace ggufd::tokenizer {
 
@@ -52,12 +53,12 @@ std::string unescape_spaces(std::string_view text) {
 std::string bytes_of_bpe_text(std::string_view text) {
     std::string out;
     out.reserve(text.size());
-    for (uint32_t cp : unicode::decode_lenient(text)) {
+    for (uint32_t cp : text::decode_lenient(text)) {
         const int b = unicode::code_point_to_byte(cp);
         if (b >= 0) {
             out.push_back(static_cast<char>(b));
         } else {
-            unicode::append_utf8(out, cp);
+            text::append_utf8(out, cp);
         }
     }
     return out;
@@ -212,10 +213,6 @@ Tokenizer Tokenizer::from_file(const std::filesystem::path& path) {
 Tokenizer::Tokenizer(Tokenizer&&) noexcept = default;
 Tokenizer& Tokenizer::operator=(Tokenizer&&) noexcept = default;
 Tokenizer::~Tokenizer() = default;
-
-bool Tokenizer::is_control(int32_t id) const {
-    return vocab_.valid(id) && (vocab_.token(id).attrs & attr::kControl);
-}
 
 // --- special tokens in raw text -----------------------------------------------------------------
 
@@ -404,7 +401,7 @@ void Tokenizer::encode_spm(std::string_view text, std::vector<int32_t>& out) con
 // Byte-level BPE: pre-tokenize into words, map each word's bytes to their printable stand-ins and
 // merge adjacent symbols by merge rank.
 void Tokenizer::encode_bpe(std::string_view text, std::vector<int32_t>& out) const {
-    const std::vector<uint32_t> cps = unicode::decode_lenient(text);
+    const std::vector<uint32_t> cps = text::decode_lenient(text);
     const std::vector<Span> words = pre_tokenize(vocab_.pre_tokenizer(), cps);
 
     struct Symbol {
@@ -419,12 +416,12 @@ void Tokenizer::encode_bpe(std::string_view text, std::vector<int32_t>& out) con
 
     for (const Span& w : words) {
         bytes.clear();
-        for (uint32_t i = w.begin; i < w.end; ++i) unicode::append_utf8(bytes, cps[i]);
+        for (uint32_t i = w.begin; i < w.end; ++i) text::append_utf8(bytes, cps[i]);
 
         if (vocab_.ignore_merges()) {
             encoded.clear();
             for (char c : bytes) {
-                unicode::append_utf8(encoded, unicode::byte_to_code_point(static_cast<uint8_t>(c)));
+                text::append_utf8(encoded, unicode::byte_to_code_point(static_cast<uint8_t>(c)));
             }
             const int32_t id = vocab_.find(encoded);
             if (id != kNoToken) {
@@ -468,9 +465,8 @@ void Tokenizer::encode_bpe(std::string_view text, std::vector<int32_t>& out) con
             // A byte without a token: the reference then looks up each byte of its stand-in's
             // UTF-8 as a one-byte token and drops what it does not find.
             std::string stand_in;
-            unicode::append_utf8(
-                stand_in,
-                unicode::byte_to_code_point(static_cast<uint8_t>(bytes[static_cast<size_t>(i)])));
+            text::append_utf8(stand_in, unicode::byte_to_code_point(
+                                            static_cast<uint8_t>(bytes[static_cast<size_t>(i)])));
             for (char c : stand_in) {
                 const int32_t id = vocab_.find(std::string_view(&c, 1));
                 if (id != kNoToken) out.push_back(id);
@@ -504,18 +500,18 @@ void Tokenizer::encode_wpm(std::string_view text, std::vector<int32_t>& out) con
         if (!word.empty()) encode_wpm_word(word, out);
         word.clear();
     };
-    for (uint32_t cp : unicode::decode_lenient(text)) {
+    for (uint32_t cp : text::decode_lenient(text)) {
         cp = unicode::decomposition_head(cp);
         const uint16_t flags = unicode::flags(cp);
         if (flags & unicode::kWhitespace) {
             finish_word();
             continue;
         }
-        if (cp == 0 || cp == unicode::kReplacementChar || (flags & unicode::kControl)) continue;
+        if (cp == 0 || cp == text::kReplacementChar || (flags & unicode::kControl)) continue;
         const bool alone = (flags & unicode::kPunctuation) ||
                            (cp < 0x7F && (flags & unicode::kSymbol)) || is_cjk_ideograph(cp);
         if (alone) finish_word();
-        unicode::append_utf8(word, unicode::to_lower(cp));
+        text::append_utf8(word, unicode::to_lower(cp));
         if (alone) finish_word();
     }
     finish_word();
@@ -578,7 +574,7 @@ std::string Tokenizer::decode(std::span<const int32_t> ids, const DecodeOptions&
         strip_space = false;
     }
     if (options.clean_spaces) text = clean_up_spaces(std::move(text));
-    if (options.validate_utf8) text = unicode::sanitize_utf8(text);
+    if (options.validate_utf8) text = text::sanitize_utf8(text);
     return text;
 }
 

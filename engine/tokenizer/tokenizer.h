@@ -15,8 +15,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "engine/tokenizer/unicode.h"
 #include "engine/tokenizer/vocab.h"
+#include "text/utf8.h"
 
 namespace ggufd::tokenizer {
 
@@ -72,7 +72,6 @@ class Tokenizer {
     int32_t eot() const { return vocab_.special().eot; }
     int32_t pad() const { return vocab_.special().pad; }
     bool is_eog(int32_t id) const { return vocab_.is_eog(id); }
-    bool is_control(int32_t id) const;
 
     // Never throws for any input bytes (invalid UTF-8 included), except when BOS/EOS is requested
     // but the vocabulary has none.
@@ -142,7 +141,7 @@ class StreamDecoder {
   private:
     const Tokenizer* tokenizer_;
     Options options_;
-    unicode::Utf8Joiner joiner_;
+    text::Utf8Joiner joiner_;
     bool first_ = true;
 };
 

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <array>
+#include <vector>
+
+#include "text/utf8.h"
 
 namespace ggufd::tokenizer::unicode {
 
@@ -12,7 +15,7 @@ namespace {
 class FlagTable {
   public:
     FlagTable() {
-        constexpr uint32_t kBlocks = (kMaxCodePoint + 1) / kBlockSize;
+        constexpr uint32_t kBlocks = (text::kMaxCodePoint + 1) / kBlockSize;
         index_.resize(kBlocks);
         std::vector<uint16_t> block(kBlockSize);
         size_t range = 0;
@@ -30,7 +33,7 @@ class FlagTable {
     }
 
     uint16_t get(uint32_t cp) const {
-        if (cp > kMaxCodePoint) return kUndefined;
+        if (cp > text::kMaxCodePoint) return kUndefined;
         return blocks_[size_t{index_[cp / kBlockSize]} * kBlockSize + cp % kBlockSize];
     }
 
@@ -57,44 +60,6 @@ class FlagTable {
 const FlagTable& flag_table() {
     static const FlagTable table;
     return table;
-}
-
-bool is_continuation(uint8_t b) {
-    return (b & 0xC0) == 0x80;
-}
-
-// One step of strict UTF-8 validation (Unicode 15, table 3-7) at the start of `s`.
-struct Step {
-    size_t length;    // bytes consumed: the character, or the maximal ill-formed subpart
-    bool valid;       // a well-formed character
-    bool incomplete;  // `s` ended inside a sequence that could still become valid
-};
-
-Step validate_step(std::string_view s) {
-    const auto b0 = static_cast<uint8_t>(s[0]);
-    if (b0 < 0x80) return {1, true, false};
-    size_t need;
-    uint8_t lo = 0x80, hi = 0xBF;  // allowed range of the second byte
-    if (b0 >= 0xC2 && b0 <= 0xDF) {
-        need = 1;
-    } else if (b0 >= 0xE0 && b0 <= 0xEF) {
-        need = 2;
-        if (b0 == 0xE0) lo = 0xA0;
-        if (b0 == 0xED) hi = 0x9F;
-    } else if (b0 >= 0xF0 && b0 <= 0xF4) {
-        need = 3;
-        if (b0 == 0xF0) lo = 0x90;
-        if (b0 == 0xF4) hi = 0x8F;
-    } else {
-        return {1, false, false};
-    }
-    for (size_t k = 1; k <= need; ++k) {
-        if (k >= s.size()) return {k, false, true};
-        const auto b = static_cast<uint8_t>(s[k]);
-        const bool ok = k == 1 ? (b >= lo && b <= hi) : is_continuation(b);
-        if (!ok) return {k, false, false};
-    }
-    return {need + 1, true, false};
 }
 
 }  // namespace
@@ -129,108 +94,6 @@ uint32_t decomposition_head(uint32_t cp) {
         return kLeadBase + (cp - kSyllableBase) / kPerLead;
     }
     return look_up(detail::kDecompositionHead, detail::kDecompositionHeadCount, cp);
-}
-
-std::vector<uint32_t> decode_lenient(std::string_view text) {
-    std::vector<uint32_t> out;
-    out.reserve(text.size());
-    const size_t n = text.size();
-    size_t i = 0;
-    while (i < n) {
-        const auto b0 = static_cast<uint8_t>(text[i]);
-        size_t len;
-        uint32_t cp;
-        if (b0 < 0x80) {
-            len = 1;
-            cp = b0;
-        } else if ((b0 & 0xE0) == 0xC0) {
-            len = 2;
-            cp = b0 & 0x1F;
-        } else if ((b0 & 0xF0) == 0xE0) {
-            len = 3;
-            cp = b0 & 0x0F;
-        } else if ((b0 & 0xF8) == 0xF0) {
-            len = 4;
-            cp = b0 & 0x07;
-        } else {  // stray continuation byte or 0xF8..0xFF
-            out.push_back(kReplacementChar);
-            ++i;
-            continue;
-        }
-        bool ok = i + len <= n;
-        for (size_t k = 1; ok && k < len; ++k) {
-            const auto b = static_cast<uint8_t>(text[i + k]);
-            ok = is_continuation(b);
-            cp = (cp << 6) | (b & 0x3F);
-        }
-        if (!ok) {
-            out.push_back(kReplacementChar);
-            ++i;
-            continue;
-        }
-        out.push_back(cp <= kMaxCodePoint ? cp : kReplacementChar);
-        i += len;
-    }
-    return out;
-}
-
-void append_utf8(std::string& out, uint32_t cp) {
-    if (cp > kMaxCodePoint) cp = kReplacementChar;
-    if (cp < 0x80) {
-        out.push_back(static_cast<char>(cp));
-    } else if (cp < 0x800) {
-        out.push_back(static_cast<char>(0xC0 | (cp >> 6)));
-        out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    } else if (cp < 0x10000) {
-        out.push_back(static_cast<char>(0xE0 | (cp >> 12)));
-        out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-        out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    } else {
-        out.push_back(static_cast<char>(0xF0 | (cp >> 18)));
-        out.push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-        out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-        out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    }
-}
-
-std::string sanitize_utf8(std::string_view bytes) {
-    std::string out;
-    out.reserve(bytes.size());
-    size_t i = 0;
-    while (i < bytes.size()) {
-        const Step step = validate_step(bytes.substr(i));
-        if (step.valid) {
-            out.append(bytes.substr(i, step.length));
-        } else {
-            append_utf8(out, kReplacementChar);
-        }
-        i += step.length;
-    }
-    return out;
-}
-
-size_t complete_prefix_length(std::string_view bytes) {
-    size_t i = 0;
-    while (i < bytes.size()) {
-        const Step step = validate_step(bytes.substr(i));
-        if (step.incomplete) break;
-        i += step.length;
-    }
-    return i;
-}
-
-std::string Utf8Joiner::push(std::string_view piece) {
-    held_.append(piece);
-    const size_t complete = complete_prefix_length(held_);
-    std::string out = sanitize_utf8(std::string_view(held_).substr(0, complete));
-    held_.erase(0, complete);
-    return out;
-}
-
-std::string Utf8Joiner::finish() {
-    std::string out = sanitize_utf8(held_);
-    held_.clear();
-    return out;
 }
 
 namespace {

@@ -13,6 +13,7 @@
 
 #include "engine/tokenizer/unicode.h"
 #include "gguf/file.h"
+#include "text/utf8.h"
 
 namespace ggufd::tokenizer {
 
@@ -84,22 +85,22 @@ Vocab Vocab::from_gguf(const gguf::File& file) {
 Vocab Vocab::from_metadata(const gguf::Metadata& md) {
     Vocab v;
     try {
-        v.model_name_ = md.get<std::string>(key("model"));
-        if (v.model_name_ == "llama") {
+        const std::string model_name = md.get<std::string>(key("model"));
+        if (model_name == "llama") {
             v.type_ = VocabType::Spm;
             v.add_space_prefix_ = true;
             v.add_bos_ = true;
             v.add_eos_ = false;
             v.clean_spaces_ = false;
-        } else if (v.model_name_ == "gpt2") {
+        } else if (model_name == "gpt2") {
             v.type_ = VocabType::Bpe;
-            v.pre_name_ = md.get_or<std::string>(key("pre"), "");
-            const PreTokenizerConfig cfg = pre_tokenizer_config(v.pre_name_);
+            const std::string pre_name = md.get_or<std::string>(key("pre"), "");
+            const PreTokenizerConfig cfg = pre_tokenizer_config(pre_name);
             if (!cfg.known) {
-                v.warn("unknown pre-tokenizer '" + v.pre_name_ +
+                v.warn("unknown pre-tokenizer '" + pre_name +
                        "'; using the GPT-2 pre-tokenizer instead (token ids may differ from the "
                        "model's own tokenizer)");
-            } else if (v.pre_name_.empty()) {
+            } else if (pre_name.empty()) {
                 v.warn("no tokenizer.ggml.pre in the metadata; using the 'default' pre-tokenizer");
             }
             v.pre_ = cfg.kind;
@@ -108,9 +109,8 @@ Vocab Vocab::from_metadata(const gguf::Metadata& md) {
             v.add_bos_ = cfg.add_bos;
             v.bos_default_none_ = cfg.bos_default_none;
             v.add_space_prefix_ = false;
-        } else if (v.model_name_ == "bert") {
+        } else if (model_name == "bert") {
             v.type_ = VocabType::Wpm;
-            v.pre_name_ = md.get_or<std::string>(key("pre"), "");
             v.add_bos_ = true;  // [CLS]
             v.add_eos_ = false;
             v.add_sep_ = true;
@@ -119,7 +119,7 @@ Vocab Vocab::from_metadata(const gguf::Metadata& md) {
             v.add_space_prefix_ = true;
             v.clean_spaces_ = true;
         } else {
-            throw Error("tokenizer model '" + v.model_name_ +
+            throw Error("tokenizer model '" + model_name +
                         "' is not supported (supported: 'llama' SentencePiece, 'gpt2' BPE, "
                         "'bert' WordPiece)");
         }
@@ -337,7 +337,7 @@ void Vocab::load_tokens(const gguf::Metadata& md) {
             if (id == kNoToken) id = find(std::string(1, static_cast<char>(byte)));
         } else if (type_ == VocabType::Bpe) {
             std::string s;
-            unicode::append_utf8(s, unicode::byte_to_code_point(byte));
+            text::append_utf8(s, unicode::byte_to_code_point(byte));
             id = find(s);
         }  // WordPiece has no byte fallback: what it cannot spell becomes [UNK]
         byte_tokens_[b] = id;
@@ -347,7 +347,6 @@ void Vocab::load_tokens(const gguf::Metadata& md) {
 void Vocab::load_merges(const gguf::Metadata& md) {
     const std::vector<std::string> merges = md.get_array<std::string>(key("merges"));
     merges_.reserve(merges.size());
-    merge_count_ = merges.size();
     for (size_t i = 0; i < merges.size(); ++i) {
         const std::string& m = merges[i];
         // The separator is the first space after the first byte (a merge never starts with one).

@@ -93,8 +93,6 @@ class Vocab {
     Vocab& operator=(const Vocab&) = delete;
 
     VocabType type() const { return type_; }
-    const std::string& model_name() const { return model_name_; }  // tokenizer.ggml.model
-    const std::string& pre_name() const { return pre_name_; }      // tokenizer.ggml.pre
     PreTokenizer pre_tokenizer() const { return pre_; }
 
     int32_t size() const { return static_cast<int32_t>(tokens_.size()); }
@@ -111,7 +109,6 @@ class Vocab {
         int32_t result;  // the token the pair becomes
     };
     const Merge* merge(int32_t left, int32_t right) const;
-    size_t merge_count() const { return merge_count_; }
 
     // The token that stands for one raw byte: SPM "<0xNN>" (or the byte itself as a token), BPE
     // the byte's printable stand-in; kNoToken when the vocabulary has none.
@@ -185,14 +182,11 @@ class Vocab {
     };
 
     VocabType type_ = VocabType::Spm;
-    std::string model_name_;
-    std::string pre_name_;
     PreTokenizer pre_ = PreTokenizer::Default;
 
     std::vector<TokenData> tokens_;
     TextIndex ids_by_text_;
     MergeIndex merges_;
-    size_t merge_count_ = 0;
     size_t max_token_length_ = 0;
     int32_t byte_tokens_[256];
 

@@ -80,7 +80,6 @@ class ModelMetrics final : public scheduler::SchedulerObserver {
         load_seconds_.Set(seconds);
         resident_.Set(static_cast<double>(bytes));
     }
-    void set_memory_bytes(uint64_t bytes) noexcept { resident_.Set(static_cast<double>(bytes)); }
     void on_unload() noexcept {
         unloads_.Increment();
         resident_.Set(0);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "chat/parser.h"
+#include "text/utf8.h"
 
 namespace ggufd::chat::test {
 
@@ -39,17 +40,7 @@ inline std::vector<std::string> split(std::string_view text, size_t size, std::m
 // Whether `s` is whole UTF-8 characters (no sequence cut at either end).
 inline bool whole_utf8(std::string_view s) {
     for (size_t i = 0; i < s.size();) {
-        const auto b = static_cast<unsigned char>(s[i]);
-        const size_t n = b < 0x80         ? 1
-                         : (b >> 5) == 6  ? 2
-                         : (b >> 4) == 14 ? 3
-                         : (b >> 3) == 30 ? 4
-                                          : 0;
-        if (n == 0 || i + n > s.size()) return false;
-        for (size_t k = 1; k < n; ++k) {
-            if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) return false;
-        }
-        i += n;
+        if (!ggufd::text::next_well_formed(s, i)) return false;
     }
     return true;
 }

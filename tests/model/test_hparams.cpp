@@ -21,7 +21,6 @@ TEST(HParams, Stories260K) {
     EXPECT_EQ(hp.n_ff, 172u);
     EXPECT_EQ(hp.n_head, 8u);
     EXPECT_EQ(hp.n_head_kv, 4u);
-    EXPECT_EQ(hp.n_gqa(), 2u);
     EXPECT_EQ(hp.head_dim_k, 8u);
     EXPECT_EQ(hp.n_rot, 8u);
     EXPECT_EQ(hp.n_ctx_train, 2048u);

@@ -12,6 +12,7 @@
 
 #include "engine/tokenizer/pretokenizer.h"
 #include "engine/tokenizer/unicode.h"
+#include "text/utf8.h"
 
 namespace {
 
@@ -302,11 +303,11 @@ INSTANTIATE_TEST_SUITE_P(Kinds, AgainstRegex,
 // ----------------------------------------------------------------------------
 
 std::vector<std::string> words(PreTokenizer kind, const std::string& text) {
-    const auto cps = uc::decode_lenient(text);
+    const auto cps = ggufd::text::decode_lenient(text);
     std::vector<std::string> out;
     for (const Span& s : pre_tokenize(kind, cps)) {
         std::string w;
-        for (uint32_t i = s.begin; i < s.end; ++i) uc::append_utf8(w, cps[i]);
+        for (uint32_t i = s.begin; i < s.end; ++i) ggufd::text::append_utf8(w, cps[i]);
         out.push_back(w);
     }
     return out;

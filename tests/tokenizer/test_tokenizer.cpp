@@ -12,6 +12,7 @@
 #include "engine/tokenizer/unicode.h"
 #include "gguf/file.h"
 #include "tests/support/conformance.h"
+#include "text/utf8.h"
 
 namespace {
 
@@ -305,7 +306,7 @@ struct SmallBpe {
 
     static std::string stand_in(uint8_t b) {
         std::string s;
-        ggufd::tokenizer::unicode::append_utf8(s, ggufd::tokenizer::unicode::byte_to_code_point(b));
+        ggufd::text::append_utf8(s, ggufd::tokenizer::unicode::byte_to_code_point(b));
         return s;
     }
     int32_t add(std::string text, int32_t type) {
@@ -689,7 +690,7 @@ std::string random_unicode(std::mt19937& rng, const Vocab* vocab = nullptr) {
     auto spellable = [&](uint32_t cp) {
         if (!vocab || spm) return true;
         std::string bytes;
-        ggufd::tokenizer::unicode::append_utf8(bytes, cp);
+        ggufd::text::append_utf8(bytes, cp);
         for (char c : bytes) {
             if (vocab->byte_token(static_cast<uint8_t>(c)) == kNoToken) return false;
         }
@@ -712,7 +713,7 @@ std::string random_unicode(std::mt19937& rng, const Vocab* vocab = nullptr) {
         if (cp >= 0xD800 && cp <= 0xDFFF) cp = 'z';
         if (spm && cp == 0x2581) cp = 'z';  // SentencePiece's own space marker cannot round-trip
         if (!spellable(cp)) continue;
-        ggufd::tokenizer::unicode::append_utf8(s, cp);
+        ggufd::text::append_utf8(s, cp);
     }
     return s;
 }
@@ -745,7 +746,7 @@ TEST_P(RealVocab, ArbitraryBytesNeverBreakEncoding) {
         const Ids ids = t.encode(text, o);
         for (int32_t id : ids) ASSERT_TRUE(t.vocab().valid(id));
         const std::string decoded = t.decode(ids);
-        ASSERT_EQ(ggufd::tokenizer::unicode::sanitize_utf8(decoded),
+        ASSERT_EQ(ggufd::text::sanitize_utf8(decoded),
                   decoded);  // always valid UTF-8
     }
 }

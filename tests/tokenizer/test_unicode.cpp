@@ -1,10 +1,11 @@
-// The Unicode table and UTF-8 helpers the pre-tokenizers stand on.
+// The Unicode table and byte-level mapping the pre-tokenizers stand on.
 #include <gtest/gtest.h>
 
 #include <set>
 #include <string>
 
 #include "engine/tokenizer/unicode.h"
+#include "text/utf8.h"
 
 namespace {
 
@@ -41,7 +42,7 @@ TEST(UnicodeFlags, WhiteSpaceIsTheUnicodeProperty) {
                                          0x2005, 0x2006, 0x2007, 0x2008, 0x2009, 0x200A, 0x2028,
                                          0x2029, 0x202F, 0x205F, 0x3000};
     std::set<uint32_t> found;
-    for (uint32_t cp = 0; cp <= uc::kMaxCodePoint; ++cp) {
+    for (uint32_t cp = 0; cp <= ggufd::text::kMaxCodePoint; ++cp) {
         if (uc::is_whitespace(cp)) found.insert(cp);
     }
     EXPECT_EQ(found, expected);
@@ -84,59 +85,10 @@ TEST(UnicodeDecomposition, HeadOfTheCanonicalDecomposition) {
 TEST(UnicodeFlags, EveryCodePointHasExactlyOneCategory) {
     const uint16_t categories = uc::kUndefined | uc::kNumber | uc::kLetter | uc::kSeparator |
                                 uc::kMark | uc::kPunctuation | uc::kSymbol | uc::kControl;
-    for (uint32_t cp = 0; cp <= uc::kMaxCodePoint; ++cp) {
+    for (uint32_t cp = 0; cp <= ggufd::text::kMaxCodePoint; ++cp) {
         const uint16_t c = uc::flags(cp) & categories;
         ASSERT_TRUE(c != 0 && (c & (c - 1)) == 0) << "U+" << std::hex << cp;
     }
-}
-
-TEST(Utf8, LenientDecodingReplacesEachBadByte) {
-    EXPECT_EQ(uc::decode_lenient("a\xC3\xA9"), (std::vector<uint32_t>{'a', 0xE9}));
-    EXPECT_EQ(uc::decode_lenient("\xF0\x9F\x98\x80"), (std::vector<uint32_t>{0x1F600}));
-    // A stray continuation byte, a truncated sequence, an impossible byte.
-    EXPECT_EQ(uc::decode_lenient("\x80x"), (std::vector<uint32_t>{0xFFFD, 'x'}));
-    EXPECT_EQ(uc::decode_lenient("\xE2\x82"), (std::vector<uint32_t>{0xFFFD, 0xFFFD}));
-    EXPECT_EQ(uc::decode_lenient("\xFF"), (std::vector<uint32_t>{0xFFFD}));
-    // Above U+10FFFF.
-    EXPECT_EQ(uc::decode_lenient("\xF7\xBF\xBF\xBF"), (std::vector<uint32_t>{0xFFFD}));
-    EXPECT_TRUE(uc::decode_lenient("").empty());
-}
-
-TEST(Utf8, EncodeRoundTripsEveryCodePoint) {
-    for (uint32_t cp = 0; cp <= uc::kMaxCodePoint; cp += (cp < 0x3000 ? 1 : 97)) {
-        if (cp >= 0xD800 && cp <= 0xDFFF) continue;
-        std::string s;
-        uc::append_utf8(s, cp);
-        ASSERT_EQ(uc::decode_lenient(s), std::vector<uint32_t>{cp}) << cp;
-        ASSERT_EQ(uc::sanitize_utf8(s), s);
-    }
-}
-
-TEST(Utf8, SanitizeReplacesMaximalIllFormedParts) {
-    EXPECT_EQ(uc::sanitize_utf8("ok"), "ok");
-    EXPECT_EQ(uc::sanitize_utf8("a\xFF"
-                                "b"),
-              "a\xEF\xBF\xBD"
-              "b");
-    // E2 82 is one maximal subpart of a 3-byte sequence cut short: one U+FFFD.
-    EXPECT_EQ(uc::sanitize_utf8("\xE2\x82"
-                                "a"),
-              "\xEF\xBF\xBD"
-              "a");
-    // Surrogates and overlong forms are ill-formed.
-    EXPECT_EQ(uc::sanitize_utf8("\xED\xA0\x80"), "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");
-    EXPECT_EQ(uc::sanitize_utf8("\xC0\xAF"), "\xEF\xBF\xBD\xEF\xBF\xBD");
-    EXPECT_EQ(uc::sanitize_utf8("\xF0\x9F\x98"), "\xEF\xBF\xBD");
-}
-
-TEST(Utf8, CompletePrefixHoldsBackOnlyAnUnfinishedCharacter) {
-    EXPECT_EQ(uc::complete_prefix_length("abc"), 3u);
-    EXPECT_EQ(uc::complete_prefix_length("ab\xE2\x82"), 2u);
-    EXPECT_EQ(uc::complete_prefix_length("ab\xF0\x9F\x98"), 2u);
-    EXPECT_EQ(uc::complete_prefix_length("\xE2\x82\xAC"), 3u);
-    // Already hopeless bytes are not held back: they will be replaced at once.
-    EXPECT_EQ(uc::complete_prefix_length("\xFF"), 1u);
-    EXPECT_EQ(uc::complete_prefix_length("\xE2\x41"), 2u);
 }
 
 TEST(ByteLevel, MappingIsABijectionOntoPrintableCodePoints) {
@@ -152,40 +104,6 @@ TEST(ByteLevel, MappingIsABijectionOntoPrintableCodePoints) {
     EXPECT_EQ(uc::byte_to_code_point('\n'), 0x10Au);  // 'Ċ'
     EXPECT_EQ(uc::byte_to_code_point('A'), uint32_t{'A'});
     EXPECT_EQ(uc::code_point_to_byte(0x4E2D), -1);
-}
-
-// The one joiner of streamed text (the detokenizer's and the server's): whole characters only.
-TEST(Utf8Joiner, PassesAsciiAndWholeCharacters) {
-    uc::Utf8Joiner j;
-    EXPECT_EQ(j.push("abc"), "abc");
-    EXPECT_EQ(j.push("\xC3\xA9"), "\xC3\xA9");
-    EXPECT_EQ(j.push("\xE2\x82\xAC!"), "\xE2\x82\xAC!");
-    EXPECT_EQ(j.finish(), "");
-}
-
-TEST(Utf8Joiner, HoldsASplitCharacterUntilComplete) {
-    uc::Utf8Joiner j;
-    EXPECT_EQ(j.push("a\xF0\x9F"), "a");  // first half of U+1F600
-    EXPECT_EQ(j.pending(), 2u);
-    EXPECT_EQ(j.push("\x98"), "");
-    EXPECT_EQ(j.push("\x80z"), "\xF0\x9F\x98\x80z");
-    EXPECT_EQ(j.push("\xE2"), "");
-    EXPECT_EQ(j.push("\x82\xAC"), "\xE2\x82\xAC");
-    EXPECT_EQ(j.pending(), 0u);
-}
-
-TEST(Utf8Joiner, ReplacesBytesThatCanNeverBeACharacter) {
-    const std::string fffd = "\xEF\xBF\xBD";
-    uc::Utf8Joiner j;
-    EXPECT_EQ(j.push("x\xC3"), "x");
-    // The stream ends inside a character: what is held comes out as U+FFFD.
-    EXPECT_EQ(j.finish(), fffd);
-    // Stray continuation bytes are not held: each is replaced at once.
-    EXPECT_EQ(j.push(std::string("\x80\x80") + "a"), fffd + fffd + "a");
-    // A lead byte followed by a non-continuation is decided as soon as the next byte arrives.
-    EXPECT_EQ(j.push("\xE2"), "");
-    EXPECT_EQ(j.push("A"), fffd + "A");
-    EXPECT_EQ(j.finish(), "");
 }
 
 }  // namespace

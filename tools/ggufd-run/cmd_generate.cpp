@@ -2,8 +2,8 @@
 //   [--grammar GBNF | --grammar-file F | --json-schema JSON | --json-schema-file F]
 // Prints the prompt (as the model's tokens spell it) followed by the completion, streamed as it
 // is generated, through the same scheduler the server uses. The sampling flags become the
-// fields of an API request body and go through the server's request mapping, so they are
-// checked and converted exactly as over HTTP.
+// request fields they are named after and are read by sampling::read_generation_fields, the
+// reader the HTTP API uses, so they are checked and converted exactly as over HTTP.
 #include <algorithm>
 #include <condition_variable>
 #include <cstdio>
@@ -12,8 +12,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "engine/sampling/request_fields.h"
 #include "engine/scheduler/scheduler.h"
-#include "server/requests.h"
 #include "tools/ggufd-run/commands.h"
 
 namespace ggufd::run {
@@ -56,9 +56,9 @@ int cmd_generate(Args args) {
     scheduler::SchedulerParams params;
     params.n_slots = 1;
     // llama.cpp's defaults where they differ from the API's.
-    server::RequestJson body = {{"temperature", 0.8}, {"max_tokens", 128}};
+    sampling::RequestJson body = {{"temperature", 0.8}, {"max_tokens", 128}};
     bool verbose = false;
-    // Flag -> request field; the value is read as JSON (a number), checked by the mapping.
+    // Flag -> request field; the value is read as JSON (a number), checked by the field reader.
     const std::pair<std::string_view, const char*> numeric[] = {
         {"--temp", "temperature"},
         {"--seed", "seed"},
@@ -79,7 +79,7 @@ int cmd_generate(Args args) {
         };
         auto number = [&]() {
             const std::string v = value();
-            server::RequestJson j = server::RequestJson::parse(v, nullptr, false);
+            sampling::RequestJson j = sampling::RequestJson::parse(v, nullptr, false);
             if (!j.is_number()) throw std::runtime_error(std::string(a) + ": not a number: " + v);
             return j;
         };
@@ -93,7 +93,7 @@ int cmd_generate(Args args) {
             prompt = value();
         else if (a == "--n-predict" || a == "-n") {
             // As in llama.cpp, a negative count means "until the context is full".
-            server::RequestJson n = number();
+            sampling::RequestJson n = number();
             if (n.is_number_integer() && n.get<int64_t>() < 0)
                 body.erase("max_tokens");
             else
@@ -106,7 +106,7 @@ int cmd_generate(Args args) {
             body["grammar"] = read_file(value());
         else if (a == "--json-schema" || a == "--json-schema-file") {
             const std::string text = a == "--json-schema" ? value() : read_file(value());
-            server::RequestJson schema = server::RequestJson::parse(text, nullptr, false);
+            sampling::RequestJson schema = sampling::RequestJson::parse(text, nullptr, false);
             if (schema.is_discarded())
                 throw std::runtime_error(std::string(a) + ": not valid JSON");
             body["json_schema"] = std::move(schema);
@@ -129,12 +129,9 @@ int cmd_generate(Args args) {
         throw std::runtime_error("usage: generate --model M --prompt TEXT --n-predict N");
     scheduler::GenerationRequest request;
     try {
-        const server::GenerationOptions options =
-            server::parse_generation_options(body, server::ApiLimits{}, /*default_max_tokens=*/-1);
-        request.sampling = options.sampling;
-        request.stop = options.stop;
-        request.lora = options.lora;
-    } catch (const server::ApiError& e) {
+        sampling::read_generation_fields(body, sampling::FieldLimits{}, /*default_max_tokens=*/-1,
+                                         request.sampling, request.stop);
+    } catch (const sampling::InvalidParam& e) {
         throw std::runtime_error(std::string(e.what()) + " (from the command-line flags)");
     }
 

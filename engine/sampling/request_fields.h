@@ -1,0 +1,76 @@
+// A generation request's fields, by the names OpenAI's and llama-server's APIs give them, read
+// from JSON into the engine's SamplingParams and StopParams. Each field's type, range and message
+// are stated here once: the HTTP API reads its bodies through this, and ggufd-run generate its
+// flags, which it names after the same fields, so neither needs the other. Unknown fields are
+// ignored and `null` counts as absent; a field of the wrong type or out of range throws
+// InvalidParam naming it, which the HTTP layer answers with a 400.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/sampling/params.h"
+
+namespace ggufd::sampling {
+
+// Request bodies keep the client's key order, which the server passes on to chat templates.
+using RequestJson = nlohmann::ordered_json;
+
+// What one request may ask of the fields read here; the HTTP API's limits (server::ApiLimits)
+// start from these.
+struct FieldLimits {
+    // `max_tokens` / `max_completion_tokens` per choice (the context size also bounds them).
+    int32_t max_tokens = 32768;
+    // `stop`: at most this many strings, each 1..max_stop_bytes bytes.
+    int32_t max_stop = 4;
+    size_t max_stop_bytes = 256;
+    // `logit_bias` entries.
+    int32_t max_logit_bias = 1024;
+};
+
+// The sampling fields (temperature, top_p, top_k, min_p, typical_p, presence_penalty,
+// frequency_penalty, repeat_penalty, repeat_last_n, logit_bias, seed), the stop fields (stop,
+// ignore_eos, max_tokens, which defaults to `default_max_tokens`) and the output constraint: one
+// of `response_format` (text, json_object, json_schema), llama-server's `grammar` (GBNF) and
+// `json_schema`, which becomes sampling.grammar; a schema the converter refuses or a grammar that
+// does not parse is refused saying where. `sampling` and `stop` come as constructed: a field the
+// body leaves out keeps its default. `json_gbnf`, when given, receives the grammar's text when it
+// is a JSON reply's (response_format, json_schema), which a chat reply's reasoning may precede.
+void read_generation_fields(const RequestJson& body, const FieldLimits& limits,
+                            int32_t default_max_tokens, SamplingParams& sampling, StopParams& stop,
+                            std::string* json_gbnf = nullptr);
+
+// The one mapping of what building an output grammar throws to an InvalidParam naming `param`;
+// call it in a catch block (it rethrows anything else unchanged). `what` says where the grammar
+// came from ("'json_schema'", "'tools'"): a schema the converter refuses is named by its JSON
+// pointer, a grammar past the engine's limits is too large, GBNF the client wrote (`client_gbnf`)
+// is invalid at its line and column, and any other std::invalid_argument says why.
+[[noreturn]] void throw_grammar_error(std::string_view what, const char* param,
+                                      bool client_gbnf = false);
+
+// Readers of single fields, for the request fields the server reads beyond these, so that every
+// field is checked the same way and says the same things.
+namespace fields {
+
+// The field when present and not null.
+const RequestJson* field(const RequestJson& body, const char* name);
+// The field, which the request must have.
+const RequestJson& required(const RequestJson& body, const char* name);
+bool get_bool(const RequestJson& body, const char* name, bool fallback);
+enum class Low { closed, open };  // whether the lower bound itself is allowed
+double get_number(const RequestJson& body, const char* name, double fallback, double lo, double hi,
+                  Low low = Low::closed);
+// An integer; a float with an integral value (16.0) counts as one.
+bool as_integer(const RequestJson& v, int64_t& out);
+int64_t get_int(const RequestJson& body, const char* name, int64_t fallback, int64_t lo,
+                int64_t hi);
+std::string string_value(const RequestJson& v, const char* name);
+std::string get_string(const RequestJson& body, const char* name);
+
+}  // namespace fields
+
+}  // namespace ggufd::sampling
