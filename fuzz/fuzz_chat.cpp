@@ -132,8 +132,8 @@ bool fuzz_chat_one(const uint8_t* data, size_t size) {
                              chat::detail::scan_json(call.arguments, /*at_end=*/false).status ==
                                  chat::detail::Scan::more;
         // A call cut off before its arguments began is named by a tool, its arguments empty.
-        const bool named_only = call.arguments.empty() &&
-                                (call.name == "get_weather" || call.name == "get_time");
+        const bool named_only =
+            call.arguments.empty() && (call.name == "get_weather" || call.name == "get_time");
         check(args.is_object() || cut_off || named_only,
               "arguments are a JSON object or the beginning of one: " + call.arguments);
         check(ids.insert(call.id).second, "ids are unique");
