@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "server/api.h"
+#include "server/job_sink.h"
 #include "server/requests.h"
 #include "server/responses.h"
 
@@ -48,35 +49,19 @@ class EmbeddingJob : public Exchange, public std::enable_shared_from_this<Embedd
     std::shared_ptr<std::atomic<bool>> cancelled_ = std::make_shared<std::atomic<bool>>(false);
 };
 
-// The scheduler's side: each call posted to the session's strand, so the scheduler thread never
-// waits for the network.
-class EmbeddingJobSink : public scheduler::EmbeddingSink {
+class EmbeddingJobSink : public JobSink<EmbeddingJob, scheduler::EmbeddingSink> {
   public:
     EmbeddingJobSink(Poster poster, std::weak_ptr<EmbeddingJob> job,
                      std::shared_ptr<std::atomic<bool>> cancelled)
-        : poster_(std::move(poster)), job_(std::move(job)), cancelled_(std::move(cancelled)) {}
-    // A scheduler that drops a request without answering must not leave the client hanging.
-    ~EmbeddingJobSink() override {
-        if (!finished_.load())
-            deliver({}, FinishReason::error, "the scheduler dropped the request");
-    }
+        : JobSink(std::move(poster), std::move(job), std::move(cancelled),
+                  [](EmbeddingJob& j) { j.finish({}, FinishReason::error, kDropped); }) {}
+
     void on_finish(scheduler::EmbeddingResult result, FinishReason reason,
                    const std::string& error) override {
-        if (finished_.exchange(true)) return;
-        deliver(std::move(result), reason, error);
-    }
-    bool cancelled() const override { return cancelled_->load(std::memory_order_relaxed); }
-
-  private:
-    void deliver(scheduler::EmbeddingResult result, FinishReason reason, const std::string& error) {
-        poster_([job = job_, result = std::move(result), reason, error] {
-            if (auto j = job.lock()) j->finish(result, reason, error);
+        post_last([result = std::move(result), reason, error](EmbeddingJob& j) {
+            j.finish(result, reason, error);
         });
     }
-    Poster poster_;
-    std::weak_ptr<EmbeddingJob> job_;
-    std::shared_ptr<std::atomic<bool>> cancelled_;
-    std::atomic<bool> finished_{false};
 };
 
 scheduler::SubmitResult EmbeddingJob::start(scheduler::Embedder& embedder,

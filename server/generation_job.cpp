@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "server/api_error.h"
+#include "server/job_sink.h"
 
 namespace ggufd::server {
 
@@ -11,51 +12,29 @@ using scheduler::FinishReason;
 
 namespace {
 
-// The scheduler's side of one choice: turns each call into a function posted to the session's
-// strand, so the scheduler thread never waits for the network.
-class ChoiceSink : public scheduler::GenerationSink {
+// The scheduler's side of one choice, the choice's index added to each call.
+class ChoiceSink : public JobSink<GenerationJob, scheduler::GenerationSink> {
   public:
     ChoiceSink(Poster poster, std::weak_ptr<GenerationJob> job, size_t index,
                std::shared_ptr<std::atomic<bool>> cancelled)
-        : poster_(std::move(poster)),
-          job_(std::move(job)),
-          index_(index),
-          cancelled_(std::move(cancelled)) {}
-
-    // A scheduler that drops a request without finishing it must not leave the client hanging.
-    ~ChoiceSink() override {
-        if (!finished_.load()) {
-            deliver_finish(FinishReason::error, {}, "the scheduler dropped the request");
-        }
-    }
+        : JobSink(
+              std::move(poster), std::move(job), std::move(cancelled),
+              [index](GenerationJob& j) { j.on_finish(index, FinishReason::error, {}, kDropped); }),
+          index_(index) {}
 
     void on_token(const scheduler::TokenEvent& event) override {
-        poster_([job = job_, index = index_, event] {
-            if (auto j = job.lock()) j->on_token(index, event);
-        });
+        post([index = index_, event](GenerationJob& j) { j.on_token(index, event); });
     }
 
     void on_finish(FinishReason reason, const scheduler::Usage& usage,
                    const std::string& error) override {
-        if (finished_.exchange(true)) return;
-        deliver_finish(reason, usage, error);
-    }
-
-    bool cancelled() const override { return cancelled_->load(std::memory_order_relaxed); }
-
-  private:
-    void deliver_finish(FinishReason reason, const scheduler::Usage& usage,
-                        const std::string& error) {
-        poster_([job = job_, index = index_, reason, usage, error] {
-            if (auto j = job.lock()) j->on_finish(index, reason, usage, error);
+        post_last([index = index_, reason, usage, error](GenerationJob& j) {
+            j.on_finish(index, reason, usage, error);
         });
     }
 
-    Poster poster_;
-    std::weak_ptr<GenerationJob> job_;
+  private:
     size_t index_;
-    std::shared_ptr<std::atomic<bool>> cancelled_;
-    std::atomic<bool> finished_{false};
 };
 
 }  // namespace
