@@ -191,14 +191,17 @@ void check_embedding_model(const ModelBackend& model, bool rerank) {
 }  // namespace
 
 void Api::add_embedding_routes() {
-    routes_.push_back({"POST", "/v1/embeddings", &Api::embeddings, false});
-    routes_.push_back({"POST", "/v1/rerank", &Api::rerank, false});
-    routes_.push_back({"POST", "/rerank", &Api::rerank, false});
+    routes_.push_back({"POST", "/v1/embeddings",
+                       &Api::model_route<parse_embeddings_request, &Api::embeddings>, false});
+    for (const char* path : {"/v1/rerank", "/rerank"}) {
+        routes_.push_back(
+            {"POST", path, &Api::model_route<parse_rerank_request, &Api::rerank>, false});
+    }
 }
 
-void Api::embeddings(const HttpRequest& request, const std::shared_ptr<ResponseChannel>& channel,
-                     const std::string&) {
-    auto [r, lease, model] = model_request(request, channel, parse_embeddings_request);
+void Api::embeddings(const HttpRequest&, const std::shared_ptr<ResponseChannel>& channel,
+                     ModelRequest<EmbeddingsRequest> parsed) {
+    auto [r, lease, model] = std::move(parsed);
     check_embedding_model(model, /*rerank=*/false);
 
     scheduler::EmbeddingRequest er;
@@ -245,8 +248,8 @@ void Api::embeddings(const HttpRequest& request, const std::shared_ptr<ResponseC
 }
 
 void Api::rerank(const HttpRequest& request, const std::shared_ptr<ResponseChannel>& channel,
-                 const std::string&) {
-    auto [r, lease, model] = model_request(request, channel, parse_rerank_request);
+                 ModelRequest<RerankRequest> parsed) {
+    auto [r, lease, model] = std::move(parsed);
     check_embedding_model(model, /*rerank=*/true);
 
     scheduler::EmbeddingRequest er;
