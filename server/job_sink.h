@@ -41,14 +41,17 @@ class JobSink : public Sink {
         if (!finished_.load()) post(std::move(dropped_));
     }
 
-    void post(Call call) const {
+    // A template rather than a Call: each token is wrapped in one function, not two.
+    template <class Fn>
+    void post(Fn call) const {
         poster_([job = job_, call = std::move(call)] {
             if (auto j = job.lock()) call(*j);
         });
     }
 
     // The request's last call: posted once, however often the scheduler makes it.
-    void post_last(Call call) {
+    template <class Fn>
+    void post_last(Fn call) {
         if (finished_.exchange(true)) return;
         post(std::move(call));
     }
