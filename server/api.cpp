@@ -32,9 +32,34 @@ bool truthy(const std::optional<std::string>& v) {
     return v && (*v == "1" || *v == "true" || *v == "yes" || v->empty());
 }
 
-// The lease a request handled again after its model loaded already holds: the handlers keep one
-// signature, and the second handling runs them synchronously on this thread.
-thread_local std::shared_ptr<ModelLease>* t_loaded_lease = nullptr;
+// Runs `handle` and answers what it throws: an ApiError as itself, a parameter the engine refuses
+// as a 400, anything else as a 500 naming the request id.
+template <class Handle>
+void answering_failures(const HttpRequest& request, ResponseChannel& channel, Handle handle) {
+    try {
+        handle();
+    } catch (const ApiError& e) {
+        channel.respond(error_response(e));
+    } catch (const sampling::InvalidParam& e) {
+        // A parameter the engine refuses is the client's to fix.
+        channel.respond(error_response(ApiError::bad_request(e.what(), e.param())));
+    } catch (const std::exception& e) {
+        spdlog::error("request {}: internal error: {}", request.request_id, e.what());
+        channel.respond(error_response(
+            ApiError::internal("internal server error (request id " + request.request_id + ")")));
+    }
+}
+
+// What of a request a handler still reads once its body is parsed.
+HttpRequest without_body(const HttpRequest& request) {
+    HttpRequest kept;
+    kept.method = request.method;
+    kept.path = request.path;
+    kept.query = request.query;
+    kept.headers = request.headers;
+    kept.request_id = request.request_id;
+    return kept;
+}
 
 }  // namespace
 
@@ -57,10 +82,13 @@ Api::Api(ModelRegistry& registry, ApiOptions options)
         {"GET", "/models/{id}", &Api::show_model, false},
         {"POST", "/models/{id}/load", &Api::load_model, false},
         {"POST", "/models/{id}/unload", &Api::unload_model, false},
-        {"POST", "/v1/completions", &Api::completions, false},
-        {"POST", "/v1/chat/completions", &Api::chat_completions, false},
-        {"POST", "/tokenize", &Api::tokenize, false},
-        {"POST", "/detokenize", &Api::detokenize, false},
+        {"POST", "/v1/completions", &Api::model_route<parse_completion_request, &Api::completions>,
+         false},
+        {"POST", "/v1/chat/completions",
+         &Api::model_route<parse_chat_request, &Api::chat_completions>, false},
+        {"POST", "/tokenize", &Api::model_route<parse_tokenize_request, &Api::tokenize>, false},
+        {"POST", "/detokenize", &Api::model_route<parse_detokenize_request, &Api::detokenize>,
+         false},
     };
     add_embedding_routes();
 }
@@ -87,8 +115,8 @@ const Api::Route* Api::match(const std::string& path, std::string& param) const 
 }
 
 void Api::handle(const HttpRequest& request, const std::shared_ptr<ResponseChannel>& channel) {
-    AccessInfo& access = channel->access();
-    try {
+    answering_failures(request, *channel, [&] {
+        AccessInfo& access = channel->access();
         std::string param;
         const Route* route = match(request.path, param);
         access.route = route ? route->pattern : "(unknown)";
@@ -122,18 +150,7 @@ void Api::handle(const HttpRequest& request, const std::shared_ptr<ResponseChann
         }
         refuse_new_work_while_draining(*route);
         (this->*(route->handler))(request, channel, param);
-    } catch (const LoadPending&) {
-        // Answered once the model has loaded (acquire_model).
-    } catch (const ApiError& e) {
-        channel->respond(error_response(e));
-    } catch (const sampling::InvalidParam& e) {
-        // A parameter the engine refuses is the client's to fix.
-        channel->respond(error_response(ApiError::bad_request(e.what(), e.param())));
-    } catch (const std::exception& e) {
-        spdlog::error("request {}: internal error: {}", request.request_id, e.what());
-        channel->respond(error_response(
-            ApiError::internal("internal server error (request id " + request.request_id + ")")));
-    }
+    });
 }
 
 void Api::refuse_new_work_while_draining(const Route& route) const {
@@ -143,48 +160,44 @@ void Api::refuse_new_work_while_draining(const Route& route) const {
                                 "shutting_down", options_.retry_after_s);
 }
 
-std::shared_ptr<ModelLease> Api::acquire_model(const std::string& name,
-                                               const nlohmann::ordered_json& body,
-                                               const HttpRequest& request,
-                                               const std::shared_ptr<ResponseChannel>& channel) {
-    const KeepAlive keep_alive = parse_keep_alive(body);
-    std::shared_ptr<ModelLease> lease;
-    if (t_loaded_lease && *t_loaded_lease &&
-        (name.empty() || (*t_loaded_lease)->model().name() == name)) {
-        lease = std::move(*t_loaded_lease);
-        lease->set_keep_alive(keep_alive);
-    } else {
-        const auto since = std::chrono::steady_clock::now();
-        lease = registry_.acquire(
-            name, keep_alive,
-            [this, request, channel, post = channel->poster(), since](
-                std::shared_ptr<ModelLease> loaded, std::exception_ptr error) {
-                post([this, request, channel, loaded = std::move(loaded), error, since]() mutable {
-                    channel->access().load_wait_s =
-                        std::chrono::duration<double>(std::chrono::steady_clock::now() - since)
-                            .count();
-                    if (error) {
-                        try {
-                            std::rethrow_exception(error);
-                        } catch (const ApiError& e) {
-                            channel->respond(error_response(e));
-                        }
-                        return;
-                    }
-                    t_loaded_lease = &loaded;
-                    handle(request, channel);
-                    t_loaded_lease = nullptr;
+void Api::with_model(const std::string& name, KeepAlive keep_alive, const HttpRequest& request,
+                     const std::shared_ptr<ResponseChannel>& channel, WithModel then) {
+    // Shared with the registry's callback, which is only called when the model is not loaded.
+    struct Parked {
+        HttpRequest request;
+        std::shared_ptr<ResponseChannel> channel;
+        WithModel then;
+        std::chrono::steady_clock::time_point since = std::chrono::steady_clock::now();
+    };
+    auto parked = std::make_shared<Parked>(Parked{without_body(request), channel, std::move(then)});
+    std::shared_ptr<ModelLease> lease = registry_.acquire(
+        name, keep_alive,
+        [this, parked, post = channel->poster()](std::shared_ptr<ModelLease> loaded,
+                                                 std::exception_ptr error) {
+            post([this, parked, loaded = std::move(loaded), error]() mutable {
+                ResponseChannel& to = *parked->channel;
+                to.access().load_wait_s =
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - parked->since)
+                        .count();
+                answering_failures(parked->request, to, [&] {
+                    if (error) std::rethrow_exception(error);
+                    use_model(*loaded, to);
+                    parked->then(parked->request, parked->channel, std::move(loaded));
                 });
             });
-        if (!lease) throw LoadPending{};
-    }
-    if (!lease->model().is_ready()) {
+        });
+    if (!lease) return;  // parked: the registry calls back once the load ends
+    use_model(*lease, *channel);
+    parked->then(request, channel, std::move(lease));
+}
+
+void Api::use_model(const ModelLease& lease, ResponseChannel& channel) const {
+    if (!lease.model().is_ready()) {
         throw ApiError::unavailable(
-            fmt::format("The model '{}' is still loading", lease->model().name()), "model_loading",
+            fmt::format("The model '{}' is still loading", lease.model().name()), "model_loading",
             options_.retry_after_s);
     }
-    channel->access().model = lease->model().name();
-    return lease;
+    channel.access().model = lease.model().name();
 }
 
 // A request the engine refused, answered with the engine's own reason. The engine names the
@@ -286,9 +299,13 @@ void Api::load_model(const HttpRequest& request, const std::shared_ptr<ResponseC
     if (id.empty()) throw unknown_model(id);
     const RequestJson body =
         request.body.empty() ? RequestJson::object() : parse_json_body(request.body);
-    std::shared_ptr<ModelLease> lease = acquire_model(id, body, request, channel);
-    lease.reset();
-    channel->respond(json_response(200, registry_.describe(id, false).value_or(json::object())));
+    with_model(
+        id, parse_keep_alive(body), request, channel,
+        [this, id](const HttpRequest&, const std::shared_ptr<ResponseChannel>& to,
+                   std::shared_ptr<ModelLease> lease) {
+            lease.reset();
+            to->respond(json_response(200, registry_.describe(id, false).value_or(json::object())));
+        });
 }
 
 void Api::unload_model(const HttpRequest&, const std::shared_ptr<ResponseChannel>& channel,
@@ -363,8 +380,8 @@ void apply_reply_rules(const chat::ReplyRules& rules, const ModelBackend& model,
 }  // namespace
 
 void Api::completions(const HttpRequest& request, const std::shared_ptr<ResponseChannel>& channel,
-                      const std::string&) {
-    auto [r, lease, model] = model_request(request, channel, parse_completion_request);
+                      ModelRequest<CompletionRequest> parsed) {
+    auto [r, lease, model] = std::move(parsed);
 
     GenerationPlan plan = make_plan(ApiKind::completion, request, model, r);
     plan.model_lease = lease;
@@ -387,8 +404,9 @@ void Api::completions(const HttpRequest& request, const std::shared_ptr<Response
 }
 
 void Api::chat_completions(const HttpRequest& request,
-                           const std::shared_ptr<ResponseChannel>& channel, const std::string&) {
-    auto [r, lease, model] = model_request(request, channel, parse_chat_request);
+                           const std::shared_ptr<ResponseChannel>& channel,
+                           ModelRequest<ChatRequest> parsed) {
+    auto [r, lease, model] = std::move(parsed);
 
     scheduler::GenerationRequest engine_request;
     engine_request.sampling = r.sampling;
@@ -426,9 +444,9 @@ void Api::chat_completions(const HttpRequest& request,
     start_generation(std::move(plan), model, channel, "messages", options_.retry_after_s);
 }
 
-void Api::tokenize(const HttpRequest& request, const std::shared_ptr<ResponseChannel>& channel,
-                   const std::string&) {
-    auto [r, lease, model] = model_request(request, channel, parse_tokenize_request);
+void Api::tokenize(const HttpRequest&, const std::shared_ptr<ResponseChannel>& channel,
+                   ModelRequest<TokenizeRequest> parsed) {
+    auto [r, lease, model] = std::move(parsed);
     std::vector<int32_t> tokens = model.tokenize(r.content, r.add_special, r.parse_special);
     json out = json::array();
     for (int32_t id : tokens) {
@@ -441,9 +459,9 @@ void Api::tokenize(const HttpRequest& request, const std::shared_ptr<ResponseCha
     channel->respond(json_response(200, {{"tokens", std::move(out)}}));
 }
 
-void Api::detokenize(const HttpRequest& request, const std::shared_ptr<ResponseChannel>& channel,
-                     const std::string&) {
-    auto [r, lease, model] = model_request(request, channel, parse_detokenize_request);
+void Api::detokenize(const HttpRequest&, const std::shared_ptr<ResponseChannel>& channel,
+                     ModelRequest<DetokenizeRequest> parsed) {
+    auto [r, lease, model] = std::move(parsed);
     scheduler::check_token_ids(r.tokens, model.vocab_size(), "tokens");
     channel->respond(json_response(200, {{"content", model.detokenize(r.tokens)}}));
 }

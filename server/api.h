@@ -66,15 +66,6 @@ class Api {
 
     // The route for a path, whatever the method; nullptr when none.
     const Route* match(const std::string& path, std::string& param) const;
-    // The request's model, loaded, held by a lease for as long as the request needs it. When it
-    // is not loaded yet, its load is awaited without holding the thread: this throws
-    // LoadPending, and the request is handled again once the model is loaded (or answered with
-    // why it cannot be).
-    std::shared_ptr<ModelLease> acquire_model(const std::string& name,
-                                              const nlohmann::ordered_json& body,
-                                              const HttpRequest& request,
-                                              const std::shared_ptr<ResponseChannel>& channel);
-    struct LoadPending {};
     // Throws 503 while draining, except for the routes a prober or a scraper uses.
     void refuse_new_work_while_draining(const Route& route) const;
     // The server's prompt cap, then the engine's validate(): 400 naming the parameter (the
@@ -82,37 +73,73 @@ class Api {
     void check_request(const scheduler::GenerationRequest& request, ModelBackend& model,
                        const char* prompt_param) const;
 
-    // A model endpoint's request: its body parsed into `r` by `parse` (given the server's limits
-    // when it takes them) and its model acquired (acquire_model, which may throw LoadPending).
+    // A model endpoint's request once parsed: its typed form, and its model, held by a lease for
+    // as long as the request needs it.
     template <class Parsed>
     struct ModelRequest {
         Parsed r;
         std::shared_ptr<ModelLease> lease;
         ModelBackend& model;
     };
-    template <class Parse>
-    auto model_request(const HttpRequest& request, const std::shared_ptr<ResponseChannel>& channel,
-                       Parse parse) {
+    // What a request does once its model is loaded: called with the request (its body already
+    // parsed, so without it when the request waited), where to answer, and the lease.
+    using WithModel = std::function<void(
+        const HttpRequest&, const std::shared_ptr<ResponseChannel>&, std::shared_ptr<ModelLease>)>;
+    // Runs `then` with a lease on the named model: at once when it is loaded, else on the
+    // channel's strand once its load ends, the request parked meanwhile with what `then` holds
+    // (no thread waits). A load that fails or outlasts --load-timeout answers its error instead.
+    void with_model(const std::string& name, KeepAlive keep_alive, const HttpRequest& request,
+                    const std::shared_ptr<ResponseChannel>& channel, WithModel then);
+    // The lease of a request about to run on its model: refused while a pinned model is still
+    // loading; the access log names the model.
+    void use_model(const ModelLease& lease, ResponseChannel& channel) const;
+
+    // A model endpoint's route: the body parsed and checked once by `parse` (given the server's
+    // limits when it takes them), then `serve` run with the model the request names
+    // (with_model).
+    template <auto parse, auto serve>
+    void model_route(const HttpRequest& request, const std::shared_ptr<ResponseChannel>& channel,
+                     const std::string&) {
         const RequestJson body = parse_json_body(request.body);
         auto r = [&] {
-            if constexpr (std::is_invocable_v<Parse, const RequestJson&, const ApiLimits&>) {
+            if constexpr (std::is_invocable_v<decltype(parse), const RequestJson&,
+                                              const ApiLimits&>) {
                 return parse(body, options_.limits);
             } else {
                 return parse(body);
             }
         }();
-        std::shared_ptr<ModelLease> lease = acquire_model(r.model, body, request, channel);
-        ModelBackend& model = lease->model();
-        return ModelRequest<decltype(r)>{std::move(r), std::move(lease), model};
+        using Parsed = decltype(r);
+        const std::string name = r.model;
+        auto parsed = std::make_shared<Parsed>(std::move(r));
+        with_model(
+            name, parse_keep_alive(body), request, channel,
+            [this, parsed](const HttpRequest& req, const std::shared_ptr<ResponseChannel>& to,
+                           std::shared_ptr<ModelLease> lease) {
+                ModelBackend& model = lease->model();
+                (this->*serve)(req, to,
+                               ModelRequest<Parsed>{std::move(*parsed), std::move(lease), model});
+            });
     }
 
     HandlerFn health, metrics, list_models_openai, list_models, show_model;
-    HandlerFn completions, chat_completions, tokenize, detokenize;
     HandlerFn load_model, unload_model;
+    // Model endpoints, served through model_route.
+    void completions(const HttpRequest&, const std::shared_ptr<ResponseChannel>&,
+                     ModelRequest<CompletionRequest>);
+    void chat_completions(const HttpRequest&, const std::shared_ptr<ResponseChannel>&,
+                          ModelRequest<ChatRequest>);
+    void tokenize(const HttpRequest&, const std::shared_ptr<ResponseChannel>&,
+                  ModelRequest<TokenizeRequest>);
+    void detokenize(const HttpRequest&, const std::shared_ptr<ResponseChannel>&,
+                    ModelRequest<DetokenizeRequest>);
 
     // Embeddings and reranking (embeddings.cpp).
     void add_embedding_routes();
-    HandlerFn embeddings, rerank;
+    void embeddings(const HttpRequest&, const std::shared_ptr<ResponseChannel>&,
+                    ModelRequest<EmbeddingsRequest>);
+    void rerank(const HttpRequest&, const std::shared_ptr<ResponseChannel>&,
+                ModelRequest<RerankRequest>);
 
     ModelRegistry& registry_;
     ApiOptions options_;

@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "server/api.h"
+#include "server/job_sink.h"
 #include "server/requests.h"
 #include "server/responses.h"
 
@@ -48,35 +49,19 @@ class EmbeddingJob : public Exchange, public std::enable_shared_from_this<Embedd
     std::shared_ptr<std::atomic<bool>> cancelled_ = std::make_shared<std::atomic<bool>>(false);
 };
 
-// The scheduler's side: each call posted to the session's strand, so the scheduler thread never
-// waits for the network.
-class EmbeddingJobSink : public scheduler::EmbeddingSink {
+class EmbeddingJobSink : public JobSink<EmbeddingJob, scheduler::EmbeddingSink> {
   public:
     EmbeddingJobSink(Poster poster, std::weak_ptr<EmbeddingJob> job,
                      std::shared_ptr<std::atomic<bool>> cancelled)
-        : poster_(std::move(poster)), job_(std::move(job)), cancelled_(std::move(cancelled)) {}
-    // A scheduler that drops a request without answering must not leave the client hanging.
-    ~EmbeddingJobSink() override {
-        if (!finished_.load())
-            deliver({}, FinishReason::error, "the scheduler dropped the request");
-    }
+        : JobSink(std::move(poster), std::move(job), std::move(cancelled),
+                  [](EmbeddingJob& j) { j.finish({}, FinishReason::error, kDropped); }) {}
+
     void on_finish(scheduler::EmbeddingResult result, FinishReason reason,
                    const std::string& error) override {
-        if (finished_.exchange(true)) return;
-        deliver(std::move(result), reason, error);
-    }
-    bool cancelled() const override { return cancelled_->load(std::memory_order_relaxed); }
-
-  private:
-    void deliver(scheduler::EmbeddingResult result, FinishReason reason, const std::string& error) {
-        poster_([job = job_, result = std::move(result), reason, error] {
-            if (auto j = job.lock()) j->finish(result, reason, error);
+        post_last([result = std::move(result), reason, error](EmbeddingJob& j) {
+            j.finish(result, reason, error);
         });
     }
-    Poster poster_;
-    std::weak_ptr<EmbeddingJob> job_;
-    std::shared_ptr<std::atomic<bool>> cancelled_;
-    std::atomic<bool> finished_{false};
 };
 
 scheduler::SubmitResult EmbeddingJob::start(scheduler::Embedder& embedder,
@@ -206,14 +191,17 @@ void check_embedding_model(const ModelBackend& model, bool rerank) {
 }  // namespace
 
 void Api::add_embedding_routes() {
-    routes_.push_back({"POST", "/v1/embeddings", &Api::embeddings, false});
-    routes_.push_back({"POST", "/v1/rerank", &Api::rerank, false});
-    routes_.push_back({"POST", "/rerank", &Api::rerank, false});
+    routes_.push_back({"POST", "/v1/embeddings",
+                       &Api::model_route<parse_embeddings_request, &Api::embeddings>, false});
+    for (const char* path : {"/v1/rerank", "/rerank"}) {
+        routes_.push_back(
+            {"POST", path, &Api::model_route<parse_rerank_request, &Api::rerank>, false});
+    }
 }
 
-void Api::embeddings(const HttpRequest& request, const std::shared_ptr<ResponseChannel>& channel,
-                     const std::string&) {
-    auto [r, lease, model] = model_request(request, channel, parse_embeddings_request);
+void Api::embeddings(const HttpRequest&, const std::shared_ptr<ResponseChannel>& channel,
+                     ModelRequest<EmbeddingsRequest> parsed) {
+    auto [r, lease, model] = std::move(parsed);
     check_embedding_model(model, /*rerank=*/false);
 
     scheduler::EmbeddingRequest er;
@@ -260,8 +248,8 @@ void Api::embeddings(const HttpRequest& request, const std::shared_ptr<ResponseC
 }
 
 void Api::rerank(const HttpRequest& request, const std::shared_ptr<ResponseChannel>& channel,
-                 const std::string&) {
-    auto [r, lease, model] = model_request(request, channel, parse_rerank_request);
+                 ModelRequest<RerankRequest> parsed) {
+    auto [r, lease, model] = std::move(parsed);
     check_embedding_model(model, /*rerank=*/true);
 
     scheduler::EmbeddingRequest er;

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "server/api_error.h"
+#include "server/job_sink.h"
 
 namespace ggufd::server {
 
@@ -11,57 +12,37 @@ using scheduler::FinishReason;
 
 namespace {
 
-// The scheduler's side of one choice: turns each call into a function posted to the session's
-// strand, so the scheduler thread never waits for the network.
-class ChoiceSink : public scheduler::GenerationSink {
+// The scheduler's side of one choice, the choice's index added to each call.
+class ChoiceSink : public JobSink<GenerationJob, scheduler::GenerationSink> {
   public:
     ChoiceSink(Poster poster, std::weak_ptr<GenerationJob> job, size_t index,
                std::shared_ptr<std::atomic<bool>> cancelled,
                std::shared_ptr<std::atomic<bool>> ended)
-        : poster_(std::move(poster)),
-          job_(std::move(job)),
+        : JobSink(
+              std::move(poster), std::move(job), std::move(cancelled),
+              [index](GenerationJob& j) { j.on_finish(index, FinishReason::error, {}, kDropped); }),
           index_(index),
-          cancelled_(std::move(cancelled)),
           ended_(std::move(ended)) {}
 
-    // A scheduler that drops a request without finishing it must not leave the client hanging.
-    ~ChoiceSink() override {
-        if (!finished_.load()) {
-            deliver_finish(FinishReason::error, {}, "the scheduler dropped the request");
-        }
-    }
-
     void on_token(const scheduler::TokenEvent& event) override {
-        poster_([job = job_, index = index_, event] {
-            if (auto j = job.lock()) j->on_token(index, event);
-        });
+        post([index = index_, event](GenerationJob& j) { j.on_token(index, event); });
     }
 
     void on_finish(FinishReason reason, const scheduler::Usage& usage,
                    const std::string& error) override {
-        if (finished_.exchange(true)) return;
-        deliver_finish(reason, usage, error);
-    }
-
-    bool cancelled() const override {
-        return cancelled_->load(std::memory_order_relaxed) ||
-               ended_->load(std::memory_order_relaxed);
-    }
-
-  private:
-    void deliver_finish(FinishReason reason, const scheduler::Usage& usage,
-                        const std::string& error) {
-        poster_([job = job_, index = index_, reason, usage, error] {
-            if (auto j = job.lock()) j->on_finish(index, reason, usage, error);
+        post_last([index = index_, reason, usage, error](GenerationJob& j) {
+            j.on_finish(index, reason, usage, error);
         });
     }
 
-    Poster poster_;
-    std::weak_ptr<GenerationJob> job_;
+    // The request's cancellation, or this choice's reply complete before the model ended it.
+    bool cancelled() const override {
+        return JobSink::cancelled() || ended_->load(std::memory_order_relaxed);
+    }
+
+  private:
     size_t index_;
-    std::shared_ptr<std::atomic<bool>> cancelled_;  // the whole request's
-    std::shared_ptr<std::atomic<bool>> ended_;      // this choice's reply is complete
-    std::atomic<bool> finished_{false};
+    std::shared_ptr<std::atomic<bool>> ended_;  // this choice's reply is complete
 };
 
 }  // namespace

@@ -81,8 +81,6 @@ class ModelLease {
     ModelLease(const ModelLease&) = delete;
     ModelLease& operator=(const ModelLease&) = delete;
     ModelBackend& model() const { return *backend_; }
-    // The request's keep_alive, applied when the lease ends.
-    void set_keep_alive(KeepAlive keep_alive) { keep_alive_ = keep_alive; }
 
   private:
     std::shared_ptr<detail::RegistryCore> core_;

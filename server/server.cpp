@@ -121,25 +121,27 @@ class Session : public std::enable_shared_from_this<Session>, public ResponseCha
 
     net::any_io_executor executor() { return stream_.get_executor(); }
 
-    // Server::stop: no new requests; finish the current one and close.
+    // Server::stop (which set shared_->stopping first): no new requests; finish the current one
+    // and close.
     void server_stopping() {
-        stop_requested_ = true;
-        keep_alive_ = false;
-        if (phase_ == Phase::idle || phase_ == Phase::reading) close_now();
+        if (phase_ == Phase::waiting || phase_ == Phase::reading || phase_ == Phase::resuming) {
+            close_now();
+        }
     }
 
     // Server::stop's deadline passed: cancel whatever runs and close.
     void abort() {
-        if (phase_ == Phase::closed) return;
-        if (phase_ == Phase::handling) log_access(answered_ ? status_ : 503, "aborted by shutdown");
+        if (ended()) return;
+        if (in_exchange()) {
+            log_access(phase_ == Phase::handling ? 503 : status_, "aborted by shutdown");
+        }
         close_now();
     }
 
     // ResponseChannel
     void respond(HttpResponse response) override {
-        if (phase_ != Phase::handling || answered_) return;
-        answered_ = true;
-        response_done_ = true;
+        if (phase_ != Phase::handling) return;
+        phase_ = Phase::answered;
         status_ = response.status;
         std::string bytes = head(response, response.body.size());
         bytes += response.body;
@@ -147,36 +149,34 @@ class Session : public std::enable_shared_from_this<Session>, public ResponseCha
     }
 
     void start_stream(HttpResponse response) override {
-        if (phase_ != Phase::handling || answered_) return;
-        answered_ = true;
-        streaming_ = true;
+        if (phase_ != Phase::handling) return;
+        phase_ = Phase::streaming;
         status_ = response.status;
-        chunked_ = version_ >= 11;
         // Without chunked encoding (HTTP/1.0) the end of the body is the end of the connection.
-        if (!chunked_) keep_alive_ = false;
+        if (!chunked()) keep_alive_ = false;
         queue(head(response, std::nullopt));
     }
 
     void send_chunk(std::string data) override {
-        if (phase_ != Phase::handling || !streaming_ || response_done_ || data.empty()) return;
-        if (chunked_) {
+        if (phase_ != Phase::streaming || data.empty()) return;
+        if (chunked()) {
             queue(fmt::format("{:x}\r\n", data.size()) + data + "\r\n");
         } else {
             queue(std::move(data));
         }
-        if (phase_ == Phase::handling && pending_output() > shared_->options.max_buffered_output) {
+        if (phase_ == Phase::streaming && pending_output() > shared_->options.max_buffered_output) {
             client_gone("client reads too slowly");
         }
     }
 
     void end_stream() override {
-        if (phase_ != Phase::handling || !streaming_ || response_done_) return;
-        response_done_ = true;
-        queue(chunked_ ? std::string("0\r\n\r\n") : std::string());
+        if (phase_ != Phase::streaming) return;
+        phase_ = Phase::answered;
+        queue(chunked() ? std::string("0\r\n\r\n") : std::string());
     }
 
     void hold(std::shared_ptr<Exchange> exchange) override {
-        if (phase_ != Phase::handling) {
+        if (!in_exchange()) {
             exchange->cancel();
             return;
         }
@@ -192,17 +192,41 @@ class Session : public std::enable_shared_from_this<Session>, public ResponseCha
     AccessInfo& access() override { return access_; }
 
   private:
-    enum class Phase { idle, reading, handling, closed };
+    // Where the connection is in its life (server/README.md draws it). Each phase says which
+    // timer runs, which ResponseChannel calls still count, and what an I/O completion does next.
+    enum class Phase {
+        waiting,    // for a request's first bytes (the idle timeout)
+        reading,    // a request's header and body (the header and body timeouts)
+        handling,   // the API has the request; nothing answered yet
+        streaming,  // a streamed answer: its head is queued, chunks follow until end_stream()
+        answered,   // the whole answer is queued, being written (the write timeout)
+        finishing,  // all written; finish_exchange is posted, to run outside the channel's calls
+        resuming,   // exchange over: the watch read is being cancelled, then the next request
+        lingering,  // half-closed after the last answer: input discarded a moment, then closed
+        closed,
+    };
+
+    // Between dispatch and the exchange's end: the API's exchange is alive, the client watched.
+    bool in_exchange() const {
+        return phase_ == Phase::handling || phase_ == Phase::streaming ||
+               phase_ == Phase::answered || phase_ == Phase::finishing;
+    }
+    // Nothing more is read or answered on this connection.
+    bool ended() const { return phase_ == Phase::lingering || phase_ == Phase::closed; }
+    // HTTP/1.1 streams are chunked; HTTP/1.0's end with the connection.
+    bool chunked() const { return version_ >= 11; }
+    // Whether the connection stays open for another request once this one is answered.
+    bool keeps_alive() const { return keep_alive_ && !shared_->stopping; }
 
     // ---- reading a request ----
 
     void read_request() {
-        if (phase_ == Phase::closed) return;
-        if (stop_requested_ || shared_->stopping) {
+        if (ended()) return;
+        if (shared_->stopping) {
             close_now();
             return;
         }
-        phase_ = Phase::idle;
+        phase_ = Phase::waiting;
         parser_.emplace();
         parser_->header_limit(static_cast<uint32_t>(shared_->options.header_limit));
         parser_->body_limit(shared_->options.body_limit);
@@ -217,7 +241,7 @@ class Session : public std::enable_shared_from_this<Session>, public ResponseCha
     }
 
     void on_first_bytes(error_code ec, size_t n) {
-        if (ec || phase_ == Phase::closed) {
+        if (ec || ended()) {
             close_now();
             return;
         }
@@ -255,7 +279,7 @@ class Session : public std::enable_shared_from_this<Session>, public ResponseCha
     }
 
     void on_header(error_code ec) {
-        if (phase_ == Phase::closed) return;
+        if (ended()) return;
         if (ec) {
             fail_reading(ec);
             return;
@@ -284,7 +308,7 @@ class Session : public std::enable_shared_from_this<Session>, public ResponseCha
     }
 
     void read_body() {
-        if (phase_ == Phase::closed) return;
+        if (ended()) return;
         if (parser_->is_done()) {
             on_body({});
             return;
@@ -295,7 +319,7 @@ class Session : public std::enable_shared_from_this<Session>, public ResponseCha
     }
 
     void on_body(error_code ec) {
-        if (phase_ == Phase::closed) return;
+        if (ended()) return;
         if (ec) {
             fail_reading(ec);
             return;
@@ -322,7 +346,6 @@ class Session : public std::enable_shared_from_this<Session>, public ResponseCha
 
     void begin_exchange() {
         phase_ = Phase::handling;
-        answered_ = response_done_ = streaming_ = chunked_ = finish_posted_ = false;
         status_ = 0;
         access_ = {};
         request_id_ = shared_->next_request_id();
@@ -333,7 +356,7 @@ class Session : public std::enable_shared_from_this<Session>, public ResponseCha
     void dispatch_request() {
         begin_exchange();
         auto& req = parser_->get();
-        keep_alive_ = req.keep_alive() && !stop_requested_;
+        keep_alive_ = req.keep_alive();
         version_ = req.version();
         method_ = std::string(req.method_string());
 
@@ -360,7 +383,7 @@ class Session : public std::enable_shared_from_this<Session>, public ResponseCha
     // Keeps one read open during handling: EOF or an error means the client is gone (its
     // generation is cancelled); data is a pipelined request, kept in the buffer for later.
     void watch_client() {
-        if (watching_ || phase_ != Phase::handling || buffer_.size() >= read_ahead_limit) return;
+        if (watching_ || !in_exchange() || buffer_.size() >= read_ahead_limit) return;
         watching_ = true;
         stream_.expires_never();  // only touches the read timer while a write is in progress
         stream_.async_read_some(
@@ -370,24 +393,23 @@ class Session : public std::enable_shared_from_this<Session>, public ResponseCha
 
     void on_watch(error_code ec, size_t n) {
         watching_ = false;
-        if (draining_) {
+        if (phase_ == Phase::lingering) {
             drain();
             return;
         }
-        if (phase_ == Phase::closed) return;
+        if (ended()) return;
         if (!ec) buffer_.commit(n);
         if (ec && ec != net::error::operation_aborted) {
-            if (phase_ == Phase::handling) {
+            if (in_exchange()) {
                 client_gone("client closed the connection");
             } else {
                 close_now();
             }
             return;
         }
-        if (phase_ == Phase::handling) {
+        if (in_exchange()) {
             watch_client();
-        } else if (resume_after_watch_) {
-            resume_after_watch_ = false;
+        } else if (phase_ == Phase::resuming) {
             read_request();
         }
     }
@@ -410,11 +432,10 @@ class Session : public std::enable_shared_from_this<Session>, public ResponseCha
         for (const auto& [name, value] : r.headers) out += name + ": " + value + "\r\n";
         if (content_length) {
             out += fmt::format("Content-Length: {}\r\n", *content_length);
-        } else if (chunked_) {
+        } else if (chunked()) {
             out += "Transfer-Encoding: chunked\r\n";
         }
-        bool keep = keep_alive_ && !shared_->stopping;
-        out += keep ? "Connection: keep-alive\r\n" : "Connection: close\r\n";
+        out += keeps_alive() ? "Connection: keep-alive\r\n" : "Connection: close\r\n";
         out += "\r\n";
         return out;
     }
@@ -427,12 +448,12 @@ class Session : public std::enable_shared_from_this<Session>, public ResponseCha
     }
 
     void flush() {
-        if (writing_ || phase_ != Phase::handling) return;
+        if (writing_ || !in_exchange()) return;
         if (out_.empty()) {
             // Never finish inside a ResponseChannel call: the exchange that called may be the
             // one finish_exchange releases.
-            if (response_done_ && !finish_posted_) {
-                finish_posted_ = true;
+            if (phase_ == Phase::answered) {
+                phase_ = Phase::finishing;
                 net::post(stream_.get_executor(),
                           [self = shared_from_this()] { self->finish_exchange(); });
             }
@@ -450,7 +471,7 @@ class Session : public std::enable_shared_from_this<Session>, public ResponseCha
     void on_written(error_code ec) {
         writing_ = false;
         writing_buf_.clear();
-        if (phase_ != Phase::handling) return;
+        if (!in_exchange()) return;
         if (ec) {
             client_gone(ec == beast::error::timeout ? "write timed out" : "write failed");
             return;
@@ -460,17 +481,16 @@ class Session : public std::enable_shared_from_this<Session>, public ResponseCha
 
     // The response is complete.
     void finish_exchange() {
-        if (phase_ != Phase::handling) return;
+        if (phase_ != Phase::finishing) return;
         log_access(status_, nullptr);
         uncount_running();
         release_exchange();
-        phase_ = Phase::idle;
-        if (!keep_alive_ || stop_requested_ || shared_->stopping) {
+        if (!keeps_alive()) {
             close_gracefully();
             return;
         }
         if (watching_) {
-            resume_after_watch_ = true;
+            phase_ = Phase::resuming;
             stream_.cancel();  // on_watch then reads the next request
             return;
         }
@@ -480,7 +500,7 @@ class Session : public std::enable_shared_from_this<Session>, public ResponseCha
     // ---- ending ----
 
     void client_gone(const char* why) {
-        if (phase_ == Phase::handling) log_access(answered_ ? status_ : 499, why);
+        if (in_exchange()) log_access(phase_ == Phase::handling ? 499 : status_, why);
         close_now();
     }
 
@@ -494,7 +514,7 @@ class Session : public std::enable_shared_from_this<Session>, public ResponseCha
     }
 
     void close_now() {
-        if (phase_ == Phase::closed) return;
+        if (ended()) return;
         phase_ = Phase::closed;
         uncount_running();
         release_exchange();
@@ -521,8 +541,7 @@ class Session : public std::enable_shared_from_this<Session>, public ResponseCha
     // Half-closes and drains what the client still sends for a moment before closing, so a
     // response (e.g. 413 while the body is still arriving) is not destroyed by a reset.
     void close_gracefully() {
-        phase_ = Phase::closed;
-        draining_ = true;
+        phase_ = Phase::lingering;
         error_code ec;
         stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
         if (watching_) {
@@ -578,20 +597,14 @@ class Session : public std::enable_shared_from_this<Session>, public ResponseCha
     beast::flat_buffer buffer_;
     std::optional<http::request_parser<http::string_body>> parser_;
     std::shared_ptr<Shared> shared_;
-    Phase phase_ = Phase::idle;
-    bool stop_requested_ = false;
+    Phase phase_ = Phase::waiting;
 
     // The current exchange.
     std::string request_id_;
     std::string method_;
     unsigned version_ = 11;
-    bool keep_alive_ = false;
+    bool keep_alive_ = false;  // the request's; cleared for an HTTP/1.0 stream and a bad request
     std::shared_ptr<Exchange> exchange_;
-    bool answered_ = false;
-    bool response_done_ = false;
-    bool finish_posted_ = false;
-    bool streaming_ = false;
-    bool chunked_ = false;
     int status_ = 0;
     AccessInfo access_;
     std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
@@ -599,11 +612,10 @@ class Session : public std::enable_shared_from_this<Session>, public ResponseCha
     // Output: out_ waits while writing_buf_ is on the wire.
     std::string out_;
     std::string writing_buf_;
+    // Operations in flight, whatever the phase: a write of writing_buf_, the watch read.
     bool writing_ = false;
     bool watching_ = false;
-    bool resume_after_watch_ = false;
-    bool draining_ = false;
-    bool counted_running_ = false;
+    bool counted_running_ = false;  // the request counts among those a drain waits for
 };
 
 }  // namespace

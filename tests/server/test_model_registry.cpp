@@ -1,7 +1,8 @@
 // The model registry's lives of models: a folder listed by name, loads on demand (once however
 // many ask), the memory budget's least-recently-used eviction, idle unloads and keep_alive, and
-// never an unload under a request. The models are fakes with a declared size; the daemon's real
-// loads are tested end to end by tests/tools/test_models_dir.py.
+// never an unload under a request; and, through the API, requests that wait for a load. The models
+// are fakes with a declared size; the daemon's real loads are tested end to end by
+// tests/tools/test_models_dir.py.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -13,9 +14,11 @@
 #include <thread>
 #include <vector>
 
+#include "server/api.h"
 #include "server/api_error.h"
 #include "server/model_registry.h"
 #include "tests/server/fake_model.h"
+#include "tests/server/waiting_channel.h"
 
 namespace ggufd::server {
 namespace {
@@ -318,6 +321,37 @@ TEST(ModelRegistry, PinnedModelsStayAndAnUnknownNameIs404) {
     EXPECT_EQ(r.state("pinned"), ModelState::loaded);
     EXPECT_THROW(r.unload("pinned"), ApiError);
     EXPECT_FALSE(r.unload("nope"));
+}
+
+// A request whose model is not loaded yet is parked with its parsed form and goes on once the
+// load ends, without being routed, authorised or validated again: the drain that began while it
+// waited would refuse it at a second check. Both first requests share the one load, and the
+// access log learns how long each waited.
+TEST(ApiModelWait, AParkedRequestGoesOnAfterTheLoadWithoutASecondCheck) {
+    FolderSetup s;
+    s.loader->load_time = 300ms;
+    s.folder.write("m.gguf");
+    ModelRegistry registry(s.options());
+    Api api(registry, {});
+    HttpRequest request;
+    request.method = "POST";
+    request.path = "/tokenize";
+    request.body = R"({"model": "m", "content": "hi"})";
+    std::vector<std::shared_ptr<testing::WaitingChannel>> channels;
+    for (int i = 0; i < 2; ++i) {
+        channels.push_back(std::make_shared<testing::WaitingChannel>());
+        api.handle(request, channels.back());
+    }
+    EXPECT_EQ(registry.state("m"), ModelState::loading);
+    api.start_draining();
+    for (const auto& channel : channels) {
+        const HttpResponse r = channel->wait();
+        EXPECT_EQ(r.status, 200) << r.body;
+        EXPECT_EQ(nlohmann::json::parse(r.body)["tokens"].size(), 2u) << r.body;
+        EXPECT_GE(channel->access().load_wait_s, 0.2);
+        EXPECT_EQ(channel->access().model, "m");
+    }
+    EXPECT_EQ(s.loader->loads, 1);
 }
 
 }  // namespace
