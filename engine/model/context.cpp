@@ -259,7 +259,7 @@ void Context::eval_step(std::span<const BatchToken> batch_in, std::vector<float>
     prepare_embeddings(x, positions.data(), n);
 
     const LoraRows lora(row_seqs, seq_adapters_);
-    const Step step{.n = n, .positions = positions, .groups = groups, .lora = lora};
+    const Step step{.n = n, .positions = positions, .groups = groups, .lora = lora, .id = ++steps_};
     for (const std::unique_ptr<Block>& block : blocks_) block->forward(step, x);
 
     for (const SeqGroup& g : groups) {

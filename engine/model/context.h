@@ -1,7 +1,8 @@
 // Evaluation of a model over a KV cache: one call runs a batch that mixes several sequences, each
 // with any number of new tokens (prefill chunks of some, one decode token of others), and returns
 // logits for the positions asked. Continuous batching is built on this; a single sequence is a
-// batch of one.
+// batch of one. Context puts the batch in sequence order, embeds it, runs the model's blocks
+// (blocks/block.h) over it in turn and applies the output head; the blocks hold the mechanisms.
 #pragma once
 
 #include <memory>
@@ -122,6 +123,7 @@ class Context {
     BlockScratch block_scratch_;
     // The model's blocks in the order a step runs them (blocks/block.h).
     std::vector<std::unique_ptr<Block>> blocks_;
+    uint64_t steps_ = 0;  // steps run: the last one's Step::id
     // Scratch reused across calls: the residual stream, the head's normed rows, one embedding row.
     std::vector<float> x_, xn_, tmp_;
 };

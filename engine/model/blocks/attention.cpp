@@ -29,7 +29,7 @@ kernels::RopeParams rope_params(const HParams& hp) {
     return p;
 }
 
-class AttentionBlock final : public Block {
+class AttentionBlock final : public LayerBlock {
   public:
     struct Scratch {
         std::vector<float> xn, q, k, v, qkv, att, out, ffn_out;
@@ -42,6 +42,7 @@ class AttentionBlock final : public Block {
         };
         std::vector<Window> windows;
         std::vector<int32_t> ring_index;
+        uint64_t windows_step = 0;  // the Step::id they were found for (every sliding layer's)
     };
 
     AttentionBlock(const BlockEnv& env, int layer, std::unique_ptr<FeedForwardBlock> parallel_ffn);
@@ -53,13 +54,11 @@ class AttentionBlock final : public Block {
     // RMSNorm of Q [n][n_head * head] and K [n][n_head_kv * head] per head or whole, in place
     // (ArchDesc::qk_norm).
     void qk_norm(float* q, float* k, int64_t n);
-    // s_.windows and s_.ring_index for the step's groups.
+    // s_.windows and s_.ring_index for the step's groups, unless another sliding layer of the
+    // step found them (the ring and the window are the same in every sliding layer).
     void find_windows(const Step& step);
 
-    Primitives& ops_;
     const HParams& hp_;
-    const LayerWeights& l_;
-    const int layer_;
     KvCache& kv_;
     const bool local_;  // a sliding-window layer
     kernels::RopeParams rope_;
@@ -71,10 +70,8 @@ class AttentionBlock final : public Block {
 
 AttentionBlock::AttentionBlock(const BlockEnv& env, int layer,
                                std::unique_ptr<FeedForwardBlock> parallel_ffn)
-    : ops_(env.ops),
+    : LayerBlock(env, layer),
       hp_(env.model.hparams()),
-      l_(env.model.weights().layers[static_cast<size_t>(layer)]),
-      layer_(layer),
       kv_(*env.cache.kv()),
       local_(hp_.is_swa_layer(static_cast<uint32_t>(layer))),
       rope_(rope_params(hp_)),
@@ -113,6 +110,8 @@ AttentionBlock::AttentionBlock(const BlockEnv& env, int layer,
 }
 
 void AttentionBlock::find_windows(const Step& step) {
+    if (s_.windows_step == step.id) return;
+    s_.windows_step = step.id;
     const int ring = kv_.layer_cells(layer_);
     s_.windows.clear();
     s_.ring_index.clear();

@@ -21,9 +21,16 @@
 // (Step::lora for the residual stream's rows), so no block and no product depends on a mode set
 // elsewhere.
 //
-// A step costs one virtual call per block and nothing else beyond the code it replaces: the
-// per-layer choices (sliding window or not, RoPE parameters, dense or routed, fused or separate
-// projections) are made at build time or read from the block's own fields.
+// Blocks are chosen per layer, so a model may mix kinds: a layer is usually a mixer (attention,
+// Mamba; RWKV's time mix, which keeps its channel mix in the same block because both shift
+// tokens through the layer's state) followed by a feed-forward block, and a hybrid (attention
+// layers among gated-delta-net ones, each with a routed FFN) is a list with several mixer kinds.
+// A virtual Block rather than a std::variant: the list is heterogeneous and open (a kind is
+// added without touching the others), and a step costs one indirect call per block, nothing
+// next to its products. The per-layer choices (sliding window or not, RoPE parameters, dense or
+// routed, fused or separate projections) are made at build time or read from the block's own
+// fields, and what the step alone decides (the sliding windows) is found once per step
+// (Step::id).
 //
 // Adding a mechanism (a gated delta net, MLA, ...): one file here with its block class, its
 // scratch struct (got from BlockScratch) and its make_ function declared below; the ArchDesc
@@ -56,6 +63,9 @@ struct Step {
     std::span<const int32_t> positions;       // of each row
     std::span<const SeqGroup> groups;         // in increasing sequence order
     const LoraRows& lora = LoraRows::none();  // the adapters of the rows, for their products
+    // Different for every step of a context: the key under which the layers of one kind may
+    // share what they derive from the step alone (the sliding windows of attention).
+    uint64_t id = 0;
 };
 
 class Block {
@@ -97,10 +107,20 @@ struct BlockEnv {
     bool f16_accumulator = false;  // ContextParams::f16_accumulator
 };
 
+// A block of one layer: what every kind starts from.
+class LayerBlock : public Block {
+  protected:
+    LayerBlock(const BlockEnv& env, int layer);
+
+    Primitives& ops_;
+    const LayerWeights& l_;  // the layer's weights; the block reads those of its kind
+    const int layer_;
+};
+
 // A layer's feed-forward block. Alone in the list it is x += post(ffn(norm(x))) (norm and post
 // per the architecture's placement); parallel_branch serves an attention block whose layer adds
 // both branches to the same input (Residual::parallel).
-class FeedForwardBlock : public Block {
+class FeedForwardBlock : public LayerBlock {
   public:
     FeedForwardBlock(const BlockEnv& env, int layer);
     void forward(const Step& step, float* x) override;
@@ -112,9 +132,6 @@ class FeedForwardBlock : public Block {
   protected:
     // y [n][n_embd] = the FFN of its normed input xn [n][n_embd].
     virtual void apply(const Step& step, const float* xn, float* y) = 0;
-
-    Primitives& ops_;
-    const LayerWeights& l_;
 
   private:
     // apply() followed by the post-FFN norm and the residual scale.

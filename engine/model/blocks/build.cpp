@@ -15,6 +15,9 @@ std::unique_ptr<FeedForwardBlock> make_feed_forward(const BlockEnv& env, int lay
 
 }  // namespace
 
+LayerBlock::LayerBlock(const BlockEnv& env, int layer)
+    : ops_(env.ops), l_(env.model.weights().layers[static_cast<size_t>(layer)]), layer_(layer) {}
+
 std::vector<std::unique_ptr<Block>> build_blocks(const BlockEnv& env) {
     const HParams& hp = env.model.hparams();
     std::vector<std::unique_ptr<Block>> blocks;

@@ -12,9 +12,7 @@ struct FeedForwardBlock::Scratch {
 };
 
 FeedForwardBlock::FeedForwardBlock(const BlockEnv& env, int layer)
-    : ops_(env.ops),
-      l_(env.model.weights().layers[static_cast<size_t>(layer)]),
-      scratch_(env.scratch.get<Scratch>()) {}
+    : LayerBlock(env, layer), scratch_(env.scratch.get<Scratch>()) {}
 
 void FeedForwardBlock::branch(const Step& step, const float* xn, float* out) {
     apply(step, xn, out);
@@ -39,11 +37,11 @@ void FeedForwardBlock::forward(const Step& step, float* x) {
 void FeedForwardBlock::parallel_branch(const Step& step, const float* x, const float* attn_in,
                                        float* out) {
     const float* f = attn_in;
-    if (const gguf::TensorInfo* w = l_.ffn_norm      ? l_.ffn_norm
-                                    : l_.attn_norm_2 ? l_.attn_norm
-                                                     : nullptr) {
+    const bool own = l_.ffn_norm != nullptr;
+    if (own || l_.attn_norm_2) {
         float* xn = grow(scratch_.xn, static_cast<size_t>(step.n * ops_.hparams().n_embd));
-        ops_.norm(w, l_.ffn_norm ? l_.ffn_norm_b : l_.attn_norm_b, x, xn, step.n);
+        ops_.norm(own ? l_.ffn_norm : l_.attn_norm, own ? l_.ffn_norm_b : l_.attn_norm_b, x, xn,
+                  step.n);
         f = xn;
     }
     branch(step, f, out);

@@ -27,17 +27,13 @@ Op sequence_rows(Op op, int64_t begin, int64_t count, float* state) {
     return op;
 }
 
-class MambaBlock final : public Block {
+class MambaBlock final : public LayerBlock {
   public:
     struct Scratch {
         std::vector<float> xn, xz, x, dbc, dt_in, dt, y, out;
     };
     MambaBlock(const BlockEnv& env, int layer)
-        : ops_(env.ops),
-          l_(env.model.weights().layers[static_cast<size_t>(layer)]),
-          layer_(layer),
-          state_(*env.cache.recurrent()),
-          s_(env.scratch.get<Scratch>()) {}
+        : LayerBlock(env, layer), state_(*env.cache.recurrent()), s_(env.scratch.get<Scratch>()) {}
     void forward(const Step& step, float* x) override;
 
   private:
@@ -45,9 +41,6 @@ class MambaBlock final : public Block {
     template <class F>
     void for_channels(std::span<const SeqGroup> groups, int64_t channels, F&& fn);
 
-    Primitives& ops_;
-    const LayerWeights& l_;
-    const int layer_;
     RecurrentState& state_;
     Scratch& s_;
 };

@@ -1,6 +1,6 @@
-// The RWKV block (BlockKind::rwkv6, rwkv7): each layer is a time mix and a
-// channel mix, each reading its LayerNormed input and that input's previous row (the token shift),
-// with x += branch after each. A batch holds any number of tokens per sequence: the projections
+// The RWKV block (BlockKind::rwkv6, rwkv7): each layer is a time mix and a channel mix, each
+// reading its LayerNormed input and that input's previous row (the token shift), with
+// x += branch after each. A batch holds any number of tokens per sequence: the projections
 // run once over every token of the batch, and only the token shift and the WKV recurrence walk
 // each sequence's tokens in order from the state its previous step left in the recurrent store.
 #include <algorithm>
@@ -32,7 +32,7 @@ float sigmoid(float x) {
     return 1.0f / (1.0f + std::exp(-x));
 }
 
-class RwkvBlock final : public Block {
+class RwkvBlock final : public LayerBlock {
   public:
     struct Scratch {
         std::vector<float> xn, prev, out, mix, lora, mu, r, k, v, g, w, a, b, att;
@@ -40,11 +40,7 @@ class RwkvBlock final : public Block {
         std::vector<float> v_first;
     };
     RwkvBlock(const BlockEnv& env, int layer)
-        : ops_(env.ops),
-          l_(env.model.weights().layers[static_cast<size_t>(layer)]),
-          layer_(layer),
-          state_(*env.cache.recurrent()),
-          s_(env.scratch.get<Scratch>()) {}
+        : LayerBlock(env, layer), state_(*env.cache.recurrent()), s_(env.scratch.get<Scratch>()) {}
     // The layer's time mix and channel mix, then RWKV-6's rescaling.
     void forward(const Step& step, float* x) override;
 
@@ -66,9 +62,6 @@ class RwkvBlock final : public Block {
     void time_mix7(const Step& step, const float* xn, const float* prev, float* y);
     void channel_mix(const Step& step, const float* xn, const float* prev, float* y);
 
-    Primitives& ops_;
-    const LayerWeights& l_;
-    const int layer_;
     RecurrentState& state_;
     Scratch& s_;
 };
