@@ -15,7 +15,7 @@ constexpr std::string_view kSuffixB = ".lora_b";
 
 }  // namespace
 
-// The matrices evaluation multiplies through Context::linear. The token embeddings are read by
+// The matrices evaluation multiplies through Primitives::linear. The token embeddings are read by
 // row (llama.cpp stores their pair the other way round) and the experts as stacks, so adapters
 // of those are refused rather than ignored.
 std::vector<const gguf::TensorInfo*> adaptable_matrices(const Model& base) {

@@ -88,8 +88,9 @@ constexpr ArchDesc qwen3_attention(ArchDesc d) {
     return d;
 }
 
-// RWKV-6's and RWKV-7's state per layer, read by Context::rwkv_block in this order: the time mix's
-// and the channel mix's last normed input (the token shifts), then each head's WKV matrix.
+// RWKV-6's and RWKV-7's state per layer, read by the RWKV block (blocks/rwkv.cpp) in this order:
+// the time mix's and the channel mix's last normed input (the token shifts), then each head's WKV
+// matrix.
 inline constexpr std::array<StateBuffer, 3> kRwkvState = {
     StateBuffer{"time_mix_shift", {StateDim::n_embd}},
     StateBuffer{"channel_mix_shift", {StateDim::n_embd}},

@@ -10,8 +10,8 @@
 namespace ggufd::model::arch {
 
 namespace {
-// Read by Context::mamba_block in this order. The scan's state keeps the channel fastest, so the
-// SIMD scan updates a vector of channels per state index.
+// Read by the Mamba block (blocks/mamba.cpp) in this order. The scan's state keeps the channel
+// fastest, so the SIMD scan updates a vector of channels per state index.
 constexpr std::array<StateBuffer, 2> kMambaState = {
     StateBuffer{"conv", {StateDim::ssm_conv_window, StateDim::ssm_inner}},
     StateBuffer{"ssm", {StateDim::ssm_state, StateDim::ssm_inner}}};

@@ -1,0 +1,238 @@
+// The attention block: Q, K and V of the normed input (fused or separate projections, clamps,
+// Q/K norms, RoPE), the new keys and values stored in the layer's KV cells, each sequence's
+// queries attending over its cells (a ring for a sliding-window layer), and the output
+// projection; then the layer's residual wiring, with its FFN when the residual is parallel.
+#include <algorithm>
+#include <limits>
+#include <numeric>
+
+#include "engine/kernels/ops.h"
+#include "engine/model/blocks/block.h"
+
+namespace ggufd::model {
+namespace {
+
+kernels::RopeParams rope_params(const HParams& hp) {
+    kernels::RopeParams p;
+    p.n_rot = hp.n_rot;
+    p.mode = hp.rope_ordering == RopeOrdering::neox ? kernels::RopeMode::neox
+                                                    : kernels::RopeMode::normal;
+    p.freq_base = hp.rope_freq_base;
+    p.freq_scale = hp.rope_scaling == RopeScaling::none ? 1.0f : 1.0f / hp.rope_scale_factor;
+    if (hp.rope_scaling == RopeScaling::yarn) {
+        p.ext_factor = hp.yarn_ext_factor < 0.0f ? 1.0f : hp.yarn_ext_factor;
+    }
+    p.attn_factor = hp.yarn_attn_factor;
+    p.beta_fast = hp.yarn_beta_fast;
+    p.beta_slow = hp.yarn_beta_slow;
+    p.n_ctx_orig = static_cast<int32_t>(hp.rope_n_ctx_orig);
+    return p;
+}
+
+class AttentionBlock final : public LayerBlock {
+  public:
+    struct Scratch {
+        std::vector<float> xn, q, k, v, qkv, att, out, ffn_out;
+        std::vector<int32_t> cell_positions;  // 0, 1, 2, ...: a sequence's cells hold positions
+        // A sliding layer's cells of each sequence group: from where its first query's window
+        // starts through its last token, and where each position lives in the ring (p % cells).
+        struct Window {
+            int32_t start, count;
+            size_t index;  // into ring_index
+        };
+        std::vector<Window> windows;
+        std::vector<int32_t> ring_index;
+        uint64_t windows_step = 0;  // the Step::id they were found for (every sliding layer's)
+    };
+
+    AttentionBlock(const BlockEnv& env, int layer, std::unique_ptr<FeedForwardBlock> parallel_ffn);
+    void forward(const Step& step, float* x) override;
+
+  private:
+    // Q, K and V clamped to the model's clamp_kqv, when it has one.
+    void clamp_qkv(float* q, float* k, float* v, int64_t n);
+    // RMSNorm of Q [n][n_head * head] and K [n][n_head_kv * head] per head or whole, in place
+    // (ArchDesc::qk_norm).
+    void qk_norm(float* q, float* k, int64_t n);
+    // s_.windows and s_.ring_index for the step's groups, unless another sliding layer of the
+    // step found them (the ring and the window are the same in every sliding layer).
+    void find_windows(const Step& step);
+
+    const HParams& hp_;
+    KvCache& kv_;
+    const bool local_;  // a sliding-window layer
+    kernels::RopeParams rope_;
+    kernels::AttentionParams params_;
+    const int64_t q_dim_, k_dim_, v_dim_, att_dim_;
+    std::unique_ptr<FeedForwardBlock> parallel_ffn_;
+    Scratch& s_;
+};
+
+AttentionBlock::AttentionBlock(const BlockEnv& env, int layer,
+                               std::unique_ptr<FeedForwardBlock> parallel_ffn)
+    : LayerBlock(env, layer),
+      hp_(env.model.hparams()),
+      kv_(*env.cache.kv()),
+      local_(hp_.is_swa_layer(static_cast<uint32_t>(layer))),
+      rope_(rope_params(hp_)),
+      q_dim_(int64_t{hp_.head_dim_k} * hp_.n_head),
+      k_dim_(hp_.n_embd_k_gqa()),
+      v_dim_(hp_.n_embd_v_gqa()),
+      att_dim_(int64_t{hp_.head_dim_v} * hp_.n_head),
+      parallel_ffn_(std::move(parallel_ffn)),
+      s_(env.scratch.get<Scratch>()) {
+    rope_.freq_factors = env.rope_factors;
+    // Local (sliding-window) layers: their own RoPE base, without the context scaling when asked.
+    if (local_) {
+        rope_.freq_base = hp_.rope_freq_base_swa;
+        if (hp_.desc->swa_rope_unscaled) {
+            rope_.freq_scale = 1.0f;
+            rope_.ext_factor = 0.0f;
+            rope_.attn_factor = 1.0f;
+        }
+    }
+    params_.n_head = hp_.n_head;
+    params_.n_head_kv = hp_.n_head_kv;
+    params_.head_dim = hp_.head_dim_k;
+    params_.scale = hp_.attn_scale;
+    params_.max_bias = hp_.alibi_max_bias;
+    params_.softcap = hp_.attn_softcap;
+    params_.f16_accumulator = env.f16_accumulator;
+    params_.causal = hp_.causal;
+    params_.sinks = env.model.vector_weight(l_.attn_sinks);
+    params_.window = local_ ? static_cast<int32_t>(std::min<uint32_t>(
+                                  hp_.n_swa, std::numeric_limits<int32_t>::max()))
+                            : 0;
+    if (s_.cell_positions.empty()) {
+        s_.cell_positions.resize(static_cast<size_t>(env.cache.n_ctx()));
+        std::iota(s_.cell_positions.begin(), s_.cell_positions.end(), 0);
+    }
+}
+
+void AttentionBlock::find_windows(const Step& step) {
+    if (s_.windows_step == step.id) return;
+    s_.windows_step = step.id;
+    const int ring = kv_.layer_cells(layer_);
+    s_.windows.clear();
+    s_.ring_index.clear();
+    for (const SeqGroup& g : step.groups) {
+        const int32_t first = step.positions[static_cast<size_t>(g.begin)];
+        const int32_t end = step.positions[static_cast<size_t>(g.begin + g.count - 1)] + 1;
+        const int32_t start =
+            static_cast<int32_t>(std::max<int64_t>(0, int64_t{first} + 1 - int64_t{hp_.n_swa}));
+        s_.windows.push_back({start, end - start, s_.ring_index.size()});
+        for (int32_t p = start; p < end; ++p) s_.ring_index.push_back(p % ring);
+    }
+}
+
+void AttentionBlock::forward(const Step& step, float* x) {
+    const int64_t n = step.n, embd = hp_.n_embd;
+    const int64_t q_dim = q_dim_, k_dim = k_dim_, v_dim = v_dim_, att_dim = att_dim_;
+    kernels::ThreadPool* pool = &ops_.pool();
+    float* xn = grow(s_.xn, static_cast<size_t>(n * std::max(embd, att_dim)));
+    float* q = grow(s_.q, static_cast<size_t>(n * q_dim));
+    float* k = grow(s_.k, static_cast<size_t>(n * k_dim));
+    float* v = grow(s_.v, static_cast<size_t>(n * v_dim));
+    float* att = grow(s_.att, static_cast<size_t>(n * att_dim));
+    float* out = grow(s_.out, static_cast<size_t>(n * embd));
+
+    // The input normed by the second input norm where the layer has one, else by attn_norm, and
+    // left as it is when the architecture has no pre-norms.
+    const float* h = x;
+    if (const gguf::TensorInfo* in_norm = l_.attn_norm_2 ? l_.attn_norm_2 : l_.attn_norm) {
+        ops_.norm(in_norm, l_.attn_norm_2 ? l_.attn_norm_2_b : l_.attn_norm_b, x, xn, n);
+        h = xn;
+    }
+    if (l_.wqkv) {
+        // One product for Q, K and V, then split so each is contiguous as below.
+        const int64_t qkv_dim = q_dim + k_dim + v_dim;
+        float* qkv = grow(s_.qkv, static_cast<size_t>(n * qkv_dim));
+        ops_.affine(*l_.wqkv, l_.bqkv, h, n, qkv, step.lora);
+        for (int64_t i = 0; i < n; ++i) {
+            const float* row = qkv + i * qkv_dim;
+            std::copy_n(row, q_dim, q + i * q_dim);
+            std::copy_n(row + q_dim, k_dim, k + i * k_dim);
+            std::copy_n(row + q_dim + k_dim, v_dim, v + i * v_dim);
+        }
+    } else {
+        ops_.linear_many({{l_.wq, q}, {l_.wk, k}, {l_.wv, v}}, h, n, step.lora);
+        ops_.add_bias(l_.bq, q, n, q_dim);
+        ops_.add_bias(l_.bk, k, n, k_dim);
+        ops_.add_bias(l_.bv, v, n, v_dim);
+    }
+    clamp_qkv(q, k, v, n);
+    qk_norm(q, k, n);
+    const int32_t* positions = step.positions.data();
+    if (hp_.desc->position == PositionKind::rope) {
+        kernels::rope(q, n, hp_.n_head, hp_.head_dim_k, positions, rope_, pool);
+        kernels::rope(k, n, hp_.n_head_kv, hp_.head_dim_k, positions, rope_, pool);
+    }
+
+    for (const SeqGroup& g : step.groups) {
+        for (int64_t i = g.begin; i < g.begin + g.count; ++i) {
+            const int32_t pos = positions[i];
+            kernels::kv_store(kv_.types().k, k + i * k_dim, kv_.k_cell(layer_, g.seq, pos), k_dim);
+            kernels::kv_store(kv_.types().v, v + i * v_dim, kv_.v_cell(layer_, g.seq, pos), v_dim);
+        }
+    }
+    if (local_) find_windows(step);
+    for (size_t gi = 0; gi < step.groups.size(); ++gi) {
+        const SeqGroup& g = step.groups[gi];
+        kernels::KvCellList cells;
+        cells.pos = s_.cell_positions.data();
+        cells.count = positions[g.begin + g.count - 1] + 1;
+        if (local_) {
+            const Scratch::Window& win = s_.windows[gi];
+            cells.index = s_.ring_index.data() + win.index;
+            cells.pos = s_.cell_positions.data() + win.start;
+            cells.count = win.count;
+        }
+        kernels::attention(q + g.begin * q_dim, positions + g.begin, g.count,
+                           kv_.k_view(layer_, g.seq), kv_.v_view(layer_, g.seq), cells, params_,
+                           att + g.begin * att_dim, pool);
+    }
+    ops_.affine(*l_.wo, l_.bo, att, n, out, step.lora);
+    ops_.post_norm(l_.post_attn_norm, out, n);
+    ops_.scale_residual(out, n * embd);
+
+    if (!parallel_ffn_) {
+        kernels::add(x, out, x, n * embd, pool);
+        ops_.residual_norm(l_.post_attn_norm, l_.post_attn_norm_b, x, n);
+        return;
+    }
+    // Both branches read the layer's input.
+    float* ffn_out = grow(s_.ffn_out, static_cast<size_t>(n * embd));
+    parallel_ffn_->parallel_branch(step, x, h, ffn_out);
+    kernels::add(x, out, x, n * embd, pool);
+    kernels::add(x, ffn_out, x, n * embd, pool);
+}
+
+void AttentionBlock::clamp_qkv(float* q, float* k, float* v, int64_t n) {
+    const float c = hp_.clamp_kqv;
+    if (c <= 0.0f) return;
+    kernels::ThreadPool* pool = &ops_.pool();
+    kernels::clamp(q, -c, c, q, n * q_dim_, pool);
+    kernels::clamp(k, -c, c, k, n * k_dim_, pool);
+    kernels::clamp(v, -c, c, v, n * v_dim_, pool);
+}
+
+void AttentionBlock::qk_norm(float* q, float* k, int64_t n) {
+    if (!l_.attn_q_norm) return;
+    const bool whole = hp_.desc->qk_norm == QkNorm::whole;
+    const int64_t q_width = whole ? q_dim_ : hp_.head_dim_k;
+    const int64_t k_width = whole ? k_dim_ : hp_.head_dim_k;
+    const Model& m = ops_.model();
+    kernels::rms_norm_rows(q, m.vector_weight(l_.attn_q_norm), q, n * q_dim_ / q_width, q_width,
+                           hp_.norm_eps, &ops_.pool());
+    kernels::rms_norm_rows(k, m.vector_weight(l_.attn_k_norm), k, n * k_dim_ / k_width, k_width,
+                           hp_.norm_eps, &ops_.pool());
+}
+
+}  // namespace
+
+std::unique_ptr<Block> make_attention_block(const BlockEnv& env, int layer,
+                                            std::unique_ptr<FeedForwardBlock> parallel_ffn) {
+    return std::make_unique<AttentionBlock>(env, layer, std::move(parallel_ffn));
+}
+
+}  // namespace ggufd::model

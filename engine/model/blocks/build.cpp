@@ -1,0 +1,48 @@
+// build_blocks: the one place that maps an ArchDesc and a model's weights to its blocks.
+#include <stdexcept>
+
+#include "engine/model/blocks/block.h"
+
+namespace ggufd::model {
+namespace {
+
+// A layer's FFN: routed where the layer has a router.
+std::unique_ptr<FeedForwardBlock> make_feed_forward(const BlockEnv& env, int layer) {
+    const LayerWeights& l = env.model.weights().layers[static_cast<size_t>(layer)];
+    return l.ffn_gate_inp ? make_routed_feed_forward(env, layer)
+                          : make_dense_feed_forward(env, layer);
+}
+
+}  // namespace
+
+LayerBlock::LayerBlock(const BlockEnv& env, int layer)
+    : ops_(env.ops), l_(env.model.weights().layers[static_cast<size_t>(layer)]), layer_(layer) {}
+
+std::vector<std::unique_ptr<Block>> build_blocks(const BlockEnv& env) {
+    const HParams& hp = env.model.hparams();
+    std::vector<std::unique_ptr<Block>> blocks;
+    for (int layer = 0; layer < static_cast<int>(hp.n_layer); ++layer) {
+        switch (hp.desc->block) {
+            case BlockKind::attention:
+                if (hp.parallel_residual) {
+                    blocks.push_back(
+                        make_attention_block(env, layer, make_feed_forward(env, layer)));
+                } else {
+                    blocks.push_back(make_attention_block(env, layer, nullptr));
+                    blocks.push_back(make_feed_forward(env, layer));
+                }
+                continue;
+            case BlockKind::mamba:
+                blocks.push_back(make_mamba_block(env, layer));
+                continue;
+            case BlockKind::rwkv6:
+            case BlockKind::rwkv7:
+                blocks.push_back(make_rwkv_block(env, layer));
+                continue;
+        }
+        throw std::logic_error("no block for the layers of " + hp.arch);
+    }
+    return blocks;
+}
+
+}  // namespace ggufd::model
