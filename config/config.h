@@ -1,8 +1,8 @@
 // The daemon's one typed configuration. Sources, lowest to highest precedence: built-in defaults,
 // a config file (`--config FILE`, INI-style `key = value` with the long flag names), environment
 // variables GGUFD_<FLAG_NAME>, and command-line flags. Plain data: no behaviour beyond parsing
-// and validation. The defaults are stated here (the scheduler's are its own, from the engine's
-// header-only defaults.h) and --help prints them from a default Config.
+// and validation. The defaults are stated here (the scheduler's in serving_defaults.h, which the
+// engine reads too) and --help prints them from a default Config.
 #pragma once
 
 #include <cstdint>
@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/scheduler/defaults.h"
+#include "config/serving_defaults.h"
 
 namespace ggufd::config {
 
@@ -49,12 +49,12 @@ struct Config {
     std::vector<LoraSpec> loras;  // in the order given: each model's ids number its own
     std::string host = "127.0.0.1";
     uint16_t port = 8080;
-    int threads = 0;                             // inference threads; 0 = one per physical core
-    int threads_batch = 0;                       // threads of steps with prompt tokens; 0 = threads
-    int parallel = scheduler::defaults::kSlots;  // concurrent sequences (slots) per model
-    int ctx_size = 0;  // tokens of context per slot; 0 = the model's, capped at 4096
-    int batch_size = scheduler::defaults::kBatchSize;  // token budget of one engine step
-    int queue_size = scheduler::defaults::kMaxQueue;   // waiting for a slot; beyond it 503
+    int threads = 0;                  // inference threads; 0 = one per physical core
+    int threads_batch = 0;            // threads of steps with prompt tokens; 0 = threads
+    int parallel = defaults::kSlots;  // concurrent sequences (slots) per model
+    int ctx_size = 0;                 // tokens of context per slot; 0 = the model's, capped at 4096
+    int batch_size = defaults::kBatchSize;  // token budget of one engine step
+    int queue_size = defaults::kMaxQueue;   // waiting for a slot; beyond it 503
     // Attention's output accumulated in fp16, cell by cell, as llama.cpp's CPU flash attention
     // does with an F16 cache: greedy text then follows llama.cpp's where two logits nearly tie,
     // at 2-3x the attention time. false: F32 (ggufd's default).

@@ -15,10 +15,10 @@
 #include <thread>
 #include <vector>
 
+#include "config/serving_defaults.h"
 #include "engine/model/context.h"
 #include "engine/sampling/sampler.h"
 #include "engine/sampling/stop.h"
-#include "engine/scheduler/defaults.h"
 #include "engine/scheduler/embedding.h"
 #include "engine/scheduler/generation.h"
 #include "engine/scheduler/stats.h"
@@ -27,10 +27,11 @@
 namespace ggufd::scheduler {
 
 struct SchedulerParams {
-    int n_slots = defaults::kSlots;         // concurrent sequences
-    int n_ctx = 0;                          // tokens per sequence; 0 = the model's, at most 4096
-    int batch_size = defaults::kBatchSize;  // token budget of one step
-    int max_queue = defaults::kMaxQueue;    // waiting for a slot before submit() answers queue_full
+    int n_slots = config::defaults::kSlots;  // concurrent sequences
+    int n_ctx = 0;                           // tokens per sequence; 0 = the model's, at most 4096
+    int batch_size = config::defaults::kBatchSize;  // token budget of one step
+    int max_queue =
+        config::defaults::kMaxQueue;        // waiting for a slot before submit() answers queue_full
     int n_threads = 0;                      // inference threads; 0 = physical cores
     int n_threads_batch = 0;                // model::ContextParams::n_threads_batch; 0 = n_threads
     bool f16_accumulator = false;           // model::ContextParams::f16_accumulator
