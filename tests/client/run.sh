@@ -74,7 +74,7 @@ port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); pr
   "${family_flags[@]}" --threads 1 >"$work/ggufd.log" 2>&1 &
 pid=$!
 trap 'kill $pid 2>/dev/null || true' EXIT
-for _ in $(seq 100); do
+for _ in $(seq 1200); do  # up to 120 s: a sanitizer build loads its many models slowly
   curl -sf "http://127.0.0.1:$port/health" >/dev/null && break
   sleep 0.1
 done
@@ -107,7 +107,7 @@ serve_and_run() {  # the server's flags, then the models to test
   port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
   "$bin_dir/ggufd" --port "$port" "${flags[@]}" --threads 1 --parallel 4 >"$work/ggufd-forced.log" 2>&1 &
   pid=$!
-  for _ in $(seq 300); do
+  for _ in $(seq 1200); do
     curl -sf "http://127.0.0.1:$port/health" >/dev/null && break
     sleep 0.1
   done
