@@ -72,9 +72,9 @@ struct Cursor {
     // with the number of calls that stood when it was read (the call it names is the next one):
     // what a call cut off before its arguments began is recognised by (StreamParser::recover_call).
     std::vector<std::pair<size_t, std::string>>* names = nullptr;
-    // Set with `names` when the text ended and the question is whether more text would have
-    // continued the region: a region only waiting for the reply to end is then decided.
-    bool probing = false;
+    // The text ended and the question is whether more text would have continued the region
+    // (names are collected only then): a region only waiting for the reply to end is decided.
+    bool probing() const { return names != nullptr; }
     void add_name(Scan s, const std::string& whole) {
         if (names != nullptr && s != Scan::bad) {
             names->emplace_back(calls->size(), s == Scan::ok ? whole : std::string(rest()));
@@ -519,7 +519,7 @@ RegionResult json_reply(Cursor& c) {
     c.pos = start;
     json v;
     const Scan whole = c.value(v);
-    if (whole == Scan::more && c.names != nullptr) {
+    if (whole == Scan::more && c.probing()) {
         // Cut off (StreamParser::run's probe): a call object written name first stands with
         // the arguments it has so far, or at least its name may.
         Cursor scratch = c;
@@ -529,7 +529,7 @@ RegionResult json_reply(Cursor& c) {
     CHAT_TRY(whole);
     c.skip_blanks();
     if (c.pos != c.text.size()) return {};
-    if (!c.at_end) return {c.probing ? Scan::bad : Scan::more};
+    if (!c.at_end) return {c.probing() ? Scan::bad : Scan::more};
     // The one member of a wrapper, or the call object itself.
     const bool wrapped = v.size() == 1 && (v.contains("tool_call") || v.contains("tool_calls"));
     std::vector<Call> calls;
@@ -1177,8 +1177,8 @@ void StreamParser::run(bool at_end, Delta& out) {
                     // Cut off where more text would have continued it: markup, never content.
                     std::vector<Call> open_calls;
                     std::vector<std::pair<size_t, std::string>> names;
-                    Cursor probe{pending_,   m->pos,      false,  consumed_,
-                                 &scanners_, &open_calls, &names, true};
+                    Cursor probe{pending_,   m->pos,      false, consumed_,
+                                 &scanners_, &open_calls, &names};
                     if (parse_region(*m->trigger, probe, ctx).status == Scan::more) {
                         if (open_calls.size() < calls.size()) open_calls = std::move(calls);
                         send_calls(open_calls, false, out);

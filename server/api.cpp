@@ -9,7 +9,6 @@
 
 #include "chat/reply_rules.h"
 #include "engine/grammar/grammar.h"
-#include "engine/grammar/json_schema.h"
 #include "server/auth.h"
 #include "server/generation_job.h"
 #include "server/requests.h"

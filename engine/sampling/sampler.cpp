@@ -442,8 +442,7 @@ void Sampler::follow_budget(int32_t token) {
             // else the model writes on until it can be closed.
             if (budget_used_ >= b.tokens &&
                 text::complete_prefix_length(budget_text_) == budget_text_.size() &&
-                (!grammar_ || !grammar_active_ || b.close.empty() ||
-                 grammar_->allows(b.close[0]))) {
+                (!grammar_ || !grammar_active_ || grammar_->allows(b.close[0]))) {
                 budget_ = Budget::forcing;
             }
             // What may still hold the start of the closer, or of a character being written.
