@@ -11,6 +11,7 @@
 #include "engine/grammar/grammar.h"
 #include "server/auth.h"
 #include "server/generation_job.h"
+#include "server/openai_writer.h"
 #include "server/requests.h"
 #include "server/responses.h"
 
@@ -33,19 +34,22 @@ bool truthy(const std::optional<std::string>& v) {
 
 // Runs `handle` and answers what it throws: an ApiError as itself, a parameter the engine refuses
 // as a 400, anything else as a 500 naming the request id.
+// Errors take the shape of the request's dialect.
 template <class Handle>
 void answering_failures(const HttpRequest& request, ResponseChannel& channel, Handle handle) {
+    const ErrorShape shape = error_shape_of(request.path);
     try {
         handle();
     } catch (const ApiError& e) {
-        channel.respond(error_response(e));
+        channel.respond(error_response(e, shape));
     } catch (const sampling::InvalidParam& e) {
         // A parameter the engine refuses is the client's to fix.
-        channel.respond(error_response(ApiError::bad_request(e.what(), e.param())));
+        channel.respond(error_response(ApiError::bad_request(e.what(), e.param()), shape));
     } catch (const std::exception& e) {
         spdlog::error("request {}: internal error: {}", request.request_id, e.what());
         channel.respond(error_response(
-            ApiError::internal("internal server error (request id " + request.request_id + ")")));
+            ApiError::internal("internal server error (request id " + request.request_id + ")"),
+            shape));
     }
 }
 
@@ -61,15 +65,6 @@ HttpRequest without_body(const HttpRequest& request) {
 }
 
 }  // namespace
-
-HttpResponse error_response(const ApiError& error) {
-    HttpResponse r = json_response(error.status(), error_json(error));
-    if (error.retry_after_s() > 0) {
-        r.headers.emplace_back("Retry-After", std::to_string(error.retry_after_s()));
-    }
-    if (error.status() == 401) r.headers.emplace_back("WWW-Authenticate", "Bearer");
-    return r;
-}
 
 Api::Api(ModelRegistry& registry, ApiOptions options)
     : registry_(registry), options_(std::move(options)) {
@@ -125,24 +120,28 @@ void Api::handle(const HttpRequest& request, const std::shared_ptr<ResponseChann
             r.status = 204;
             r.headers.emplace_back("Access-Control-Allow-Methods",
                                    fmt::format("{}, OPTIONS", route->method));
-            r.headers.emplace_back("Access-Control-Allow-Headers", "Authorization, Content-Type");
+            r.headers.emplace_back("Access-Control-Allow-Headers",
+                                   "Authorization, Content-Type, X-Api-Key, Anthropic-Version");
             r.headers.emplace_back("Access-Control-Max-Age", "600");
             channel->respond(std::move(r));
             return;
         }
         bool needs_key = !(route && route->public_route) && !options_.api_keys.empty();
-        if (needs_key && !bearer_authorized(request.header("authorization"), options_.api_keys)) {
+        if (needs_key && !key_authorized(request.header("authorization"),
+                                         request.header("x-api-key"), options_.api_keys)) {
             throw ApiError::unauthorized(
-                "Incorrect or missing API key: send it as 'Authorization: Bearer <key>'");
+                "Incorrect or missing API key: send it as "
+                "'Authorization: Bearer <key>' or 'x-api-key: <key>'");
         }
         if (!route) {
             throw ApiError::not_found(
                 fmt::format("Unknown request URL: {} {}", request.method, request.path));
         }
         if (request.method != route->method) {
-            HttpResponse r = error_response(ApiError::method_not_allowed(
-                fmt::format("Method {} is not allowed for {}; use {}", request.method,
-                            route->pattern, route->method)));
+            HttpResponse r = error_response(ApiError::method_not_allowed(fmt::format(
+                                                "Method {} is not allowed for {}; use {}",
+                                                request.method, route->pattern, route->method)),
+                                            error_shape_of(request.path));
             r.headers.emplace_back("Allow", route->method);
             channel->respond(std::move(r));
             return;
@@ -326,25 +325,19 @@ void start_generation(GenerationPlan plan, ModelBackend& model,
 // The n choices of one prompt: with a seed, each choice gets its own (seed + j) so that n > 1
 // does not produce n copies of the same text.
 void add_choices(GenerationPlan& plan, size_t prompt_index,
-                 const scheduler::GenerationRequest& base, const std::string& echo, int32_t n) {
+                 const scheduler::GenerationRequest& base, int32_t n) {
     for (int32_t j = 0; j < n; ++j) {
-        ChoicePlan c{prompt_index, echo, base};
+        ChoicePlan c{prompt_index, base};
         if (c.request.sampling.seed) *c.request.sampling.seed += static_cast<uint64_t>(j);
         plan.choices.push_back(std::move(c));
     }
 }
 
-// A plan with no choices yet: the answer's identity and shape.
-GenerationPlan make_plan(ApiKind kind, const HttpRequest& request, const ModelBackend& model,
-                         const GenerationOptions& options) {
-    GenerationPlan plan;
-    plan.kind = kind;
-    const char* prefix = kind == ApiKind::chat ? "chatcmpl-" : "cmpl-";
-    plan.meta = {prefix + request.request_id, model.name(), std::time(nullptr)};
-    plan.stream = options.stream;
-    plan.include_usage = options.include_usage;
-    plan.logprobs = options.logprobs;
-    return plan;
+OpenAIAnswer openai_answer(const char* id_prefix, const HttpRequest& request,
+                           const ModelBackend& model, const GenerationOptions& options) {
+    return {{id_prefix + request.request_id, model.name(), std::time(nullptr)},
+            options.include_usage,
+            options.logprobs};
 }
 
 // A chat reply's rules (chat/reply_rules.h) carried out on the engine's request: the grammar
@@ -380,9 +373,30 @@ void apply_reply_rules(const chat::ReplyRules& rules, const ModelBackend& model,
 
 void Api::completions(const HttpRequest& request, const std::shared_ptr<ResponseChannel>& channel,
                       ModelRequest<CompletionRequest> parsed) {
-    auto [r, lease, model] = std::move(parsed);
+    const CompletionRequest& r = parsed.r;
+    std::vector<std::string> echoes;
+    if (r.echo) {
+        for (const PromptInput& p : r.prompts) {
+            if (p.is_tokens)
+                scheduler::check_token_ids(p.tokens, parsed.model.vocab_size(), "prompt");
+            const std::string echo = p.is_tokens ? parsed.model.detokenize(p.tokens) : p.text;
+            echoes.insert(echoes.end(), static_cast<size_t>(r.n), echo);
+        }
+    } else {
+        echoes.resize(r.prompts.size() * static_cast<size_t>(r.n));
+    }
+    auto writer = openai_completion_writer(openai_answer("cmpl-", request, parsed.model, r),
+                                           std::move(echoes));
+    start_completion(std::move(parsed), channel, std::move(writer));
+}
 
-    GenerationPlan plan = make_plan(ApiKind::completion, request, model, r);
+void Api::start_completion(ModelRequest<CompletionRequest> parsed,
+                           const std::shared_ptr<ResponseChannel>& channel,
+                           std::unique_ptr<ReplyWriter> writer) {
+    auto [r, lease, model] = std::move(parsed);
+    GenerationPlan plan;
+    plan.stream = r.stream;
+    plan.writer = std::move(writer);
     plan.model_lease = lease;
     for (size_t k = 0; k < r.prompts.size(); ++k) {
         const PromptInput& p = r.prompts[k];
@@ -395,9 +409,7 @@ void Api::completions(const HttpRequest& request, const std::shared_ptr<Response
                                             : model.tokenize(p.text, /*add_special=*/true,
                                                              /*parse_special=*/true);
         check_request(engine_request, model, "prompt");
-        std::string echo;
-        if (r.echo) echo = p.is_tokens ? model.detokenize(engine_request.prompt) : p.text;
-        add_choices(plan, k, engine_request, echo, r.n);
+        add_choices(plan, k, engine_request, r.n);
     }
     start_generation(std::move(plan), model, channel, "prompt", options_.retry_after_s);
 }
@@ -405,6 +417,14 @@ void Api::completions(const HttpRequest& request, const std::shared_ptr<Response
 void Api::chat_completions(const HttpRequest& request,
                            const std::shared_ptr<ResponseChannel>& channel,
                            ModelRequest<ChatRequest> parsed) {
+    auto writer = openai_chat_writer(openai_answer("chatcmpl-", request, parsed.model, parsed.r),
+                                     static_cast<size_t>(parsed.r.n));
+    start_chat(std::move(parsed), channel, std::move(writer));
+}
+
+void Api::start_chat(ModelRequest<ChatRequest> parsed,
+                     const std::shared_ptr<ResponseChannel>& channel,
+                     std::unique_ptr<ReplyWriter> writer) {
     auto [r, lease, model] = std::move(parsed);
 
     scheduler::GenerationRequest engine_request;
@@ -435,11 +455,13 @@ void Api::chat_completions(const HttpRequest& request,
         throw_grammar_error("'tools'", "tools");
     }
     apply_reply_rules(rules, model, engine_request.sampling);
-    GenerationPlan plan = make_plan(ApiKind::chat, request, model, r);
+    GenerationPlan plan;
+    plan.stream = r.stream;
+    plan.writer = std::move(writer);
     plan.model_lease = lease;
     plan.chat_output = std::move(rules.parser);
     engine_request.render_tokens = model.chat_markup_tokens();
-    add_choices(plan, 0, engine_request, {}, r.n);
+    add_choices(plan, 0, engine_request, r.n);
     start_generation(std::move(plan), model, channel, "messages", options_.retry_after_s);
 }
 

@@ -15,6 +15,7 @@
 #include "server/http_types.h"
 #include "server/limits.h"
 #include "server/model_registry.h"
+#include "server/reply_writer.h"
 #include "server/requests.h"
 
 namespace ggufd::server {
@@ -129,6 +130,14 @@ class Api {
                      ModelRequest<CompletionRequest>);
     void chat_completions(const HttpRequest&, const std::shared_ptr<ResponseChannel>&,
                           ModelRequest<ChatRequest>);
+    // Every dialect's generation, once its request is translated: a chat (the template, the
+    // reply rules, the parser) or a completion (raw prompts), answered by the dialect's writer.
+    void start_chat(ModelRequest<ChatRequest> parsed,
+                    const std::shared_ptr<ResponseChannel>& channel,
+                    std::unique_ptr<ReplyWriter> writer);
+    void start_completion(ModelRequest<CompletionRequest> parsed,
+                          const std::shared_ptr<ResponseChannel>& channel,
+                          std::unique_ptr<ReplyWriter> writer);
     void tokenize(const HttpRequest&, const std::shared_ptr<ResponseChannel>&,
                   ModelRequest<TokenizeRequest>);
     void detokenize(const HttpRequest&, const std::shared_ptr<ResponseChannel>&,
@@ -146,9 +155,6 @@ class Api {
     std::vector<Route> routes_;
     std::atomic<bool> draining_{false};
 };
-
-// The response for an error: its status, OpenAI-shaped body, Retry-After when it has one.
-HttpResponse error_response(const ApiError& error);
 
 // A request the engine refused, thrown as the ApiError its status means (nothing when accepted):
 // the engine's "prompt" parameter is named `prompt_param`.

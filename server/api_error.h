@@ -1,13 +1,16 @@
-// Errors the API answers with, in OpenAI's shape: {"error": {"message", "type", "param", "code"}}
-// and an HTTP status. Handlers throw ApiError; the router turns it into the response.
+// Errors the API answers with: an HTTP status and a body in the shape of the request's dialect
+// (OpenAI's {"error": {"message", "type", "param", "code"}} unless the route says otherwise).
+// Handlers throw ApiError; the router turns it into the response.
 #pragma once
 
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
 #include "engine/sampling/params.h"
+#include "server/http_types.h"
 
 namespace ggufd::server {
 
@@ -47,7 +50,18 @@ class ApiError : public std::runtime_error {
     int retry_after_s_ = 0;
 };
 
-// {"error": {...}} for an error.
-nlohmann::json error_json(const ApiError& error);
+// The error bodies of the dialects: OpenAI's (its Responses API's too), Anthropic's
+// {"type": "error", "error": {"type", "message"}} with its type names, Ollama's {"error": message}.
+enum class ErrorShape { openai, anthropic, ollama };
+
+// Which shape a request path's errors take, unknown routes included: /v1/messages... Anthropic's,
+// /api/... Ollama's, everything else OpenAI's.
+ErrorShape error_shape_of(std::string_view path);
+
+nlohmann::json error_json(const ApiError& error, ErrorShape shape = ErrorShape::openai);
+
+// The response for an error: its status, body, Retry-After when it has one, WWW-Authenticate for
+// a 401.
+HttpResponse error_response(const ApiError& error, ErrorShape shape = ErrorShape::openai);
 
 }  // namespace ggufd::server

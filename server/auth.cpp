@@ -14,8 +14,23 @@ bool constant_time_equals(std::string_view given, std::string_view secret) {
     return diff == 0;
 }
 
-bool bearer_authorized(std::optional<std::string_view> authorization,
-                       const std::vector<std::string>& keys) {
+namespace {
+
+// Every key is compared (no early exit) so the time does not reveal which one matched.
+bool one_of(std::string_view token, const std::vector<std::string>& keys) {
+    bool ok = false;
+    for (const auto& key : keys) {
+        bool match = constant_time_equals(token, key);
+        ok = ok || match;
+    }
+    return ok && !token.empty();
+}
+
+}  // namespace
+
+bool key_authorized(std::optional<std::string_view> authorization,
+                    std::optional<std::string_view> api_key, const std::vector<std::string>& keys) {
+    if (api_key && one_of(*api_key, keys)) return true;
     if (!authorization) return false;
     std::string_view value = *authorization;
     constexpr std::string_view scheme = "bearer ";
@@ -26,12 +41,7 @@ bool bearer_authorized(std::optional<std::string_view> authorization,
     std::string_view token = value.substr(scheme.size());
     while (!token.empty() && token.front() == ' ') token.remove_prefix(1);
     while (!token.empty() && token.back() == ' ') token.remove_suffix(1);
-    bool ok = false;
-    for (const auto& key : keys) {
-        bool match = constant_time_equals(token, key);
-        ok = ok || match;
-    }
-    return ok && !token.empty();
+    return one_of(token, keys);
 }
 
 }  // namespace ggufd::server

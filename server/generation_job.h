@@ -1,6 +1,7 @@
 // One generation request in flight: submits a choice per (prompt, n) to the model's scheduler,
 // receives the scheduler's events on the session's strand, and answers with one JSON body or a
-// stream of SSE chunks. Independent of Beast: it talks to the session through ResponseChannel.
+// stream, written by the dialect's ReplyWriter. Independent of Beast: it talks to the session
+// through ResponseChannel.
 #pragma once
 
 #include <atomic>
@@ -16,30 +17,25 @@
 #include "chat/parser.h"
 #include "engine/scheduler/generation.h"
 #include "server/http_types.h"
-#include "server/responses.h"
+#include "server/reply_writer.h"
 #include "text/utf8.h"
 
 namespace ggufd::server {
 
 class ModelLease;
 
-enum class ApiKind { completion, chat };
-
 struct ChoicePlan {
     size_t prompt_index = 0;               // which prompt (completions may have several)
-    std::string echo;                      // text put before the generated text (completions' echo)
     scheduler::GenerationRequest request;  // what to submit; the job adds the sink
 };
 
 struct GenerationPlan {
-    ApiKind kind = ApiKind::completion;
-    ResponseMeta meta;
     bool stream = false;
-    bool include_usage = false;
-    bool logprobs = false;
     std::vector<ChoicePlan> choices;  // the response's choices, by index
     // Chat: how each choice's text is read into content, reasoning and tool calls.
     std::optional<chat::ParserOptions> chat_output;
+    // The dialect's answer (openai_writer.h and the other dialects' files).
+    std::unique_ptr<ReplyWriter> writer;
     // Keeps the model loaded while the job lives (the registry never unloads it under a stream).
     std::shared_ptr<ModelLease> model_lease;
 };
@@ -68,27 +64,18 @@ class GenerationJob : public Exchange, public std::enable_shared_from_this<Gener
         std::optional<chat::StreamParser> parser;  // chat: one per choice
         // Set when the reply is complete before the model ended it (a repeated forced call).
         std::shared_ptr<std::atomic<bool>> ended = std::make_shared<std::atomic<bool>>(false);
-        std::string text;  // generated so far (without the echo)
-        CompletionLogprobs completion_logprobs;
-        nlohmann::json chat_logprobs = nlohmann::json::array();
-        bool finished = false;
-        scheduler::FinishReason reason = scheduler::FinishReason::stop;
-        scheduler::Usage usage;
         std::string error;
     };
 
     void append(size_t index, const std::string& text, const scheduler::TokenEvent* event);
-    void end_if_repeated(Choice& c);
-    void send_event(nlohmann::json chunk);
     void complete();
-    nlohmann::json choice_finish_reason(const Choice& c) const;
-    nlohmann::json usage() const;
-    nlohmann::json full_response() const;
+    ReplyTotals totals() const;
 
     GenerationPlan plan_;
     std::shared_ptr<ResponseChannel> channel_;
     std::shared_ptr<std::atomic<bool>> cancelled_;
     std::vector<Choice> choices_;
+    std::vector<ChoiceState> states_;  // what the writer reads of each choice
     size_t finished_ = 0;
     bool started_ = false;
     bool saw_token_ = false;

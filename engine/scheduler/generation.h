@@ -38,6 +38,9 @@ struct Usage {
     int32_t completion_tokens = 0;
     int32_t cached_prompt_tokens = 0;  // reused from a slot's KV prefix
     double time_to_first_token_s = 0.0;
+    // The request's stop string that ended the reply (its text is not in the output); empty when
+    // something else ended it. Anthropic's and Ollama's answers name it.
+    std::string stop_string;
 };
 
 class GenerationSink {

@@ -387,6 +387,8 @@ void Scheduler::handle_logits(Slot& slot, std::span<const float> logits) {
     if (step.finished()) {
         if (step.reason == sampling::StopReason::end_of_generation) --a.usage.completion_tokens;
         if (step.reason == sampling::StopReason::max_tokens) event.text += a.decoder->flush();
+        if (step.reason == sampling::StopReason::stop_string)
+            a.usage.stop_string = step.stop_string;
         if (!event.text.empty() || !event.logprobs.empty()) a.request.sink->on_token(event);
         finish(slot, step.reason == sampling::StopReason::max_tokens ? FinishReason::length
                                                                      : FinishReason::stop);

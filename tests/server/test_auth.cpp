@@ -16,17 +16,28 @@ TEST(ConstantTimeEquals, ComparesWholeStrings) {
     EXPECT_FALSE(constant_time_equals(std::string("secret\0", 7), "secret"));
 }
 
-TEST(BearerAuthorized, ChecksSchemeAndEveryKey) {
+TEST(KeyAuthorized, ChecksSchemeAndEveryKey) {
     std::vector<std::string> keys = {"k1", "k2"};
-    EXPECT_TRUE(bearer_authorized("Bearer k1", keys));
-    EXPECT_TRUE(bearer_authorized("bearer k2", keys));
-    EXPECT_TRUE(bearer_authorized("Bearer  k2 ", keys));
-    EXPECT_FALSE(bearer_authorized("Bearer k3", keys));
-    EXPECT_FALSE(bearer_authorized("Basic k1", keys));
-    EXPECT_FALSE(bearer_authorized("k1", keys));
-    EXPECT_FALSE(bearer_authorized("Bearer ", keys));
-    EXPECT_FALSE(bearer_authorized(std::nullopt, keys));
-    EXPECT_FALSE(bearer_authorized("Bearer ", {""}));
+    EXPECT_TRUE(key_authorized("Bearer k1", std::nullopt, keys));
+    EXPECT_TRUE(key_authorized("bearer k2", std::nullopt, keys));
+    EXPECT_TRUE(key_authorized("Bearer  k2 ", std::nullopt, keys));
+    EXPECT_FALSE(key_authorized("Bearer k3", std::nullopt, keys));
+    EXPECT_FALSE(key_authorized("Basic k1", std::nullopt, keys));
+    EXPECT_FALSE(key_authorized("k1", std::nullopt, keys));
+    EXPECT_FALSE(key_authorized("Bearer ", std::nullopt, keys));
+    EXPECT_FALSE(key_authorized(std::nullopt, std::nullopt, keys));
+    EXPECT_FALSE(key_authorized("Bearer ", std::nullopt, {""}));
+}
+
+// Anthropic's clients send the key as x-api-key; either header may carry it.
+TEST(KeyAuthorized, TakesTheKeyFromXApiKeyToo) {
+    std::vector<std::string> keys = {"k1", "k2"};
+    EXPECT_TRUE(key_authorized(std::nullopt, "k2", keys));
+    EXPECT_TRUE(key_authorized("Bearer wrong", "k1", keys));
+    EXPECT_TRUE(key_authorized("Bearer k1", "wrong", keys));
+    EXPECT_FALSE(key_authorized(std::nullopt, "k3", keys));
+    EXPECT_FALSE(key_authorized(std::nullopt, "Bearer k1", keys));
+    EXPECT_FALSE(key_authorized(std::nullopt, "", {""}));
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <deque>
 
 #include "server/generation_job.h"
+#include "server/openai_writer.h"
 
 namespace ggufd::server {
 namespace {
@@ -69,13 +70,16 @@ class ManualGenerator : public scheduler::Generator {
     int refuse_after = -1;
 };
 
+enum class ApiKind { completion, chat };
+
 GenerationPlan plan(ApiKind kind, int choices, bool stream) {
     GenerationPlan p;
-    p.kind = kind;
-    p.meta = {"id-1", "m", 1};
+    const OpenAIAnswer answer{{"id-1", "m", 1}, false, false};
+    p.writer = kind == ApiKind::chat
+                   ? openai_chat_writer(answer, static_cast<size_t>(choices))
+                   : openai_completion_writer(answer, std::vector<std::string>(choices));
     p.stream = stream;
-    for (int i = 0; i < choices; ++i)
-        p.choices.push_back({0, {}, {{1, 2}, {}, {}, nullptr, {}, {}}});
+    for (int i = 0; i < choices; ++i) p.choices.push_back({0, {{1, 2}, {}, {}, nullptr, {}, {}}});
     return p;
 }
 
