@@ -248,6 +248,39 @@ std::optional<std::chrono::milliseconds> parse_keep_alive(const RequestJson& bod
     return std::chrono::milliseconds(static_cast<int64_t>(std::llround(seconds * 1000)));
 }
 
+void rethrow_in_dialect(const FieldNames& names) {
+    // The param may be a path ("tools[0].function"): its first segment is the field.
+    auto rename = [&](std::string param, std::string message) {
+        for (const auto& [ours, theirs] : names) {
+            if (param == ours || param.starts_with(ours + ".") || param.starts_with(ours + "[")) {
+                param = theirs + param.substr(ours.size());
+            }
+            // The field quoted in the message, alone or at the start of a path.
+            const std::string quoted = "'" + ours;
+            for (size_t at = message.find(quoted); at != std::string::npos;
+                 at = message.find(quoted, at + 1)) {
+                const size_t end = at + quoted.size();
+                if (end < message.size() && (message[end] == '\'' || message[end] == '.' ||
+                                             message[end] == '[')) {
+                    message.replace(at + 1, ours.size(), theirs);
+                }
+            }
+        }
+        return std::pair{std::move(param), std::move(message)};
+    };
+    try {
+        throw;
+    } catch (const ApiError& e) {
+        auto [param, message] = rename(e.param(), e.what());
+        ApiError renamed(e.status(), e.type(), message, param, e.code());
+        if (e.retry_after_s() > 0) renamed.with_retry_after(e.retry_after_s());
+        throw renamed;
+    } catch (const sampling::InvalidParam& e) {
+        auto [param, message] = rename(e.param(), e.what());
+        throw ApiError::bad_request(message, param);
+    }
+}
+
 json parse_json_body(std::string_view body) {
     // nlohmann parses any nesting without recursion, but copying, comparing or printing the result
     // recurses once per level: a 200 KB body of nested '[' overflowed the stack when the chat

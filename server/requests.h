@@ -136,6 +136,24 @@ ChatRequest parse_chat_request(const RequestJson& body, const ApiLimits& limits)
 [[noreturn]] void throw_grammar_error(std::string_view what, const char* param,
                                       bool client_gbnf = false);
 
+// Another dialect's request (Anthropic's, Ollama's, OpenAI's Responses) is translated onto the
+// fields above and parsed by the same functions. A refusal then names the client's own field:
+// `names` maps an OpenAI field to the dialect's ("max_tokens" -> "num_predict"); the error's
+// param and the field's quoted name in its message are renamed.
+using FieldNames = std::vector<std::pair<std::string, std::string>>;
+[[noreturn]] void rethrow_in_dialect(const FieldNames& names);  // call it in a catch block
+
+template <class Parse>
+auto parse_in_dialect(const FieldNames& names, Parse parse) -> decltype(parse()) {
+    try {
+        return parse();
+    } catch (const ApiError&) {
+        rethrow_in_dialect(names);
+    } catch (const sampling::InvalidParam&) {
+        rethrow_in_dialect(names);
+    }
+}
+
 // POST /tokenize: {"content", "add_special" = false, "parse_special" = true, "with_pieces"}.
 TokenizeRequest parse_tokenize_request(const RequestJson& body);
 

@@ -763,5 +763,31 @@ TEST(OutputConstraint, ErrorsSayWhereAndWhy) {
               "ignore_eos");
 }
 
+// A dialect's request parsed through OpenAI's fields is refused in the client's own names.
+TEST(ParseInDialect, RefusalsNameTheDialectsField) {
+    const FieldNames names = {{"max_tokens", "num_predict"}, {"tools", "functions"}};
+    RequestJson body = {{"messages", json::array({{{"role", "user"}, {"content", "hi"}}})},
+                        {"max_tokens", -5}};
+    try {
+        parse_in_dialect(names, [&] { return parse_chat_request(body, ApiLimits{}); });
+        FAIL() << "expected a refusal";
+    } catch (const ApiError& e) {
+        EXPECT_EQ(e.status(), 400);
+        EXPECT_EQ(e.param(), "num_predict");
+    }
+    body.erase("max_tokens");
+    body["tools"] = json::array({{{"type", "function"}, {"function", 3}}});
+    try {
+        parse_in_dialect(names, [&] { return parse_chat_request(body, ApiLimits{}); });
+        FAIL() << "expected a refusal";
+    } catch (const ApiError& e) {
+        EXPECT_TRUE(e.param().starts_with("functions")) << e.param();
+        EXPECT_EQ(std::string(e.what()).find("'tools"), std::string::npos) << e.what();
+    }
+    // Accepted requests pass through unchanged.
+    body.erase("tools");
+    EXPECT_EQ(parse_in_dialect(names, [&] { return parse_chat_request(body, ApiLimits{}); }).n, 1);
+}
+
 }  // namespace
 }  // namespace ggufd::server
