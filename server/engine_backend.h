@@ -51,6 +51,7 @@ class EngineBackend final : public ModelBackend,
     int32_t vocab_size() const override { return tokenizer_->n_vocab(); }
     chat::TemplateTraits chat_traits() const override { return chat_traits_; }
     std::vector<int32_t> chat_markup_tokens() const override { return chat_markup_tokens_; }
+    tokenizer::SpecialTokens special_tokens() const override { return tokenizer_->special(); }
     std::vector<int32_t> tokenize(const std::string& text, bool add_special,
                                   bool parse_special) const override;
     std::string detokenize(const std::vector<int32_t>& tokens) const override;

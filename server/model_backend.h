@@ -17,6 +17,7 @@
 #include "engine/model/arch.h"
 #include "engine/scheduler/embedding.h"
 #include "engine/scheduler/generation.h"
+#include "engine/tokenizer/vocab.h"
 #include "jinja/chat_template.h"
 
 namespace ggufd::server {
@@ -86,6 +87,9 @@ class ModelBackend {
     // The special tokens among that family's markup (control tokens, which decode to nothing
     // otherwise): chat replies keep their text so the output parser sees the calls.
     virtual std::vector<int32_t> chat_markup_tokens() const { return {}; }
+    // The vocabulary's special tokens (kNoToken where it has none): fill-in-the-middle's among
+    // them.
+    virtual tokenizer::SpecialTokens special_tokens() const { return {}; }
 
     // Bytes of memory the loaded model holds (weights, KV cache, repacked copies), measured from
     // what it allocated and mapped; what --memory-budget counts.
