@@ -221,6 +221,9 @@ struct ArchDesc {
     uint32_t swa_period = 0;
     uint32_t swa_window_default = 0;
     bool swa_rope_unscaled = false;  // local layers ignore rope.scaling (gemma3)
+    // Every period-th layer (il % period == period - 1) has no position encoding: its queries and
+    // keys are not rotated (smollm3; GGUF has no key for it). 0: every layer rotates.
+    uint32_t nope_period = 0;
     // Block count of the variant whose queries scale by 1/sqrt(n_embd / n_head) instead of
     // 1/sqrt(key_length): its query_pre_attn_scalar, for which GGUF has no key (gemma2 27B: 46
     // blocks, gemma3 27B: 62; llama.cpp tells the variant the same way). 0: none.

@@ -123,6 +123,8 @@ nlohmann::ordered_json describe_hparams(const HParams& hp) {
     if (hp.yarn_attn_factor != 1.0f && j.contains("rope")) {
         j["rope"]["attn_factor"] = widen(hp.yarn_attn_factor);
     }
+    if (d.nope_period > 0 && j.contains("rope"))
+        j["rope"]["unrotated_layer_period"] = d.nope_period;
     j["attention"]["scale"] = widen(hp.attn_scale);
     if (hp.attn_softcap > 0.0f) j["attention"]["logit_softcapping"] = widen(hp.attn_softcap);
     if (hp.n_swa > 0) {

@@ -89,6 +89,12 @@ struct HParams {
     // Floats of one layer's state buffer (ArchDesc::state[index]).
     uint64_t state_floats(const StateBuffer& buffer) const;
 
+    // Whether layer il rotates its queries and keys (ArchDesc::nope_period).
+    bool rotates(uint32_t il) const {
+        return desc->position == PositionKind::rope &&
+               (desc->nope_period == 0 || il % desc->nope_period != desc->nope_period - 1);
+    }
+
     // Whether layer il attends through the sliding window.
     bool is_swa_layer(uint32_t il) const {
         return n_swa > 0 && (swa_period == 0 || il % swa_period < swa_period - 1);

@@ -26,7 +26,7 @@ using test_support::read_ids;
 
 // The files (name without .gguf) whose logits ggufd must reproduce.
 const std::vector<std::string> kRuns = {
-    "llama", "qwen2", "gemma", "phi3", "gpt2", "gptneox", "falcon",
+    "llama", "qwen2", "gemma", "phi3", "gpt2", "gptneox", "falcon", "smollm3",
     // layout variants
     "phi3-longrope", "starcoder2", "stablelm", "granite", "falcon-40b", "mpt", "bloom",
     // attention and norm-placement extras
@@ -98,6 +98,7 @@ TEST(ArchFolder, DescriptionsShowWhatDistinguishesEachFile) {
         nlohmann::json value;
     };
     const std::vector<Shown> kShown = {
+        {"smollm3", "/rope/unrotated_layer_period", 4},
         {"qwen3", "/attention/qk_norm", "per_head"},
         {"qwen3", "/attention/key_length", 24},
         {"gemma2", "/attention/logit_softcapping", 50},

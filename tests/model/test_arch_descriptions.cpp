@@ -62,7 +62,8 @@ struct Spec {
     uint32_t swa_period = 0;    // local layers: il % period < period - 1 (0: every layer)
     bool write_period = false;  // attention.sliding_window_pattern = swa_period
     float rope_base = 10000.0f, rope_base_swa = 0.0f;  // rope.freq_base(_swa), the latter if > 0
-    double q_scale = 0.0;                              // attention logit scale, 0: 1/sqrt(head)
+    uint32_t nope_period = 0;  // layer l % period == period - 1 is not rotated (no key)
+    double q_scale = 0.0;      // attention logit scale, 0: 1/sqrt(head)
     // Mixture of experts (n_expert > 0: every FFN routed), attention sinks, clamped SwiGLU.
     uint32_t n_expert = 0, n_expert_used = 0, n_ff_expert = 0;
     enum { by_softmax, by_sigmoid, softmax_of_best } gating = by_softmax;
@@ -488,7 +489,8 @@ std::vector<Vec> reference(const Tiny& m, const std::vector<int32_t>& ids) {
                 for (size_t hh = 0; hh < s.n_head_kv; ++hh)
                     rms_in_place(m, b + "attn_k_norm.weight", &k[t][hh * hd], hd);
             }
-            if (s.pos != Spec::learned && !s.alibi) {
+            const bool nope = s.nope_period > 0 && l % s.nope_period == s.nope_period - 1;
+            if (s.pos != Spec::learned && !s.alibi && !nope) {
                 for (size_t hh = 0; hh < s.n_head; ++hh)
                     rotate(m, &q[t][hh * hd], static_cast<int>(t), base);
                 for (size_t hh = 0; hh < s.n_head_kv; ++hh)
@@ -1017,6 +1019,20 @@ double max_engine_difference(const Spec& a, const Spec& b) {
     return d;
 }
 
+// Every fourth block without RoPE: with four blocks the last attends by content alone.
+TEST(ArchReference, SmolLm3NoRopeOnEveryFourthBlock) {
+    Spec s = llama_spec();
+    s.arch = "smollm3";
+    s.n_layer = 4;
+    s.nope_period = 4;
+    s.tied = true;
+    expect_matches_reference(s, kLongIds);
+    // The same weights read as llama (every block rotated) are another model.
+    Spec as_llama = s;
+    as_llama.arch = "llama";
+    as_llama.nope_period = 0;
+    EXPECT_GT(max_engine_difference(s, as_llama), 1e-3);
+}
 TEST(ArchReference, EveryLayoutKeyChangesTheLogits) {
     const Spec phi = phi3_longrope_spec();
     Spec no_attn_factor = phi, short_factors = phi;

@@ -60,7 +60,8 @@ class AttentionBlock final : public LayerBlock {
 
     const HParams& hp_;
     KvCache& kv_;
-    const bool local_;  // a sliding-window layer
+    const bool local_;    // a sliding-window layer
+    const bool rotates_;  // RoPE on its queries and keys
     kernels::RopeParams rope_;
     kernels::AttentionParams params_;
     const int64_t q_dim_, k_dim_, v_dim_, att_dim_;
@@ -74,6 +75,7 @@ AttentionBlock::AttentionBlock(const BlockEnv& env, int layer,
       hp_(env.model.hparams()),
       kv_(*env.cache.kv()),
       local_(hp_.is_swa_layer(static_cast<uint32_t>(layer))),
+      rotates_(hp_.rotates(static_cast<uint32_t>(layer))),
       rope_(rope_params(hp_)),
       q_dim_(int64_t{hp_.head_dim_k} * hp_.n_head),
       k_dim_(hp_.n_embd_k_gqa()),
@@ -163,7 +165,7 @@ void AttentionBlock::forward(const Step& step, float* x) {
     clamp_qkv(q, k, v, n);
     qk_norm(q, k, n);
     const int32_t* positions = step.positions.data();
-    if (hp_.desc->position == PositionKind::rope) {
+    if (rotates_) {
         kernels::rope(q, n, hp_.n_head, hp_.head_dim_k, positions, rope_, pool);
         kernels::rope(k, n, hp_.n_head_kv, hp_.head_dim_k, positions, rope_, pool);
     }
