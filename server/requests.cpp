@@ -260,8 +260,8 @@ void rethrow_in_dialect(const FieldNames& names) {
             for (size_t at = message.find(quoted); at != std::string::npos;
                  at = message.find(quoted, at + 1)) {
                 const size_t end = at + quoted.size();
-                if (end < message.size() && (message[end] == '\'' || message[end] == '.' ||
-                                             message[end] == '[')) {
+                if (end < message.size() &&
+                    (message[end] == '\'' || message[end] == '.' || message[end] == '[')) {
                     message.replace(at + 1, ours.size(), theirs);
                 }
             }

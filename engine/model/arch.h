@@ -209,6 +209,7 @@ struct ArchDesc {
     // divided by it); other architectures do not read these keys (cohere multiplies by its
     // logit_scale).
     bool scale_keys = false;
+    bool logit_scale_multiplies = false;  // logit_scale multiplies the logits (cohere2)
     // Attention and norm-placement extras. Soft-caps ("attn_logit_softcapping",
     // "final_logit_softcapping") are read for every architecture: a file that has them gets them.
     QkNorm qk_norm = QkNorm::none;  // applied before RoPE

@@ -150,7 +150,11 @@ nlohmann::ordered_json describe_hparams(const HParams& hp) {
     if (hp.clamp_kqv > 0.0f) j["attention"]["clamp_kqv"] = widen(hp.clamp_kqv);
     if (hp.embd_scale != 1.0f) j["embedding_scale"] = widen(hp.embd_scale);
     if (hp.residual_scale != 1.0f) j["residual_scale"] = widen(hp.residual_scale);
-    if (hp.logit_divisor != 1.0f) j["logit_scale"] = widen(hp.logit_divisor);
+    // As the file writes it: a divisor (granite) or a multiplier (cohere2).
+    if (hp.logit_divisor != 1.0f) {
+        j["logit_scale"] =
+            widen(d.logit_scale_multiplies ? 1.0f / hp.logit_divisor : hp.logit_divisor);
+    }
     if (hp.n_expert > 0) {
         j["experts"] = {{"count", hp.n_expert},
                         {"used", hp.n_expert_used},

@@ -44,6 +44,8 @@ void read_layout_keys(const gguf::File& f, const std::string& p, const ArchDesc&
         hp.attn_scale = positive_key(f, p + "attention.scale", hp.attn_scale);
         hp.logit_divisor = positive_key(f, p + "logit_scale", 1.0f);
     }
+    if (d.logit_scale_multiplies)
+        hp.logit_divisor = 1.0f / positive_key(f, p + "logit_scale", 1.0f);
     if (d.position == PositionKind::alibi) {
         hp.alibi_max_bias = positive_key(f, p + "attention.max_alibi_bias", d.alibi_max_bias);
     }

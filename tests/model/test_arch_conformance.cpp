@@ -30,7 +30,7 @@ const std::vector<std::string> kRuns = {
     // layout variants
     "phi3-longrope", "starcoder2", "stablelm", "granite", "falcon-40b", "mpt", "bloom",
     // attention and norm-placement extras
-    "qwen3", "gemma2", "gemma3", "olmo2",
+    "qwen3", "gemma2", "gemma3", "olmo2", "cohere2",
     // mixtures of experts
     "llama-moe", "qwen3moe", "gpt-oss", "gpt-oss-mxfp4",
     // recurrent
@@ -124,6 +124,8 @@ TEST(ArchFolder, DescriptionsShowWhatDistinguishesEachFile) {
         {"granite", "/residual_scale", 0.22},
         {"granite", "/attention/scale", 0.0625},
         {"granite", "/logit_scale", 8},
+        {"cohere2", "/logit_scale", 0.25},
+        {"cohere2", "/rope/unrotated_layer_period", 4},
         {"llama-moe", "/experts/count", 4},
         {"llama-moe", "/experts/used", 2},
         {"qwen3moe", "/experts/feed_forward_length", 32},

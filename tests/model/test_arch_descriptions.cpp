@@ -48,7 +48,8 @@ struct Spec {
     float alibi_key = 0.0f;     // > 0: written as attention.max_alibi_bias (else 8 is assumed)
     float clamp_kqv = 0.0f;     // attention.clamp_kqv
     float embedding_scale = 0.0f, residual_scale = 0.0f, attention_scale = 0.0f,
-          logit_scale = 0.0f;  // granite's keys
+          logit_scale = 0.0f;             // granite's keys
+    bool logit_scale_multiplies = false;  // cohere2's logit_scale
     enum { no_factors, long_rope, rope_freqs } rope_factors = no_factors;
     uint32_t rope_orig_ctx = 0;     // rope.scaling.original_context_length
     float rope_attn_factor = 0.0f;  // rope.scaling.attn_factor
@@ -558,7 +559,8 @@ std::vector<Vec> reference(const Tiny& m, const std::vector<int32_t>& ids) {
     for (size_t t = 0; t < n; ++t) {
         logits[t] = matvec(head, normed(m, "output_norm", x[t]), m.find("output.bias"));
         if (s.logit_scale > 0.0f) {
-            for (double& l : logits[t]) l /= s.logit_scale;
+            for (double& l : logits[t])
+                l = s.logit_scale_multiplies ? l * s.logit_scale : l / s.logit_scale;
         }
         for (double& z : logits[t]) z = capped(z, s.final_softcap);
     }
@@ -1033,6 +1035,29 @@ TEST(ArchReference, SmolLm3NoRopeOnEveryFourthBlock) {
     as_llama.nope_period = 0;
     EXPECT_GT(max_engine_difference(s, as_llama), 1e-3);
 }
+// One bias-free LayerNorm for parallel attention and FFN, sliding windows on three blocks of
+// four, the fourth global and unrotated, logits multiplied by logit_scale.
+Spec cohere2_spec() {
+    return Spec{.arch = "cohere2",
+                .layer_norm = true,
+                .parallel = true,
+                .shared_norm = true,
+                .tied = true,
+                .eps_key = "attention.layer_norm_epsilon",
+                .no_norm_bias = true,
+                .logit_scale = 0.25f,
+                .logit_scale_multiplies = true,
+                .window = 3,
+                .swa_period = 4,
+                .write_period = true,
+                .nope_period = 4,
+                .n_layer = 4};
+}
+TEST(ArchReference, Cohere2ParallelWindowsUnrotatedGlobalAndLogitScale) {
+    expect_matches_reference(cohere2_spec(), kLongIds);
+    expect_matches_reference(cohere2_spec(), kLongIds, 3);
+}
+
 TEST(ArchReference, EveryLayoutKeyChangesTheLogits) {
     const Spec phi = phi3_longrope_spec();
     Spec no_attn_factor = phi, short_factors = phi;
