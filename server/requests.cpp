@@ -260,8 +260,8 @@ void rethrow_in_dialect(const FieldNames& names) {
             for (size_t at = message.find(quoted); at != std::string::npos;
                  at = message.find(quoted, at + 1)) {
                 const size_t end = at + quoted.size();
-                if (end < message.size() && (message[end] == '\'' || message[end] == '.' ||
-                                             message[end] == '[')) {
+                if (end < message.size() &&
+                    (message[end] == '\'' || message[end] == '.' || message[end] == '[')) {
                     message.replace(at + 1, ours.size(), theirs);
                 }
             }
@@ -317,6 +317,17 @@ CompletionRequest parse_completion_request(const json& body, const ApiLimits& li
             "'echo' together with 'logprobs' is not supported: prompt log-probabilities are not "
             "computed",
             "echo");
+    }
+    if (field(body, "suffix")) {
+        r.suffix = get_string(body, "suffix");
+        for (const PromptInput& p : r.prompts) {
+            if (p.is_tokens) {
+                throw ApiError::bad_request(
+                    "'suffix' needs a text 'prompt': the fill-in-the-middle prompt is built from "
+                    "the texts before and after the cursor",
+                    "suffix");
+            }
+        }
     }
     return r;
 } catch (const sampling::InvalidParam& e) {
