@@ -52,6 +52,11 @@ Ids cat(std::initializer_list<Ids> parts) {
     return out;
 }
 
+// <fim_pre> prefix <fim_suf> suffix <fim_mid> middle, in the fake's tokens.
+Ids psm(std::string_view prefix, std::string_view suffix, std::string_view middle = "") {
+    return cat({{kPre}, bytes(prefix), {kSuf}, bytes(suffix), {kMid}, bytes(middle)});
+}
+
 FimParts parts(std::string prefix, std::string suffix, std::string middle = "",
                std::vector<FimFile> extra = {}) {
     FimParts p;
@@ -79,8 +84,7 @@ TEST(FimPrompt, PrefixSuffixMiddleWithSpecialTextKeptAsText) {
     give_fim_tokens(b, true);
     // "<|x|>" is a special token's text to the fake tokenizer: in code it stays bytes.
     const FimPrompt p = fim_prompt(b, parts("a<|x|>b", "c", "d"), 1000);
-    EXPECT_EQ(p.tokens,
-              cat({{kBos, kPre}, bytes("a<|x|>b"), {kSuf}, bytes("c"), {kMid}, bytes("d")}));
+    EXPECT_EQ(p.tokens, cat({{kBos}, psm("a<|x|>b", "c", "d")}));
     EXPECT_FALSE(p.truncated);
 }
 
@@ -88,7 +92,7 @@ TEST(FimPrompt, NoBosWhenTheModelHasNone) {
     FakeBackend b("fake");
     give_fim_tokens(b, false);
     b.special.bos = tokenizer::kNoToken;
-    EXPECT_EQ(fim_prompt(b, parts("a", ""), 1000).tokens, cat({{kPre}, bytes("a"), {kSuf, kMid}}));
+    EXPECT_EQ(fim_prompt(b, parts("a", ""), 1000).tokens, psm("a", ""));
 }
 
 TEST(FimPrompt, ExtraFilesInTheRepositoryFormat) {
@@ -96,21 +100,18 @@ TEST(FimPrompt, ExtraFilesInTheRepositoryFormat) {
     give_fim_tokens(b, true);
     const FimPrompt p =
         fim_prompt(b, parts("p", "s", "", {{"a.py", "x=1"}, {"b.py", "y\n"}, {"", ""}}), 1000);
+    const Ids file_sep = {kSep};
     EXPECT_EQ(p.tokens, cat({{kBos, kRep},
                              bytes("project\n"),
-                             {kSep},
+                             file_sep,
                              bytes("a.py\nx=1\n"),
-                             {kSep},
+                             file_sep,
                              bytes("b.py\ny\n"),
-                             {kSep},
+                             file_sep,
                              bytes("\n"),
-                             {kSep},
+                             file_sep,
                              bytes("current\n"),
-                             {kPre},
-                             bytes("p"),
-                             {kSuf},
-                             bytes("s"),
-                             {kMid}}));
+                             psm("p", "s")}));
 }
 
 TEST(FimPrompt, ExtraFilesWithoutRepositoryTokensAreTheirText) {
@@ -118,14 +119,7 @@ TEST(FimPrompt, ExtraFilesWithoutRepositoryTokensAreTheirText) {
     give_fim_tokens(b, false);
     const FimPrompt p =
         fim_prompt(b, parts("p", "s", "m", {{"a.py", "x=1"}, {"b.py", "y\n"}}), 1000);
-    EXPECT_EQ(p.tokens, cat({{kBos},
-                             bytes("x=1\ny\n"),
-                             {kPre},
-                             bytes("p"),
-                             {kSuf},
-                             bytes("s"),
-                             {kMid},
-                             bytes("m")}));
+    EXPECT_EQ(p.tokens, cat({{kBos}, bytes("x=1\ny\n"), psm("p", "s", "m")}));
 }
 
 TEST(FimPrompt, TrimmingKeepsTheCodeNearestTheCursor) {
@@ -137,21 +131,15 @@ TEST(FimPrompt, TrimmingKeepsTheCodeNearestTheCursor) {
     const int64_t budget = 5 + 20;
     FimPrompt p = fim_prompt(b, parts(before, after, "m"), budget);
     // The suffix's quarter (5), the prefix the rest (15): the prefix's end, the suffix's start.
-    EXPECT_EQ(
-        p.tokens,
-        cat({{kBos, kPre}, bytes("fghijklmnopqrst"), {kSuf}, bytes("ABCDE"), {kMid}, bytes("m")}));
+    EXPECT_EQ(p.tokens, cat({{kBos}, psm("fghijklmnopqrst", "ABCDE", "m")}));
     EXPECT_TRUE(p.truncated);
     EXPECT_EQ(static_cast<int64_t>(p.tokens.size()), budget);
 
     // A short suffix leaves its share to the prefix, a short prefix its share to the suffix.
     p = fim_prompt(b, parts(before, "XY", "m"), budget);
-    EXPECT_EQ(
-        p.tokens,
-        cat({{kBos, kPre}, bytes(before.substr(12)), {kSuf}, bytes("XY"), {kMid}, bytes("m")}));
+    EXPECT_EQ(p.tokens, cat({{kBos}, psm(before.substr(12), "XY", "m")}));
     p = fim_prompt(b, parts("p", after, "m"), budget);
-    EXPECT_EQ(
-        p.tokens,
-        cat({{kBos, kPre}, bytes("p"), {kSuf}, bytes(after.substr(0, 19)), {kMid}, bytes("m")}));
+    EXPECT_EQ(p.tokens, cat({{kBos}, psm("p", after.substr(0, 19), "m")}));
     EXPECT_TRUE(p.truncated);
 
     // What fits exactly is not truncated.
@@ -167,21 +155,14 @@ TEST(FimPrompt, ExtraFilesGetWhatRemainsTheLastOnesWhole) {
         {"a", "aaaaaaaaa"}, {"b", "bbb"}, {"c", "ccc"}};  // 10, 4, 4
     // Fixed 5 (BOS, FIM tokens, middle), prefix and suffix 1 each: 9 left for the files.
     FimPrompt p = fim_prompt(b, parts("p", "s", "m", extra), 5 + 2 + 9);
-    EXPECT_EQ(p.tokens, cat({{kBos},
-                             bytes("bbb\nccc\n"),
-                             {kPre},
-                             bytes("p"),
-                             {kSuf},
-                             bytes("s"),
-                             {kMid},
-                             bytes("m")}));
+    EXPECT_EQ(p.tokens, cat({{kBos}, bytes("bbb\nccc\n"), psm("p", "s", "m")}));
     EXPECT_TRUE(p.truncated);
     p = fim_prompt(b, parts("p", "s", "m", extra), 5 + 2 + 18);
     EXPECT_EQ(p.tokens.size(), 25u);
     EXPECT_FALSE(p.truncated);
     // Nothing left for them: the prefix and suffix come first.
     p = fim_prompt(b, parts("p", "s", "m", extra), 5 + 2 + 3);
-    EXPECT_EQ(p.tokens, cat({{kBos, kPre}, bytes("p"), {kSuf}, bytes("s"), {kMid}, bytes("m")}));
+    EXPECT_EQ(p.tokens, cat({{kBos}, psm("p", "s", "m")}));
     EXPECT_TRUE(p.truncated);
 
     // In the repository format the header counts too, and goes when no file fits.
@@ -218,8 +199,7 @@ TEST(FimPrompt, RefusesWhatCannotFitOrAModelWithoutFimTokens) {
     e = refusal([&] { fim_prompt(b, parts("a", "b", "mm"), 5); });  // BOS + 3 + 2 = 6
     EXPECT_EQ(e.param(), "prompt");
     EXPECT_EQ(e.code(), "context_length_exceeded");
-    EXPECT_EQ(fim_prompt(b, parts("a", "b", "mm"), 6).tokens,
-              cat({{kBos, kPre, kSuf, kMid}, bytes("mm")}));
+    EXPECT_EQ(fim_prompt(b, parts("a", "b", "mm"), 6).tokens, cat({{kBos}, psm("", "", "mm")}));
 }
 
 TEST(FimPrompt, BudgetLeavesRoomForTheReply) {
@@ -468,7 +448,7 @@ TEST_F(InfillServerTest, InfillAnswersInLlamaServersShape) {
     EXPECT_EQ(b["stopping_word"], "");
     EXPECT_EQ(b["model"], "fake");
     EXPECT_EQ(b["tokens_predicted"], 4);
-    const Ids expected = cat({{kBos, kPre}, bytes("ab"), {kSuf}, bytes("c"), {kMid}, bytes("d")});
+    const Ids expected = cat({{kBos}, psm("ab", "c", "d")});
     EXPECT_EQ(submitted_prompt(), expected);
     EXPECT_EQ(b["tokens_evaluated"], expected.size());
     EXPECT_EQ(b["tokens_cached"], 1);  // the fake reports one cached token
@@ -528,9 +508,7 @@ TEST_F(InfillServerTest, InfillTrimsALongPrefixAndSaysSo) {
         c.post("/infill", {{"input_prefix", before}, {"input_suffix", "}"}, {"n_predict", 16}});
     ASSERT_EQ(r.result_int(), 200) << r.body();
     EXPECT_EQ(body_of(r)["truncated"], true);
-    EXPECT_EQ(
-        submitted_prompt(),
-        cat({{kBos, kPre}, bytes(before.substr(before.size() - 43)), {kSuf}, bytes("}"), {kMid}}));
+    EXPECT_EQ(submitted_prompt(), cat({{kBos}, psm(before.substr(before.size() - 43), "}")}));
 }
 
 TEST_F(InfillServerTest, InfillRefusals) {
@@ -556,14 +534,13 @@ TEST_F(InfillServerTest, CompletionsWithSuffixFillInTheMiddle) {
     auto r = c.post("/v1/completions", {{"prompt", "a<|x|>b"}, {"suffix", "c"}, {"max_tokens", 8}});
     ASSERT_EQ(r.result_int(), 200) << r.body();
     EXPECT_EQ(body_of(r)["choices"][0]["text"], "Hello, world!");
-    EXPECT_EQ(submitted_prompt(),
-              cat({{kBos, kPre}, bytes("a<|x|>b"), {kSuf}, bytes("c"), {kMid}}));
+    EXPECT_EQ(submitted_prompt(), cat({{kBos}, psm("a<|x|>b", "c")}));
 
     // echo gives back the prompt (the code before the cursor) before the middle.
     r = c.post("/v1/completions", {{"prompt", {"ab", "xy"}}, {"suffix", ""}, {"echo", true}});
     ASSERT_EQ(r.result_int(), 200) << r.body();
     EXPECT_EQ(body_of(r)["choices"][1]["text"], "xyHello, world!");
-    EXPECT_EQ(submitted_prompt(), cat({{kBos, kPre}, bytes("xy"), {kSuf, kMid}}));
+    EXPECT_EQ(submitted_prompt(), cat({{kBos}, psm("xy", "")}));
 
     // Streamed, as OpenAI's completions.
     r = c.post("/v1/completions", {{"prompt", "ab"}, {"suffix", "c"}, {"stream", true}});
