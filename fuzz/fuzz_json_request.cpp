@@ -9,7 +9,10 @@
 // with it), std::runtime_error from sample() when every logit is NaN or -inf.
 // Extra fields only this target reads: "logits" (numbers, NaN as null), "prompt_ids", "text", and
 // "top_logprobs" (0..20 alternatives: each endpoint names its own logprobs field, outside the
-// shared mapping). Returns whether the body was a JSON object.
+// shared mapping), and "fim_budget" (0..512: the tokens a fill-in-the-middle prompt may take).
+// The body is also read as /v1/completions (its `suffix`) and /infill, whose fill-in-the-middle
+// prompt is built for a byte-level model. Returns whether the body was a JSON object.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -20,6 +23,7 @@
 #include "engine/sampling/stop.h"
 #include "fuzz/fuzz_support.h"
 #include "server/api_error.h"
+#include "server/infill.h"
 #include "server/requests.h"
 
 namespace ggufd::fuzz {
@@ -147,10 +151,126 @@ void run_embedding_parsers(const json& body) {
     }
 }
 
+namespace {
+
+// One token per byte, BOS 256 and the FIM tokens above it: the prompt's pieces can be read back.
+class ByteModel : public server::ModelBackend {
+  public:
+    static constexpr int32_t kBos = 256, kPre = 257, kSuf = 258, kMid = 259, kRep = 260, kSep = 261;
+    explicit ByteModel(bool repo) : repo_(repo) {}
+
+    std::string name() const override { return "bytes"; }
+    bool is_ready() const override { return true; }
+    nlohmann::json describe(bool) const override { return nlohmann::json::object(); }
+    int32_t vocab_size() const override { return 262; }
+    std::vector<int32_t> tokenize(const std::string& text, bool add_special, bool) const override {
+        std::vector<int32_t> out;
+        if (add_special) out.push_back(kBos);
+        for (const char c : text) out.push_back(static_cast<unsigned char>(c));
+        return out;
+    }
+    std::string detokenize(const std::vector<int32_t>&) const override { return {}; }
+    jinja::Rendered render_chat(const nlohmann::ordered_json&, const nlohmann::ordered_json&, bool,
+                                const nlohmann::ordered_json&) const override {
+        return {};
+    }
+    tokenizer::SpecialTokens special_tokens() const override {
+        tokenizer::SpecialTokens s;
+        s.bos = kBos;
+        s.fim_pre = kPre;
+        s.fim_suf = kSuf;
+        s.fim_mid = kMid;
+        if (repo_) {
+            s.fim_rep = kRep;
+            s.fim_sep = kSep;
+        }
+        return s;
+    }
+    scheduler::Generator& generator() override { throw std::logic_error("no generator"); }
+
+  private:
+    bool repo_;
+};
+
+std::string text_of(std::vector<int32_t>::const_iterator from,
+                    std::vector<int32_t>::const_iterator to) {
+    std::string out;
+    for (auto it = from; it != to; ++it) {
+        check(*it < 256, "code is tokenized as text");
+        out += static_cast<char>(*it);
+    }
+    return out;
+}
+
+// The prompt holds each FIM token once, in order; around them the end of the prefix, the start of
+// the suffix and the whole middle, all of it within the budget.
+void check_fim_prompt(const server::FimParts& parts, int64_t budget) {
+    for (const bool repo : {false, true}) {
+        const ByteModel model(repo);
+        server::FimPrompt p;
+        try {
+            p = server::fim_prompt(model, parts, budget);
+        } catch (const server::ApiError& e) {
+            check(e.status() == 400 && e.code() == "context_length_exceeded",
+                  "only a middle beyond the budget is refused");
+            check(static_cast<int64_t>(parts.middle.size()) + 4 > budget, "the middle did fit");
+            continue;
+        }
+        const auto& t = p.tokens;
+        check(static_cast<int64_t>(t.size()) <= budget, "the prompt keeps to its budget");
+        check(!t.empty() && t.front() == ByteModel::kBos, "BOS first");
+        for (const int32_t id : {ByteModel::kPre, ByteModel::kSuf, ByteModel::kMid}) {
+            check(std::count(t.begin(), t.end(), id) == 1, "each FIM token once");
+        }
+        const auto pre = std::find(t.begin(), t.end(), ByteModel::kPre);
+        const auto suf = std::find(t.begin(), t.end(), ByteModel::kSuf);
+        const auto mid = std::find(t.begin(), t.end(), ByteModel::kMid);
+        check(pre < suf && suf < mid, "prefix, suffix, middle");
+        const std::string prefix = text_of(pre + 1, suf);
+        const std::string suffix = text_of(suf + 1, mid);
+        check(text_of(mid + 1, t.end()) == parts.middle, "the whole middle");
+        check(parts.prefix.ends_with(prefix), "the prefix's end");
+        check(parts.suffix.starts_with(suffix), "the suffix's start");
+        check(p.truncated || (prefix == parts.prefix && suffix == parts.suffix),
+              "what is left out is reported");
+        if (repo && !p.truncated && !parts.extra.empty()) {
+            check(t[1] == ByteModel::kRep, "kept files come with the repository header");
+        }
+    }
+}
+
+// The body as /v1/completions and as /infill: a 400, or a request whose FIM prompt holds.
+void run_infill_parsers(const json& body) {
+    const server::ApiLimits limits;
+    try {
+        const auto r = server::parse_completion_request(body, limits);
+        for (const auto& p : r.prompts) check(!r.suffix || !p.is_tokens, "suffix with text only");
+    } catch (const server::ApiError& e) {
+        check(e.status() == 400, "a refused completions body is a 400");
+    }
+    server::InfillRequest r;
+    try {
+        r = server::parse_infill_request(body, limits);
+    } catch (const server::ApiError& e) {
+        check(e.status() == 400, "a refused infill body is a 400");
+        return;
+    }
+    check(r.n == 1 && r.prompts.size() == 1, "one infill");
+    check(r.predict || r.stop.max_tokens == 1, "n_predict 0 evaluates the prompt only");
+    int64_t budget = 64;
+    if (const auto it = body.find("fim_budget"); it != body.end()) {
+        if (const auto n = integer(*it); n && *n >= 0 && *n <= 512) budget = *n;
+    }
+    check_fim_prompt(r.fim, budget);
+}
+
+}  // namespace
+
 bool fuzz_json_request_one(const uint8_t* data, size_t size) {
     const json body = json::parse(data, data + size, nullptr, /*allow_exceptions=*/false);
     if (body.is_discarded() || !body.is_object()) return false;
     run_embedding_parsers(body);
+    run_infill_parsers(body);
     server::GenerationOptions options;
     try {
         options = server::parse_generation_options(body, server::ApiLimits{}, -1);

@@ -85,6 +85,7 @@ Api::Api(ModelRegistry& registry, ApiOptions options)
          false},
     };
     add_embedding_routes();
+    add_infill_routes();
 }
 
 const Api::Route* Api::match(const std::string& path, std::string& param) const {
@@ -404,10 +405,21 @@ void Api::start_completion(ModelRequest<CompletionRequest> parsed,
         engine_request.sampling = r.sampling;
         engine_request.stop = r.stop;
         engine_request.lora = r.lora;
-        // Completion prompts are raw model input: special-token text means the token.
-        engine_request.prompt = p.is_tokens ? p.tokens
-                                            : model.tokenize(p.text, /*add_special=*/true,
-                                                             /*parse_special=*/true);
+        if (p.is_tokens) {
+            engine_request.prompt = p.tokens;
+        } else if (r.suffix) {
+            FimParts parts;
+            parts.prefix = p.text;
+            parts.suffix = *r.suffix;
+            engine_request.prompt =
+                fim_prompt(model, parts,
+                           fim_prompt_budget(model, options_.limits, r.stop.max_tokens))
+                    .tokens;
+        } else {
+            // Completion prompts are raw model input: special-token text means the token.
+            engine_request.prompt = model.tokenize(p.text, /*add_special=*/true,
+                                                   /*parse_special=*/true);
+        }
         check_request(engine_request, model, "prompt");
         add_choices(plan, k, engine_request, r.n);
     }

@@ -13,6 +13,7 @@
 
 #include "server/api_error.h"
 #include "server/http_types.h"
+#include "server/infill.h"
 #include "server/limits.h"
 #include "server/model_registry.h"
 #include "server/reply_writer.h"
@@ -149,6 +150,11 @@ class Api {
                     ModelRequest<EmbeddingsRequest>);
     void rerank(const HttpRequest&, const std::shared_ptr<ResponseChannel>&,
                 ModelRequest<RerankRequest>);
+
+    // Fill-in-the-middle (infill.cpp).
+    void add_infill_routes();
+    void infill(const HttpRequest&, const std::shared_ptr<ResponseChannel>&,
+                ModelRequest<InfillRequest>);
 
     ModelRegistry& registry_;
     ApiOptions options_;

@@ -318,6 +318,17 @@ CompletionRequest parse_completion_request(const json& body, const ApiLimits& li
             "computed",
             "echo");
     }
+    if (field(body, "suffix")) {
+        r.suffix = get_string(body, "suffix");
+        for (const PromptInput& p : r.prompts) {
+            if (p.is_tokens) {
+                throw ApiError::bad_request(
+                    "'suffix' needs a text 'prompt': the fill-in-the-middle prompt is built from "
+                    "the texts before and after the cursor",
+                    "suffix");
+            }
+        }
+    }
     return r;
 } catch (const sampling::InvalidParam& e) {
     throw ApiError::invalid_param(e);

@@ -55,6 +55,9 @@ struct GenerationOptions {
 struct CompletionRequest : GenerationOptions {
     std::vector<PromptInput> prompts;  // at least one
     bool echo = false;                 // prepend the prompt to each choice's text
+    // Fill-in-the-middle: each (text) prompt is the code before the cursor and this the code after
+    // it; the prompt is then built from the model's FIM tokens (infill.h).
+    std::optional<std::string> suffix;
 };
 
 using chat::ToolChoice;

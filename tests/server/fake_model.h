@@ -78,11 +78,18 @@ class FakeBackend : public ModelBackend {
                                 const nlohmann::ordered_json& tools, bool add_generation_prompt,
                                 const nlohmann::ordered_json& extra_context) const override;
     scheduler::Generator& generator() override { return gen; }
+    tokenizer::SpecialTokens special_tokens() const override { return special; }
 
     std::string last_rendered() const;
 
     std::atomic<bool> ready{true};
     FakeGenerator gen;
+    // BOS is 256; tests give the other special tokens ids from 258 up.
+    tokenizer::SpecialTokens special = [] {
+        tokenizer::SpecialTokens s;
+        s.bos = 256;
+        return s;
+    }();
 
   private:
     std::string name_;
