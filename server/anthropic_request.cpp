@@ -2,8 +2,6 @@
 // checks. Beast- and Api-free, so the fuzzer compiles it in.
 #include "server/anthropic.h"
 
-#include <cstdint>
-#include <limits>
 #include <map>
 #include <utility>
 
@@ -13,7 +11,6 @@
 
 namespace ggufd::server {
 
-using sampling::fields::as_integer;
 using sampling::fields::field;
 using sampling::fields::get_number;
 using sampling::fields::required;
@@ -24,23 +21,19 @@ namespace {
 // must still see that the call failed, and templates have no field for it.
 constexpr const char* kToolErrorMarker = "Error: ";
 
-// OpenAI's field -> Anthropic's, for refusals of the translated body.
+// OpenAI's field -> Anthropic's, for refusals of the translated body (the other fields
+// parse_chat_request may refuse have the same names in both).
 const FieldNames kAnthropicNames = {
     {"stop", "stop_sequences"},
     {"reasoning_budget_tokens", "thinking.budget_tokens"},
-    {"parallel_tool_calls", "tool_choice.disable_parallel_tool_use"},
-    {"enable_thinking", "thinking"},
 };
-
-ApiError bad(const std::string& message, const std::string& param) {
-    return ApiError::bad_request(message, param);
-}
 
 // A content block's type, which every block has.
 std::string block_type(const RequestJson& block, const std::string& where, const char* param) {
     const RequestJson* type = block.is_object() ? field(block, "type") : nullptr;
     if (!type || !type->is_string()) {
-        throw bad(fmt::format("'{}' must be an object with a 'type'", where), param);
+        throw ApiError::bad_request(fmt::format("'{}' must be an object with a 'type'", where),
+                                    param);
     }
     return type->get<std::string>();
 }
@@ -49,7 +42,7 @@ std::string string_at(const RequestJson& block, const char* key, const std::stri
                       const char* param) {
     const RequestJson* v = field(block, key);
     if (!v || !v->is_string()) {
-        throw bad(fmt::format("'{}.{}' must be a string", where, key), param);
+        throw ApiError::bad_request(fmt::format("'{}.{}' must be a string", where, key), param);
     }
     return v->get<std::string>();
 }
@@ -57,17 +50,19 @@ std::string string_at(const RequestJson& block, const char* key, const std::stri
 [[noreturn]] void refuse_block(const std::string& type, const std::string& where, const char* param,
                                const char* allowed) {
     if (type == "image") {
-        throw bad(fmt::format("'{}' is an image: images are not served yet (text only)", where),
-                  param);
+        throw ApiError::bad_request(
+            fmt::format("'{}' is an image: images are not served yet (text only)", where), param);
     }
-    throw bad(fmt::format("'{}.type' '{}' is not supported: {}", where, type, allowed), param);
+    throw ApiError::bad_request(
+        fmt::format("'{}.type' '{}' is not supported: {}", where, type, allowed), param);
 }
 
 // A string, or text blocks joined with "\n" (system, a tool result's content).
 std::string text_of(const RequestJson& v, const std::string& where, const char* param) {
     if (v.is_string()) return v.get<std::string>();
     if (!v.is_array()) {
-        throw bad(fmt::format("'{}' must be a string or an array of text blocks", where), param);
+        throw ApiError::bad_request(
+            fmt::format("'{}' must be a string or an array of text blocks", where), param);
     }
     std::string out;
     for (size_t j = 0; j < v.size(); ++j) {
@@ -93,7 +88,8 @@ RequestJson tool_message(const RequestJson& block, const std::string& where,
     }
     if (const RequestJson* e = field(block, "is_error")) {
         if (!e->is_boolean()) {
-            throw bad(fmt::format("'{}.is_error' must be a boolean", where), "messages");
+            throw ApiError::bad_request(fmt::format("'{}.is_error' must be a boolean", where),
+                                        "messages");
         }
         if (e->get<bool>()) text = kToolErrorMarker + text;
     }
@@ -154,7 +150,8 @@ void assistant_turn(const RequestJson& content, const std::string& where, CallNa
             const std::string name = string_at(block, "name", bwhere, "messages");
             const RequestJson* input = field(block, "input");
             if (input && !input->is_object()) {
-                throw bad(fmt::format("'{}.input' must be an object", bwhere), "messages");
+                throw ApiError::bad_request(fmt::format("'{}.input' must be an object", bwhere),
+                                            "messages");
             }
             calls.push_back(
                 {{"id", id},
@@ -181,21 +178,22 @@ RequestJson translate_messages(const RequestJson& body) {
     }
     const RequestJson& messages = required(body, "messages");
     if (!messages.is_array() || messages.empty()) {
-        throw bad("'messages' must be a non-empty array", "messages");
+        throw ApiError::bad_request("'messages' must be a non-empty array", "messages");
     }
     CallNames names;
     for (size_t i = 0; i < messages.size(); ++i) {
         const RequestJson& m = messages[i];
         const std::string where = fmt::format("messages[{}]", i);
-        if (!m.is_object()) throw bad(fmt::format("'{}' must be an object", where), "messages");
+        if (!m.is_object())
+            throw ApiError::bad_request(fmt::format("'{}' must be an object", where), "messages");
         const RequestJson* role = field(m, "role");
         if (!role || (*role != "user" && *role != "assistant")) {
-            throw bad(fmt::format("'{}.role' must be \"user\" or \"assistant\"", where),
-                      "messages");
+            throw ApiError::bad_request(
+                fmt::format("'{}.role' must be \"user\" or \"assistant\"", where), "messages");
         }
         const RequestJson* content = field(m, "content");
         if (!content || !(content->is_string() || content->is_array())) {
-            throw bad(
+            throw ApiError::bad_request(
                 fmt::format("'{}.content' must be a string or an array of content blocks", where),
                 "messages");
         }
@@ -210,34 +208,38 @@ RequestJson translate_messages(const RequestJson& body) {
 
 // Client tools as OpenAI's function tools; a server tool (another `type`) cannot run here.
 RequestJson translate_tools(const RequestJson& tools) {
-    if (!tools.is_array()) throw bad("'tools' must be an array", "tools");
+    if (!tools.is_array()) throw ApiError::bad_request("'tools' must be an array", "tools");
     RequestJson out = RequestJson::array();
     for (size_t i = 0; i < tools.size(); ++i) {
         const RequestJson& t = tools[i];
         const std::string where = fmt::format("tools[{}]", i);
-        if (!t.is_object()) throw bad(fmt::format("'{}' must be an object", where), "tools");
+        if (!t.is_object())
+            throw ApiError::bad_request(fmt::format("'{}' must be an object", where), "tools");
         if (const RequestJson* type = field(t, "type"); type && *type != "custom") {
-            throw bad(fmt::format("'{}.type' {} is a server tool, which this server does not "
-                                  "run: only client tools (name, description, input_schema)",
-                                  where, type->dump()),
-                      "tools");
+            throw ApiError::bad_request(
+                fmt::format("'{}.type' {} is a server tool, which this server does not "
+                            "run: only client tools (name, description, input_schema)",
+                            where, type->dump()),
+                "tools");
         }
         const RequestJson* name = field(t, "name");
         if (!name || !name->is_string() || !chat::is_function_name(name->get<std::string>())) {
-            throw bad(fmt::format("'{}.name' must be 1 to 64 letters, digits, '_' or '-'", where),
-                      "tools");
+            throw ApiError::bad_request(
+                fmt::format("'{}.name' must be 1 to 64 letters, digits, '_' or '-'", where),
+                "tools");
         }
         RequestJson fn = {{"name", *name}};
         if (const RequestJson* d = field(t, "description")) {
             if (!d->is_string()) {
-                throw bad(fmt::format("'{}.description' must be a string", where), "tools");
+                throw ApiError::bad_request(fmt::format("'{}.description' must be a string", where),
+                                            "tools");
             }
             fn["description"] = *d;
         }
         if (const RequestJson* schema = field(t, "input_schema")) {
             if (!schema->is_object()) {
-                throw bad(fmt::format("'{}.input_schema' must be a JSON Schema object", where),
-                          "tools");
+                throw ApiError::bad_request(
+                    fmt::format("'{}.input_schema' must be a JSON Schema object", where), "tools");
             }
             fn["parameters"] = *schema;
         }
@@ -251,11 +253,11 @@ void translate_tool_choice(const RequestJson& choice, bool has_tools, RequestJso
         "'tool_choice' must be {\"type\": \"auto\"}, {\"type\": \"any\"}, {\"type\": \"tool\", "
         "\"name\": ...} or {\"type\": \"none\"}";
     const RequestJson* type = choice.is_object() ? field(choice, "type") : nullptr;
-    if (!type || !type->is_string()) throw bad(shape, "tool_choice");
+    if (!type || !type->is_string()) throw ApiError::bad_request(shape, "tool_choice");
     const std::string t = type->get<std::string>();
     if ((t == "any" || t == "tool") && !has_tools) {
-        throw bad(fmt::format("'tool_choice' {{\"type\": \"{}\"}} needs 'tools'", t),
-                  "tool_choice");
+        throw ApiError::bad_request(
+            fmt::format("'tool_choice' {{\"type\": \"{}\"}} needs 'tools'", t), "tool_choice");
     }
     if (t == "auto" || t == "none") {
         out["tool_choice"] = t;
@@ -264,15 +266,17 @@ void translate_tool_choice(const RequestJson& choice, bool has_tools, RequestJso
     } else if (t == "tool") {
         const RequestJson* name = field(choice, "name");
         if (!name || !name->is_string()) {
-            throw bad("'tool_choice.name' must be a string naming one of 'tools'", "tool_choice");
+            throw ApiError::bad_request("'tool_choice.name' must be a string naming one of 'tools'",
+                                        "tool_choice");
         }
         out["tool_choice"] = {{"type", "function"}, {"function", {{"name", *name}}}};
     } else {
-        throw bad(shape, "tool_choice");
+        throw ApiError::bad_request(shape, "tool_choice");
     }
     if (const RequestJson* d = field(choice, "disable_parallel_tool_use")) {
         if (!d->is_boolean()) {
-            throw bad("'tool_choice.disable_parallel_tool_use' must be a boolean", "tool_choice");
+            throw ApiError::bad_request("'tool_choice.disable_parallel_tool_use' must be a boolean",
+                                        "tool_choice");
         }
         out["parallel_tool_calls"] = !d->get<bool>();
     }
@@ -285,15 +289,10 @@ void translate_thinking(const RequestJson& thinking, RequestJson& out) {
     } else if (type && (*type == "enabled" || *type == "adaptive")) {
         out["enable_thinking"] = true;
         if (const RequestJson* budget = field(thinking, "budget_tokens")) {
-            int64_t n = -1;
-            if (!as_integer(*budget, n) || n < 0 || n > std::numeric_limits<int32_t>::max()) {
-                throw bad("'thinking.budget_tokens' must be a non-negative integer",
-                          "thinking.budget_tokens");
-            }
-            out["reasoning_budget_tokens"] = n;
+            out["reasoning_budget_tokens"] = *budget;
         }
     } else {
-        throw bad(
+        throw ApiError::bad_request(
             "'thinking' must be {\"type\": \"enabled\", \"budget_tokens\": n}, "
             "{\"type\": \"adaptive\"} or {\"type\": \"disabled\"}",
             "thinking");
@@ -321,7 +320,8 @@ RequestJson anthropic_chat_body(const RequestJson& body, bool counting) try {
     if (const RequestJson* thinking = field(body, "thinking")) translate_thinking(*thinking, out);
     if (const RequestJson* stops = field(body, "stop_sequences")) {
         if (!stops->is_array()) {
-            throw bad("'stop_sequences' must be an array of strings", "stop_sequences");
+            throw ApiError::bad_request("'stop_sequences' must be an array of strings",
+                                        "stop_sequences");
         }
         out["stop"] = *stops;
     }

@@ -6,32 +6,19 @@
 
 #include "server/anthropic.h"
 #include "server/generation_job.h"
+#include "tests/server/error_of.h"
 #include "tests/server/recording_channel.h"
 
 namespace ggufd::server {
 namespace {
 
 using nlohmann::json;
-using scheduler::FinishReason;
-using testing::ManualGenerator;
-using testing::RecordingChannel;
+using testing::error_of;
 
 const ApiLimits limits;
 
 RequestJson body_of(const char* text) {
     return parse_json_body(text);
-}
-
-// The ApiError a parse throws; fails the test when it does not throw.
-template <class F>
-ApiError error_of(F&& parse) {
-    try {
-        parse();
-    } catch (const ApiError& e) {
-        return e;
-    }
-    ADD_FAILURE() << "expected an ApiError";
-    return ApiError::internal("no error");
 }
 
 TEST(AnthropicRequest, EveryBlockBecomesItsChatMessage) {
@@ -192,8 +179,10 @@ TEST(AnthropicRequest, RefusalsNameAnthropicsFields) {
             "disable_parallel_tool_use": 1})",
          "tool_choice", "'tool_choice.disable_parallel_tool_use' must be a boolean"},
         {R"("thinking": {"type": "on"})", "thinking", "'thinking' must be"},
-        {R"("thinking": {"type": "enabled", "budget_tokens": -1})", "thinking.budget_tokens",
-         "'thinking.budget_tokens' must be a non-negative integer"},
+        {R"("thinking": {"type": "enabled", "budget_tokens": -2})", "thinking.budget_tokens",
+         "'thinking.budget_tokens' must be"},
+        {R"("thinking": {"type": "enabled", "budget_tokens": "many"})", "thinking.budget_tokens",
+         "'thinking.budget_tokens' must be"},
     };
     for (const Case& c : cases) {
         RequestJson body = body_of(R"({"max_tokens": 5, "messages": [{"role": "user",
@@ -208,6 +197,10 @@ TEST(AnthropicRequest, RefusalsNameAnthropicsFields) {
 }
 
 // --- the writer, through a GenerationJob ---
+
+using scheduler::FinishReason;
+using testing::ManualGenerator;
+using testing::RecordingChannel;
 
 // One choice read by the Hermes parser (thinking, text and <tool_call> JSON), answered in
 // Anthropic's shape.
