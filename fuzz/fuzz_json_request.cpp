@@ -10,8 +10,9 @@
 // Extra fields only this target reads: "logits" (numbers, NaN as null), "prompt_ids", "text", and
 // "top_logprobs" (0..20 alternatives: each endpoint names its own logprobs field, outside the
 // shared mapping), and "fim_budget" (0..512: the tokens a fill-in-the-middle prompt may take).
-// The body is also read as /v1/completions (its `suffix`) and /infill, whose fill-in-the-middle
-// prompt is built for a byte-level model. Returns whether the body was a JSON object.
+// The body is also read as the embeddings, rerank and Anthropic Messages requests, as
+// /v1/completions (its `suffix`) and /infill, whose fill-in-the-middle prompt is built for a
+// byte-level model. Returns whether the body was a JSON object.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -22,6 +23,7 @@
 #include "engine/sampling/sampler.h"
 #include "engine/sampling/stop.h"
 #include "fuzz/fuzz_support.h"
+#include "server/anthropic.h"
 #include "server/api_error.h"
 #include "server/infill.h"
 #include "server/requests.h"
@@ -266,11 +268,38 @@ void run_infill_parsers(const json& body) {
 
 }  // namespace
 
+// The same body read as Anthropic's Messages request: a 400, or one chat request (n = 1) whose
+// messages have the chat roles; count_tokens accepts whatever /v1/messages accepts.
+void run_anthropic_parsers(const json& body) {
+    const server::ApiLimits limits;
+    bool accepted = false;
+    try {
+        const auto r = server::parse_anthropic_messages(body, limits);
+        accepted = true;
+        check(r.n == 1, "an Anthropic request has one choice");
+        check(r.messages.is_array() && !r.messages.empty(), "an Anthropic request has messages");
+        for (const auto& m : r.messages) {
+            const auto& role = m["role"];
+            check(role == "system" || role == "user" || role == "assistant" || role == "tool",
+                  "translated messages have the chat roles");
+        }
+    } catch (const server::ApiError& e) {
+        check(e.status() == 400, "a refused Anthropic body is a 400");
+    }
+    try {
+        server::parse_anthropic_count_tokens(body, limits);
+    } catch (const server::ApiError& e) {
+        check(e.status() == 400, "a refused count_tokens body is a 400");
+        check(!accepted, "count_tokens accepts what /v1/messages accepts");
+    }
+}
+
 bool fuzz_json_request_one(const uint8_t* data, size_t size) {
     const json body = json::parse(data, data + size, nullptr, /*allow_exceptions=*/false);
     if (body.is_discarded() || !body.is_object()) return false;
     run_embedding_parsers(body);
     run_infill_parsers(body);
+    run_anthropic_parsers(body);
     server::GenerationOptions options;
     try {
         options = server::parse_generation_options(body, server::ApiLimits{}, -1);

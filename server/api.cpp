@@ -86,6 +86,7 @@ Api::Api(ModelRegistry& registry, ApiOptions options)
     };
     add_embedding_routes();
     add_infill_routes();
+    add_anthropic_routes();
 }
 
 const Api::Route* Api::match(const std::string& path, std::string& param) const {
@@ -443,16 +444,9 @@ void Api::start_chat(ModelRequest<ChatRequest> parsed,
     engine_request.sampling = r.sampling;
     engine_request.stop = r.stop;
     engine_request.lora = r.lora;
-    std::string prompt_text;
-    try {
-        const jinja::Rendered prompt =
-            model.render_chat(r.messages, r.tools, /*add_generation_prompt=*/true, r.extra_context);
-        engine_request.prompt = model.tokenize_chat_prompt(prompt);
-        prompt_text = prompt.text;
-    } catch (const ChatTemplateError& e) {
-        throw ApiError::bad_request(
-            std::string("the chat template refused the messages: ") + e.what(), "messages");
-    }
+    ChatPrompt prompt = render_chat_prompt(r, model);
+    engine_request.prompt = std::move(prompt.tokens);
+    const std::string prompt_text = std::move(prompt.text);
     check_request(engine_request, model, "messages");
 
     chat::ReplyRules rules;
@@ -475,6 +469,17 @@ void Api::start_chat(ModelRequest<ChatRequest> parsed,
     engine_request.render_tokens = model.chat_markup_tokens();
     add_choices(plan, 0, engine_request, r.n);
     start_generation(std::move(plan), model, channel, "messages", options_.retry_after_s);
+}
+
+ChatPrompt render_chat_prompt(const ChatRequest& r, const ModelBackend& model) {
+    try {
+        const jinja::Rendered prompt =
+            model.render_chat(r.messages, r.tools, /*add_generation_prompt=*/true, r.extra_context);
+        return {model.tokenize_chat_prompt(prompt), prompt.text};
+    } catch (const ChatTemplateError& e) {
+        throw ApiError::bad_request(
+            std::string("the chat template refused the messages: ") + e.what(), "messages");
+    }
 }
 
 void Api::tokenize(const HttpRequest&, const std::shared_ptr<ResponseChannel>& channel,

@@ -155,6 +155,12 @@ class Api {
     void add_infill_routes();
     void infill(const HttpRequest&, const std::shared_ptr<ResponseChannel>&,
                 ModelRequest<InfillRequest>);
+    // Anthropic's Messages API (anthropic.cpp).
+    void add_anthropic_routes();
+    void anthropic_messages(const HttpRequest&, const std::shared_ptr<ResponseChannel>&,
+                            ModelRequest<ChatRequest>);
+    void anthropic_count_tokens(const HttpRequest&, const std::shared_ptr<ResponseChannel>&,
+                                ModelRequest<ChatRequest>);
 
     ModelRegistry& registry_;
     ApiOptions options_;
@@ -165,5 +171,13 @@ class Api {
 // A request the engine refused, thrown as the ApiError its status means (nothing when accepted):
 // the engine's "prompt" parameter is named `prompt_param`.
 void throw_refusal(const scheduler::SubmitResult& r, const char* prompt_param, int retry_after_s);
+
+// A chat request's prompt: rendered by the model's template (a refusal is a 400 naming
+// `messages`) and tokenized as the engine reads it.
+struct ChatPrompt {
+    std::vector<int32_t> tokens;
+    std::string text;
+};
+ChatPrompt render_chat_prompt(const ChatRequest& r, const ModelBackend& model);
 
 }  // namespace ggufd::server

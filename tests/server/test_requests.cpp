@@ -4,23 +4,13 @@
 #include "engine/grammar/matcher.h"
 #include "engine/sampling/sampler.h"
 #include "server/requests.h"
+#include "tests/server/error_of.h"
 
 namespace ggufd::server {
 namespace {
 
 using nlohmann::json;
-
-// The ApiError a parse throws; fails the test when it does not throw.
-template <class F>
-ApiError error_of(F&& parse) {
-    try {
-        parse();
-    } catch (const ApiError& e) {
-        return e;
-    }
-    ADD_FAILURE() << "expected an ApiError";
-    return ApiError::internal("no error");
-}
+using testing::error_of;
 
 ApiLimits limits;
 

@@ -1,6 +1,9 @@
 // The real server on a loopback port against a fake model, driven by a small Beast client.
 #include <gtest/gtest.h>
 
+#include <mutex>
+#include <thread>
+
 #include "engine/grammar/matcher.h"
 #include "server/server.h"
 #include "tests/server/fake_model.h"
@@ -864,6 +867,118 @@ TEST_F(ServerTest, DrainGivesUpAtItsDeadline) {
     server->stop(0ms);
     EXPECT_TRUE(gen().wait_cancelled(1));
     EXPECT_TRUE(streaming.closed_by_server());
+}
+
+// Anthropic's Messages API over HTTP: the translated chat reaches the template and the engine,
+// the answer comes as a message or as named events, errors in Anthropic's shape, and the routes
+// reach the access log (and with it the metrics) by their patterns.
+TEST_F(ServerTest, AnthropicMessages) {
+    std::mutex mutex;
+    std::vector<std::string> routes;
+    ServerOptions o;
+    o.on_access = [&](const AccessInfo& a, int, double) {
+        std::lock_guard lock(mutex);
+        routes.push_back(a.route);
+    };
+    start(o);
+    Client c(port);
+    const json request = {{"model", "fake"},
+                          {"max_tokens", 10},
+                          {"system", "sys"},
+                          {"messages", {{{"role", "user"}, {"content", "hi"}}}}};
+    auto r = c.post("/v1/messages", request, {{"anthropic-version", "2023-06-01"}});
+    ASSERT_EQ(r.result_int(), 200) << r.body();
+    json b = body_of(r);
+    EXPECT_EQ(b["id"], "msg_" + std::string(r["X-Request-Id"]));
+    EXPECT_EQ(b["type"], "message");
+    EXPECT_EQ(b["model"], "fake");
+    EXPECT_EQ(b["content"], json::parse(R"([{"type": "text", "text": "Hello, world!"}])"));
+    EXPECT_EQ(b["stop_reason"], "end_turn");
+    EXPECT_EQ(backend->last_rendered(), "<|system|>sys\n<|user|>hi\n<|assistant|>");
+    auto reqs = gen().requests();
+    ASSERT_EQ(reqs.size(), 1u);
+    EXPECT_EQ(reqs[0].stop.max_tokens, 10);
+    // The fake reuses one cached prompt token: Anthropic counts it apart from input_tokens.
+    EXPECT_EQ(b["usage"]["input_tokens"], reqs[0].prompt.size() - 1);
+    EXPECT_EQ(b["usage"]["cache_read_input_tokens"], 1);
+    EXPECT_EQ(b["usage"]["output_tokens"], 4);
+
+    // count_tokens: the prompt /v1/messages generated from.
+    json counted = request;
+    counted.erase("max_tokens");
+    r = c.post("/v1/messages/count_tokens", counted);
+    ASSERT_EQ(r.result_int(), 200) << r.body();
+    EXPECT_EQ(body_of(r), json({{"input_tokens", reqs[0].prompt.size()}}));
+
+    json streamed = request;
+    streamed["stream"] = true;
+    r = c.post("/v1/messages", streamed);
+    ASSERT_EQ(r.result_int(), 200) << r.body();
+    EXPECT_EQ(r[http::field::content_type], "text/event-stream");
+    std::vector<std::string> names;
+    std::string text;
+    for (size_t pos = 0; pos < r.body().size();) {
+        const size_t end = r.body().find("\n\n", pos);
+        ASSERT_NE(end, std::string::npos) << r.body();
+        const std::string event = r.body().substr(pos, end - pos);
+        pos = end + 2;
+        ASSERT_TRUE(event.starts_with("event: ")) << event;
+        const size_t newline = event.find('\n');
+        names.push_back(event.substr(7, newline - 7));
+        const json data = json::parse(event.substr(newline + 7));
+        if (names.back() == "content_block_delta") text += data["delta"]["text"];
+    }
+    EXPECT_EQ(text, "Hello, world!");
+    ASSERT_GE(names.size(), 6u);
+    EXPECT_EQ(std::vector<std::string>(names.begin(), names.begin() + 3),
+              (std::vector<std::string>{"message_start", "ping", "content_block_start"}));
+    EXPECT_EQ(std::vector<std::string>(names.end() - 3, names.end()),
+              (std::vector<std::string>{"content_block_stop", "message_delta", "message_stop"}));
+
+    // Refusals and unknown models in Anthropic's shape.
+    json missing = request;
+    missing.erase("max_tokens");
+    r = c.post("/v1/messages", missing);
+    EXPECT_EQ(r.result_int(), 400);
+    EXPECT_EQ(body_of(r), json::parse(R"({"type": "error", "error": {"type":
+        "invalid_request_error", "message": "'max_tokens' is required"}})"));
+    json unknown = request;
+    unknown["model"] = "nope";
+    r = c.post("/v1/messages", unknown);
+    EXPECT_EQ(r.result_int(), 404);
+    EXPECT_EQ(body_of(r)["error"]["type"], "not_found_error");
+    EXPECT_EQ(gen().requests().size(), 2u);
+
+    for (int i = 0; i < 500; ++i) {
+        {
+            std::lock_guard lock(mutex);
+            if (routes.size() >= 5) break;
+        }
+        std::this_thread::sleep_for(10ms);
+    }
+    std::lock_guard lock(mutex);
+    EXPECT_EQ(routes, (std::vector<std::string>{"/v1/messages", "/v1/messages/count_tokens",
+                                                "/v1/messages", "/v1/messages", "/v1/messages"}));
+}
+
+// Anthropic's clients send the key as x-api-key.
+TEST_F(ServerTest, AnthropicKeyComesAsXApiKey) {
+    ServerOptions o;
+    o.api.api_keys = {"sk-one"};
+    start(o);
+    Client c(port);
+    const json request = {{"max_tokens", 5}, {"messages", {{{"role", "user"}, {"content", "hi"}}}}};
+    auto r = c.post("/v1/messages", request);
+    EXPECT_EQ(r.result_int(), 401);
+    EXPECT_EQ(body_of(r)["type"], "error");
+    EXPECT_EQ(body_of(r)["error"]["type"], "authentication_error");
+    EXPECT_EQ(c.post("/v1/messages", request, {{"x-api-key", "sk-two"}}).result_int(), 401);
+    r = c.post("/v1/messages", request,
+               {{"x-api-key", "sk-one"},
+                {"anthropic-version", "2023-06-01"},
+                {"anthropic-beta", "fine-grained-tool-streaming-2025-05-14"}});
+    EXPECT_EQ(r.result_int(), 200) << r.body();
+    EXPECT_EQ(gen().requests().size(), 1u);
 }
 
 }  // namespace
