@@ -85,6 +85,7 @@ Api::Api(ModelRegistry& registry, ApiOptions options)
          false},
     };
     add_embedding_routes();
+    add_ollama_routes();
 }
 
 const Api::Route* Api::match(const std::string& path, std::string& param) const {

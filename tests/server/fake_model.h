@@ -78,8 +78,13 @@ class FakeBackend : public ModelBackend {
                                 const nlohmann::ordered_json& tools, bool add_generation_prompt,
                                 const nlohmann::ordered_json& extra_context) const override;
     scheduler::Generator& generator() override { return gen; }
+    chat::TemplateTraits chat_traits() const override { return traits; }
+    std::string chat_template() const override { return template_text; }
 
     std::string last_rendered() const;
+
+    chat::TemplateTraits traits;
+    std::string template_text;
 
     std::atomic<bool> ready{true};
     FakeGenerator gen;
