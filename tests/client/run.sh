@@ -4,7 +4,8 @@
 # tokens) served with a Hermes-style template and with a thinking template, families_test.mjs
 # against the same model served with a real chat template of each family (conformance folder), and
 # embeddings_test.mjs against the conformance folder's bert-mean encoder and bert-rank reranker, and
-# forced_test.mjs against the same model with every template of both folders, and the demo.
+# forced_test.mjs against the same model with every template of both folders, and the demo;
+# ollama_test.mjs (the ollama npm package) against the first server's models.
 # Usage: run.sh BIN_DIR CONFORMANCE_DIR. Exits 77 (skipped) when Node.js is missing, except under
 # CI, where .ci/run installs it.
 set -euo pipefail
@@ -23,7 +24,8 @@ fi
 work="$bin_dir/../client-test"
 mkdir -p "$work"
 cp "$here/package.json" "$here/client_test.mjs" "$here/tools_test.mjs" "$here/families_test.mjs" \
-  "$here/tool_support.mjs" "$here/embeddings_test.mjs" "$here/forced_test.mjs" "$work/"
+  "$here/tool_support.mjs" "$here/embeddings_test.mjs" "$here/forced_test.mjs" \
+  "$here/ollama_test.mjs" "$work/"
 (cd "$work" && npm install --no-audit --no-fund --loglevel=error >/dev/null)
 
 # One model per family: NAME TEMPLATE FAMILY (the family its template is detected as).
@@ -82,6 +84,7 @@ node "$work/client_test.mjs" "http://127.0.0.1:$port/v1" stories
 node "$work/tools_test.mjs" "http://127.0.0.1:$port/v1" agent thinker
 node "$work/families_test.mjs" "http://127.0.0.1:$port/v1" "${family_pairs[@]}"
 node "$work/embeddings_test.mjs" "http://127.0.0.1:$port/v1" embed rank "$conf/embeddings"
+node "$work/ollama_test.mjs" "http://127.0.0.1:$port" stories agent thinker embed
 kill -TERM $pid
 wait $pid
 
