@@ -87,6 +87,7 @@ Api::Api(ModelRegistry& registry, ApiOptions options)
     add_embedding_routes();
     add_infill_routes();
     add_anthropic_routes();
+    add_ollama_routes();
 }
 
 const Api::Route* Api::match(const std::string& path, std::string& param) const {

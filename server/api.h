@@ -16,6 +16,7 @@
 #include "server/infill.h"
 #include "server/limits.h"
 #include "server/model_registry.h"
+#include "server/ollama.h"
 #include "server/reply_writer.h"
 #include "server/requests.h"
 
@@ -150,6 +151,37 @@ class Api {
                     ModelRequest<EmbeddingsRequest>);
     void rerank(const HttpRequest&, const std::shared_ptr<ResponseChannel>&,
                 ModelRequest<RerankRequest>);
+    // An embeddings request's vectors (cut to its dimensions, normalised as asked) and prompt
+    // tokens -> the answer's body, in the dialect's shape.
+    using EmbeddingsAnswer = std::function<nlohmann::json(
+        const std::vector<std::vector<float>>& vectors, int64_t prompt_tokens)>;
+    void start_embeddings(ModelRequest<EmbeddingsRequest> parsed,
+                          const std::shared_ptr<ResponseChannel>& channel, EmbeddingsAnswer answer,
+                          ErrorShape shape);
+
+    // Ollama's API (ollama_api.cpp).
+    struct OllamaShow {
+        std::string model, named;
+        bool verbose = false;
+    };
+    struct OllamaEmbed {
+        std::string model, named;
+        EmbeddingsRequest r;
+        bool legacy = false;  // /api/embeddings: {"embedding": [...]}
+    };
+    static OllamaShow parse_ollama_show(const RequestJson& body);
+    static OllamaEmbed parse_ollama_embed_route(const RequestJson& body, const ApiLimits& limits);
+    static OllamaEmbed parse_ollama_embeddings_route(const RequestJson& body,
+                                                     const ApiLimits& limits);
+    void add_ollama_routes();
+    HandlerFn ollama_version, ollama_tags, ollama_ps, ollama_chat, ollama_generate,
+        ollama_unsupported;
+    void ollama_generation(const HttpRequest&, const std::shared_ptr<ResponseChannel>&,
+                           OllamaGeneration g, KeepAlive keep_alive);
+    void ollama_show(const HttpRequest&, const std::shared_ptr<ResponseChannel>&,
+                     ModelRequest<OllamaShow>);
+    void ollama_embed(const HttpRequest&, const std::shared_ptr<ResponseChannel>&,
+                      ModelRequest<OllamaEmbed>);
 
     // Fill-in-the-middle (infill.cpp).
     void add_infill_routes();

@@ -31,8 +31,11 @@ using Answer = std::function<json(const scheduler::EmbeddingResult&)>;
 class EmbeddingJob : public Exchange, public std::enable_shared_from_this<EmbeddingJob> {
   public:
     EmbeddingJob(std::shared_ptr<ResponseChannel> channel, Answer answer,
-                 std::shared_ptr<ModelLease> lease)
-        : channel_(std::move(channel)), answer_(std::move(answer)), lease_(std::move(lease)) {}
+                 std::shared_ptr<ModelLease> lease, ErrorShape shape = ErrorShape::openai)
+        : channel_(std::move(channel)),
+          answer_(std::move(answer)),
+          lease_(std::move(lease)),
+          shape_(shape) {}
     ~EmbeddingJob() override { cancelled_->store(true); }
 
     void cancel() override { cancelled_->store(true); }
@@ -46,6 +49,7 @@ class EmbeddingJob : public Exchange, public std::enable_shared_from_this<Embedd
     std::shared_ptr<ResponseChannel> channel_;
     Answer answer_;
     std::shared_ptr<ModelLease> lease_;  // the model stays loaded while the job lives
+    ErrorShape shape_;
     std::shared_ptr<std::atomic<bool>> cancelled_ = std::make_shared<std::atomic<bool>>(false);
 };
 
@@ -90,7 +94,7 @@ void EmbeddingJob::finish(const scheduler::EmbeddingResult& result, FinishReason
     if (reason == FinishReason::cancelled) {
         failure = ApiError::unavailable("The model is shutting down", "shutting_down", 1);
     }
-    channel_->respond(error_response(failure));
+    channel_->respond(error_response(failure, shape_));
 }
 
 // Little-endian float32 bytes in base64, as OpenAI's encoding_format "base64".
@@ -130,8 +134,8 @@ std::vector<float> shape_vector(const float* row, int64_t width, const Embedding
     return v;
 }
 
-json usage_json(const scheduler::EmbeddingResult& result) {
-    return {{"prompt_tokens", result.prompt_tokens}, {"total_tokens", result.prompt_tokens}};
+json usage_json(int64_t prompt_tokens) {
+    return {{"prompt_tokens", prompt_tokens}, {"total_tokens", prompt_tokens}};
 }
 
 // The longest input this server takes for the model: the engine's limit, and the server's own
@@ -201,6 +205,30 @@ void Api::add_embedding_routes() {
 
 void Api::embeddings(const HttpRequest&, const std::shared_ptr<ResponseChannel>& channel,
                      ModelRequest<EmbeddingsRequest> parsed) {
+    const bool base64 = parsed.r.base64;
+    EmbeddingsAnswer answer = [base64, name = parsed.model.name()](
+                                  const std::vector<std::vector<float>>& vectors, int64_t tokens) {
+        json data = json::array();
+        for (size_t i = 0; i < vectors.size(); ++i) {
+            json item = {{"object", "embedding"}, {"index", i}};
+            if (base64) {
+                item["embedding"] = base64_floats(vectors[i]);
+            } else {
+                item["embedding"] = vectors[i];
+            }
+            data.push_back(std::move(item));
+        }
+        return json{{"object", "list"},
+                    {"data", std::move(data)},
+                    {"model", name},
+                    {"usage", usage_json(tokens)}};
+    };
+    start_embeddings(std::move(parsed), channel, std::move(answer), ErrorShape::openai);
+}
+
+void Api::start_embeddings(ModelRequest<EmbeddingsRequest> parsed,
+                           const std::shared_ptr<ResponseChannel>& channel, EmbeddingsAnswer answer,
+                           ErrorShape shape) {
     auto [r, lease, model] = std::move(parsed);
     check_embedding_model(model, /*rerank=*/false);
 
@@ -225,25 +253,16 @@ void Api::embeddings(const HttpRequest&, const std::shared_ptr<ResponseChannel>&
                                     "dimensions");
     }
 
-    Answer answer = [r = std::move(r), name = model.name()](const scheduler::EmbeddingResult& res) {
-        json data = json::array();
+    Answer shaped = [r = std::move(r),
+                     answer = std::move(answer)](const scheduler::EmbeddingResult& res) {
+        std::vector<std::vector<float>> vectors;
         for (size_t i = 0; i * static_cast<size_t>(res.width) < res.rows.size(); ++i) {
-            const std::vector<float> v =
-                shape_vector(res.rows.data() + i * static_cast<size_t>(res.width), res.width, r);
-            json item = {{"object", "embedding"}, {"index", i}};
-            if (r.base64) {
-                item["embedding"] = base64_floats(v);
-            } else {
-                item["embedding"] = v;
-            }
-            data.push_back(std::move(item));
+            vectors.push_back(
+                shape_vector(res.rows.data() + i * static_cast<size_t>(res.width), res.width, r));
         }
-        return json{{"object", "list"},
-                    {"data", std::move(data)},
-                    {"model", name},
-                    {"usage", usage_json(res)}};
+        return answer(vectors, res.prompt_tokens);
     };
-    auto job = std::make_shared<EmbeddingJob>(channel, std::move(answer), lease);
+    auto job = std::make_shared<EmbeddingJob>(channel, std::move(shaped), lease, shape);
     throw_refusal(job->start(model.embedder(), std::move(er)), "input", options_.retry_after_s);
 }
 
@@ -286,7 +305,7 @@ void Api::rerank(const HttpRequest& request, const std::shared_ptr<ResponseChann
                     {"object", "list"},
                     {"model", name},
                     {"results", std::move(results)},
-                    {"usage", usage_json(res)}};
+                    {"usage", usage_json(res.prompt_tokens)}};
     };
     auto job = std::make_shared<EmbeddingJob>(channel, std::move(answer), lease);
     throw_refusal(job->start(model.embedder(), std::move(er)), "documents", options_.retry_after_s);

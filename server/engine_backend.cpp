@@ -150,6 +150,7 @@ std::shared_ptr<EngineBackend> EngineBackend::from_model(std::shared_ptr<const m
     b->model_has_template_ = shipped.has_value();
     const std::string_view source = jinja::select_template(options.chat_template, shipped);
     b->template_ = jinja::Template::compile(source);
+    b->template_source_ = source;
     b->chat_traits_ = chat::read_template(source, options.tool_parser);
     const tokenizer::Tokenizer& t = *b->tokenizer_;
     for (std::string_view markup : chat::markup_texts(b->chat_traits_.family)) {

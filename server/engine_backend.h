@@ -50,6 +50,7 @@ class EngineBackend final : public ModelBackend,
     nlohmann::json describe(bool full) const override;
     int32_t vocab_size() const override { return tokenizer_->n_vocab(); }
     chat::TemplateTraits chat_traits() const override { return chat_traits_; }
+    std::string chat_template() const override { return template_source_; }
     std::vector<int32_t> chat_markup_tokens() const override { return chat_markup_tokens_; }
     tokenizer::SpecialTokens special_tokens() const override { return tokenizer_->special(); }
     std::vector<int32_t> tokenize(const std::string& text, bool add_special,
@@ -77,6 +78,7 @@ class EngineBackend final : public ModelBackend,
     std::shared_ptr<const model::Model> model_;
     std::shared_ptr<const tokenizer::Tokenizer> tokenizer_;
     std::optional<jinja::Template> template_;
+    std::string template_source_;
     bool model_has_template_ = false;
     chat::TemplateTraits chat_traits_;
     std::vector<int32_t> chat_markup_tokens_;  // sorted

@@ -84,6 +84,8 @@ class ModelBackend {
     // --tool-parser), and whether its template reasons: chat/reply_rules.h follows them.
     virtual chat::TemplateTraits chat_traits() const { return {}; }
     chat::Family chat_family() const { return chat_traits().family; }
+    // The chat template in use (the file's, or the one the server was given); "" when none.
+    virtual std::string chat_template() const { return {}; }
     // The special tokens among that family's markup (control tokens, which decode to nothing
     // otherwise): chat replies keep their text so the output parser sees the calls.
     virtual std::vector<int32_t> chat_markup_tokens() const { return {}; }

@@ -485,6 +485,21 @@ std::time_t ModelRegistry::created(const std::string& name) const {
     return e ? e->created : 0;
 }
 
+std::optional<std::chrono::system_clock::time_point> ModelRegistry::unload_due(
+    const std::string& name) const {
+    std::lock_guard lock(core_->mutex);
+    auto e = core_->find(name);
+    if (!e || !e->backend) return std::nullopt;
+    const std::optional<Clock::time_point> due = core_->expiry(*e);
+    if (!due) return std::nullopt;
+    return std::chrono::system_clock::now() +
+           std::chrono::duration_cast<std::chrono::system_clock::duration>(*due - Clock::now());
+}
+
+const std::filesystem::path& ModelRegistry::models_dir() const {
+    return core_->options.models_dir;
+}
+
 std::optional<ModelState> ModelRegistry::state(const std::string& name) const {
     std::lock_guard lock(core_->mutex);
     auto e = core_->find(name);

@@ -134,6 +134,11 @@ class ModelRegistry {
     bool all_ready() const;
     // Bytes of every loaded model together (what --memory-budget bounds).
     uint64_t resident_bytes() const;
+    // When the loaded model is due to be unloaded for idleness (its keep_alive or --idle-unload,
+    // counted from its last request's end); nullopt: never by time, or not loaded.
+    std::optional<std::chrono::system_clock::time_point> unload_due(const std::string& name) const;
+    // The --models-dir folder; empty when none.
+    const std::filesystem::path& models_dir() const;
 
     // Reads the folder again: new files are listed, changed ones read again, gone ones dropped
     // (once unloaded). Called by names() and by acquire()/describe() for an unknown name.

@@ -7,6 +7,7 @@
 # forced_test.mjs against the same model with every template of both folders, and the demo;
 # infill_test.mjs (fill-in-the-middle: openai's `suffix`, llama.vscode's /infill) against agent.
 # anthropic_test.mjs (the official @anthropic-ai/sdk) against the first server's models.
+# ollama_test.mjs (the ollama npm package) against the first server's models.
 # Usage: run.sh BIN_DIR CONFORMANCE_DIR. Exits 77 (skipped) when Node.js is missing, except under
 # CI, where .ci/run installs it.
 set -euo pipefail
@@ -26,7 +27,7 @@ work="$bin_dir/../client-test"
 mkdir -p "$work"
 cp "$here/package.json" "$here/client_test.mjs" "$here/tools_test.mjs" "$here/families_test.mjs" \
   "$here/tool_support.mjs" "$here/embeddings_test.mjs" "$here/forced_test.mjs" \
-  "$here/infill_test.mjs" "$here/anthropic_test.mjs" "$work/"
+  "$here/infill_test.mjs" "$here/anthropic_test.mjs" "$here/ollama_test.mjs" "$work/"
 (cd "$work" && npm install --no-audit --no-fund --loglevel=error >/dev/null)
 
 # One model per family: NAME TEMPLATE FAMILY (the family its template is detected as).
@@ -88,6 +89,7 @@ node "$work/families_test.mjs" "http://127.0.0.1:$port/v1" "${family_pairs[@]}"
 node "$work/embeddings_test.mjs" "http://127.0.0.1:$port/v1" embed rank "$conf/embeddings"
 # agent's vocabulary (Qwen 2's) has the fill-in-the-middle tokens; stories has none.
 node "$work/infill_test.mjs" "http://127.0.0.1:$port/v1" agent stories
+node "$work/ollama_test.mjs" "http://127.0.0.1:$port" stories agent thinker embed
 kill -TERM $pid
 wait $pid
 

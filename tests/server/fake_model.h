@@ -79,8 +79,13 @@ class FakeBackend : public ModelBackend {
                                 const nlohmann::ordered_json& extra_context) const override;
     scheduler::Generator& generator() override { return gen; }
     tokenizer::SpecialTokens special_tokens() const override { return special; }
+    chat::TemplateTraits chat_traits() const override { return traits; }
+    std::string chat_template() const override { return template_text; }
 
     std::string last_rendered() const;
+
+    chat::TemplateTraits traits;
+    std::string template_text;
 
     std::atomic<bool> ready{true};
     FakeGenerator gen;
