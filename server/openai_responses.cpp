@@ -290,7 +290,7 @@ std::string previous_response_id(const RequestJson& body) {
 }
 
 ResponsesRequest parse_responses_request(const RequestJson& body, const ApiLimits& limits,
-                                         const json& history) {
+                                         const json& history) try {
     for (const char* unsupported : {"background", "conversation", "prompt"}) {
         const RequestJson* v = field(body, unsupported);
         if (v && *v != false) {
@@ -404,6 +404,8 @@ ResponsesRequest parse_responses_request(const RequestJson& body, const ApiLimit
          r.previous_response_id.empty() ? json(nullptr) : json(r.previous_response_id)},
     };
     return r;
+} catch (const sampling::InvalidParam& e) {
+    throw ApiError::invalid_param(e);
 }
 
 // --- the answer ---
@@ -484,7 +486,9 @@ class ResponsesWriter : public ReplyWriter {
         json output = json::array();
         for (const Item& i : items_) output.push_back(i.value);
         json response = response_object("failed", std::move(output), nullptr);
-        response["error"] = {{"code", error.code().empty() ? "server_error" : error.code()},
+        // OpenAI's code for the server's own failure; others (cancelled, ...) keep theirs.
+        const bool ours = error.status() == 500 || error.code().empty();
+        response["error"] = {{"code", ours ? "server_error" : error.code()},
                              {"message", error.what()}};
         send(out, "response.failed", {{"response", response}});
     }
