@@ -430,7 +430,10 @@ class ResponsesWriter : public ReplyWriter {
               answer_.id.substr(std::min<size_t>(answer_.id.find('_') + 1, answer_.id.size()))) {}
 
     void open(ResponseChannel& out) override {
-        const json snapshot = response_object("in_progress", json::array(), nullptr);
+        json snapshot = response_object("in_progress", json::array(), nullptr);
+        // The SDKs compute output_text from the output they accumulate unless the snapshot they
+        // start from already has one (openai-node keeps it through response.incomplete).
+        snapshot.erase("output_text");
         send(out, "response.created", {{"response", snapshot}});
         send(out, "response.in_progress", {{"response", snapshot}});
     }

@@ -3,7 +3,8 @@
 # tools_test.mjs against a random-weight model with Qwen 2's vocabulary (its <tool_call> and <think>
 # tokens) served with a Hermes-style template and with a thinking template, families_test.mjs
 # against the same model served with a real chat template of each family (conformance folder), and
-# embeddings_test.mjs against the conformance folder's bert-mean encoder and bert-rank reranker, and
+# embeddings_test.mjs against the conformance folder's bert-mean encoder and bert-rank reranker,
+# responses_test.mjs (OpenAI's Responses API) against the story, tool and thinking models, and
 # forced_test.mjs against the same model with every template of both folders, and the demo.
 # Usage: run.sh BIN_DIR CONFORMANCE_DIR. Exits 77 (skipped) when Node.js is missing, except under
 # CI, where .ci/run installs it.
@@ -23,7 +24,8 @@ fi
 work="$bin_dir/../client-test"
 mkdir -p "$work"
 cp "$here/package.json" "$here/client_test.mjs" "$here/tools_test.mjs" "$here/families_test.mjs" \
-  "$here/tool_support.mjs" "$here/embeddings_test.mjs" "$here/forced_test.mjs" "$work/"
+  "$here/tool_support.mjs" "$here/embeddings_test.mjs" "$here/forced_test.mjs" \
+  "$here/responses_test.mjs" "$work/"
 (cd "$work" && npm install --no-audit --no-fund --loglevel=error >/dev/null)
 
 # One model per family: NAME TEMPLATE FAMILY (the family its template is detected as).
@@ -82,6 +84,7 @@ node "$work/client_test.mjs" "http://127.0.0.1:$port/v1" stories
 node "$work/tools_test.mjs" "http://127.0.0.1:$port/v1" agent thinker
 node "$work/families_test.mjs" "http://127.0.0.1:$port/v1" "${family_pairs[@]}"
 node "$work/embeddings_test.mjs" "http://127.0.0.1:$port/v1" embed rank "$conf/embeddings"
+node "$work/responses_test.mjs" "http://127.0.0.1:$port/v1" stories agent thinker
 kill -TERM $pid
 wait $pid
 

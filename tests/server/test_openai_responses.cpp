@@ -343,6 +343,7 @@ TEST(ResponsesWriter, TextOnly) {
     const json& created = r.log.events[0]["response"];
     EXPECT_EQ(created["status"], "in_progress");
     EXPECT_EQ(created["output"], json::array());
+    EXPECT_FALSE(created.contains("output_text"));  // for the SDKs to compute
     EXPECT_EQ(r.log.events[2]["item"]["status"], "in_progress");
     EXPECT_EQ(r.log.events[2]["item"]["content"], json::array());
     EXPECT_EQ(r.log.events[3]["part"]["text"], "");
