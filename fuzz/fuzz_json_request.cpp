@@ -7,9 +7,11 @@
 // Allowed failures: malformed JSON, server::ApiError 400 from the mapping, sampling::InvalidParam
 // for logit_bias ids beyond this target's small vocabulary (the API's validate step answers 400
 // with it), std::runtime_error from sample() when every logit is NaN or -inf.
-// Extra fields only this target reads: "logits" (numbers, NaN as null), "prompt_ids", "text", and
-// "top_logprobs" (0..20 alternatives: each endpoint names its own logprobs field, outside the
-// shared mapping). Returns whether the body was a JSON object.
+// The same body also goes through the embeddings, rerank and OpenAI Responses parsers.
+// Extra fields only this target reads: "logits" (numbers, NaN as null), "prompt_ids", "text",
+// "history" (the items a stored Responses conversation adds) and "top_logprobs" (0..20
+// alternatives: each endpoint names its own logprobs field, outside the shared mapping). Returns
+// whether the body was a JSON object.
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -20,6 +22,7 @@
 #include "engine/sampling/stop.h"
 #include "fuzz/fuzz_support.h"
 #include "server/api_error.h"
+#include "server/openai_responses.h"
 #include "server/requests.h"
 
 namespace ggufd::fuzz {
@@ -147,10 +150,26 @@ void run_embedding_parsers(const json& body) {
     }
 }
 
+// The body read as an OpenAI Responses request, "history" standing for the items a stored
+// previous response would add: a 400 or a chat request of one answer with messages.
+void run_responses_parser(const json& body) {
+    nlohmann::json history = nlohmann::json::array();
+    if (const auto it = body.find("history"); it != body.end() && it->is_array()) history = *it;
+    try {
+        const auto r = server::parse_responses_request(body, server::ApiLimits{}, history);
+        check(r.chat.n == 1, "a Responses request asks for one answer");
+        check(r.chat.messages.is_array() && !r.chat.messages.empty(), "it has messages");
+        check(r.input_items.is_array(), "its input is kept as items");
+    } catch (const server::ApiError& e) {
+        check(e.status() == 400, "a refused Responses body is a 400");
+    }
+}
+
 bool fuzz_json_request_one(const uint8_t* data, size_t size) {
     const json body = json::parse(data, data + size, nullptr, /*allow_exceptions=*/false);
     if (body.is_discarded() || !body.is_object()) return false;
     run_embedding_parsers(body);
+    run_responses_parser(body);
     server::GenerationOptions options;
     try {
         options = server::parse_generation_options(body, server::ApiLimits{}, -1);
