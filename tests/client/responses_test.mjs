@@ -7,7 +7,7 @@
 import OpenAI from "openai";
 import Ajv from "ajv";
 import assert from "node:assert/strict";
-import { parameters, validate as validateArgs } from "./tool_support.mjs";
+import { heroSchema, parameters, validate as validateArgs } from "./tool_support.mjs";
 
 const [baseURL, storyModel, toolModel, thinkingModel] = process.argv.slice(2);
 const client = new OpenAI({ baseURL, apiKey: "test-key", maxRetries: 0, timeout: 60_000 });
@@ -142,20 +142,10 @@ assert.equal(thinkEvents.find((e) => e.type === "response.reasoning_text.done").
 assert.deepEqual(comparable(thinkEvents.at(-1).response), comparable(thought));
 
 // --- structured output: text.format ---
-const schema = {
-  type: "object",
-  properties: {
-    hero: { type: "string", minLength: 1, maxLength: 12 },
-    mood: { enum: ["happy", "sad", "brave"] },
-    age: { type: "integer", minimum: 1, maximum: 99 },
-  },
-  required: ["hero", "mood", "age"],
-  additionalProperties: false,
-};
-const validate = new Ajv({ strict: true }).compile(schema);
+const validate = new Ajv({ strict: true }).compile(heroSchema);
 const structured = await client.responses.create({
   model: storyModel, input: "Describe the hero of a story.", seed: 5, max_output_tokens: 200,
-  text: { format: { type: "json_schema", name: "hero", strict: true, schema } },
+  text: { format: { type: "json_schema", name: "hero", strict: true, schema: heroSchema } },
 });
 assert.equal(structured.status, "completed", structured.output_text);
 const parsed = JSON.parse(structured.output_text);

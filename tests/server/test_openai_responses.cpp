@@ -310,6 +310,31 @@ Answered run(const std::vector<std::string>& pieces, FinishReason reason,
     return out;
 }
 
+// A response's event types: created, in_progress, each output item's, then `last`.
+using Events = std::vector<std::string>;
+Events events_of(std::initializer_list<Events> items, const std::string& last) {
+    Events out = {"response.created", "response.in_progress"};
+    for (const Events& item : items) out.insert(out.end(), item.begin(), item.end());
+    out.push_back("response." + last);
+    return out;
+}
+// A message's ("output_text") or a reasoning item's ("reasoning_text") events.
+Events text_item(const std::string& kind, size_t deltas) {
+    Events out = {"response.output_item.added", "response.content_part.added"};
+    out.insert(out.end(), deltas, "response." + kind + ".delta");
+    out.push_back("response." + kind + ".done");
+    out.push_back("response.content_part.done");
+    out.push_back("response.output_item.done");
+    return out;
+}
+Events call_item(size_t deltas) {
+    Events out = {"response.output_item.added"};
+    out.insert(out.end(), deltas, "response.function_call_arguments.delta");
+    out.push_back("response.function_call_arguments.done");
+    out.push_back("response.output_item.done");
+    return out;
+}
+
 // What a streamed and a non-streamed answer must share (ids and times aside, which are equal
 // here too).
 void expect_same_final(const Answered& r) {
@@ -334,12 +359,7 @@ TEST(ResponsesWriter, TextOnly) {
     EXPECT_EQ(r.body["usage"], json::parse(R"({"input_tokens": 10,
         "input_tokens_details": {"cached_tokens": 4}, "output_tokens": 3,
         "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 13})"));
-    EXPECT_EQ(r.types, (std::vector<std::string>{
-                           "response.created", "response.in_progress", "response.output_item.added",
-                           "response.content_part.added", "response.output_text.delta",
-                           "response.output_text.delta", "response.output_text.delta",
-                           "response.output_text.done", "response.content_part.done",
-                           "response.output_item.done", "response.completed"}));
+    EXPECT_EQ(r.types, events_of({text_item("output_text", 3)}, "completed"));
     const json& created = r.log.events[0]["response"];
     EXPECT_EQ(created["status"], "in_progress");
     EXPECT_EQ(created["output"], json::array());
@@ -366,15 +386,8 @@ TEST(ResponsesWriter, ReasoningThenText) {
     EXPECT_EQ(r.body["output"][1]["id"], "msg_r1_1");
     EXPECT_EQ(r.body["output_text"], "Yes.");
     EXPECT_EQ(r.body["usage"]["output_tokens_details"]["reasoning_tokens"], 2);
-    EXPECT_EQ(r.types, (std::vector<std::string>{
-                           "response.created", "response.in_progress", "response.output_item.added",
-                           "response.content_part.added", "response.reasoning_text.delta",
-                           "response.reasoning_text.delta", "response.reasoning_text.done",
-                           "response.content_part.done", "response.output_item.done",
-                           "response.output_item.added", "response.content_part.added",
-                           "response.output_text.delta", "response.output_text.delta",
-                           "response.output_text.done", "response.content_part.done",
-                           "response.output_item.done", "response.completed"}));
+    EXPECT_EQ(r.types, events_of({text_item("reasoning_text", 2), text_item("output_text", 2)},
+                                 "completed"));
     EXPECT_EQ(r.log.events[3]["part"], json::parse(R"({"type": "reasoning_text", "text": ""})"));
     EXPECT_EQ(r.log.events[6]["text"], "Hmm.");
     EXPECT_EQ(r.log.events[9]["output_index"], 1);
@@ -392,14 +405,7 @@ TEST(ResponsesWriter, FunctionCalls) {
         {"id": "fc_r1_1", "type": "function_call", "status": "completed", "call_id": "call_1",
          "name": "f", "arguments": "{}"}])"));
     EXPECT_EQ(r.body["output_text"], "");
-    EXPECT_EQ(r.types,
-              (std::vector<std::string>{
-                  "response.created", "response.in_progress", "response.output_item.added",
-                  "response.function_call_arguments.delta",
-                  "response.function_call_arguments.delta", "response.function_call_arguments.done",
-                  "response.output_item.done", "response.output_item.added",
-                  "response.function_call_arguments.delta", "response.function_call_arguments.done",
-                  "response.output_item.done", "response.completed"}));
+    EXPECT_EQ(r.types, events_of({call_item(2), call_item(1)}, "completed"));
     const json& added = r.log.events[2]["item"];
     EXPECT_EQ(added["arguments"], "");
     EXPECT_EQ(added["call_id"], "call_0");
@@ -438,12 +444,7 @@ TEST(ResponsesWriter, AFailureAfterTheStreamBeganIsResponseFailed) {
     scheduler::TokenEvent event;
     writer->piece({0, "par", &d, &event}, &log);
     writer->close_with_error(ApiError::internal("generation failed: boom"), log);
-    EXPECT_EQ(log.types(),
-              (std::vector<std::string>{"response.created", "response.in_progress",
-                                        "response.output_item.added", "response.content_part.added",
-                                        "response.output_text.delta", "response.output_text.done",
-                                        "response.content_part.done", "response.output_item.done",
-                                        "response.failed"}));
+    EXPECT_EQ(log.types(), events_of({text_item("output_text", 1)}, "failed"));
     const json& failed = log.events.back()["response"];
     EXPECT_EQ(failed["status"], "failed");
     EXPECT_EQ(failed["error"]["code"], "server_error");
