@@ -7,12 +7,13 @@
 // Allowed failures: malformed JSON, server::ApiError 400 from the mapping, sampling::InvalidParam
 // for logit_bias ids beyond this target's small vocabulary (the API's validate step answers 400
 // with it), std::runtime_error from sample() when every logit is NaN or -inf.
-// Extra fields only this target reads: "logits" (numbers, NaN as null), "prompt_ids", "text", and
-// "top_logprobs" (0..20 alternatives: each endpoint names its own logprobs field, outside the
-// shared mapping), and "fim_budget" (0..512: the tokens a fill-in-the-middle prompt may take).
-// The body is also read as the embeddings, rerank and Anthropic Messages requests, as
-// /v1/completions (its `suffix`) and /infill, whose fill-in-the-middle prompt is built for a
-// byte-level model. Returns whether the body was a JSON object.
+// Extra fields only this target reads: "logits" (numbers, NaN as null), "prompt_ids", "text",
+// "history" (the items a stored Responses conversation adds), "top_logprobs" (0..20
+// alternatives: each endpoint names its own logprobs field, outside the shared mapping) and
+// "fim_budget" (0..512: the tokens a fill-in-the-middle prompt may take). The body is also read
+// as the embeddings and rerank requests, as each dialect's (Anthropic Messages, Ollama, OpenAI
+// Responses), as /v1/completions (its `suffix`) and /infill, whose fill-in-the-middle prompt is
+// built for a byte-level model. Returns whether the body was a JSON object.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -27,6 +28,7 @@
 #include "server/api_error.h"
 #include "server/infill.h"
 #include "server/ollama.h"
+#include "server/openai_responses.h"
 #include "server/requests.h"
 
 namespace ggufd::fuzz {
@@ -329,6 +331,18 @@ void run_anthropic_parsers(const json& body) {
     } catch (const server::ApiError& e) {
         check(e.status() == 400, "a refused count_tokens body is a 400");
         check(!accepted, "count_tokens accepts what /v1/messages accepts");
+// The body read as an OpenAI Responses request, "history" standing for the items a stored
+// previous response would add: a 400 or a chat request of one answer with messages.
+void run_responses_parser(const json& body) {
+    nlohmann::json history = nlohmann::json::array();
+    if (const auto it = body.find("history"); it != body.end() && it->is_array()) history = *it;
+    try {
+        const auto r = server::parse_responses_request(body, server::ApiLimits{}, history);
+        check(r.chat.n == 1, "a Responses request asks for one answer");
+        check(r.chat.messages.is_array() && !r.chat.messages.empty(), "it has messages");
+        check(r.input_items.is_array(), "its input is kept as items");
+    } catch (const server::ApiError& e) {
+        check(e.status() == 400, "a refused Responses body is a 400");
     }
 }
 
@@ -339,6 +353,7 @@ bool fuzz_json_request_one(const uint8_t* data, size_t size) {
     run_infill_parsers(body);
     run_anthropic_parsers(body);
     run_ollama_parsers(body);
+    run_responses_parser(body);
     server::GenerationOptions options;
     try {
         options = server::parse_generation_options(body, server::ApiLimits{}, -1);

@@ -88,11 +88,18 @@ Api::Api(ModelRegistry& registry, ApiOptions options)
     add_infill_routes();
     add_anthropic_routes();
     add_ollama_routes();
+    add_responses_routes();
 }
 
-const Api::Route* Api::match(const std::string& path, std::string& param) const {
+const Api::Route* Api::match(const std::string& method, const std::string& path,
+                             std::string& param) const {
+    // A path may have a route per method (GET and DELETE /v1/responses/{id}): the request's
+    // method's, else the path's first (answered 405 with every method the path allows).
+    const Route* first = nullptr;
+    std::string first_param;
     for (const auto& route : routes_) {
         std::string_view pattern = route.pattern;
+        std::string segment;
         if (const size_t at = pattern.find("{id}"); at != std::string_view::npos) {
             const std::string_view prefix = pattern.substr(0, at);
             const std::string_view suffix = pattern.substr(at + 4);
@@ -103,26 +110,46 @@ const Api::Route* Api::match(const std::string& path, std::string& param) const 
             std::string_view rest = std::string_view(path).substr(
                 prefix.size(), path.size() - prefix.size() - suffix.size());
             if (rest.empty() || rest.find('/') != std::string_view::npos) continue;
-            param = url_decode(rest);
+            segment = url_decode(rest);
+        } else if (path != pattern) {
+            continue;
+        }
+        if (method == route.method) {
+            param = std::move(segment);
             return &route;
         }
-        if (path == pattern) return &route;
+        if (!first) {
+            first = &route;
+            first_param = std::move(segment);
+        }
     }
-    return nullptr;
+    param = first_param;
+    return first;
+}
+
+std::string Api::allowed_methods(const std::string& path) const {
+    std::string methods;
+    std::string unused;
+    for (const auto& route : routes_) {
+        if (match(route.method, path, unused) != &route) continue;
+        if (!methods.empty()) methods += ", ";
+        methods += route.method;
+    }
+    return methods;
 }
 
 void Api::handle(const HttpRequest& request, const std::shared_ptr<ResponseChannel>& channel) {
     answering_failures(request, *channel, [&] {
         AccessInfo& access = channel->access();
         std::string param;
-        const Route* route = match(request.path, param);
+        const Route* route = match(request.method, request.path, param);
         access.route = route ? route->pattern : "(unknown)";
         // A browser's preflight carries no credentials, so it is answered before the key check.
         if (request.method == "OPTIONS" && route && !options_.cors_origin.empty()) {
             HttpResponse r;
             r.status = 204;
             r.headers.emplace_back("Access-Control-Allow-Methods",
-                                   fmt::format("{}, OPTIONS", route->method));
+                                   fmt::format("{}, OPTIONS", allowed_methods(request.path)));
             r.headers.emplace_back("Access-Control-Allow-Headers",
                                    "Authorization, Content-Type, X-Api-Key, Anthropic-Version");
             r.headers.emplace_back("Access-Control-Max-Age", "600");
@@ -141,11 +168,12 @@ void Api::handle(const HttpRequest& request, const std::shared_ptr<ResponseChann
                 fmt::format("Unknown request URL: {} {}", request.method, request.path));
         }
         if (request.method != route->method) {
-            HttpResponse r = error_response(ApiError::method_not_allowed(fmt::format(
-                                                "Method {} is not allowed for {}; use {}",
-                                                request.method, route->pattern, route->method)),
-                                            error_shape_of(request.path));
-            r.headers.emplace_back("Allow", route->method);
+            const std::string allowed = allowed_methods(request.path);
+            HttpResponse r = error_response(
+                ApiError::method_not_allowed(fmt::format("Method {} is not allowed for {}; use {}",
+                                                         request.method, route->pattern, allowed)),
+                error_shape_of(request.path));
+            r.headers.emplace_back("Allow", allowed);
             channel->respond(std::move(r));
             return;
         }

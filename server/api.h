@@ -22,6 +22,9 @@
 
 namespace ggufd::server {
 
+class ResponseStore;
+struct ResponsesRequest;
+
 struct ApiOptions {
     // Accepted bearer tokens; empty = no authentication. Never logged.
     std::vector<std::string> api_keys;
@@ -67,8 +70,12 @@ class Api {
         bool public_route;
     };
 
-    // The route for a path, whatever the method; nullptr when none.
-    const Route* match(const std::string& path, std::string& param) const;
+    // The route for a path: the method's when the path has one, else another method's (a 405);
+    // nullptr when none.
+    const Route* match(const std::string& method, const std::string& path,
+                       std::string& param) const;
+    // The methods a path's routes take, as an Allow header lists them.
+    std::string allowed_methods(const std::string& path) const;
     // Throws 503 while draining, except for the routes a prober or a scraper uses.
     void refuse_new_work_while_draining(const Route& route) const;
     // The server's prompt cap, then the engine's validate(): 400 naming the parameter (the
@@ -105,8 +112,10 @@ class Api {
                      const std::string&) {
         const RequestJson body = parse_json_body(request.body);
         auto r = [&] {
-            if constexpr (std::is_invocable_v<decltype(parse), const RequestJson&,
-                                              const ApiLimits&>) {
+            if constexpr (std::is_member_function_pointer_v<decltype(parse)>) {
+                return (this->*parse)(body);
+            } else if constexpr (std::is_invocable_v<decltype(parse), const RequestJson&,
+                                                     const ApiLimits&>) {
                 return parse(body, options_.limits);
             } else {
                 return parse(body);
@@ -194,8 +203,16 @@ class Api {
     void anthropic_count_tokens(const HttpRequest&, const std::shared_ptr<ResponseChannel>&,
                                 ModelRequest<ChatRequest>);
 
+    // OpenAI's Responses API and its stored responses (openai_responses.cpp).
+    void add_responses_routes();
+    ResponsesRequest parse_responses(const RequestJson& body);
+    void create_response(const HttpRequest&, const std::shared_ptr<ResponseChannel>&,
+                         ModelRequest<ResponsesRequest>);
+    HandlerFn get_response, delete_response, list_input_items;
+
     ModelRegistry& registry_;
     ApiOptions options_;
+    std::shared_ptr<ResponseStore> response_store_;  // the process's, shared by every model
     std::vector<Route> routes_;
     std::atomic<bool> draining_{false};
 };

@@ -4,6 +4,7 @@
 import OpenAI from "openai";
 import Ajv from "ajv";
 import assert from "node:assert/strict";
+import { heroSchema as schema } from "./tool_support.mjs";
 
 const [baseURL, model] = process.argv.slice(2);
 const client = new OpenAI({ baseURL, apiKey: "test-key", maxRetries: 0, timeout: 60_000 });
@@ -44,19 +45,6 @@ assert.equal(streamed, chat.choices[0].message.content, "streamed and non-stream
 assert.ok(finish === "length" || finish === "stop", String(finish));
 assert.ok(usage && usage.completion_tokens > 0, "stream_options.include_usage gave no usage");
 
-// A schema a story model can fill in within its budget: bounded strings, an enum, a bounded
-// integer, a short array.
-const schema = {
-  type: "object",
-  properties: {
-    hero: { type: "string", minLength: 1, maxLength: 12 },
-    mood: { enum: ["happy", "sad", "brave"] },
-    age: { type: "integer", minimum: 1, maximum: 99 },
-    friends: { type: "array", items: { type: "string", maxLength: 8 }, maxItems: 2 },
-  },
-  required: ["hero", "mood", "age", "friends"],
-  additionalProperties: false,
-};
 const validate = new Ajv({ strict: true }).compile(schema);
 for (const [temperature, stream] of [[0, false], [1, false], [1, true]]) {
   const request = {

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# Runs client_test.mjs (the official openai npm package) against a ggufd serving stories260K, and
-# tools_test.mjs against a random-weight model with Qwen 2's vocabulary (its <tool_call> and <think>
-# tokens) served with a Hermes-style template and with a thinking template, families_test.mjs
-# against the same model served with a real chat template of each family (conformance folder), and
-# embeddings_test.mjs against the conformance folder's bert-mean encoder and bert-rank reranker, and
-# forced_test.mjs against the same model with every template of both folders, and the demo;
-# infill_test.mjs (fill-in-the-middle: openai's `suffix`, llama.vscode's /infill) against agent.
-# anthropic_test.mjs (the official @anthropic-ai/sdk) against the first server's models.
-# ollama_test.mjs (the ollama npm package) against the first server's models.
+# The official client libraries against a running ggufd. The first server serves stories260K, a
+# random-weight model with Qwen 2's vocabulary (its <tool_call>, <think> and fill-in-the-middle
+# tokens) with a Hermes-style template (agent) and with a thinking template (thinker), the same
+# model with a real chat template of each family (conformance folder), and the conformance
+# folder's bert-mean encoder and bert-rank reranker. Against it: client_test.mjs and tools_test.mjs
+# (openai), anthropic_test.mjs (@anthropic-ai/sdk), families_test.mjs, embeddings_test.mjs,
+# infill_test.mjs (openai's `suffix`, llama.vscode's /infill), ollama_test.mjs (ollama) and
+# responses_test.mjs (openai's Responses API). Then forced_test.mjs against the same model with
+# every template of both folders, and the built-in demo.
 # Usage: run.sh BIN_DIR CONFORMANCE_DIR. Exits 77 (skipped) when Node.js is missing, except under
 # CI, where .ci/run installs it.
 set -euo pipefail
@@ -27,7 +27,8 @@ work="$bin_dir/../client-test"
 mkdir -p "$work"
 cp "$here/package.json" "$here/client_test.mjs" "$here/tools_test.mjs" "$here/families_test.mjs" \
   "$here/tool_support.mjs" "$here/embeddings_test.mjs" "$here/forced_test.mjs" \
-  "$here/infill_test.mjs" "$here/anthropic_test.mjs" "$here/ollama_test.mjs" "$work/"
+  "$here/infill_test.mjs" "$here/anthropic_test.mjs" "$here/ollama_test.mjs" \
+  "$here/responses_test.mjs" "$work/"
 (cd "$work" && npm install --no-audit --no-fund --loglevel=error >/dev/null)
 
 # One model per family: NAME TEMPLATE FAMILY (the family its template is detected as).
@@ -90,6 +91,7 @@ node "$work/embeddings_test.mjs" "http://127.0.0.1:$port/v1" embed rank "$conf/e
 # agent's vocabulary (Qwen 2's) has the fill-in-the-middle tokens; stories has none.
 node "$work/infill_test.mjs" "http://127.0.0.1:$port/v1" agent stories
 node "$work/ollama_test.mjs" "http://127.0.0.1:$port" stories agent thinker embed
+node "$work/responses_test.mjs" "http://127.0.0.1:$port/v1" stories agent thinker
 kill -TERM $pid
 wait $pid
 

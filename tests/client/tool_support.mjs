@@ -1,5 +1,5 @@
 // What the client tests share: the tools offered (two functions with one bounded schema), its
-// validator, and a streamed reply accumulated as clients do, checking each call's deltas (id and
+// validator, a structured-output schema, and a streamed reply accumulated as clients do, checking each call's deltas (id and
 // name first, then argument fragments only).
 import Ajv from "ajv";
 import assert from "node:assert/strict";
@@ -15,6 +15,19 @@ export const parameters = {
   additionalProperties: false,
 };
 export const validate = new Ajv({ strict: true }).compile(parameters);
+// A schema a story model can fill in within its budget: bounded strings, an enum, a bounded
+// integer, a short array.
+export const heroSchema = {
+  type: "object",
+  properties: {
+    hero: { type: "string", minLength: 1, maxLength: 12 },
+    mood: { enum: ["happy", "sad", "brave"] },
+    age: { type: "integer", minimum: 1, maximum: 99 },
+    friends: { type: "array", items: { type: "string", maxLength: 8 }, maxItems: 2 },
+  },
+  required: ["hero", "mood", "age", "friends"],
+  additionalProperties: false,
+};
 export const tools = [
   { type: "function", function: { name: "get_weather", description: "The weather in a city.", parameters } },
   { type: "function", function: { name: "get_time", description: "The time in a city.", parameters } },

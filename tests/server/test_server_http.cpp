@@ -979,6 +979,99 @@ TEST_F(ServerTest, AnthropicKeyComesAsXApiKey) {
                 {"anthropic-beta", "fine-grained-tool-streaming-2025-05-14"}});
     EXPECT_EQ(r.result_int(), 200) << r.body();
     EXPECT_EQ(gen().requests().size(), 1u);
+// OpenAI's Responses API end to end: a response, read back, continued, streamed, deleted; the
+// access log (and so the metrics) name its routes by pattern.
+TEST_F(ServerTest, ResponsesAreAnsweredStoredContinuedAndDeleted) {
+    std::mutex mutex;
+    std::vector<std::string> routes;
+    ServerOptions options;
+    options.on_access = [&](const AccessInfo& a, int, double) {
+        std::lock_guard lock(mutex);
+        routes.push_back(a.route);
+    };
+    start(std::move(options));
+    Client c(port);
+    auto r = c.post("/v1/responses", {{"input", "hi"}, {"instructions", "sys"}});
+    ASSERT_EQ(r.result_int(), 200) << r.body();
+    const json first = body_of(r);
+    const std::string id = "resp_" + std::string(r["X-Request-Id"]);
+    EXPECT_EQ(first["id"], id);
+    EXPECT_EQ(first["status"], "completed");
+    EXPECT_EQ(first["output_text"], "Hello, world!");
+    EXPECT_EQ(first["model"], "fake");
+    EXPECT_EQ(backend->last_rendered(), "<|system|>sys\n<|user|>hi\n<|assistant|>");
+    EXPECT_EQ(first["usage"]["input_tokens"], gen().requests().back().prompt.size());
+
+    r = c.get("/v1/responses/" + id);
+    ASSERT_EQ(r.result_int(), 200);
+    EXPECT_EQ(body_of(r), first);
+    r = c.get("/v1/responses/" + id + "/input_items?order=asc");
+    ASSERT_EQ(r.result_int(), 200);
+    EXPECT_EQ(body_of(r)["data"][0]["content"], "hi");
+
+    // The stored conversation comes first, the instructions are not inherited.
+    r = c.post("/v1/responses", {{"input", "m"}, {"previous_response_id", id}});
+    ASSERT_EQ(r.result_int(), 200) << r.body();
+    EXPECT_EQ(body_of(r)["previous_response_id"], id);
+    EXPECT_EQ(backend->last_rendered(),
+              "<|user|>hi\n<|assistant|>Hello, world!\n<|user|>m\n<|assistant|>");
+
+    r = c.post("/v1/responses", {{"input", "x"}, {"previous_response_id", "resp_none"}});
+    EXPECT_EQ(r.result_int(), 404);
+    EXPECT_EQ(body_of(r)["error"]["param"], "previous_response_id");
+    EXPECT_EQ(body_of(r)["error"]["code"], "previous_response_not_found");
+
+    r = c.request(http::verb::put, "/v1/responses/" + id);
+    EXPECT_EQ(r.result_int(), 405);
+    EXPECT_EQ(r[http::field::allow], "GET, DELETE");
+    r = c.request(http::verb::delete_, "/v1/responses/" + id);
+    ASSERT_EQ(r.result_int(), 200);
+    EXPECT_EQ(body_of(r)["deleted"], true);
+    EXPECT_EQ(c.get("/v1/responses/" + id).result_int(), 404);
+    EXPECT_EQ(c.request(http::verb::delete_, "/v1/responses/" + id).result_int(), 404);
+
+    r = c.post("/v1/responses", {{"input", "x"}, {"store", false}});
+    ASSERT_EQ(r.result_int(), 200);
+    EXPECT_EQ(c.get("/v1/responses/resp_" + std::string(r["X-Request-Id"])).result_int(), 404);
+
+    r = c.post(
+        "/v1/responses",
+        json::parse(R"({"input": [{"role": "user", "content": [{"type": "input_image"}]}]})"));
+    EXPECT_EQ(r.result_int(), 400);
+    EXPECT_EQ(body_of(r)["error"]["param"], "input");
+
+    r = c.post("/v1/responses", {{"input", "x"}, {"stream", true}});
+    ASSERT_EQ(r.result_int(), 200);
+    EXPECT_EQ(r[http::field::content_type], "text/event-stream");
+    std::vector<std::string> types;
+    std::string text;
+    json last;
+    const std::string body = r.body();
+    for (size_t pos = 0; pos < body.size();) {
+        const size_t end = body.find("\n\n", pos);
+        ASSERT_NE(end, std::string::npos);
+        const std::string event = body.substr(pos, end - pos);
+        pos = end + 2;
+        const size_t newline = event.find('\n');
+        ASSERT_EQ(event.compare(newline + 1, 6, "data: "), 0) << event;
+        last = json::parse(event.substr(newline + 7));
+        EXPECT_EQ(event.substr(0, newline), "event: " + last["type"].get<std::string>());
+        EXPECT_EQ(last["sequence_number"], types.size());
+        types.push_back(last["type"]);
+        if (last["type"] == "response.output_text.delta") text += last["delta"].get<std::string>();
+    }
+    ASSERT_GE(types.size(), 4u);
+    EXPECT_EQ(types.front(), "response.created");
+    EXPECT_EQ(types.back(), "response.completed");
+    EXPECT_EQ(text, "Hello, world!");
+    EXPECT_EQ(last["response"]["output_text"], "Hello, world!");
+
+    server->stop(std::chrono::seconds(5));
+    std::lock_guard lock(mutex);
+    for (const char* route :
+         {"/v1/responses", "/v1/responses/{id}", "/v1/responses/{id}/input_items"}) {
+        EXPECT_NE(std::find(routes.begin(), routes.end(), route), routes.end()) << route;
+    }
 }
 
 }  // namespace
