@@ -240,43 +240,6 @@ void check_fim_prompt(const server::FimParts& parts, int64_t budget) {
               "what is left out is reported");
         if (repo && !p.truncated && !parts.extra.empty()) {
             check(t[1] == ByteModel::kRep, "kept files come with the repository header");
-// Ollama's translations, when the body looks like one of its requests: a 400 or a request of the
-// kind it asked for.
-void run_ollama_parsers(const json& body) {
-    const server::ApiLimits limits;
-    const auto refused = [](const server::ApiError& e) {
-        check(e.status() == 400, "a refused Ollama body is a 400");
-    };
-    if (body.contains("messages")) {
-        try {
-            const auto g = server::parse_ollama_chat(body, limits);
-            check(!g.completion && !g.generate, "/api/chat is a chat");
-            check(!g.chat || !g.chat->messages.empty(), "a chat has messages");
-            check(!g.unload || !g.chat, "an unload generates nothing");
-        } catch (const server::ApiError& e) {
-            refused(e);
-        }
-    }
-    if (body.contains("prompt") || body.contains("suffix")) {
-        try {
-            const auto g = server::parse_ollama_generate(body, limits);
-            check(g.generate && !(g.chat && g.completion), "one kind of generation at most");
-        } catch (const server::ApiError& e) {
-            refused(e);
-        }
-        try {
-            const auto r = server::parse_ollama_embeddings(body, limits);
-            check(r.inputs.size() == 1 && !r.normalize, "/api/embeddings: one raw vector");
-        } catch (const server::ApiError& e) {
-            refused(e);
-        }
-    }
-    if (body.contains("input")) {
-        try {
-            const auto r = server::parse_ollama_embed(body, limits);
-            check(!r.inputs.empty() && r.normalize, "/api/embed: normalised vectors");
-        } catch (const server::ApiError& e) {
-            refused(e);
         }
     }
 }
@@ -331,6 +294,50 @@ void run_anthropic_parsers(const json& body) {
     } catch (const server::ApiError& e) {
         check(e.status() == 400, "a refused count_tokens body is a 400");
         check(!accepted, "count_tokens accepts what /v1/messages accepts");
+    }
+}
+
+// Ollama's translations, when the body looks like one of its requests: a 400 or a request of the
+// kind it asked for.
+void run_ollama_parsers(const json& body) {
+    const server::ApiLimits limits;
+    const auto refused = [](const server::ApiError& e) {
+        check(e.status() == 400, "a refused Ollama body is a 400");
+    };
+    if (body.contains("messages")) {
+        try {
+            const auto g = server::parse_ollama_chat(body, limits);
+            check(!g.completion && !g.generate, "/api/chat is a chat");
+            check(!g.chat || !g.chat->messages.empty(), "a chat has messages");
+            check(!g.unload || !g.chat, "an unload generates nothing");
+        } catch (const server::ApiError& e) {
+            refused(e);
+        }
+    }
+    if (body.contains("prompt") || body.contains("suffix")) {
+        try {
+            const auto g = server::parse_ollama_generate(body, limits);
+            check(g.generate && !(g.chat && g.completion), "one kind of generation at most");
+        } catch (const server::ApiError& e) {
+            refused(e);
+        }
+        try {
+            const auto r = server::parse_ollama_embeddings(body, limits);
+            check(r.inputs.size() == 1 && !r.normalize, "/api/embeddings: one raw vector");
+        } catch (const server::ApiError& e) {
+            refused(e);
+        }
+    }
+    if (body.contains("input")) {
+        try {
+            const auto r = server::parse_ollama_embed(body, limits);
+            check(!r.inputs.empty() && r.normalize, "/api/embed: normalised vectors");
+        } catch (const server::ApiError& e) {
+            refused(e);
+        }
+    }
+}
+
 // The body read as an OpenAI Responses request, "history" standing for the items a stored
 // previous response would add: a 400 or a chat request of one answer with messages.
 void run_responses_parser(const json& body) {

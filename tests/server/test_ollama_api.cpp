@@ -224,10 +224,10 @@ TEST(OllamaGenerateTranslation, TemplatedRawLoadAndRefusals) {
     EXPECT_FALSE(fim.chat);
     EXPECT_EQ(fim.completion->suffix, "  return x");
     EXPECT_EQ(fim.completion->prompts.at(0).text, "def f(");
-    EXPECT_EQ(
-        refusal([&] { parse_ollama_generate(body(R"({"prompt": "x", "suffix": 3})"), limits); })
-            .param(),
-        "suffix");
+    EXPECT_EQ(refusal([&] {
+                  parse_ollama_generate(body(R"({"prompt": "x", "suffix": 3})"), limits);
+              }).param(),
+              "suffix");
 }
 
 TEST(OllamaEmbedTranslation, InputTruncateDimensionsAndTheOlderRoute) {

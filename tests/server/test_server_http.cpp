@@ -979,6 +979,8 @@ TEST_F(ServerTest, AnthropicKeyComesAsXApiKey) {
                 {"anthropic-beta", "fine-grained-tool-streaming-2025-05-14"}});
     EXPECT_EQ(r.result_int(), 200) << r.body();
     EXPECT_EQ(gen().requests().size(), 1u);
+}
+
 // OpenAI's Responses API end to end: a response, read back, continued, streamed, deleted; the
 // access log (and so the metrics) name its routes by pattern.
 TEST_F(ServerTest, ResponsesAreAnsweredStoredContinuedAndDeleted) {
