@@ -324,6 +324,9 @@ TEST(Validate, NamesTheOffendingParameter) {
     check([](R& r) { r.sampling.repeat_penalty = 0; }, S::invalid, "repeat_penalty", "repeat");
     check([](R& r) { r.sampling.penalty_last_n = -2; }, S::invalid, "repeat_last_n",
           "repeat_last_n");
+    check([](R& r) { r.sampling.dry_base = 0.5f; }, S::invalid, "dry_base", "dry_base");
+    check([](R& r) { r.sampling.mirostat = 3; }, S::invalid, "mirostat", "mirostat");
+    check([](R& r) { r.sampling.xtc_threshold = 2.0f; }, S::invalid, "xtc_threshold", "xtc");
     check([](R& r) { r.sampling.logit_bias = {{10, 1.0f}}; }, S::invalid, "logit_bias", "10");
     check([](R& r) { r.sampling.logit_bias = {{-1, 1.0f}}; }, S::invalid, "logit_bias", "-1");
     check([](R& r) { r.stop.stop = {""}; }, S::invalid, "stop", "empty");
