@@ -70,7 +70,9 @@
 //
 // Cost (bench/sampling): with top-k only the k best tokens are ever copied; without top-k, the
 // whole-vocabulary work is a few vectorized passes over one float array, and top-p ranks only
-// the best 64 tokens unless those do not carry the mass.
+// the best 64 tokens unless those do not carry the mass. DRY costs O(its window) per token (prompt
+// included with -1), top-n-sigma three vectorized passes, mirostat one whole-vocabulary pass
+// plus a walk over what it keeps (which, as its target grows, can be most of the vocabulary).
 //
 // Determinism: the RNG is a std::mt19937_64 seeded with params.seed (or from
 // std::random_device when absent); each non-greedy sample() consumes exactly one 64-bit draw
