@@ -393,6 +393,22 @@ TEST_F(SchedulerTest, SampledGenerationIsReproducibleWithASeed) {
     EXPECT_GT(sinks[0]->text.size(), 40u);
 }
 
+// DRY reads the tokens' bytes (its sequence breakers): the scheduler hands them to the Sampler,
+// and the repetition in the greedy reference is broken.
+TEST_F(SchedulerTest, DryRequestsGetTheTokenBytes) {
+    auto s = make(1);
+    const Case& c = cases_[0];
+    auto sink = std::make_shared<RecordingSink>();
+    auto r = greedy_request(c, sink, 128);
+    r.sampling.dry_multiplier = 5.0f;
+    ASSERT_TRUE(sampling::needs_vocabulary(r.sampling));
+    ASSERT_EQ(s->submit(std::move(r)).status, scheduler::SubmitStatus::accepted);
+    sink->wait_done();
+    EXPECT_EQ(sink->reason, FinishReason::length) << sink->error;
+    EXPECT_EQ(sink->tokens.size(), 128u);
+    EXPECT_NE(sink->tokens, c.greedy);
+}
+
 TEST_F(SchedulerTest, StopFinishesEverythingAsCancelled) {
     auto s = make(1, 4);
     auto a = std::make_shared<RecordingSink>();
