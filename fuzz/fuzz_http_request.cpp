@@ -50,7 +50,11 @@ void check_generation(const server::GenerationOptions& r, const ApiLimits& limit
                                  (verdict.param == "logit_bias" || verdict.param == "prompt" ||
                                   (verdict.param == "lora" && !r.lora->empty()))),
           "the engine refuses only ids beyond the vocabulary and adapters the model lacks");
-    if (verdict.accepted()) sampling::Sampler sampler(r.sampling, kVocab);
+    if (verdict.accepted()) {
+        sampling::Sampler sampler(
+            r.sampling, kVocab,
+            sampling::needs_vocabulary(r.sampling) ? byte_vocabulary(kVocab) : nullptr);
+    }
 }
 
 void render_chat(const server::ChatRequest& r) {

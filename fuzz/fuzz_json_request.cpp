@@ -70,7 +70,8 @@ void run_sampler(const json& body, const sampling::SamplingParams& params) {
     sampling::validate(params);  // what the API accepts, the engine accepts
     std::optional<sampling::Sampler> sampler;
     try {
-        sampler.emplace(params, kVocab);
+        sampler.emplace(params, kVocab,
+                        sampling::needs_vocabulary(params) ? byte_vocabulary(kVocab) : nullptr);
     } catch (const sampling::InvalidParam& e) {
         check(e.param() == "logit_bias", "only logit_bias ids depend on the vocabulary");
         return;

@@ -12,9 +12,13 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <vector>
+
+#include "engine/grammar/constraint.h"
 
 namespace ggufd::fuzz {
 
@@ -25,6 +29,15 @@ class InvariantBroken : public std::logic_error {
 
 inline void check(bool ok, std::string_view what) {
     if (!ok) throw InvariantBroken("fuzz invariant broken: " + std::string(what));
+}
+
+// A vocabulary of n one-byte tokens (bytes 0, 1, ...), for a Sampler whose settings read token
+// bytes (sampling::needs_vocabulary: a grammar, DRY's sequence breakers).
+inline std::shared_ptr<const grammar::TokenVocabulary> byte_vocabulary(int32_t n) {
+    std::vector<std::string> pieces;
+    for (int32_t i = 0; i < n; ++i) pieces.emplace_back(1, static_cast<char>(i));
+    return std::make_shared<const grammar::TokenVocabulary>(std::move(pieces),
+                                                            std::vector<int32_t>{});
 }
 
 // Consumes the input from the front: small numbers steer the target, the rest is data.

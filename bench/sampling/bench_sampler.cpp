@@ -33,7 +33,16 @@ std::vector<std::vector<float>> make_logits(int32_t n_vocab, float lift_lo, floa
     return rows;
 }
 
-enum class Chain { greedy, typical, full, temperature_only, top_p_only, full_without_top_k };
+enum class Chain {
+    greedy,
+    typical,
+    full,
+    temperature_only,
+    top_p_only,
+    full_without_top_k,
+    llama_server_extras,
+    mirostat_v2
+};
 
 SamplingParams params_for(Chain chain) {
     SamplingParams p;
@@ -65,6 +74,19 @@ SamplingParams params_for(Chain chain) {
             break;
         case Chain::top_p_only:  // no top-k: the filters see the whole vocabulary
             p.top_p = 0.95f;
+            p.temperature = 0.8f;
+            break;
+        case Chain::llama_server_extras:  // DRY, top-n-sigma, XTC, dynamic temperature; no top-k
+            p.dry_multiplier = 0.8f;
+            p.dry_sequence_breakers.clear();  // no vocabulary here; the breakers cost per accept
+            p.top_n_sigma = 2.0f;
+            p.min_p = 0.05f;
+            p.xtc_probability = 0.5f;
+            p.dynatemp_range = 0.3f;
+            p.temperature = 0.8f;
+            break;
+        case Chain::mirostat_v2:
+            p.mirostat = 2;
             p.temperature = 0.8f;
             break;
     }
@@ -137,6 +159,14 @@ BENCHMARK_CAPTURE(BM_Sample, topp095_temp08_no_topk_flat, Chain::top_p_only, tru
     ->Arg(152000)
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_Sample, full_chain_no_topk_flat, Chain::full_without_top_k, true)
+    ->Arg(32000)
+    ->Arg(152000)
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_Sample, dry_nsigma_minp_xtc_dynatemp, Chain::llama_server_extras, false)
+    ->Arg(32000)
+    ->Arg(152000)
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_Sample, mirostat_v2_temp08, Chain::mirostat_v2, false)
     ->Arg(32000)
     ->Arg(152000)
     ->Unit(benchmark::kMicrosecond);

@@ -41,7 +41,35 @@ struct SamplingParams {
     float presence_penalty = 0.0f;   // subtracted once from tokens present in the window
     float frequency_penalty = 0.0f;  // subtracted per occurrence in the window
     std::vector<std::pair<int32_t, float>> logit_bias;  // token id -> added to its logit
-    std::optional<uint64_t> seed;                       // same seed + same request = same output
+
+    // llama-server's samplers beyond OpenAI's, with its names and defaults (sampler.h says where
+    // each runs in the chain).
+    // DRY: a token that would extend a repetition of n >= dry_allowed_length earlier tokens loses
+    // dry_multiplier * dry_base^(n - dry_allowed_length) from its logit. The repetition is looked
+    // for in the last dry_penalty_last_n accepted tokens (-1: all of them, the whole context;
+    // 0: off) and never reaches back across a sequence breaker (a text that ends it: a token
+    // holding one is never penalized). Breakers need the vocabulary's token bytes.
+    float dry_multiplier = 0.0f;  // 0 = off
+    float dry_base = 1.75f;
+    int32_t dry_allowed_length = 2;
+    int32_t dry_penalty_last_n = -1;
+    std::vector<std::string> dry_sequence_breakers = {"\n", ":", "\"", "*"};
+    // XTC ("exclude top choices"): with probability xtc_probability per token, every candidate
+    // whose probability is at least xtc_threshold is removed but the least likely of them (when
+    // two or more are; a threshold above 0.5 never finds two).
+    float xtc_probability = 0.0f;  // 0 = off
+    float xtc_threshold = 0.1f;
+    float top_n_sigma = -1.0f;  // <= 0 = off; keeps logits >= max - top_n_sigma * their std dev
+    // Dynamic temperature: the temperature moves within temperature +- dynatemp_range (not below
+    // 0) with the candidates' normalized entropy raised to dynatemp_exponent.
+    float dynatemp_range = 0.0f;  // 0 = off
+    float dynatemp_exponent = 1.0f;
+    // Mirostat 1 or 2 replaces the truncation filters and the draw by a feedback loop that keeps
+    // the surprise (-log2 p) of the chosen tokens near mirostat_tau, learning at mirostat_eta.
+    int32_t mirostat = 0;  // 0 = off
+    float mirostat_tau = 5.0f;
+    float mirostat_eta = 0.1f;
+    std::optional<uint64_t> seed;  // same seed + same request = same output
     int32_t top_logprobs = -1;  // -1 = no logprobs; N >= 0 = chosen token's and top N alternatives'
     // Constrained sampling: only tokens that keep the generated text a prefix of a sentence of
     // this grammar, and end-of-generation only once it is a whole one. Null: unconstrained.

@@ -1,10 +1,13 @@
 #include "engine/sampling/request_fields.h"
 
+#include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <limits>
 #include <memory>
 #include <optional>
 #include <stdexcept>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -187,6 +190,160 @@ std::vector<std::pair<int32_t, float>> parse_logit_bias(const RequestJson& body,
     return out;
 }
 
+std::vector<std::string> parse_dry_breakers(const RequestJson& body, const FieldLimits& limits,
+                                            std::vector<std::string> fallback) {
+    const RequestJson* v = field(body, "dry_sequence_breakers");
+    if (!v) return fallback;
+    if (!v->is_array()) {
+        throw bad_request("'dry_sequence_breakers' must be an array of strings",
+                          "dry_sequence_breakers");
+    }
+    if (v->size() > static_cast<size_t>(limits.max_dry_breakers)) {
+        throw bad_request(fmt::format("'dry_sequence_breakers' may hold at most {} strings, got {}",
+                                      limits.max_dry_breakers, v->size()),
+                          "dry_sequence_breakers");
+    }
+    std::vector<std::string> out;
+    for (const auto& b : *v) {
+        const std::string text = string_value(b, "dry_sequence_breakers");
+        if (text.empty() || text.size() > limits.max_dry_breaker_bytes) {
+            throw bad_request(fmt::format("each 'dry_sequence_breakers' string must be 1 to {} "
+                                          "bytes long",
+                                          limits.max_dry_breaker_bytes),
+                              "dry_sequence_breakers");
+        }
+        out.push_back(text);
+    }
+    return out;
+}
+
+// The steps llama-server's `samplers` list may name, in the one order ggufd runs them
+// (sampler.h's chain), with llama-server's names, aliases and one-letter codes.
+enum class Step { penalties, dry, top_n_sigma, top_k, typical_p, top_p, min_p, xtc, temperature };
+struct StepName {
+    std::string_view name;
+    char code;  // 0: a name only
+    Step step;
+};
+constexpr StepName kStepNames[] = {
+    {"penalties", 'e', Step::penalties},
+    {"dry", 'd', Step::dry},
+    {"top_n_sigma", 's', Step::top_n_sigma},
+    {"top-n-sigma", 0, Step::top_n_sigma},
+    {"top_k", 'k', Step::top_k},
+    {"top-k", 0, Step::top_k},
+    {"typ_p", 'y', Step::typical_p},
+    {"typ-p", 0, Step::typical_p},
+    {"typical_p", 0, Step::typical_p},
+    {"typical-p", 0, Step::typical_p},
+    {"typical", 0, Step::typical_p},
+    {"typ", 0, Step::typical_p},
+    {"top_p", 'p', Step::top_p},
+    {"top-p", 0, Step::top_p},
+    {"nucleus", 0, Step::top_p},
+    {"min_p", 'm', Step::min_p},
+    {"min-p", 0, Step::min_p},
+    {"xtc", 'x', Step::xtc},
+    {"temperature", 't', Step::temperature},
+    {"temp", 0, Step::temperature},
+};
+constexpr std::string_view kOrder =
+    "penalties, dry, top_n_sigma, top_k, typ_p, top_p, min_p, xtc, temperature";
+
+// `samplers`: an array of names or a string of one-letter codes (as llama-server reads it). A
+// step the list leaves out is turned off, as llama-server runs only the listed ones; mirostat
+// has its own steps and ignores the list, as llama-server's does.
+void apply_sampler_order(const RequestJson& body, SamplingParams& s) {
+    const RequestJson* v = field(body, "samplers");
+    if (!v) return;
+    std::vector<std::string> entries;
+    if (v->is_string()) {
+        for (char c : v->get_ref<const std::string&>()) entries.emplace_back(1, c);
+    } else if (v->is_array()) {
+        for (const auto& e : *v) entries.push_back(string_value(e, "samplers"));
+    } else {
+        throw bad_request(
+            "'samplers' must be an array of sampler names or a string of their "
+            "one-letter codes",
+            "samplers");
+    }
+    bool listed[static_cast<size_t>(Step::temperature) + 1] = {};
+    int last = -1;
+    std::string_view last_entry;
+    for (const std::string& entry : entries) {
+        const auto* known =
+            std::find_if(std::begin(kStepNames), std::end(kStepNames), [&](const StepName& n) {
+                return entry.size() == 1 ? n.code == entry[0] : n.name == entry;
+            });
+        if (known == std::end(kStepNames)) {
+            throw bad_request(
+                fmt::format("'samplers' entry '{}' is not a sampler ggufd runs (it runs {})", entry,
+                            kOrder),
+                "samplers");
+        }
+        const int at = static_cast<int>(known->step);
+        if (listed[at]) {
+            throw bad_request(fmt::format("'samplers' lists '{}' twice", entry), "samplers");
+        }
+        if (at < last) {
+            throw bad_request(fmt::format("'samplers' entry '{}' comes after '{}': ggufd runs its "
+                                          "samplers in the order {} (a list may leave some out, "
+                                          "not reorder them)",
+                                          entry, last_entry, kOrder),
+                              "samplers");
+        }
+        listed[at] = true;
+        last = at;
+        last_entry = entry;
+    }
+    if (s.mirostat != 0) return;
+    auto off = [&](Step step) { return !listed[static_cast<size_t>(step)]; };
+    if (off(Step::penalties)) {
+        s.repeat_penalty = 1.0f;
+        s.presence_penalty = 0.0f;
+        s.frequency_penalty = 0.0f;
+    }
+    if (off(Step::dry)) s.dry_multiplier = 0.0f;
+    if (off(Step::top_n_sigma)) s.top_n_sigma = -1.0f;
+    if (off(Step::top_k)) s.top_k = 0;
+    if (off(Step::typical_p)) s.typical_p = 1.0f;
+    if (off(Step::top_p)) s.top_p = 1.0f;
+    if (off(Step::min_p)) s.min_p = 0.0f;
+    if (off(Step::xtc)) s.xtc_probability = 0.0f;
+    if (off(Step::temperature)) {  // the draw is then at temperature 1, as llama-server's
+        s.temperature = 1.0f;
+        s.dynatemp_range = 0.0f;
+    }
+}
+
+// llama-server's sampling fields for what ggufd does not do: accepted at the value that asks
+// for nothing, else refused naming the field, so that a client never silently gets other
+// sampling than it asked for.
+void refuse_unsupported(const RequestJson& body) {
+    if (get_int(body, "min_keep", 0, 0, std::numeric_limits<int32_t>::max()) > 1) {
+        throw bad_request(
+            "'min_keep' above 1 is not supported: each of ggufd's filters keeps at "
+            "least one token",
+            "min_keep");
+    }
+    if (get_int(body, "n_probs", 0, 0, std::numeric_limits<int32_t>::max()) > 0) {
+        throw bad_request("'n_probs' is not supported: ask for 'logprobs' (and 'top_logprobs')",
+                          "n_probs");
+    }
+    if (get_bool(body, "post_sampling_probs", false)) {
+        throw bad_request(
+            "'post_sampling_probs' is not supported: logprobs are the model's, "
+            "before sampling",
+            "post_sampling_probs");
+    }
+    if (get_bool(body, "grammar_lazy", false)) {
+        throw bad_request(
+            "'grammar_lazy' is not supported: a 'grammar' holds from the first "
+            "token (tool_choice auto starts its grammar at the call on its own)",
+            "grammar_lazy");
+    }
+}
+
 // A JSON Schema (the value at `where`, named `param` in the error) as a grammar; the 400 names
 // the keyword the converter refuses by its JSON pointer within the schema.
 std::string schema_gbnf(const RequestJson& schema, const std::string& where, const char* param) {
@@ -318,6 +475,31 @@ void read_generation_fields(const RequestJson& body, const FieldLimits& limits,
     s.penalty_last_n = static_cast<int32_t>(
         get_int(body, "repeat_last_n", s.penalty_last_n, -1, std::numeric_limits<int32_t>::max()));
     s.logit_bias = parse_logit_bias(body, limits);
+    constexpr auto kIntMax = std::numeric_limits<int32_t>::max();
+    s.dry_multiplier =
+        static_cast<float>(get_number(body, "dry_multiplier", s.dry_multiplier, 0.0, 100.0));
+    s.dry_base = static_cast<float>(get_number(body, "dry_base", s.dry_base, 1.0, 100.0));
+    s.dry_allowed_length =
+        static_cast<int32_t>(get_int(body, "dry_allowed_length", s.dry_allowed_length, 0, kIntMax));
+    s.dry_penalty_last_n = static_cast<int32_t>(
+        get_int(body, "dry_penalty_last_n", s.dry_penalty_last_n, -1, kIntMax));
+    s.dry_sequence_breakers = parse_dry_breakers(body, limits, std::move(s.dry_sequence_breakers));
+    s.xtc_probability =
+        static_cast<float>(get_number(body, "xtc_probability", s.xtc_probability, 0.0, 1.0));
+    s.xtc_threshold =
+        static_cast<float>(get_number(body, "xtc_threshold", s.xtc_threshold, 0.0, 1.0));
+    s.top_n_sigma = static_cast<float>(get_number(body, "top_n_sigma", s.top_n_sigma, -1.0, 100.0));
+    s.dynatemp_range =
+        static_cast<float>(get_number(body, "dynatemp_range", s.dynatemp_range, 0.0, 10.0));
+    s.dynatemp_exponent =
+        static_cast<float>(get_number(body, "dynatemp_exponent", s.dynatemp_exponent, 0.0, 10.0));
+    s.mirostat = static_cast<int32_t>(get_int(body, "mirostat", s.mirostat, 0, 2));
+    s.mirostat_tau =
+        static_cast<float>(get_number(body, "mirostat_tau", s.mirostat_tau, 0.0, 100.0));
+    s.mirostat_eta =
+        static_cast<float>(get_number(body, "mirostat_eta", s.mirostat_eta, 0.0, 10.0));
+    apply_sampler_order(body, s);
+    refuse_unsupported(body);
     if (const RequestJson* seed = field(body, "seed")) {
         if (seed->is_number_unsigned()) {
             s.seed = seed->get<uint64_t>();

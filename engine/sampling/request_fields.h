@@ -2,7 +2,8 @@
 // from JSON into the engine's SamplingParams and StopParams. Each field's type, range and message
 // are stated here once: the HTTP API reads its bodies through this, and ggufd-run generate its
 // flags, which it names after the same fields, so neither needs the other. Unknown fields are
-// ignored and `null` counts as absent; a field of the wrong type or out of range throws
+// ignored (but llama-server's sampling fields are each read or refused) and `null` counts as
+// absent; a field of the wrong type or out of range throws
 // InvalidParam naming it, which the HTTP layer answers with a 400.
 #pragma once
 
@@ -30,16 +31,23 @@ struct FieldLimits {
     size_t max_stop_bytes = 256;
     // `logit_bias` entries.
     int32_t max_logit_bias = 1024;
+    // `dry_sequence_breakers`: at most this many strings, each 1..max_dry_breaker_bytes bytes.
+    int32_t max_dry_breakers = 16;
+    size_t max_dry_breaker_bytes = 64;
 };
 
 // The sampling fields (temperature, top_p, top_k, min_p, typical_p, presence_penalty,
-// frequency_penalty, repeat_penalty, repeat_last_n, logit_bias, seed), the stop fields (stop,
+// frequency_penalty, repeat_penalty, repeat_last_n, logit_bias, seed, and llama-server's dry_*,
+// xtc_*, top_n_sigma, dynatemp_*, mirostat* and `samplers`, its order list, which may leave
+// steps out of ggufd's fixed order but not reorder them), the stop fields (stop,
 // ignore_eos, max_tokens, which defaults to `default_max_tokens`) and the output constraint: one
 // of `response_format` (text, json_object, json_schema), llama-server's `grammar` (GBNF) and
 // `json_schema`, which becomes sampling.grammar; a schema the converter refuses or a grammar that
 // does not parse is refused saying where. `sampling` and `stop` come as constructed: a field the
 // body leaves out keeps its default. `json_gbnf`, when given, receives the grammar's text when it
 // is a JSON reply's (response_format, json_schema), which a chat reply's reasoning may precede.
+// llama-server's sampling fields that ask for what ggufd does not do (min_keep above 1,
+// n_probs, post_sampling_probs, grammar_lazy) are refused naming them, rather than ignored.
 void read_generation_fields(const RequestJson& body, const FieldLimits& limits,
                             int32_t default_max_tokens, SamplingParams& sampling, StopParams& stop,
                             std::string* json_gbnf = nullptr);

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <iterator>
 #include <limits>
+#include <numbers>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -236,7 +237,16 @@ Partition partition(const std::vector<C>& cand) {
     return {max, sum};
 }
 
+bool dry_on(const SamplingParams& p) {
+    return p.dry_multiplier > 0.0f && p.dry_penalty_last_n != 0;
+}
+
 }  // namespace
+
+bool needs_vocabulary(const SamplingParams& p) {
+    return p.grammar || p.reasoning_budget.tokens >= 0 ||
+           (dry_on(p) && !p.dry_sequence_breakers.empty());
+}
 
 void validate(const SamplingParams& p) {
     if (!(std::isfinite(p.temperature) && p.temperature >= 0.0f))
@@ -261,6 +271,34 @@ void validate(const SamplingParams& p) {
         if (std::isnan(bias) || bias == std::numeric_limits<float>::infinity())
             invalid("logit_bias value", "a finite number (or -inf to ban)", bias, "logit_bias");
     }
+    if (!(std::isfinite(p.dry_multiplier) && p.dry_multiplier >= 0.0f))
+        invalid("dry_multiplier", "a finite number >= 0 (0 disables DRY)", p.dry_multiplier);
+    if (!(std::isfinite(p.dry_base) && p.dry_base >= 1.0f))
+        invalid("dry_base", "a finite number >= 1", p.dry_base);
+    if (p.dry_allowed_length < 0) invalid("dry_allowed_length", ">= 0", p.dry_allowed_length);
+    if (p.dry_penalty_last_n < -1)
+        invalid("dry_penalty_last_n", ">= -1 (-1 means every token, 0 disables DRY)",
+                p.dry_penalty_last_n);
+    for (const std::string& breaker : p.dry_sequence_breakers) {
+        if (breaker.empty())
+            throw InvalidParam("dry_sequence_breakers",
+                               "dry_sequence_breakers must not hold an empty string");
+    }
+    if (!(p.xtc_probability >= 0.0f && p.xtc_probability <= 1.0f))
+        invalid("xtc_probability", "in [0, 1]", p.xtc_probability);
+    if (!(p.xtc_threshold >= 0.0f && p.xtc_threshold <= 1.0f))
+        invalid("xtc_threshold", "in [0, 1]", p.xtc_threshold);
+    if (!std::isfinite(p.top_n_sigma))
+        invalid("top_n_sigma", "a finite number (<= 0 disables it)", p.top_n_sigma);
+    if (!(std::isfinite(p.dynatemp_range) && p.dynatemp_range >= 0.0f))
+        invalid("dynatemp_range", "a finite number >= 0 (0 disables it)", p.dynatemp_range);
+    if (!(std::isfinite(p.dynatemp_exponent) && p.dynatemp_exponent >= 0.0f))
+        invalid("dynatemp_exponent", "a finite number >= 0", p.dynatemp_exponent);
+    if (p.mirostat < 0 || p.mirostat > 2) invalid("mirostat", "0 (off), 1 or 2", p.mirostat);
+    if (!(std::isfinite(p.mirostat_tau) && p.mirostat_tau >= 0.0f))
+        invalid("mirostat_tau", "a finite number >= 0", p.mirostat_tau);
+    if (!(std::isfinite(p.mirostat_eta) && p.mirostat_eta >= 0.0f))
+        invalid("mirostat_eta", "a finite number >= 0", p.mirostat_eta);
     if (p.top_logprobs < -1)
         invalid("top_logprobs", ">= -1 (-1 disables logprobs)", p.top_logprobs);
     if (!p.grammar_triggers.empty() && !p.grammar)
@@ -348,12 +386,17 @@ Sampler::Sampler(const SamplingParams& params, int32_t n_vocab,
     : params_(params), n_vocab_(n_vocab) {
     validate(params_, n_vocab_);
     const bool budget = params_.reasoning_budget.tokens >= 0;
-    if ((params_.grammar || budget) && !vocabulary) {
-        throw InvalidParam(params_.grammar ? "grammar" : "reasoning_budget_tokens",
-                           "needs the model's token vocabulary");
-    }
-    if (budget) {
+    if (needs_vocabulary(params_)) {
+        if (!vocabulary) {
+            throw InvalidParam(params_.grammar ? "grammar"
+                               : budget        ? "reasoning_budget_tokens"
+                                               : "dry_sequence_breakers",
+                               "needs the model's token vocabulary");
+        }
         vocabulary_ = vocabulary;
+    }
+    mirostat_mu_ = 2.0 * params_.mirostat_tau;
+    if (budget) {
         budget_ = params_.reasoning_budget.starts_open         ? Budget::counting
                   : params_.reasoning_budget.open_text.empty() ? Budget::done
                                                                : Budget::watching;
@@ -390,6 +433,10 @@ Sampler::Sampler(const SamplingParams& params, int32_t n_vocab,
         seed_ = (static_cast<uint64_t>(rd()) << 32) ^ rd();
     }
     rng_.seed(seed_);
+}
+
+bool Sampler::dry_active() const {
+    return dry_on(params_);
 }
 
 bool Sampler::penalties_active() const {
@@ -486,6 +533,7 @@ void Sampler::record(int32_t token) {
         msg << "Sampler::accept: token id " << token << " outside the vocabulary of " << n_vocab_;
         throw std::out_of_range(msg.str());
     }
+    if (dry_active()) record_dry(token);
     if (!penalties_active()) return;
     if (params_.penalty_last_n > 0) {
         const size_t cap = static_cast<size_t>(params_.penalty_last_n);
@@ -499,6 +547,78 @@ void Sampler::record(int32_t token) {
         }
     }
     ++counts_[token];  // with penalty_last_n == -1 the window is everything, only counts matter
+}
+
+void Sampler::record_dry(int32_t token) {
+    bool breaks = false;
+    if (vocabulary_ && !params_.dry_sequence_breakers.empty()) {
+        const size_t before = dry_text_.size();
+        dry_text_ += vocabulary_->bytes(token);
+        size_t longest = 0;
+        for (const std::string& b : params_.dry_sequence_breakers) {
+            longest = std::max(longest, b.size());
+            // Only an occurrence that ends in this token's bytes: earlier ones were seen before.
+            const size_t from = before + 1 >= b.size() ? before + 1 - b.size() : 0;
+            if (dry_text_.find(b, from) != std::string::npos) breaks = true;
+        }
+        if (dry_text_.size() >= longest) dry_text_.erase(0, dry_text_.size() + 1 - longest);
+    }
+    dry_tokens_.push_back(token);
+    dry_breaks_.push_back(breaks ? 1 : 0);
+    // Trimmed in halves, so that a token costs O(1) on average.
+    if (params_.dry_penalty_last_n > 0) {
+        const auto cap = static_cast<size_t>(params_.dry_penalty_last_n);
+        if (dry_tokens_.size() >= 2 * cap) {
+            const auto cut = static_cast<std::ptrdiff_t>(dry_tokens_.size() - cap);
+            dry_tokens_.erase(dry_tokens_.begin(), dry_tokens_.begin() + cut);
+            dry_breaks_.erase(dry_breaks_.begin(), dry_breaks_.begin() + cut);
+        }
+    }
+}
+
+// DRY's repetitions: for every earlier position of the window, how many tokens ending there
+// equal the window's last ones (the Z-function of the window read backwards, in O(window)), so
+// the token that followed them would extend the repetition; per token, the longest.
+void Sampler::collect_dry() {
+    dry_repeat_.clear();
+    const auto allowed = static_cast<size_t>(params_.dry_allowed_length);
+    size_t len = dry_tokens_.size();
+    if (params_.dry_penalty_last_n > 0)
+        len = std::min(len, static_cast<size_t>(params_.dry_penalty_last_n));
+    if (len <= allowed || len < 2) return;
+    const size_t first = dry_tokens_.size() - len;
+    const int32_t* w = dry_tokens_.data() + first;
+    // A repetition does not reach back across a sequence breaker.
+    size_t limit = len;
+    for (size_t i = len; i-- > 0;) {
+        if (dry_breaks_[first + i]) {
+            limit = len - 1 - i;
+            break;
+        }
+    }
+    if (limit < allowed) return;
+    auto back = [&](size_t r) { return w[len - 1 - r]; };  // the r-th token from the end
+    dry_z_.assign(len, 0);
+    size_t box_l = 0, box_r = 0;  // the match reaching furthest so far: [box_l, box_r)
+    for (size_t k = 1; k < len; ++k) {
+        size_t n = 0;
+        if (k < box_r) n = std::min(box_r - k, static_cast<size_t>(dry_z_[k - box_l]));
+        while (k + n < len && back(n) == back(k + n)) ++n;
+        dry_z_[k] = static_cast<int32_t>(n);
+        if (k + n > box_r) {
+            box_l = k;
+            box_r = k + n;
+        }
+        const size_t repeat = std::min(n, limit);
+        if (repeat >= allowed) dry_repeat_.emplace_back(w[len - k], static_cast<int32_t>(repeat));
+    }
+    // By id, the longest repetition first; then one entry per token.
+    std::sort(dry_repeat_.begin(), dry_repeat_.end(), [](const auto& a, const auto& b) {
+        return a.first < b.first || (a.first == b.first && a.second > b.second);
+    });
+    dry_repeat_.erase(std::unique(dry_repeat_.begin(), dry_repeat_.end(),
+                                  [](const auto& a, const auto& b) { return a.first == b.first; }),
+                      dry_repeat_.end());
 }
 
 void Sampler::accept(std::span<const int32_t> tokens) {
@@ -515,8 +635,15 @@ void Sampler::collect_adjusted(std::span<const float> logits) {
     adjusted_.clear();
     for (const auto& b : bias_) adjusted_.push_back({b.first, 0.0f});
     const bool penalize = penalties_active();
+    const bool dry = dry_active();
     if (penalize) {
         for (const auto& c : counts_) adjusted_.push_back({c.first, 0.0f});
+    }
+    if (dry) {
+        collect_dry();
+        for (const auto& d : dry_repeat_) adjusted_.push_back({d.first, 0.0f});
+    }
+    if (penalize || dry) {
         std::sort(adjusted_.begin(), adjusted_.end(),
                   [](const Adjusted& a, const Adjusted& b) { return a.id < b.id; });
         adjusted_.erase(
@@ -537,8 +664,26 @@ void Sampler::collect_adjusted(std::span<const float> logits) {
                      params_.presence_penalty;
             }
         }
+        if (dry) v -= dry_penalty(a.id);
         a.logit = sanitize(v);
     }
+}
+
+float Sampler::dry_penalty(int32_t token) const {
+    auto d = std::lower_bound(dry_repeat_.begin(), dry_repeat_.end(), std::make_pair(token, 0),
+                              [](const auto& a, const auto& b) { return a.first < b.first; });
+    if (d == dry_repeat_.end() || d->first != token) return 0.0f;
+    if (vocabulary_) {
+        const std::string_view text = vocabulary_->bytes(token);
+        for (const std::string& b : params_.dry_sequence_breakers)
+            if (text.find(b) != std::string_view::npos) return 0.0f;
+    }
+    double exponent = d->second - params_.dry_allowed_length;
+    // Capped where base^exponent would leave the floats (ln FLT_MAX = 88.72).
+    if (params_.dry_base > 1.000001f)
+        exponent = std::min(exponent, std::floor(88.7228391 / std::log(double(params_.dry_base))));
+    return static_cast<float>(params_.dry_multiplier *
+                              std::pow(double(params_.dry_base), exponent));
 }
 
 int32_t Sampler::greedy(std::span<const float> logits) const {
@@ -646,31 +791,179 @@ void Sampler::apply_min_p() {
     cand_.erase(end, cand_.end());
 }
 
+float Sampler::sigma_floor(std::span<const float> logits) {
+    const float max = load_logits(logits);
+    const float* w = work_.data();
+    const size_t n = work_.size();
+    auto finite = [](float v) { return v != kNegInf ? 1.0f : 0.0f; };
+    const double count = lane_sum(w, n, finite);
+    const auto mean =
+        static_cast<float>(lane_sum(w, n, [](float v) { return v != kNegInf ? v : 0.0f; }) / count);
+    const double var = lane_sum(w, n,
+                                [mean](float v) {
+                                    const float d = v != kNegInf ? v - mean : 0.0f;
+                                    return d * d;
+                                }) /
+                       count;
+    return static_cast<float>(max - params_.top_n_sigma * std::sqrt(var));
+}
+
+// Keeping a prefix by logit, it commutes with top-k: run after it, on the k it gathered.
+void Sampler::apply_top_n_sigma(std::span<const float> logits) {
+    if (params_.top_n_sigma <= 0.0f) return;
+    const float floor = sigma_floor(logits);
+    std::erase_if(cand_, [floor](const Candidate& c) { return c.logit < floor; });
+}
+
+void Sampler::apply_xtc() {
+    if (params_.xtc_probability <= 0.0f || params_.xtc_threshold > 0.5f) return;
+    // The coin is tossed whatever the candidates, so that the draws a request consumes do not
+    // depend on its logits.
+    if (next_uniform() >= params_.xtc_probability || cand_.size() < 2) return;
+    const Partition z = partition(cand_);
+    const float max = static_cast<float>(z.max);
+    size_t above = 0;
+    const Candidate* last = nullptr;  // the least likely of those above the threshold
+    for (Candidate& c : cand_) {
+        c.prob = static_cast<float>(fast_exp_nonpositive(c.logit - max) / z.sum);
+        if (c.prob >= params_.xtc_threshold) {
+            ++above;
+            if (!last || better(*last, c)) last = &c;
+        }
+    }
+    if (above < 2) return;
+    const int32_t keep = last->id;
+    const float threshold = params_.xtc_threshold;
+    std::erase_if(cand_, [&](const Candidate& c) { return c.prob >= threshold && c.id != keep; });
+}
+
+float Sampler::dynamic_temperature() const {
+    const float temp = params_.temperature;
+    if (params_.dynatemp_range <= 0.0f) return temp;
+    size_t n = 0;
+    for (const Candidate& c : cand_) n += c.logit != kNegInf ? 1 : 0;
+    if (n < 2) return temp;
+    const Partition z = partition(cand_);
+    const float max = static_cast<float>(z.max);
+    double entropy = 0.0;
+    for (const Candidate& c : cand_) {
+        const double p = fast_exp_nonpositive(c.logit - max) / z.sum;
+        if (p > 0.0) entropy -= p * std::log(p);
+    }
+    const double lo = std::max(0.0f, temp - params_.dynatemp_range);
+    const double hi = temp + params_.dynatemp_range;
+    const double spread = std::min(1.0, entropy / std::log(static_cast<double>(n)));
+    return static_cast<float>(lo + (hi - lo) * std::pow(spread, params_.dynatemp_exponent));
+}
+
+// Mirostat's truncation of the whole vocabulary into cand_, its logits divided by the
+// temperature. The weights come from the vectorized whole-vocabulary pass; only the kept tokens
+// (and v1's 100 best) become candidates.
+void Sampler::mirostat_keep(std::span<const float> logits) {
+    const size_t n = logits.size();
+    const float max = load_logits(logits);
+    const float temp = params_.temperature;
+    weights_.resize(n);
+    exp_weights(work_.data(), weights_.data(), n, max, temp);
+    const double sum = sum_of(weights_.data(), n);
+    auto candidate = [&](size_t i) {
+        return Candidate{static_cast<int32_t>(i), work_[i] / temp, 0.0f, 0.0f};
+    };
+    cand_.clear();
+    sorted_desc_ = false;
+    if (params_.mirostat == 2) {
+        // Surprise -log2 p <= mu  <=>  weight >= sum * 2^-mu; the best token always stays.
+        const double floor = sum * std::exp2(-mirostat_mu_);
+        for (size_t i = 0; i < n; ++i)
+            if (weights_[i] > 0.0f && weights_[i] >= floor) cand_.push_back(candidate(i));
+        if (cand_.empty()) {
+            const auto best = std::find(work_.begin(), work_.end(), max) - work_.begin();
+            cand_.push_back(candidate(static_cast<size_t>(best)));
+        }
+        return;
+    }
+    constexpr size_t kFitted = 100;  // llama.cpp's m
+    BestK<Candidate> heap(cand_, std::min(n, kFitted));
+    heap.offer_range(work_, 0, n, [](int32_t id, float v) { return Candidate{id, v, 0.0f, 0.0f}; });
+    heap.sort_best_first();
+    double sum_tb = 0.0, sum_tt = 0.0;
+    for (size_t i = 0; i + 1 < cand_.size() && cand_[i + 1].logit != kNegInf; ++i) {
+        const double t = std::log((i + 2.0) / (i + 1.0));
+        const double b = (static_cast<double>(cand_[i].logit) - cand_[i + 1].logit) / temp;
+        sum_tb += t * b;  // b = ln(p_i / p_i+1)
+        sum_tt += t * t;
+    }
+    size_t k = 1;
+    const double zipf = sum_tt > 0.0 ? sum_tb / sum_tt : 0.0;
+    if (zipf > 0.0 && std::isfinite(zipf)) {
+        const double eps = zipf - 1.0;
+        const auto size = static_cast<double>(n);
+        // eps / (1 - n^-eps) tends to 1 / ln n as eps -> 0.
+        const double ratio =
+            std::abs(eps) < 1e-9 ? 1.0 / std::log(size) : eps / (1.0 - std::pow(size, -eps));
+        const double log_k = (std::log(ratio) + mirostat_mu_ * std::numbers::ln2) / zipf;
+        if (log_k >= std::log(size))
+            k = n;
+        else if (log_k > 0.0)
+            k = std::max<size_t>(1, static_cast<size_t>(std::exp(log_k)));
+    }
+    if (k <= cand_.size()) {
+        cand_.resize(k);
+        sorted_desc_ = true;
+    } else {  // more than the fitted ones: rank the whole vocabulary
+        cand_.resize(n);
+        for (size_t i = 0; i < n; ++i)
+            cand_[i] = Candidate{static_cast<int32_t>(i), work_[i], 0, 0};
+        select_front(cand_.begin(), cand_.end(), k, better);
+        cand_.resize(k);
+    }
+    for (Candidate& c : cand_) c.logit /= temp;
+}
+
+int32_t Sampler::mirostat_draw() {
+    double prob = 0.0;
+    const int32_t token = cand_[draw_from(1.0f, prob)].id;
+    mirostat_mu_ -= params_.mirostat_eta * (-std::log2(prob) - params_.mirostat_tau);
+    return token;
+}
+
 double Sampler::next_uniform() {
     // 53 random bits scaled into [0, 1): the same on every standard library.
     return static_cast<double>(rng_() >> 11) * 0x1.0p-53;
 }
 
 int32_t Sampler::draw() {
-    float max = kNegInf;
-    for (const Candidate& c : cand_) max = std::max(max, c.logit);
+    double prob = 0.0;
+    return cand_[draw_from(dynamic_temperature(), prob)].id;
+}
+
+size_t Sampler::draw_from(float temp, double& prob) {
+    const double u = next_uniform();
+    size_t best = 0;
+    for (size_t i = 1; i < cand_.size(); ++i)
+        if (better(cand_[i], cand_[best])) best = i;
+    if (temp <= 0.0f) {  // a dynamic temperature of 0
+        prob = 1.0;
+        return best;
+    }
+    const float max = cand_[best].logit;
     // Divide rather than multiply by 1/T: a denormal temperature would make 1/T infinite.
-    const float temp = params_.temperature;
     double sum = 0.0;
     for (Candidate& c : cand_) {
         c.prob = fast_exp_nonpositive((c.logit - max) / temp);
         sum += c.prob;
     }
-    const double target = next_uniform() * sum;
+    const double target = u * sum;
     double cum = 0.0;
-    int32_t last_possible = cand_.front().id;
-    for (const Candidate& c : cand_) {
-        if (c.prob <= 0.0f) continue;
-        cum += c.prob;
-        last_possible = c.id;
-        if (cum > target) return c.id;
+    size_t chosen = best;
+    for (size_t i = 0; i < cand_.size(); ++i) {
+        if (cand_[i].prob <= 0.0f) continue;
+        cum += cand_[i].prob;
+        chosen = i;  // past the end only through rounding: the last possible token
+        if (cum > target) break;
     }
-    return last_possible;  // only reachable through rounding; stays within the possible tokens
+    prob = cand_[chosen].prob / sum;
+    return chosen;
 }
 
 void Sampler::check_size(std::span<const float> logits) const {
@@ -683,8 +976,10 @@ void Sampler::check_size(std::span<const float> logits) const {
 
 void Sampler::run_filters(std::span<const float> logits) {
     const bool top_k = params_.top_k > 0 && params_.top_k < n_vocab_;
-    if (!top_k && params_.typical_p >= 1.0f && params_.top_p < 1.0f && top_p_from_the_top(logits)) {
+    if (!top_k && params_.top_n_sigma <= 0.0f && params_.typical_p >= 1.0f &&
+        params_.top_p < 1.0f && top_p_from_the_top(logits)) {
         apply_min_p();
+        apply_xtc();
         return;
     }
     if (top_k)
@@ -697,9 +992,11 @@ void Sampler::run_filters(std::span<const float> logits) {
     if (max == kNegInf)
         throw std::runtime_error("sampling: every logit is NaN or -inf, no token can be chosen");
 
+    apply_top_n_sigma(logits);
     apply_typical();
     apply_top_p();
     apply_min_p();
+    apply_xtc();
 }
 
 float Sampler::load_logits(std::span<const float> logits) {
@@ -740,9 +1037,11 @@ bool Sampler::top_p_from_the_top(std::span<const float> logits) {
     return cand_.size() == n;  // the whole vocabulary was within the first kFirst
 }
 
-bool Sampler::truncates() const {
+bool Sampler::needs_candidates() const {
     return (params_.top_k > 0 && params_.top_k < n_vocab_) || params_.typical_p < 1.0f ||
-           params_.top_p < 1.0f || params_.min_p > 0.0f;
+           params_.top_p < 1.0f || params_.min_p > 0.0f || params_.top_n_sigma > 0.0f ||
+           (params_.xtc_probability > 0.0f && params_.xtc_threshold <= 0.5f) ||
+           params_.dynatemp_range > 0.0f;
 }
 
 // Temperature alone over the whole vocabulary (OpenAI's defaults have no top-k): the weights
@@ -806,7 +1105,11 @@ int32_t Sampler::sample(std::span<const float> logits) {
     logits = constrain(logits);
     collect_adjusted(logits);
     if (params_.temperature == 0.0f) return greedy(logits);
-    if (!truncates()) return draw_all(logits);
+    if (params_.mirostat != 0) {
+        mirostat_keep(logits);
+        return mirostat_draw();
+    }
+    if (!needs_candidates()) return draw_all(logits);
     run_filters(logits);
     return draw();
 }
@@ -824,7 +1127,13 @@ std::vector<int32_t> Sampler::candidates(std::span<const float> logits) {
     logits = constrain(logits);
     collect_adjusted(logits);
     if (params_.temperature == 0.0f) return {greedy(logits)};
-    run_filters(logits);
+    if (params_.mirostat != 0) {
+        mirostat_keep(logits);
+    } else {
+        const std::mt19937_64 saved = rng_;  // XTC's coin, as the next sample() will toss it
+        run_filters(logits);
+        rng_ = saved;
+    }
     std::vector<int32_t> ids;
     ids.reserve(cand_.size());
     for (const Candidate& c : cand_)

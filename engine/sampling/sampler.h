@@ -12,23 +12,51 @@
 //                    (-1 = every accepted token): repeat penalty divides a positive logit and
 //                    multiplies a non-positive one; then logit -= count * frequency_penalty
 //                    + presence_penalty.
-//   3. top-k         keep the k highest logits (ties broken by the lower token id).
-//   4. typical-p     locally typical sampling: rank the kept tokens by |-log p - H| (H the
+//   3. DRY           a token that would continue a repetition of n >= dry_allowed_length tokens
+//                    (a suffix of the DRY window that also ends earlier in it, followed there by
+//                    that token; never reaching back across a sequence breaker) loses
+//                    dry_multiplier * dry_base^(n - dry_allowed_length), the exponent capped
+//                    where the power would overflow a float. Tokens holding a breaker are exempt.
+//   4. top-n-sigma   keep logits >= max - top_n_sigma * sigma, sigma the standard deviation of
+//                    the finite logits of the whole vocabulary (after steps 0-3).
+//   5. top-k         keep the k highest logits (ties broken by the lower token id).
+//   6. typical-p     locally typical sampling: rank the kept tokens by |-log p - H| (H the
 //                    entropy of the kept set) and keep the best ones until their probability
 //                    mass exceeds typical_p.
-//   5. top-p         keep the most probable tokens until their mass reaches top_p (the token that
+//   7. top-p         keep the most probable tokens until their mass reaches top_p (the token that
 //                    crosses the threshold is kept).
-//   6. min-p         keep tokens whose probability is at least min_p times the best one's.
-//   7. temperature   probabilities become softmax(logit / temperature) over what is left.
-//   8. draw          one uniform number from the request's RNG picks the token.
+//   8. min-p         keep tokens whose probability is at least min_p times the best one's.
+//   9. XTC           when a draw from the request's RNG falls below xtc_probability, of the
+//                    tokens whose probability is >= xtc_threshold (when two or more are) only
+//                    the least likely stays (among equal ones the higher id).
+//  10. temperature   probabilities become softmax(logit / T) over what is left: T is
+//                    `temperature`, or with dynatemp_range > 0 lo + (hi - lo) * (H / log n)
+//                    ^ dynatemp_exponent, lo/hi = temperature -/+ dynatemp_range (lo >= 0), H the
+//                    entropy (at temperature 1) of the n candidates left with a finite logit; a
+//                    dynamic T of 0 takes the best candidate.
+//  11. draw          one uniform number from the request's RNG picks the token.
 //
-// Steps 4-6 measure probabilities as the softmax (temperature 1) over the tokens that survived
+// Steps 6-9 measure probabilities as the softmax (temperature 1) over the tokens that survived
 // the previous steps, as llama.cpp does. Every filter keeps at least one token.
 //
-// temperature == 0 is greedy decoding: argmax of the logits after steps 1-2, computed in one pass
-// without copying the vocabulary. Steps 3-8 are skipped: top-k, top-p and min-p always keep the
-// argmax anyway; typical-p could drop it, and llama.cpp (which runs typical before its
-// temperature step) would then return the best typical token instead: we follow OpenAI, for
+// mirostat 1 or 2 runs steps 0-3 (llama.cpp's mirostat chains run no penalties any more; ggufd
+// keeps them and DRY, which a request turns off on its own), divides the logits by
+// `temperature`, and replaces steps 4-9 and 11 with its own truncation and draw; its target
+// surprise mu (2 * mirostat_tau at first) is the request's state across tokens:
+//   v1: s = the Zipf exponent fitted to the 100 most likely tokens (least squares of
+//       log(p_i / p_i+1) on log((i + 2) / (i + 1))), eps = s - 1; keep the top
+//       k = (eps * 2^mu / (1 - N^-eps))^(1/s) tokens (N the vocabulary size; k >= 1);
+//   v2: keep the tokens whose surprise -log2 p is <= mu (at least the best one);
+// then one draw among the kept tokens, renormalized, and mu -= mirostat_eta * (-log2 p - tau),
+// p the chosen token's renormalized probability.
+//
+// llama-server's `samplers` order list is read into these steps by the request reader
+// (request_fields.h): the order here is fixed, so a list may leave steps out but not reorder them.
+//
+// temperature == 0 is greedy decoding: argmax of the logits after steps 1-3, computed in one pass
+// without copying the vocabulary. Steps 4-11 and mirostat are skipped: top-n-sigma, top-k, top-p
+// and min-p always keep the argmax anyway; typical-p and XTC could drop it, and llama.cpp (which
+// runs them before its temperature step) would then return another token: we follow OpenAI, for
 // whom temperature 0 means "the most likely token".
 //
 // Non-finite logits: NaN counts as -inf (never chosen); +inf counts as the largest finite float
@@ -42,14 +70,16 @@
 //
 // Cost (bench/sampling): with top-k only the k best tokens are ever copied; without top-k, the
 // whole-vocabulary work is a few vectorized passes over one float array, and top-p ranks only
-// the best 64 tokens unless those do not carry the mass.
+// the best 64 tokens unless those do not carry the mass. DRY costs O(its window) per token (prompt
+// included with -1), top-n-sigma three vectorized passes, mirostat one whole-vocabulary pass
+// plus a walk over what it keeps (which, as its target grows, can be most of the vocabulary).
 //
 // Determinism: the RNG is a std::mt19937_64 seeded with params.seed (or from
 // std::random_device when absent); each non-greedy sample() consumes exactly one 64-bit draw
-// and turns it into a double without library-specific distributions, so the same params, seed
-// and logits sequence give the same tokens (across standard libraries too; a different
-// compiler or vector width may round sums differently, which can move a draw that falls within
-// ~1e-7 of a boundary).
+// (two with XTC on: its coin first) and turns each into a double without library-specific
+// distributions, so the same params, seed and logits sequence give the same tokens (across standard
+// libraries too; a different compiler or vector width may round sums differently, which can move a
+// draw that falls within ~1e-7 of a boundary).
 #pragma once
 
 #include <cstdint>
@@ -65,6 +95,10 @@
 #include "engine/sampling/params.h"
 
 namespace ggufd::sampling {
+
+// Whether a Sampler for these params needs the vocabulary's token bytes (a grammar, a reasoning
+// budget, DRY's sequence breakers).
+bool needs_vocabulary(const SamplingParams& params);
 
 // Throws std::invalid_argument naming the offending field, e.g. "top_p must be in [0, 1], got
 // 1.5", so the HTTP layer can answer 400 with the message. Does not need the vocabulary; the
@@ -91,9 +125,9 @@ std::vector<Logprob> compute_logprobs(std::span<const float> logits, int32_t cho
 
 class Sampler {
   public:
-    // Validates params against the vocabulary (validate(params, n_vocab)). A grammar needs the
-    // vocabulary's token bytes (`vocabulary`, shared by every sequence of a model); without a
-    // grammar it is not used and may be null.
+    // Validates params against the vocabulary (validate(params, n_vocab)). A grammar (and what
+    // else needs_vocabulary() names) needs the vocabulary's token bytes (`vocabulary`, shared by
+    // every sequence of a model); otherwise it is not used and may be null.
     Sampler(const SamplingParams& params, int32_t n_vocab,
             std::shared_ptr<const grammar::TokenVocabulary> vocabulary = nullptr);
 
@@ -105,7 +139,8 @@ class Sampler {
     // throws std::invalid_argument for a token the grammar does not allow). Throws
     // std::out_of_range for an invalid id.
     void accept(int32_t token);
-    // Records tokens that were not generated (the prompt, for penalties): the penalty window only.
+    // Records tokens that were not generated (the prompt, for penalties): the penalty and DRY
+    // windows only.
     void accept(std::span<const int32_t> tokens);
     // With a grammar: whether the text generated so far is a whole sentence of it (a lazy
     // grammar that no trigger started owes nothing).
@@ -119,7 +154,8 @@ class Sampler {
     // the logits after logit bias and penalties (non-finite values sanitized as above) ...
     std::vector<float> adjusted_logits(std::span<const float> logits);
     // ... and the tokens the final draw would choose from (those with a -inf logit left out),
-    // in ascending id order; the argmax alone when temperature == 0.
+    // in ascending id order; the argmax alone when temperature == 0. XTC's coin is the one the
+    // next sample() tosses.
     std::vector<int32_t> candidates(std::span<const float> logits);
 
     // compute_logprobs() with params.top_logprobs alternatives; empty when top_logprobs < 0.
@@ -143,7 +179,11 @@ class Sampler {
     };
 
     bool penalties_active() const;
-    void record(int32_t token);                                       // the penalty window
+    bool dry_active() const;
+    void record(int32_t token);  // the penalty and DRY windows
+    void record_dry(int32_t token);
+    void collect_dry();  // dry_repeat_: the tokens DRY penalizes, with their repetition length
+    float dry_penalty(int32_t token) const;
     std::span<const float> constrain(std::span<const float> logits);  // step 0
     void check_size(std::span<const float> logits) const;
     void run_filters(std::span<const float> logits);  // steps 1-6 into cand_
@@ -151,11 +191,19 @@ class Sampler {
     int32_t greedy(std::span<const float> logits) const;
     void gather_top_k(std::span<const float> logits, int32_t k);
     void gather_all(std::span<const float> logits);
+    float sigma_floor(std::span<const float> logits);  // step 4's threshold
+    void apply_top_n_sigma(std::span<const float> logits);
     void apply_typical();
     void apply_top_p();
     void apply_min_p();
+    void apply_xtc();
+    float dynamic_temperature() const;
     int32_t draw();
-    bool truncates() const;  // any of top-k, typical-p, top-p, min-p active
+    // One draw among cand_ at temperature `temp`: the chosen index, and its probability in `prob`.
+    size_t draw_from(float temp, double& prob);
+    void mirostat_keep(std::span<const float> logits);  // cand_ = what mirostat draws from
+    int32_t mirostat_draw();
+    bool needs_candidates() const;  // any step beyond one fixed temperature (steps 4-10)
     int32_t draw_all(std::span<const float> logits);
     float load_logits(std::span<const float> logits);  // work_ = adjusted logits; their max
     bool top_p_from_the_top(std::span<const float> logits);
@@ -170,6 +218,16 @@ class Sampler {
     std::vector<int32_t> window_;                  // ring buffer of recent tokens
     size_t window_next_ = 0;                       // where the next token goes once full
     std::unordered_map<int32_t, int32_t> counts_;  // occurrences in window_
+
+    // DRY: the accepted tokens (the last dry_penalty_last_n once trimmed), whether a sequence
+    // breaker ends in each, and the text that may hold a breaker's beginning.
+    std::vector<int32_t> dry_tokens_;
+    std::vector<unsigned char> dry_breaks_;
+    std::string dry_text_;
+    std::vector<int32_t> dry_z_;                           // scratch: matches of the suffix
+    std::vector<std::pair<int32_t, int32_t>> dry_repeat_;  // token -> repetition, sorted by id
+
+    double mirostat_mu_ = 0.0;  // mirostat's target surprise, learned across tokens
 
     // Scratch reused across calls so sampling does not allocate per token.
     std::vector<Adjusted> adjusted_;  // sorted by id

@@ -188,9 +188,7 @@ bool Scheduler::start(Slot& slot, Pending pending) {
     a.request = std::move(pending.request);
     a.submitted = pending.submitted;
     try {
-        // A grammar, and a reasoning budget watching the text, read the tokens' bytes.
-        const bool token_bytes =
-            a.request.sampling.grammar || a.request.sampling.reasoning_budget.tokens >= 0;
+        const bool token_bytes = sampling::needs_vocabulary(a.request.sampling);
         if (token_bytes && !grammar_vocab_) {
             grammar_vocab_ = grammar::TokenVocabulary::from_tokenizer(*tokenizer_);
         }

@@ -5,12 +5,15 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <memory>
 #include <numeric>
 #include <random>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "engine/grammar/constraint.h"
 #include "engine/sampling/fast_exp.h"
 #include "engine/sampling/sampler.h"
 
@@ -674,7 +677,364 @@ TEST(Robustness, InvalidParamsAreRejectedWithTheirName) {
     expect_rejected(with([](auto& p) { p.logit_bias = {{-1, 1.0f}}; }), "logit_bias");
     expect_rejected(with([](auto& p) { p.logit_bias = {{1, kNaN}}; }), "logit_bias");
     expect_rejected(with([](auto& p) { p.top_logprobs = -2; }), "top_logprobs");
+    expect_rejected(with([](auto& p) { p.dry_multiplier = -1.0f; }), "dry_multiplier");
+    expect_rejected(with([](auto& p) { p.dry_base = 0.5f; }), "dry_base");
+    expect_rejected(with([](auto& p) { p.dry_allowed_length = -1; }), "dry_allowed_length");
+    expect_rejected(with([](auto& p) { p.dry_penalty_last_n = -2; }), "dry_penalty_last_n");
+    expect_rejected(with([](auto& p) { p.dry_sequence_breakers = {""}; }), "dry_sequence_breakers");
+    expect_rejected(with([](auto& p) { p.xtc_probability = 1.5f; }), "xtc_probability");
+    expect_rejected(with([](auto& p) { p.xtc_threshold = -0.1f; }), "xtc_threshold");
+    expect_rejected(with([](auto& p) { p.top_n_sigma = kNaN; }), "top_n_sigma");
+    expect_rejected(with([](auto& p) { p.dynatemp_range = -1.0f; }), "dynatemp_range");
+    expect_rejected(with([](auto& p) { p.dynatemp_exponent = kInf; }), "dynatemp_exponent");
+    expect_rejected(with([](auto& p) { p.mirostat = 3; }), "mirostat");
+    expect_rejected(with([](auto& p) { p.mirostat_tau = -1.0f; }), "mirostat_tau");
+    expect_rejected(with([](auto& p) { p.mirostat_eta = kNaN; }), "mirostat_eta");
     EXPECT_NO_THROW(ggufd::sampling::validate(SamplingParams{}));
+}
+
+// ---- DRY ----
+
+// Tokens 0-5 are the letters a-f, 6 is "\n", 7 is "x", 8 is "y", 9 is "q:" (it holds a breaker).
+std::shared_ptr<const ggufd::grammar::TokenVocabulary> letters() {
+    return std::make_shared<const ggufd::grammar::TokenVocabulary>(
+        std::vector<std::string>{"a", "b", "c", "d", "e", "f", "\n", "x", "y", "q:"},
+        std::vector<int32_t>{});
+}
+
+SamplingParams dry_params(float multiplier, float base, int32_t allowed, int32_t last_n,
+                          std::vector<std::string> breakers) {
+    SamplingParams p = plain(1.0f);
+    p.dry_multiplier = multiplier;
+    p.dry_base = base;
+    p.dry_allowed_length = allowed;
+    p.dry_penalty_last_n = last_n;
+    p.dry_sequence_breakers = std::move(breakers);
+    return p;
+}
+
+// DRY's penalty per token by its definition, position by position: the longest run of tokens
+// ending at j that equals the run ending at the last token, cut after the last breaker, makes
+// the token after j a repetition's continuation.
+std::vector<double> dry_by_hand(const std::vector<int32_t>& accepted, const SamplingParams& p,
+                                const ggufd::grammar::TokenVocabulary& vocab) {
+    std::vector<double> penalty(static_cast<size_t>(vocab.size()), 0.0);
+    size_t len = accepted.size();
+    if (p.dry_penalty_last_n > 0) len = std::min(len, static_cast<size_t>(p.dry_penalty_last_n));
+    const std::vector<int32_t> w(accepted.end() - static_cast<std::ptrdiff_t>(len), accepted.end());
+    // Which tokens a breaker ends in: every occurrence in the whole accepted text.
+    std::string text;
+    std::vector<size_t> end_of;  // byte end of each accepted token
+    for (int32_t t : accepted) {
+        text += vocab.bytes(t);
+        end_of.push_back(text.size());
+    }
+    std::vector<bool> breaks(accepted.size(), false);
+    for (const std::string& b : p.dry_sequence_breakers) {
+        for (size_t at = text.find(b); at != std::string::npos; at = text.find(b, at + 1)) {
+            const size_t last_byte = at + b.size() - 1;
+            const auto token = std::upper_bound(end_of.begin(), end_of.end(), last_byte);
+            breaks[static_cast<size_t>(token - end_of.begin())] = true;
+        }
+    }
+    size_t limit = len;
+    for (size_t i = 0; i < len; ++i)
+        if (breaks[accepted.size() - len + i]) limit = len - 1 - i;
+    std::map<int32_t, size_t> longest;
+    for (size_t j = 0; j + 1 < len; ++j) {
+        size_t n = 0;
+        while (n <= j && w[j - n] == w[len - 1 - n]) ++n;
+        n = std::min(n, limit);
+        if (n < static_cast<size_t>(p.dry_allowed_length)) continue;
+        auto& best = longest[w[j + 1]];
+        best = std::max(best, n);
+    }
+    if (len <= static_cast<size_t>(p.dry_allowed_length)) longest.clear();
+    for (const auto& [token, n] : longest) {
+        bool exempt = false;
+        for (const std::string& b : p.dry_sequence_breakers)
+            exempt = exempt || vocab.bytes(token).find(b) != std::string_view::npos;
+        if (!exempt)
+            penalty[static_cast<size_t>(token)] =
+                p.dry_multiplier * std::pow(p.dry_base, double(n) - p.dry_allowed_length);
+    }
+    return penalty;
+}
+
+TEST(Dry, PenalizesTheTokenThatWouldContinueARepetition) {
+    // a b c d a b c: "a b c" repeats; d followed it, so d would make it 4 long.
+    auto p = dry_params(0.8f, 2.0f, 2, -1, {});
+    Sampler s(p, 10, letters());
+    s.accept(std::vector<int32_t>{0, 1, 2, 3, 0, 1, 2});
+    const std::vector<float> zeros(10, 0.0f);
+    const auto adjusted = s.adjusted_logits(zeros);
+    for (int32_t t = 0; t < 10; ++t) {
+        const float expected = t == 3 ? -0.8f * 2.0f : 0.0f;  // repetition 3, allowed 2: base^1
+        EXPECT_FLOAT_EQ(adjusted[static_cast<size_t>(t)], expected) << t;
+    }
+    // Greedy sees it: d was the best token.
+    p.temperature = 0.0f;
+    Sampler g(p, 10, letters());
+    g.accept(std::vector<int32_t>{0, 1, 2, 3, 0, 1, 2});
+    std::vector<float> logits(10, 0.0f);
+    logits[3] = 1.0f;
+    logits[5] = 0.5f;
+    EXPECT_EQ(g.sample(logits), 5);
+}
+
+TEST(Dry, AgreesWithTheDefinitionOnRandomText) {
+    const auto vocab = letters();
+    std::mt19937 rng(5);
+    std::uniform_int_distribution<int32_t> pick(0, 9);
+    std::uniform_int_distribution<int32_t> few(0, 2);  // a, b, c: many repetitions
+    for (int round = 0; round < 60; ++round) {
+        const int32_t allowed = round % 4;
+        const int32_t last_n = round % 3 == 0 ? -1 : 6 + round % 20;
+        std::vector<std::string> breakers;
+        if (round % 2) breakers = {"\n", "xy", "q"};  // "xy" spans two tokens
+        const auto p = dry_params(1.5f, 1.25f, allowed, last_n, breakers);
+        Sampler s(p, 10, vocab);
+        std::vector<int32_t> accepted;
+        for (int i = 0; i < 40; ++i) {
+            const int32_t t = rng() % 5 == 0 ? pick(rng) : few(rng);
+            accepted.push_back(t);
+            s.accept(t);
+            if (i % 7 != 6) continue;
+            const auto expected = dry_by_hand(accepted, p, *vocab);
+            const auto adjusted = s.adjusted_logits(std::vector<float>(10, 0.0f));
+            for (size_t t2 = 0; t2 < 10; ++t2) {
+                EXPECT_NEAR(adjusted[t2], -expected[t2], 1e-5 * (1.0 + expected[t2]))
+                    << "round " << round << " after " << accepted.size() << " token " << t2;
+            }
+        }
+    }
+}
+
+TEST(Dry, ABreakerEndsTheRepetitionItsTokensAreExempt) {
+    // a \n b c d a \n b c: d follows "a \n b c", but a repetition stops at the breaker: "b c".
+    const std::vector<int32_t> text{0, 6, 1, 2, 3, 0, 6, 1, 2};
+    const auto p = dry_params(1.0f, 3.0f, 1, -1, {"\n"});
+    Sampler s(p, 10, letters());
+    s.accept(text);
+    EXPECT_FLOAT_EQ(s.adjusted_logits(std::vector<float>(10, 0.0f))[3], -3.0f);  // 3^(2 - 1)
+    Sampler free(dry_params(1.0f, 3.0f, 1, -1, {}), 10, letters());
+    free.accept(text);
+    EXPECT_FLOAT_EQ(free.adjusted_logits(std::vector<float>(10, 0.0f))[3], -27.0f);  // 3^(4 - 1)
+    // A token holding a breaker is never penalized: b c q: b c -> q: is exempt.
+    Sampler q(dry_params(1.0f, 3.0f, 1, -1, {":"}), 10, letters());
+    q.accept(std::vector<int32_t>{1, 2, 9, 1, 2});
+    EXPECT_FLOAT_EQ(q.adjusted_logits(std::vector<float>(10, 0.0f))[9], 0.0f);
+    // Without the vocabulary's bytes breakers cannot be seen: refused, naming the field.
+    try {
+        Sampler none(p, 10);
+        ADD_FAILURE() << "accepted";
+    } catch (const ggufd::sampling::InvalidParam& e) {
+        EXPECT_EQ(e.param(), "dry_sequence_breakers");
+    }
+    EXPECT_TRUE(ggufd::sampling::needs_vocabulary(p));
+    EXPECT_FALSE(ggufd::sampling::needs_vocabulary(dry_params(1.0f, 3.0f, 1, -1, {})));
+}
+
+TEST(Dry, TheExponentStopsWhereFloatsEnd) {
+    const auto p = dry_params(1.0f, 100.0f, 1, -1, {});
+    Sampler s(p, 10);
+    std::vector<int32_t> text(60, 0);  // a a a ...: a continues a repetition of 59
+    s.accept(text);
+    const float a = s.adjusted_logits(std::vector<float>(10, 0.0f))[0];
+    EXPECT_TRUE(std::isfinite(a));
+    EXPECT_NEAR(a / -1e38f, 1.0f, 1e-5f);  // 100^19: floor(ln(FLT_MAX) / ln 100) = 19
+}
+
+// ---- top-n-sigma ----
+
+TEST(TopNSigma, KeepsLogitsWithinNDeviationsOfTheBest) {
+    for (uint32_t seed = 0; seed < 4; ++seed) {
+        auto logits = random_logits(300, seed, 2.0f);
+        logits[7] = -kInf;  // not counted
+        for (float n : {0.5f, 1.0f, 2.5f}) {
+            SamplingParams p = plain(1.0f);
+            p.top_n_sigma = n;
+            p.top_k = seed % 2 ? 40 : 0;
+            Sampler s(p, 300);
+            double sum = 0.0, sq = 0.0, max = -1e300;
+            int count = 0;
+            for (float l : logits) {
+                if (l == -kInf) continue;
+                sum += l;
+                sq += double(l) * l;
+                max = std::max(max, double(l));
+                ++count;
+            }
+            const double mean = sum / count;
+            const double sigma = std::sqrt(sq / count - mean * mean);
+            std::vector<std::pair<float, int32_t>> kept;
+            for (int32_t i = 0; i < 300; ++i)
+                if (logits[i] >= max - n * sigma) kept.push_back({-logits[i], i});
+            std::sort(kept.begin(), kept.end());
+            if (p.top_k > 0 && kept.size() > size_t(p.top_k)) kept.resize(size_t(p.top_k));
+            std::vector<int32_t> expected;
+            for (const auto& k : kept) expected.push_back(k.second);
+            std::sort(expected.begin(), expected.end());
+            EXPECT_EQ(s.candidates(logits), expected) << "seed " << seed << " n " << n;
+        }
+    }
+}
+
+// ---- XTC ----
+
+TEST(Xtc, KeepsOnlyTheLeastLikelyOfTheTopChoices) {
+    const auto logits = logits_of({0.4, 0.3, 0.2, 0.05, 0.05});
+    SamplingParams p = plain(1.0f);
+    p.xtc_probability = 1.0f;
+    p.xtc_threshold = 0.1f;
+    Sampler s(p, 5);
+    EXPECT_EQ(s.candidates(logits), (std::vector<int32_t>{2, 3, 4}));
+    p.xtc_threshold = 0.35f;  // one token above it: nothing is removed
+    Sampler one(p, 5);
+    EXPECT_EQ(one.candidates(logits), (std::vector<int32_t>{0, 1, 2, 3, 4}));
+    // After min-p (0.3 of the best keeps 0, 1, 2), measured on what is left.
+    p.xtc_threshold = 0.3f;
+    p.min_p = 0.3f;
+    Sampler after(p, 5);
+    EXPECT_EQ(after.candidates(logits), (std::vector<int32_t>{1, 2}));  // 0.44, 0.33, 0.22
+    p.temperature = 0.0f;  // greedy is the most likely token, XTC or not
+    EXPECT_EQ(Sampler(p, 5).sample(logits), 0);
+}
+
+TEST(Xtc, FiresWithItsProbabilityFromTheRequestsRng) {
+    const auto logits = logits_of({0.4, 0.3, 0.2, 0.1});
+    SamplingParams p = plain(1.0f);
+    p.xtc_probability = 0.5f;
+    p.xtc_threshold = 0.15f;
+    Sampler s(p, 4);
+    // candidates() shows the coin the next sample() tosses.
+    int fired = 0;
+    for (int i = 0; i < 200; ++i) {
+        const auto c = s.candidates(logits);
+        fired += c.size() == 2;
+        const int32_t t = s.sample(logits);
+        EXPECT_TRUE(std::find(c.begin(), c.end(), t) != c.end()) << i;
+    }
+    EXPECT_NEAR(fired / 200.0, 0.5, 0.15);
+    // The removed tokens 0 and 1 come out only when the coin spares them: 0.5 * 0.7.
+    Sampler f(p, 4);
+    const int draws = 4000;
+    const auto freq = frequencies(f, logits, draws);
+    EXPECT_NEAR(freq[0] + freq[1], 0.35, 5.0 * std::sqrt(0.35 * 0.65 / draws));
+    // Same seed, same tokens (the coin included).
+    Sampler a(p, 4), b(p, 4);
+    for (int i = 0; i < 50; ++i) EXPECT_EQ(a.sample(logits), b.sample(logits));
+}
+
+// ---- dynamic temperature ----
+
+TEST(DynamicTemperature, FollowsTheNormalizedEntropy) {
+    const std::vector<float> logits{2.0f, 1.0f, 0.0f, -1.0f};
+    const auto p1 = softmax(logits);
+    double h = 0.0;
+    for (double q : p1) h -= q * std::log(q);
+    const double spread = h / std::log(4.0);
+    for (float exponent : {0.5f, 2.0f}) {
+        SamplingParams p = plain(1.0f);
+        p.dynatemp_range = 0.6f;
+        p.dynatemp_exponent = exponent;
+        Sampler s(p, 4);
+        const double temp = 0.4 + 1.2 * std::pow(spread, exponent);
+        const int draws = 20000;
+        const auto f = frequencies(s, logits, draws);
+        const auto expected = softmax(logits, temp);
+        for (size_t i = 0; i < 4; ++i) {
+            const double tol = 5.0 * std::sqrt(expected[i] * (1 - expected[i]) / draws) + 1e-4;
+            EXPECT_NEAR(f[i], expected[i], tol) << "exponent " << exponent << " token " << i;
+        }
+    }
+    // One certain token (the others over 87 below it weigh exactly 0): entropy 0 gives the
+    // floor temperature, here 0, which takes the best candidate rather than dividing by 0.
+    SamplingParams p = plain(0.5f);
+    p.dynatemp_range = 1.0f;
+    Sampler s(p, 4);
+    for (int i = 0; i < 10; ++i)
+        EXPECT_EQ(s.sample(std::vector<float>{0.0f, 200.0f, -kInf, 100.0f}), 1);
+}
+
+// ---- mirostat ----
+
+// The tokens by probability, best first, and each one's probability at temperature T.
+std::vector<std::pair<double, int32_t>> ranked(const std::vector<float>& logits, double temp) {
+    const auto p = softmax(logits, temp);
+    std::vector<std::pair<double, int32_t>> r;
+    for (size_t i = 0; i < p.size(); ++i) r.push_back({p[i], static_cast<int32_t>(i)});
+    std::sort(r.begin(), r.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+    return r;
+}
+
+TEST(Mirostat, V2KeepsTokensUnderTheTargetSurpriseAndLearnsIt) {
+    SamplingParams p = plain(0.8f);
+    p.mirostat = 2;
+    p.mirostat_tau = 2.0f;
+    p.mirostat_eta = 0.3f;
+    p.top_k = 1;  // ignored under mirostat
+    Sampler s(p, 200);
+    double mu = 2.0 * p.mirostat_tau;
+    for (int step = 0; step < 30; ++step) {
+        const auto logits = random_logits(200, 100 + step, 1.5f);
+        const auto r = ranked(logits, 0.8);
+        std::vector<int32_t> expected;
+        double mass = 0.0;
+        for (const auto& [prob, id] : r) {
+            if (!expected.empty() && -std::log2(prob) > mu) break;
+            expected.push_back(id);
+            mass += prob;
+        }
+        auto got = s.candidates(logits);
+        auto sorted = expected;
+        std::sort(sorted.begin(), sorted.end());
+        ASSERT_EQ(got, sorted) << "step " << step << " mu " << mu;
+        const int32_t t = s.sample(logits);
+        const double prob = softmax(logits, 0.8)[static_cast<size_t>(t)] / mass;
+        mu -= p.mirostat_eta * (-std::log2(prob) - p.mirostat_tau);
+    }
+}
+
+TEST(Mirostat, V1KeepsTheTopKOfTheFittedZipfLaw) {
+    SamplingParams p = plain(1.0f);
+    p.mirostat = 1;
+    p.mirostat_tau = 3.0f;
+    p.mirostat_eta = 0.2f;
+    const int32_t n = 500;
+    Sampler s(p, n);
+    double mu = 2.0 * p.mirostat_tau;
+    for (int step = 0; step < 20; ++step) {
+        const auto logits = random_logits(static_cast<size_t>(n), 300 + step, 2.0f);
+        const auto r = ranked(logits, 1.0);
+        double tb = 0.0, tt = 0.0;
+        for (size_t i = 0; i + 1 < 100; ++i) {
+            const double t = std::log((i + 2.0) / (i + 1.0));
+            tb += t * std::log(r[i].first / r[i + 1].first);
+            tt += t * t;
+        }
+        const double zipf = tb / tt, eps = zipf - 1.0;
+        const double k_real =
+            std::pow(eps * std::pow(2.0, mu) / (1.0 - std::pow(n, -eps)), 1.0 / zipf);
+        const auto k = static_cast<size_t>(std::clamp(k_real, 1.0, double(n)));
+        std::vector<int32_t> expected;
+        double mass = 0.0;
+        for (size_t i = 0; i < k; ++i) {
+            expected.push_back(r[i].second);
+            mass += r[i].first;
+        }
+        std::sort(expected.begin(), expected.end());
+        ASSERT_EQ(s.candidates(logits), expected) << "step " << step << " k " << k_real;
+        const int32_t t = s.sample(logits);
+        const double prob = softmax(logits)[static_cast<size_t>(t)] / mass;
+        mu -= p.mirostat_eta * (-std::log2(prob) - p.mirostat_tau);
+    }
+}
+
+TEST(Mirostat, GreedyStaysGreedy) {
+    SamplingParams p = plain(0.0f);
+    p.mirostat = 2;
+    EXPECT_EQ(Sampler(p, 4).sample(std::vector<float>{0.0f, 1.0f, 3.0f, 2.0f}), 2);
 }
 
 }  // namespace

@@ -324,6 +324,9 @@ TEST(Validate, NamesTheOffendingParameter) {
     check([](R& r) { r.sampling.repeat_penalty = 0; }, S::invalid, "repeat_penalty", "repeat");
     check([](R& r) { r.sampling.penalty_last_n = -2; }, S::invalid, "repeat_last_n",
           "repeat_last_n");
+    check([](R& r) { r.sampling.dry_base = 0.5f; }, S::invalid, "dry_base", "dry_base");
+    check([](R& r) { r.sampling.mirostat = 3; }, S::invalid, "mirostat", "mirostat");
+    check([](R& r) { r.sampling.xtc_threshold = 2.0f; }, S::invalid, "xtc_threshold", "xtc");
     check([](R& r) { r.sampling.logit_bias = {{10, 1.0f}}; }, S::invalid, "logit_bias", "10");
     check([](R& r) { r.sampling.logit_bias = {{-1, 1.0f}}; }, S::invalid, "logit_bias", "-1");
     check([](R& r) { r.stop.stop = {""}; }, S::invalid, "stop", "empty");
@@ -388,6 +391,22 @@ TEST_F(SchedulerTest, SampledGenerationIsReproducibleWithASeed) {
     EXPECT_EQ(sinks[0]->tokens, sinks[1]->tokens);
     EXPECT_EQ(sinks[0]->text, sinks[1]->text);
     EXPECT_GT(sinks[0]->text.size(), 40u);
+}
+
+// DRY reads the tokens' bytes (its sequence breakers): the scheduler hands them to the Sampler,
+// and the repetition in the greedy reference is broken.
+TEST_F(SchedulerTest, DryRequestsGetTheTokenBytes) {
+    auto s = make(1);
+    const Case& c = cases_[0];
+    auto sink = std::make_shared<RecordingSink>();
+    auto r = greedy_request(c, sink, 128);
+    r.sampling.dry_multiplier = 5.0f;
+    ASSERT_TRUE(sampling::needs_vocabulary(r.sampling));
+    ASSERT_EQ(s->submit(std::move(r)).status, scheduler::SubmitStatus::accepted);
+    sink->wait_done();
+    EXPECT_EQ(sink->reason, FinishReason::length) << sink->error;
+    EXPECT_EQ(sink->tokens.size(), 128u);
+    EXPECT_NE(sink->tokens, c.greedy);
 }
 
 TEST_F(SchedulerTest, StopFinishesEverythingAsCancelled) {

@@ -1,6 +1,7 @@
 // Request parsing and validation, without HTTP.
 #include <gtest/gtest.h>
 
+#include "engine/grammar/constraint.h"
 #include "engine/grammar/matcher.h"
 #include "engine/sampling/sampler.h"
 #include "server/requests.h"
@@ -228,6 +229,27 @@ TEST(ParseCompletion, OutOfRangeValues) {
         {"repeat_penalty", -1},
         {"repeat_penalty", 2.5},
         {"repeat_last_n", -2},
+        {"dry_multiplier", -1},
+        {"dry_base", 0.5},
+        {"dry_allowed_length", -1},
+        {"dry_penalty_last_n", -2},
+        {"dry_sequence_breakers", "\n"},
+        {"dry_sequence_breakers", json::array({""})},
+        {"dry_sequence_breakers", json::array({1})},
+        {"xtc_probability", 1.5},
+        {"xtc_threshold", -0.1},
+        {"top_n_sigma", -2},
+        {"dynatemp_range", -1},
+        {"dynatemp_exponent", -1},
+        {"mirostat", 3},
+        {"mirostat", 1.5},
+        {"mirostat_tau", -1},
+        {"mirostat_eta", -1},
+        {"samplers", 5},
+        {"min_keep", 2},
+        {"n_probs", 1},
+        {"post_sampling_probs", true},
+        {"grammar_lazy", true},
     };
     for (const auto& [name, value] : cases) {
         json body = {{"prompt", "x"}, {name, value}};
@@ -262,11 +284,37 @@ TEST(ParseCompletion, RangeEdgesAreValidForTheEngine) {
         {"repeat_last_n", -1},
         {"repeat_last_n", 0},
         {"repeat_last_n", 2147483647},
+        {"dry_multiplier", 0},
+        {"dry_multiplier", 100},
+        {"dry_base", 1},
+        {"dry_base", 100},
+        {"dry_allowed_length", 0},
+        {"dry_penalty_last_n", -1},
+        {"dry_penalty_last_n", 0},
+        {"dry_sequence_breakers", json::array()},
+        {"xtc_probability", 1},
+        {"xtc_threshold", 0},
+        {"xtc_threshold", 1},
+        {"top_n_sigma", -1},
+        {"top_n_sigma", 100},
+        {"dynatemp_range", 10},
+        {"dynatemp_exponent", 0},
+        {"mirostat", 1},
+        {"mirostat", 2},
+        {"mirostat_tau", 0},
+        {"mirostat_eta", 10},
+        {"min_keep", 1},
+        {"n_probs", 0},
     };
+    // Ten one-byte tokens, for the settings that read token bytes (DRY's breakers).
+    std::vector<std::string> pieces;
+    for (char c = 'a'; c < 'k'; ++c) pieces.emplace_back(1, c);
+    const auto vocab =
+        std::make_shared<const grammar::TokenVocabulary>(pieces, std::vector<int32_t>{});
     for (const auto& [name, value] : cases) {
         const auto r = parse_completion_request(json{{"prompt", "x"}, {name, value}}, limits);
         EXPECT_NO_THROW(ggufd::sampling::validate(r.sampling)) << name << "=" << value;
-        EXPECT_NO_THROW(ggufd::sampling::Sampler(r.sampling, 10)) << name << "=" << value;
+        EXPECT_NO_THROW(ggufd::sampling::Sampler(r.sampling, 10, vocab)) << name << "=" << value;
     }
 }
 
@@ -442,21 +490,23 @@ TEST(ParseTokenize, FieldsAndDefaults) {
     EXPECT_EQ(error_of([] { parse_detokenize_request({{"tokens", 1}}); }).param(), "tokens");
 }
 
+// The sampling a completion and a chat request with these fields ask for.
+std::vector<sampling::SamplingParams> sampling_on_both_endpoints(const json& fields) {
+    json completion = {{"prompt", "x"}};
+    json chat = {{"messages", {{{"role", "user"}, {"content", "hi"}}}}};
+    completion.update(fields);
+    chat.update(fields);
+    return {parse_completion_request(completion, limits).sampling,
+            parse_chat_request(chat, limits).sampling};
+}
+
 // llama-server's typical_p, repeat_penalty and repeat_last_n, on both generation endpoints.
 TEST(ParseGeneration, LlamaServerSamplingFields) {
     const json fields = {{"typical_p", 0.9}, {"repeat_penalty", 1.3}, {"repeat_last_n", -1}};
-    auto with_fields = [&](json body) {
-        body.update(fields);
-        return body;
-    };
-    auto c = parse_completion_request(with_fields({{"prompt", "x"}}), limits);
-    auto m = parse_chat_request(
-        with_fields({{"messages", {{{"role", "user"}, {"content", "hi"}}}}}), limits);
-    for (const GenerationOptions* r :
-         {static_cast<const GenerationOptions*>(&c), static_cast<const GenerationOptions*>(&m)}) {
-        EXPECT_FLOAT_EQ(r->sampling.typical_p, 0.9f);
-        EXPECT_FLOAT_EQ(r->sampling.repeat_penalty, 1.3f);
-        EXPECT_EQ(r->sampling.penalty_last_n, -1);
+    for (const sampling::SamplingParams& s : sampling_on_both_endpoints(fields)) {
+        EXPECT_FLOAT_EQ(s.typical_p, 0.9f);
+        EXPECT_FLOAT_EQ(s.repeat_penalty, 1.3f);
+        EXPECT_EQ(s.penalty_last_n, -1);
     }
     // Absent: the engine's defaults (typical and repeat penalty off, a 64-token window).
     const sampling::SamplingParams defaults;
@@ -474,6 +524,117 @@ TEST(ParseGeneration, LlamaServerSamplingFields) {
     });
     EXPECT_EQ(e.param(), "typical_p");
     EXPECT_NE(std::string(e.what()).find("greater than 0"), std::string::npos) << e.what();
+}
+
+// llama-server's further samplers, on both generation endpoints, by its names; absent, each is off.
+TEST(ParseGeneration, LlamaServerSamplers) {
+    const json fields = {{"dry_multiplier", 0.8},
+                         {"dry_base", 2},
+                         {"dry_allowed_length", 3},
+                         {"dry_penalty_last_n", 128},
+                         {"dry_sequence_breakers", json::array({"\n", "###"})},
+                         {"xtc_probability", 0.5},
+                         {"xtc_threshold", 0.2},
+                         {"top_n_sigma", 1.5},
+                         {"dynatemp_range", 0.3},
+                         {"dynatemp_exponent", 2},
+                         {"mirostat_tau", 4},
+                         {"mirostat_eta", 0.2},
+                         {"min_keep", 0},
+                         {"n_probs", 0},
+                         {"cache_prompt", true}};
+    for (const sampling::SamplingParams& s : sampling_on_both_endpoints(fields)) {
+        EXPECT_FLOAT_EQ(s.dry_multiplier, 0.8f);
+        EXPECT_FLOAT_EQ(s.dry_base, 2.0f);
+        EXPECT_EQ(s.dry_allowed_length, 3);
+        EXPECT_EQ(s.dry_penalty_last_n, 128);
+        EXPECT_EQ(s.dry_sequence_breakers, (std::vector<std::string>{"\n", "###"}));
+        EXPECT_FLOAT_EQ(s.xtc_probability, 0.5f);
+        EXPECT_FLOAT_EQ(s.xtc_threshold, 0.2f);
+        EXPECT_FLOAT_EQ(s.top_n_sigma, 1.5f);
+        EXPECT_FLOAT_EQ(s.dynatemp_range, 0.3f);
+        EXPECT_FLOAT_EQ(s.dynatemp_exponent, 2.0f);
+        EXPECT_EQ(s.mirostat, 0);
+        EXPECT_FLOAT_EQ(s.mirostat_tau, 4.0f);
+        EXPECT_FLOAT_EQ(s.mirostat_eta, 0.2f);
+    }
+    const sampling::SamplingParams defaults;
+    const auto d = parse_completion_request(json{{"prompt", "x"}}, limits).sampling;
+    EXPECT_EQ(d.dry_multiplier, defaults.dry_multiplier);
+    EXPECT_EQ(d.dry_sequence_breakers, defaults.dry_sequence_breakers);
+    EXPECT_EQ(d.xtc_probability, defaults.xtc_probability);
+    EXPECT_EQ(d.top_n_sigma, defaults.top_n_sigma);
+    EXPECT_EQ(d.dynatemp_range, defaults.dynatemp_range);
+    EXPECT_EQ(d.mirostat, defaults.mirostat);
+    EXPECT_FALSE(sampling::needs_vocabulary(d));
+    // What is refused names the field and says why.
+    const auto e = error_of([] {
+        parse_completion_request(json{{"prompt", "x"}, {"min_keep", 5}}, limits);
+    });
+    EXPECT_EQ(e.param(), "min_keep");
+    EXPECT_NE(std::string(e.what()).find("at least one token"), std::string::npos) << e.what();
+}
+
+// `samplers` may leave steps of ggufd's order out (turning them off) but not reorder them.
+TEST(ParseGeneration, SamplerOrder) {
+    const json asked = {{"prompt", "x"},
+                        {"top_k", 40},
+                        {"top_p", 0.9},
+                        {"min_p", 0.1},
+                        {"typical_p", 0.8},
+                        {"repeat_penalty", 1.2},
+                        {"presence_penalty", 0.5},
+                        {"dry_multiplier", 1},
+                        {"xtc_probability", 1},
+                        {"top_n_sigma", 2},
+                        {"temperature", 0.5},
+                        {"dynatemp_range", 0.2}};
+    auto parse = [&](json samplers) {
+        json body = asked;
+        body["samplers"] = std::move(samplers);
+        return parse_completion_request(body, limits).sampling;
+    };
+    // Names, aliases and llama-server's one-letter codes: only the listed steps stay on.
+    for (const json& list : {json::array({"top_k", "min_p", "temperature"}),
+                             json::array({"top-k", "min-p", "temp"}), json("kmt")}) {
+        const auto s = parse(list);
+        EXPECT_EQ(s.top_k, 40) << list;
+        EXPECT_FLOAT_EQ(s.min_p, 0.1f) << list;
+        EXPECT_FLOAT_EQ(s.temperature, 0.5f) << list;
+        EXPECT_FLOAT_EQ(s.dynatemp_range, 0.2f) << list;
+        EXPECT_FLOAT_EQ(s.top_p, 1.0f) << list;
+        EXPECT_FLOAT_EQ(s.typical_p, 1.0f) << list;
+        EXPECT_FLOAT_EQ(s.repeat_penalty, 1.0f) << list;
+        EXPECT_FLOAT_EQ(s.presence_penalty, 0.0f) << list;
+        EXPECT_FLOAT_EQ(s.dry_multiplier, 0.0f) << list;
+        EXPECT_FLOAT_EQ(s.xtc_probability, 0.0f) << list;
+        EXPECT_LE(s.top_n_sigma, 0.0f) << list;
+    }
+    // Without "temperature" the draw is at temperature 1, as llama-server's.
+    const auto untempered = parse(json::array({"penalties", "dry", "top_n_sigma", "top_k"}));
+    EXPECT_FLOAT_EQ(untempered.temperature, 1.0f);
+    EXPECT_FLOAT_EQ(untempered.dynatemp_range, 0.0f);
+    EXPECT_FLOAT_EQ(untempered.repeat_penalty, 1.2f);
+    EXPECT_FLOAT_EQ(untempered.top_n_sigma, 2.0f);
+    // Mirostat has its own steps and ignores the list.
+    json miro = asked;
+    miro["mirostat"] = 2;
+    miro["samplers"] = json::array({"top_k"});
+    EXPECT_FLOAT_EQ(parse_completion_request(miro, limits).sampling.temperature, 0.5f);
+    // Refused, naming the entry.
+    const std::pair<json, const char*> refused[] = {
+        {json::array({"top_k", "temperature", "min_p"}), "'min_p' comes after 'temperature'"},
+        {json::array({"top_k", "top-k"}), "'top-k' twice"},
+        {json::array({"infill"}), "'infill' is not a sampler"},
+        {json::array({"adaptive_p"}), "'adaptive_p' is not a sampler"},
+        {json("kq"), "'q' is not a sampler"},
+        {json::array({1}), "must be a string"},
+    };
+    for (const auto& [list, message] : refused) {
+        const auto e = error_of([&] { parse(list); });
+        EXPECT_EQ(e.param(), "samplers") << list;
+        EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
+    }
 }
 
 // The request's JSON keeps the client's key order (it reaches the chat template as written).

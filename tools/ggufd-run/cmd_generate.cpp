@@ -70,7 +70,20 @@ int cmd_generate(Args args) {
         {"--repeat-last-n", "repeat_last_n"},
         {"--presence-penalty", "presence_penalty"},
         {"--frequency-penalty", "frequency_penalty"},
+        {"--dry-multiplier", "dry_multiplier"},
+        {"--dry-base", "dry_base"},
+        {"--dry-allowed-length", "dry_allowed_length"},
+        {"--dry-penalty-last-n", "dry_penalty_last_n"},
+        {"--xtc-probability", "xtc_probability"},
+        {"--xtc-threshold", "xtc_threshold"},
+        {"--top-nsigma", "top_n_sigma"},
+        {"--dynatemp-range", "dynatemp_range"},
+        {"--dynatemp-exp", "dynatemp_exponent"},
+        {"--mirostat", "mirostat"},
+        {"--mirostat-lr", "mirostat_eta"},
+        {"--mirostat-ent", "mirostat_tau"},
     };
+    bool breakers_given = false;
     for (size_t i = 0; i < args.size(); ++i) {
         const std::string_view a = args[i];
         auto value = [&]() -> std::string {
@@ -100,7 +113,22 @@ int cmd_generate(Args args) {
                 body["max_tokens"] = n;
         } else if (a == "--stop")
             body["stop"].push_back(value());
-        else if (a == "--grammar")
+        else if (a == "--dry-sequence-breaker") {
+            // As in llama.cpp: the first one replaces the defaults; "none" leaves no breaker.
+            if (!breakers_given) body["dry_sequence_breakers"] = sampling::RequestJson::array();
+            breakers_given = true;
+            if (std::string b = value(); b != "none") body["dry_sequence_breakers"].push_back(b);
+        } else if (a == "--samplers") {
+            // llama.cpp's form: names separated by ';'.
+            sampling::RequestJson list = sampling::RequestJson::array();
+            const std::string names = value();
+            for (size_t at = 0; at <= names.size();) {
+                const size_t end = std::min(names.find(';', at), names.size());
+                list.push_back(names.substr(at, end - at));
+                at = end + 1;
+            }
+            body["samplers"] = std::move(list);
+        } else if (a == "--grammar")
             body["grammar"] = value();
         else if (a == "--grammar-file")
             body["grammar"] = read_file(value());

@@ -29,7 +29,11 @@ std::span<const Command> commands() {
             "generate",
             "generate --model M --prompt TEXT --n-predict N [--temp T --seed S --top-k K --top-p P "
             "--min-p P --typical-p P --repeat-penalty R --repeat-last-n N --presence-penalty P "
-            "--frequency-penalty P --stop S --threads N --threads-batch N --ctx-size N "
+            "--frequency-penalty P --dry-multiplier M --dry-base B --dry-allowed-length N "
+            "--dry-penalty-last-n N --dry-sequence-breaker S --xtc-probability P "
+            "--xtc-threshold T --top-nsigma N --dynatemp-range R --dynatemp-exp E --mirostat V "
+            "--mirostat-lr ETA --mirostat-ent TAU --samplers 'a;b;c' --stop S --threads N "
+            "--threads-batch N --ctx-size N "
             "--cache-type-k T "
             "--cache-type-v T] [--grammar GBNF | "
             "--grammar-file F "
