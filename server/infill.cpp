@@ -156,6 +156,22 @@ InfillRequest parse_infill_request(const RequestJson& body, const ApiLimits& lim
     json completion = body;
     completion["prompt"] = r.fim.prefix;
     completion.erase("suffix");
+    // llama.vscode always lists llama.cpp's FIM-only `infill` sampler, which ggufd does not have:
+    // on this route it is left out of the order (name or one-letter code) rather than refused,
+    // and the other listed steps apply.
+    if (json* order = completion.contains("samplers") ? &completion["samplers"] : nullptr) {
+        if (order->is_array()) {
+            json kept = json::array();
+            for (const json& step : *order) {
+                if (step != "infill") kept.push_back(step);
+            }
+            *order = std::move(kept);
+        } else if (order->is_string()) {
+            std::string codes = order->get<std::string>();
+            std::erase(codes, 'i');
+            *order = codes;
+        }
+    }
     FieldNames names;
     if (const json* n = field(body, "n_predict")) {
         int64_t value = 0;

@@ -325,7 +325,7 @@ TEST(InfillRequest, ReadsLlamaServersFields) {
              {"seed", 3},
              {"stop", {"\n\n"}},
              {"stream", true},
-             {"samplers", {"top_k", "infill"}},  // llama-server's, ignored
+             {"samplers", {"top_k", "infill"}},
              {"t_max_predict_ms", 500}},
         limits);
     EXPECT_EQ(r.fim.prefix, "def f(");
@@ -354,6 +354,22 @@ TEST(InfillRequest, ReadsLlamaServersFields) {
               limits.max_tokens);
     EXPECT_EQ(parse_infill_request(json::object(), limits).stop.max_tokens, limits.max_tokens);
     EXPECT_EQ(parse_infill_request(json{{"max_tokens", 5}}, limits).stop.max_tokens, 5);
+}
+
+// llama.vscode lists llama.cpp's FIM-only `infill` sampler: left out here, the other steps apply,
+// as names or one-letter codes; on /v1/completions it is still refused.
+TEST(InfillRequest, TheInfillSamplerIsLeftOutOfTheOrder) {
+    const ApiLimits limits;
+    for (const json& order : {json{"top_k", "top_p", "infill"}, json("kpi")}) {
+        const InfillRequest r = parse_infill_request(
+            json{{"top_k", 40}, {"top_p", 0.5}, {"min_p", 0.2}, {"samplers", order}}, limits);
+        EXPECT_EQ(r.sampling.top_k, 40) << order;
+        EXPECT_FLOAT_EQ(r.sampling.top_p, 0.5f) << order;
+        EXPECT_FLOAT_EQ(r.sampling.min_p, 0.0f) << order;  // not listed: off
+    }
+    EXPECT_THROW(
+        parse_completion_request(json{{"prompt", "x"}, {"samplers", {"top_k", "infill"}}}, limits),
+        ApiError);
 }
 
 TEST(InfillRequest, RefusalsNameTheClientsField) {
