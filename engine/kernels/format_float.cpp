@@ -1,6 +1,8 @@
-// F32, F16 and BF16 rows. Their dot products take F32 activations: converting the activations
-// to half precision would cost accuracy and buy nothing, since these kernels are limited by
-// streaming the weights, not by arithmetic.
+// F32, F16, BF16 and F64 rows. Their dot products take F32 activations: converting the
+// activations to half precision would cost accuracy and buy nothing, since these kernels are
+// limited by streaming the weights, not by arithmetic. F64 (converters write it for tensors kept
+// at full precision; rare in models) has only the scalar path: it loads and runs, at the speed of
+// reading twice F32's bytes.
 #include <cstring>
 
 #include "engine/kernels/format_rows.h"
@@ -17,6 +19,19 @@ void f32_from_float(const float* in, void* blocks, int64_t n) {
 float f32_dot(int64_t n, const void* w, const void* a) {
     return dot_by_blocks<float, float, 1>(
         n, w, a, [](float x, float y) { return static_cast<double>(x) * y; });
+}
+
+// F64: each weight narrowed to float, as every other type is widened to it.
+void f64_to_float(const void* blocks, float* out, int64_t n) {
+    const auto* d = static_cast<const double*>(blocks);
+    for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(d[i]);
+}
+void f64_from_float(const float* in, void* blocks, int64_t n) {
+    auto* d = static_cast<double*>(blocks);
+    for (int64_t i = 0; i < n; ++i) d[i] = in[i];
+}
+float f64_dot(int64_t n, const void* w, const void* a) {
+    return dot_by_blocks<double, float, 1>(n, w, a, [](double x, float y) { return x * y; });
 }
 
 // F16 and BF16: 16-bit floats that differ only in their conversions to and from float.
@@ -63,6 +78,8 @@ const FormatRow kRows[] = {
     {TensorType::BF16, bf16_to_float, bf16_from_float, TensorType::F32, bf16_dot,
      multi_dot_by_rows<bf16_dot>, GGUFD_ISA(avx2, bf16_dots), GGUFD_ISA(avx512, bf16_dots), nullptr,
      nullptr},
+    {TensorType::F64, f64_to_float, f64_from_float, TensorType::F32, f64_dot,
+     multi_dot_by_rows<f64_dot>, nullptr, nullptr, nullptr, nullptr},
 };
 
 }  // namespace

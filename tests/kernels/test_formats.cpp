@@ -40,7 +40,7 @@ const std::map<TensorType, double> kRoundTripBound = {
     {TensorType::Q4_1, 0.09},  {TensorType::IQ4_NL, 0.09}, {TensorType::IQ4_XS, 0.09},
     {TensorType::Q6_K, 0.025}, {TensorType::Q5_K, 0.045},  {TensorType::Q4_K, 0.09},
     {TensorType::Q3_K, 0.20},  {TensorType::Q2_K, 0.36},   {TensorType::TQ1_0, 0.85},
-    {TensorType::TQ2_0, 0.85}, {TensorType::MXFP4, 0.2},
+    {TensorType::TQ2_0, 0.85}, {TensorType::MXFP4, 0.2},   {TensorType::F64, 0.0},
 };
 
 // The block layouts themselves are checked against gguf's table at compile time (blocks.h);
