@@ -225,6 +225,17 @@ struct ArchDesc {
     // Every period-th layer (il % period == period - 1) has no position encoding: its queries and
     // keys are not rotated (smollm3; GGUF has no key for it). 0: every layer rotates.
     uint32_t nope_period = 0;
+    // Attention temperature (Llama 4, Ministral 3): the queries at position p multiplied by
+    // 1 + scale * ln(1 + floor((p + attn_temp_offset) / floor_scale)), which lets attention
+    // sharpen beyond the trained context. attn_temp_key reads the scale from
+    // attention.temperature_scale (absent: off) with rope.scaling.original_context_length as the
+    // floor; otherwise attn_temp_scale > 0 and attn_temp_floor are fixed (GGUF has no keys), and
+    // attn_temp_unrotated_only keeps the temperature to the layers without RoPE (llama4).
+    bool attn_temp_key = false;
+    float attn_temp_scale = 0.0f;
+    uint32_t attn_temp_floor = 0;
+    float attn_temp_offset = 0.0f;
+    bool attn_temp_unrotated_only = false;
     // Block count of the variant whose queries scale by 1/sqrt(n_embd / n_head) instead of
     // 1/sqrt(key_length): its query_pre_attn_scalar, for which GGUF has no key (gemma2 27B: 46
     // blocks, gemma3 27B: 62; llama.cpp tells the variant the same way). 0: none.

@@ -106,6 +106,12 @@ nlohmann::ordered_json describe_hparams(const HParams& hp) {
                                    {"factor", widen(hp.rope_scale_factor)},
                                    {"original_context_length", hp.rope_n_ctx_orig}};
             }
+            if (hp.rope_scaling == RopeScaling::yarn) {
+                rope["scaling"]["yarn_beta_fast"] = widen(hp.yarn_beta_fast);
+                rope["scaling"]["yarn_beta_slow"] = widen(hp.yarn_beta_slow);
+                if (hp.yarn_log_mul > 0.0f)
+                    rope["scaling"]["yarn_log_multiplier"] = widen(hp.yarn_log_mul);
+            }
             j["rope"] = std::move(rope);
             break;
         }
@@ -126,6 +132,12 @@ nlohmann::ordered_json describe_hparams(const HParams& hp) {
     if (d.nope_period > 0 && j.contains("rope"))
         j["rope"]["unrotated_layer_period"] = d.nope_period;
     j["attention"]["scale"] = widen(hp.attn_scale);
+    if (hp.attn_temp_scale > 0.0f) {
+        j["attention"]["temperature"] = {{"scale", widen(hp.attn_temp_scale)},
+                                         {"floor", hp.attn_temp_floor},
+                                         {"offset", widen(d.attn_temp_offset)},
+                                         {"unrotated_layers_only", d.attn_temp_unrotated_only}};
+    }
     if (hp.attn_softcap > 0.0f) j["attention"]["logit_softcapping"] = widen(hp.attn_softcap);
     if (hp.n_swa > 0) {
         j["attention"]["sliding_window"] = hp.n_swa;

@@ -81,6 +81,33 @@ HParams read_attention_extras(const gguf::File& f, const std::string& p, HParams
     return hp;
 }
 
+// YaRN's ramp between the extrapolated and interpolated pairs and its magnitude rule.
+void read_yarn_keys(const gguf::File& f, const std::string& p, HParams& hp) {
+    hp.yarn_beta_fast = positive_key(f, p + "rope.scaling.yarn_beta_fast", hp.yarn_beta_fast);
+    hp.yarn_beta_slow = positive_key(f, p + "rope.scaling.yarn_beta_slow", hp.yarn_beta_slow);
+    if (f.metadata().contains(p + "rope.scaling.yarn_log_multiplier")) {
+        hp.yarn_log_mul = positive_key(f, p + "rope.scaling.yarn_log_multiplier", 1.0f);
+    }
+    if (hp.rope_n_ctx_orig == 0) refuse(p + "rope.scaling.original_context_length is 0 with YaRN");
+}
+
+// The attention temperature (ArchDesc::attn_temp_*): a keyed scale over the original context, or
+// the architecture's fixed constants.
+void read_attention_temperature(const gguf::File& f, const std::string& p, HParams& hp) {
+    const ArchDesc& d = *hp.desc;
+    hp.attn_temp_scale = d.attn_temp_scale;
+    hp.attn_temp_floor = d.attn_temp_floor;
+    if (d.attn_temp_key) {
+        const std::string key = p + "attention.temperature_scale";
+        if (!f.metadata().contains(key)) return;
+        hp.attn_temp_scale = positive_key(f, key, 0.0f);
+        hp.attn_temp_floor = hp.rope_n_ctx_orig;
+        if (hp.attn_temp_floor == 0) {
+            refuse(key + " needs " + p + "rope.scaling.original_context_length (its floor) > 0");
+        }
+    }
+}
+
 // Mixture of experts (ArchDesc::experts): every key that changes the routing is read here or
 // refused, so a file is never routed differently from what it says.
 void read_experts(const gguf::File& f, const std::string& p, HParams& hp) {
@@ -292,6 +319,7 @@ HParams read_hparams(const gguf::File& f) {
     read_experts(f, p, hp);
     auto finish = [&](HParams h) {
         h = read_attention_extras(f, p, std::move(h));
+        read_attention_temperature(f, p, h);
         read_layout_keys(f, p, *desc, h);
         read_encoder_keys(f, p, h);
         return read_vocab_size(f, p, std::move(h));
@@ -340,6 +368,7 @@ HParams read_hparams(const gguf::File& f) {
     if (hp.rope_scaling == RopeScaling::yarn && hp.yarn_attn_factor != 1.0f) {
         refuse(p + "rope.scaling.attn_factor with YaRN scaling is not supported");
     }
+    if (hp.rope_scaling == RopeScaling::yarn) read_yarn_keys(f, p, hp);
 
     return finish(std::move(hp));
 }

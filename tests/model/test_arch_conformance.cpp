@@ -26,7 +26,7 @@ using test_support::read_ids;
 
 // The files (name without .gguf) whose logits ggufd must reproduce.
 const std::vector<std::string> kRuns = {
-    "llama", "qwen2", "gemma", "phi3", "gpt2", "gptneox", "falcon", "smollm3",
+    "llama", "qwen2", "gemma", "phi3", "gpt2", "gptneox", "falcon", "smollm3", "mistral3",
     // layout variants
     "phi3-longrope", "starcoder2", "stablelm", "granite", "falcon-40b", "mpt", "bloom",
     // attention and norm-placement extras
@@ -99,6 +99,14 @@ TEST(ArchFolder, DescriptionsShowWhatDistinguishesEachFile) {
     };
     const std::vector<Shown> kShown = {
         {"smollm3", "/rope/unrotated_layer_period", 4},
+        {"mistral3", "/attention/key_length", 32},
+        {"mistral3", "/rope/scaling/factor", 64},
+        {"mistral3", "/rope/scaling/original_context_length", 8},
+        {"mistral3", "/rope/scaling/yarn_beta_fast", 32},
+        {"mistral3", "/rope/scaling/yarn_beta_slow", 1},
+        {"mistral3", "/rope/scaling/yarn_log_multiplier", 1},
+        {"mistral3", "/attention/temperature/scale", 0.5},
+        {"mistral3", "/attention/temperature/floor", 8},
         {"qwen3", "/attention/qk_norm", "per_head"},
         {"qwen3", "/attention/key_length", 24},
         {"gemma2", "/attention/logit_softcapping", 50},

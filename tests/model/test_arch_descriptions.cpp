@@ -53,6 +53,10 @@ struct Spec {
     enum { no_factors, long_rope, rope_freqs } rope_factors = no_factors;
     uint32_t rope_orig_ctx = 0;     // rope.scaling.original_context_length
     float rope_attn_factor = 0.0f;  // rope.scaling.attn_factor
+    // YaRN (factor > 0) over rope_orig_ctx, and its keys (written when > 0).
+    float yarn_factor = 0.0f, yarn_beta_fast = 0.0f, yarn_beta_slow = 0.0f, yarn_log_mul = 0.0f;
+    // attention.temperature_scale (> 0: written): Q at p times 1 + scale ln(1 + p / rope_orig_ctx)
+    float attn_temp_scale = 0.0f;
     // Attention and norm-placement extras.
     enum { qk_none, qk_per_head, qk_whole } qk_norm = qk_none;  // RMSNorm of Q and K before RoPE
     // post: branch output normed, no pre-norm; after_residual: the sum with the branch normed
@@ -138,6 +142,14 @@ struct Tiny {
         set_if("logit_scale", s.logit_scale);
         set_if("rope.scaling.attn_factor", s.rope_attn_factor);
         if (s.rope_orig_ctx) w.set(p + "rope.scaling.original_context_length", s.rope_orig_ctx);
+        if (s.yarn_factor > 0) {
+            w.set(p + "rope.scaling.type", std::string("yarn"));
+            w.set(p + "rope.scaling.factor", s.yarn_factor);
+        }
+        set_if("rope.scaling.yarn_beta_fast", s.yarn_beta_fast);
+        set_if("rope.scaling.yarn_beta_slow", s.yarn_beta_slow);
+        set_if("rope.scaling.yarn_log_multiplier", s.yarn_log_mul);
+        set_if("attention.temperature_scale", s.attn_temp_scale);
         if (s.attn_softcap > 0) w.set(p + "attn_logit_softcapping", s.attn_softcap);
         if (s.final_softcap > 0) w.set(p + "final_logit_softcapping", s.final_softcap);
         if (s.window > 0) w.set(p + "attention.sliding_window", s.window);
@@ -299,10 +311,30 @@ void rotate(const Tiny& m, double* head, int pos, double base = 10000.0) {
         factors = &m.at(kEngineContext > s.rope_orig_ctx ? "rope_factors_long.weight"
                                                          : "rope_factors_short.weight");
     }
-    const double magnitude = s.rope_attn_factor > 0.0f ? s.rope_attn_factor : 1.0;
+    double magnitude = s.rope_attn_factor > 0.0f ? s.rope_attn_factor : 1.0;
+    // YaRN: pair i turns at its own frequency below `low`, at it divided by the factor above
+    // `high` (pairs whose wavelength fits beta_fast, beta_slow times in the original context),
+    // linearly between; the magnitude grows by 0.1 ln factor, over 1 + 0.1 m ln factor with a log
+    // multiplier m.
+    double low = 0.0, high = 0.0;
+    if (s.yarn_factor > 0) {
+        auto pair_for = [&](double rotations) {
+            return n_rot * std::log(s.rope_orig_ctx / (rotations * 2.0 * M_PI)) /
+                   (2.0 * std::log(base));
+        };
+        low = std::max(0.0, std::floor(pair_for(s.yarn_beta_fast > 0 ? s.yarn_beta_fast : 32.0)));
+        high = std::min(n_rot - 1.0,
+                        std::ceil(pair_for(s.yarn_beta_slow > 0 ? s.yarn_beta_slow : 1.0)));
+        const double grow = 0.1 * std::log(double{s.yarn_factor});
+        magnitude *= (1.0 + grow) / (s.yarn_log_mul > 0 ? 1.0 + s.yarn_log_mul * grow : 1.0);
+    }
     for (int i = 0; i < n_rot / 2; ++i) {
         double theta = pos * std::pow(base, -2.0 * i / n_rot);
         if (factors) theta /= factors->data[static_cast<size_t>(i)];
+        if (s.yarn_factor > 0) {
+            const double ramp = 1.0 - std::clamp((i - low) / std::max(0.001, high - low), 0.0, 1.0);
+            theta = theta / s.yarn_factor * (1.0 - ramp) + theta * ramp;
+        }
         const int a = s.pos == Spec::rope_neox ? i : 2 * i;
         const int b = s.pos == Spec::rope_neox ? i + n_rot / 2 : 2 * i + 1;
         const double x0 = head[a], x1 = head[b];
@@ -496,6 +528,12 @@ std::vector<Vec> reference(const Tiny& m, const std::vector<int32_t>& ids) {
                     rotate(m, &q[t][hh * hd], static_cast<int>(t), base);
                 for (size_t hh = 0; hh < s.n_head_kv; ++hh)
                     rotate(m, &k[t][hh * hd], static_cast<int>(t), base);
+            }
+            if (s.attn_temp_scale > 0) {
+                const double temp =
+                    1.0 +
+                    s.attn_temp_scale * std::log(1.0 + std::floor(double(t) / s.rope_orig_ctx));
+                for (double& z : q[t]) z *= temp;
             }
         }
         std::vector<Vec> next = x;
@@ -1035,6 +1073,33 @@ TEST(ArchReference, SmolLm3NoRopeOnEveryFourthBlock) {
     as_llama.nope_period = 0;
     EXPECT_GT(max_engine_difference(s, as_llama), 1e-3);
 }
+// YaRN with its ramp keys and a log multiplier, and the attention temperature over the original
+// context: a context of 4 turns the positions of kLongIds into three temperatures.
+Spec mistral3_spec() {
+    return Spec{.arch = "mistral3",
+                .rope_orig_ctx = 4,
+                .yarn_factor = 8.0f,
+                .yarn_beta_fast = 8.0f,
+                .yarn_beta_slow = 0.1f,
+                .yarn_log_mul = 0.5f,
+                .attn_temp_scale = 0.5f,
+                .rope_base = 100.0f,
+                .head_dim = 12};
+}
+TEST(ArchReference, Mistral3YarnAndAttentionTemperature) {
+    expect_matches_reference(mistral3_spec(), kLongIds);
+    expect_matches_reference(mistral3_spec(), kLongIds, 3);
+    // Each key is read: without it the logits move.
+    expect_reference_depends_on(
+        mistral3_spec(), [](Spec& s) { s.attn_temp_scale = 0; }, kLongIds);
+    expect_reference_depends_on(
+        mistral3_spec(), [](Spec& s) { s.yarn_log_mul = 0; }, kLongIds);
+    expect_reference_depends_on(
+        mistral3_spec(), [](Spec& s) { s.yarn_beta_slow = 0; }, kLongIds);
+    expect_reference_depends_on(
+        mistral3_spec(), [](Spec& s) { s.yarn_factor = 0; }, kLongIds);
+}
+
 // One bias-free LayerNorm for parallel attention and FFN, sliding windows on three blocks of
 // four, the fourth global and unrotated, logits multiplied by logit_scale.
 Spec cohere2_spec() {
@@ -1402,6 +1467,15 @@ TEST(ArchRefusals, YarnWithAttnFactorIsRefused) {
     w.set("llama.rope.scaling.attn_factor", 1.2f);
     const std::string e = load_error(w);
     EXPECT_NE(e.find("attn_factor with YaRN scaling is not supported"), std::string::npos) << e;
+    // YaRN's ramp needs positive betas and an original context to place it in.
+    Spec beta = mistral3_spec();
+    beta.yarn_beta_fast = -1.0f;
+    gguf::Writer negative = make_tiny(beta).writer();
+    negative.set("mistral3.rope.scaling.yarn_beta_fast", -1.0f);
+    EXPECT_NE(load_error(negative).find("yarn_beta_fast must be a positive"), std::string::npos);
+    gguf::Writer no_ctx = make_tiny(mistral3_spec()).writer();
+    no_ctx.set("mistral3.rope.scaling.original_context_length", uint32_t{0});
+    EXPECT_NE(load_error(no_ctx).find("original_context_length is 0 with YaRN"), std::string::npos);
 }
 
 TEST(ArchRefusals, LayoutMultipliersMustBePositive) {

@@ -3,6 +3,7 @@
 // queries attending over its cells (a ring for a sliding-window layer), and the output
 // projection; then the layer's residual wiring, with its FFN when the residual is parallel.
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <numeric>
 
@@ -23,6 +24,12 @@ kernels::RopeParams rope_params(const HParams& hp) {
         p.ext_factor = hp.yarn_ext_factor < 0.0f ? 1.0f : hp.yarn_ext_factor;
     }
     p.attn_factor = hp.yarn_attn_factor;
+    // The kernel's YaRN magnitude is 1 + 0.1 ln factor; a log multiplier divides it by
+    // 1 + 0.1 m ln factor (Hugging Face's mscale over mscale_all_dim).
+    if (hp.rope_scaling == RopeScaling::yarn && hp.yarn_log_mul > 0.0f &&
+        hp.rope_scale_factor > 1.0f) {
+        p.attn_factor /= 1.0f + 0.1f * hp.yarn_log_mul * std::log(hp.rope_scale_factor);
+    }
     p.beta_fast = hp.yarn_beta_fast;
     p.beta_slow = hp.yarn_beta_slow;
     p.n_ctx_orig = static_cast<int32_t>(hp.rope_n_ctx_orig);
@@ -54,6 +61,8 @@ class AttentionBlock final : public LayerBlock {
     // RMSNorm of Q [n][n_head * head] and K [n][n_head_kv * head] per head or whole, in place
     // (ArchDesc::qk_norm).
     void qk_norm(float* q, float* k, int64_t n);
+    // Q [n][n_head * head] times each token's attention temperature (ArchDesc::attn_temp_*).
+    void temper(float* q, const int32_t* positions, int64_t n);
     // s_.windows and s_.ring_index for the step's groups, unless another sliding layer of the
     // step found them (the ring and the window are the same in every sliding layer).
     void find_windows(const Step& step);
@@ -62,6 +71,7 @@ class AttentionBlock final : public LayerBlock {
     KvCache& kv_;
     const bool local_;    // a sliding-window layer
     const bool rotates_;  // RoPE on its queries and keys
+    const bool tempers_;  // the attention temperature on its queries
     kernels::RopeParams rope_;
     kernels::AttentionParams params_;
     const int64_t q_dim_, k_dim_, v_dim_, att_dim_;
@@ -76,6 +86,7 @@ AttentionBlock::AttentionBlock(const BlockEnv& env, int layer,
       kv_(*env.cache.kv()),
       local_(hp_.is_swa_layer(static_cast<uint32_t>(layer))),
       rotates_(hp_.rotates(static_cast<uint32_t>(layer))),
+      tempers_(hp_.tempers(static_cast<uint32_t>(layer))),
       rope_(rope_params(hp_)),
       q_dim_(int64_t{hp_.head_dim_k} * hp_.n_head),
       k_dim_(hp_.n_embd_k_gqa()),
@@ -169,6 +180,7 @@ void AttentionBlock::forward(const Step& step, float* x) {
         kernels::rope(q, n, hp_.n_head, hp_.head_dim_k, positions, rope_, pool);
         kernels::rope(k, n, hp_.n_head_kv, hp_.head_dim_k, positions, rope_, pool);
     }
+    if (tempers_) temper(q, positions, n);
 
     for (const SeqGroup& g : step.groups) {
         for (int64_t i = g.begin; i < g.begin + g.count; ++i) {
@@ -216,6 +228,15 @@ void AttentionBlock::clamp_qkv(float* q, float* k, float* v, int64_t n) {
     kernels::clamp(q, -c, c, q, n * q_dim_, pool);
     kernels::clamp(k, -c, c, k, n * k_dim_, pool);
     kernels::clamp(v, -c, c, v, n * v_dim_, pool);
+}
+
+void AttentionBlock::temper(float* q, const int32_t* positions, int64_t n) {
+    const double offset = hp_.desc->attn_temp_offset, floor_scale = hp_.attn_temp_floor;
+    for (int64_t i = 0; i < n; ++i) {
+        const double steps = std::floor((positions[i] + offset) / floor_scale);
+        const auto t = static_cast<float>(1.0 + hp_.attn_temp_scale * std::log1p(steps));
+        if (t != 1.0f) kernels::scale(q + i * q_dim_, t, q + i * q_dim_, q_dim_);
+    }
 }
 
 void AttentionBlock::qk_norm(float* q, float* k, int64_t n) {
