@@ -156,6 +156,11 @@ struct TensorNames {
     std::string_view ffn_gate_exps = "ffn_gate_exps";
     std::string_view ffn_up_exps = "ffn_up_exps";
     std::string_view ffn_down_exps = "ffn_down_exps";
+    // The shared expert and its gate's row.
+    std::string_view ffn_gate_shexp = "ffn_gate_shexp";
+    std::string_view ffn_up_shexp = "ffn_up_shexp";
+    std::string_view ffn_down_shexp = "ffn_down_shexp";
+    std::string_view ffn_gate_inp_shexp = "ffn_gate_inp_shexp";
     std::string_view attn_sinks = "attn_sinks";
     // Encoders.
     std::string_view token_types = "token_types";
@@ -246,12 +251,19 @@ struct ArchDesc {
     // FFN by a routed one: llama as Mixtral) or required. Metadata: expert_count,
     // expert_used_count, expert_feed_forward_length (default feed_forward_length),
     // expert_gating_func (1 softmax, 2 sigmoid; default `gating`), expert_weights_norm (default
-    // `expert_weights_norm`), expert_weights_scale (default 1); shared experts and dense leading
-    // blocks are refused.
+    // `expert_weights_norm`), expert_weights_scale (default 1), interleave_moe_layer_step (layer
+    // il routed when (il + 1) % step == 0; default 1, every layer); dense leading blocks and more
+    // than one shared expert are refused.
     Need experts = Need::absent;
     ExpertGating gating = ExpertGating::softmax;
     bool expert_weights_norm = false;  // the kept weights renormalised to sum 1
     Need expert_bias = Need::absent;   // router bias and per-expert gate/up/down biases
+    // A shared expert: a SwiGLU FFN beside the routed experts (ffn_{gate,up,down}_shexp, width
+    // expert_shared_feed_forward_length, default expert_feed_forward_length) whose output every
+    // token of a routed layer adds; with shared_expert_gate that output is scaled by
+    // sigmoid(ffn_gate_inp_shexp . x) (qwen2moe).
+    Need shared_expert = Need::absent;
+    Need shared_expert_gate = Need::absent;
     // A learned logit per query head that joins every softmax of attention without a value
     // (gpt-oss's attn_sinks).
     Need attn_sinks = Need::absent;

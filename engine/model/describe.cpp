@@ -174,6 +174,11 @@ nlohmann::ordered_json describe_hparams(const HParams& hp) {
                         {"gating", name_of(hp.expert_gating)},
                         {"weights_norm", hp.expert_weights_norm},
                         {"weights_scale", widen(hp.expert_weights_scale)}};
+        if (hp.moe_every > 1) j["experts"]["interleave_step"] = hp.moe_every;
+        if (d.shared_expert != Need::absent) {
+            j["experts"]["shared"] = {{"feed_forward_length", hp.n_ff_shared},
+                                      {"gate", d.shared_expert_gate != Need::absent}};
+        }
     }
     if (d.attn_sinks != Need::absent) j["attention"]["sinks"] = true;
     return j;

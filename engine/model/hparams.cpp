@@ -148,15 +148,26 @@ void read_experts(const gguf::File& f, const std::string& p, HParams& hp) {
     }
     hp.expert_weights_norm = f.get_or<bool>(p + "expert_weights_norm", d.expert_weights_norm);
     hp.expert_weights_scale = positive_key(f, p + "expert_weights_scale", 1.0f);
-    // Layouts beyond "every block routed, no shared expert": the largest value that still means
-    // that layout.
+    if (d.shared_expert != Need::absent) {
+        hp.n_ff_shared =
+            f.get_or<uint32_t>(p + "expert_shared_feed_forward_length", hp.n_ff_expert);
+        if (hp.n_ff_shared == 0) refuse(p + "expert_shared_feed_forward_length is 0");
+    }
+    if (auto step = f.get_optional<uint32_t>(p + "interleave_moe_layer_step")) {
+        if (*step == 0) refuse(p + "interleave_moe_layer_step must be at least 1");
+        hp.moe_every = *step;
+    }
+    // Layouts beyond "routed blocks with at most one shared expert": the largest value that still
+    // means that layout.
+    const uint32_t shared_most = d.shared_expert != Need::absent ? 1u : 0u;
     for (auto [key, most] :
-         {std::pair{"expert_shared_count", 0u}, std::pair{"leading_dense_block_count", 0u},
-          std::pair{"interleave_moe_layer_step", 1u}, std::pair{"expert_group_count", 1u}}) {
+         {std::pair{"expert_shared_count", shared_most}, std::pair{"leading_dense_block_count", 0u},
+          std::pair{"expert_group_count", 1u}}) {
         if (f.get_or<uint32_t>(p + key, 0) > most) {
-            refuse(p + key +
-                   " is not supported (only a routed FFN in every block without "
-                   "shared experts)");
+            refuse(p + key + " " + std::to_string(f.get<uint32_t>(p + key)) +
+                   " is not supported (routed blocks with " +
+                   (shared_most ? "at most one shared expert" : "no shared expert") +
+                   ", no dense leading blocks or expert groups)");
         }
     }
 }

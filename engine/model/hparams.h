@@ -61,6 +61,8 @@ struct HParams {
     uint32_t n_expert = 0;
     uint32_t n_expert_used = 0;
     uint32_t n_ff_expert = 0;  // rows of each expert's gate and up
+    uint32_t n_ff_shared = 0;  // rows of the shared expert's gate and up (0: none)
+    uint32_t moe_every = 1;    // interleave_moe_layer_step: layer il routed if (il + 1) % it == 0
     ExpertGating expert_gating = ExpertGating::softmax;
     bool expert_weights_norm = false;
     float expert_weights_scale = 1.0f;
@@ -100,6 +102,9 @@ struct HParams {
         return desc->position == PositionKind::rope &&
                (desc->nope_period == 0 || il % desc->nope_period != desc->nope_period - 1);
     }
+
+    // Whether layer il's FFN is routed (a mixture of experts) rather than dense.
+    bool routed(uint32_t il) const { return n_expert > 0 && (il + 1) % moe_every == 0; }
 
     // Whether layer il multiplies its queries by the attention temperature.
     bool tempers(uint32_t il) const {

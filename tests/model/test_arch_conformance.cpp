@@ -32,7 +32,7 @@ const std::vector<std::string> kRuns = {
     // attention and norm-placement extras
     "qwen3", "gemma2", "gemma3", "olmo2", "cohere2",
     // mixtures of experts
-    "llama-moe", "qwen3moe", "gpt-oss", "gpt-oss-mxfp4",
+    "llama-moe", "qwen3moe", "gpt-oss", "gpt-oss-mxfp4", "qwen2moe",
     // recurrent
     "mamba", "rwkv6", "rwkv7"};
 
@@ -138,6 +138,9 @@ TEST(ArchFolder, DescriptionsShowWhatDistinguishesEachFile) {
         {"llama-moe", "/experts/used", 2},
         {"qwen3moe", "/experts/feed_forward_length", 32},
         {"gpt-oss", "/attention/sinks", true},
+        {"qwen2moe", "/experts/weights_norm", false},
+        {"qwen2moe", "/experts/shared/feed_forward_length", 64},
+        {"qwen2moe", "/experts/shared/gate", true},
     };
     for (const Shown& s : kShown) {
         const auto support = describe_support(gguf::File::open(dir / "arch" / (s.file + ".gguf")));

@@ -76,8 +76,12 @@ struct Spec {
     double weights_scale = 0.0;  // > 0: written as expert_weights_scale
     bool write_gating = false;   // write expert_gating_func and expert_weights_norm
     bool expert_bias = false;    // router and expert biases
-    bool sinks = false;          // attn_sinks per head
-    bool clamped_glu = false;    // min(g, 7) sigmoid(1.702 min(g, 7)) (clamp(u, -7, 7) + 1)
+    // A shared expert of this width (0: none), written as expert_shared_feed_forward_length,
+    // scaled by sigmoid(ffn_gate_inp_shexp . x) when gated.
+    uint32_t n_ff_shared = 0;
+    bool shared_gate = false;
+    bool sinks = false;        // attn_sinks per head
+    bool clamped_glu = false;  // min(g, 7) sigmoid(1.702 min(g, 7)) (clamp(u, -7, 7) + 1)
     std::string ffn_norm_name = "ffn_norm";
     // Encoders: token type 0's row added to the input, no output norm or vocabulary head (the
     // reference gives the final hidden states), and attention over the whole sequence.
@@ -125,6 +129,7 @@ struct Tiny {
             w.set(p + "expert_used_count", s.n_expert_used);
             w.set(p + "expert_feed_forward_length", s.n_ff_expert);
         }
+        if (s.n_ff_shared > 0) w.set(p + "expert_shared_feed_forward_length", s.n_ff_shared);
         if (s.write_gating) {
             w.set(p + "expert_gating_func", uint32_t{s.gating == Spec::by_sigmoid ? 2u : 1u});
             w.set(p + "expert_weights_norm", s.renormalise);
@@ -248,6 +253,13 @@ Tiny make_tiny(const Spec& s, uint32_t seed = 1) {
                 add(b + "ffn_gate_exps.bias", {fe, ne});
                 add(b + "ffn_up_exps.bias", {fe, ne});
                 add(b + "ffn_down_exps.bias", {e, ne});
+            }
+            if (s.n_ff_shared > 0) {
+                const int64_t fs = s.n_ff_shared;
+                add(b + "ffn_gate_shexp.weight", {e, fs});
+                add(b + "ffn_up_shexp.weight", {e, fs});
+                add(b + "ffn_down_shexp.weight", {fs, e});
+                if (s.shared_gate) add(b + "ffn_gate_inp_shexp.weight", {e});
             }
             continue;
         }
@@ -425,6 +437,21 @@ Vec moe_ffn(const Tiny& m, const std::string& b, const Vec& h) {
         const Vec d =
             matvec(expert_slice(m.at(b + "ffn_down_exps.weight"), e), act, db ? &*db : nullptr);
         for (size_t i = 0; i < out.size(); ++i) out[i] += w[j] * d[i];
+    }
+    if (s.n_ff_shared > 0) {
+        const Vec g = matvec(m.at(b + "ffn_gate_shexp.weight"), h, nullptr);
+        const Vec u = matvec(m.at(b + "ffn_up_shexp.weight"), h, nullptr);
+        Vec act(g.size());
+        for (size_t i = 0; i < g.size(); ++i) act[i] = silu(g[i]) * u[i];
+        const Vec d = matvec(m.at(b + "ffn_down_shexp.weight"), act, nullptr);
+        double scale = 1.0;
+        if (s.shared_gate) {
+            const Tensor& row = m.at(b + "ffn_gate_inp_shexp.weight");
+            double logit = 0.0;
+            for (size_t i = 0; i < h.size(); ++i) logit += row.data[i] * h[i];
+            scale = 1.0 / (1.0 + std::exp(-logit));
+        }
+        for (size_t i = 0; i < out.size(); ++i) out[i] += scale * d[i];
     }
     return out;
 }
@@ -865,6 +892,18 @@ Spec gpt_oss_spec() {
                 .ffn_norm_name = "post_attention_norm"};
 }
 
+Spec qwen2moe_spec() {
+    return Spec{.arch = "qwen2moe",
+                .qkv_bias = true,
+                .pos = Spec::rope_neox,
+                .n_expert = 6,
+                .n_expert_used = 2,
+                .n_ff_expert = 10,
+                .renormalise = false,
+                .n_ff_shared = 14,
+                .shared_gate = true};
+}
+
 const std::vector<int32_t> kLongIds = {3, 17, 29, 5, 11, 2, 30, 8, 21, 14};
 
 // --- mixtures of experts against the reference: one batch (tokens grouped by expert), chunks
@@ -899,6 +938,18 @@ TEST(ArchReference, GptOssSinksBiasesClampedSwiglu) {
         kLongIds);
     expect_reference_depends_on(
         gpt_oss_spec(), [](Spec& s) { s.clamped_glu = false; }, kLongIds);
+}
+// Softmax weights kept as they are, plus a shared expert behind a sigmoid gate of its own.
+TEST(ArchReference, Qwen2MoeSharedExpertWithGate) {
+    expect_matches_reference(qwen2moe_spec(), kLongIds);
+    expect_matches_reference(qwen2moe_spec(), kLongIds, 3);
+    expect_matches_reference(qwen2moe_spec(), kLongIds, 1);
+    expect_reference_depends_on(
+        qwen2moe_spec(), [](Spec& s) { s.shared_gate = false; }, kLongIds);
+    expect_reference_depends_on(
+        qwen2moe_spec(), [](Spec& s) { s.n_ff_shared = 0; }, kLongIds);
+    expect_reference_depends_on(
+        qwen2moe_spec(), [](Spec& s) { s.renormalise = true; }, kLongIds);
 }
 // route_tokens on its own against the definitions in double: ties go to the lower index, and
 // the grouping lists each expert's tokens in order with their weights.
@@ -1522,6 +1573,19 @@ TEST(ArchRefusals, MixtureOfExpertsLayoutsAreChecked) {
         EXPECT_NE(e.find(key), std::string::npos) << e;
         EXPECT_NE(e.find("not supported"), std::string::npos) << e;
     }
+    // One shared expert is computed; two (DeepSeek's wider one) are not; nor is it optional.
+    Tiny two_shared = make_tiny(qwen2moe_spec());
+    two_shared.metadata_u32["qwen2moe.expert_shared_count"] = 2;
+    e = load_error(two_shared);
+    EXPECT_NE(e.find("expert_shared_count 2 is not supported"), std::string::npos) << e;
+    Tiny no_shared = make_tiny(qwen2moe_spec());
+    no_shared.tensors.erase("blk.1.ffn_gate_shexp.weight");
+    e = load_error(no_shared);
+    EXPECT_NE(e.find("'blk.1.ffn_gate_shexp.weight' is missing"), std::string::npos) << e;
+    Tiny no_step = make_tiny(qwen2moe_spec());
+    no_step.metadata_u32["qwen2moe.interleave_moe_layer_step"] = 0;
+    e = load_error(no_step);
+    EXPECT_NE(e.find("interleave_moe_layer_step must be at least 1"), std::string::npos) << e;
     Tiny gating = make_tiny(llama_moe_spec());
     gating.metadata_u32["llama.expert_gating_func"] = 3;
     e = load_error(gating);
