@@ -60,6 +60,9 @@ enum class QkNorm {
     none,
     per_head,  // RMSNorm of each head of Q and of K (attn_q_norm / attn_k_norm head-size wide)
     whole,     // RMSNorm over the whole Q and K projections (n_head * head, n_head_kv * head)
+    // RMSNorm of each head of Q and K without weights AFTER RoPE, on the rotated layers only
+    // (llama4; ArchDesc::qk_norm_off_experts names the variant without it)
+    rotated_unweighted,
 };
 
 enum class NormPlacement {
@@ -217,7 +220,10 @@ struct ArchDesc {
     bool logit_scale_multiplies = false;  // logit_scale multiplies the logits (cohere2)
     // Attention and norm-placement extras. Soft-caps ("attn_logit_softcapping",
     // "final_logit_softcapping") are read for every architecture: a file that has them gets them.
-    QkNorm qk_norm = QkNorm::none;  // applied before RoPE
+    QkNorm qk_norm = QkNorm::none;  // applied before RoPE (but rotated_unweighted)
+    // Expert count of the variant without the rotated_unweighted Q/K norm, for which GGUF has no
+    // key (Llama 4 Maverick: 128 experts; llama.cpp tells it the same way). 0: none.
+    uint32_t qk_norm_off_experts = 0;
     NormPlacement norm_placement = NormPlacement::pre;
     // Sliding-window attention: 0 = none (an attention.sliding_window key is not read). Otherwise
     // the default period of local and global layers: layer il is local when
@@ -241,6 +247,9 @@ struct ArchDesc {
     uint32_t attn_temp_floor = 0;
     float attn_temp_offset = 0.0f;
     bool attn_temp_unrotated_only = false;
+    // Chunked attention on the rotated layers: a query at position p sees only the positions from
+    // p - p % attn_chunk, its chunk's (llama4: 8192, no key). 0: none.
+    uint32_t attn_chunk = 0;
     // Block count of the variant whose queries scale by 1/sqrt(n_embd / n_head) instead of
     // 1/sqrt(key_length): its query_pre_attn_scalar, for which GGUF has no key (gemma2 27B: 46
     // blocks, gemma3 27B: 62; llama.cpp tells the variant the same way). 0: none.
@@ -258,6 +267,8 @@ struct ArchDesc {
     ExpertGating gating = ExpertGating::softmax;
     bool expert_weights_norm = false;  // the kept weights renormalised to sum 1
     Need expert_bias = Need::absent;   // router bias and per-expert gate/up/down biases
+    // The routing weight multiplies the expert's input instead of its output (llama4).
+    bool expert_weight_on_input = false;
     // A shared expert: a SwiGLU FFN beside the routed experts (ffn_{gate,up,down}_shexp, width
     // expert_shared_feed_forward_length, default expert_feed_forward_length) whose output every
     // token of a routed layer adds; with shared_expert_gate that output is scaled by

@@ -147,9 +147,12 @@ nlohmann::ordered_json describe_hparams(const HParams& hp) {
         }
     }
     if (hp.final_softcap > 0.0f) j["final_logit_softcapping"] = widen(hp.final_softcap);
-    if (d.qk_norm != QkNorm::none) {
+    if (d.qk_norm == QkNorm::per_head || d.qk_norm == QkNorm::whole) {
         j["attention"]["qk_norm"] = d.qk_norm == QkNorm::per_head ? "per_head" : "whole";
+    } else if (hp.qk_norm_rotated) {
+        j["attention"]["qk_norm"] = "per_head_unweighted_after_rope";
     }
+    if (d.attn_chunk > 0) j["attention"]["chunk"] = d.attn_chunk;
     if (d.norm_placement != NormPlacement::pre) {
         j["norm"]["placement"] = d.norm_placement == NormPlacement::post ? "post"
                                  : d.norm_placement == NormPlacement::after_residual
@@ -175,6 +178,7 @@ nlohmann::ordered_json describe_hparams(const HParams& hp) {
                         {"weights_norm", hp.expert_weights_norm},
                         {"weights_scale", widen(hp.expert_weights_scale)}};
         if (hp.moe_every > 1) j["experts"]["interleave_step"] = hp.moe_every;
+        if (d.expert_weight_on_input) j["experts"]["weight_on_input"] = true;
         if (d.shared_expert != Need::absent) {
             j["experts"]["shared"] = {{"feed_forward_length", hp.n_ff_shared},
                                       {"gate", d.shared_expert_gate != Need::absent}};

@@ -65,6 +65,14 @@ HParams read_attention_extras(const gguf::File& f, const std::string& p, HParams
     const bool embd_scale = d.q_scale_embd_blocks != 0 && hp.n_layer == d.q_scale_embd_blocks;
     hp.attn_scale =
         1.0f / std::sqrt(static_cast<float>(embd_scale ? hp.n_embd / hp.n_head : hp.head_dim_k));
+    hp.qk_norm_rotated =
+        d.qk_norm == QkNorm::rotated_unweighted && hp.n_expert != d.qk_norm_off_experts;
+    // llama.cpp reads a sliding window of 0 in a chunked architecture as another layout (MobileLLM:
+    // RoPE everywhere, no chunks), so a file with the key is not taken for the chunked one.
+    if (d.attn_chunk > 0 && f.metadata().contains(p + "attention.sliding_window")) {
+        refuse(p + "attention.sliding_window is not supported (" + hp.arch +
+               " attends in fixed chunks)");
+    }
     hp.rope_freq_base_swa = hp.rope_freq_base;
     if (d.swa_period == 0) return hp;
     const std::string window_key = p + "attention.sliding_window";

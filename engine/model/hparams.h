@@ -42,6 +42,8 @@ struct HParams {
     // Attention temperature (ArchDesc::attn_temp_*): 0 scale is off.
     float attn_temp_scale = 0.0f;
     uint32_t attn_temp_floor = 0;
+    // ArchDesc::qk_norm is rotated_unweighted and this file is not its qk_norm_off_experts variant.
+    bool qk_norm_rotated = false;
 
     bool parallel_residual = false;  // the desc's residual, or its parallel_residual_key
 
@@ -110,6 +112,9 @@ struct HParams {
     bool tempers(uint32_t il) const {
         return attn_temp_scale > 0.0f && (!desc->attn_temp_unrotated_only || !rotates(il));
     }
+
+    // Whether layer il attends in chunks of ArchDesc::attn_chunk positions.
+    bool chunked(uint32_t il) const { return desc->attn_chunk > 0 && rotates(il); }
 
     // Whether layer il attends through the sliding window.
     bool is_swa_layer(uint32_t il) const {

@@ -138,7 +138,7 @@ void bind_layout_globals(Binder& b, const HParams& hp, Weights& w) {
 void bind_attention_extras(Binder& b, const HParams& hp, const std::string& p, LayerWeights& l) {
     const ArchDesc& d = *hp.desc;
     const TensorNames& nm = d.names;
-    if (d.qk_norm != QkNorm::none) {
+    if (d.qk_norm == QkNorm::per_head || d.qk_norm == QkNorm::whole) {
         const bool whole = d.qk_norm == QkNorm::whole;
         const int64_t q_width = whole ? int64_t{hp.head_dim_k} * hp.n_head : hp.head_dim_k;
         const int64_t k_width = whole ? int64_t{hp.n_embd_k_gqa()} : hp.head_dim_k;

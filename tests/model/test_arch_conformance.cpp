@@ -32,7 +32,7 @@ const std::vector<std::string> kRuns = {
     // attention and norm-placement extras
     "qwen3", "gemma2", "gemma3", "olmo2", "cohere2",
     // mixtures of experts
-    "llama-moe", "qwen3moe", "gpt-oss", "gpt-oss-mxfp4", "qwen2moe",
+    "llama-moe", "qwen3moe", "gpt-oss", "gpt-oss-mxfp4", "qwen2moe", "llama4",
     // recurrent
     "mamba", "rwkv6", "rwkv7"};
 
@@ -141,6 +141,15 @@ TEST(ArchFolder, DescriptionsShowWhatDistinguishesEachFile) {
         {"qwen2moe", "/experts/weights_norm", false},
         {"qwen2moe", "/experts/shared/feed_forward_length", 64},
         {"qwen2moe", "/experts/shared/gate", true},
+        {"llama4", "/experts/interleave_step", 2},
+        {"llama4", "/experts/gating", "sigmoid"},
+        {"llama4", "/experts/weight_on_input", true},
+        {"llama4", "/experts/shared/feed_forward_length", 64},
+        {"llama4", "/rope/unrotated_layer_period", 4},
+        {"llama4", "/attention/qk_norm", "per_head_unweighted_after_rope"},
+        {"llama4", "/attention/chunk", 8192},
+        {"llama4", "/attention/temperature/floor", 8192},
+        {"llama4", "/attention/temperature/unrotated_layers_only", true},
     };
     for (const Shown& s : kShown) {
         const auto support = describe_support(gguf::File::open(dir / "arch" / (s.file + ".gguf")));

@@ -80,8 +80,11 @@ struct Spec {
     // scaled by sigmoid(ffn_gate_inp_shexp . x) when gated.
     uint32_t n_ff_shared = 0;
     bool shared_gate = false;
-    bool sinks = false;        // attn_sinks per head
-    bool clamped_glu = false;  // min(g, 7) sigmoid(1.702 min(g, 7)) (clamp(u, -7, 7) + 1)
+    uint32_t moe_every = 0;  // > 0: interleave_moe_layer_step (layer l routed if (l+1) % it == 0)
+    bool weight_on_input = false;     // the routing weight multiplies the expert's input (llama4)
+    bool qk_norm_after_rope = false;  // RMSNorm without weights of Q, K heads after RoPE (llama4)
+    bool sinks = false;               // attn_sinks per head
+    bool clamped_glu = false;         // min(g, 7) sigmoid(1.702 min(g, 7)) (clamp(u, -7, 7) + 1)
     std::string ffn_norm_name = "ffn_norm";
     // Encoders: token type 0's row added to the input, no output norm or vocabulary head (the
     // reference gives the final hidden states), and attention over the whole sequence.
@@ -130,6 +133,7 @@ struct Tiny {
             w.set(p + "expert_feed_forward_length", s.n_ff_expert);
         }
         if (s.n_ff_shared > 0) w.set(p + "expert_shared_feed_forward_length", s.n_ff_shared);
+        if (s.moe_every > 0) w.set(p + "interleave_moe_layer_step", s.moe_every);
         if (s.write_gating) {
             w.set(p + "expert_gating_func", uint32_t{s.gating == Spec::by_sigmoid ? 2u : 1u});
             w.set(p + "expert_weights_norm", s.renormalise);
@@ -165,6 +169,11 @@ struct Tiny {
         return w;
     }
 };
+
+// Whether layer l's FFN is a mixture of experts.
+bool routed_layer(const Spec& s, uint32_t l) {
+    return s.n_expert > 0 && (s.moe_every == 0 || (l + 1) % s.moe_every == 0);
+}
 
 Tiny make_tiny(const Spec& s, uint32_t seed = 1) {
     Tiny m{s, {}, {}};
@@ -240,7 +249,7 @@ Tiny make_tiny(const Spec& s, uint32_t seed = 1) {
         if (s.out_bias) add(b + "attn_output.bias", {e});
         if (s.sinks) add(b + "attn_sinks.weight", {s.n_head});
         if (!s.shared_norm && pre_norms) norm(b + s.ffn_norm_name);
-        if (s.n_expert > 0) {
+        if (routed_layer(s, i)) {
             const int64_t ne = s.n_expert, fe = s.n_ff_expert;
             // Routers of larger weights than the rest so that the experts' choice varies.
             add(b + "ffn_gate_inp.weight", {e, ne});
@@ -427,16 +436,20 @@ Vec moe_ffn(const Tiny& m, const std::string& b, const Vec& h) {
         };
         const auto gb = bias_of("ffn_gate_exps"), ub = bias_of("ffn_up_exps"),
                    db = bias_of("ffn_down_exps");
+        Vec in = h;
+        if (s.weight_on_input) {
+            for (double& z : in) z *= w[j];
+        }
         const Vec g =
-            matvec(expert_slice(m.at(b + "ffn_gate_exps.weight"), e), h, gb ? &*gb : nullptr);
+            matvec(expert_slice(m.at(b + "ffn_gate_exps.weight"), e), in, gb ? &*gb : nullptr);
         const Vec u =
-            matvec(expert_slice(m.at(b + "ffn_up_exps.weight"), e), h, ub ? &*ub : nullptr);
+            matvec(expert_slice(m.at(b + "ffn_up_exps.weight"), e), in, ub ? &*ub : nullptr);
         Vec act(g.size());
         for (size_t i = 0; i < g.size(); ++i)
             act[i] = s.clamped_glu ? clamped_glu(g[i], u[i]) : silu(g[i]) * u[i];
         const Vec d =
             matvec(expert_slice(m.at(b + "ffn_down_exps.weight"), e), act, db ? &*db : nullptr);
-        for (size_t i = 0; i < out.size(); ++i) out[i] += w[j] * d[i];
+        for (size_t i = 0; i < out.size(); ++i) out[i] += (s.weight_on_input ? 1.0 : w[j]) * d[i];
     }
     if (s.n_ff_shared > 0) {
         const Vec g = matvec(m.at(b + "ffn_gate_shexp.weight"), h, nullptr);
@@ -456,9 +469,10 @@ Vec moe_ffn(const Tiny& m, const std::string& b, const Vec& h) {
     return out;
 }
 
-Vec ffn(const Tiny& m, const std::string& b, const Vec& h) {
+Vec ffn(const Tiny& m, uint32_t l, const Vec& h) {
     const Spec& s = m.spec;
-    if (s.n_expert > 0) return moe_ffn(m, b, h);
+    const std::string b = "blk." + std::to_string(l) + ".";
+    if (routed_layer(s, l)) return moe_ffn(m, b, h);
     const size_t ff = s.n_ff;
     const Vec up = matvec(m.at(b + "ffn_up.weight"), h, m.find(b + "ffn_up.bias"));
     Vec act(ff);
@@ -555,6 +569,16 @@ std::vector<Vec> reference(const Tiny& m, const std::vector<int32_t>& ids) {
                     rotate(m, &q[t][hh * hd], static_cast<int>(t), base);
                 for (size_t hh = 0; hh < s.n_head_kv; ++hh)
                     rotate(m, &k[t][hh * hd], static_cast<int>(t), base);
+                if (s.qk_norm_after_rope) {
+                    for (Vec* qk : {&q[t], &k[t]}) {
+                        for (size_t h0 = 0; h0 < qk->size(); h0 += hd) {
+                            double sq = 0.0;
+                            for (size_t i = 0; i < hd; ++i) sq += (*qk)[h0 + i] * (*qk)[h0 + i];
+                            const double inv = 1.0 / std::sqrt(sq / double(hd) + 1e-5);
+                            for (size_t i = 0; i < hd; ++i) (*qk)[h0 + i] *= inv;
+                        }
+                    }
+                }
             }
             if (s.attn_temp_scale > 0) {
                 const double temp =
@@ -598,19 +622,19 @@ std::vector<Vec> reference(const Tiny& m, const std::vector<int32_t>& ids) {
             if (s.norms == Spec::after_residual) {
                 for (size_t i = 0; i < e; ++i) next[t][i] += o[i];
                 next[t] = normed(m, b + "attn_output_norm", next[t]);
-                const Vec f = ffn(m, b, next[t]);
+                const Vec f = ffn(m, l, next[t]);
                 for (size_t i = 0; i < e; ++i) next[t][i] += f[i];
                 next[t] = normed(m, b + "layer_output_norm", next[t]);
             } else if (parallel) {
                 const Vec ffn_in = !s.shared_norm  ? normed(m, b + s.ffn_norm_name, x[t])
                                    : s.attn_norm_2 ? normed(m, b + "attn_norm", x[t])
                                                    : h[t];
-                const Vec f = ffn(m, b, ffn_in);
+                const Vec f = ffn(m, l, ffn_in);
                 for (size_t i = 0; i < e; ++i) next[t][i] += (o[i] + f[i]) * residual_scale;
             } else {
                 for (size_t i = 0; i < e; ++i) next[t][i] += o[i] * residual_scale;
                 Vec f =
-                    ffn(m, b,
+                    ffn(m, l,
                         s.norms == Spec::post ? next[t] : normed(m, b + s.ffn_norm_name, next[t]));
                 if (s.norms != Spec::pre) rms_in_place(m, b + "post_ffw_norm.weight", f.data(), e);
                 for (size_t i = 0; i < e; ++i) next[t][i] += f[i] * residual_scale;
@@ -904,6 +928,25 @@ Spec qwen2moe_spec() {
                 .shared_gate = true};
 }
 
+// Four blocks: 0 and 2 dense, 1 and 3 routed (top-1 on the raw logit, its sigmoid on the
+// expert's input, a shared expert); RoPE with rope_freqs and Q/K normed after it on blocks 0-2,
+// block 3 unrotated.
+Spec llama4_spec() {
+    return Spec{.arch = "llama4",
+                .rope_factors = Spec::rope_freqs,
+                .nope_period = 4,
+                .n_expert = 5,
+                .n_expert_used = 1,
+                .n_ff_expert = 10,
+                .gating = Spec::by_sigmoid,
+                .renormalise = false,
+                .n_ff_shared = 10,
+                .moe_every = 2,
+                .weight_on_input = true,
+                .qk_norm_after_rope = true,
+                .n_layer = 4};
+}
+
 const std::vector<int32_t> kLongIds = {3, 17, 29, 5, 11, 2, 30, 8, 21, 14};
 
 // --- mixtures of experts against the reference: one batch (tokens grouped by expert), chunks
@@ -950,6 +993,49 @@ TEST(ArchReference, Qwen2MoeSharedExpertWithGate) {
         qwen2moe_spec(), [](Spec& s) { s.n_ff_shared = 0; }, kLongIds);
     expect_reference_depends_on(
         qwen2moe_spec(), [](Spec& s) { s.renormalise = true; }, kLongIds);
+}
+TEST(ArchReference, Llama4InterleavedExpertsOnInputAndRotatedQkNorm) {
+    expect_matches_reference(llama4_spec(), kLongIds);
+    expect_matches_reference(llama4_spec(), kLongIds, 3);
+    expect_matches_reference(llama4_spec(), kLongIds, 1);
+    expect_reference_depends_on(
+        llama4_spec(), [](Spec& s) { s.weight_on_input = false; }, kLongIds);
+    expect_reference_depends_on(
+        llama4_spec(), [](Spec& s) { s.qk_norm_after_rope = false; }, kLongIds);
+    expect_reference_depends_on(
+        llama4_spec(), [](Spec& s) { s.nope_period = 0; }, kLongIds);
+    // Maverick (128 experts) has no Q/K norm: the same layout with 128 experts loads without it.
+    Spec maverick = llama4_spec();
+    maverick.n_expert = 128;
+    maverick.qk_norm_after_rope = false;
+    expect_matches_reference(maverick, kLongIds);
+}
+// The rotated blocks attend within chunks of 8192 positions: two prompts that differ only before
+// position 8192 give the same logits after it when every block is rotated (blocks 0-2).
+TEST(ArchReference, Llama4AttendsWithinChunksOf8192) {
+    Spec s = llama4_spec();
+    s.n_layer = 3;
+    auto model = Model::from_file(gguf::File::from_bytes(make_tiny(s).writer().to_bytes()));
+    auto last_logits = [&](uint32_t mix) {
+        Context ctx(
+            model,
+            ContextParams{
+                .n_seq = 1, .n_ctx = 8200, .n_threads = 2, .kv_type = ggufd::kernels::KvType::f32});
+        std::vector<float> out, logits;
+        for (int32_t begin = 0; begin < 8195; begin += 2048) {
+            std::vector<BatchToken> batch;
+            for (int32_t p = begin; p < std::min(8195, begin + 2048); ++p) {
+                const auto token = static_cast<int32_t>(p < 8192 ? (p * mix + 3) % 32 : p % 32);
+                batch.push_back({0, token, p, p >= 8192});
+            }
+            ctx.eval(batch, out);
+            logits.insert(logits.end(), out.begin(), out.end());
+        }
+        return logits;
+    };
+    const std::vector<float> a = last_logits(1), b = last_logits(7);
+    ASSERT_EQ(a.size(), 3u * s.n_vocab);
+    for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], 1e-5) << i;
 }
 // route_tokens on its own against the definitions in double: ties go to the lower index, and
 // the grouping lists each expert's tokens in order with their weights.
@@ -1582,6 +1668,11 @@ TEST(ArchRefusals, MixtureOfExpertsLayoutsAreChecked) {
     no_shared.tensors.erase("blk.1.ffn_gate_shexp.weight");
     e = load_error(no_shared);
     EXPECT_NE(e.find("'blk.1.ffn_gate_shexp.weight' is missing"), std::string::npos) << e;
+    // llama.cpp reads a llama4 file with a sliding window of 0 as MobileLLM (no chunks, no NoPE).
+    Tiny mobile = make_tiny(llama4_spec());
+    mobile.metadata_u32["llama4.attention.sliding_window"] = 0;
+    e = load_error(mobile);
+    EXPECT_NE(e.find("llama4.attention.sliding_window is not supported"), std::string::npos) << e;
     Tiny no_step = make_tiny(qwen2moe_spec());
     no_step.metadata_u32["qwen2moe.interleave_moe_layer_step"] = 0;
     e = load_error(no_step);

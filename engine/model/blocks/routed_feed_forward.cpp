@@ -114,9 +114,15 @@ void RoutedFeedForward::apply(const Step& step, const float* xn, float* y) {
     float* gate = grow(s_.gate, static_cast<size_t>(pairs * ff));
     float* up = grow(s_.up, static_cast<size_t>(pairs * ff));
     float* down = grow(s_.down, static_cast<size_t>(pairs * embd));
+    // Weighted here instead of at the output when the architecture says so (llama4).
+    const bool weight_input = hp.desc->expert_weight_on_input;
     ops_.pool().parallel_for(pairs, [&](int64_t i0, int64_t i1, int) {
         for (int64_t i = i0; i < i1; ++i) {
             std::copy_n(xn + groups.token[static_cast<size_t>(i)] * embd, embd, x + i * embd);
+            if (weight_input) {
+                kernels::scale(x + i * embd, groups.weight[static_cast<size_t>(i)], x + i * embd,
+                               embd);
+            }
         }
     });
     expert_products({{l.ffn_gate_exps, gate}, {l.ffn_up_exps, up}}, x, embd, groups);
@@ -142,7 +148,8 @@ void RoutedFeedForward::apply(const Step& step, const float* xn, float* y) {
             for (int64_t j = 0; j < k; ++j) {
                 const int64_t i = row_of[static_cast<size_t>(t * k + j)];
                 float* d = down + i * embd;
-                kernels::scale(d, groups.weight[static_cast<size_t>(i)], d, embd);
+                if (!weight_input)
+                    kernels::scale(d, groups.weight[static_cast<size_t>(i)], d, embd);
                 if (j == 0) {
                     std::copy_n(d, embd, yt);
                 } else {
