@@ -60,6 +60,9 @@ enum class QkNorm {
     none,
     per_head,  // RMSNorm of each head of Q and of K (attn_q_norm / attn_k_norm head-size wide)
     whole,     // RMSNorm over the whole Q and K projections (n_head * head, n_head_kv * head)
+    // RMSNorm of each head of Q and K without weights AFTER RoPE, on the rotated layers only
+    // (llama4; ArchDesc::qk_norm_off_experts names the variant without it)
+    rotated_unweighted,
 };
 
 enum class NormPlacement {
@@ -156,6 +159,11 @@ struct TensorNames {
     std::string_view ffn_gate_exps = "ffn_gate_exps";
     std::string_view ffn_up_exps = "ffn_up_exps";
     std::string_view ffn_down_exps = "ffn_down_exps";
+    // The shared expert and its gate's row.
+    std::string_view ffn_gate_shexp = "ffn_gate_shexp";
+    std::string_view ffn_up_shexp = "ffn_up_shexp";
+    std::string_view ffn_down_shexp = "ffn_down_shexp";
+    std::string_view ffn_gate_inp_shexp = "ffn_gate_inp_shexp";
     std::string_view attn_sinks = "attn_sinks";
     // Encoders.
     std::string_view token_types = "token_types";
@@ -212,7 +220,10 @@ struct ArchDesc {
     bool logit_scale_multiplies = false;  // logit_scale multiplies the logits (cohere2)
     // Attention and norm-placement extras. Soft-caps ("attn_logit_softcapping",
     // "final_logit_softcapping") are read for every architecture: a file that has them gets them.
-    QkNorm qk_norm = QkNorm::none;  // applied before RoPE
+    QkNorm qk_norm = QkNorm::none;  // applied before RoPE (but rotated_unweighted)
+    // Expert count of the variant without the rotated_unweighted Q/K norm, for which GGUF has no
+    // key (Llama 4 Maverick: 128 experts; llama.cpp tells it the same way). 0: none.
+    uint32_t qk_norm_off_experts = 0;
     NormPlacement norm_placement = NormPlacement::pre;
     // Sliding-window attention: 0 = none (an attention.sliding_window key is not read). Otherwise
     // the default period of local and global layers: layer il is local when
@@ -225,6 +236,20 @@ struct ArchDesc {
     // Every period-th layer (il % period == period - 1) has no position encoding: its queries and
     // keys are not rotated (smollm3; GGUF has no key for it). 0: every layer rotates.
     uint32_t nope_period = 0;
+    // Attention temperature (Llama 4, Ministral 3): the queries at position p multiplied by
+    // 1 + scale * ln(1 + floor((p + attn_temp_offset) / floor_scale)), which lets attention
+    // sharpen beyond the trained context. attn_temp_key reads the scale from
+    // attention.temperature_scale (absent: off) with rope.scaling.original_context_length as the
+    // floor; otherwise attn_temp_scale > 0 and attn_temp_floor are fixed (GGUF has no keys), and
+    // attn_temp_unrotated_only keeps the temperature to the layers without RoPE (llama4).
+    bool attn_temp_key = false;
+    float attn_temp_scale = 0.0f;
+    uint32_t attn_temp_floor = 0;
+    float attn_temp_offset = 0.0f;
+    bool attn_temp_unrotated_only = false;
+    // Chunked attention on the rotated layers: a query at position p sees only the positions from
+    // p - p % attn_chunk, its chunk's (llama4: 8192, no key). 0: none.
+    uint32_t attn_chunk = 0;
     // Block count of the variant whose queries scale by 1/sqrt(n_embd / n_head) instead of
     // 1/sqrt(key_length): its query_pre_attn_scalar, for which GGUF has no key (gemma2 27B: 46
     // blocks, gemma3 27B: 62; llama.cpp tells the variant the same way). 0: none.
@@ -235,12 +260,21 @@ struct ArchDesc {
     // FFN by a routed one: llama as Mixtral) or required. Metadata: expert_count,
     // expert_used_count, expert_feed_forward_length (default feed_forward_length),
     // expert_gating_func (1 softmax, 2 sigmoid; default `gating`), expert_weights_norm (default
-    // `expert_weights_norm`), expert_weights_scale (default 1); shared experts and dense leading
-    // blocks are refused.
+    // `expert_weights_norm`), expert_weights_scale (default 1), interleave_moe_layer_step (layer
+    // il routed when (il + 1) % step == 0; default 1, every layer); dense leading blocks and more
+    // than one shared expert are refused.
     Need experts = Need::absent;
     ExpertGating gating = ExpertGating::softmax;
     bool expert_weights_norm = false;  // the kept weights renormalised to sum 1
     Need expert_bias = Need::absent;   // router bias and per-expert gate/up/down biases
+    // The routing weight multiplies the expert's input instead of its output (llama4).
+    bool expert_weight_on_input = false;
+    // A shared expert: a SwiGLU FFN beside the routed experts (ffn_{gate,up,down}_shexp, width
+    // expert_shared_feed_forward_length, default expert_feed_forward_length) whose output every
+    // token of a routed layer adds; with shared_expert_gate that output is scaled by
+    // sigmoid(ffn_gate_inp_shexp . x) (qwen2moe).
+    Need shared_expert = Need::absent;
+    Need shared_expert_gate = Need::absent;
     // A learned logit per query head that joins every softmax of attention without a value
     // (gpt-oss's attn_sinks).
     Need attn_sinks = Need::absent;

@@ -106,6 +106,12 @@ nlohmann::ordered_json describe_hparams(const HParams& hp) {
                                    {"factor", widen(hp.rope_scale_factor)},
                                    {"original_context_length", hp.rope_n_ctx_orig}};
             }
+            if (hp.rope_scaling == RopeScaling::yarn) {
+                rope["scaling"]["yarn_beta_fast"] = widen(hp.yarn_beta_fast);
+                rope["scaling"]["yarn_beta_slow"] = widen(hp.yarn_beta_slow);
+                if (hp.yarn_log_mul > 0.0f)
+                    rope["scaling"]["yarn_log_multiplier"] = widen(hp.yarn_log_mul);
+            }
             j["rope"] = std::move(rope);
             break;
         }
@@ -126,6 +132,12 @@ nlohmann::ordered_json describe_hparams(const HParams& hp) {
     if (d.nope_period > 0 && j.contains("rope"))
         j["rope"]["unrotated_layer_period"] = d.nope_period;
     j["attention"]["scale"] = widen(hp.attn_scale);
+    if (hp.attn_temp_scale > 0.0f) {
+        j["attention"]["temperature"] = {{"scale", widen(hp.attn_temp_scale)},
+                                         {"floor", hp.attn_temp_floor},
+                                         {"offset", widen(d.attn_temp_offset)},
+                                         {"unrotated_layers_only", d.attn_temp_unrotated_only}};
+    }
     if (hp.attn_softcap > 0.0f) j["attention"]["logit_softcapping"] = widen(hp.attn_softcap);
     if (hp.n_swa > 0) {
         j["attention"]["sliding_window"] = hp.n_swa;
@@ -135,9 +147,12 @@ nlohmann::ordered_json describe_hparams(const HParams& hp) {
         }
     }
     if (hp.final_softcap > 0.0f) j["final_logit_softcapping"] = widen(hp.final_softcap);
-    if (d.qk_norm != QkNorm::none) {
+    if (d.qk_norm == QkNorm::per_head || d.qk_norm == QkNorm::whole) {
         j["attention"]["qk_norm"] = d.qk_norm == QkNorm::per_head ? "per_head" : "whole";
+    } else if (hp.qk_norm_rotated) {
+        j["attention"]["qk_norm"] = "per_head_unweighted_after_rope";
     }
+    if (d.attn_chunk > 0) j["attention"]["chunk"] = d.attn_chunk;
     if (d.norm_placement != NormPlacement::pre) {
         j["norm"]["placement"] = d.norm_placement == NormPlacement::post ? "post"
                                  : d.norm_placement == NormPlacement::after_residual
@@ -162,6 +177,12 @@ nlohmann::ordered_json describe_hparams(const HParams& hp) {
                         {"gating", name_of(hp.expert_gating)},
                         {"weights_norm", hp.expert_weights_norm},
                         {"weights_scale", widen(hp.expert_weights_scale)}};
+        if (hp.moe_every > 1) j["experts"]["interleave_step"] = hp.moe_every;
+        if (d.expert_weight_on_input) j["experts"]["weight_on_input"] = true;
+        if (d.shared_expert != Need::absent) {
+            j["experts"]["shared"] = {{"feed_forward_length", hp.n_ff_shared},
+                                      {"gate", d.shared_expert_gate != Need::absent}};
+        }
     }
     if (d.attn_sinks != Need::absent) j["attention"]["sinks"] = true;
     return j;

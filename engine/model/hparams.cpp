@@ -65,6 +65,14 @@ HParams read_attention_extras(const gguf::File& f, const std::string& p, HParams
     const bool embd_scale = d.q_scale_embd_blocks != 0 && hp.n_layer == d.q_scale_embd_blocks;
     hp.attn_scale =
         1.0f / std::sqrt(static_cast<float>(embd_scale ? hp.n_embd / hp.n_head : hp.head_dim_k));
+    hp.qk_norm_rotated =
+        d.qk_norm == QkNorm::rotated_unweighted && hp.n_expert != d.qk_norm_off_experts;
+    // llama.cpp reads a sliding window of 0 in a chunked architecture as another layout (MobileLLM:
+    // RoPE everywhere, no chunks), so a file with the key is not taken for the chunked one.
+    if (d.attn_chunk > 0 && f.metadata().contains(p + "attention.sliding_window")) {
+        refuse(p + "attention.sliding_window is not supported (" + hp.arch +
+               " attends in fixed chunks)");
+    }
     hp.rope_freq_base_swa = hp.rope_freq_base;
     if (d.swa_period == 0) return hp;
     const std::string window_key = p + "attention.sliding_window";
@@ -79,6 +87,33 @@ HParams read_attention_extras(const gguf::File& f, const std::string& p, HParams
         }
     }
     return hp;
+}
+
+// YaRN's ramp between the extrapolated and interpolated pairs and its magnitude rule.
+void read_yarn_keys(const gguf::File& f, const std::string& p, HParams& hp) {
+    hp.yarn_beta_fast = positive_key(f, p + "rope.scaling.yarn_beta_fast", hp.yarn_beta_fast);
+    hp.yarn_beta_slow = positive_key(f, p + "rope.scaling.yarn_beta_slow", hp.yarn_beta_slow);
+    if (f.metadata().contains(p + "rope.scaling.yarn_log_multiplier")) {
+        hp.yarn_log_mul = positive_key(f, p + "rope.scaling.yarn_log_multiplier", 1.0f);
+    }
+    if (hp.rope_n_ctx_orig == 0) refuse(p + "rope.scaling.original_context_length is 0 with YaRN");
+}
+
+// The attention temperature (ArchDesc::attn_temp_*): a keyed scale over the original context, or
+// the architecture's fixed constants.
+void read_attention_temperature(const gguf::File& f, const std::string& p, HParams& hp) {
+    const ArchDesc& d = *hp.desc;
+    hp.attn_temp_scale = d.attn_temp_scale;
+    hp.attn_temp_floor = d.attn_temp_floor;
+    if (d.attn_temp_key) {
+        const std::string key = p + "attention.temperature_scale";
+        if (!f.metadata().contains(key)) return;
+        hp.attn_temp_scale = positive_key(f, key, 0.0f);
+        hp.attn_temp_floor = hp.rope_n_ctx_orig;
+        if (hp.attn_temp_floor == 0) {
+            refuse(key + " needs " + p + "rope.scaling.original_context_length (its floor) > 0");
+        }
+    }
 }
 
 // Mixture of experts (ArchDesc::experts): every key that changes the routing is read here or
@@ -121,15 +156,26 @@ void read_experts(const gguf::File& f, const std::string& p, HParams& hp) {
     }
     hp.expert_weights_norm = f.get_or<bool>(p + "expert_weights_norm", d.expert_weights_norm);
     hp.expert_weights_scale = positive_key(f, p + "expert_weights_scale", 1.0f);
-    // Layouts beyond "every block routed, no shared expert": the largest value that still means
-    // that layout.
+    if (d.shared_expert != Need::absent) {
+        hp.n_ff_shared =
+            f.get_or<uint32_t>(p + "expert_shared_feed_forward_length", hp.n_ff_expert);
+        if (hp.n_ff_shared == 0) refuse(p + "expert_shared_feed_forward_length is 0");
+    }
+    if (auto step = f.get_optional<uint32_t>(p + "interleave_moe_layer_step")) {
+        if (*step == 0) refuse(p + "interleave_moe_layer_step must be at least 1");
+        hp.moe_every = *step;
+    }
+    // Layouts beyond "routed blocks with at most one shared expert": the largest value that still
+    // means that layout.
+    const uint32_t shared_most = d.shared_expert != Need::absent ? 1u : 0u;
     for (auto [key, most] :
-         {std::pair{"expert_shared_count", 0u}, std::pair{"leading_dense_block_count", 0u},
-          std::pair{"interleave_moe_layer_step", 1u}, std::pair{"expert_group_count", 1u}}) {
+         {std::pair{"expert_shared_count", shared_most}, std::pair{"leading_dense_block_count", 0u},
+          std::pair{"expert_group_count", 1u}}) {
         if (f.get_or<uint32_t>(p + key, 0) > most) {
-            refuse(p + key +
-                   " is not supported (only a routed FFN in every block without "
-                   "shared experts)");
+            refuse(p + key + " " + std::to_string(f.get<uint32_t>(p + key)) +
+                   " is not supported (routed blocks with " +
+                   (shared_most ? "at most one shared expert" : "no shared expert") +
+                   ", no dense leading blocks or expert groups)");
         }
     }
 }
@@ -292,6 +338,7 @@ HParams read_hparams(const gguf::File& f) {
     read_experts(f, p, hp);
     auto finish = [&](HParams h) {
         h = read_attention_extras(f, p, std::move(h));
+        read_attention_temperature(f, p, h);
         read_layout_keys(f, p, *desc, h);
         read_encoder_keys(f, p, h);
         return read_vocab_size(f, p, std::move(h));
@@ -340,6 +387,7 @@ HParams read_hparams(const gguf::File& f) {
     if (hp.rope_scaling == RopeScaling::yarn && hp.yarn_attn_factor != 1.0f) {
         refuse(p + "rope.scaling.attn_factor with YaRN scaling is not supported");
     }
+    if (hp.rope_scaling == RopeScaling::yarn) read_yarn_keys(f, p, hp);
 
     return finish(std::move(hp));
 }

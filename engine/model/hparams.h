@@ -32,10 +32,18 @@ struct HParams {
     RopeScaling rope_scaling = RopeScaling::none;
     float rope_scale_factor = 1.0f;  // context extension factor; frequencies scale by 1/factor
     uint32_t rope_n_ctx_orig = 0;    // original context for YaRN
-    float yarn_beta_fast = 32.0f;
-    float yarn_beta_slow = 1.0f;
-    float yarn_ext_factor = -1.0f;  // < 0: derived from the scaling as the reference does
-    float yarn_attn_factor = 1.0f;  // rope.scaling.attn_factor: cos and sin are multiplied by it
+    float yarn_beta_fast = 32.0f;    // rope.scaling.yarn_beta_fast
+    float yarn_beta_slow = 1.0f;     // rope.scaling.yarn_beta_slow
+    float yarn_ext_factor = -1.0f;   // < 0: derived from the scaling as the reference does
+    float yarn_attn_factor = 1.0f;   // rope.scaling.attn_factor: cos and sin are multiplied by it
+    // rope.scaling.yarn_log_multiplier (Hugging Face's mscale_all_dim; 0: absent): YaRN's
+    // magnitude becomes (1 + 0.1 ln factor) / (1 + 0.1 m ln factor) instead of 1 + 0.1 ln factor.
+    float yarn_log_mul = 0.0f;
+    // Attention temperature (ArchDesc::attn_temp_*): 0 scale is off.
+    float attn_temp_scale = 0.0f;
+    uint32_t attn_temp_floor = 0;
+    // ArchDesc::qk_norm is rotated_unweighted and this file is not its qk_norm_off_experts variant.
+    bool qk_norm_rotated = false;
 
     bool parallel_residual = false;  // the desc's residual, or its parallel_residual_key
 
@@ -55,6 +63,8 @@ struct HParams {
     uint32_t n_expert = 0;
     uint32_t n_expert_used = 0;
     uint32_t n_ff_expert = 0;  // rows of each expert's gate and up
+    uint32_t n_ff_shared = 0;  // rows of the shared expert's gate and up (0: none)
+    uint32_t moe_every = 1;    // interleave_moe_layer_step: layer il routed if (il + 1) % it == 0
     ExpertGating expert_gating = ExpertGating::softmax;
     bool expert_weights_norm = false;
     float expert_weights_scale = 1.0f;
@@ -94,6 +104,17 @@ struct HParams {
         return desc->position == PositionKind::rope &&
                (desc->nope_period == 0 || il % desc->nope_period != desc->nope_period - 1);
     }
+
+    // Whether layer il's FFN is routed (a mixture of experts) rather than dense.
+    bool routed(uint32_t il) const { return n_expert > 0 && (il + 1) % moe_every == 0; }
+
+    // Whether layer il multiplies its queries by the attention temperature.
+    bool tempers(uint32_t il) const {
+        return attn_temp_scale > 0.0f && (!desc->attn_temp_unrotated_only || !rotates(il));
+    }
+
+    // Whether layer il attends in chunks of ArchDesc::attn_chunk positions.
+    bool chunked(uint32_t il) const { return desc->attn_chunk > 0 && rotates(il); }
 
     // Whether layer il attends through the sliding window.
     bool is_swa_layer(uint32_t il) const {

@@ -138,7 +138,7 @@ void bind_layout_globals(Binder& b, const HParams& hp, Weights& w) {
 void bind_attention_extras(Binder& b, const HParams& hp, const std::string& p, LayerWeights& l) {
     const ArchDesc& d = *hp.desc;
     const TensorNames& nm = d.names;
-    if (d.qk_norm != QkNorm::none) {
+    if (d.qk_norm == QkNorm::per_head || d.qk_norm == QkNorm::whole) {
         const bool whole = d.qk_norm == QkNorm::whole;
         const int64_t q_width = whole ? int64_t{hp.head_dim_k} * hp.n_head : hp.head_dim_k;
         const int64_t k_width = whole ? int64_t{hp.n_embd_k_gqa()} : hp.head_dim_k;
@@ -191,6 +191,12 @@ void bind_experts(Binder& b, const HParams& hp, const std::string& p, LayerWeigh
     l.ffn_up_exps_b = b.bind(d.expert_bias, bias(p, nm.ffn_up_exps), {ff, n_exp});
     l.ffn_down_exps = b.require(weight(p, nm.ffn_down_exps), {ff, embd, n_exp});
     l.ffn_down_exps_b = b.bind(d.expert_bias, bias(p, nm.ffn_down_exps), {embd, n_exp});
+    const int64_t shared = hp.n_ff_shared;
+    l.ffn_gate_shexp = b.bind(d.shared_expert, weight(p, nm.ffn_gate_shexp), {embd, shared});
+    if (!l.ffn_gate_shexp) return;
+    l.ffn_up_shexp = b.require(weight(p, nm.ffn_up_shexp), {embd, shared});
+    l.ffn_down_shexp = b.require(weight(p, nm.ffn_down_shexp), {shared, embd});
+    l.ffn_gate_inp_shexp = b.bind(d.shared_expert_gate, weight(p, nm.ffn_gate_inp_shexp), {embd});
 }
 
 // An RWKV block (BlockKind::rwkv6, rwkv7) of the layer with prefix p, after its first input norm:
@@ -342,7 +348,7 @@ Weights bind_all(Binder& b, const HParams& hp, size_t n_file_tensors) {
             l.ffn_norm_b = b.bind(d.norm_bias, bias(p, nm.ffn_norm), {embd});
         }
         l.attn_sinks = b.bind(d.attn_sinks, weight(p, nm.attn_sinks), {hp.n_head});
-        if (hp.n_expert > 0) {
+        if (hp.routed(i)) {
             bind_experts(b, hp, p, l);
             bind_attention_extras(b, hp, p, l);
             continue;

@@ -114,6 +114,11 @@ struct LayerWeights {
     const gguf::TensorInfo* ffn_down_exps = nullptr;
     const gguf::TensorInfo* ffn_down_exps_b = nullptr;
     const gguf::TensorInfo* attn_sinks = nullptr;  // [n_head]
+    // The shared expert (ArchDesc::shared_expert) and its gate's row [n_embd].
+    const gguf::TensorInfo* ffn_gate_shexp = nullptr;
+    const gguf::TensorInfo* ffn_up_shexp = nullptr;
+    const gguf::TensorInfo* ffn_down_shexp = nullptr;
+    const gguf::TensorInfo* ffn_gate_inp_shexp = nullptr;
     std::array<const gguf::TensorInfo*, 3> expert_matrices() const {
         return {ffn_gate_exps, ffn_up_exps, ffn_down_exps};
     }
@@ -138,9 +143,15 @@ struct LayerWeights {
 
     // Matrices (multiplied through the kernels) and vectors (norms, biases: converted to float
     // at load), each list possibly holding nullptr.
-    std::array<const gguf::TensorInfo*, 13> matrices() const {
-        return {wqkv,     wq,           wk,     wv,    wo,     ffn_gate, ffn_up,
-                ffn_down, ffn_gate_inp, ssm_in, ssm_x, ssm_dt, ssm_out};
+    std::array<const gguf::TensorInfo*, 16> matrices() const {
+        return {wqkv,         wq,
+                wk,           wv,
+                wo,           ffn_gate,
+                ffn_up,       ffn_down,
+                ffn_gate_inp, ssm_in,
+                ssm_x,        ssm_dt,
+                ssm_out,      ffn_gate_shexp,
+                ffn_up_shexp, ffn_down_shexp};
     }
     // Small 2-D tensors converted to float at load and transposed: Model::vector_weight gives
     // element (row r, column c) of the file's [ne0 = columns, ne1 = rows] at c * ne1 + r, so
@@ -149,7 +160,7 @@ struct LayerWeights {
     std::array<const gguf::TensorInfo*, 2> transposed_vectors() const {
         return {ssm_conv1d, ssm_a};
     }
-    std::array<const gguf::TensorInfo*, 28> vectors() const {
+    std::array<const gguf::TensorInfo*, 29> vectors() const {
         return {attn_norm,
                 attn_norm_b,
                 bqkv,
@@ -177,7 +188,8 @@ struct LayerWeights {
                 post_ffn_norm_b,
                 ssm_conv1d_b,
                 ssm_dt_b,
-                ssm_d};
+                ssm_d,
+                ffn_gate_inp_shexp};
     }
 };
 

@@ -26,13 +26,13 @@ using test_support::read_ids;
 
 // The files (name without .gguf) whose logits ggufd must reproduce.
 const std::vector<std::string> kRuns = {
-    "llama", "qwen2", "gemma", "phi3", "gpt2", "gptneox", "falcon", "smollm3",
+    "llama", "qwen2", "gemma", "phi3", "gpt2", "gptneox", "falcon", "smollm3", "mistral3",
     // layout variants
     "phi3-longrope", "starcoder2", "stablelm", "granite", "falcon-40b", "mpt", "bloom",
     // attention and norm-placement extras
     "qwen3", "gemma2", "gemma3", "olmo2", "cohere2",
     // mixtures of experts
-    "llama-moe", "qwen3moe", "gpt-oss", "gpt-oss-mxfp4",
+    "llama-moe", "qwen3moe", "gpt-oss", "gpt-oss-mxfp4", "qwen2moe", "llama4",
     // recurrent
     "mamba", "rwkv6", "rwkv7"};
 
@@ -99,6 +99,14 @@ TEST(ArchFolder, DescriptionsShowWhatDistinguishesEachFile) {
     };
     const std::vector<Shown> kShown = {
         {"smollm3", "/rope/unrotated_layer_period", 4},
+        {"mistral3", "/attention/key_length", 32},
+        {"mistral3", "/rope/scaling/factor", 64},
+        {"mistral3", "/rope/scaling/original_context_length", 8},
+        {"mistral3", "/rope/scaling/yarn_beta_fast", 32},
+        {"mistral3", "/rope/scaling/yarn_beta_slow", 1},
+        {"mistral3", "/rope/scaling/yarn_log_multiplier", 1},
+        {"mistral3", "/attention/temperature/scale", 0.5},
+        {"mistral3", "/attention/temperature/floor", 8},
         {"qwen3", "/attention/qk_norm", "per_head"},
         {"qwen3", "/attention/key_length", 24},
         {"gemma2", "/attention/logit_softcapping", 50},
@@ -130,6 +138,18 @@ TEST(ArchFolder, DescriptionsShowWhatDistinguishesEachFile) {
         {"llama-moe", "/experts/used", 2},
         {"qwen3moe", "/experts/feed_forward_length", 32},
         {"gpt-oss", "/attention/sinks", true},
+        {"qwen2moe", "/experts/weights_norm", false},
+        {"qwen2moe", "/experts/shared/feed_forward_length", 64},
+        {"qwen2moe", "/experts/shared/gate", true},
+        {"llama4", "/experts/interleave_step", 2},
+        {"llama4", "/experts/gating", "sigmoid"},
+        {"llama4", "/experts/weight_on_input", true},
+        {"llama4", "/experts/shared/feed_forward_length", 64},
+        {"llama4", "/rope/unrotated_layer_period", 4},
+        {"llama4", "/attention/qk_norm", "per_head_unweighted_after_rope"},
+        {"llama4", "/attention/chunk", 8192},
+        {"llama4", "/attention/temperature/floor", 8192},
+        {"llama4", "/attention/temperature/unrotated_layers_only", true},
     };
     for (const Shown& s : kShown) {
         const auto support = describe_support(gguf::File::open(dir / "arch" / (s.file + ".gguf")));

@@ -53,6 +53,10 @@ struct Spec {
     enum { no_factors, long_rope, rope_freqs } rope_factors = no_factors;
     uint32_t rope_orig_ctx = 0;     // rope.scaling.original_context_length
     float rope_attn_factor = 0.0f;  // rope.scaling.attn_factor
+    // YaRN (factor > 0) over rope_orig_ctx, and its keys (written when > 0).
+    float yarn_factor = 0.0f, yarn_beta_fast = 0.0f, yarn_beta_slow = 0.0f, yarn_log_mul = 0.0f;
+    // attention.temperature_scale (> 0: written): Q at p times 1 + scale ln(1 + p / rope_orig_ctx)
+    float attn_temp_scale = 0.0f;
     // Attention and norm-placement extras.
     enum { qk_none, qk_per_head, qk_whole } qk_norm = qk_none;  // RMSNorm of Q and K before RoPE
     // post: branch output normed, no pre-norm; after_residual: the sum with the branch normed
@@ -72,8 +76,15 @@ struct Spec {
     double weights_scale = 0.0;  // > 0: written as expert_weights_scale
     bool write_gating = false;   // write expert_gating_func and expert_weights_norm
     bool expert_bias = false;    // router and expert biases
-    bool sinks = false;          // attn_sinks per head
-    bool clamped_glu = false;    // min(g, 7) sigmoid(1.702 min(g, 7)) (clamp(u, -7, 7) + 1)
+    // A shared expert of this width (0: none), written as expert_shared_feed_forward_length,
+    // scaled by sigmoid(ffn_gate_inp_shexp . x) when gated.
+    uint32_t n_ff_shared = 0;
+    bool shared_gate = false;
+    uint32_t moe_every = 0;  // > 0: interleave_moe_layer_step (layer l routed if (l+1) % it == 0)
+    bool weight_on_input = false;     // the routing weight multiplies the expert's input (llama4)
+    bool qk_norm_after_rope = false;  // RMSNorm without weights of Q, K heads after RoPE (llama4)
+    bool sinks = false;               // attn_sinks per head
+    bool clamped_glu = false;         // min(g, 7) sigmoid(1.702 min(g, 7)) (clamp(u, -7, 7) + 1)
     std::string ffn_norm_name = "ffn_norm";
     // Encoders: token type 0's row added to the input, no output norm or vocabulary head (the
     // reference gives the final hidden states), and attention over the whole sequence.
@@ -121,6 +132,8 @@ struct Tiny {
             w.set(p + "expert_used_count", s.n_expert_used);
             w.set(p + "expert_feed_forward_length", s.n_ff_expert);
         }
+        if (s.n_ff_shared > 0) w.set(p + "expert_shared_feed_forward_length", s.n_ff_shared);
+        if (s.moe_every > 0) w.set(p + "interleave_moe_layer_step", s.moe_every);
         if (s.write_gating) {
             w.set(p + "expert_gating_func", uint32_t{s.gating == Spec::by_sigmoid ? 2u : 1u});
             w.set(p + "expert_weights_norm", s.renormalise);
@@ -138,6 +151,14 @@ struct Tiny {
         set_if("logit_scale", s.logit_scale);
         set_if("rope.scaling.attn_factor", s.rope_attn_factor);
         if (s.rope_orig_ctx) w.set(p + "rope.scaling.original_context_length", s.rope_orig_ctx);
+        if (s.yarn_factor > 0) {
+            w.set(p + "rope.scaling.type", std::string("yarn"));
+            w.set(p + "rope.scaling.factor", s.yarn_factor);
+        }
+        set_if("rope.scaling.yarn_beta_fast", s.yarn_beta_fast);
+        set_if("rope.scaling.yarn_beta_slow", s.yarn_beta_slow);
+        set_if("rope.scaling.yarn_log_multiplier", s.yarn_log_mul);
+        set_if("attention.temperature_scale", s.attn_temp_scale);
         if (s.attn_softcap > 0) w.set(p + "attn_logit_softcapping", s.attn_softcap);
         if (s.final_softcap > 0) w.set(p + "final_logit_softcapping", s.final_softcap);
         if (s.window > 0) w.set(p + "attention.sliding_window", s.window);
@@ -148,6 +169,11 @@ struct Tiny {
         return w;
     }
 };
+
+// Whether layer l's FFN is a mixture of experts.
+bool routed_layer(const Spec& s, uint32_t l) {
+    return s.n_expert > 0 && (s.moe_every == 0 || (l + 1) % s.moe_every == 0);
+}
 
 Tiny make_tiny(const Spec& s, uint32_t seed = 1) {
     Tiny m{s, {}, {}};
@@ -223,7 +249,7 @@ Tiny make_tiny(const Spec& s, uint32_t seed = 1) {
         if (s.out_bias) add(b + "attn_output.bias", {e});
         if (s.sinks) add(b + "attn_sinks.weight", {s.n_head});
         if (!s.shared_norm && pre_norms) norm(b + s.ffn_norm_name);
-        if (s.n_expert > 0) {
+        if (routed_layer(s, i)) {
             const int64_t ne = s.n_expert, fe = s.n_ff_expert;
             // Routers of larger weights than the rest so that the experts' choice varies.
             add(b + "ffn_gate_inp.weight", {e, ne});
@@ -236,6 +262,13 @@ Tiny make_tiny(const Spec& s, uint32_t seed = 1) {
                 add(b + "ffn_gate_exps.bias", {fe, ne});
                 add(b + "ffn_up_exps.bias", {fe, ne});
                 add(b + "ffn_down_exps.bias", {e, ne});
+            }
+            if (s.n_ff_shared > 0) {
+                const int64_t fs = s.n_ff_shared;
+                add(b + "ffn_gate_shexp.weight", {e, fs});
+                add(b + "ffn_up_shexp.weight", {e, fs});
+                add(b + "ffn_down_shexp.weight", {fs, e});
+                if (s.shared_gate) add(b + "ffn_gate_inp_shexp.weight", {e});
             }
             continue;
         }
@@ -299,10 +332,30 @@ void rotate(const Tiny& m, double* head, int pos, double base = 10000.0) {
         factors = &m.at(kEngineContext > s.rope_orig_ctx ? "rope_factors_long.weight"
                                                          : "rope_factors_short.weight");
     }
-    const double magnitude = s.rope_attn_factor > 0.0f ? s.rope_attn_factor : 1.0;
+    double magnitude = s.rope_attn_factor > 0.0f ? s.rope_attn_factor : 1.0;
+    // YaRN: pair i turns at its own frequency below `low`, at it divided by the factor above
+    // `high` (pairs whose wavelength fits beta_fast, beta_slow times in the original context),
+    // linearly between; the magnitude grows by 0.1 ln factor, over 1 + 0.1 m ln factor with a log
+    // multiplier m.
+    double low = 0.0, high = 0.0;
+    if (s.yarn_factor > 0) {
+        auto pair_for = [&](double rotations) {
+            return n_rot * std::log(s.rope_orig_ctx / (rotations * 2.0 * M_PI)) /
+                   (2.0 * std::log(base));
+        };
+        low = std::max(0.0, std::floor(pair_for(s.yarn_beta_fast > 0 ? s.yarn_beta_fast : 32.0)));
+        high = std::min(n_rot - 1.0,
+                        std::ceil(pair_for(s.yarn_beta_slow > 0 ? s.yarn_beta_slow : 1.0)));
+        const double grow = 0.1 * std::log(double{s.yarn_factor});
+        magnitude *= (1.0 + grow) / (s.yarn_log_mul > 0 ? 1.0 + s.yarn_log_mul * grow : 1.0);
+    }
     for (int i = 0; i < n_rot / 2; ++i) {
         double theta = pos * std::pow(base, -2.0 * i / n_rot);
         if (factors) theta /= factors->data[static_cast<size_t>(i)];
+        if (s.yarn_factor > 0) {
+            const double ramp = 1.0 - std::clamp((i - low) / std::max(0.001, high - low), 0.0, 1.0);
+            theta = theta / s.yarn_factor * (1.0 - ramp) + theta * ramp;
+        }
         const int a = s.pos == Spec::rope_neox ? i : 2 * i;
         const int b = s.pos == Spec::rope_neox ? i + n_rot / 2 : 2 * i + 1;
         const double x0 = head[a], x1 = head[b];
@@ -383,23 +436,43 @@ Vec moe_ffn(const Tiny& m, const std::string& b, const Vec& h) {
         };
         const auto gb = bias_of("ffn_gate_exps"), ub = bias_of("ffn_up_exps"),
                    db = bias_of("ffn_down_exps");
+        Vec in = h;
+        if (s.weight_on_input) {
+            for (double& z : in) z *= w[j];
+        }
         const Vec g =
-            matvec(expert_slice(m.at(b + "ffn_gate_exps.weight"), e), h, gb ? &*gb : nullptr);
+            matvec(expert_slice(m.at(b + "ffn_gate_exps.weight"), e), in, gb ? &*gb : nullptr);
         const Vec u =
-            matvec(expert_slice(m.at(b + "ffn_up_exps.weight"), e), h, ub ? &*ub : nullptr);
+            matvec(expert_slice(m.at(b + "ffn_up_exps.weight"), e), in, ub ? &*ub : nullptr);
         Vec act(g.size());
         for (size_t i = 0; i < g.size(); ++i)
             act[i] = s.clamped_glu ? clamped_glu(g[i], u[i]) : silu(g[i]) * u[i];
         const Vec d =
             matvec(expert_slice(m.at(b + "ffn_down_exps.weight"), e), act, db ? &*db : nullptr);
-        for (size_t i = 0; i < out.size(); ++i) out[i] += w[j] * d[i];
+        for (size_t i = 0; i < out.size(); ++i) out[i] += (s.weight_on_input ? 1.0 : w[j]) * d[i];
+    }
+    if (s.n_ff_shared > 0) {
+        const Vec g = matvec(m.at(b + "ffn_gate_shexp.weight"), h, nullptr);
+        const Vec u = matvec(m.at(b + "ffn_up_shexp.weight"), h, nullptr);
+        Vec act(g.size());
+        for (size_t i = 0; i < g.size(); ++i) act[i] = silu(g[i]) * u[i];
+        const Vec d = matvec(m.at(b + "ffn_down_shexp.weight"), act, nullptr);
+        double scale = 1.0;
+        if (s.shared_gate) {
+            const Tensor& row = m.at(b + "ffn_gate_inp_shexp.weight");
+            double logit = 0.0;
+            for (size_t i = 0; i < h.size(); ++i) logit += row.data[i] * h[i];
+            scale = 1.0 / (1.0 + std::exp(-logit));
+        }
+        for (size_t i = 0; i < out.size(); ++i) out[i] += scale * d[i];
     }
     return out;
 }
 
-Vec ffn(const Tiny& m, const std::string& b, const Vec& h) {
+Vec ffn(const Tiny& m, uint32_t l, const Vec& h) {
     const Spec& s = m.spec;
-    if (s.n_expert > 0) return moe_ffn(m, b, h);
+    const std::string b = "blk." + std::to_string(l) + ".";
+    if (routed_layer(s, l)) return moe_ffn(m, b, h);
     const size_t ff = s.n_ff;
     const Vec up = matvec(m.at(b + "ffn_up.weight"), h, m.find(b + "ffn_up.bias"));
     Vec act(ff);
@@ -496,6 +569,22 @@ std::vector<Vec> reference(const Tiny& m, const std::vector<int32_t>& ids) {
                     rotate(m, &q[t][hh * hd], static_cast<int>(t), base);
                 for (size_t hh = 0; hh < s.n_head_kv; ++hh)
                     rotate(m, &k[t][hh * hd], static_cast<int>(t), base);
+                if (s.qk_norm_after_rope) {
+                    for (Vec* qk : {&q[t], &k[t]}) {
+                        for (size_t h0 = 0; h0 < qk->size(); h0 += hd) {
+                            double sq = 0.0;
+                            for (size_t i = 0; i < hd; ++i) sq += (*qk)[h0 + i] * (*qk)[h0 + i];
+                            const double inv = 1.0 / std::sqrt(sq / double(hd) + 1e-5);
+                            for (size_t i = 0; i < hd; ++i) (*qk)[h0 + i] *= inv;
+                        }
+                    }
+                }
+            }
+            if (s.attn_temp_scale > 0) {
+                const double temp =
+                    1.0 +
+                    s.attn_temp_scale * std::log(1.0 + std::floor(double(t) / s.rope_orig_ctx));
+                for (double& z : q[t]) z *= temp;
             }
         }
         std::vector<Vec> next = x;
@@ -533,19 +622,19 @@ std::vector<Vec> reference(const Tiny& m, const std::vector<int32_t>& ids) {
             if (s.norms == Spec::after_residual) {
                 for (size_t i = 0; i < e; ++i) next[t][i] += o[i];
                 next[t] = normed(m, b + "attn_output_norm", next[t]);
-                const Vec f = ffn(m, b, next[t]);
+                const Vec f = ffn(m, l, next[t]);
                 for (size_t i = 0; i < e; ++i) next[t][i] += f[i];
                 next[t] = normed(m, b + "layer_output_norm", next[t]);
             } else if (parallel) {
                 const Vec ffn_in = !s.shared_norm  ? normed(m, b + s.ffn_norm_name, x[t])
                                    : s.attn_norm_2 ? normed(m, b + "attn_norm", x[t])
                                                    : h[t];
-                const Vec f = ffn(m, b, ffn_in);
+                const Vec f = ffn(m, l, ffn_in);
                 for (size_t i = 0; i < e; ++i) next[t][i] += (o[i] + f[i]) * residual_scale;
             } else {
                 for (size_t i = 0; i < e; ++i) next[t][i] += o[i] * residual_scale;
                 Vec f =
-                    ffn(m, b,
+                    ffn(m, l,
                         s.norms == Spec::post ? next[t] : normed(m, b + s.ffn_norm_name, next[t]));
                 if (s.norms != Spec::pre) rms_in_place(m, b + "post_ffw_norm.weight", f.data(), e);
                 for (size_t i = 0; i < e; ++i) next[t][i] += f[i] * residual_scale;
@@ -827,6 +916,37 @@ Spec gpt_oss_spec() {
                 .ffn_norm_name = "post_attention_norm"};
 }
 
+Spec qwen2moe_spec() {
+    return Spec{.arch = "qwen2moe",
+                .qkv_bias = true,
+                .pos = Spec::rope_neox,
+                .n_expert = 6,
+                .n_expert_used = 2,
+                .n_ff_expert = 10,
+                .renormalise = false,
+                .n_ff_shared = 14,
+                .shared_gate = true};
+}
+
+// Four blocks: 0 and 2 dense, 1 and 3 routed (top-1 on the raw logit, its sigmoid on the
+// expert's input, a shared expert); RoPE with rope_freqs and Q/K normed after it on blocks 0-2,
+// block 3 unrotated.
+Spec llama4_spec() {
+    return Spec{.arch = "llama4",
+                .rope_factors = Spec::rope_freqs,
+                .nope_period = 4,
+                .n_expert = 5,
+                .n_expert_used = 1,
+                .n_ff_expert = 10,
+                .gating = Spec::by_sigmoid,
+                .renormalise = false,
+                .n_ff_shared = 10,
+                .moe_every = 2,
+                .weight_on_input = true,
+                .qk_norm_after_rope = true,
+                .n_layer = 4};
+}
+
 const std::vector<int32_t> kLongIds = {3, 17, 29, 5, 11, 2, 30, 8, 21, 14};
 
 // --- mixtures of experts against the reference: one batch (tokens grouped by expert), chunks
@@ -861,6 +981,61 @@ TEST(ArchReference, GptOssSinksBiasesClampedSwiglu) {
         kLongIds);
     expect_reference_depends_on(
         gpt_oss_spec(), [](Spec& s) { s.clamped_glu = false; }, kLongIds);
+}
+// Softmax weights kept as they are, plus a shared expert behind a sigmoid gate of its own.
+TEST(ArchReference, Qwen2MoeSharedExpertWithGate) {
+    expect_matches_reference(qwen2moe_spec(), kLongIds);
+    expect_matches_reference(qwen2moe_spec(), kLongIds, 3);
+    expect_matches_reference(qwen2moe_spec(), kLongIds, 1);
+    expect_reference_depends_on(
+        qwen2moe_spec(), [](Spec& s) { s.shared_gate = false; }, kLongIds);
+    expect_reference_depends_on(
+        qwen2moe_spec(), [](Spec& s) { s.n_ff_shared = 0; }, kLongIds);
+    expect_reference_depends_on(
+        qwen2moe_spec(), [](Spec& s) { s.renormalise = true; }, kLongIds);
+}
+TEST(ArchReference, Llama4InterleavedExpertsOnInputAndRotatedQkNorm) {
+    expect_matches_reference(llama4_spec(), kLongIds);
+    expect_matches_reference(llama4_spec(), kLongIds, 3);
+    expect_matches_reference(llama4_spec(), kLongIds, 1);
+    expect_reference_depends_on(
+        llama4_spec(), [](Spec& s) { s.weight_on_input = false; }, kLongIds);
+    expect_reference_depends_on(
+        llama4_spec(), [](Spec& s) { s.qk_norm_after_rope = false; }, kLongIds);
+    expect_reference_depends_on(
+        llama4_spec(), [](Spec& s) { s.nope_period = 0; }, kLongIds);
+    // Maverick (128 experts) has no Q/K norm: the same layout with 128 experts loads without it.
+    Spec maverick = llama4_spec();
+    maverick.n_expert = 128;
+    maverick.qk_norm_after_rope = false;
+    expect_matches_reference(maverick, kLongIds);
+}
+// The rotated blocks attend within chunks of 8192 positions: two prompts that differ only before
+// position 8192 give the same logits after it when every block is rotated (blocks 0-2).
+TEST(ArchReference, Llama4AttendsWithinChunksOf8192) {
+    Spec s = llama4_spec();
+    s.n_layer = 3;
+    auto model = Model::from_file(gguf::File::from_bytes(make_tiny(s).writer().to_bytes()));
+    auto last_logits = [&](uint32_t mix) {
+        Context ctx(
+            model,
+            ContextParams{
+                .n_seq = 1, .n_ctx = 8200, .n_threads = 2, .kv_type = ggufd::kernels::KvType::f32});
+        std::vector<float> out, logits;
+        for (int32_t begin = 0; begin < 8195; begin += 2048) {
+            std::vector<BatchToken> batch;
+            for (int32_t p = begin; p < std::min(8195, begin + 2048); ++p) {
+                const auto token = static_cast<int32_t>(p < 8192 ? (p * mix + 3) % 32 : p % 32);
+                batch.push_back({0, token, p, p >= 8192});
+            }
+            ctx.eval(batch, out);
+            logits.insert(logits.end(), out.begin(), out.end());
+        }
+        return logits;
+    };
+    const std::vector<float> a = last_logits(1), b = last_logits(7);
+    ASSERT_EQ(a.size(), 3u * s.n_vocab);
+    for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], 1e-5) << i;
 }
 // route_tokens on its own against the definitions in double: ties go to the lower index, and
 // the grouping lists each expert's tokens in order with their weights.
@@ -1035,6 +1210,33 @@ TEST(ArchReference, SmolLm3NoRopeOnEveryFourthBlock) {
     as_llama.nope_period = 0;
     EXPECT_GT(max_engine_difference(s, as_llama), 1e-3);
 }
+// YaRN with its ramp keys and a log multiplier, and the attention temperature over the original
+// context: a context of 4 turns the positions of kLongIds into three temperatures.
+Spec mistral3_spec() {
+    return Spec{.arch = "mistral3",
+                .rope_orig_ctx = 4,
+                .yarn_factor = 8.0f,
+                .yarn_beta_fast = 8.0f,
+                .yarn_beta_slow = 0.1f,
+                .yarn_log_mul = 0.5f,
+                .attn_temp_scale = 0.5f,
+                .rope_base = 100.0f,
+                .head_dim = 12};
+}
+TEST(ArchReference, Mistral3YarnAndAttentionTemperature) {
+    expect_matches_reference(mistral3_spec(), kLongIds);
+    expect_matches_reference(mistral3_spec(), kLongIds, 3);
+    // Each key is read: without it the logits move.
+    expect_reference_depends_on(
+        mistral3_spec(), [](Spec& s) { s.attn_temp_scale = 0; }, kLongIds);
+    expect_reference_depends_on(
+        mistral3_spec(), [](Spec& s) { s.yarn_log_mul = 0; }, kLongIds);
+    expect_reference_depends_on(
+        mistral3_spec(), [](Spec& s) { s.yarn_beta_slow = 0; }, kLongIds);
+    expect_reference_depends_on(
+        mistral3_spec(), [](Spec& s) { s.yarn_factor = 0; }, kLongIds);
+}
+
 // One bias-free LayerNorm for parallel attention and FFN, sliding windows on three blocks of
 // four, the fourth global and unrotated, logits multiplied by logit_scale.
 Spec cohere2_spec() {
@@ -1402,6 +1604,15 @@ TEST(ArchRefusals, YarnWithAttnFactorIsRefused) {
     w.set("llama.rope.scaling.attn_factor", 1.2f);
     const std::string e = load_error(w);
     EXPECT_NE(e.find("attn_factor with YaRN scaling is not supported"), std::string::npos) << e;
+    // YaRN's ramp needs positive betas and an original context to place it in.
+    Spec beta = mistral3_spec();
+    beta.yarn_beta_fast = -1.0f;
+    gguf::Writer negative = make_tiny(beta).writer();
+    negative.set("mistral3.rope.scaling.yarn_beta_fast", -1.0f);
+    EXPECT_NE(load_error(negative).find("yarn_beta_fast must be a positive"), std::string::npos);
+    gguf::Writer no_ctx = make_tiny(mistral3_spec()).writer();
+    no_ctx.set("mistral3.rope.scaling.original_context_length", uint32_t{0});
+    EXPECT_NE(load_error(no_ctx).find("original_context_length is 0 with YaRN"), std::string::npos);
 }
 
 TEST(ArchRefusals, LayoutMultipliersMustBePositive) {
@@ -1448,6 +1659,24 @@ TEST(ArchRefusals, MixtureOfExpertsLayoutsAreChecked) {
         EXPECT_NE(e.find(key), std::string::npos) << e;
         EXPECT_NE(e.find("not supported"), std::string::npos) << e;
     }
+    // One shared expert is computed; two (DeepSeek's wider one) are not; nor is it optional.
+    Tiny two_shared = make_tiny(qwen2moe_spec());
+    two_shared.metadata_u32["qwen2moe.expert_shared_count"] = 2;
+    e = load_error(two_shared);
+    EXPECT_NE(e.find("expert_shared_count 2 is not supported"), std::string::npos) << e;
+    Tiny no_shared = make_tiny(qwen2moe_spec());
+    no_shared.tensors.erase("blk.1.ffn_gate_shexp.weight");
+    e = load_error(no_shared);
+    EXPECT_NE(e.find("'blk.1.ffn_gate_shexp.weight' is missing"), std::string::npos) << e;
+    // llama.cpp reads a llama4 file with a sliding window of 0 as MobileLLM (no chunks, no NoPE).
+    Tiny mobile = make_tiny(llama4_spec());
+    mobile.metadata_u32["llama4.attention.sliding_window"] = 0;
+    e = load_error(mobile);
+    EXPECT_NE(e.find("llama4.attention.sliding_window is not supported"), std::string::npos) << e;
+    Tiny no_step = make_tiny(qwen2moe_spec());
+    no_step.metadata_u32["qwen2moe.interleave_moe_layer_step"] = 0;
+    e = load_error(no_step);
+    EXPECT_NE(e.find("interleave_moe_layer_step must be at least 1"), std::string::npos) << e;
     Tiny gating = make_tiny(llama_moe_spec());
     gating.metadata_u32["llama.expert_gating_func"] = 3;
     e = load_error(gating);

@@ -6,24 +6,24 @@
 
 namespace ggufd::model {
 namespace arch {
-extern const ArchDesc llama, qwen2, gemma, phi3, gpt2, gptneox, falcon, smollm3;
+extern const ArchDesc llama, qwen2, gemma, phi3, gpt2, gptneox, falcon, smollm3, mistral3;
 extern const ArchDesc starcoder2, stablelm, granite, mpt, bloom, gptj;  // layout variants
 extern const ArchDesc qwen3, gemma2, gemma3, olmo2, cohere2;  // attention and norm-placement extras
-extern const ArchDesc qwen3moe, gpt_oss;                      // mixtures of experts
+extern const ArchDesc qwen3moe, gpt_oss, qwen2moe, llama4;    // mixtures of experts
 extern const ArchDesc bert, nomic_bert;                       // encoders
 extern const ArchDesc mamba, rwkv6, rwkv7;                    // recurrent
 }  // namespace arch
 
 namespace {
-const std::array<const ArchDesc*, 26> kArchs = {
+const std::array<const ArchDesc*, 29> kArchs = {
     &arch::llama, &arch::qwen2, &arch::gemma, &arch::phi3, &arch::gpt2, &arch::gptneox,
-    &arch::falcon, &arch::smollm3,
+    &arch::falcon, &arch::smollm3, &arch::mistral3,
     // layout variants
     &arch::starcoder2, &arch::stablelm, &arch::granite, &arch::mpt, &arch::bloom, &arch::gptj,
     // attention and norm-placement extras
     &arch::qwen3, &arch::gemma2, &arch::gemma3, &arch::olmo2, &arch::cohere2,
     // mixtures of experts
-    &arch::qwen3moe, &arch::gpt_oss,
+    &arch::qwen3moe, &arch::gpt_oss, &arch::qwen2moe, &arch::llama4,
     // encoders
     &arch::bert, &arch::nomic_bert,
     // recurrent

@@ -3,6 +3,7 @@
 // queries attending over its cells (a ring for a sliding-window layer), and the output
 // projection; then the layer's residual wiring, with its FFN when the residual is parallel.
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <numeric>
 
@@ -23,6 +24,12 @@ kernels::RopeParams rope_params(const HParams& hp) {
         p.ext_factor = hp.yarn_ext_factor < 0.0f ? 1.0f : hp.yarn_ext_factor;
     }
     p.attn_factor = hp.yarn_attn_factor;
+    // The kernel's YaRN magnitude is 1 + 0.1 ln factor; a log multiplier divides it by
+    // 1 + 0.1 m ln factor (Hugging Face's mscale over mscale_all_dim).
+    if (hp.rope_scaling == RopeScaling::yarn && hp.yarn_log_mul > 0.0f &&
+        hp.rope_scale_factor > 1.0f) {
+        p.attn_factor /= 1.0f + 0.1f * hp.yarn_log_mul * std::log(hp.rope_scale_factor);
+    }
     p.beta_fast = hp.yarn_beta_fast;
     p.beta_slow = hp.yarn_beta_slow;
     p.n_ctx_orig = static_cast<int32_t>(hp.rope_n_ctx_orig);
@@ -54,14 +61,21 @@ class AttentionBlock final : public LayerBlock {
     // RMSNorm of Q [n][n_head * head] and K [n][n_head_kv * head] per head or whole, in place
     // (ArchDesc::qk_norm).
     void qk_norm(float* q, float* k, int64_t n);
+    // Q [n][n_head * head] times each token's attention temperature (ArchDesc::attn_temp_*).
+    void temper(float* q, const int32_t* positions, int64_t n);
+    // The group's queries attend each over its own chunk's cells (ArchDesc::attn_chunk): a run of
+    // queries in one chunk sees the cells from the chunk's start, which causality then limits.
+    void attend_in_chunks(const SeqGroup& g, const float* q, const int32_t* positions, float* att);
     // s_.windows and s_.ring_index for the step's groups, unless another sliding layer of the
     // step found them (the ring and the window are the same in every sliding layer).
     void find_windows(const Step& step);
 
     const HParams& hp_;
     KvCache& kv_;
-    const bool local_;    // a sliding-window layer
-    const bool rotates_;  // RoPE on its queries and keys
+    const bool local_;     // a sliding-window layer
+    const bool rotates_;   // RoPE on its queries and keys
+    const bool tempers_;   // the attention temperature on its queries
+    const int32_t chunk_;  // > 0: attends within chunks of this many positions
     kernels::RopeParams rope_;
     kernels::AttentionParams params_;
     const int64_t q_dim_, k_dim_, v_dim_, att_dim_;
@@ -76,6 +90,11 @@ AttentionBlock::AttentionBlock(const BlockEnv& env, int layer,
       kv_(*env.cache.kv()),
       local_(hp_.is_swa_layer(static_cast<uint32_t>(layer))),
       rotates_(hp_.rotates(static_cast<uint32_t>(layer))),
+      tempers_(hp_.tempers(static_cast<uint32_t>(layer))),
+      chunk_(hp_.chunked(static_cast<uint32_t>(layer))
+                 ? static_cast<int32_t>(std::min<uint32_t>(hp_.desc->attn_chunk,
+                                                           std::numeric_limits<int32_t>::max()))
+                 : 0),
       rope_(rope_params(hp_)),
       q_dim_(int64_t{hp_.head_dim_k} * hp_.n_head),
       k_dim_(hp_.n_embd_k_gqa()),
@@ -168,7 +187,14 @@ void AttentionBlock::forward(const Step& step, float* x) {
     if (rotates_) {
         kernels::rope(q, n, hp_.n_head, hp_.head_dim_k, positions, rope_, pool);
         kernels::rope(k, n, hp_.n_head_kv, hp_.head_dim_k, positions, rope_, pool);
+        if (hp_.qk_norm_rotated) {
+            kernels::rms_norm_rows(q, nullptr, q, n * hp_.n_head, hp_.head_dim_k, hp_.norm_eps,
+                                   pool);
+            kernels::rms_norm_rows(k, nullptr, k, n * hp_.n_head_kv, hp_.head_dim_k, hp_.norm_eps,
+                                   pool);
+        }
     }
+    if (tempers_) temper(q, positions, n);
 
     for (const SeqGroup& g : step.groups) {
         for (int64_t i = g.begin; i < g.begin + g.count; ++i) {
@@ -180,6 +206,10 @@ void AttentionBlock::forward(const Step& step, float* x) {
     if (local_) find_windows(step);
     for (size_t gi = 0; gi < step.groups.size(); ++gi) {
         const SeqGroup& g = step.groups[gi];
+        if (chunk_ > 0) {
+            attend_in_chunks(g, q, positions, att);
+            continue;
+        }
         kernels::KvCellList cells;
         cells.pos = s_.cell_positions.data();
         cells.count = positions[g.begin + g.count - 1] + 1;
@@ -216,6 +246,34 @@ void AttentionBlock::clamp_qkv(float* q, float* k, float* v, int64_t n) {
     kernels::clamp(q, -c, c, q, n * q_dim_, pool);
     kernels::clamp(k, -c, c, k, n * k_dim_, pool);
     kernels::clamp(v, -c, c, v, n * v_dim_, pool);
+}
+
+void AttentionBlock::attend_in_chunks(const SeqGroup& g, const float* q, const int32_t* positions,
+                                      float* att) {
+    // A full (unwindowed) layer keeps position p in cell p, so a chunk's cells are a range.
+    const int64_t end = g.begin + g.count;
+    for (int64_t b = g.begin; b < end;) {
+        const int32_t start = positions[b] - positions[b] % chunk_;
+        int64_t e = b + 1;
+        while (e < end && positions[e] - start < chunk_) ++e;
+        kernels::KvCellList cells;
+        cells.index = s_.cell_positions.data() + start;
+        cells.pos = s_.cell_positions.data() + start;
+        cells.count = positions[e - 1] + 1 - start;
+        kernels::attention(q + b * q_dim_, positions + b, e - b, kv_.k_view(layer_, g.seq),
+                           kv_.v_view(layer_, g.seq), cells, params_, att + b * att_dim_,
+                           &ops_.pool());
+        b = e;
+    }
+}
+
+void AttentionBlock::temper(float* q, const int32_t* positions, int64_t n) {
+    const double offset = hp_.desc->attn_temp_offset, floor_scale = hp_.attn_temp_floor;
+    for (int64_t i = 0; i < n; ++i) {
+        const double steps = std::floor((positions[i] + offset) / floor_scale);
+        const auto t = static_cast<float>(1.0 + hp_.attn_temp_scale * std::log1p(steps));
+        if (t != 1.0f) kernels::scale(q + i * q_dim_, t, q + i * q_dim_, q_dim_);
+    }
 }
 
 void AttentionBlock::qk_norm(float* q, float* k, int64_t n) {

@@ -1,7 +1,9 @@
 // The routed feed-forward block (a mixture of experts, LayerWeights::ffn_gate_inp): each token's
 // experts (moe.h's routing) weighted into its output; each active expert's gate and up (then
-// down) for all its tokens in one pool dispatch, so an expert's matrices are read once a step.
+// down) for all its tokens in one pool dispatch, so an expert's matrices are read once a step;
+// then the shared expert, when the layer has one, over all the tokens.
 #include <algorithm>
+#include <cmath>
 
 #include "engine/kernels/matmul.h"
 #include "engine/kernels/ops.h"
@@ -16,6 +18,7 @@ class RoutedFeedForward final : public FeedForwardBlock {
   public:
     struct Scratch {
         std::vector<float> logits, x, gate, up, down, weights;
+        std::vector<float> shared_gate, shared_up, shared_out;
         std::vector<int32_t> experts;
     };
     RoutedFeedForward(const BlockEnv& env, int layer)
@@ -35,6 +38,9 @@ class RoutedFeedForward final : public FeedForwardBlock {
     // y [grouped rows][dim] += the bias row of each row's expert (bias [dim, n_expert]).
     void add_expert_bias(const gguf::TensorInfo* bias, const ExpertGroups& groups, float* y,
                          int64_t dim);
+    // y [n][n_embd] += the shared expert of xn, times sigmoid(ffn_gate_inp_shexp . xn) per token
+    // when the layer has that gate (ArchDesc::shared_expert, shared_expert_gate).
+    void add_shared_expert(const Step& step, const float* xn, float* y);
 
     Scratch& s_;
 };
@@ -108,9 +114,15 @@ void RoutedFeedForward::apply(const Step& step, const float* xn, float* y) {
     float* gate = grow(s_.gate, static_cast<size_t>(pairs * ff));
     float* up = grow(s_.up, static_cast<size_t>(pairs * ff));
     float* down = grow(s_.down, static_cast<size_t>(pairs * embd));
+    // Weighted here instead of at the output when the architecture says so (llama4).
+    const bool weight_input = hp.desc->expert_weight_on_input;
     ops_.pool().parallel_for(pairs, [&](int64_t i0, int64_t i1, int) {
         for (int64_t i = i0; i < i1; ++i) {
             std::copy_n(xn + groups.token[static_cast<size_t>(i)] * embd, embd, x + i * embd);
+            if (weight_input) {
+                kernels::scale(x + i * embd, groups.weight[static_cast<size_t>(i)], x + i * embd,
+                               embd);
+            }
         }
     });
     expert_products({{l.ffn_gate_exps, gate}, {l.ffn_up_exps, up}}, x, embd, groups);
@@ -136,13 +148,39 @@ void RoutedFeedForward::apply(const Step& step, const float* xn, float* y) {
             for (int64_t j = 0; j < k; ++j) {
                 const int64_t i = row_of[static_cast<size_t>(t * k + j)];
                 float* d = down + i * embd;
-                kernels::scale(d, groups.weight[static_cast<size_t>(i)], d, embd);
+                if (!weight_input)
+                    kernels::scale(d, groups.weight[static_cast<size_t>(i)], d, embd);
                 if (j == 0) {
                     std::copy_n(d, embd, yt);
                 } else {
                     kernels::add(yt, d, yt, embd);
                 }
             }
+        }
+    });
+    if (l.ffn_gate_shexp) add_shared_expert(step, xn, y);
+}
+
+void RoutedFeedForward::add_shared_expert(const Step& step, const float* xn, float* y) {
+    const int64_t n = step.n, embd = ops_.hparams().n_embd, ff = ops_.hparams().n_ff_shared;
+    float* gate = grow(s_.shared_gate, static_cast<size_t>(n * ff));
+    float* up = grow(s_.shared_up, static_cast<size_t>(n * ff));
+    float* out = grow(s_.shared_out, static_cast<size_t>(n * embd));
+    ops_.linear_many({{l_.ffn_gate_shexp, gate}, {l_.ffn_up_shexp, up}}, xn, n, step.lora);
+    ops_.gated_activation(gate, up, n * ff, true);
+    ops_.affine(*l_.ffn_down_shexp, nullptr, gate, n, out, step.lora);
+    const float* row =
+        l_.ffn_gate_inp_shexp ? ops_.model().vector_weight(l_.ffn_gate_inp_shexp) : nullptr;
+    ops_.pool().parallel_for(n, [&](int64_t t0, int64_t t1, int) {
+        for (int64_t t = t0; t < t1; ++t) {
+            float* o = out + t * embd;
+            if (row) {
+                const float* x = xn + t * embd;
+                float logit = 0.0f;
+                for (int64_t i = 0; i < embd; ++i) logit += row[i] * x[i];
+                kernels::scale(o, 1.0f / (1.0f + std::exp(-logit)), o, embd);
+            }
+            kernels::add(y + t * embd, o, y + t * embd, embd);
         }
     });
 }
