@@ -69,8 +69,7 @@ inline std::vector<uint8_t> random_weight_row(gguf::TensorType t, int64_t n, std
     const FormatKernels& k = kernels_for(t);
     const size_t bytes = static_cast<size_t>(n / k.block_size) * k.block_bytes;
     std::vector<uint8_t> row(bytes);
-    if (t == gguf::TensorType::F32 || t == gguf::TensorType::F16 || t == gguf::TensorType::BF16 ||
-        t == gguf::TensorType::Q8_K) {
+    if (!gguf::type_info(t).quantized || t == gguf::TensorType::Q8_K) {
         // Q8_K as a weight only makes sense with consistent contents: quantize real numbers.
         const std::vector<float> x = random_floats(static_cast<size_t>(n), rng);
         k.from_float(x.data(), row.data(), n);

@@ -17,7 +17,7 @@ namespace {
 using gguf::TensorType;
 
 bool is_float_type(TensorType t) {
-    return t == TensorType::F32 || t == TensorType::F16 || t == TensorType::BF16;
+    return !gguf::type_info(t).quantized;
 }
 
 // Sum of |w_i a_i|: the scale float rounding errors are relative to.
