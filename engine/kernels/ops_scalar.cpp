@@ -327,7 +327,8 @@ void scalar_ssm_conv(const SsmConv& op, int64_t c0, int64_t c1) {
             win[taps - 1] = op.x[t * op.x_stride + c];
             float acc = 0.0f;
             for (int64_t k = 0; k < taps; ++k) acc += op.w[k * nc + c] * win[k];
-            op.y[t * op.y_stride + c] = silu1(acc + op.bias[c]);
+            const float sum = acc + (op.bias ? op.bias[c] : 0.0f);
+            op.y[t * op.y_stride + c] = op.silu ? silu1(sum) : sum;
             for (int64_t k = 0; k + 1 < taps; ++k) win[k] = win[k + 1];
         }
         for (int64_t k = 0; k + 1 < taps; ++k) op.state[k * nc + c] = win[k];

@@ -26,7 +26,7 @@ void check_range(int64_t n_channels, int64_t c0, int64_t c1, const char* op) {
 void ssm_conv_with(const OpKernels& kernels, const SsmConv& op, int64_t c0, int64_t c1) {
     require(op.n_tokens >= 0 && op.n_channels >= 0, "ssm_conv: negative size");
     require(op.d_conv >= 2 && op.d_conv <= kMaxSsmConvTaps, "ssm_conv: taps outside 2 .. 16");
-    require(op.x && op.w && op.bias && op.state && op.y, "ssm_conv: null array");
+    require(op.x && op.w && op.state && op.y, "ssm_conv: null array");
     require(op.x_stride >= c1 && op.y_stride >= c1, "ssm_conv: row stride below the channels");
     check_range(op.n_channels, c0, c1, "ssm_conv");
     if (c0 == c1 || op.n_tokens == 0) return;

@@ -17,15 +17,17 @@ constexpr int64_t kMaxSsmConvTaps = 16;
 
 // y[t][c] = SiLU(bias[c] + sum_k w[k][c] * window_t[k]) where window_t is the d_conv - 1 previous
 // inputs of channel c (the state, oldest first, then the chunk's earlier tokens) followed by
-// x[t][c]. The state is left holding the last d_conv - 1 inputs.
+// x[t][c]. The state is left holding the last d_conv - 1 inputs. Mamba's has the bias and the
+// SiLU; LFM2's short convolution neither (bias nullptr, silu false).
 struct SsmConv {
     int64_t n_tokens = 0;
     int64_t n_channels = 0;  // the row length of w, bias and state
     int64_t d_conv = 0;      // taps, 2 .. kMaxSsmConvTaps
     const float* x = nullptr;
-    int64_t x_stride = 0;      // floats from one token's row to the next
-    const float* w = nullptr;  // [d_conv][n_channels]; tap d_conv - 1 takes the current input
-    const float* bias = nullptr;
+    int64_t x_stride = 0;         // floats from one token's row to the next
+    const float* w = nullptr;     // [d_conv][n_channels]; tap d_conv - 1 takes the current input
+    const float* bias = nullptr;  // [n_channels], or nullptr: none
+    bool silu = true;
     float* state = nullptr;  // [d_conv - 1][n_channels]
     float* y = nullptr;
     int64_t y_stride = 0;

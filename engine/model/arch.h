@@ -108,6 +108,18 @@ enum class BlockKind {
     // (squared-ReLU FFN), each from its own LayerNorm (attn_norm, attn_norm_2); RwkvWeights.
     rwkv6,
     rwkv7,  // the WKV-7 delta rule, value residual to the first block, LoRA gate
+    // LFM2's gated short convolution: shortconv.in_proj to B, C and x, C * conv(B * x) over
+    // shortconv.l_cache taps (no bias, no activation), shortconv.out_proj; then the layer's FFN.
+    short_conv,
+};
+
+// A hybrid's layers: which are of the architecture's recurrent block kind (ArchDesc::block) and
+// which attend. Each layer then keeps only its kind's memory: KV cells or a recurrent state.
+enum class HybridLayers {
+    none,  // every layer is ArchDesc::block
+    // attention.head_count_kv is an array with one entry per layer: 0 makes the layer a block of
+    // ArchDesc::block, any other count an attention layer with that many KV heads (lfm2).
+    no_kv_heads,
 };
 
 // A dimension of a recurrent state buffer, resolved from the hyperparameters
@@ -115,11 +127,12 @@ enum class BlockKind {
 enum class StateDim : uint8_t {
     one,
     n_embd,
-    ssm_conv_window,  // ssm.conv_kernel - 1: the inputs a causal convolution still needs
-    ssm_inner,        // ssm.inner_size
-    ssm_state,        // ssm.state_size
-    wkv_heads,        // n_embd / wkv.head_size
-    wkv_head_size,    // wkv.head_size
+    ssm_conv_window,    // ssm.conv_kernel - 1: the inputs a causal convolution still needs
+    ssm_inner,          // ssm.inner_size
+    ssm_state,          // ssm.state_size
+    wkv_heads,          // n_embd / wkv.head_size
+    wkv_head_size,      // wkv.head_size
+    short_conv_window,  // shortconv.l_cache - 1: the inputs LFM2's convolution still needs
 };
 
 // One per-layer buffer of floats a recurrent block carries from one token to the next: its
@@ -177,6 +190,10 @@ struct TensorNames {
     std::string_view ssm_a = "ssm_a";
     std::string_view ssm_d = "ssm_d";
     std::string_view ssm_out = "ssm_out";
+    // LFM2's short convolution (BlockKind::short_conv).
+    std::string_view shortconv_in = "shortconv.in_proj";
+    std::string_view shortconv_conv = "shortconv.conv";
+    std::string_view shortconv_out = "shortconv.out_proj";
 };
 
 struct ArchDesc {
@@ -293,11 +310,14 @@ struct ArchDesc {
     Pooling pooling = Pooling::last;
 
     // --- recurrent blocks ---
-    // Every block of the model is of this kind. Recurrent kinds need no attention keys
-    // (head_count may be 0) and declare the per-layer buffers each sequence keeps in the
-    // recurrent state store (model/recurrent_state.h), in the order the block's step reads them.
+    // Every block of the model is of this kind, or in a hybrid every block `hybrid` does not make
+    // an attention layer. Recurrent kinds need no attention keys (head_count may be 0) unless
+    // the model is a hybrid, and declare the per-layer buffers each sequence keeps in the
+    // recurrent state store (model/recurrent_state.h) for each of their layers, in the order the
+    // block's step reads them.
     BlockKind block = BlockKind::attention;
     std::span<const StateBuffer> state = {};
+    HybridLayers hybrid = HybridLayers::none;
 
     TensorNames names = {};
 };

@@ -27,14 +27,20 @@ const char* name_of(RopeScaling s) {
     return name_in(s, {"none", "linear", "yarn"});
 }
 const char* name_of(BlockKind k) {
-    return name_in(k, {"attention", "mamba", "rwkv6", "rwkv7"});
+    return name_in(k, {"attention", "mamba", "rwkv6", "rwkv7", "short_conv"});
 }
 
-// A model without attention: its block, its own keys and the state each sequence carries.
-void describe_recurrent(const HParams& hp, nlohmann::ordered_json& j) {
+// The recurrent block kind: its name, its own keys and the state each sequence carries; for a
+// hybrid each layer's kind.
+void describe_recurrent_block(const HParams& hp, nlohmann::ordered_json& j) {
     const ArchDesc& d = *hp.desc;
     j["block"] = name_of(d.block);
-    j["norm"] = {{"kind", name_of(d.norm)}, {"epsilon", widen(hp.norm_eps)}};
+    if (!hp.attending_layers.empty()) {
+        nlohmann::ordered_json layers = nlohmann::ordered_json::array();
+        for (uint32_t il = 0; il < hp.n_layer; ++il) layers.push_back(name_of(hp.layer_block(il)));
+        j["layers"] = std::move(layers);
+    }
+    if (d.block == BlockKind::short_conv) j["shortconv"] = {{"l_cache", hp.shortconv_l_cache}};
     if (d.block == BlockKind::mamba) {
         j["ssm"] = {{"conv_kernel", hp.ssm_d_conv},
                     {"inner_size", hp.ssm_d_inner},
@@ -57,7 +63,6 @@ void describe_recurrent(const HParams& hp, nlohmann::ordered_json& j) {
         }
         j["wkv"] = std::move(wkv);
     }
-    if (hp.n_ff > 0) j["feed_forward"] = {{"length", hp.n_ff}};
     nlohmann::ordered_json state = nlohmann::ordered_json::object();
     uint64_t floats = 0;
     for (const StateBuffer& b : d.state) {
@@ -69,8 +74,16 @@ void describe_recurrent(const HParams& hp, nlohmann::ordered_json& j) {
         floats += hp.state_floats(b);
     }
     // The live state of one sequence; ggufd keeps a checkpoint copy beside it.
-    j["recurrent_state"] = {{"per_layer", std::move(state)},
-                            {"bytes_per_sequence", floats * hp.n_layer * sizeof(float)}};
+    j["recurrent_state"] = {
+        {"per_layer", std::move(state)},
+        {"bytes_per_sequence", floats * hp.recurrent_layer_count() * sizeof(float)}};
+}
+
+// A model without attention: its block and its state, its norm and FFN.
+void describe_recurrent(const HParams& hp, nlohmann::ordered_json& j) {
+    describe_recurrent_block(hp, j);
+    j["norm"] = {{"kind", name_of(hp.desc->norm)}, {"epsilon", widen(hp.norm_eps)}};
+    if (hp.n_ff > 0) j["feed_forward"] = {{"length", hp.n_ff}};
     j["pooling"] = pooling_name(hp.pooling);
 }
 
@@ -185,6 +198,7 @@ nlohmann::ordered_json describe_hparams(const HParams& hp) {
         }
     }
     if (d.attn_sinks != Need::absent) j["attention"]["sinks"] = true;
+    if (hp.is_recurrent()) describe_recurrent_block(hp, j);
     return j;
 }
 

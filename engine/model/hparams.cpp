@@ -1,5 +1,6 @@
 #include "engine/model/hparams.h"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 
@@ -241,13 +242,66 @@ void read_ssm_keys(const gguf::File& f, const std::string& p, HParams& hp) {
     hp.ssm_dt_b_c_rms = f.get_or<bool>(p + "ssm.dt_b_c_rms", false);
 }
 
+// LFM2's short convolution (BlockKind::short_conv): its taps, within what the convolution
+// kernel keeps in registers.
+void read_short_conv_keys(const gguf::File& f, const std::string& p, HParams& hp) {
+    hp.shortconv_l_cache = f.get<uint32_t>(p + "shortconv.l_cache");
+    if (hp.shortconv_l_cache < 2 || hp.shortconv_l_cache > kernels::kMaxSsmConvTaps) {
+        refuse(p + "shortconv.l_cache (" + std::to_string(hp.shortconv_l_cache) +
+               ") must be between 2 and " + std::to_string(kernels::kMaxSsmConvTaps));
+    }
+}
+
+// The keys of the architecture's recurrent block kind.
+void read_block_keys(const gguf::File& f, const std::string& p, HParams& hp) {
+    switch (hp.desc->block) {
+        case BlockKind::mamba:
+            return read_ssm_keys(f, p, hp);
+        case BlockKind::rwkv6:
+        case BlockKind::rwkv7:
+            return read_rwkv_keys(f, p, hp);
+        case BlockKind::short_conv:
+            return read_short_conv_keys(f, p, hp);
+        case BlockKind::attention:
+            return;
+    }
+}
+
+// attention.head_count_kv: one count (default head_count); for a hybrid whose layers it tells
+// apart (HybridLayers::no_kv_heads), one per layer, 0 making a layer recurrent, the attention
+// layers sharing one count (the KV cache's rows are one width).
+uint32_t read_kv_heads(const gguf::File& f, const std::string& p, HParams& hp) {
+    const std::string key = p + "attention.head_count_kv";
+    if (hp.desc->hybrid != HybridLayers::no_kv_heads) return f.get_or<uint32_t>(key, hp.n_head);
+    const gguf::Value* v = f.metadata().find(key);
+    if (!v || !v->is_array()) {
+        refuse(key + " must list one count per block (0 for a " + hp.arch + " block that does " +
+               "not attend)");
+    }
+    const std::vector<uint32_t> per_layer = f.get_array<uint32_t>(key);
+    if (per_layer.size() != hp.n_layer) {
+        refuse(key + " has " + std::to_string(per_layer.size()) + " entries for " +
+               std::to_string(hp.n_layer) + " blocks (block_count)");
+    }
+    uint32_t shared = 0;
+    for (uint32_t n : per_layer) {
+        hp.attending_layers.push_back(n > 0);
+        if (n == 0) continue;
+        if (shared != 0 && n != shared) {
+            refuse(key + ": attention layers with different KV head counts (" +
+                   std::to_string(shared) + " and " + std::to_string(n) + ") are not supported");
+        }
+        shared = n;
+    }
+    // Without an attention layer no KV head is read; the count only has to pass the checks.
+    return shared > 0 ? shared : hp.n_head;
+}
+
 // A model without attention: the attention keys may say 0 heads and are not read further.
 HParams read_recurrent(const gguf::File& f, const std::string& p, HParams hp) {
     hp.n_ff = f.get_or<uint32_t>(p + "feed_forward_length", 0);
     hp.n_head = hp.n_head_kv = 0;
-    if (hp.desc->block == BlockKind::mamba) read_ssm_keys(f, p, hp);
-    if (hp.desc->block == BlockKind::rwkv6 || hp.desc->block == BlockKind::rwkv7)
-        read_rwkv_keys(f, p, hp);
+    read_block_keys(f, p, hp);
     read_experts(f, p, hp);
     read_layout_keys(f, p, *hp.desc, hp);
     read_encoder_keys(f, p, hp);
@@ -272,8 +326,23 @@ uint64_t HParams::state_dim(StateDim dim) const {
             return wkv_head_size > 0 ? n_embd / wkv_head_size : 0;
         case StateDim::wkv_head_size:
             return wkv_head_size;
+        case StateDim::short_conv_window:
+            return shortconv_l_cache > 0 ? shortconv_l_cache - 1 : 0;
     }
     return 0;
+}
+
+bool HParams::has_attention() const {
+    if (attending_layers.empty()) return desc->block == BlockKind::attention;
+    return std::find(attending_layers.begin(), attending_layers.end(), true) !=
+           attending_layers.end();
+}
+
+uint32_t HParams::recurrent_layer_count() const {
+    if (desc->block == BlockKind::attention) return 0;
+    if (attending_layers.empty()) return n_layer;
+    return static_cast<uint32_t>(
+        std::count(attending_layers.begin(), attending_layers.end(), false));
 }
 
 uint64_t HParams::state_floats(const StateBuffer& buffer) const {
@@ -303,11 +372,13 @@ HParams read_hparams(const gguf::File& f) {
     if (!(hp.norm_eps > 0.0f) || !std::isfinite(hp.norm_eps)) {
         refuse(eps_key + " must be a positive number");
     }
-    if (!hp.has_attention()) return read_recurrent(f, p, std::move(hp));
+    // A hybrid has attention keys even where no layer attends.
+    if (desc->hybrid == HybridLayers::none && !hp.has_attention())
+        return read_recurrent(f, p, std::move(hp));
 
     hp.n_ff = f.get<uint32_t>(p + "feed_forward_length");
     hp.n_head = f.get<uint32_t>(p + "attention.head_count");
-    hp.n_head_kv = f.get_or<uint32_t>(p + "attention.head_count_kv", hp.n_head);
+    hp.n_head_kv = read_kv_heads(f, p, hp);
     if (hp.n_ff == 0) refuse(p + "feed_forward_length is 0");
     if (hp.n_head == 0) refuse(p + "attention.head_count is 0");
     if (hp.n_head_kv == 0 || hp.n_head % hp.n_head_kv != 0) {
@@ -333,6 +404,7 @@ HParams read_hparams(const gguf::File& f) {
         refuse(p + "context_length is 0 but the model has learned positions");
     }
 
+    if (hp.is_recurrent()) read_block_keys(f, p, hp);
     // The keys read after the positions: the attention extras set the default attention scale,
     // which granite's attention.scale then replaces.
     read_experts(f, p, hp);

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "engine/model/arch.h"
 #include "gguf/file.h"
@@ -91,9 +92,20 @@ struct HParams {
     uint32_t rwkv_value_lora = 0;
     uint32_t rwkv_gate_lora = 0;
     uint32_t rwkv_rescale_every = 0;  // RWKV-6: the hidden state halves after every n-th block
-    // Whether the blocks attend (and a sequence needs KV cells) or carry a recurrent state.
-    bool has_attention() const { return desc->block == BlockKind::attention; }
-    bool is_recurrent() const { return !desc->state.empty(); }
+    uint32_t shortconv_l_cache = 0;   // LFM2: shortconv.l_cache, the short convolution's taps
+    // A hybrid's layers (ArchDesc::hybrid): whether each attends; empty for every other model.
+    std::vector<bool> attending_layers;
+
+    // The kind of layer il's mixer: attention, or the architecture's recurrent block. Shapes
+    // made without a description (the caches' tests) attend.
+    BlockKind layer_block(uint32_t il) const {
+        if (!attending_layers.empty() && attending_layers[il]) return BlockKind::attention;
+        return desc ? desc->block : BlockKind::attention;
+    }
+    // Whether some layer attends (and a sequence needs KV cells) or carries a recurrent state.
+    bool has_attention() const;
+    bool is_recurrent() const { return !desc->state.empty() && recurrent_layer_count() > 0; }
+    uint32_t recurrent_layer_count() const;
     // A recurrent state buffer's dimension (see StateDim); 0 when the model lacks it.
     uint64_t state_dim(StateDim dim) const;
     // Floats of one layer's state buffer (ArchDesc::state[index]).

@@ -15,7 +15,9 @@ int ring_cells(const HParams& hp, int n_ctx, int swa_batch) {
         std::min<int64_t>(n_ctx, int64_t{hp.n_swa} - 1 + std::max(swa_batch, 1)));
 }
 
+// A hybrid's recurrent layer keeps no cells.
 int layer_cells_of(const HParams& hp, uint32_t layer, int n_ctx, int swa_batch) {
+    if (hp.layer_block(layer) != BlockKind::attention) return 0;
     return hp.is_swa_layer(layer) ? ring_cells(hp, n_ctx, swa_batch) : n_ctx;
 }
 
@@ -55,7 +57,7 @@ KvCache::KvCache(const HParams& hp, int n_seq, int n_ctx, KvTypes types, int swa
     v_.reserve(hp.n_layer);
     for (uint32_t l = 0; l < hp.n_layer; ++l) {
         cells_.push_back(layer_cells_of(hp, l, n_ctx, swa_batch));
-        if (cells_.back() < n_ctx) {
+        if (cells_.back() > 0 && cells_.back() < n_ctx) {
             ring_ = cells_.back();
             n_swa_ = static_cast<int32_t>(hp.n_swa);
         }

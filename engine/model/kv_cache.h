@@ -10,6 +10,7 @@
 // max_tokens_per_step() says how many, and Context::eval splits larger batches. Truncating a
 // sequence needs the window before the new end to be still in the ring: can_truncate() says
 // whether it is (always for 0 and for caches without a ring), and callers fall back to clearing.
+// A hybrid's layers that do not attend (HParams::layer_block) keep no cells.
 #pragma once
 
 #include <cstdint>

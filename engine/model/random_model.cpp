@@ -118,7 +118,8 @@ gguf::Writer make_random_model(const RandomModelSpec& s) {
         throw gguf::Error("random model: architecture '" + s.arch +
                           "' is not supported (supported: " + supported_arch_names() + ")");
     }
-    const bool attention = desc->block == BlockKind::attention;
+    const bool attention =
+        desc->block == BlockKind::attention || desc->hybrid != HybridLayers::none;
     // RWKV's WKV heads are sized like attention heads.
     const bool rwkv = desc->block == BlockKind::rwkv6 || desc->block == BlockKind::rwkv7;
     if ((attention || rwkv) && (s.n_head == 0 || (s.head_dim == 0 && s.n_embd % s.n_head != 0))) {
@@ -152,6 +153,13 @@ gguf::Writer make_random_model(const RandomModelSpec& s) {
         w.set(p + "attention.head_count", s.n_head);
         w.set(p + "attention.head_count_kv", s.n_head_kv);
     }
+    if (desc->hybrid == HybridLayers::no_kv_heads) {
+        // Even blocks recurrent, odd ones attending (LFM2 has more of the former).
+        std::vector<uint32_t> kv_heads;
+        for (uint32_t il = 0; il < s.n_layer; ++il) kv_heads.push_back(il % 2 ? s.n_head_kv : 0);
+        w.set(p + "attention.head_count_kv", gguf::Array{kv_heads});
+    }
+    if (desc->block == BlockKind::short_conv) w.set(p + "shortconv.l_cache", s.ssm_d_conv);
     if (s.head_dim && attention) {
         w.set(p + "attention.key_length", head_dim);
         w.set(p + "attention.value_length", head_dim);
@@ -237,10 +245,13 @@ gguf::Writer make_random_model(const RandomModelSpec& s) {
         const bool head = t.name == std::string(desc->names.output) + ".weight";
         // Routers stay F32, as quantizers leave them: their logits pick the experts.
         const bool router = t.name.ends_with(std::string(desc->names.ffn_gate_inp) + ".weight");
-        // Mamba's convolution and time-step projection are small and their rows short (the
-        // kernel width, the time-step rank): kept F32, as llama.cpp's quantizer keeps the former.
-        const bool small_ssm = t.name.ends_with(std::string(desc->names.ssm_conv1d) + ".weight") ||
-                               t.name.ends_with(std::string(desc->names.ssm_dt) + ".weight");
+        // Mamba's and LFM2's convolutions and Mamba's time-step projection are small and their
+        // rows short (the kernel width, the time-step rank): kept F32, as llama.cpp's quantizer
+        // keeps the convolutions.
+        const bool small_ssm =
+            t.name.ends_with(std::string(desc->names.ssm_conv1d) + ".weight") ||
+            t.name.ends_with(std::string(desc->names.shortconv_conv) + ".weight") ||
+            t.name.ends_with(std::string(desc->names.ssm_dt) + ".weight");
         const gguf::TensorType type = router || narrow || small_ssm ? gguf::TensorType::F32
                                       : head                        ? s.output_type.value_or(s.type)
                                                                     : s.type;

@@ -36,7 +36,8 @@ struct RandomModelSpec {
     uint32_t n_expert_used = 0;
     uint32_t n_ff_expert = 0;
     // Mamba (BlockKind::mamba): ssm.conv_kernel, ssm.state_size, ssm.inner_size (0: 2 n_embd)
-    // and ssm.time_step_rank (0: n_embd / 16 rounded up), as Mamba's defaults make them.
+    // and ssm.time_step_rank (0: n_embd / 16 rounded up), as Mamba's defaults make them. LFM2's
+    // shortconv.l_cache is ssm_d_conv too; its even blocks are short convolutions.
     uint32_t ssm_d_conv = 4;
     uint32_t ssm_d_state = 16;
     uint32_t ssm_d_inner = 0;

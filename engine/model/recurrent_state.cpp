@@ -19,9 +19,10 @@ size_t sequence_floats(const HParams& hp) {
         if (n > std::numeric_limits<size_t>::max() / sizeof(float) - layer) throw std::bad_alloc();
         layer += static_cast<size_t>(n);
     }
-    if (hp.n_layer > 0 && layer > std::numeric_limits<size_t>::max() / sizeof(float) / hp.n_layer)
+    const uint32_t layers = hp.recurrent_layer_count();
+    if (layers > 0 && layer > std::numeric_limits<size_t>::max() / sizeof(float) / layers)
         throw std::bad_alloc();
-    return layer * hp.n_layer;
+    return layer * layers;
 }
 
 }  // namespace
@@ -48,6 +49,12 @@ RecurrentState::RecurrentState(const HParams& hp, int n_seq)
         layer_floats_ += buffer_floats_.back();
     }
     seq_floats_ = sequence_floats(hp);
+    size_t offset = 0;
+    for (uint32_t l = 0; l < hp.n_layer; ++l) {
+        const bool recurs = hp.layer_block(l) != BlockKind::attention;
+        layer_offset_.push_back(recurs ? offset : std::string::npos);
+        if (recurs) offset += layer_floats_;
+    }
     store_ = LazyZeroBuffer(bytes_needed(hp, n_seq));
     lengths_.assign(static_cast<size_t>(n_seq), 0);
     saved_.assign(static_cast<size_t>(n_seq), -1);
@@ -106,11 +113,12 @@ float* RecurrentState::buffer(int layer, int seq, int index) {
 }
 
 const float* RecurrentState::buffer(int layer, int seq, int index) const {
-    if (layer < 0 || layer >= n_layer_ || index < 0 || index >= n_buffers()) {
+    if (layer < 0 || layer >= n_layer_ || index < 0 || index >= n_buffers() ||
+        layer_offset_[static_cast<size_t>(layer)] == std::string::npos) {
         throw std::out_of_range("no recurrent state buffer " + std::to_string(index) +
                                 " in layer " + std::to_string(layer));
     }
-    return live(seq) + static_cast<size_t>(layer) * layer_floats_ +
+    return live(seq) + layer_offset_[static_cast<size_t>(layer)] +
            buffer_offset_[static_cast<size_t>(index)];
 }
 

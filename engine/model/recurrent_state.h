@@ -1,7 +1,8 @@
 // The recurrent state store: what a recurrent architecture's blocks carry from one token to the
 // next, per sequence (slot) and layer, in the buffers the architecture declares
 // (ArchDesc::state, sized from the hyperparameters by HParams::state_floats). Unlike the KV cache
-// it does not grow with the sequence: a sequence of any length holds the same floats.
+// it does not grow with the sequence: a sequence of any length holds the same floats. In a hybrid
+// only the recurrent layers (HParams::layer_block) hold a state.
 //
 // A state cannot be cut back to an earlier token, so besides the live state each sequence keeps
 // one checkpoint: a copy taken at a point the caller chose (the scheduler takes it when a prompt
@@ -53,7 +54,8 @@ class RecurrentState {
     // Copies the live state to the checkpoint.
     void save_checkpoint(int seq);
 
-    // The forward pass: buffer `index` of ArchDesc::state for `layer` of `seq`'s live state.
+    // The forward pass: buffer `index` of ArchDesc::state for `layer` of `seq`'s live state;
+    // std::out_of_range for a layer without a state.
     float* buffer(int layer, int seq, int index);
     const float* buffer(int layer, int seq, int index) const;
     size_t buffer_floats(int index) const { return buffer_floats_.at(static_cast<size_t>(index)); }
@@ -66,6 +68,7 @@ class RecurrentState {
     int n_seq_, n_layer_;
     std::vector<size_t> buffer_floats_;  // per ArchDesc::state entry
     std::vector<size_t> buffer_offset_;  // within one layer
+    std::vector<size_t> layer_offset_;   // per layer, within a sequence's state; npos: none
     size_t layer_floats_ = 0, seq_floats_ = 0;
     LazyZeroBuffer store_;  // [n_seq] live states, then [n_seq] checkpoints
     std::vector<int32_t> lengths_, saved_;

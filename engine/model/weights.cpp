@@ -134,11 +134,13 @@ void bind_layout_globals(Binder& b, const HParams& hp, Weights& w) {
     }
 }
 
-// The tensors of ArchDesc::qk_norm and norm_placement for the layer with prefix p.
-void bind_attention_extras(Binder& b, const HParams& hp, const std::string& p, LayerWeights& l) {
+// The tensors of ArchDesc::qk_norm (of a layer that attends) and norm_placement for the layer
+// with prefix p.
+void bind_attention_extras(Binder& b, const HParams& hp, const std::string& p, LayerWeights& l,
+                           bool attends) {
     const ArchDesc& d = *hp.desc;
     const TensorNames& nm = d.names;
-    if (d.qk_norm == QkNorm::per_head || d.qk_norm == QkNorm::whole) {
+    if (attends && (d.qk_norm == QkNorm::per_head || d.qk_norm == QkNorm::whole)) {
         const bool whole = d.qk_norm == QkNorm::whole;
         const int64_t q_width = whole ? int64_t{hp.head_dim_k} * hp.n_head : hp.head_dim_k;
         const int64_t k_width = whole ? int64_t{hp.n_embd_k_gqa()} : hp.head_dim_k;
@@ -277,16 +279,48 @@ void bind_mamba(Binder& b, const HParams& hp, const std::string& p, LayerWeights
     l.ssm_out = b.require(weight(p, nm.ssm_out), {inner, embd});
 }
 
+// LFM2's short convolution (BlockKind::short_conv) of the layer with prefix p, after its input
+// norm.
+void bind_short_conv(Binder& b, const HParams& hp, const std::string& p, LayerWeights& l) {
+    const TensorNames& nm = hp.desc->names;
+    const int64_t embd = hp.n_embd;
+    l.shortconv_in = b.require(weight(p, nm.shortconv_in), {embd, 3 * embd});
+    l.shortconv_conv = b.require(weight(p, nm.shortconv_conv), {hp.shortconv_l_cache, embd});
+    l.shortconv_out = b.require(weight(p, nm.shortconv_out), {embd, embd});
+}
+
+// The attention tensors of the layer with prefix p, after its input norm.
+void bind_attention(Binder& b, const HParams& hp, const std::string& p, LayerWeights& l) {
+    const ArchDesc& d = *hp.desc;
+    const TensorNames& nm = d.names;
+    const int64_t embd = hp.n_embd;
+    const int64_t q_out = int64_t{hp.head_dim_k} * hp.n_head;
+    const int64_t k_out = hp.n_embd_k_gqa(), v_out = hp.n_embd_v_gqa();
+    const int64_t qkv_out = q_out + k_out + v_out;
+    const int64_t attn_out_in = int64_t{hp.head_dim_v} * hp.n_head;
+    l.attn_norm_2 = b.bind(d.attn_norm_2, weight(p, nm.attn_norm_2), {embd});
+    if (l.attn_norm_2) l.attn_norm_2_b = b.bind(d.norm_bias, bias(p, nm.attn_norm_2), {embd});
+    if (d.fused_qkv) {
+        l.wqkv = b.require(weight(p, nm.attn_qkv), {embd, qkv_out});
+        l.bqkv = b.bind(d.qkv_bias, bias(p, nm.attn_qkv), {qkv_out});
+    } else {
+        l.wq = b.require(weight(p, nm.attn_q), {embd, q_out});
+        l.wk = b.require(weight(p, nm.attn_k), {embd, k_out});
+        l.wv = b.require(weight(p, nm.attn_v), {embd, v_out});
+        l.bq = b.bind(d.qkv_bias, bias(p, nm.attn_q), {q_out});
+        l.bk = b.bind(d.qkv_bias, bias(p, nm.attn_k), {k_out});
+        l.bv = b.bind(d.qkv_bias, bias(p, nm.attn_v), {v_out});
+    }
+    l.wo = b.require(weight(p, nm.attn_output), {attn_out_in, embd});
+    l.bo = b.bind(d.attn_out_bias, bias(p, nm.attn_output), {embd});
+}
+
 // Every tensor of the description, asked of the binder in one order (the order a planned model
 // writes them in).
 Weights bind_all(Binder& b, const HParams& hp, size_t n_file_tensors) {
     const ArchDesc& d = *hp.desc;
     const TensorNames& nm = d.names;
     const int64_t embd = hp.n_embd, vocab = hp.n_vocab, ff = hp.n_ff;
-    const int64_t q_out = int64_t{hp.head_dim_k} * hp.n_head;
-    const int64_t k_out = hp.n_embd_k_gqa(), v_out = hp.n_embd_v_gqa();
-    const int64_t qkv_out = q_out + k_out + v_out;
-    const int64_t attn_out_in = int64_t{hp.head_dim_v} * hp.n_head;
     const int64_t up_out = d.fused_gate_up ? 2 * ff : ff;
     const bool gated = d.ffn != FfnKind::gelu;
 
@@ -320,37 +354,30 @@ Weights bind_all(Binder& b, const HParams& hp, size_t n_file_tensors) {
             l.attn_norm = b.require(weight(p, nm.attn_norm), {embd});
             l.attn_norm_b = b.bind(d.norm_bias, bias(p, nm.attn_norm), {embd});
         }
-        if (d.block == BlockKind::mamba) {
+        const BlockKind kind = hp.layer_block(i);
+        if (kind == BlockKind::mamba) {
             bind_mamba(b, hp, p, l);
             continue;
         }
-        if (d.block == BlockKind::rwkv6 || d.block == BlockKind::rwkv7) {
+        if (kind == BlockKind::rwkv6 || kind == BlockKind::rwkv7) {
             bind_rwkv(b, hp, i, p, l);
             continue;
         }
-        l.attn_norm_2 = b.bind(d.attn_norm_2, weight(p, nm.attn_norm_2), {embd});
-        if (l.attn_norm_2) l.attn_norm_2_b = b.bind(d.norm_bias, bias(p, nm.attn_norm_2), {embd});
-        if (d.fused_qkv) {
-            l.wqkv = b.require(weight(p, nm.attn_qkv), {embd, qkv_out});
-            l.bqkv = b.bind(d.qkv_bias, bias(p, nm.attn_qkv), {qkv_out});
+        // LFM2's short convolution takes attention's place; the FFN follows either.
+        const bool attends = kind == BlockKind::attention;
+        if (attends) {
+            bind_attention(b, hp, p, l);
         } else {
-            l.wq = b.require(weight(p, nm.attn_q), {embd, q_out});
-            l.wk = b.require(weight(p, nm.attn_k), {embd, k_out});
-            l.wv = b.require(weight(p, nm.attn_v), {embd, v_out});
-            l.bq = b.bind(d.qkv_bias, bias(p, nm.attn_q), {q_out});
-            l.bk = b.bind(d.qkv_bias, bias(p, nm.attn_k), {k_out});
-            l.bv = b.bind(d.qkv_bias, bias(p, nm.attn_v), {v_out});
+            bind_short_conv(b, hp, p, l);
         }
-        l.wo = b.require(weight(p, nm.attn_output), {attn_out_in, embd});
-        l.bo = b.bind(d.attn_out_bias, bias(p, nm.attn_output), {embd});
         if (d.ffn_norm && pre_norms) {
             l.ffn_norm = b.require(weight(p, nm.ffn_norm), {embd});
             l.ffn_norm_b = b.bind(d.norm_bias, bias(p, nm.ffn_norm), {embd});
         }
-        l.attn_sinks = b.bind(d.attn_sinks, weight(p, nm.attn_sinks), {hp.n_head});
+        if (attends) l.attn_sinks = b.bind(d.attn_sinks, weight(p, nm.attn_sinks), {hp.n_head});
         if (hp.routed(i)) {
             bind_experts(b, hp, p, l);
-            bind_attention_extras(b, hp, p, l);
+            bind_attention_extras(b, hp, p, l, attends);
             continue;
         }
         if (gated && !d.fused_gate_up) {
@@ -361,7 +388,7 @@ Weights bind_all(Binder& b, const HParams& hp, size_t n_file_tensors) {
         l.ffn_up_b = b.bind(d.ffn_bias, bias(p, nm.ffn_up), {up_out});
         l.ffn_down = b.require(weight(p, nm.ffn_down), {ff, embd});
         l.ffn_down_b = b.bind(d.ffn_bias, bias(p, nm.ffn_down), {embd});
-        bind_attention_extras(b, hp, p, l);
+        bind_attention_extras(b, hp, p, l, attends);
     }
     b.refuse_unbound(d);
     return w;

@@ -140,10 +140,15 @@ struct LayerWeights {
     const gguf::TensorInfo* ssm_a = nullptr;
     const gguf::TensorInfo* ssm_d = nullptr;
     const gguf::TensorInfo* ssm_out = nullptr;
+    // LFM2's short convolution (BlockKind::short_conv): in [n_embd, 3 n_embd] (B rows, C rows,
+    // x rows), the depthwise kernel [l_cache, n_embd] without bias, out [n_embd, n_embd].
+    const gguf::TensorInfo* shortconv_in = nullptr;
+    const gguf::TensorInfo* shortconv_conv = nullptr;
+    const gguf::TensorInfo* shortconv_out = nullptr;
 
     // Matrices (multiplied through the kernels) and vectors (norms, biases: converted to float
     // at load), each list possibly holding nullptr.
-    std::array<const gguf::TensorInfo*, 16> matrices() const {
+    std::array<const gguf::TensorInfo*, 18> matrices() const {
         return {wqkv,         wq,
                 wk,           wv,
                 wo,           ffn_gate,
@@ -151,14 +156,15 @@ struct LayerWeights {
                 ffn_gate_inp, ssm_in,
                 ssm_x,        ssm_dt,
                 ssm_out,      ffn_gate_shexp,
-                ffn_up_shexp, ffn_down_shexp};
+                ffn_up_shexp, ffn_down_shexp,
+                shortconv_in, shortconv_out};
     }
     // Small 2-D tensors converted to float at load and transposed: Model::vector_weight gives
     // element (row r, column c) of the file's [ne0 = columns, ne1 = rows] at c * ne1 + r, so
-    // the convolution reads as [d_conv][d_inner] and A as [d_state][d_inner], and the SIMD
+    // the convolutions read as [taps][channels] and A as [d_state][d_inner], and the SIMD
     // kernels load consecutive channels.
-    std::array<const gguf::TensorInfo*, 2> transposed_vectors() const {
-        return {ssm_conv1d, ssm_a};
+    std::array<const gguf::TensorInfo*, 3> transposed_vectors() const {
+        return {ssm_conv1d, ssm_a, shortconv_conv};
     }
     std::array<const gguf::TensorInfo*, 29> vectors() const {
         return {attn_norm,

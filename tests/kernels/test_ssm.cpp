@@ -1,4 +1,5 @@
-// Mamba's convolution and selective scan: the scalar kernels against the recurrences written out
+// Mamba's convolution (and LFM2's short one, without bias and SiLU) and selective scan: the scalar
+// kernels against the recurrences written out
 // in double precision, every SIMD level against the scalar kernels (tails of every width, channel
 // ranges not aligned to a vector), and a chunk split anywhere giving the result of one pass.
 #include "engine/kernels/ssm.h"
@@ -25,6 +26,7 @@ using testing_util::random_floats;
 struct Case {
     int64_t tokens, channels, taps, d_state;
     int64_t x_stride, bc_stride;
+    bool short_conv = false;  // the convolution without bias and SiLU (LFM2's)
     std::vector<float> x, w, bias, conv_state;
     std::vector<float> dt, bc, a, d, ssm_state;
 
@@ -50,7 +52,8 @@ struct Case {
                 .x = x.data() + t0 * x_stride,
                 .x_stride = x_stride,
                 .w = w.data(),
-                .bias = bias.data(),
+                .bias = short_conv ? nullptr : bias.data(),
+                .silu = !short_conv,
                 .state = state.data(),
                 .y = y.data() + t0 * x_stride,
                 .y_stride = x_stride};
@@ -86,9 +89,9 @@ std::vector<double> conv_reference(const Case& c, std::vector<double>& state_out
         for (int64_t i = 0; i < k - 1; ++i) hist.push_back(c.conv_state[i * nc + ch]);
         for (int64_t t = 0; t < c.tokens; ++t) hist.push_back(c.x[t * c.x_stride + ch]);
         for (int64_t t = 0; t < c.tokens; ++t) {
-            double acc = c.bias[ch];
+            double acc = c.short_conv ? 0.0 : c.bias[ch];
             for (int64_t i = 0; i < k; ++i) acc += c.w[i * nc + ch] * hist[t + i];
-            y[t * c.x_stride + ch] = acc / (1.0 + std::exp(-acc));
+            y[t * c.x_stride + ch] = c.short_conv ? acc : acc / (1.0 + std::exp(-acc));
         }
         for (int64_t i = 0; i < k - 1; ++i) state_out[i * nc + ch] = hist[c.tokens + i];
     }
@@ -140,14 +143,18 @@ const std::vector<std::vector<int64_t>> kShapes = {
 
 TEST(SsmScalar, ConvolutionMatchesItsDefinition) {
     const OpKernels& ref = op_kernels(SimdLevel::scalar);
-    for (const auto& s : kShapes) {
-        const Case c(s[0], s[1], s[2], s[3], 11);
-        std::vector<double> want_state;
-        const std::vector<double> want = conv_reference(c, want_state);
-        std::vector<float> state = c.conv_state, y(c.x.size(), 0.0f);
-        ssm_conv_with(ref, c.conv(state, y), 0, c.channels);
-        EXPECT_TRUE(rows_close(c, y, want, c.tokens, c.x_stride, 1e-5)) << s[0] << "x" << s[1];
-        EXPECT_TRUE(rows_close(c, state, want_state, c.taps - 1, c.channels, 0.0));
+    for (const bool short_conv : {false, true}) {
+        for (const auto& s : kShapes) {
+            Case c(s[0], s[1], s[2], s[3], 11);
+            c.short_conv = short_conv;
+            std::vector<double> want_state;
+            const std::vector<double> want = conv_reference(c, want_state);
+            std::vector<float> state = c.conv_state, y(c.x.size(), 0.0f);
+            ssm_conv_with(ref, c.conv(state, y), 0, c.channels);
+            EXPECT_TRUE(rows_close(c, y, want, c.tokens, c.x_stride, 1e-5))
+                << s[0] << "x" << s[1] << (short_conv ? " short" : "");
+            EXPECT_TRUE(rows_close(c, state, want_state, c.taps - 1, c.channels, 0.0));
+        }
     }
 }
 
@@ -182,6 +189,12 @@ TEST(SsmSimd, EveryLevelMatchesScalar) {
                 ssm_conv_with(fast, c.conv(st_fast, y_fast), c0, c1);
                 EXPECT_TRUE(all_close(y_fast, y_ref, 1e-5, 1e-6)) << at << " conv";
                 EXPECT_TRUE(all_close(st_fast, st_ref, 0.0, 0.0)) << at << " conv state";
+                Case plain = c;
+                plain.short_conv = true;
+                std::vector<float> sp_ref = c.conv_state, sp_fast = c.conv_state;
+                ssm_conv_with(ref, plain.conv(sp_ref, y_ref), c0, c1);
+                ssm_conv_with(fast, plain.conv(sp_fast, y_fast), c0, c1);
+                EXPECT_TRUE(all_close(y_fast, y_ref, 1e-5, 1e-6)) << at << " short conv";
 
                 std::vector<float> h_ref = c.ssm_state, h_fast = c.ssm_state;
                 std::fill(y_ref.begin(), y_ref.end(), 0.0f);

@@ -34,7 +34,9 @@ const std::vector<std::string> kRuns = {
     // mixtures of experts
     "llama-moe", "qwen3moe", "gpt-oss", "gpt-oss-mxfp4", "qwen2moe", "llama4",
     // recurrent
-    "mamba", "rwkv6", "rwkv7"};
+    "mamba", "rwkv6", "rwkv7",
+    // hybrids
+    "lfm2"};
 
 // Evaluates ids at positions 0.. in batches of at most `chunk` tokens; every position's logits.
 std::vector<float> logits_in_chunks(Context& ctx, const std::vector<int32_t>& ids, size_t chunk) {
@@ -150,6 +152,12 @@ TEST(ArchFolder, DescriptionsShowWhatDistinguishesEachFile) {
         {"llama4", "/attention/chunk", 8192},
         {"llama4", "/attention/temperature/floor", 8192},
         {"llama4", "/attention/temperature/unrotated_layers_only", true},
+        {"lfm2", "/block", "short_conv"},
+        {"lfm2", "/layers/0", "short_conv"},
+        {"lfm2", "/layers/1", "attention"},
+        {"lfm2", "/shortconv/l_cache", 3},
+        {"lfm2", "/attention/head_count_kv", 2},
+        {"lfm2", "/attention/qk_norm", "per_head"},
     };
     for (const Shown& s : kShown) {
         const auto support = describe_support(gguf::File::open(dir / "arch" / (s.file + ".gguf")));

@@ -90,6 +90,12 @@ struct Spec {
     // reference gives the final hidden states), and attention over the whole sequence.
     bool encoder = false;
     bool bidirectional = false;
+    // Hybrids (lfm2): attention.head_count_kv per layer when not empty, 0 making the layer a
+    // gated short convolution of conv_taps taps (shortconv.l_cache); the final norm's tensor.
+    std::vector<uint32_t> kv_heads = {};
+    uint32_t conv_taps = 0;
+    bool conv_history = true;  // false: the reference's convolution sees the current input alone
+    std::string output_norm_name = "output_norm";
     uint32_t n_embd = 16, n_head = 2, n_head_kv = 1, head_dim = 8, n_ff = 24, n_vocab = 32,
              n_layer = 2, n_ctx = 16;
 };
@@ -120,7 +126,12 @@ struct Tiny {
         w.set(p + "block_count", s.n_layer);
         w.set(p + "feed_forward_length", s.n_ff);
         w.set(p + "attention.head_count", s.n_head);
-        w.set(p + "attention.head_count_kv", s.n_head_kv);
+        if (s.kv_heads.empty()) {
+            w.set(p + "attention.head_count_kv", s.n_head_kv);
+        } else {
+            w.set(p + "attention.head_count_kv", gguf::Array{s.kv_heads});
+        }
+        if (s.conv_taps) w.set(p + "shortconv.l_cache", s.conv_taps);
         w.set(p + "attention.key_length", s.head_dim);
         w.set(p + "attention.value_length", s.head_dim);
         w.set(p + s.eps_key, 1e-5f);
@@ -212,13 +223,23 @@ Tiny make_tiny(const Spec& s, uint32_t seed = 1) {
     if (s.encoder) {
         add("token_types.weight", {e, 2});
     } else {
-        norm("output_norm");
+        norm(s.output_norm_name);
         if (!s.tied) add("output.weight", {e, s.n_vocab});
     }
     const bool pre_norms = s.norms != Spec::post && s.norms != Spec::after_residual;
     for (uint32_t i = 0; i < s.n_layer; ++i) {
         const std::string b = "blk." + std::to_string(i) + ".";
         if (pre_norms) norm(b + "attn_norm");
+        if (!s.kv_heads.empty() && s.kv_heads[i] == 0) {
+            add(b + "shortconv.in_proj.weight", {e, 3 * e});
+            add(b + "shortconv.conv.weight", {s.conv_taps, e});
+            add(b + "shortconv.out_proj.weight", {e, e});
+            norm(b + s.ffn_norm_name);
+            add(b + "ffn_gate.weight", {e, ff});
+            add(b + "ffn_up.weight", {e, ff});
+            add(b + "ffn_down.weight", {ff, e});
+            continue;
+        }
         if (s.attn_norm_2) norm(b + "attn_norm_2");
         if (s.qk_norm != Spec::qk_none) {
             const bool whole = s.qk_norm == Spec::qk_whole;
@@ -509,6 +530,36 @@ double capped(double x, float cap) {
     return cap > 0 ? cap * std::tanh(x / cap) : x;
 }
 
+// LFM2's gated short convolution layer b over a sequence's rows x, then its FFN: in_proj to B, C
+// and x, y_t = C_t * sum_k w_k (B x)_{t - taps + 1 + k} (nothing before the sequence), out_proj
+// added to the residual.
+std::vector<Vec> short_conv_layer(const Tiny& m, const std::string& b, const std::vector<Vec>& x) {
+    const Spec& s = m.spec;
+    const size_t n = x.size(), e = s.n_embd, taps = s.conv_taps;
+    const Tensor& w = m.at(b + "shortconv.conv.weight");  // [taps, e]: channel c's taps at c * taps
+    std::vector<Vec> bcx(n), out = x;
+    for (size_t t = 0; t < n; ++t)
+        bcx[t] =
+            matvec(m.at(b + "shortconv.in_proj.weight"), normed(m, b + "attn_norm", x[t]), nullptr);
+    for (size_t t = 0; t < n; ++t) {
+        Vec y(e, 0.0);
+        for (size_t c = 0; c < e; ++c) {
+            for (size_t k = 0; k < taps; ++k) {
+                const size_t back = taps - 1 - k;  // tokens before t
+                if (back > t || (back > 0 && !s.conv_history)) continue;
+                const Vec& r = bcx[t - back];
+                y[c] += w.data[c * taps + k] * r[c] * r[2 * e + c];
+            }
+            y[c] *= bcx[t][e + c];
+        }
+        const Vec o = matvec(m.at(b + "shortconv.out_proj.weight"), y, nullptr);
+        for (size_t i = 0; i < e; ++i) out[t][i] += o[i];
+        const Vec f = ffn(m, b, normed(m, b + s.ffn_norm_name, out[t]));
+        for (size_t i = 0; i < e; ++i) out[t][i] += f[i];
+    }
+    return out;
+}
+
 // Logits of every position of one sequence (an encoder's final hidden states).
 std::vector<Vec> reference(const Tiny& m, const std::vector<int32_t>& ids) {
     const Spec& s = m.spec;
@@ -532,6 +583,10 @@ std::vector<Vec> reference(const Tiny& m, const std::vector<int32_t>& ids) {
     const bool parallel = s.parallel && !s.parallel_key_false;
     for (uint32_t l = 0; l < s.n_layer; ++l) {
         const std::string b = "blk." + std::to_string(l) + ".";
+        if (!s.kv_heads.empty() && s.kv_heads[l] == 0) {
+            x = short_conv_layer(m, b, x);
+            continue;
+        }
         const bool local = local_layer(s, l);
         const double base = local && s.rope_base_swa > 0 ? s.rope_base_swa : s.rope_base;
         std::vector<Vec> h(n), q(n), k(n), v(n);
@@ -646,7 +701,7 @@ std::vector<Vec> reference(const Tiny& m, const std::vector<int32_t>& ids) {
     std::vector<Vec> logits(n);
     const Tensor& head = s.tied ? m.at("token_embd.weight") : m.at("output.weight");
     for (size_t t = 0; t < n; ++t) {
-        logits[t] = matvec(head, normed(m, "output_norm", x[t]), m.find("output.bias"));
+        logits[t] = matvec(head, normed(m, s.output_norm_name, x[t]), m.find("output.bias"));
         if (s.logit_scale > 0.0f) {
             for (double& l : logits[t])
                 l = s.logit_scale_multiplies ? l * s.logit_scale : l / s.logit_scale;
@@ -1260,6 +1315,43 @@ TEST(ArchReference, Cohere2ParallelWindowsUnrotatedGlobalAndLogitScale) {
     expect_matches_reference(cohere2_spec(), kLongIds, 3);
 }
 
+// A hybrid: short convolutions in blocks 0 and 2 around qwen3's attention in block 1, the final
+// norm the tensor token_embd_norm, a tied head.
+Spec lfm2_spec() {
+    return Spec{.arch = "lfm2",
+                .pos = Spec::rope_neox,
+                .tied = true,
+                .qk_norm = Spec::qk_per_head,
+                .kv_heads = {0, 1, 0},
+                .conv_taps = 3,
+                .output_norm_name = "token_embd_norm",
+                .n_layer = 3};
+}
+TEST(ArchReference, Lfm2ShortConvolutionsAmongAttention) {
+    // One batch, chunks and single tokens: the convolution's window crosses steps in the state.
+    expect_matches_reference(lfm2_spec(), kLongIds);
+    expect_matches_reference(lfm2_spec(), kLongIds, 3);
+    expect_matches_reference(lfm2_spec(), kLongIds, 1);
+    expect_reference_depends_on(
+        lfm2_spec(), [](Spec& s) { s.conv_history = false; }, kLongIds);
+}
+// Each layer keeps only its kind's memory: KV cells in the attention layer, a convolution window
+// in the others.
+TEST(ArchReference, Lfm2LayersKeepOnlyTheirOwnMemory) {
+    auto model =
+        Model::from_file(gguf::File::from_bytes(make_tiny(lfm2_spec()).writer().to_bytes()));
+    SequenceCache cache(model->hparams(), {.n_seq = 2, .n_ctx = 32});
+    ASSERT_NE(cache.kv(), nullptr);
+    ASSERT_NE(cache.recurrent(), nullptr);
+    EXPECT_EQ(cache.kv()->layer_cells(0), 0);
+    EXPECT_EQ(cache.kv()->layer_cells(1), 32);
+    EXPECT_EQ(cache.kv()->layer_cells(2), 0);
+    EXPECT_NO_THROW(cache.recurrent()->buffer(2, 1, 0));
+    EXPECT_THROW(cache.recurrent()->buffer(1, 1, 0), std::out_of_range);
+    // Two sequences, live and checkpoint, two layers of a window of 2 inputs of 16 channels.
+    EXPECT_EQ(cache.recurrent()->bytes(), size_t{2 * 2 * 2 * 2 * 16 * sizeof(float)});
+}
+
 TEST(ArchReference, EveryLayoutKeyChangesTheLogits) {
     const Spec phi = phi3_longrope_spec();
     Spec no_attn_factor = phi, short_factors = phi;
@@ -1702,6 +1794,30 @@ TEST(ArchRefusals, MixtureOfExpertsLayoutsAreChecked) {
     sinkless.tensors.erase("blk.0.attn_sinks.weight");
     e = load_error(sinkless);
     EXPECT_NE(e.find("'blk.0.attn_sinks.weight' is missing"), std::string::npos) << e;
+}
+
+// A hybrid's per-layer KV head counts: one per block, one count for the attention layers; and
+// the short convolution's taps within the kernel's range.
+TEST(ArchRefusals, HybridLayerKeysAreChecked) {
+    Tiny m = make_tiny(lfm2_spec());
+    m.spec.kv_heads = {0, 1};
+    std::string e = load_error(m);
+    EXPECT_NE(e.find("head_count_kv has 2 entries for 3 blocks"), std::string::npos) << e;
+    m.spec.kv_heads = {2, 0, 1};
+    e = load_error(m);
+    EXPECT_NE(e.find("different KV head counts (2 and 1)"), std::string::npos) << e;
+    m.spec.kv_heads.clear();  // one count for every block
+    e = load_error(m);
+    EXPECT_NE(e.find("head_count_kv must list one count per block"), std::string::npos) << e;
+    m = make_tiny(lfm2_spec());
+    m.spec.conv_taps = 1;
+    e = load_error(m);
+    EXPECT_NE(e.find("shortconv.l_cache (1)"), std::string::npos) << e;
+    // A short convolution's tensors in a block that attends are refused by name.
+    m = make_tiny(lfm2_spec());
+    m.spec.kv_heads = {1, 1, 0};
+    e = load_error(m);
+    EXPECT_NE(e.find("'blk.0.attn_q.weight' is missing"), std::string::npos) << e;
 }
 
 TEST(ArchRefusals, UnknownArchitectureListsSupported) {

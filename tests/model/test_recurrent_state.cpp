@@ -33,8 +33,11 @@ constexpr std::array<StateBuffer, 3> kShiftsAndWkv = {
 const ArchDesc kScanArch = {.name = "scan-test", .block = BlockKind::mamba, .state = kConvAndScan};
 const ArchDesc kWkvArch = {.name = "wkv-test", .block = BlockKind::mamba, .state = kShiftsAndWkv};
 const ArchDesc kAttentionArch = {.name = "attention-test"};
-// Attention blocks that also declare a state: both stores, kept in step.
-const ArchDesc kHybridArch = {.name = "hybrid-test", .state = kConvAndScan};
+// A hybrid (its layer 1 attends, shape() says): both stores, kept in step.
+const ArchDesc kHybridArch = {.name = "hybrid-test",
+                              .block = BlockKind::mamba,
+                              .state = kConvAndScan,
+                              .hybrid = ggufd::model::HybridLayers::no_kv_heads};
 
 HParams shape(const ArchDesc& desc) {
     HParams hp;
@@ -48,6 +51,7 @@ HParams shape(const ArchDesc& desc) {
     hp.ssm_d_inner = 128;
     hp.ssm_d_state = 16;
     hp.wkv_head_size = 32;
+    if (desc.hybrid != ggufd::model::HybridLayers::none) hp.attending_layers = {false, true, false};
     return hp;
 }
 
@@ -177,6 +181,10 @@ TEST(SequenceCache, HoldsTheStoresTheBlocksNeed) {
     ASSERT_NE(hybrid.recurrent(), nullptr);
     EXPECT_EQ(hybrid.bytes(), hybrid.kv()->bytes() + hybrid.recurrent()->bytes());
     EXPECT_EQ(hybrid.bytes(), SequenceCache::bytes_needed(shape(kHybridArch), params));
+    // Each layer keeps its kind's memory alone: a third of the attention's, two thirds of the
+    // recurrent model's.
+    EXPECT_EQ(hybrid.kv()->bytes() * 3, attention.kv()->bytes());
+    EXPECT_EQ(hybrid.recurrent()->bytes() * 3, scan.recurrent()->bytes() * 2);
 }
 
 TEST(SequenceCache, KeepsItsStoresInStep) {

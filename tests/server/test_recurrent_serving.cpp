@@ -1,7 +1,8 @@
-// Recurrent models (the conformance folder's mamba and rwkv7) and a transformer (its llama) served
-// by one process through the real server on a loopback port: streamed completions from many clients
-// at once give each client the text it gets alone, a client that goes away frees its slot, and a
-// prompt that continues the previous whole prompt starts from the saved state.
+// Recurrent models (the conformance folder's mamba and rwkv7), a hybrid (its lfm2: KV cells and a
+// recurrent state) and a transformer (its llama) served by one process through the real server on
+// a loopback port: streamed completions from many clients at once give each client the text it
+// gets alone, a client that goes away frees its slot, and a prompt that continues the previous
+// whole prompt starts from the saved state.
 #include <gtest/gtest.h>
 
 #include <future>
@@ -38,10 +39,12 @@ class RecurrentServing : public ::testing::Test {
     void SetUp() override {
         GGUFD_REQUIRE_CONFORMANCE(dir);
         // mamba1: the same file with one slot, so every request meets the state the previous
-        // one left. rwkv7: RWKV's three state buffers per layer in the same store.
+        // one left. rwkv7: RWKV's three state buffers per layer in the same store. lfm2: two
+        // slots, and lfm2-1 one.
         for (const auto& [name, file, slots] :
              {std::tuple{"mamba", "mamba", 3}, std::tuple{"llama", "llama", 2},
-              std::tuple{"mamba1", "mamba", 1}, std::tuple{"rwkv7", "rwkv7", 3}}) {
+              std::tuple{"mamba1", "mamba", 1}, std::tuple{"rwkv7", "rwkv7", 3},
+              std::tuple{"lfm2", "lfm2", 2}, std::tuple{"lfm2-1", "lfm2", 1}}) {
             EngineBackendOptions o;
             o.name = name;
             o.scheduler.n_slots = slots;
@@ -152,6 +155,30 @@ TEST_F(RecurrentServing, ConcurrentRwkvStreamsGiveWhatEachGetsAlone) {
             std::async(std::launch::async, [&, p] { return stream("rwkv7", p, 12); }));
     }
     expect_as_alone(clients, alone, "rwkv7");
+}
+
+// A hybrid's two stores go together: two sequences at once give what each gives alone, and its
+// prompt reuse follows the recurrent state's rule (the whole previous prompt or nothing), though
+// its KV cells could keep any prefix.
+TEST_F(RecurrentServing, HybridServesTwoSequencesAndReusesOnlyTheWholePreviousPrompt) {
+    const std::vector<std::string> prompts = {kPrompts[0], kPrompts[1]};
+    std::vector<std::string> alone;
+    for (const std::string& p : prompts) alone.push_back(stream("lfm2", p, 8).text);
+    EXPECT_NE(alone[0], alone[1]);
+    std::vector<std::future<Streamed>> clients;
+    for (const std::string& p : prompts)
+        clients.push_back(std::async(std::launch::async, [&, p] { return stream("lfm2", p, 8); }));
+    expect_as_alone(clients, alone, "lfm2");
+
+    const std::string first = "Once upon a time there was";
+    const Streamed a = stream("lfm2-1", first, 4);
+    const Streamed b = stream("lfm2-1", first + " a hybrid", 4);
+    EXPECT_GT(a.prompt_tokens, 3);
+    EXPECT_EQ(b.cached_tokens, a.prompt_tokens);
+    EXPECT_EQ(b.text, stream("lfm2", first + " a hybrid", 4).text);
+    const Streamed c = stream("lfm2-1", "Once upon a hill", 4);
+    EXPECT_EQ(c.cached_tokens, 0);
+    EXPECT_EQ(c.text, stream("lfm2", "Once upon a hill", 4).text);
 }
 
 TEST_F(RecurrentServing, AClientThatLeavesFreesItsSlot) {

@@ -12,10 +12,11 @@ extern const ArchDesc qwen3, gemma2, gemma3, olmo2, cohere2;  // attention and n
 extern const ArchDesc qwen3moe, gpt_oss, qwen2moe, llama4;    // mixtures of experts
 extern const ArchDesc bert, nomic_bert;                       // encoders
 extern const ArchDesc mamba, rwkv6, rwkv7;                    // recurrent
+extern const ArchDesc lfm2;                                   // hybrids
 }  // namespace arch
 
 namespace {
-const std::array<const ArchDesc*, 29> kArchs = {
+const std::array<const ArchDesc*, 30> kArchs = {
     &arch::llama, &arch::qwen2, &arch::gemma, &arch::phi3, &arch::gpt2, &arch::gptneox,
     &arch::falcon, &arch::smollm3, &arch::mistral3,
     // layout variants
@@ -27,7 +28,9 @@ const std::array<const ArchDesc*, 29> kArchs = {
     // encoders
     &arch::bert, &arch::nomic_bert,
     // recurrent
-    &arch::mamba, &arch::rwkv6, &arch::rwkv7};
+    &arch::mamba, &arch::rwkv6, &arch::rwkv7,
+    // hybrids
+    &arch::lfm2};
 }  // namespace
 
 const ArchDesc* find_arch(std::string_view name) {

@@ -12,6 +12,7 @@
 //                 routed_feed_forward.cpp  routed: a mixture of experts (moe.h's routing)
 //   Mamba         mamba.cpp                Mamba-1's selective scan, on the recurrent state
 //   RWKV-6/7      rwkv.cpp                 time mix then channel mix, on the recurrent state
+//   short conv    short_conv.cpp           LFM2's gated short convolution, on the recurrent state
 //
 // A block owns views of its layer's weights and reaches its scratch through BlockScratch, which
 // holds one scratch object per block kind: the layers run one after another, so all the layers
@@ -24,7 +25,8 @@
 // Blocks are chosen per layer, so a model may mix kinds: a layer is usually a mixer (attention,
 // Mamba; RWKV's time mix, which keeps its channel mix in the same block because both shift
 // tokens through the layer's state) followed by a feed-forward block, and a hybrid (attention
-// layers among gated-delta-net ones, each with a routed FFN) is a list with several mixer kinds.
+// layers among short-convolution or gated-delta-net ones) is a list with several mixer kinds:
+// HParams::layer_block gives each layer's, from the architecture's ArchDesc::hybrid rule.
 // A virtual Block rather than a std::variant: the list is heterogeneous and open (a kind is
 // added without touching the others), and a step costs one indirect call per block, nothing
 // next to its products. The per-layer choices (sliding window or not, RoPE parameters, dense or
@@ -38,6 +40,7 @@
 // in weights.h/.cpp and its state buffers (ArchDesc::state) when it keeps any.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -67,6 +70,23 @@ struct Step {
     // share what they derive from the step alone (the sliding windows of attention).
     uint64_t id = 0;
 };
+
+// fn(group, c0, c1) for pieces [c0, c1) of `channels` of every group, over the pool in one
+// dispatch: a recurrent block's channels are independent, so each piece scans its sequence's
+// tokens in order through the state. Pieces are whole vectors of either SIMD width.
+template <class F>
+void for_channels(kernels::ThreadPool& pool, std::span<const SeqGroup> groups, int64_t channels,
+                  F&& fn) {
+    constexpr int64_t kPiece = 64;
+    const int64_t pieces = (channels + kPiece - 1) / kPiece;
+    const int64_t tasks = static_cast<int64_t>(groups.size()) * pieces;
+    pool.parallel_for(tasks, 1, [&](int64_t i0, int64_t i1, int) {
+        for (int64_t i = i0; i < i1; ++i) {
+            const int64_t c0 = (i % pieces) * kPiece;
+            fn(groups[static_cast<size_t>(i / pieces)], c0, std::min(channels, c0 + kPiece));
+        }
+    });
+}
 
 class Block {
   public:
@@ -151,5 +171,6 @@ std::unique_ptr<FeedForwardBlock> make_dense_feed_forward(const BlockEnv& env, i
 std::unique_ptr<FeedForwardBlock> make_routed_feed_forward(const BlockEnv& env, int layer);
 std::unique_ptr<Block> make_mamba_block(const BlockEnv& env, int layer);
 std::unique_ptr<Block> make_rwkv_block(const BlockEnv& env, int layer);
+std::unique_ptr<Block> make_short_conv_block(const BlockEnv& env, int layer);
 
 }  // namespace ggufd::model

@@ -22,7 +22,7 @@ std::vector<std::unique_ptr<Block>> build_blocks(const BlockEnv& env) {
     const HParams& hp = env.model.hparams();
     std::vector<std::unique_ptr<Block>> blocks;
     for (int layer = 0; layer < static_cast<int>(hp.n_layer); ++layer) {
-        switch (hp.desc->block) {
+        switch (hp.layer_block(static_cast<uint32_t>(layer))) {
             case BlockKind::attention:
                 if (hp.parallel_residual) {
                     blocks.push_back(
@@ -38,6 +38,10 @@ std::vector<std::unique_ptr<Block>> build_blocks(const BlockEnv& env) {
             case BlockKind::rwkv6:
             case BlockKind::rwkv7:
                 blocks.push_back(make_rwkv_block(env, layer));
+                continue;
+            case BlockKind::short_conv:
+                blocks.push_back(make_short_conv_block(env, layer));
+                blocks.push_back(make_feed_forward(env, layer));
                 continue;
         }
         throw std::logic_error("no block for the layers of " + hp.arch);

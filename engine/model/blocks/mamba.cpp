@@ -37,28 +37,9 @@ class MambaBlock final : public LayerBlock {
     void forward(const Step& step, float* x) override;
 
   private:
-    // fn(group, c0, c1) for pieces of `channels` of every group, over the pool in one dispatch.
-    template <class F>
-    void for_channels(std::span<const SeqGroup> groups, int64_t channels, F&& fn);
-
     RecurrentState& state_;
     Scratch& s_;
 };
-
-template <class F>
-void MambaBlock::for_channels(std::span<const SeqGroup> groups, int64_t channels, F&& fn) {
-    // Channels of every sequence in one dispatch, in pieces of whole vectors of either SIMD
-    // width; a piece goes through all of its sequence's tokens.
-    constexpr int64_t kPiece = 64;
-    const int64_t pieces = (channels + kPiece - 1) / kPiece;
-    const int64_t tasks = static_cast<int64_t>(groups.size()) * pieces;
-    ops_.pool().parallel_for(tasks, 1, [&](int64_t i0, int64_t i1, int) {
-        for (int64_t i = i0; i < i1; ++i) {
-            const int64_t c0 = (i % pieces) * kPiece;
-            fn(groups[static_cast<size_t>(i / pieces)], c0, std::min(channels, c0 + kPiece));
-        }
-    });
-}
 
 void MambaBlock::forward(const Step& step, float* x) {
     const HParams& hp = ops_.hparams();
@@ -78,7 +59,7 @@ void MambaBlock::forward(const Step& step, float* x) {
 
     // The operation over every sequence's rows, through its state buffer `which`.
     auto ssm_groups = [&](const auto& op, int which, auto kernel) {
-        for_channels(groups, inner, [&](const SeqGroup& g, int64_t c0, int64_t c1) {
+        for_channels(ops_.pool(), groups, inner, [&](const SeqGroup& g, int64_t c0, int64_t c1) {
             kernel(sequence_rows(op, g.begin, g.count, state.buffer(layer, g.seq, which)), c0, c1);
         });
     };
