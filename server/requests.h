@@ -1,8 +1,7 @@
 // JSON request bodies -> typed requests, with validation. Independent of HTTP: each function
 // takes the parsed body and throws ApiError (400, naming the field) for a wrong type, an
-// out-of-range value or a missing field. Unknown fields are ignored, as OpenAI's API does (llama-server's sampling fields are each read or
-// refused);
-// `null` counts as absent.
+// out-of-range value or a missing field. Unknown fields are ignored, as OpenAI's API does
+// (llama-server's sampling fields are each read or refused); `null` counts as absent.
 #pragma once
 
 #include <chrono>

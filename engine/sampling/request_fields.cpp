@@ -310,8 +310,11 @@ void apply_sampler_order(const RequestJson& body, SamplingParams& s) {
     if (off(Step::top_p)) s.top_p = 1.0f;
     if (off(Step::min_p)) s.min_p = 0.0f;
     if (off(Step::xtc)) s.xtc_probability = 0.0f;
-    if (off(Step::temperature)) {  // the draw is then at temperature 1, as llama-server's
-        s.temperature = 1.0f;
+    // Without the temperature step the draw is at temperature 1, as llama-server's; but a request
+    // for greedy decoding (temperature 0) stays greedy whatever the list says: llama.vscode sends
+    // a list without "temperature", and a client asking for 0 means the most likely text.
+    if (off(Step::temperature)) {
+        if (s.temperature > 0.0f) s.temperature = 1.0f;
         s.dynatemp_range = 0.0f;
     }
 }

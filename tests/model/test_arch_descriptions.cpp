@@ -530,11 +530,12 @@ double capped(double x, float cap) {
     return cap > 0 ? cap * std::tanh(x / cap) : x;
 }
 
-// LFM2's gated short convolution layer b over a sequence's rows x, then its FFN: in_proj to B, C
+// LFM2's gated short convolution layer l over a sequence's rows x, then its FFN: in_proj to B, C
 // and x, y_t = C_t * sum_k w_k (B x)_{t - taps + 1 + k} (nothing before the sequence), out_proj
 // added to the residual.
-std::vector<Vec> short_conv_layer(const Tiny& m, const std::string& b, const std::vector<Vec>& x) {
+std::vector<Vec> short_conv_layer(const Tiny& m, uint32_t l, const std::vector<Vec>& x) {
     const Spec& s = m.spec;
+    const std::string b = "blk." + std::to_string(l) + ".";
     const size_t n = x.size(), e = s.n_embd, taps = s.conv_taps;
     const Tensor& w = m.at(b + "shortconv.conv.weight");  // [taps, e]: channel c's taps at c * taps
     std::vector<Vec> bcx(n), out = x;
@@ -554,7 +555,7 @@ std::vector<Vec> short_conv_layer(const Tiny& m, const std::string& b, const std
         }
         const Vec o = matvec(m.at(b + "shortconv.out_proj.weight"), y, nullptr);
         for (size_t i = 0; i < e; ++i) out[t][i] += o[i];
-        const Vec f = ffn(m, b, normed(m, b + s.ffn_norm_name, out[t]));
+        const Vec f = ffn(m, l, normed(m, b + s.ffn_norm_name, out[t]));
         for (size_t i = 0; i < e; ++i) out[t][i] += f[i];
     }
     return out;
@@ -584,7 +585,7 @@ std::vector<Vec> reference(const Tiny& m, const std::vector<int32_t>& ids) {
     for (uint32_t l = 0; l < s.n_layer; ++l) {
         const std::string b = "blk." + std::to_string(l) + ".";
         if (!s.kv_heads.empty() && s.kv_heads[l] == 0) {
-            x = short_conv_layer(m, b, x);
+            x = short_conv_layer(m, l, x);
             continue;
         }
         const bool local = local_layer(s, l);

@@ -325,7 +325,7 @@ TEST(InfillRequest, ReadsLlamaServersFields) {
              {"seed", 3},
              {"stop", {"\n\n"}},
              {"stream", true},
-             {"samplers", {"top_k", "infill"}},
+             {"samplers", {"top_k", "infill", "temperature"}},
              {"t_max_predict_ms", 500}},
         limits);
     EXPECT_EQ(r.fim.prefix, "def f(");

@@ -616,6 +616,11 @@ TEST(ParseGeneration, SamplerOrder) {
     EXPECT_FLOAT_EQ(untempered.dynatemp_range, 0.0f);
     EXPECT_FLOAT_EQ(untempered.repeat_penalty, 1.2f);
     EXPECT_FLOAT_EQ(untempered.top_n_sigma, 2.0f);
+    // Asked for greedy decoding, it stays greedy.
+    json greedy = asked;
+    greedy["temperature"] = 0;
+    greedy["samplers"] = json::array({"top_k", "top_p"});
+    EXPECT_FLOAT_EQ(parse_completion_request(greedy, limits).sampling.temperature, 0.0f);
     // Mirostat has its own steps and ignores the list.
     json miro = asked;
     miro["mirostat"] = 2;
