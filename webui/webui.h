@@ -11,7 +11,7 @@ struct File {
     std::string_view name;          // "index.html", "app.js", ...
     std::string_view content_type;  // the Content-Type header's value
     std::string_view body;
-    std::string_view etag;          // quoted, as the ETag header carries it
+    std::string_view etag;  // quoted, as the ETag header carries it
 };
 
 // Every embedded file, index.html among them.
