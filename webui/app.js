@@ -96,7 +96,7 @@ function askForKey(refused) {
       const cancel = () => {
         $('key-form').removeEventListener('submit', done);
         keyPrompt = null;
-        reject(new Error('this server needs an API key'));
+        reject(new Error('this server needs an API key (reload the page to enter one)'));
       };
       $('key-form').addEventListener('submit', done);
       dialog.addEventListener('cancel', cancel, { once: true });
@@ -166,7 +166,7 @@ async function refreshFacts(id) {
     const facts = await getJson('models/' + encodeURIComponent(id));
     const model = state.models.find((m) => m.id === id);
     if (model) model.facts = facts;
-    if (current().settings.model === id) renderFacts();
+    renderModels();
   } catch {
     // keep what we had
   }
@@ -369,11 +369,13 @@ function statsLine(stats) {
 }
 
 function renderMessageBody(message, body) {
-  const parts = [];
   const into = document.createDocumentFragment();
   if (message.reasoning) {
+    // Drawn again at each delta: a fold the reader opened stays open.
+    const shown = body.querySelector('details.reasoning');
     const details = document.createElement('details');
     details.className = 'reasoning';
+    details.open = Boolean(shown && shown.open);
     const summary = document.createElement('summary');
     summary.textContent = (message.content || (message.tool_calls || []).length) ? 'Reasoning' : 'Reasoning…';
     const text = document.createElement('div');
@@ -408,8 +410,7 @@ function renderMessageBody(message, body) {
     p.textContent = statsLine(message.stats);
     into.append(p);
   }
-  parts.push(into);
-  body.replaceChildren(...parts);
+  body.replaceChildren(into);
 }
 
 function renderMessage(message) {
@@ -507,7 +508,7 @@ function selectConversation(id) {
 }
 
 function deleteConversation(id) {
-  if (state.controller && id === state.currentId) return;
+  if (state.controller) return;
   state.conversations = state.conversations.filter((c) => c.id !== id);
   if (!current()) {
     state.currentId = state.conversations.length ? state.conversations[0].id : null;
@@ -640,14 +641,18 @@ async function send() {
   state.controller = controller;
   updateComposer();
   setStatus('writing…');
-  const replyBody = $('messages').lastElementChild.querySelector('.body');
+  // Looked up each time: the messages may have been drawn again meanwhile (a system prompt edit).
+  const replyBody = () => (current() === conversation
+    ? $('messages').querySelector('.message.assistant:last-child .body') : null);
   let pending = false;
   const redraw = () => {
     if (pending) return;
     pending = true;
     requestAnimationFrame(() => {
       pending = false;
-      renderMessageBody(reply, replyBody);
+      const body = replyBody();
+      if (!body) return;
+      renderMessageBody(reply, body);
       const box = $('messages');
       box.scrollTop = box.scrollHeight;
     });
@@ -699,7 +704,7 @@ async function send() {
   reply.stats = stats;
   state.controller = null;
   saveStore();
-  renderMessageBody(reply, replyBody);
+  if (replyBody()) renderMessageBody(reply, replyBody());
   updateComposer();
   setStatus(reply.stopped ? 'stopped' : '');
   refreshFacts(model.id);
