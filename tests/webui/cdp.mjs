@@ -53,12 +53,21 @@ export class Browser {
     }
   }
 
+  // A command's result; a browser that does not answer within 30 s fails the test.
   send(method, params = {}, sessionId = undefined) {
     const id = this.nextId++;
     const message = { id, method, params };
     if (sessionId) message.sessionId = sessionId;
     return new Promise((resolve, reject) => {
-      this.pending.set(id, { resolve, reject, method });
+      const timer = setTimeout(() => {
+        this.pending.delete(id);
+        reject(new Error(`chromium did not answer ${method} within 30 s:\n${this.stderr}`));
+      }, 30000);
+      const settle = (f) => (value) => {
+        clearTimeout(timer);
+        f(value);
+      };
+      this.pending.set(id, { resolve: settle(resolve), reject: settle(reject), method });
       this.proc.stdio[3].write(JSON.stringify(message) + "\0");
     });
   }

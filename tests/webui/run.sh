@@ -10,6 +10,7 @@ work=$2
 here=$(cd "$(dirname "$0")" && pwd)
 ci=false; case "${CI:-}" in ""|0|false) ;; *) ci=true ;; esac
 chromium=${CHROMIUM:-$(command -v chromium || command -v chromium-browser || true)}
+if [ -n "$chromium" ] && [ ! -x "$chromium" ]; then chromium=""; fi
 if ! command -v node >/dev/null; then
   $ci && { echo "Node.js missing under CI"; exit 1; }
   echo "Node.js not found: skipped"; exit 77
