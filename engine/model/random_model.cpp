@@ -140,9 +140,7 @@ void add_per_layer_shapes(gguf::Writer& w, const RandomModelSpec& s, uint32_t he
     w.set(p + "rope.freq_base", 1e6f);
     w.set(p + "rope.freq_base_swa", s.rope_freq_base);
     w.set(p + "final_logit_softcapping", 30.0f);
-    std::vector<float> factors(head_dim);
-    for (uint32_t i = 0; i < head_dim; ++i) factors[i] = i < head_dim / 4 ? 1.0f : 1e30f;
-    w.add_tensor("rope_freqs.weight", {int64_t{head_dim}}, factors);
+    wanted.insert("rope_freqs.weight");
 }
 
 gguf::Writer make_random_model(const RandomModelSpec& s) {
@@ -239,6 +237,16 @@ gguf::Writer make_random_model(const RandomModelSpec& s) {
     if (!s.tied) wanted.insert("output.weight");
     Rng rng(s.seed);
     for (const PlannedTensor& t : plan_tensors(hp, wanted)) {
+        if (t.name == "rope_freqs.weight" && desc->per_layer_shapes) {
+            // Gemma 4's proportional RoPE: the first quarter of the global heads' pairs turn, the
+            // rest stand still.
+            std::vector<float> factors(static_cast<size_t>(t.shape[0]));
+            for (size_t i = 0; i < factors.size(); ++i) {
+                factors[i] = i < factors.size() / 4 ? 1.0f : 1e30f;
+            }
+            w.add_tensor(t.name, t.shape, factors);
+            continue;
+        }
         if (t.shape.size() == 1) {
             // Norm weights 1 and biases 0: a random model's layers start as the identity's
             // neighbours, whatever the architecture.
