@@ -13,6 +13,8 @@
 //   Mamba         mamba.cpp                Mamba-1's selective scan, on the recurrent state
 //   RWKV-6/7      rwkv.cpp                 time mix then channel mix, on the recurrent state
 //   short conv    short_conv.cpp           LFM2's gated short convolution, on the recurrent state
+//   per-layer     per_layer_embedding.cpp  gemma4's per-layer inputs (before the first layer) and
+//                                           each layer's per-layer embedding and output scale
 //
 // A block owns views of its layer's weights and reaches its scratch through BlockScratch, which
 // holds one scratch object per block kind: the layers run one after another, so all the layers
