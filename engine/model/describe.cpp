@@ -102,12 +102,10 @@ void describe_layer_shapes(const HParams& hp, nlohmann::ordered_json& j) {
     uint32_t shared = 0;
     for (uint32_t il = 0; il < hp.n_layer; ++il) {
         const HParams::LayerShape s = hp.layer_shape(il);
-        nlohmann::ordered_json l = {{"sliding", hp.is_swa_layer(il)},
-                                    {"head_count_kv", s.n_head_kv},
-                                    {"key_length", s.head_dim_k},
-                                    {"value_length", s.head_dim_v},
-                                    {"rope_dimension_count", s.n_rot},
-                                    {"feed_forward_length", s.n_ff}};
+        nlohmann::ordered_json l = {
+            {"sliding", hp.is_swa_layer(il)},  {"head_count_kv", s.n_head_kv},
+            {"key_length", s.head_dim_k},      {"value_length", s.head_dim_v},
+            {"rope_dimension_count", s.n_rot}, {"feed_forward_length", s.n_ff}};
         if (hp.kv_layer(il) != il) {
             l["kv_of_layer"] = hp.kv_layer(il);
             ++shared;

@@ -88,8 +88,8 @@ HParams read_attention_extras(const gguf::File& f, const std::string& p, HParams
         // One bool per layer (gemma4): true for a sliding layer.
         hp.swa_layers = f.get_array<bool>(pattern_key);
         if (hp.swa_layers.size() != hp.n_layer) {
-            refuse(pattern_key + " has " + std::to_string(hp.swa_layers.size()) +
-                   " entries for " + std::to_string(hp.n_layer) + " blocks (block_count)");
+            refuse(pattern_key + " has " + std::to_string(hp.swa_layers.size()) + " entries for " +
+                   std::to_string(hp.n_layer) + " blocks (block_count)");
         }
         hp.swa_period = 0;
     } else {

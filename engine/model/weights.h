@@ -253,13 +253,19 @@ struct Weights {
     const gguf::TensorInfo* per_layer_proj_norm = nullptr;
 
     std::array<const gguf::TensorInfo*, 8> matrices() const {
-        return {tok_embd, pos_embd, output,  token_types, cls, cls_out, per_layer_tok_embd,
+        return {tok_embd,
+                pos_embd,
+                output,
+                token_types,
+                cls,
+                cls_out,
+                per_layer_tok_embd,
                 per_layer_model_proj};
     }
     std::array<const gguf::TensorInfo*, 11> vectors() const {
-        return {output_norm,        output_norm_b,      output_b,  tok_embd_norm,
-                tok_embd_norm_b,    rope_factors_long,  rope_factors_short,
-                rope_freqs,         cls_b,              cls_out_b, per_layer_proj_norm};
+        return {output_norm,     output_norm_b,     output_b,           tok_embd_norm,
+                tok_embd_norm_b, rope_factors_long, rope_factors_short, rope_freqs,
+                cls_b,           cls_out_b,         per_layer_proj_norm};
     }
 };
 

@@ -720,9 +720,8 @@ std::vector<Vec> reference(const Tiny& m, const std::vector<int32_t>& ids) {
         const double base = local && s.rope_base_swa > 0 ? s.rope_base_swa : s.rope_base;
         const size_t hd = head_of(s, l), n_kv = kv_heads_of(s, l);
         const size_t q_dim = s.n_head * hd, kv_dim = n_kv * hd;
-        const double attn_scale = s.attention_scale > 0.0f
-                                      ? s.attention_scale
-                                      : 1.0 / std::sqrt(static_cast<double>(hd));
+        const double attn_scale =
+            s.attention_scale > 0.0f ? s.attention_scale : 1.0 / std::sqrt(static_cast<double>(hd));
         std::vector<Vec> h(n), q(n), k(n), v(n);
         for (size_t t = 0; t < n; ++t) {
             h[t] = s.norms == Spec::post || s.norms == Spec::after_residual
@@ -841,12 +840,11 @@ std::vector<Vec> reference(const Tiny& m, const std::vector<int32_t>& ids) {
                 for (size_t i = 0; i < e; ++i) next[t][i] += (o[i] + f[i]) * residual_scale;
             } else {
                 for (size_t i = 0; i < e; ++i) next[t][i] += o[i] * residual_scale;
-                Vec f =
-                    s.dense_beside && routed_layer(s, l)
-                        ? dense_beside_ffn(m, l, next[t])
-                        : ffn(m, l,
-                              s.norms == Spec::post ? next[t]
-                                                    : normed(m, b + s.ffn_norm_name, next[t]));
+                Vec f = s.dense_beside && routed_layer(s, l)
+                            ? dense_beside_ffn(m, l, next[t])
+                            : ffn(m, l,
+                                  s.norms == Spec::post ? next[t]
+                                                        : normed(m, b + s.ffn_norm_name, next[t]));
                 if (s.norms != Spec::pre) rms_in_place(m, b + "post_ffw_norm.weight", f.data(), e);
                 for (size_t i = 0; i < e; ++i) next[t][i] += f[i] * residual_scale;
             }
@@ -1690,11 +1688,11 @@ TEST(ArchReference, Gemma4LayersOfTwoShapes) {
     }
     expect_matches_reference(gemma4_spec(), kLongIds, 1, 2);  // a ring of window + 1
     // (A window wider than the prompt keeps the sliding layers' shapes: window 0 would not.)
-    for (auto change : {+[](Spec& s) { s.window = 64; }, +[](Spec& s) { s.rope_base_swa = 0; },
-                        +[](Spec& s) { s.rope_freqs_global = false; },
-                        +[](Spec& s) { s.v_norm = false; }, +[](Spec& s) { s.q_scale = 0; },
-                        +[](Spec& s) { s.layer_scale = false; },
-                        +[](Spec& s) { s.final_softcap = 0; }}) {
+    for (auto change :
+         {+[](Spec& s) { s.window = 64; }, +[](Spec& s) { s.rope_base_swa = 0; },
+          +[](Spec& s) { s.rope_freqs_global = false; }, +[](Spec& s) { s.v_norm = false; },
+          +[](Spec& s) { s.q_scale = 0; }, +[](Spec& s) { s.layer_scale = false; },
+          +[](Spec& s) { s.final_softcap = 0; }}) {
         expect_reference_depends_on(gemma4_spec(), change, kLongIds);
     }
 }

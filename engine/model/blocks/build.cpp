@@ -32,7 +32,8 @@ std::vector<std::unique_ptr<Block>> build_blocks(const BlockEnv& env) {
                     blocks.push_back(make_attention_block(env, layer, nullptr));
                     blocks.push_back(make_feed_forward(env, layer));
                 }
-                if (auto out = make_layer_output_block(env, layer)) blocks.push_back(std::move(out));
+                if (auto out = make_layer_output_block(env, layer))
+                    blocks.push_back(std::move(out));
                 continue;
             case BlockKind::mamba:
                 blocks.push_back(make_mamba_block(env, layer));
