@@ -2060,6 +2060,32 @@ TEST(ArchRefusals, HybridLayerKeysAreChecked) {
     EXPECT_NE(e.find("'blk.0.attn_q.weight' is missing"), std::string::npos) << e;
 }
 
+// gemma4's per-layer keys: lists of the wrong length, KV sharing without an earlier layer of the
+// same kind and shape, and a global layer that lacks attn_v but whose V heads differ from K's.
+TEST(ArchRefusals, Gemma4LayerKeysAreChecked) {
+    Tiny m = make_tiny(gemma4_e_spec());
+    m.spec.ff_per_layer = {24, 24};
+    std::string e = load_error(m);
+    EXPECT_NE(e.find("feed_forward_length has 2 entries for 5 blocks"), std::string::npos) << e;
+    m = make_tiny(gemma4_e_spec());
+    m.spec.swa_layers = {true, false};
+    e = load_error(m);
+    EXPECT_NE(e.find("sliding_window_pattern has 2 entries for 5 blocks"), std::string::npos) << e;
+    m = make_tiny(gemma4_e_spec());
+    m.spec.shared_kv = 5;
+    e = load_error(m);
+    EXPECT_NE(e.find("shared_kv_layers (5) must be below block_count"), std::string::npos) << e;
+    // Four shared layers leave block 0 alone before them: block 2 (global) has no global block
+    // to share with.
+    m.spec.shared_kv = 4;
+    e = load_error(m);
+    EXPECT_NE(e.find("block 2 has no earlier block of its kind"), std::string::npos) << e;
+    m = make_tiny(gemma4_spec());
+    m.metadata_u32["gemma4.attention.value_length_swa"] = 16;
+    e = load_error(m);
+    EXPECT_NE(e.find("value_length must equal key_length"), std::string::npos) << e;
+}
+
 TEST(ArchRefusals, UnknownArchitectureListsSupported) {
     Spec s = llama_spec();
     s.arch = "t5";

@@ -115,7 +115,8 @@ TEST_F(Gemma4Serving, StreamedChatsWithItsTemplateGiveWhatEachGetsAlone) {
     for (const std::string& m : kMessages) {
         const Streamed s = stream("gemma4", m, 16, true);
         ASSERT_TRUE(s.done) << m;
-        EXPECT_EQ(s.finish_reason, "length") << m;
+        // Random weights: a reply may end on the end-of-turn token before its length.
+        EXPECT_TRUE(s.finish_reason == "length" || s.finish_reason == "stop") << s.finish_reason;
         // The template wraps the message in Gemma 4's turn markers: more tokens than the text.
         EXPECT_GT(s.prompt_tokens, 10) << m;
         alone.push_back(s);
@@ -131,6 +132,7 @@ TEST_F(Gemma4Serving, StreamedChatsWithItsTemplateGiveWhatEachGetsAlone) {
         const Streamed s = clients[i].get();
         EXPECT_TRUE(s.done) << "client " << i;
         EXPECT_EQ(s.text, alone[i % kMessages.size()].text) << "client " << i;
+        EXPECT_EQ(s.finish_reason, alone[i % kMessages.size()].finish_reason) << "client " << i;
     }
 }
 
