@@ -194,6 +194,18 @@ struct TensorNames {
     std::string_view shortconv_in = "shortconv.in_proj";
     std::string_view shortconv_conv = "shortconv.conv";
     std::string_view shortconv_out = "shortconv.out_proj";
+    // gemma4: the dense FFN's and the experts' own norms beside each other, the layer's output
+    // scale, and the per-layer embeddings (ArchDesc::dense_beside_experts, per_layer_embeddings).
+    std::string_view ffn_pre_norm_2 = "pre_ffw_norm_2";
+    std::string_view ffn_post_norm_1 = "post_ffw_norm_1";
+    std::string_view ffn_post_norm_2 = "post_ffw_norm_2";
+    std::string_view layer_output_scale = "layer_output_scale";
+    std::string_view per_layer_tok_embd = "per_layer_token_embd";
+    std::string_view per_layer_model_proj = "per_layer_model_proj";
+    std::string_view per_layer_proj_norm = "per_layer_proj_norm";
+    std::string_view per_layer_inp_gate = "inp_gate";
+    std::string_view per_layer_proj = "proj";
+    std::string_view per_layer_post_norm = "post_norm";
 };
 
 struct ArchDesc {
@@ -318,6 +330,34 @@ struct ArchDesc {
     BlockKind block = BlockKind::attention;
     std::span<const StateBuffer> state = {};
     HybridLayers hybrid = HybridLayers::none;
+
+    // --- layers of different shapes, per-layer embeddings (gemma4) ---
+    // Per-layer shapes: attention.head_count_kv and feed_forward_length may list one value per
+    // layer and attention.sliding_window_pattern one bool per layer (true: sliding); the sliding
+    // layers take attention.key_length_swa / value_length_swa and rope.dimension_count_swa
+    // (defaults: the global ones). attention.shared_kv_layers N makes the last N layers attend
+    // over the keys and values of the last earlier layer of their kind (sliding or not): their
+    // own attn_k / attn_v are bound but unused, and they keep no KV cells.
+    bool per_layer_shapes = false;
+    // A layer may lack attn_v (Need::optional): V is then its raw K projection (before K's norm
+    // and RoPE), which needs value_length == key_length.
+    Need attn_v = Need::required;
+    bool v_norm = false;             // V RMS-normed per head without a weight
+    float attn_scale_fixed = 0.0f;   // > 0: the attention logit scale (gemma4: 1; GGUF has no key)
+    bool rope_freqs_global = false;  // rope_freqs turn only the non-sliding layers
+    // blk.N.layer_output_scale [1]: the residual stream multiplied by it after the layer.
+    Need layer_output_scale = Need::absent;
+    // A routed layer keeps its dense FFN (ffn_norm -> ffn_gate/up/down -> post_ffw_norm_1) beside
+    // the experts (pre_ffw_norm_2 -> experts -> post_ffw_norm_2); the sum goes through
+    // post_ffw_norm. The router reads the unweighted RMSNorm of the layer input / sqrt(n_embd)
+    // times ffn_gate_inp.scale, and each expert's output is multiplied by its entry of
+    // ffn_down_exps.scale.
+    bool dense_beside_experts = false;
+    // Per-layer embeddings, when embedding_length_per_layer_input > 0 (gemma4 E2B/E4B): per token
+    // and layer an input p = (per_layer_token_embd row * sqrt(n_pl) + RMSNorm(per_layer_model_proj
+    // . embedding / sqrt(n_embd), per_layer_proj_norm)) / sqrt(2); after the layer's FFN
+    // x += RMSNorm(proj . (GELU(inp_gate . x) * p), post_norm).
+    bool per_layer_embeddings = false;
 
     TensorNames names = {};
 };

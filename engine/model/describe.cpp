@@ -87,6 +87,35 @@ void describe_recurrent(const HParams& hp, nlohmann::ordered_json& j) {
     j["pooling"] = pooling_name(hp.pooling);
 }
 
+// Layers of different shapes (ArchDesc::per_layer_shapes and its companions): each layer's
+// heads, rotation and FFN width, the layers that share another's KV, the per-layer embeddings.
+void describe_layer_shapes(const HParams& hp, nlohmann::ordered_json& j) {
+    const ArchDesc& d = *hp.desc;
+    if (d.v_norm) j["attention"]["value_norm"] = "per_head_unweighted";
+    if (d.attn_v == Need::optional) j["attention"]["value_from_key_without_attn_v"] = true;
+    if (d.rope_freqs_global && j.contains("rope")) j["rope"]["freqs_on_global_layers_only"] = true;
+    if (d.layer_output_scale != Need::absent) j["layer_output_scale"] = true;
+    if (d.dense_beside_experts && hp.n_expert > 0) j["experts"]["dense_beside"] = true;
+    if (hp.n_embd_per_layer > 0) j["per_layer_embedding_length"] = hp.n_embd_per_layer;
+    if (hp.layer_shapes.empty()) return;
+    nlohmann::ordered_json layers = nlohmann::ordered_json::array();
+    uint32_t shared = 0;
+    for (uint32_t il = 0; il < hp.n_layer; ++il) {
+        const HParams::LayerShape s = hp.layer_shape(il);
+        nlohmann::ordered_json l = {
+            {"sliding", hp.is_swa_layer(il)},  {"head_count_kv", s.n_head_kv},
+            {"key_length", s.head_dim_k},      {"value_length", s.head_dim_v},
+            {"rope_dimension_count", s.n_rot}, {"feed_forward_length", s.n_ff}};
+        if (hp.kv_layer(il) != il) {
+            l["kv_of_layer"] = hp.kv_layer(il);
+            ++shared;
+        }
+        layers.push_back(std::move(l));
+    }
+    j["layer_shapes"] = std::move(layers);
+    if (shared > 0) j["attention"]["shared_kv_layers"] = shared;
+}
+
 }  // namespace
 
 nlohmann::ordered_json describe_hparams(const HParams& hp) {
@@ -154,7 +183,11 @@ nlohmann::ordered_json describe_hparams(const HParams& hp) {
     if (hp.attn_softcap > 0.0f) j["attention"]["logit_softcapping"] = widen(hp.attn_softcap);
     if (hp.n_swa > 0) {
         j["attention"]["sliding_window"] = hp.n_swa;
-        j["attention"]["sliding_window_pattern"] = hp.swa_period;
+        if (hp.swa_layers.empty()) {
+            j["attention"]["sliding_window_pattern"] = hp.swa_period;
+        } else {
+            j["attention"]["sliding_window_pattern"] = hp.swa_layers;
+        }
         if (hp.rope_freq_base_swa != hp.rope_freq_base && j.contains("rope")) {
             j["rope"]["freq_base_swa"] = widen(hp.rope_freq_base_swa);
         }
@@ -198,6 +231,7 @@ nlohmann::ordered_json describe_hparams(const HParams& hp) {
         }
     }
     if (d.attn_sinks != Need::absent) j["attention"]["sinks"] = true;
+    describe_layer_shapes(hp, j);
     if (hp.is_recurrent()) describe_recurrent_block(hp, j);
     return j;
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <optional>
 
 #include "engine/kernels/ssm.h"
 
@@ -66,6 +67,7 @@ HParams read_attention_extras(const gguf::File& f, const std::string& p, HParams
     const bool embd_scale = d.q_scale_embd_blocks != 0 && hp.n_layer == d.q_scale_embd_blocks;
     hp.attn_scale =
         1.0f / std::sqrt(static_cast<float>(embd_scale ? hp.n_embd / hp.n_head : hp.head_dim_k));
+    if (d.attn_scale_fixed > 0.0f) hp.attn_scale = d.attn_scale_fixed;
     hp.qk_norm_rotated =
         d.qk_norm == QkNorm::rotated_unweighted && hp.n_expert != d.qk_norm_off_experts;
     // llama.cpp reads a sliding window of 0 in a chunked architecture as another layout (MobileLLM:
@@ -80,7 +82,19 @@ HParams read_attention_extras(const gguf::File& f, const std::string& p, HParams
     hp.n_swa = d.swa_window_default > 0 ? f.get_or<uint32_t>(window_key, d.swa_window_default)
                                         : f.get<uint32_t>(window_key);
     if (hp.n_swa == 0) refuse(window_key + " must be at least 1");
-    hp.swa_period = f.get_or<uint32_t>(p + "attention.sliding_window_pattern", d.swa_period);
+    const std::string pattern_key = p + "attention.sliding_window_pattern";
+    if (const gguf::Value* pattern = f.metadata().find(pattern_key);
+        pattern && pattern->is_array()) {
+        // One bool per layer (gemma4): true for a sliding layer.
+        hp.swa_layers = f.get_array<bool>(pattern_key);
+        if (hp.swa_layers.size() != hp.n_layer) {
+            refuse(pattern_key + " has " + std::to_string(hp.swa_layers.size()) + " entries for " +
+                   std::to_string(hp.n_layer) + " blocks (block_count)");
+        }
+        hp.swa_period = 0;
+    } else {
+        hp.swa_period = f.get_or<uint32_t>(pattern_key, d.swa_period);
+    }
     if (d.position == PositionKind::rope) {
         hp.rope_freq_base_swa = f.get_or<float>(p + "rope.freq_base_swa", hp.rope_freq_base);
         if (!(hp.rope_freq_base_swa > 0.0f) || !std::isfinite(hp.rope_freq_base_swa)) {
@@ -297,6 +311,79 @@ uint32_t read_kv_heads(const gguf::File& f, const std::string& p, HParams& hp) {
     return shared > 0 ? shared : hp.n_head;
 }
 
+// A key holding one value for every layer, or a list of one per layer (ArchDesc::per_layer_shapes);
+// absent, `fallback` for every layer when there is one.
+std::vector<uint32_t> per_layer_values(const gguf::File& f, const std::string& key,
+                                       uint32_t n_layer, std::optional<uint32_t> fallback) {
+    const gguf::Value* v = f.metadata().find(key);
+    if (!v || !v->is_array()) {
+        return std::vector<uint32_t>(n_layer, fallback && !v ? *fallback : f.get<uint32_t>(key));
+    }
+    std::vector<uint32_t> values = f.get_array<uint32_t>(key);
+    if (values.size() != n_layer) {
+        refuse(key + " has " + std::to_string(values.size()) + " entries for " +
+               std::to_string(n_layer) + " blocks (block_count)");
+    }
+    return values;
+}
+
+// The layers' own sizes (ArchDesc::per_layer_shapes), once the global ones, the RoPE keys and the
+// sliding layers are read: the sliding layers' head and rotation, and which layers share KV.
+void read_layer_shapes(const gguf::File& f, const std::string& p, HParams& hp,
+                       const std::vector<uint32_t>& n_ff, const std::vector<uint32_t>& n_head_kv) {
+    const uint32_t k_swa = f.get_or<uint32_t>(p + "attention.key_length_swa", hp.head_dim_k);
+    const uint32_t v_swa = f.get_or<uint32_t>(p + "attention.value_length_swa", k_swa);
+    if (k_swa == 0 || v_swa == 0) refuse("attention head size of the sliding layers is 0");
+    uint32_t rot_swa = 0;
+    if (hp.n_rot > 0) {
+        rot_swa = f.get_or<uint32_t>(p + "rope.dimension_count_swa", k_swa);
+        if (rot_swa < 2 || rot_swa > k_swa || rot_swa % 2 != 0) {
+            refuse(p + "rope.dimension_count_swa (" + std::to_string(rot_swa) +
+                   ") must be even, at least 2 and at most the sliding head size (" +
+                   std::to_string(k_swa) + ")");
+        }
+    }
+    for (uint32_t il = 0; il < hp.n_layer; ++il) {
+        const bool swa = hp.is_swa_layer(il);
+        HParams::LayerShape s{n_head_kv[il], swa ? k_swa : hp.head_dim_k,
+                              swa ? v_swa : hp.head_dim_v, swa ? rot_swa : hp.n_rot, n_ff[il]};
+        if (s.n_ff == 0) refuse(p + "feed_forward_length of block " + std::to_string(il) + " is 0");
+        if (hp.desc->attn_v != Need::required && s.head_dim_k != s.head_dim_v) {
+            refuse("value_length must equal key_length where V may come from the K projection");
+        }
+        hp.layer_shapes.push_back(s);
+    }
+    // The last N layers attend over the last earlier layer of their kind (llama.cpp's rule for
+    // Gemma's layouts, which end each run of sliding layers with a global one).
+    const uint32_t shared = f.get_or<uint32_t>(p + "attention.shared_kv_layers", 0);
+    if (shared == 0) return;
+    if (shared >= hp.n_layer) {
+        refuse(p + "attention.shared_kv_layers (" + std::to_string(shared) +
+               ") must be below block_count (" + std::to_string(hp.n_layer) + ")");
+    }
+    const uint32_t first = hp.n_layer - shared;
+    for (uint32_t il = 0; il < hp.n_layer; ++il) {
+        uint32_t src = il;
+        if (il >= first) {
+            src = first;
+            for (uint32_t j = first; j-- > 0;) {
+                if (hp.is_swa_layer(j) == hp.is_swa_layer(il)) {
+                    src = j;
+                    break;
+                }
+            }
+            const HParams::LayerShape a = hp.layer_shapes[il];
+            const HParams::LayerShape b = hp.layer_shapes[src];
+            if (src == first || a.n_head_kv != b.n_head_kv || a.head_dim_k != b.head_dim_k ||
+                a.head_dim_v != b.head_dim_v) {
+                refuse(p + "attention.shared_kv_layers: block " + std::to_string(il) +
+                       " has no earlier block of its kind and shape to share keys and values with");
+            }
+        }
+        hp.kv_layers.push_back(src);
+    }
+}
+
 // A model without attention: the attention keys may say 0 heads and are not read further.
 HParams read_recurrent(const gguf::File& f, const std::string& p, HParams hp) {
     hp.n_ff = f.get_or<uint32_t>(p + "feed_forward_length", 0);
@@ -376,14 +463,27 @@ HParams read_hparams(const gguf::File& f) {
     if (desc->hybrid == HybridLayers::none && !hp.has_attention())
         return read_recurrent(f, p, std::move(hp));
 
-    hp.n_ff = f.get<uint32_t>(p + "feed_forward_length");
     hp.n_head = f.get<uint32_t>(p + "attention.head_count");
-    hp.n_head_kv = read_kv_heads(f, p, hp);
+    // Per-layer FFN widths and KV head counts (ArchDesc::per_layer_shapes); the model-wide values
+    // are the largest.
+    std::vector<uint32_t> ff_of, kv_heads_of;
+    if (desc->per_layer_shapes) {
+        ff_of = per_layer_values(f, p + "feed_forward_length", hp.n_layer, std::nullopt);
+        kv_heads_of = per_layer_values(f, p + "attention.head_count_kv", hp.n_layer, hp.n_head);
+        hp.n_ff = *std::max_element(ff_of.begin(), ff_of.end());
+        hp.n_head_kv = *std::max_element(kv_heads_of.begin(), kv_heads_of.end());
+    } else {
+        hp.n_ff = f.get<uint32_t>(p + "feed_forward_length");
+        hp.n_head_kv = read_kv_heads(f, p, hp);
+        kv_heads_of.assign(1, hp.n_head_kv);
+    }
     if (hp.n_ff == 0) refuse(p + "feed_forward_length is 0");
     if (hp.n_head == 0) refuse(p + "attention.head_count is 0");
-    if (hp.n_head_kv == 0 || hp.n_head % hp.n_head_kv != 0) {
-        refuse(p + "attention.head_count_kv (" + std::to_string(hp.n_head_kv) +
-               ") must divide attention.head_count (" + std::to_string(hp.n_head) + ")");
+    for (uint32_t kv : kv_heads_of) {
+        if (kv == 0 || hp.n_head % kv != 0) {
+            refuse(p + "attention.head_count_kv (" + std::to_string(kv) +
+                   ") must divide attention.head_count (" + std::to_string(hp.n_head) + ")");
+        }
     }
 
     const bool explicit_heads = f.metadata().contains(p + "attention.key_length");
@@ -410,6 +510,10 @@ HParams read_hparams(const gguf::File& f) {
     read_experts(f, p, hp);
     auto finish = [&](HParams h) {
         h = read_attention_extras(f, p, std::move(h));
+        if (desc->per_layer_shapes) read_layer_shapes(f, p, h, ff_of, kv_heads_of);
+        if (desc->per_layer_embeddings) {
+            h.n_embd_per_layer = f.get_or<uint32_t>(p + "embedding_length_per_layer_input", 0);
+        }
         read_attention_temperature(f, p, h);
         read_layout_keys(f, p, *desc, h);
         read_encoder_keys(f, p, h);

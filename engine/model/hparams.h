@@ -96,6 +96,28 @@ struct HParams {
     // A hybrid's layers (ArchDesc::hybrid): whether each attends; empty for every other model.
     std::vector<bool> attending_layers;
 
+    // --- layers of different shapes (ArchDesc::per_layer_shapes) ---
+    // One layer's attention and FFN sizes.
+    struct LayerShape {
+        uint32_t n_head_kv = 0, head_dim_k = 0, head_dim_v = 0, n_rot = 0, n_ff = 0;
+        uint32_t n_embd_k_gqa() const { return head_dim_k * n_head_kv; }
+        uint32_t n_embd_v_gqa() const { return head_dim_v * n_head_kv; }
+    };
+    // One per layer; empty when every layer has the model-wide sizes above (which are then the
+    // largest of the layers', and the global layers' head size and rotation).
+    std::vector<LayerShape> layer_shapes;
+    std::vector<bool> swa_layers;  // sliding_window_pattern as one bool per layer (empty: period)
+    // The layer whose KV cells each layer attends over (attention.shared_kv_layers); empty: each
+    // its own.
+    std::vector<uint32_t> kv_layers;
+    uint32_t n_embd_per_layer = 0;  // embedding_length_per_layer_input (0: no per-layer inputs)
+
+    LayerShape layer_shape(uint32_t il) const {
+        if (!layer_shapes.empty()) return layer_shapes[il];
+        return {n_head_kv, head_dim_k, head_dim_v, n_rot, n_ff};
+    }
+    uint32_t kv_layer(uint32_t il) const { return kv_layers.empty() ? il : kv_layers[il]; }
+
     // The kind of layer il's mixer: attention, or the architecture's recurrent block. Shapes
     // made without a description (the caches' tests) attend.
     BlockKind layer_block(uint32_t il) const {
@@ -130,6 +152,7 @@ struct HParams {
 
     // Whether layer il attends through the sliding window.
     bool is_swa_layer(uint32_t il) const {
+        if (!swa_layers.empty()) return n_swa > 0 && swa_layers[il];
         return n_swa > 0 && (swa_period == 0 || il % swa_period < swa_period - 1);
     }
 

@@ -111,6 +111,7 @@ Model::Model(gguf::File file, const LoadOptions& options)
         for (const gguf::TensorInfo* m : l.matrices()) check_matrix(m);
         for (const gguf::TensorInfo* m : l.expert_matrices()) check_matrix(m);
         for (const gguf::TensorInfo* v : l.vectors()) add_vector(v);
+        for (const gguf::TensorInfo* v : l.layout_vectors()) add_vector(v);
         for (const gguf::TensorInfo* m : l.rwkv.matrices()) check_matrix(m);
         check_matrix(l.rwkv.stacked_matrix());
         for (const gguf::TensorInfo* v : l.rwkv.vectors()) add_vector(v);

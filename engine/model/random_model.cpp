@@ -112,6 +112,37 @@ void add_byte_level_vocab(gguf::Writer& w) {
     w.set("tokenizer.ggml.add_bos_token", true);
 }
 
+// Layers of different shapes (ArchDesc::per_layer_shapes), laid out as Gemma 4 31B is: runs of
+// five sliding layers (head_dim, n_head_kv heads) before each global one (twice the head, half
+// the KV heads, no attn_v, a quarter of its pairs turning through rope_freqs), the last layer
+// global; each layer with its output scale.
+void add_per_layer_shapes(gguf::Writer& w, const RandomModelSpec& s, uint32_t head_dim,
+                          std::set<std::string>& wanted) {
+    const std::string p = s.arch + ".";
+    const uint32_t global_kv = s.n_head_kv % 2 == 0 ? s.n_head_kv / 2 : s.n_head_kv;
+    std::vector<bool> sliding;
+    std::vector<uint32_t> kv_heads;
+    for (uint32_t il = 0; il < s.n_layer; ++il) {
+        const std::string b = "blk." + std::to_string(il) + ".";
+        sliding.push_back(il % 6 != 5 && il + 1 != s.n_layer);
+        kv_heads.push_back(sliding.back() ? s.n_head_kv : global_kv);
+        if (sliding.back()) wanted.insert(b + "attn_v.weight");
+        wanted.insert(b + "layer_output_scale.weight");
+    }
+    w.set(p + "attention.sliding_window_pattern", gguf::Array{sliding});
+    w.set(p + "attention.head_count_kv", gguf::Array{kv_heads});
+    w.set(p + "attention.key_length", 2 * head_dim);
+    w.set(p + "attention.value_length", 2 * head_dim);
+    w.set(p + "attention.key_length_swa", head_dim);
+    w.set(p + "attention.value_length_swa", head_dim);
+    w.set(p + "rope.dimension_count", 2 * head_dim);
+    w.set(p + "rope.dimension_count_swa", s.n_rot ? s.n_rot : head_dim);
+    w.set(p + "rope.freq_base", 1e6f);
+    w.set(p + "rope.freq_base_swa", s.rope_freq_base);
+    w.set(p + "final_logit_softcapping", 30.0f);
+    wanted.insert("rope_freqs.weight");
+}
+
 gguf::Writer make_random_model(const RandomModelSpec& s) {
     const ArchDesc* desc = find_arch(s.arch);
     if (!desc) {
@@ -160,14 +191,16 @@ gguf::Writer make_random_model(const RandomModelSpec& s) {
         w.set(p + "attention.head_count_kv", gguf::Array{kv_heads});
     }
     if (desc->block == BlockKind::short_conv) w.set(p + "shortconv.l_cache", s.ssm_d_conv);
-    if (s.head_dim && attention) {
+    if (s.head_dim && attention && !desc->per_layer_shapes) {
         w.set(p + "attention.key_length", head_dim);
         w.set(p + "attention.value_length", head_dim);
     }
-    if (desc->position == PositionKind::rope) {
+    if (desc->position == PositionKind::rope && !desc->per_layer_shapes) {
         w.set(p + "rope.dimension_count", s.n_rot ? s.n_rot : head_dim);
         w.set(p + "rope.freq_base", s.rope_freq_base);
     }
+    std::set<std::string> wanted;
+    if (desc->per_layer_shapes) add_per_layer_shapes(w, s, head_dim, wanted);
     // Sliding-window architectures whose files must say their window get the common 4096, or
     // the whole context when that is smaller.
     if (desc->swa_period > 0 && desc->swa_window_default == 0) {
@@ -201,10 +234,19 @@ gguf::Writer make_random_model(const RandomModelSpec& s) {
     // The tensors are what loading this metadata would bind: the same hyperparameters, read the
     // same way, so every architecture's random model has exactly its tensors.
     const HParams hp = read_hparams(gguf::File::from_bytes(w.to_bytes()));
-    std::set<std::string> wanted;
     if (!s.tied) wanted.insert("output.weight");
     Rng rng(s.seed);
     for (const PlannedTensor& t : plan_tensors(hp, wanted)) {
+        if (t.name == "rope_freqs.weight" && desc->per_layer_shapes) {
+            // Gemma 4's proportional RoPE: the first quarter of the global heads' pairs turn, the
+            // rest stand still.
+            std::vector<float> factors(static_cast<size_t>(t.shape[0]));
+            for (size_t i = 0; i < factors.size(); ++i) {
+                factors[i] = i < factors.size() / 4 ? 1.0f : 1e30f;
+            }
+            w.add_tensor(t.name, t.shape, factors);
+            continue;
+        }
         if (t.shape.size() == 1) {
             // Norm weights 1 and biases 0: a random model's layers start as the identity's
             // neighbours, whatever the architecture.

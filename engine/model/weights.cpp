@@ -134,16 +134,17 @@ void bind_layout_globals(Binder& b, const HParams& hp, Weights& w) {
     }
 }
 
-// The tensors of ArchDesc::qk_norm (of a layer that attends) and norm_placement for the layer
+// The tensors of ArchDesc::qk_norm (of a layer that attends) and norm_placement for layer il
 // with prefix p.
-void bind_attention_extras(Binder& b, const HParams& hp, const std::string& p, LayerWeights& l,
-                           bool attends) {
+void bind_attention_extras(Binder& b, const HParams& hp, uint32_t il, const std::string& p,
+                           LayerWeights& l, bool attends) {
     const ArchDesc& d = *hp.desc;
     const TensorNames& nm = d.names;
     if (attends && (d.qk_norm == QkNorm::per_head || d.qk_norm == QkNorm::whole)) {
         const bool whole = d.qk_norm == QkNorm::whole;
-        const int64_t q_width = whole ? int64_t{hp.head_dim_k} * hp.n_head : hp.head_dim_k;
-        const int64_t k_width = whole ? int64_t{hp.n_embd_k_gqa()} : hp.head_dim_k;
+        const HParams::LayerShape shape = hp.layer_shape(il);
+        const int64_t q_width = whole ? int64_t{shape.head_dim_k} * hp.n_head : shape.head_dim_k;
+        const int64_t k_width = whole ? int64_t{shape.n_embd_k_gqa()} : shape.head_dim_k;
         l.attn_q_norm = b.require(weight(p, nm.attn_q_norm), {q_width});
         l.attn_k_norm = b.require(weight(p, nm.attn_k_norm), {k_width});
     }
@@ -155,6 +156,16 @@ void bind_attention_extras(Binder& b, const HParams& hp, const std::string& p, L
         l.post_attn_norm_b = b.bind(d.norm_bias, bias(p, nm.post_attn_norm), {hp.n_embd});
         l.post_ffn_norm_b = b.bind(d.norm_bias, bias(p, nm.post_ffn_norm), {hp.n_embd});
     }
+}
+
+// Per-layer embeddings' globals (ArchDesc::per_layer_embeddings, embedding_length_per_layer_input).
+void bind_per_layer_globals(Binder& b, const HParams& hp, Weights& w) {
+    if (hp.n_embd_per_layer == 0) return;
+    const TensorNames& nm = hp.desc->names;
+    const int64_t all = int64_t{hp.n_embd_per_layer} * hp.n_layer;
+    w.per_layer_tok_embd = b.require(weight("", nm.per_layer_tok_embd), {all, hp.n_vocab});
+    w.per_layer_model_proj = b.require(weight("", nm.per_layer_model_proj), {hp.n_embd, all});
+    w.per_layer_proj_norm = b.require(weight("", nm.per_layer_proj_norm), {hp.n_embd_per_layer});
 }
 
 // The encoders' globals: token types and the classifier head, which rank pooling needs.
@@ -199,6 +210,32 @@ void bind_experts(Binder& b, const HParams& hp, const std::string& p, LayerWeigh
     l.ffn_up_shexp = b.require(weight(p, nm.ffn_up_shexp), {embd, shared});
     l.ffn_down_shexp = b.require(weight(p, nm.ffn_down_shexp), {shared, embd});
     l.ffn_gate_inp_shexp = b.bind(d.shared_expert_gate, weight(p, nm.ffn_gate_inp_shexp), {embd});
+}
+
+// The experts' extras beside a dense FFN (ArchDesc::dense_beside_experts) of the layer with
+// prefix p: the router's input scale, the experts' output scales and the two branches' norms.
+void bind_experts_beside_dense(Binder& b, const HParams& hp, const std::string& p,
+                               LayerWeights& l) {
+    const TensorNames& nm = hp.desc->names;
+    const int64_t embd = hp.n_embd;
+    l.ffn_gate_inp_s = b.require(p + std::string(nm.ffn_gate_inp) + ".scale", {embd});
+    l.ffn_down_exps_s = b.require(p + std::string(nm.ffn_down_exps) + ".scale", {hp.n_expert});
+    l.ffn_pre_norm_2 = b.require(weight(p, nm.ffn_pre_norm_2), {embd});
+    l.ffn_post_norm_1 = b.require(weight(p, nm.ffn_post_norm_1), {embd});
+    l.ffn_post_norm_2 = b.require(weight(p, nm.ffn_post_norm_2), {embd});
+}
+
+// The layer's output scale and its per-layer embedding (ArchDesc::layer_output_scale,
+// per_layer_embeddings) for the layer with prefix p.
+void bind_layer_output(Binder& b, const HParams& hp, const std::string& p, LayerWeights& l) {
+    const ArchDesc& d = *hp.desc;
+    const TensorNames& nm = d.names;
+    l.layer_out_scale = b.bind(d.layer_output_scale, weight(p, nm.layer_output_scale), {1});
+    if (hp.n_embd_per_layer == 0) return;
+    const int64_t embd = hp.n_embd, pl = hp.n_embd_per_layer;
+    l.pl_inp_gate = b.require(weight(p, nm.per_layer_inp_gate), {embd, pl});
+    l.pl_proj = b.require(weight(p, nm.per_layer_proj), {pl, embd});
+    l.pl_post_norm = b.require(weight(p, nm.per_layer_post_norm), {embd});
 }
 
 // An RWKV block (BlockKind::rwkv6, rwkv7) of the layer with prefix p, after its first input norm:
@@ -289,15 +326,17 @@ void bind_short_conv(Binder& b, const HParams& hp, const std::string& p, LayerWe
     l.shortconv_out = b.require(weight(p, nm.shortconv_out), {embd, embd});
 }
 
-// The attention tensors of the layer with prefix p, after its input norm.
-void bind_attention(Binder& b, const HParams& hp, const std::string& p, LayerWeights& l) {
+// The attention tensors of layer il with prefix p, after its input norm.
+void bind_attention(Binder& b, const HParams& hp, uint32_t il, const std::string& p,
+                    LayerWeights& l) {
     const ArchDesc& d = *hp.desc;
     const TensorNames& nm = d.names;
     const int64_t embd = hp.n_embd;
-    const int64_t q_out = int64_t{hp.head_dim_k} * hp.n_head;
-    const int64_t k_out = hp.n_embd_k_gqa(), v_out = hp.n_embd_v_gqa();
+    const HParams::LayerShape shape = hp.layer_shape(il);
+    const int64_t q_out = int64_t{shape.head_dim_k} * hp.n_head;
+    const int64_t k_out = shape.n_embd_k_gqa(), v_out = shape.n_embd_v_gqa();
     const int64_t qkv_out = q_out + k_out + v_out;
-    const int64_t attn_out_in = int64_t{hp.head_dim_v} * hp.n_head;
+    const int64_t attn_out_in = int64_t{shape.head_dim_v} * hp.n_head;
     l.attn_norm_2 = b.bind(d.attn_norm_2, weight(p, nm.attn_norm_2), {embd});
     if (l.attn_norm_2) l.attn_norm_2_b = b.bind(d.norm_bias, bias(p, nm.attn_norm_2), {embd});
     if (d.fused_qkv) {
@@ -306,7 +345,7 @@ void bind_attention(Binder& b, const HParams& hp, const std::string& p, LayerWei
     } else {
         l.wq = b.require(weight(p, nm.attn_q), {embd, q_out});
         l.wk = b.require(weight(p, nm.attn_k), {embd, k_out});
-        l.wv = b.require(weight(p, nm.attn_v), {embd, v_out});
+        l.wv = b.bind(d.attn_v, weight(p, nm.attn_v), {embd, v_out});
         l.bq = b.bind(d.qkv_bias, bias(p, nm.attn_q), {q_out});
         l.bk = b.bind(d.qkv_bias, bias(p, nm.attn_k), {k_out});
         l.bv = b.bind(d.qkv_bias, bias(p, nm.attn_v), {v_out});
@@ -320,8 +359,7 @@ void bind_attention(Binder& b, const HParams& hp, const std::string& p, LayerWei
 Weights bind_all(Binder& b, const HParams& hp, size_t n_file_tensors) {
     const ArchDesc& d = *hp.desc;
     const TensorNames& nm = d.names;
-    const int64_t embd = hp.n_embd, vocab = hp.n_vocab, ff = hp.n_ff;
-    const int64_t up_out = d.fused_gate_up ? 2 * ff : ff;
+    const int64_t embd = hp.n_embd, vocab = hp.n_vocab;
     const bool gated = d.ffn != FfnKind::gelu;
 
     Weights w;
@@ -341,6 +379,7 @@ Weights bind_all(Binder& b, const HParams& hp, size_t n_file_tensors) {
     }
     bind_layout_globals(b, hp, w);
     bind_encoder_globals(b, hp, w);
+    bind_per_layer_globals(b, hp, w);
     // Layers are appended as they bind, so a file claiming more layers than it holds fails at the
     // first missing tensor instead of sizing the table by block_count alone (a 5 KB file claiming
     // 16 M layers asked for 1.8 GB; 2^32-1 layers threw std::bad_alloc).
@@ -366,7 +405,7 @@ Weights bind_all(Binder& b, const HParams& hp, size_t n_file_tensors) {
         // LFM2's short convolution takes attention's place; the FFN follows either.
         const bool attends = kind == BlockKind::attention;
         if (attends) {
-            bind_attention(b, hp, p, l);
+            bind_attention(b, hp, i, p, l);
         } else {
             bind_short_conv(b, hp, p, l);
         }
@@ -375,10 +414,14 @@ Weights bind_all(Binder& b, const HParams& hp, size_t n_file_tensors) {
             l.ffn_norm_b = b.bind(d.norm_bias, bias(p, nm.ffn_norm), {embd});
         }
         if (attends) l.attn_sinks = b.bind(d.attn_sinks, weight(p, nm.attn_sinks), {hp.n_head});
+        bind_layer_output(b, hp, p, l);
+        const int64_t ff = hp.layer_shape(i).n_ff;
+        const int64_t up_out = d.fused_gate_up ? 2 * ff : ff;
         if (hp.routed(i)) {
             bind_experts(b, hp, p, l);
-            bind_attention_extras(b, hp, p, l, attends);
-            continue;
+            bind_attention_extras(b, hp, i, p, l, attends);
+            if (!d.dense_beside_experts) continue;
+            bind_experts_beside_dense(b, hp, p, l);
         }
         if (gated && !d.fused_gate_up) {
             l.ffn_gate = b.require(weight(p, nm.ffn_gate), {embd, ff});
@@ -388,7 +431,7 @@ Weights bind_all(Binder& b, const HParams& hp, size_t n_file_tensors) {
         l.ffn_up_b = b.bind(d.ffn_bias, bias(p, nm.ffn_up), {up_out});
         l.ffn_down = b.require(weight(p, nm.ffn_down), {ff, embd});
         l.ffn_down_b = b.bind(d.ffn_bias, bias(p, nm.ffn_down), {embd});
-        bind_attention_extras(b, hp, p, l, attends);
+        if (!hp.routed(i)) bind_attention_extras(b, hp, i, p, l, attends);
     }
     b.refuse_unbound(d);
     return w;

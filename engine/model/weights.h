@@ -122,6 +122,20 @@ struct LayerWeights {
     std::array<const gguf::TensorInfo*, 3> expert_matrices() const {
         return {ffn_gate_exps, ffn_up_exps, ffn_down_exps};
     }
+    // A dense FFN beside the experts (ArchDesc::dense_beside_experts): the router's input scale
+    // ffn_gate_inp.scale [n_embd], the experts' output scales ffn_down_exps.scale [n_expert], the
+    // experts' input norm and each branch's output norm.
+    const gguf::TensorInfo* ffn_gate_inp_s = nullptr;
+    const gguf::TensorInfo* ffn_down_exps_s = nullptr;
+    const gguf::TensorInfo* ffn_pre_norm_2 = nullptr;
+    const gguf::TensorInfo* ffn_post_norm_1 = nullptr;
+    const gguf::TensorInfo* ffn_post_norm_2 = nullptr;
+    // The layer's output scale [1] (ArchDesc::layer_output_scale) and its per-layer embedding's
+    // gate [n_embd, n_pl], projection [n_pl, n_embd] and norm (ArchDesc::per_layer_embeddings).
+    const gguf::TensorInfo* layer_out_scale = nullptr;
+    const gguf::TensorInfo* pl_inp_gate = nullptr;
+    const gguf::TensorInfo* pl_proj = nullptr;
+    const gguf::TensorInfo* pl_post_norm = nullptr;
     // Encoders: the biases of the post norms (NormPlacement::after_residual).
     const gguf::TensorInfo* post_attn_norm_b = nullptr;
     const gguf::TensorInfo* post_ffn_norm_b = nullptr;
@@ -148,7 +162,7 @@ struct LayerWeights {
 
     // Matrices (multiplied through the kernels) and vectors (norms, biases: converted to float
     // at load), each list possibly holding nullptr.
-    std::array<const gguf::TensorInfo*, 18> matrices() const {
+    std::array<const gguf::TensorInfo*, 20> matrices() const {
         return {wqkv,         wq,
                 wk,           wv,
                 wo,           ffn_gate,
@@ -157,7 +171,8 @@ struct LayerWeights {
                 ssm_x,        ssm_dt,
                 ssm_out,      ffn_gate_shexp,
                 ffn_up_shexp, ffn_down_shexp,
-                shortconv_in, shortconv_out};
+                shortconv_in, shortconv_out,
+                pl_inp_gate,  pl_proj};
     }
     // Small 2-D tensors converted to float at load and transposed: Model::vector_weight gives
     // element (row r, column c) of the file's [ne0 = columns, ne1 = rows] at c * ne1 + r, so
@@ -197,6 +212,11 @@ struct LayerWeights {
                 ssm_d,
                 ffn_gate_inp_shexp};
     }
+    // The vectors of the layouts above, converted to float at load like vectors().
+    std::array<const gguf::TensorInfo*, 7> layout_vectors() const {
+        return {ffn_gate_inp_s,  ffn_down_exps_s, ffn_pre_norm_2, ffn_post_norm_1,
+                ffn_post_norm_2, layer_out_scale, pl_post_norm};
+    }
 };
 
 struct Weights {
@@ -225,12 +245,27 @@ struct Weights {
     const gguf::TensorInfo* cls_out = nullptr;
     const gguf::TensorInfo* cls_out_b = nullptr;
 
-    std::array<const gguf::TensorInfo*, 6> matrices() const {
-        return {tok_embd, pos_embd, output, token_types, cls, cls_out};
+    // Per-layer embeddings (ArchDesc::per_layer_embeddings): each token's rows of all layers
+    // [n_pl * n_layer, n_vocab], the projection of the input embedding to them
+    // [n_embd, n_pl * n_layer] and its norm [n_pl].
+    const gguf::TensorInfo* per_layer_tok_embd = nullptr;
+    const gguf::TensorInfo* per_layer_model_proj = nullptr;
+    const gguf::TensorInfo* per_layer_proj_norm = nullptr;
+
+    std::array<const gguf::TensorInfo*, 8> matrices() const {
+        return {tok_embd,
+                pos_embd,
+                output,
+                token_types,
+                cls,
+                cls_out,
+                per_layer_tok_embd,
+                per_layer_model_proj};
     }
-    std::array<const gguf::TensorInfo*, 10> vectors() const {
-        return {output_norm,       output_norm_b,      output_b,   tok_embd_norm, tok_embd_norm_b,
-                rope_factors_long, rope_factors_short, rope_freqs, cls_b,         cls_out_b};
+    std::array<const gguf::TensorInfo*, 11> vectors() const {
+        return {output_norm,     output_norm_b,     output_b,           tok_embd_norm,
+                tok_embd_norm_b, rope_factors_long, rope_factors_short, rope_freqs,
+                cls_b,           cls_out_b,         per_layer_proj_norm};
     }
 };
 

@@ -36,7 +36,9 @@ const std::vector<std::string> kRuns = {
     // recurrent
     "mamba", "rwkv6", "rwkv7",
     // hybrids
-    "lfm2"};
+    "lfm2",
+    // layers of different shapes, KV sharing, per-layer embeddings
+    "gemma4", "gemma4-moe", "gemma4-e"};
 
 // Evaluates ids at positions 0.. in batches of at most `chunk` tokens; every position's logits.
 std::vector<float> logits_in_chunks(Context& ctx, const std::vector<int32_t>& ids, size_t chunk) {
@@ -158,6 +160,29 @@ TEST(ArchFolder, DescriptionsShowWhatDistinguishesEachFile) {
         {"lfm2", "/shortconv/l_cache", 3},
         {"lfm2", "/attention/head_count_kv", 2},
         {"lfm2", "/attention/qk_norm", "per_head"},
+        {"gemma4", "/attention/sliding_window_pattern/2", false},
+        {"gemma4", "/attention/sliding_window_pattern/3", true},
+        {"gemma4", "/layer_shapes/0/key_length", 16},
+        {"gemma4", "/layer_shapes/0/head_count_kv", 2},
+        {"gemma4", "/layer_shapes/2/key_length", 32},
+        {"gemma4", "/layer_shapes/2/head_count_kv", 1},
+        {"gemma4", "/layer_shapes/0/rope_dimension_count", 16},
+        {"gemma4", "/rope/freq_base_swa", 1e4},
+        {"gemma4", "/rope/freqs_on_global_layers_only", true},
+        {"gemma4", "/attention/value_norm", "per_head_unweighted"},
+        {"gemma4", "/attention/value_from_key_without_attn_v", true},
+        {"gemma4", "/attention/scale", 1},
+        {"gemma4", "/layer_output_scale", true},
+        {"gemma4", "/final_logit_softcapping", 30},
+        {"gemma4-moe", "/experts/dense_beside", true},
+        {"gemma4-moe", "/experts/count", 8},
+        {"gemma4-moe", "/experts/feed_forward_length", 32},
+        {"gemma4-moe", "/feed_forward/length", 96},
+        {"gemma4-e", "/attention/shared_kv_layers", 2},
+        {"gemma4-e", "/layer_shapes/3/kv_of_layer", 1},
+        {"gemma4-e", "/layer_shapes/4/kv_of_layer", 2},
+        {"gemma4-e", "/layer_shapes/3/feed_forward_length", 256},
+        {"gemma4-e", "/per_layer_embedding_length", 16},
     };
     for (const Shown& s : kShown) {
         const auto support = describe_support(gguf::File::open(dir / "arch" / (s.file + ".gguf")));
@@ -171,6 +196,28 @@ TEST(ArchFolder, DescriptionsShowWhatDistinguishesEachFile) {
             EXPECT_EQ(hp.at(at), s.value) << s.file << " " << s.pointer;
         }
     }
+}
+
+// gemma4-e's last two blocks attend over blocks 1 and 2's keys and values: they keep no cells,
+// and the cache costs what the three owning blocks store.
+TEST(ArchFolder, SharedKvBlocksKeepNoCells) {
+    GGUFD_REQUIRE_CONFORMANCE(dir);
+    auto model = Model::load(dir / "arch" / "gemma4-e.gguf");
+    const HParams& hp = model->hparams();
+    const SequenceCacheParams params{
+        .n_seq = 2, .n_ctx = 64, .kv_types = ggufd::kernels::KvType::f32, .swa_batch = 4};
+    SequenceCache cache(hp, params);
+    const KvCache& kv = *cache.kv();
+    const int ring = kv.layer_cells(0);
+    EXPECT_EQ(ring, 8 - 1 + 4);
+    EXPECT_EQ(kv.layer_cells(1), ring);
+    EXPECT_EQ(kv.layer_cells(2), 64);
+    EXPECT_EQ(kv.layer_cells(3), 0);
+    EXPECT_EQ(kv.layer_cells(4), 0);
+    // Sliding blocks: 2 KV heads of 16; the global one: 1 of 32; K and V, F32, two sequences.
+    const size_t cell = 2 * 16 * sizeof(float) * 2, global_cell = 32 * sizeof(float) * 2;
+    EXPECT_EQ(kv.bytes(), 2 * (2 * size_t(ring) * cell + 64 * global_cell));
+    EXPECT_EQ(SequenceCache::bytes_needed(hp, params), kv.bytes());
 }
 
 TEST(ArchFolder, EveryOtherFileIsRefusedWithAReason) {

@@ -96,6 +96,19 @@ struct Spec {
     uint32_t conv_taps = 0;
     bool conv_history = true;  // false: the reference's convolution sees the current input alone
     std::string output_norm_name = "output_norm";
+    // Layers of different shapes (gemma4): a per-layer sliding pattern (written as an array),
+    // the sliding layers' head size (key_length_swa, 0: head_dim), FFN widths per layer, global
+    // layers without attn_v (V = the raw K projection), V RMS-normed without weight, rope_freqs
+    // on the global layers only, a layer_output_scale per layer, the last shared_kv layers
+    // attending over the last earlier layer of their kind, per-layer embeddings of width n_pl,
+    // and routed layers keeping their dense FFN beside the experts with the router's own input
+    // and per-expert output scales.
+    std::vector<bool> swa_layers = {};
+    uint32_t head_dim_swa = 0;
+    std::vector<uint32_t> ff_per_layer = {};
+    bool v_from_k = false, v_norm = false, rope_freqs_global = false, layer_scale = false;
+    uint32_t shared_kv = 0, n_pl = 0;
+    bool dense_beside = false;
     uint32_t n_embd = 16, n_head = 2, n_head_kv = 1, head_dim = 8, n_ff = 24, n_vocab = 32,
              n_layer = 2, n_ctx = 16;
 };
@@ -124,7 +137,20 @@ struct Tiny {
         w.set(p + "context_length", s.n_ctx);
         w.set(p + "embedding_length", s.n_embd);
         w.set(p + "block_count", s.n_layer);
-        w.set(p + "feed_forward_length", s.n_ff);
+        if (s.ff_per_layer.empty()) {
+            w.set(p + "feed_forward_length", s.n_ff);
+        } else {
+            w.set(p + "feed_forward_length", gguf::Array{s.ff_per_layer});
+        }
+        if (!s.swa_layers.empty()) {
+            w.set(p + "attention.sliding_window_pattern", gguf::Array{s.swa_layers});
+        }
+        if (s.head_dim_swa) {
+            w.set(p + "attention.key_length_swa", s.head_dim_swa);
+            w.set(p + "attention.value_length_swa", s.head_dim_swa);
+        }
+        if (s.shared_kv) w.set(p + "attention.shared_kv_layers", s.shared_kv);
+        if (s.n_pl) w.set(p + "embedding_length_per_layer_input", s.n_pl);
         w.set(p + "attention.head_count", s.n_head);
         if (s.kv_heads.empty()) {
             w.set(p + "attention.head_count_kv", s.n_head_kv);
@@ -186,6 +212,30 @@ bool routed_layer(const Spec& s, uint32_t l) {
     return s.n_expert > 0 && (s.moe_every == 0 || (l + 1) % s.moe_every == 0);
 }
 
+bool local_layer(const Spec& s, uint32_t l) {
+    if (!s.swa_layers.empty()) return s.window > 0 && s.swa_layers[l];
+    return s.window > 0 && (s.swa_period == 0 || l % s.swa_period < s.swa_period - 1);
+}
+// Layer l's head size, KV heads and FFN width.
+uint32_t head_of(const Spec& s, uint32_t l) {
+    return local_layer(s, l) && s.head_dim_swa ? s.head_dim_swa : s.head_dim;
+}
+uint32_t kv_heads_of(const Spec& s, uint32_t l) {
+    return s.kv_heads.empty() ? s.n_head_kv : s.kv_heads[l];
+}
+uint32_t ff_of(const Spec& s, uint32_t l) {
+    return s.ff_per_layer.empty() ? s.n_ff : s.ff_per_layer[l];
+}
+// The layer whose keys and values layer l attends over (Spec::shared_kv).
+uint32_t kv_source(const Spec& s, uint32_t l) {
+    const uint32_t first = s.n_layer - s.shared_kv;
+    if (s.shared_kv == 0 || l < first) return l;
+    for (uint32_t j = first; j-- > 0;) {
+        if (local_layer(s, j) == local_layer(s, l)) return j;
+    }
+    return l;
+}
+
 Tiny make_tiny(const Spec& s, uint32_t seed = 1) {
     Tiny m{s, {}, {}};
     std::mt19937 rng(seed);
@@ -197,8 +247,7 @@ Tiny make_tiny(const Spec& s, uint32_t seed = 1) {
         for (float& x : t.data) x = mean + noise(rng);
         m.tensors[name] = std::move(t);
     };
-    const int64_t e = s.n_embd, q = int64_t{s.n_head} * s.head_dim,
-                  kv = int64_t{s.n_head_kv} * s.head_dim, ff = s.n_ff;
+    const int64_t e = s.n_embd;
     auto norm = [&](const std::string& name) {
         add(name + ".weight", {e}, 1.0f);
         if (s.layer_norm && !s.no_norm_bias) add(name + ".bias", {e});
@@ -216,6 +265,12 @@ Tiny make_tiny(const Spec& s, uint32_t seed = 1) {
     } else if (s.rope_factors == Spec::rope_freqs) {
         factors("rope_freqs.weight", 1.0f, 2.0f);
     }
+    if (s.n_pl) {
+        const int64_t all = int64_t{s.n_pl} * s.n_layer;
+        add("per_layer_token_embd.weight", {all, s.n_vocab});
+        add("per_layer_model_proj.weight", {e, all});
+        add("per_layer_proj_norm.weight", {s.n_pl}, 1.0f);
+    }
     if (s.embd_norm) norm("token_embd_norm");
     if (s.output_bias) add("output.bias", {s.n_vocab});
     add("token_embd.weight", {e, s.n_vocab});
@@ -229,6 +284,14 @@ Tiny make_tiny(const Spec& s, uint32_t seed = 1) {
     const bool pre_norms = s.norms != Spec::post && s.norms != Spec::after_residual;
     for (uint32_t i = 0; i < s.n_layer; ++i) {
         const std::string b = "blk." + std::to_string(i) + ".";
+        const int64_t hd = head_of(s, i), q = int64_t{s.n_head} * hd,
+                      kv = int64_t{kv_heads_of(s, i)} * hd, ff = ff_of(s, i);
+        if (s.layer_scale) add(b + "layer_output_scale.weight", {1}, 1.0f);
+        if (s.n_pl) {
+            add(b + "inp_gate.weight", {e, s.n_pl});
+            add(b + "proj.weight", {s.n_pl, e});
+            add(b + "post_norm.weight", {e}, 1.0f);
+        }
         if (pre_norms) norm(b + "attn_norm");
         if (!s.kv_heads.empty() && s.kv_heads[i] == 0) {
             add(b + "shortconv.in_proj.weight", {e, 3 * e});
@@ -243,8 +306,8 @@ Tiny make_tiny(const Spec& s, uint32_t seed = 1) {
         if (s.attn_norm_2) norm(b + "attn_norm_2");
         if (s.qk_norm != Spec::qk_none) {
             const bool whole = s.qk_norm == Spec::qk_whole;
-            add(b + "attn_q_norm.weight", {whole ? q : s.head_dim}, 1.0f);
-            add(b + "attn_k_norm.weight", {whole ? kv : s.head_dim}, 1.0f);
+            add(b + "attn_q_norm.weight", {whole ? q : hd}, 1.0f);
+            add(b + "attn_k_norm.weight", {whole ? kv : hd}, 1.0f);
         }
         if (s.norms == Spec::after_residual) {
             norm(b + "attn_output_norm");
@@ -259,7 +322,7 @@ Tiny make_tiny(const Spec& s, uint32_t seed = 1) {
         } else {
             add(b + "attn_q.weight", {e, q});
             add(b + "attn_k.weight", {e, kv});
-            add(b + "attn_v.weight", {e, kv});
+            if (!s.v_from_k || local_layer(s, i)) add(b + "attn_v.weight", {e, kv});
             if (s.qkv_bias) {
                 add(b + "attn_q.bias", {q});
                 add(b + "attn_k.bias", {kv});
@@ -291,7 +354,12 @@ Tiny make_tiny(const Spec& s, uint32_t seed = 1) {
                 add(b + "ffn_down_shexp.weight", {fs, e});
                 if (s.shared_gate) add(b + "ffn_gate_inp_shexp.weight", {e});
             }
-            continue;
+            if (!s.dense_beside) continue;
+            add(b + "ffn_gate_inp.scale", {e}, 1.0f);
+            add(b + "ffn_down_exps.scale", {ne}, 1.0f);
+            add(b + "pre_ffw_norm_2.weight", {e}, 1.0f);
+            add(b + "post_ffw_norm_1.weight", {e}, 1.0f);
+            add(b + "post_ffw_norm_2.weight", {e}, 1.0f);
         }
         const int64_t up = s.fused_gate_up ? 2 * ff : ff;
         if (s.ffn != Spec::gelu && !s.fused_gate_up) add(b + "ffn_gate.weight", {e, ff});
@@ -343,12 +411,14 @@ double silu(double x) {
 // The context every engine test here runs with (logits_of.h): it picks LongRoPE's factors.
 constexpr uint32_t kEngineContext = 64;
 
-void rotate(const Tiny& m, double* head, int pos, double base = 10000.0) {
+// head_dim: the layer's head, when it differs (Spec::head_dim_swa); with_freqs: rope_freqs apply.
+void rotate(const Tiny& m, double* head, int pos, double base = 10000.0, uint32_t head_dim = 0,
+            bool with_freqs = true) {
     const Spec& s = m.spec;
-    const int n_rot = static_cast<int>(s.n_rot ? s.n_rot : s.head_dim);
+    const int n_rot = static_cast<int>(s.n_rot ? s.n_rot : head_dim ? head_dim : s.head_dim);
     // Frequency i divided by factor i: LongRoPE's long factors beyond the original context, its
     // short ones within it; rope_freqs always.
-    const Tensor* factors = m.find("rope_freqs.weight");
+    const Tensor* factors = with_freqs ? m.find("rope_freqs.weight") : nullptr;
     if (s.rope_factors == Spec::long_rope) {
         factors = &m.at(kEngineContext > s.rope_orig_ctx ? "rope_factors_long.weight"
                                                          : "rope_factors_short.weight");
@@ -415,9 +485,11 @@ double clamped_glu(double g, double u) {
 
 // The routed FFN: router logits, the gating's choice of experts and their weights, and the
 // weighted sum of the chosen experts' outputs (each with its biases).
-Vec moe_ffn(const Tiny& m, const std::string& b, const Vec& h) {
+// router_in: what the router reads, when not h (Spec::dense_beside).
+Vec moe_ffn(const Tiny& m, const std::string& b, const Vec& h, const Vec* router_in = nullptr) {
     const Spec& s = m.spec;
-    const Vec logits = matvec(m.at(b + "ffn_gate_inp.weight"), h, m.find(b + "ffn_gate_inp.bias"));
+    const Vec logits = matvec(m.at(b + "ffn_gate_inp.weight"), router_in ? *router_in : h,
+                              m.find(b + "ffn_gate_inp.bias"));
     const size_t ne = s.n_expert, k = s.n_expert_used;
     Vec score(ne);
     const double mx = *std::max_element(logits.begin(), logits.end());
@@ -448,6 +520,9 @@ Vec moe_ffn(const Tiny& m, const std::string& b, const Vec& h) {
     if (s.weights_scale > 0) {
         for (double& x : w) x *= s.weights_scale;
     }
+    if (const Tensor* scale = m.find(b + "ffn_down_exps.scale")) {
+        for (size_t j = 0; j < k; ++j) w[j] *= scale->data[order[j]];
+    }
     Vec out(s.n_embd, 0.0);
     for (size_t j = 0; j < k; ++j) {
         const auto e = static_cast<int64_t>(order[j]);
@@ -467,7 +542,9 @@ Vec moe_ffn(const Tiny& m, const std::string& b, const Vec& h) {
             matvec(expert_slice(m.at(b + "ffn_up_exps.weight"), e), in, ub ? &*ub : nullptr);
         Vec act(g.size());
         for (size_t i = 0; i < g.size(); ++i)
-            act[i] = s.clamped_glu ? clamped_glu(g[i], u[i]) : silu(g[i]) * u[i];
+            act[i] = s.clamped_glu          ? clamped_glu(g[i], u[i])
+                     : s.ffn == Spec::geglu ? gelu(g[i]) * u[i]
+                                            : silu(g[i]) * u[i];
         const Vec d =
             matvec(expert_slice(m.at(b + "ffn_down_exps.weight"), e), act, db ? &*db : nullptr);
         for (size_t i = 0; i < out.size(); ++i) out[i] += (s.weight_on_input ? 1.0 : w[j]) * d[i];
@@ -490,11 +567,12 @@ Vec moe_ffn(const Tiny& m, const std::string& b, const Vec& h) {
     return out;
 }
 
-Vec ffn(const Tiny& m, uint32_t l, const Vec& h) {
+// dense: the layer's dense FFN even where it is routed (Spec::dense_beside).
+Vec ffn(const Tiny& m, uint32_t l, const Vec& h, bool dense = false) {
     const Spec& s = m.spec;
     const std::string b = "blk." + std::to_string(l) + ".";
-    if (routed_layer(s, l)) return moe_ffn(m, b, h);
-    const size_t ff = s.n_ff;
+    if (routed_layer(s, l) && !dense) return moe_ffn(m, b, h);
+    const size_t ff = ff_of(s, l);
     const Vec up = matvec(m.at(b + "ffn_up.weight"), h, m.find(b + "ffn_up.bias"));
     Vec act(ff);
     if (s.ffn == Spec::gelu) {
@@ -520,10 +598,6 @@ void rms_in_place(const Tiny& m, const std::string& name, double* x, size_t widt
     for (size_t i = 0; i < width; ++i) sq += x[i] * x[i] / static_cast<double>(width);
     const Tensor& w = m.at(name);
     for (size_t i = 0; i < width; ++i) x[i] = x[i] / std::sqrt(sq + 1e-5) * w.data[i];
-}
-
-bool local_layer(const Spec& s, uint32_t l) {
-    return s.window > 0 && (s.swa_period == 0 || l % s.swa_period < s.swa_period - 1);
 }
 
 double capped(double x, float cap) {
@@ -562,10 +636,64 @@ std::vector<Vec> short_conv_layer(const Tiny& m, uint32_t l, const std::vector<V
 }
 
 // Logits of every position of one sequence (an encoder's final hidden states).
+// Per-layer embeddings (Spec::n_pl): each token's inputs of every layer [n_layer * n_pl] from its
+// row of per_layer_token_embd * sqrt(n_pl) and the RMS-normed projection of its input embedding
+// x / sqrt(n_embd), summed and divided by sqrt(2).
+std::vector<Vec> per_layer_inputs(const Tiny& m, const std::vector<int32_t>& ids,
+                                  const std::vector<Vec>& x) {
+    const Spec& s = m.spec;
+    std::vector<Vec> out;
+    if (s.n_pl == 0) return out;
+    const size_t all = size_t{s.n_pl} * s.n_layer;
+    for (size_t t = 0; t < ids.size(); ++t) {
+        Vec proj = matvec(m.at("per_layer_model_proj.weight"), x[t], nullptr);
+        for (double& z : proj) z /= std::sqrt(double(s.n_embd));
+        for (size_t l = 0; l < s.n_layer; ++l)
+            rms_in_place(m, "per_layer_proj_norm.weight", &proj[l * s.n_pl], s.n_pl);
+        const Tensor& rows = m.at("per_layer_token_embd.weight");
+        for (size_t i = 0; i < all; ++i) {
+            proj[i] = (rows.data[ids[t] * all + i] * std::sqrt(double(s.n_pl)) + proj[i]) /
+                      std::sqrt(2.0);
+        }
+        out.push_back(std::move(proj));
+    }
+    return out;
+}
+
+// x += RMSNorm(proj . (GELU(inp_gate . x) * layer l's input), post_norm).
+void add_per_layer_embedding(const Tiny& m, uint32_t l, const Vec& inputs, Vec& x) {
+    const Spec& s = m.spec;
+    const std::string b = "blk." + std::to_string(l) + ".";
+    Vec g = matvec(m.at(b + "inp_gate.weight"), x, nullptr);
+    for (size_t i = 0; i < g.size(); ++i) g[i] = gelu(g[i]) * inputs[l * s.n_pl + i];
+    Vec o = matvec(m.at(b + "proj.weight"), g, nullptr);
+    rms_in_place(m, b + "post_norm.weight", o.data(), o.size());
+    for (size_t i = 0; i < x.size(); ++i) x[i] += o[i];
+}
+
+// A routed layer's FFN beside its dense one (Spec::dense_beside), both from the layer input x:
+// the dense FFN through ffn_norm and post_ffw_norm_1, the experts through pre_ffw_norm_2 and
+// post_ffw_norm_2, the router reading x RMS-normed without weight / sqrt(n_embd) times
+// ffn_gate_inp.scale.
+Vec dense_beside_ffn(const Tiny& m, uint32_t l, const Vec& x) {
+    const std::string b = "blk." + std::to_string(l) + ".";
+    Vec mlp = ffn(m, l, normed(m, b + "ffn_norm", x), true);
+    rms_in_place(m, b + "post_ffw_norm_1.weight", mlp.data(), mlp.size());
+    double sq = 0.0;
+    for (double z : x) sq += z * z / double(x.size());
+    const Tensor& scale = m.at(b + "ffn_gate_inp.scale");
+    Vec router(x.size());
+    for (size_t i = 0; i < x.size(); ++i)
+        router[i] = x[i] / std::sqrt(sq + 1e-5) / std::sqrt(double(x.size())) * scale.data[i];
+    Vec moe = moe_ffn(m, b, normed(m, b + "pre_ffw_norm_2", x), &router);
+    rms_in_place(m, b + "post_ffw_norm_2.weight", moe.data(), moe.size());
+    for (size_t i = 0; i < mlp.size(); ++i) mlp[i] += moe[i];
+    return mlp;
+}
+
 std::vector<Vec> reference(const Tiny& m, const std::vector<int32_t>& ids) {
     const Spec& s = m.spec;
-    const size_t n = ids.size(), e = s.n_embd, hd = s.head_dim;
-    const size_t q_dim = s.n_head * hd, kv_dim = s.n_head_kv * hd;
+    const size_t n = ids.size(), e = s.n_embd;
     std::vector<Vec> x(n, Vec(e));
     for (size_t t = 0; t < n; ++t) {
         for (size_t i = 0; i < e; ++i) {
@@ -577,9 +705,9 @@ std::vector<Vec> reference(const Tiny& m, const std::vector<int32_t>& ids) {
         }
         if (s.embd_norm) x[t] = normed(m, "token_embd_norm", x[t]);
     }
+    const std::vector<Vec> per_layer = per_layer_inputs(m, ids, x);
+    std::vector<std::vector<Vec>> layer_k(s.n_layer), layer_v(s.n_layer);  // after RoPE
     const double residual_scale = s.residual_scale > 0.0f ? s.residual_scale : 1.0;
-    const double attn_scale =
-        s.attention_scale > 0.0f ? s.attention_scale : 1.0 / std::sqrt(static_cast<double>(hd));
     const double max_bias = s.alibi_key > 0.0f ? s.alibi_key : 8.0;
     const bool parallel = s.parallel && !s.parallel_key_false;
     for (uint32_t l = 0; l < s.n_layer; ++l) {
@@ -590,6 +718,10 @@ std::vector<Vec> reference(const Tiny& m, const std::vector<int32_t>& ids) {
         }
         const bool local = local_layer(s, l);
         const double base = local && s.rope_base_swa > 0 ? s.rope_base_swa : s.rope_base;
+        const size_t hd = head_of(s, l), n_kv = kv_heads_of(s, l);
+        const size_t q_dim = s.n_head * hd, kv_dim = n_kv * hd;
+        const double attn_scale =
+            s.attention_scale > 0.0f ? s.attention_scale : 1.0 / std::sqrt(static_cast<double>(hd));
         std::vector<Vec> h(n), q(n), k(n), v(n);
         for (size_t t = 0; t < n; ++t) {
             h[t] = s.norms == Spec::post || s.norms == Spec::after_residual
@@ -605,7 +737,18 @@ std::vector<Vec> reference(const Tiny& m, const std::vector<int32_t>& ids) {
             } else {
                 q[t] = matvec(m.at(b + "attn_q.weight"), h[t], m.find(b + "attn_q.bias"));
                 k[t] = matvec(m.at(b + "attn_k.weight"), h[t], m.find(b + "attn_k.bias"));
-                v[t] = matvec(m.at(b + "attn_v.weight"), h[t], m.find(b + "attn_v.bias"));
+                // Without attn_v (Spec::v_from_k), V is the raw K projection.
+                v[t] = m.find(b + "attn_v.weight")
+                           ? matvec(m.at(b + "attn_v.weight"), h[t], m.find(b + "attn_v.bias"))
+                           : k[t];
+            }
+            if (s.v_norm) {
+                for (size_t h0 = 0; h0 < kv_dim; h0 += hd) {
+                    double sq = 0.0;
+                    for (size_t i = 0; i < hd; ++i) sq += v[t][h0 + i] * v[t][h0 + i];
+                    const double inv = 1.0 / std::sqrt(sq / double(hd) + 1e-5);
+                    for (size_t i = 0; i < hd; ++i) v[t][h0 + i] *= inv;
+                }
             }
             clamp_all(q[t], s.clamp_kqv);
             clamp_all(k[t], s.clamp_kqv);
@@ -616,15 +759,16 @@ std::vector<Vec> reference(const Tiny& m, const std::vector<int32_t>& ids) {
             } else if (s.qk_norm == Spec::qk_per_head) {
                 for (size_t hh = 0; hh < s.n_head; ++hh)
                     rms_in_place(m, b + "attn_q_norm.weight", &q[t][hh * hd], hd);
-                for (size_t hh = 0; hh < s.n_head_kv; ++hh)
+                for (size_t hh = 0; hh < n_kv; ++hh)
                     rms_in_place(m, b + "attn_k_norm.weight", &k[t][hh * hd], hd);
             }
             const bool nope = s.nope_period > 0 && l % s.nope_period == s.nope_period - 1;
             if (s.pos != Spec::learned && !s.alibi && !nope) {
+                const bool freqs = !(s.rope_freqs_global && local);
                 for (size_t hh = 0; hh < s.n_head; ++hh)
-                    rotate(m, &q[t][hh * hd], static_cast<int>(t), base);
-                for (size_t hh = 0; hh < s.n_head_kv; ++hh)
-                    rotate(m, &k[t][hh * hd], static_cast<int>(t), base);
+                    rotate(m, &q[t][hh * hd], static_cast<int>(t), base, hd, freqs);
+                for (size_t hh = 0; hh < n_kv; ++hh)
+                    rotate(m, &k[t][hh * hd], static_cast<int>(t), base, hd, freqs);
                 if (s.qk_norm_after_rope) {
                     for (Vec* qk : {&q[t], &k[t]}) {
                         for (size_t h0 = 0; h0 < qk->size(); h0 += hd) {
@@ -643,11 +787,18 @@ std::vector<Vec> reference(const Tiny& m, const std::vector<int32_t>& ids) {
                 for (double& z : q[t]) z *= temp;
             }
         }
+        layer_k[l] = k;
+        layer_v[l] = v;
+        // A layer sharing another's keys and values attends over those (Spec::shared_kv).
+        if (const uint32_t src = kv_source(s, l); src != l) {
+            k = layer_k[src];
+            v = layer_v[src];
+        }
         std::vector<Vec> next = x;
         for (size_t t = 0; t < n; ++t) {
             Vec att(q_dim, 0.0);
             for (size_t hh = 0; hh < s.n_head; ++hh) {
-                const size_t kh = hh / (s.n_head / s.n_head_kv);
+                const size_t kh = hh / (s.n_head / n_kv);
                 // A local layer's query sees itself and the window - 1 positions before it.
                 const size_t first = local && t + 1 > s.window ? t + 1 - s.window : 0;
                 // Bidirectional: every position of the sequence.
@@ -689,11 +840,17 @@ std::vector<Vec> reference(const Tiny& m, const std::vector<int32_t>& ids) {
                 for (size_t i = 0; i < e; ++i) next[t][i] += (o[i] + f[i]) * residual_scale;
             } else {
                 for (size_t i = 0; i < e; ++i) next[t][i] += o[i] * residual_scale;
-                Vec f =
-                    ffn(m, l,
-                        s.norms == Spec::post ? next[t] : normed(m, b + s.ffn_norm_name, next[t]));
+                Vec f = s.dense_beside && routed_layer(s, l)
+                            ? dense_beside_ffn(m, l, next[t])
+                            : ffn(m, l,
+                                  s.norms == Spec::post ? next[t]
+                                                        : normed(m, b + s.ffn_norm_name, next[t]));
                 if (s.norms != Spec::pre) rms_in_place(m, b + "post_ffw_norm.weight", f.data(), e);
                 for (size_t i = 0; i < e; ++i) next[t][i] += f[i] * residual_scale;
+            }
+            if (s.n_pl) add_per_layer_embedding(m, l, per_layer[t], next[t]);
+            if (s.layer_scale) {
+                for (double& z : next[t]) z *= m.at(b + "layer_output_scale.weight").data[0];
             }
         }
         x = std::move(next);
@@ -1477,6 +1634,88 @@ TEST(ArchReference, Gemma2QueryScaleOf27B) {
     expect_matches_reference(s, kLongIds);
 }
 
+// gemma4's dense layout in five blocks: 0, 1 and 3 sliding (head 8, 2 KV heads, RoPE base 10),
+// 2 and 4 global (head 16, 1 KV head, no attn_v, rope_freqs, base 1e6); weighted Q/K norms, V
+// normed without weight, attention scale 1, post norms, layer output scales, soft-capped logits.
+Spec gemma4_spec() {
+    return Spec{.arch = "gemma4",
+                .ffn = Spec::geglu,
+                .pos = Spec::rope_neox,
+                .embd_scale = true,
+                .tied = true,
+                .rope_factors = Spec::rope_freqs,
+                .qk_norm = Spec::qk_per_head,
+                .norms = Spec::pre_and_post,
+                .final_softcap = 1.5f,
+                .window = 3,
+                .rope_base = 1e6f,
+                .rope_base_swa = 10.0f,
+                .q_scale = 1.0,
+                .kv_heads = {2, 2, 1, 2, 1},
+                .swa_layers = {true, true, false, true, false},
+                .head_dim_swa = 8,
+                .v_from_k = true,
+                .v_norm = true,
+                .rope_freqs_global = true,
+                .layer_scale = true,
+                .n_head = 4,
+                .head_dim = 16,
+                .n_layer = 5};
+}
+// The MoE layout: every FFN routed (4 experts, 2 used) beside its dense one.
+Spec gemma4_moe_spec() {
+    Spec s = gemma4_spec();
+    s.n_expert = 4;
+    s.n_expert_used = 2;
+    s.n_ff_expert = 10;
+    s.dense_beside = true;
+    return s;
+}
+// The E layout: attn_v everywhere, blocks 3 and 4 sharing blocks 1's and 2's KV with FFNs twice
+// as wide, and per-layer embeddings of 4.
+Spec gemma4_e_spec() {
+    Spec s = gemma4_spec();
+    s.v_from_k = false;
+    s.shared_kv = 2;
+    s.ff_per_layer = {24, 24, 24, 48, 48};
+    s.n_pl = 4;
+    return s;
+}
+TEST(ArchReference, Gemma4LayersOfTwoShapes) {
+    for (size_t chunk : {size_t{0}, size_t{3}, size_t{1}}) {
+        SCOPED_TRACE("chunk " + std::to_string(chunk));
+        expect_matches_reference(gemma4_spec(), kLongIds, chunk);
+    }
+    expect_matches_reference(gemma4_spec(), kLongIds, 1, 2);  // a ring of window + 1
+    // (A window wider than the prompt keeps the sliding layers' shapes: window 0 would not.)
+    for (auto change :
+         {+[](Spec& s) { s.window = 64; }, +[](Spec& s) { s.rope_base_swa = 0; },
+          +[](Spec& s) { s.rope_freqs_global = false; }, +[](Spec& s) { s.v_norm = false; },
+          +[](Spec& s) { s.q_scale = 0; }, +[](Spec& s) { s.layer_scale = false; },
+          +[](Spec& s) { s.final_softcap = 0; }}) {
+        expect_reference_depends_on(gemma4_spec(), change, kLongIds);
+    }
+}
+TEST(ArchReference, Gemma4MoeDenseFfnBesideExperts) {
+    expect_matches_reference(gemma4_moe_spec(), kLongIds);
+    expect_matches_reference(gemma4_moe_spec(), kLongIds, 1);
+    expect_reference_depends_on(
+        gemma4_moe_spec(), [](Spec& s) { s.dense_beside = false; }, kLongIds);
+    expect_reference_depends_on(
+        gemma4_moe_spec(), [](Spec& s) { s.n_expert_used = 1; }, kLongIds);
+}
+TEST(ArchReference, Gemma4ESharedKvAndPerLayerEmbeddings) {
+    for (size_t chunk : {size_t{0}, size_t{3}, size_t{1}}) {
+        SCOPED_TRACE("chunk " + std::to_string(chunk));
+        expect_matches_reference(gemma4_e_spec(), kLongIds, chunk);
+    }
+    expect_matches_reference(gemma4_e_spec(), kLongIds, 1, 2);
+    expect_reference_depends_on(
+        gemma4_e_spec(), [](Spec& s) { s.shared_kv = 0; }, kLongIds);
+    expect_reference_depends_on(
+        gemma4_e_spec(), [](Spec& s) { s.n_pl = 0; }, kLongIds);
+}
+
 // Every layer local (pattern 0), window 1: each token sees only itself.
 TEST(ArchReference, Gemma3AllLocalWindowOne) {
     Spec s = gemma3_spec();
@@ -1819,6 +2058,32 @@ TEST(ArchRefusals, HybridLayerKeysAreChecked) {
     m.spec.kv_heads = {1, 1, 0};
     e = load_error(m);
     EXPECT_NE(e.find("'blk.0.attn_q.weight' is missing"), std::string::npos) << e;
+}
+
+// gemma4's per-layer keys: lists of the wrong length, KV sharing without an earlier layer of the
+// same kind and shape, and a global layer that lacks attn_v but whose V heads differ from K's.
+TEST(ArchRefusals, Gemma4LayerKeysAreChecked) {
+    Tiny m = make_tiny(gemma4_e_spec());
+    m.spec.ff_per_layer = {24, 24};
+    std::string e = load_error(m);
+    EXPECT_NE(e.find("feed_forward_length has 2 entries for 5 blocks"), std::string::npos) << e;
+    m = make_tiny(gemma4_e_spec());
+    m.spec.swa_layers = {true, false};
+    e = load_error(m);
+    EXPECT_NE(e.find("sliding_window_pattern has 2 entries for 5 blocks"), std::string::npos) << e;
+    m = make_tiny(gemma4_e_spec());
+    m.spec.shared_kv = 5;
+    e = load_error(m);
+    EXPECT_NE(e.find("shared_kv_layers (5) must be below block_count"), std::string::npos) << e;
+    // Four shared layers leave block 0 alone before them: block 2 (global) has no global block
+    // to share with.
+    m.spec.shared_kv = 4;
+    e = load_error(m);
+    EXPECT_NE(e.find("block 2 has no earlier block of its kind"), std::string::npos) << e;
+    m = make_tiny(gemma4_spec());
+    m.metadata_u32["gemma4.attention.value_length_swa"] = 16;
+    e = load_error(m);
+    EXPECT_NE(e.find("value_length must equal key_length"), std::string::npos) << e;
 }
 
 TEST(ArchRefusals, UnknownArchitectureListsSupported) {

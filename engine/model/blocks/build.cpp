@@ -21,6 +21,7 @@ LayerBlock::LayerBlock(const BlockEnv& env, int layer)
 std::vector<std::unique_ptr<Block>> build_blocks(const BlockEnv& env) {
     const HParams& hp = env.model.hparams();
     std::vector<std::unique_ptr<Block>> blocks;
+    if (auto inputs = make_per_layer_input_block(env)) blocks.push_back(std::move(inputs));
     for (int layer = 0; layer < static_cast<int>(hp.n_layer); ++layer) {
         switch (hp.layer_block(static_cast<uint32_t>(layer))) {
             case BlockKind::attention:
@@ -31,6 +32,8 @@ std::vector<std::unique_ptr<Block>> build_blocks(const BlockEnv& env) {
                     blocks.push_back(make_attention_block(env, layer, nullptr));
                     blocks.push_back(make_feed_forward(env, layer));
                 }
+                if (auto out = make_layer_output_block(env, layer))
+                    blocks.push_back(std::move(out));
                 continue;
             case BlockKind::mamba:
                 blocks.push_back(make_mamba_block(env, layer));

@@ -29,6 +29,7 @@ void FeedForwardBlock::forward(const Step& step, float* x) {
         ops_.norm(l_.ffn_norm, l_.ffn_norm_b, x, xn, n);
         f = xn;
     }
+    input_ = x;
     branch(step, f, out);
     kernels::add(x, out, x, n * embd, &ops_.pool());
     ops_.residual_norm(l_.post_ffn_norm, l_.post_ffn_norm_b, x, n);
@@ -44,6 +45,7 @@ void FeedForwardBlock::parallel_branch(const Step& step, const float* x, const f
                   step.n);
         f = xn;
     }
+    input_ = x;
     branch(step, f, out);
 }
 
@@ -59,7 +61,7 @@ class DenseFeedForward final : public FeedForwardBlock {
 
   private:
     void apply(const Step& step, const float* xn, float* y) override {
-        const int64_t n = step.n, ff = ops_.hparams().n_ff;
+        const int64_t n = step.n, ff = ops_.hparams().layer_shape(layer_).n_ff;
         const LoraRows& lora = step.lora;
         float* gate = grow(s_.gate, static_cast<size_t>(n * ff));
         if (ops_.hparams().desc->ffn == FfnKind::gelu) {
