@@ -45,14 +45,16 @@ KvCache::KvCache(const HParams& hp, int n_seq, int n_ctx, KvTypes types, int swa
       k_row_(hp.n_embd_k_gqa()),
       v_row_(hp.n_embd_v_gqa()),
       head_dim_k_(hp.head_dim_k),
-      head_dim_v_(hp.head_dim_v) {
+      head_dim_v_(hp.head_dim_v),
+      v_in_k_(hp.v_in_k) {
+    if (v_in_k_) v_row_ = 0;
     if (n_seq <= 0 || n_ctx <= 0) {
         throw std::invalid_argument(
             "KV cache needs at least one sequence and one cell (n_seq=" + std::to_string(n_seq) +
             ", n_ctx=" + std::to_string(n_ctx) + ")");
     }
     check_block_fit(types.k, hp.head_dim_k, "K");
-    check_block_fit(types.v, hp.head_dim_v, "V");
+    if (!v_in_k_) check_block_fit(types.v, hp.head_dim_v, "V");
     k_.reserve(hp.n_layer);
     v_.reserve(hp.n_layer);
     for (uint32_t l = 0; l < hp.n_layer; ++l) {
@@ -75,7 +77,7 @@ size_t KvCache::bytes_needed(const HParams& hp, int n_seq, int n_ctx, KvTypes ty
         cells += static_cast<size_t>(layer_cells_of(hp, l, n_ctx, swa_batch));
     }
     const size_t cell_bytes = kernels::kv_bytes(types.k, hp.n_embd_k_gqa()) +
-                              kernels::kv_bytes(types.v, hp.n_embd_v_gqa());
+                              (hp.v_in_k ? 0 : kernels::kv_bytes(types.v, hp.n_embd_v_gqa()));
     return cells * static_cast<size_t>(n_seq) * cell_bytes;
 }
 
@@ -145,6 +147,9 @@ kernels::KvView KvCache::k_view(int layer, int seq) const {
 }
 
 kernels::KvView KvCache::v_view(int layer, int seq) const {
+    // The values are read through the keys' rows; attention then yields head_dim_k per head,
+    // of which the first head_dim_v are the values'.
+    if (v_in_k_) return k_view(layer, seq);
     return view(v_.at(static_cast<size_t>(layer)), layer, seq, v_row_, head_dim_v_, types_.v);
 }
 

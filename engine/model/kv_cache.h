@@ -11,6 +11,8 @@
 // sequence needs the window before the new end to be still in the ring: can_truncate() says
 // whether it is (always for 0 and for caches without a ring), and callers fall back to clearing.
 // A hybrid's layers that do not attend (HParams::layer_block) keep no cells.
+// Multi-head latent attention (HParams::v_in_k) stores no V: a value is the first head_dim_v
+// elements of its key row (the compressed latent), so v_view is the K view and only K is sized.
 #pragma once
 
 #include <cstdint>
@@ -97,6 +99,7 @@ class KvCache {
     KvTypes types_;
     size_t k_row_, v_row_;  // elements per cell: head_dim * n_head_kv
     int64_t head_dim_k_, head_dim_v_;
+    bool v_in_k_;
     std::vector<LazyZeroBuffer> k_, v_;  // per layer
     std::vector<int> cells_;             // per layer: cells per sequence
     int ring_ = 0;                       // cells of the sliding layers (0: none)

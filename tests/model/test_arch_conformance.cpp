@@ -36,7 +36,9 @@ const std::vector<std::string> kRuns = {
     // recurrent
     "mamba", "rwkv6", "rwkv7",
     // hybrids
-    "lfm2"};
+    "lfm2",
+    // latent attention and DeepSeek's routing
+    "deepseek2-lite", "deepseek2", "glm4moe"};
 
 // Evaluates ids at positions 0.. in batches of at most `chunk` tokens; every position's logits.
 std::vector<float> logits_in_chunks(Context& ctx, const std::vector<int32_t>& ids, size_t chunk) {

@@ -105,7 +105,7 @@ void RoutedFeedForward::apply(const Step& step, const float* xn, float* y) {
     ops_.affine(*l.ffn_gate_inp, l.ffn_gate_inp_b, xn, n, logits, step.lora);
     int32_t* experts = grow(s_.experts, static_cast<size_t>(n * k));
     float* weights = grow(s_.weights, static_cast<size_t>(n * k));
-    route_tokens(hp, logits, n, experts, weights);
+    route_tokens(hp, logits, n, experts, weights, ops_.model().vector_weight(l.exp_probs_b));
     const ExpertGroups groups = group_by_expert(experts, weights, n, k, hp.n_expert);
 
     // Each token's normed input once per expert it uses, grouped by expert.
