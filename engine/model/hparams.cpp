@@ -169,6 +169,11 @@ void read_experts(const gguf::File& f, const std::string& p, HParams& hp) {
     if (d.dense_leading_blocks) {
         hp.n_dense_lead = f.get_or<uint32_t>(p + "leading_dense_block_count", 0);
     }
+    if (d.expert_select_bias != Need::absent) {
+        const std::string first = "blk." + std::to_string(hp.n_dense_lead) + ".";
+        hp.expert_select_bias =
+            f.find_tensor(first + std::string(d.names.exp_probs_b) + ".bias") != nullptr;
+    }
     if (d.expert_groups) {
         hp.n_expert_groups = f.get_or<uint32_t>(p + "expert_group_count", 0);
         hp.n_group_used = f.get_or<uint32_t>(p + "expert_group_used_count", 0);

@@ -75,6 +75,7 @@ struct HParams {
     uint32_t n_dense_lead = 0;
     uint32_t n_expert_groups = 0;
     uint32_t n_group_used = 0;
+    bool expert_select_bias = false;  // the routers have exp_probs_b (ArchDesc::expert_select_bias)
     // Multi-head latent attention (ArchDesc::latent_attention): attention.q_lora_rank (0: the
     // query straight from attn_q), attention.kv_lora_rank, and the per-head sizes of the
     // decompressed keys (key_length_mla: nope dims then n_rot RoPE dims) and values
