@@ -162,8 +162,8 @@ void read_experts(const gguf::File& f, const std::string& p, HParams& hp) {
         const uint32_t shared = d.shared_experts_fused
                                     ? std::max(1u, f.get_or<uint32_t>(p + "expert_shared_count", 1))
                                     : 1u;
-        hp.n_ff_shared = f.get_or<uint32_t>(p + "expert_shared_feed_forward_length",
-                                            shared * hp.n_ff_expert);
+        hp.n_ff_shared =
+            f.get_or<uint32_t>(p + "expert_shared_feed_forward_length", shared * hp.n_ff_expert);
         if (hp.n_ff_shared == 0) refuse(p + "expert_shared_feed_forward_length is 0");
     }
     if (d.dense_leading_blocks) {
@@ -195,8 +195,8 @@ void read_experts(const gguf::File& f, const std::string& p, HParams& hp) {
     // Layouts beyond "routed blocks with at most one shared expert": the largest value that still
     // means that layout.
     const uint32_t shared_most = d.shared_expert == Need::absent ? 0u
-                                 : d.shared_experts_fused          ? UINT32_MAX
-                                                                   : 1u;
+                                 : d.shared_experts_fused        ? UINT32_MAX
+                                                                 : 1u;
     const uint32_t lead_most = d.dense_leading_blocks ? UINT32_MAX : 0u;
     const uint32_t groups_most = d.expert_groups ? UINT32_MAX : 1u;
     for (auto [key, most] : {std::pair{"expert_shared_count", shared_most},
@@ -226,8 +226,8 @@ void read_mla_keys(const gguf::File& f, const std::string& p, HParams& hp) {
     }
     if (hp.n_head_kv != 1 || hp.head_dim_k != hp.mla_kv_lora + hp.n_rot ||
         hp.head_dim_v != hp.mla_kv_lora) {
-        refuse(p + "attention.key_length (" + std::to_string(hp.head_dim_k) +
-               "), value_length (" + std::to_string(hp.head_dim_v) + ") and head_count_kv (" +
+        refuse(p + "attention.key_length (" + std::to_string(hp.head_dim_k) + "), value_length (" +
+               std::to_string(hp.head_dim_v) + ") and head_count_kv (" +
                std::to_string(hp.n_head_kv) +
                ") must describe the latent cache: kv_lora_rank + rope.dimension_count, "
                "kv_lora_rank and 1 (the compressed layout of DeepSeek-V2 and later)");
@@ -237,7 +237,8 @@ void read_mla_keys(const gguf::File& f, const std::string& p, HParams& hp) {
     if (hp.rope_scaling == RopeScaling::yarn && hp.rope_scale_factor > 1.0f) {
         mscale = 1.0 + double{hp.yarn_log_mul} * std::log(double{hp.rope_scale_factor});
     }
-    hp.attn_scale = static_cast<float>(mscale * mscale / std::sqrt(static_cast<double>(hp.mla_head_k)));
+    hp.attn_scale =
+        static_cast<float>(mscale * mscale / std::sqrt(static_cast<double>(hp.mla_head_k)));
 }
 
 // nextn_predict_layers (ArchDesc::nextn_layers): the main pass runs the blocks before them.

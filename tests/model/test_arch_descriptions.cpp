@@ -214,7 +214,8 @@ struct Tiny {
 
 // Whether layer l's FFN is a mixture of experts.
 bool routed_layer(const Spec& s, uint32_t l) {
-    return s.n_expert > 0 && l >= s.n_dense_lead && (s.moe_every == 0 || (l + 1) % s.moe_every == 0);
+    return s.n_expert > 0 && l >= s.n_dense_lead &&
+           (s.moe_every == 0 || (l + 1) % s.moe_every == 0);
 }
 
 Tiny make_tiny(const Spec& s, uint32_t seed = 1) {
@@ -664,7 +665,8 @@ std::vector<Vec> mla_layer(const Tiny& m, uint32_t l, const std::vector<Vec>& x)
                 k[t][hh * hd + i] = d;
             }
             for (size_t i = 0; i < rot; ++i) k[t][hh * hd + nope + i] = kv[lora + i];
-            const Vec vv = matvec(expert_slice(m.at(b + "attn_v_b.weight"), int64_t(hh)), c, nullptr);
+            const Vec vv =
+                matvec(expert_slice(m.at(b + "attn_v_b.weight"), int64_t(hh)), c, nullptr);
             v[t].insert(v[t].end(), vv.begin(), vv.end());
         }
     }
@@ -683,7 +685,8 @@ std::vector<Vec> mla_layer(const Tiny& m, uint32_t l, const std::vector<Vec>& x)
             }
             for (size_t j = 0; j <= t; ++j) sum += (score[j] = std::exp(score[j] - mx));
             for (size_t j = 0; j <= t; ++j)
-                for (size_t i = 0; i < vh; ++i) att[hh * vh + i] += score[j] / sum * v[j][hh * vh + i];
+                for (size_t i = 0; i < vh; ++i)
+                    att[hh * vh + i] += score[j] / sum * v[j][hh * vh + i];
         }
         const Vec o = matvec(m.at(b + "attn_output.weight"), att, nullptr);
         for (size_t i = 0; i < e; ++i) next[t][i] += o[i];
@@ -1219,7 +1222,7 @@ TEST(ArchReference, DeepSeek2LiteLatentAttention) {
     // YaRN's score factor, YaRN itself, adjacent-pair RoPE, no renormalisation, the shared
     // experts, the experts used.
     void (*const features[])(Spec&) = {
-        [](Spec& c) { c.yarn_log_mul = 0.0f; }, [](Spec& c) { c.yarn_factor = 0.0f; },
+        [](Spec& c) { c.yarn_log_mul = 0.0f; },   [](Spec& c) { c.yarn_factor = 0.0f; },
         [](Spec& c) { c.pos = Spec::rope_neox; }, [](Spec& c) { c.renormalise = true; },
         [](Spec& c) { c.n_ff_shared = 0; },       [](Spec& c) { c.n_expert_used = 1; }};
     for (size_t i = 0; i < std::size(features); ++i) {
@@ -1234,11 +1237,16 @@ TEST(ArchReference, DeepSeek2CompressedQuerySelectionBiasAndGroups) {
     expect_matches_reference(s, kSixIds);
     expect_matches_reference(s, kSixIds, 4);
     expect_matches_reference(s, kSixIds, 1);
-    expect_reference_depends_on(s, [](Spec& c) { c.select_bias = false; }, kSixIds);
-    expect_reference_depends_on(s, [](Spec& c) { c.n_groups = 0; }, kSixIds);
-    expect_reference_depends_on(s, [](Spec& c) { c.renormalise = false; }, kSixIds);
-    expect_reference_depends_on(s, [](Spec& c) { c.weights_scale = 0.0; }, kSixIds);
-    expect_reference_depends_on(s, [](Spec& c) { c.yarn_log_mul = 0.0f; }, kSixIds);
+    expect_reference_depends_on(
+        s, [](Spec& c) { c.select_bias = false; }, kSixIds);
+    expect_reference_depends_on(
+        s, [](Spec& c) { c.n_groups = 0; }, kSixIds);
+    expect_reference_depends_on(
+        s, [](Spec& c) { c.renormalise = false; }, kSixIds);
+    expect_reference_depends_on(
+        s, [](Spec& c) { c.weights_scale = 0.0; }, kSixIds);
+    expect_reference_depends_on(
+        s, [](Spec& c) { c.yarn_log_mul = 0.0f; }, kSixIds);
 }
 
 TEST(ArchReference, Glm4MoeSelectionBiasSharedExpertAndNextn) {
@@ -1246,12 +1254,18 @@ TEST(ArchReference, Glm4MoeSelectionBiasSharedExpertAndNextn) {
     expect_matches_reference(s, kSixIds);
     expect_matches_reference(s, kSixIds, 4);
     expect_matches_reference(s, kSixIds, 1);
-    expect_reference_depends_on(s, [](Spec& c) { c.qk_norm = Spec::qk_none; }, kSixIds);
-    expect_reference_depends_on(s, [](Spec& c) { c.n_rot = 12; }, kSixIds);
-    expect_reference_depends_on(s, [](Spec& c) { c.select_bias = false; }, kSixIds);
-    expect_reference_depends_on(s, [](Spec& c) { c.renormalise = false; }, kSixIds);
-    expect_reference_depends_on(s, [](Spec& c) { c.weights_scale = 0.0; }, kSixIds);
-    expect_reference_depends_on(s, [](Spec& c) { c.n_ff_shared = 0; }, kSixIds);
+    expect_reference_depends_on(
+        s, [](Spec& c) { c.qk_norm = Spec::qk_none; }, kSixIds);
+    expect_reference_depends_on(
+        s, [](Spec& c) { c.n_rot = 12; }, kSixIds);
+    expect_reference_depends_on(
+        s, [](Spec& c) { c.select_bias = false; }, kSixIds);
+    expect_reference_depends_on(
+        s, [](Spec& c) { c.renormalise = false; }, kSixIds);
+    expect_reference_depends_on(
+        s, [](Spec& c) { c.weights_scale = 0.0; }, kSixIds);
+    expect_reference_depends_on(
+        s, [](Spec& c) { c.n_ff_shared = 0; }, kSixIds);
 }
 
 // The latent cache: one row of kv_lora_rank + RoPE dims per token and layer, no V rows.

@@ -117,8 +117,7 @@ void LatentAttentionBlock::head_products(const gguf::TensorInfo& w, const float*
                     // Head h's rows are whole groups from its first (Model's repacking).
                     const kernels::RepackedMatrix one{
                         packed->type,
-                        packed->data + h * kernels::repacked_bytes(w.type, rows, cols), rows,
-                        cols};
+                        packed->data + h * kernels::repacked_bytes(w.type, rows, cols), rows, cols};
                     kernels::matmul_rows_repacked(one, view, yh, rows, lo, hi);
                 } else {
                     kernels::matmul_rows(w.type, w.data + static_cast<uint64_t>(h) * head_bytes,
@@ -179,8 +178,8 @@ void LatentAttentionBlock::forward(const Step& step, float* x) {
 
     for (const SeqGroup& g : step.groups) {
         for (int64_t i = g.begin; i < g.begin + g.count; ++i) {
-            kernels::kv_store(kv_.types().k, kv + i * kv_dim, kv_.k_cell(layer_, g.seq, positions[i]),
-                              kv_dim);
+            kernels::kv_store(kv_.types().k, kv + i * kv_dim,
+                              kv_.k_cell(layer_, g.seq, positions[i]), kv_dim);
         }
     }
     float* att = grow(s_.att, static_cast<size_t>(n * heads_ * row_));
