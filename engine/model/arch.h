@@ -206,6 +206,18 @@ struct TensorNames {
     std::string_view per_layer_inp_gate = "inp_gate";
     std::string_view per_layer_proj = "proj";
     std::string_view per_layer_post_norm = "post_norm";
+    // Multi-head latent attention (ArchDesc::latent_attention): the query's compression (or
+    // attn_q when q_lora_rank is 0) and its norm, the KV compression with the shared RoPE key and
+    // its norm, and the per-head decompressions of keys and values [.., .., n_head].
+    std::string_view attn_q_a = "attn_q_a";
+    std::string_view attn_q_a_norm = "attn_q_a_norm";
+    std::string_view attn_q_b = "attn_q_b";
+    std::string_view attn_kv_a_mqa = "attn_kv_a_mqa";
+    std::string_view attn_kv_a_norm = "attn_kv_a_norm";
+    std::string_view attn_k_b = "attn_k_b";
+    std::string_view attn_v_b = "attn_v_b";
+    // The routers' selection bias (exp_probs_b.bias, ArchDesc::expert_select_bias).
+    std::string_view exp_probs_b = "exp_probs_b";
 };
 
 struct ArchDesc {
@@ -311,6 +323,21 @@ struct ArchDesc {
     // (clamp(u, -limit, limit) + 1). GGUF has no keys for them.
     float glu_alpha = 1.702f;
     float glu_limit = 7.0f;
+    // DeepSeek's routing (deepseek2, glm4moe): leading_dense_block_count dense blocks before the
+    // routed ones; expert_group_count groups of which expert_group_used_count are searched (a
+    // group scores the sum of its best two selection scores); a per-expert selection bias
+    // (exp_probs_b) added to the scores that choose, not to the weights; expert_shared_count
+    // shared experts fused into one FFN of expert_shared_count * expert_feed_forward_length.
+    bool dense_leading_blocks = false;
+    bool expert_groups = false;
+    Need expert_select_bias = Need::absent;
+    bool shared_experts_fused = false;
+    // Multi-head latent attention (deepseek2): the attention block is blocks/mla.cpp's, its KV
+    // cache rows the compressed latent and the shared RoPE key (see HParams::mla_*).
+    bool latent_attention = false;
+    // nextn_predict_layers: the last blocks are multi-token-prediction blocks (nextn.* tensors),
+    // bound and checked but not run in the main pass (glm4moe).
+    bool nextn_layers = false;
     // --- encoders (bert, nomic-bert) ---
     // attention.causal's default (the key is read for every architecture): false, every token
     // of a sequence attends to all of it, so a sequence is evaluated whole.

@@ -229,7 +229,21 @@ nlohmann::ordered_json describe_hparams(const HParams& hp) {
             j["experts"]["shared"] = {{"feed_forward_length", hp.n_ff_shared},
                                       {"gate", d.shared_expert_gate != Need::absent}};
         }
+        if (hp.n_dense_lead > 0) j["experts"]["leading_dense_blocks"] = hp.n_dense_lead;
+        if (hp.n_expert_groups > 1) {
+            j["experts"]["groups"] = {{"count", hp.n_expert_groups}, {"used", hp.n_group_used}};
+        }
+        if (hp.expert_select_bias) j["experts"]["selection_bias"] = true;
     }
+    if (d.latent_attention) {
+        // The cache row (key_length) is the latent and the shared RoPE key; values read from it.
+        j["attention"]["latent"] = {{"q_lora_rank", hp.mla_q_lora},
+                                    {"kv_lora_rank", hp.mla_kv_lora},
+                                    {"key_length_mla", hp.mla_head_k},
+                                    {"value_length_mla", hp.mla_head_v},
+                                    {"values_in_key_rows", hp.v_in_k}};
+    }
+    if (hp.n_nextn > 0) j["nextn_predict_layers"] = hp.n_nextn;
     if (d.attn_sinks != Need::absent) j["attention"]["sinks"] = true;
     describe_layer_shapes(hp, j);
     if (hp.is_recurrent()) describe_recurrent_block(hp, j);

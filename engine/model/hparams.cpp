@@ -172,9 +172,35 @@ void read_experts(const gguf::File& f, const std::string& p, HParams& hp) {
     hp.expert_weights_norm = f.get_or<bool>(p + "expert_weights_norm", d.expert_weights_norm);
     hp.expert_weights_scale = positive_key(f, p + "expert_weights_scale", 1.0f);
     if (d.shared_expert != Need::absent) {
+        // Several shared experts run as one FFN of their summed widths (their rows stacked).
+        const uint32_t shared = d.shared_experts_fused
+                                    ? std::max(1u, f.get_or<uint32_t>(p + "expert_shared_count", 1))
+                                    : 1u;
         hp.n_ff_shared =
-            f.get_or<uint32_t>(p + "expert_shared_feed_forward_length", hp.n_ff_expert);
+            f.get_or<uint32_t>(p + "expert_shared_feed_forward_length", shared * hp.n_ff_expert);
         if (hp.n_ff_shared == 0) refuse(p + "expert_shared_feed_forward_length is 0");
+    }
+    if (d.dense_leading_blocks) {
+        hp.n_dense_lead = f.get_or<uint32_t>(p + "leading_dense_block_count", 0);
+    }
+    if (d.expert_select_bias != Need::absent) {
+        const std::string first = "blk." + std::to_string(hp.n_dense_lead) + ".";
+        hp.expert_select_bias =
+            f.find_tensor(first + std::string(d.names.exp_probs_b) + ".bias") != nullptr;
+    }
+    if (d.expert_groups) {
+        hp.n_expert_groups = f.get_or<uint32_t>(p + "expert_group_count", 0);
+        hp.n_group_used = f.get_or<uint32_t>(p + "expert_group_used_count", 0);
+        if (hp.n_expert_groups > 1) {
+            if (hp.n_expert % hp.n_expert_groups != 0 || hp.n_group_used == 0 ||
+                hp.n_group_used > hp.n_expert_groups ||
+                hp.n_expert_used > hp.n_group_used * (hp.n_expert / hp.n_expert_groups)) {
+                refuse(p + "expert_group_count (" + std::to_string(hp.n_expert_groups) +
+                       ") must divide expert_count, and expert_group_used_count (" +
+                       std::to_string(hp.n_group_used) +
+                       ") groups must hold expert_used_count experts");
+            }
+        }
     }
     if (auto step = f.get_optional<uint32_t>(p + "interleave_moe_layer_step")) {
         if (*step == 0) refuse(p + "interleave_moe_layer_step must be at least 1");
@@ -182,10 +208,14 @@ void read_experts(const gguf::File& f, const std::string& p, HParams& hp) {
     }
     // Layouts beyond "routed blocks with at most one shared expert": the largest value that still
     // means that layout.
-    const uint32_t shared_most = d.shared_expert != Need::absent ? 1u : 0u;
-    for (auto [key, most] :
-         {std::pair{"expert_shared_count", shared_most}, std::pair{"leading_dense_block_count", 0u},
-          std::pair{"expert_group_count", 1u}}) {
+    const uint32_t shared_most = d.shared_expert == Need::absent ? 0u
+                                 : d.shared_experts_fused        ? UINT32_MAX
+                                                                 : 1u;
+    const uint32_t lead_most = d.dense_leading_blocks ? UINT32_MAX : 0u;
+    const uint32_t groups_most = d.expert_groups ? UINT32_MAX : 1u;
+    for (auto [key, most] : {std::pair{"expert_shared_count", shared_most},
+                             std::pair{"leading_dense_block_count", lead_most},
+                             std::pair{"expert_group_count", groups_most}}) {
         if (f.get_or<uint32_t>(p + key, 0) > most) {
             refuse(p + key + " " + std::to_string(f.get<uint32_t>(p + key)) +
                    " is not supported (routed blocks with " +
@@ -193,6 +223,46 @@ void read_experts(const gguf::File& f, const std::string& p, HParams& hp) {
                    ", no dense leading blocks or expert groups)");
         }
     }
+}
+
+// Multi-head latent attention (ArchDesc::latent_attention): the compression ranks and the
+// decompressed head sizes, checked against the cache geometry key_length / value_length describe,
+// and the score scale with YaRN's magnitude (its cos and sin stay unscaled: see blocks/mla.cpp).
+void read_mla_keys(const gguf::File& f, const std::string& p, HParams& hp) {
+    hp.mla_q_lora = f.get_or<uint32_t>(p + "attention.q_lora_rank", 0);
+    hp.mla_kv_lora = f.get<uint32_t>(p + "attention.kv_lora_rank");
+    hp.mla_head_k = f.get<uint32_t>(p + "attention.key_length_mla");
+    hp.mla_head_v = f.get<uint32_t>(p + "attention.value_length_mla");
+    if (hp.mla_kv_lora == 0 || hp.mla_head_v == 0 || hp.mla_head_k <= hp.n_rot) {
+        refuse(p + "attention.kv_lora_rank and value_length_mla must be > 0 and key_length_mla (" +
+               std::to_string(hp.mla_head_k) + ") above rope.dimension_count (" +
+               std::to_string(hp.n_rot) + ")");
+    }
+    if (hp.n_head_kv != 1 || hp.head_dim_k != hp.mla_kv_lora + hp.n_rot ||
+        hp.head_dim_v != hp.mla_kv_lora) {
+        refuse(p + "attention.key_length (" + std::to_string(hp.head_dim_k) + "), value_length (" +
+               std::to_string(hp.head_dim_v) + ") and head_count_kv (" +
+               std::to_string(hp.n_head_kv) +
+               ") must describe the latent cache: kv_lora_rank + rope.dimension_count, "
+               "kv_lora_rank and 1 (the compressed layout of DeepSeek-V2 and later)");
+    }
+    hp.v_in_k = true;
+    double mscale = 1.0;
+    if (hp.rope_scaling == RopeScaling::yarn && hp.rope_scale_factor > 1.0f) {
+        mscale = 1.0 + double{hp.yarn_log_mul} * std::log(double{hp.rope_scale_factor});
+    }
+    hp.attn_scale =
+        static_cast<float>(mscale * mscale / std::sqrt(static_cast<double>(hp.mla_head_k)));
+}
+
+// nextn_predict_layers (ArchDesc::nextn_layers): the main pass runs the blocks before them.
+void read_nextn_keys(const gguf::File& f, const std::string& p, HParams& hp) {
+    hp.n_nextn = f.get_or<uint32_t>(p + "nextn_predict_layers", 0);
+    if (hp.n_nextn >= hp.n_layer) {
+        refuse(p + "nextn_predict_layers (" + std::to_string(hp.n_nextn) +
+               ") leaves no block of block_count (" + std::to_string(hp.n_layer) + ") to run");
+    }
+    hp.n_layer -= hp.n_nextn;
 }
 
 // attention.causal and pooling_type (see ArchDesc's encoder block).
@@ -456,6 +526,7 @@ HParams read_hparams(const gguf::File& f) {
     hp.norm_eps = f.get<float>(eps_key);
     if (hp.n_embd == 0) refuse(p + "embedding_length is 0");
     if (hp.n_layer == 0) refuse(p + "block_count is 0");
+    if (desc->nextn_layers) read_nextn_keys(f, p, hp);
     if (!(hp.norm_eps > 0.0f) || !std::isfinite(hp.norm_eps)) {
         refuse(eps_key + " must be a positive number");
     }
@@ -565,7 +636,9 @@ HParams read_hparams(const gguf::File& f) {
     }
     if (hp.rope_scaling == RopeScaling::yarn) read_yarn_keys(f, p, hp);
 
-    return finish(std::move(hp));
+    hp = finish(std::move(hp));
+    if (desc->latent_attention) read_mla_keys(f, p, hp);
+    return hp;
 }
 
 }  // namespace ggufd::model

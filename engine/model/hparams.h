@@ -69,6 +69,27 @@ struct HParams {
     ExpertGating expert_gating = ExpertGating::softmax;
     bool expert_weights_norm = false;
     float expert_weights_scale = 1.0f;
+    // DeepSeek's routing (ArchDesc::dense_leading_blocks, expert_groups): the first
+    // n_dense_lead layers are dense; with n_expert_groups > 1 a token's experts come from its
+    // n_group_used best groups.
+    uint32_t n_dense_lead = 0;
+    uint32_t n_expert_groups = 0;
+    uint32_t n_group_used = 0;
+    bool expert_select_bias = false;  // the routers have exp_probs_b (ArchDesc::expert_select_bias)
+    // Multi-head latent attention (ArchDesc::latent_attention): attention.q_lora_rank (0: the
+    // query straight from attn_q), attention.kv_lora_rank, and the per-head sizes of the
+    // decompressed keys (key_length_mla: nope dims then n_rot RoPE dims) and values
+    // (value_length_mla). head_dim_k (kv_lora_rank + n_rot) and head_dim_v (kv_lora_rank) then
+    // describe the cached latent, one "KV head", whose values are the first head_dim_v elements
+    // of each key row (v_in_k).
+    uint32_t mla_q_lora = 0;
+    uint32_t mla_kv_lora = 0;
+    uint32_t mla_head_k = 0;
+    uint32_t mla_head_v = 0;
+    bool v_in_k = false;
+    // nextn_predict_layers (ArchDesc::nextn_layers): blocks after the n_layer the main pass
+    // runs, bound and checked for speculative decoding.
+    uint32_t n_nextn = 0;
     // Attention logit scale, set at load: 1 / sqrt(head size), or what the file says.
     float attn_scale = 0.0f;
     // --- encoders and embeddings ---
@@ -140,7 +161,9 @@ struct HParams {
     }
 
     // Whether layer il's FFN is routed (a mixture of experts) rather than dense.
-    bool routed(uint32_t il) const { return n_expert > 0 && (il + 1) % moe_every == 0; }
+    bool routed(uint32_t il) const {
+        return n_expert > 0 && il >= n_dense_lead && (il + 1) % moe_every == 0;
+    }
 
     // Whether layer il multiplies its queries by the attention temperature.
     bool tempers(uint32_t il) const {

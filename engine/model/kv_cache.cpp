@@ -39,7 +39,7 @@ LazyZeroBuffer::LazyZeroBuffer(size_t bytes)
 }
 
 KvCache::KvCache(const HParams& hp, int n_seq, int n_ctx, KvTypes types, int swa_batch)
-    : n_seq_(n_seq), n_ctx_(n_ctx), types_(types) {
+    : n_seq_(n_seq), n_ctx_(n_ctx), types_(types), v_in_k_(hp.v_in_k) {
     if (n_seq <= 0 || n_ctx <= 0) {
         throw std::invalid_argument(
             "KV cache needs at least one sequence and one cell (n_seq=" + std::to_string(n_seq) +
@@ -49,12 +49,12 @@ KvCache::KvCache(const HParams& hp, int n_seq, int n_ctx, KvTypes types, int swa
     v_.reserve(hp.n_layer);
     for (uint32_t l = 0; l < hp.n_layer; ++l) {
         const HParams::LayerShape shape = hp.layer_shape(l);
-        rows_.push_back(
-            {shape.n_embd_k_gqa(), shape.n_embd_v_gqa(), shape.head_dim_k, shape.head_dim_v});
+        rows_.push_back({shape.n_embd_k_gqa(), v_in_k_ ? 0 : shape.n_embd_v_gqa(),
+                         shape.head_dim_k, shape.head_dim_v});
         cells_.push_back(layer_cells_of(hp, l, n_ctx, swa_batch));
         if (cells_.back() > 0) {
             check_block_fit(types.k, shape.head_dim_k, "K");
-            check_block_fit(types.v, shape.head_dim_v, "V");
+            if (!v_in_k_) check_block_fit(types.v, shape.head_dim_v, "V");
         }
         if (cells_.back() > 0 && cells_.back() < n_ctx) {
             ring_ = cells_.back();
@@ -72,8 +72,9 @@ size_t KvCache::bytes_needed(const HParams& hp, int n_seq, int n_ctx, KvTypes ty
     size_t bytes = 0;
     for (uint32_t l = 0; l < hp.n_layer; ++l) {
         const HParams::LayerShape shape = hp.layer_shape(l);
-        const size_t cell_bytes = kernels::kv_bytes(types.k, shape.n_embd_k_gqa()) +
-                                  kernels::kv_bytes(types.v, shape.n_embd_v_gqa());
+        const size_t cell_bytes =
+            kernels::kv_bytes(types.k, shape.n_embd_k_gqa()) +
+            (hp.v_in_k ? 0 : kernels::kv_bytes(types.v, shape.n_embd_v_gqa()));
         bytes += static_cast<size_t>(layer_cells_of(hp, l, n_ctx, swa_batch)) * cell_bytes;
     }
     return bytes * static_cast<size_t>(n_seq);
@@ -148,6 +149,9 @@ kernels::KvView KvCache::k_view(int layer, int seq) const {
 }
 
 kernels::KvView KvCache::v_view(int layer, int seq) const {
+    // The values are read through the keys' rows; attention then yields head_dim_k per head,
+    // of which the first head_dim_v are the values'.
+    if (v_in_k_) return k_view(layer, seq);
     const Rows& r = rows_.at(static_cast<size_t>(layer));
     return view(v_[static_cast<size_t>(layer)], layer, seq, r.v, r.head_dim_v, types_.v);
 }

@@ -14,6 +14,8 @@
 // attend over another layer's keys and values (HParams::kv_layer: gemma4's shared KV). Each layer
 // has its own row geometry (HParams::layer_shape: head size and KV heads), so the layers of a
 // model whose heads differ between sliding and global layers each store what they need.
+// Multi-head latent attention (HParams::v_in_k) stores no V: a value is the first head_dim_v
+// elements of its key row (the compressed latent), so v_view is the K view and only K is sized.
 #pragma once
 
 #include <cstdint>
@@ -104,6 +106,7 @@ class KvCache {
     int n_seq_, n_ctx_;
     KvTypes types_;
     std::vector<Rows> rows_;             // per layer
+    bool v_in_k_;
     std::vector<LazyZeroBuffer> k_, v_;  // per layer
     std::vector<int> cells_;             // per layer: cells per sequence
     int ring_ = 0;                       // cells of the sliding layers (0: none)

@@ -191,12 +191,27 @@ gguf::Writer make_random_model(const RandomModelSpec& s) {
         w.set(p + "attention.head_count_kv", gguf::Array{kv_heads});
     }
     if (desc->block == BlockKind::short_conv) w.set(p + "shortconv.l_cache", s.ssm_d_conv);
-    if (s.head_dim && attention && !desc->per_layer_shapes) {
+    uint32_t rope_dims = s.n_rot ? s.n_rot : head_dim;
+    if (desc->latent_attention) {
+        // The cache's geometry (key_length, value_length, one KV head) is the latent's.
+        rope_dims = s.n_rot ? s.n_rot : std::max(2u, head_dim / 3 / 2 * 2);
+        const uint32_t kv_lora = s.kv_lora_rank ? s.kv_lora_rank : 4 * head_dim;
+        if (rope_dims >= head_dim) {
+            throw gguf::Error("random model: latent attention needs n_rot below the head size");
+        }
+        w.set(p + "attention.head_count_kv", uint32_t{1});
+        w.set(p + "attention.q_lora_rank", s.q_lora_rank);
+        w.set(p + "attention.kv_lora_rank", kv_lora);
+        w.set(p + "attention.key_length", kv_lora + rope_dims);
+        w.set(p + "attention.value_length", kv_lora);
+        w.set(p + "attention.key_length_mla", head_dim);
+        w.set(p + "attention.value_length_mla", head_dim - rope_dims);
+    } else if (s.head_dim && attention && !desc->per_layer_shapes) {
         w.set(p + "attention.key_length", head_dim);
         w.set(p + "attention.value_length", head_dim);
     }
     if (desc->position == PositionKind::rope && !desc->per_layer_shapes) {
-        w.set(p + "rope.dimension_count", s.n_rot ? s.n_rot : head_dim);
+        w.set(p + "rope.dimension_count", rope_dims);
         w.set(p + "rope.freq_base", s.rope_freq_base);
     }
     std::set<std::string> wanted;
@@ -213,6 +228,8 @@ gguf::Writer make_random_model(const RandomModelSpec& s) {
         w.set(p + "expert_used_count",
               s.n_expert_used > 0 ? s.n_expert_used : std::min(2u, n_expert));
         w.set(p + "expert_feed_forward_length", s.n_ff_expert > 0 ? s.n_ff_expert : s.n_ff);
+        if (desc->dense_leading_blocks) w.set(p + "leading_dense_block_count", s.n_dense_lead);
+        if (desc->shared_experts_fused) w.set(p + "expert_shared_count", s.n_expert_shared);
     }
     if (s.vocab) {
         for (const gguf::KeyValue& kv : s.vocab->metadata().entries()) {
@@ -281,8 +298,10 @@ gguf::Writer make_random_model(const RandomModelSpec& s) {
             w.add_tensor(t.name, t.shape, mu);
             continue;
         }
-        const bool narrow = rwkv && (cols % gguf::type_info(s.type).block_size != 0 ||
-                                     t.name.ends_with("time_mix_first.weight"));
+        // So are latent attention's matrices whose rows the head sizes make short.
+        const bool short_rows = cols % gguf::type_info(s.type).block_size != 0;
+        const bool narrow = (rwkv && (short_rows || t.name.ends_with("time_mix_first.weight"))) ||
+                            (desc->latent_attention && short_rows);
         const bool embeddings = t.name == std::string(desc->names.tok_embd) + ".weight";
         const bool head = t.name == std::string(desc->names.output) + ".weight";
         // Routers stay F32, as quantizers leave them: their logits pick the experts.

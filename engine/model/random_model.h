@@ -35,6 +35,16 @@ struct RandomModelSpec {
     uint32_t n_expert = 0;
     uint32_t n_expert_used = 0;
     uint32_t n_ff_expert = 0;
+    // DeepSeek's layout (ArchDesc::dense_leading_blocks, shared_experts_fused): the dense
+    // leading blocks and the shared experts' count (each expert_feed_forward_length wide).
+    uint32_t n_dense_lead = 0;
+    uint32_t n_expert_shared = 1;
+    // Multi-head latent attention (ArchDesc::latent_attention): head_dim (0: n_embd / n_head) is
+    // key_length_mla, of which n_rot (0: a third, even) are RoPE dims and the rest the nope dims
+    // and value_length_mla; the KV compression kv_lora_rank (0: 4 head_dim) and the query's
+    // q_lora_rank (0: attn_q straight from the input).
+    uint32_t kv_lora_rank = 0;
+    uint32_t q_lora_rank = 0;
     // Mamba (BlockKind::mamba): ssm.conv_kernel, ssm.state_size, ssm.inner_size (0: 2 n_embd)
     // and ssm.time_step_rank (0: n_embd / 16 rounded up), as Mamba's defaults make them. LFM2's
     // shortconv.l_cache is ssm_d_conv too; its even blocks are short convolutions.

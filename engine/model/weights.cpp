@@ -195,6 +195,7 @@ void bind_experts(Binder& b, const HParams& hp, const std::string& p, LayerWeigh
     const int64_t embd = hp.n_embd, ff = hp.n_ff_expert, n_exp = hp.n_expert;
     l.ffn_gate_inp = b.require(weight(p, nm.ffn_gate_inp), {embd, n_exp});
     l.ffn_gate_inp_b = b.bind(d.expert_bias, bias(p, nm.ffn_gate_inp), {n_exp});
+    l.exp_probs_b = b.bind(d.expert_select_bias, bias(p, nm.exp_probs_b), {n_exp});
     if (d.ffn == FfnKind::gelu || d.fused_gate_up) {
         throw gguf::Error("model: experts of an ungated or fused gate+up FFN are not supported");
     }
@@ -326,10 +327,45 @@ void bind_short_conv(Binder& b, const HParams& hp, const std::string& p, LayerWe
     l.shortconv_out = b.require(weight(p, nm.shortconv_out), {embd, embd});
 }
 
+// A latent attention block's tensors (MlaWeights) of the layer with prefix p, after its input
+// norm.
+void bind_mla(Binder& b, const HParams& hp, const std::string& p, LayerWeights& l) {
+    const TensorNames& nm = hp.desc->names;
+    const int64_t embd = hp.n_embd, heads = hp.n_head, kv_lora = hp.mla_kv_lora;
+    const int64_t q_out = heads * hp.mla_head_k, nope = int64_t{hp.mla_head_k} - hp.n_rot;
+    MlaWeights& m = l.mla;
+    if (hp.mla_q_lora > 0) {
+        const int64_t q_lora = hp.mla_q_lora;
+        m.q_a = b.require(weight(p, nm.attn_q_a), {embd, q_lora});
+        m.q_a_norm = b.require(weight(p, nm.attn_q_a_norm), {q_lora});
+        m.q_b = b.require(weight(p, nm.attn_q_b), {q_lora, q_out});
+    } else {
+        l.wq = b.require(weight(p, nm.attn_q), {embd, q_out});
+    }
+    m.kv_a = b.require(weight(p, nm.attn_kv_a_mqa), {embd, kv_lora + hp.n_rot});
+    m.kv_a_norm = b.require(weight(p, nm.attn_kv_a_norm), {kv_lora});
+    m.k_b = b.require(weight(p, nm.attn_k_b), {nope, kv_lora, heads});
+    m.v_b = b.require(weight(p, nm.attn_v_b), {kv_lora, hp.mla_head_v, heads});
+    l.wo = b.require(weight(p, nm.attn_output), {heads * hp.mla_head_v, embd});
+}
+
+// The multi-token-prediction tensors of the layer with prefix p (NextnWeights).
+void bind_nextn(Binder& b, const HParams& hp, const std::string& p, LayerWeights& l) {
+    const int64_t embd = hp.n_embd, vocab = hp.n_vocab;
+    NextnWeights& n = l.nextn;
+    n.eh_proj = b.require(weight(p, "nextn.eh_proj"), {2 * embd, embd});
+    n.enorm = b.require(weight(p, "nextn.enorm"), {embd});
+    n.hnorm = b.require(weight(p, "nextn.hnorm"), {embd});
+    n.embed_tokens = b.optional(weight(p, "nextn.embed_tokens"), {embd, vocab});
+    n.shared_head_head = b.optional(weight(p, "nextn.shared_head_head"), {embd, vocab});
+    n.shared_head_norm = b.require(weight(p, "nextn.shared_head_norm"), {embd});
+}
+
 // The attention tensors of layer il with prefix p, after its input norm.
 void bind_attention(Binder& b, const HParams& hp, uint32_t il, const std::string& p,
                     LayerWeights& l) {
     const ArchDesc& d = *hp.desc;
+    if (d.latent_attention) return bind_mla(b, hp, p, l);
     const TensorNames& nm = d.names;
     const int64_t embd = hp.n_embd;
     const HParams::LayerShape shape = hp.layer_shape(il);
@@ -384,9 +420,11 @@ Weights bind_all(Binder& b, const HParams& hp, size_t n_file_tensors) {
     // first missing tensor instead of sizing the table by block_count alone (a 5 KB file claiming
     // 16 M layers asked for 1.8 GB; 2^32-1 layers threw std::bad_alloc).
     w.layers.reserve(std::min<size_t>(hp.n_layer, n_file_tensors));
-    for (uint32_t i = 0; i < hp.n_layer; ++i) {
+    for (uint32_t i = 0; i < hp.n_layer + hp.n_nextn; ++i) {
         const std::string p = "blk." + std::to_string(i) + ".";
-        LayerWeights& l = w.layers.emplace_back();
+        const bool nextn = i >= hp.n_layer;
+        LayerWeights& l = nextn ? w.nextn_layers.emplace_back() : w.layers.emplace_back();
+        if (nextn) bind_nextn(b, hp, p, l);
         const bool pre_norms = d.norm_placement != NormPlacement::post &&
                                d.norm_placement != NormPlacement::after_residual;
         if (pre_norms) {

@@ -71,6 +71,38 @@ struct RwkvWeights {
     }
 };
 
+// A multi-head latent attention block's tensors (ArchDesc::latent_attention) besides attn_q
+// (LayerWeights::wq, when q_lora_rank is 0) and attn_output (wo): q_a [n_embd, q_lora] with its
+// norm and q_b [q_lora, n_head * key_length_mla]; kv_a [n_embd, kv_lora + n_rot] (the latent,
+// then the shared RoPE key) with the latent's norm; the per-head stacks k_b [nope, kv_lora,
+// n_head] (a query's nope part into latent space) and v_b [kv_lora, value_length_mla, n_head]
+// (the attended latent out of it).
+struct MlaWeights {
+    const gguf::TensorInfo* q_a = nullptr;
+    const gguf::TensorInfo* q_a_norm = nullptr;
+    const gguf::TensorInfo* q_b = nullptr;
+    const gguf::TensorInfo* kv_a = nullptr;
+    const gguf::TensorInfo* kv_a_norm = nullptr;
+    const gguf::TensorInfo* k_b = nullptr;
+    const gguf::TensorInfo* v_b = nullptr;
+    std::array<const gguf::TensorInfo*, 3> matrices() const { return {q_a, q_b, kv_a}; }
+    // Stacks of one matrix per head, read (and repacked) as the experts' are.
+    std::array<const gguf::TensorInfo*, 2> head_matrices() const { return {k_b, v_b}; }
+    std::array<const gguf::TensorInfo*, 2> vectors() const { return {q_a_norm, kv_a_norm}; }
+};
+
+// A multi-token-prediction block's own tensors (ArchDesc::nextn_layers), beside a block's usual
+// ones: eh_proj [2 n_embd, n_embd] over the normed embedding (enorm) and hidden state (hnorm),
+// its optional embeddings and head [n_embd, n_vocab], and the head's norm.
+struct NextnWeights {
+    const gguf::TensorInfo* eh_proj = nullptr;
+    const gguf::TensorInfo* enorm = nullptr;
+    const gguf::TensorInfo* hnorm = nullptr;
+    const gguf::TensorInfo* embed_tokens = nullptr;
+    const gguf::TensorInfo* shared_head_head = nullptr;
+    const gguf::TensorInfo* shared_head_norm = nullptr;
+};
+
 // Absent tensors (those the architecture does not have, or optional ones the file lacks) are
 // nullptr.
 struct LayerWeights {
@@ -140,6 +172,10 @@ struct LayerWeights {
     const gguf::TensorInfo* post_attn_norm_b = nullptr;
     const gguf::TensorInfo* post_ffn_norm_b = nullptr;
     RwkvWeights rwkv;  // an RWKV block's (ArchDesc::block)
+    MlaWeights mla;    // a latent attention block's (ArchDesc::latent_attention)
+    // The router's selection bias [n_expert] (ArchDesc::expert_select_bias).
+    const gguf::TensorInfo* exp_probs_b = nullptr;
+    NextnWeights nextn;  // a multi-token-prediction block's (Weights::nextn_layers)
 
     // Mamba (BlockKind::mamba): ssm_in [n_embd, 2 d_inner] (x rows, then z rows), the
     // convolution [d_conv, d_inner] with its bias, ssm_x [d_inner, dt_rank + 2 d_state] (dt, B,
@@ -237,6 +273,9 @@ struct Weights {
     const gguf::TensorInfo* rope_freqs =
         nullptr;  // the same divisors for every context (llama 3.1)
     std::vector<LayerWeights> layers;
+    // The multi-token-prediction blocks after `layers` (HParams::n_nextn), not run by the main
+    // pass.
+    std::vector<LayerWeights> nextn_layers;
     // Encoders: token types (row 0 is every token's) and the classifier head of rank pooling
     // (cls: n_embd -> n_embd, then tanh; cls.output: -> the scores), each optional.
     const gguf::TensorInfo* token_types = nullptr;

@@ -38,7 +38,9 @@ const std::vector<std::string> kRuns = {
     // hybrids
     "lfm2",
     // layers of different shapes, KV sharing, per-layer embeddings
-    "gemma4", "gemma4-moe", "gemma4-e"};
+    "gemma4", "gemma4-moe", "gemma4-e",
+    // latent attention and DeepSeek's routing
+    "deepseek2-lite", "deepseek2", "glm4moe"};
 
 // Evaluates ids at positions 0.. in batches of at most `chunk` tokens; every position's logits.
 std::vector<float> logits_in_chunks(Context& ctx, const std::vector<int32_t>& ids, size_t chunk) {
@@ -183,6 +185,31 @@ TEST(ArchFolder, DescriptionsShowWhatDistinguishesEachFile) {
         {"gemma4-e", "/layer_shapes/4/kv_of_layer", 2},
         {"gemma4-e", "/layer_shapes/3/feed_forward_length", 256},
         {"gemma4-e", "/per_layer_embedding_length", 16},
+        {"deepseek2", "/attention/latent/q_lora_rank", 32},
+        {"deepseek2", "/attention/latent/kv_lora_rank", 32},
+        {"deepseek2", "/attention/latent/key_length_mla", 24},
+        {"deepseek2", "/attention/latent/value_length_mla", 16},
+        {"deepseek2", "/attention/head_count_kv", 1},
+        {"deepseek2", "/attention/key_length", 40},
+        {"deepseek2", "/rope/scaling/yarn_log_multiplier", 0.1},
+        {"deepseek2", "/experts/leading_dense_blocks", 1},
+        {"deepseek2", "/experts/groups/count", 4},
+        {"deepseek2", "/experts/groups/used", 2},
+        {"deepseek2", "/experts/gating", "sigmoid"},
+        {"deepseek2", "/experts/selection_bias", true},
+        {"deepseek2", "/experts/weights_scale", 2.5},
+        {"deepseek2", "/experts/shared/feed_forward_length", 24},
+        {"deepseek2-lite", "/attention/latent/q_lora_rank", 0},
+        {"deepseek2-lite", "/experts/gating", "softmax"},
+        {"deepseek2-lite", "/experts/weights_norm", false},
+        {"deepseek2-lite", "/experts/shared/feed_forward_length", 48},
+        {"glm4moe", "/nextn_predict_layers", 1},
+        {"glm4moe", "/block_count", 3},
+        {"glm4moe", "/attention/qk_norm", "per_head"},
+        {"glm4moe", "/rope/dimension_count", 12},
+        {"glm4moe", "/experts/leading_dense_blocks", 1},
+        {"glm4moe", "/experts/selection_bias", true},
+        {"glm4moe", "/experts/weights_scale", 2.5},
     };
     for (const Shown& s : kShown) {
         const auto support = describe_support(gguf::File::open(dir / "arch" / (s.file + ".gguf")));

@@ -86,6 +86,19 @@ struct Spec {
     bool sinks = false;               // attn_sinks per head
     bool clamped_glu = false;         // min(g, 7) sigmoid(1.702 min(g, 7)) (clamp(u, -7, 7) + 1)
     std::string ffn_norm_name = "ffn_norm";
+    // DeepSeek's routing: dense leading blocks (leading_dense_block_count), expert groups (a
+    // group scores the sum of its best two), a selection bias exp_probs_b on the choosing scores
+    // only, and expert_shared_count (written when > 0).
+    uint32_t n_dense_lead = 0, n_groups = 0, n_groups_used = 0, n_shared_count = 0;
+    bool select_bias = false;
+    // Multi-head latent attention (deepseek2): head_dim is key_length_mla (nope dims, then n_rot
+    // RoPE dims), mla_v_head value_length_mla; the latent kv_lora wide (its RMSNorm
+    // attn_kv_a_norm), the query compressed to q_lora (0: attn_q); one RoPE key for all heads.
+    // YaRN's magnitude goes to the scores, (1 + m ln factor)^2, not to cos and sin.
+    bool mla = false;
+    uint32_t q_lora = 0, kv_lora = 0, mla_v_head = 0;
+    // NextN/MTP blocks after the n_layer run ones (nextn_predict_layers): written, never run.
+    uint32_t nextn = 0;
     // Encoders: token type 0's row added to the input, no output norm or vocabulary head (the
     // reference gives the final hidden states), and attention over the whole sequence.
     bool encoder = false;
@@ -136,7 +149,8 @@ struct Tiny {
         w.set("general.architecture", s.arch);
         w.set(p + "context_length", s.n_ctx);
         w.set(p + "embedding_length", s.n_embd);
-        w.set(p + "block_count", s.n_layer);
+        w.set(p + "block_count", s.n_layer + s.nextn);
+        if (s.nextn) w.set(p + "nextn_predict_layers", s.nextn);
         if (s.ff_per_layer.empty()) {
             w.set(p + "feed_forward_length", s.n_ff);
         } else {
@@ -158,8 +172,23 @@ struct Tiny {
             w.set(p + "attention.head_count_kv", gguf::Array{s.kv_heads});
         }
         if (s.conv_taps) w.set(p + "shortconv.l_cache", s.conv_taps);
-        w.set(p + "attention.key_length", s.head_dim);
-        w.set(p + "attention.value_length", s.head_dim);
+        if (s.mla) {
+            w.set(p + "attention.key_length", s.kv_lora + s.n_rot);
+            w.set(p + "attention.value_length", s.kv_lora);
+            w.set(p + "attention.key_length_mla", s.head_dim);
+            w.set(p + "attention.value_length_mla", s.mla_v_head);
+            w.set(p + "attention.q_lora_rank", s.q_lora);
+            w.set(p + "attention.kv_lora_rank", s.kv_lora);
+        } else {
+            w.set(p + "attention.key_length", s.head_dim);
+            w.set(p + "attention.value_length", s.head_dim);
+        }
+        if (s.n_dense_lead) w.set(p + "leading_dense_block_count", s.n_dense_lead);
+        if (s.n_groups) {
+            w.set(p + "expert_group_count", s.n_groups);
+            w.set(p + "expert_group_used_count", s.n_groups_used);
+        }
+        if (s.n_shared_count) w.set(p + "expert_shared_count", s.n_shared_count);
         w.set(p + s.eps_key, 1e-5f);
         w.set(p + "vocab_size", s.n_vocab);
         if (s.n_rot) w.set(p + "rope.dimension_count", s.n_rot);
@@ -169,7 +198,9 @@ struct Tiny {
             w.set(p + "expert_used_count", s.n_expert_used);
             w.set(p + "expert_feed_forward_length", s.n_ff_expert);
         }
-        if (s.n_ff_shared > 0) w.set(p + "expert_shared_feed_forward_length", s.n_ff_shared);
+        // With expert_shared_count the width is the count's times an expert's (DeepSeek).
+        if (s.n_ff_shared > 0 && !s.n_shared_count)
+            w.set(p + "expert_shared_feed_forward_length", s.n_ff_shared);
         if (s.moe_every > 0) w.set(p + "interleave_moe_layer_step", s.moe_every);
         if (s.write_gating) {
             w.set(p + "expert_gating_func", uint32_t{s.gating == Spec::by_sigmoid ? 2u : 1u});
@@ -209,7 +240,8 @@ struct Tiny {
 
 // Whether layer l's FFN is a mixture of experts.
 bool routed_layer(const Spec& s, uint32_t l) {
-    return s.n_expert > 0 && (s.moe_every == 0 || (l + 1) % s.moe_every == 0);
+    return s.n_expert > 0 && l >= s.n_dense_lead &&
+           (s.moe_every == 0 || (l + 1) % s.moe_every == 0);
 }
 
 bool local_layer(const Spec& s, uint32_t l) {
@@ -282,7 +314,7 @@ Tiny make_tiny(const Spec& s, uint32_t seed = 1) {
         if (!s.tied) add("output.weight", {e, s.n_vocab});
     }
     const bool pre_norms = s.norms != Spec::post && s.norms != Spec::after_residual;
-    for (uint32_t i = 0; i < s.n_layer; ++i) {
+    for (uint32_t i = 0; i < s.n_layer + s.nextn; ++i) {
         const std::string b = "blk." + std::to_string(i) + ".";
         const int64_t hd = head_of(s, i), q = int64_t{s.n_head} * hd,
                       kv = int64_t{kv_heads_of(s, i)} * hd, ff = ff_of(s, i);
@@ -293,6 +325,12 @@ Tiny make_tiny(const Spec& s, uint32_t seed = 1) {
             add(b + "post_norm.weight", {e}, 1.0f);
         }
         if (pre_norms) norm(b + "attn_norm");
+        if (i >= s.n_layer) {
+            add(b + "nextn.eh_proj.weight", {2 * e, e});
+            add(b + "nextn.enorm.weight", {e}, 1.0f);
+            add(b + "nextn.hnorm.weight", {e}, 1.0f);
+            add(b + "nextn.shared_head_norm.weight", {e}, 1.0f);
+        }
         if (!s.kv_heads.empty() && s.kv_heads[i] == 0) {
             add(b + "shortconv.in_proj.weight", {e, 3 * e});
             add(b + "shortconv.conv.weight", {s.conv_taps, e});
@@ -316,7 +354,20 @@ Tiny make_tiny(const Spec& s, uint32_t seed = 1) {
             add(b + "post_attention_norm.weight", {e}, 1.0f);
             add(b + "post_ffw_norm.weight", {e}, 1.0f);
         }
-        if (s.fused_qkv) {
+        if (s.mla) {
+            const int64_t lora = s.kv_lora, rot = s.n_rot, nope = int64_t{s.head_dim} - rot;
+            if (s.q_lora) {
+                add(b + "attn_q_a.weight", {e, s.q_lora});
+                add(b + "attn_q_a_norm.weight", {s.q_lora}, 1.0f);
+                add(b + "attn_q_b.weight", {s.q_lora, q});
+            } else {
+                add(b + "attn_q.weight", {e, q});
+            }
+            add(b + "attn_kv_a_mqa.weight", {e, lora + rot});
+            add(b + "attn_kv_a_norm.weight", {lora}, 1.0f);
+            add(b + "attn_k_b.weight", {nope, lora, s.n_head});
+            add(b + "attn_v_b.weight", {lora, s.mla_v_head, s.n_head});
+        } else if (s.fused_qkv) {
             add(b + "attn_qkv.weight", {e, q + 2 * kv});
             if (s.qkv_bias) add(b + "attn_qkv.bias", {q + 2 * kv});
         } else {
@@ -329,7 +380,7 @@ Tiny make_tiny(const Spec& s, uint32_t seed = 1) {
                 add(b + "attn_v.bias", {kv});
             }
         }
-        add(b + "attn_output.weight", {q, e});
+        add(b + "attn_output.weight", {s.mla ? int64_t{s.n_head} * s.mla_v_head : q, e});
         if (s.out_bias) add(b + "attn_output.bias", {e});
         if (s.sinks) add(b + "attn_sinks.weight", {s.n_head});
         if (!s.shared_norm && pre_norms) norm(b + s.ffn_norm_name);
@@ -341,6 +392,7 @@ Tiny make_tiny(const Spec& s, uint32_t seed = 1) {
             add(b + "ffn_gate_exps.weight", {e, fe, ne});
             add(b + "ffn_up_exps.weight", {e, fe, ne});
             add(b + "ffn_down_exps.weight", {fe, e, ne});
+            if (s.select_bias) add(b + "exp_probs_b.bias", {ne});
             if (s.expert_bias) {
                 add(b + "ffn_gate_inp.bias", {ne});
                 add(b + "ffn_gate_exps.bias", {fe, ne});
@@ -438,7 +490,8 @@ void rotate(const Tiny& m, double* head, int pos, double base = 10000.0, uint32_
         high = std::min(n_rot - 1.0,
                         std::ceil(pair_for(s.yarn_beta_slow > 0 ? s.yarn_beta_slow : 1.0)));
         const double grow = 0.1 * std::log(double{s.yarn_factor});
-        magnitude *= (1.0 + grow) / (s.yarn_log_mul > 0 ? 1.0 + s.yarn_log_mul * grow : 1.0);
+        if (!s.mla)
+            magnitude *= (1.0 + grow) / (s.yarn_log_mul > 0 ? 1.0 + s.yarn_log_mul * grow : 1.0);
     }
     for (int i = 0; i < n_rot / 2; ++i) {
         double theta = pos * std::pow(base, -2.0 * i / n_rot);
@@ -503,10 +556,29 @@ Vec moe_ffn(const Tiny& m, const std::string& b, const Vec& h, const Vec* router
     if (s.gating == Spec::by_softmax) {
         for (double& p : score) p /= total;
     }
+    // The scores that choose: plus the selection bias, outside the best groups -infinity.
+    Vec choose = score;
+    if (const Tensor* bias = s.select_bias ? m.find(b + "exp_probs_b.bias") : nullptr) {
+        for (size_t e = 0; e < ne; ++e) choose[e] += bias->data[e];
+    }
+    if (s.n_groups > 1) {
+        const size_t per = ne / s.n_groups;
+        std::vector<std::pair<double, size_t>> groups;
+        for (size_t g = 0; g < s.n_groups; ++g) {
+            Vec in(choose.begin() + static_cast<long>(g * per),
+                   choose.begin() + static_cast<long>((g + 1) * per));
+            std::sort(in.rbegin(), in.rend());
+            groups.push_back({-(in[0] + in[1]), g});
+        }
+        std::stable_sort(groups.begin(), groups.end());
+        for (size_t i = s.n_groups_used; i < s.n_groups; ++i) {
+            for (size_t e = 0; e < per; ++e) choose[groups[i].second * per + e] = -1e300;
+        }
+    }
     std::vector<size_t> order(ne);
     for (size_t e = 0; e < ne; ++e) order[e] = e;
     std::stable_sort(order.begin(), order.end(),
-                     [&](size_t a, size_t c) { return score[a] > score[c]; });
+                     [&](size_t a, size_t c) { return choose[a] > choose[c]; });
     Vec w(k);
     double sum = 0.0;
     for (size_t j = 0; j < k; ++j) {
@@ -635,6 +707,69 @@ std::vector<Vec> short_conv_layer(const Tiny& m, uint32_t l, const std::vector<V
     return out;
 }
 
+// A latent attention layer (Spec::mla) by its definition, then its FFN: each head's key
+// [k_b^T c, k_pe] and value v_b c decompressed from the normed latent c, the RoPE key k_pe
+// shared by the heads, scores times (1 + m ln factor)^2 / sqrt(head) with YaRN.
+std::vector<Vec> mla_layer(const Tiny& m, uint32_t l, const std::vector<Vec>& x) {
+    const Spec& s = m.spec;
+    const std::string b = "blk." + std::to_string(l) + ".";
+    const size_t n = x.size(), e = s.n_embd, hd = s.head_dim, rot = s.n_rot, nope = hd - rot;
+    const size_t lora = s.kv_lora, vh = s.mla_v_head, heads = s.n_head;
+    const Tensor& kb = m.at(b + "attn_k_b.weight");  // [nope, lora, heads]
+    std::vector<Vec> q(n), k(n, Vec(heads * hd)), v(n);
+    for (size_t t = 0; t < n; ++t) {
+        const Vec h = normed(m, b + "attn_norm", x[t]);
+        if (s.q_lora) {
+            Vec qa = matvec(m.at(b + "attn_q_a.weight"), h, nullptr);
+            rms_in_place(m, b + "attn_q_a_norm.weight", qa.data(), s.q_lora);
+            q[t] = matvec(m.at(b + "attn_q_b.weight"), qa, nullptr);
+        } else {
+            q[t] = matvec(m.at(b + "attn_q.weight"), h, nullptr);
+        }
+        for (size_t hh = 0; hh < heads; ++hh)
+            rotate(m, &q[t][hh * hd + nope], static_cast<int>(t), s.rope_base);
+        Vec kv = matvec(m.at(b + "attn_kv_a_mqa.weight"), h, nullptr);
+        rms_in_place(m, b + "attn_kv_a_norm.weight", kv.data(), lora);
+        rotate(m, &kv[lora], static_cast<int>(t), s.rope_base);
+        const Vec c(kv.begin(), kv.begin() + static_cast<long>(lora));
+        for (size_t hh = 0; hh < heads; ++hh) {
+            for (size_t i = 0; i < nope; ++i) {
+                double d = 0.0;
+                for (size_t r = 0; r < lora; ++r) d += kb.data[(hh * lora + r) * nope + i] * c[r];
+                k[t][hh * hd + i] = d;
+            }
+            for (size_t i = 0; i < rot; ++i) k[t][hh * hd + nope + i] = kv[lora + i];
+            const Vec vv =
+                matvec(expert_slice(m.at(b + "attn_v_b.weight"), int64_t(hh)), c, nullptr);
+            v[t].insert(v[t].end(), vv.begin(), vv.end());
+        }
+    }
+    const double mscale = s.yarn_factor > 0 ? 1.0 + s.yarn_log_mul * std::log(s.yarn_factor) : 1.0;
+    const double scale = mscale * mscale / std::sqrt(static_cast<double>(hd));
+    std::vector<Vec> next = x;
+    for (size_t t = 0; t < n; ++t) {
+        Vec att(heads * vh, 0.0);
+        for (size_t hh = 0; hh < heads; ++hh) {
+            Vec score(t + 1);
+            double mx = -1e300, sum = 0.0;
+            for (size_t j = 0; j <= t; ++j) {
+                double d = 0.0;
+                for (size_t i = 0; i < hd; ++i) d += q[t][hh * hd + i] * k[j][hh * hd + i];
+                mx = std::max(mx, score[j] = d * scale);
+            }
+            for (size_t j = 0; j <= t; ++j) sum += (score[j] = std::exp(score[j] - mx));
+            for (size_t j = 0; j <= t; ++j)
+                for (size_t i = 0; i < vh; ++i)
+                    att[hh * vh + i] += score[j] / sum * v[j][hh * vh + i];
+        }
+        const Vec o = matvec(m.at(b + "attn_output.weight"), att, nullptr);
+        for (size_t i = 0; i < e; ++i) next[t][i] += o[i];
+        const Vec f = ffn(m, l, normed(m, b + s.ffn_norm_name, next[t]));
+        for (size_t i = 0; i < e; ++i) next[t][i] += f[i];
+    }
+    return next;
+}
+
 // Logits of every position of one sequence (an encoder's final hidden states).
 // Per-layer embeddings (Spec::n_pl): each token's inputs of every layer [n_layer * n_pl] from its
 // row of per_layer_token_embd * sqrt(n_pl) and the RMS-normed projection of its input embedding
@@ -714,6 +849,10 @@ std::vector<Vec> reference(const Tiny& m, const std::vector<int32_t>& ids) {
         const std::string b = "blk." + std::to_string(l) + ".";
         if (!s.kv_heads.empty() && s.kv_heads[l] == 0) {
             x = short_conv_layer(m, l, x);
+            continue;
+        }
+        if (s.mla) {
+            x = mla_layer(m, l, x);
             continue;
         }
         const bool local = local_layer(s, l);
@@ -1161,6 +1300,143 @@ Spec llama4_spec() {
 }
 
 const std::vector<int32_t> kLongIds = {3, 17, 29, 5, 11, 2, 30, 8, 21, 14};
+
+// --- latent attention and DeepSeek's routing ---
+// DeepSeek-V2-Lite's layout: the query straight from attn_q, block 0 dense, softmax routing not
+// renormalised, two shared experts fused (expert_shared_count 2), YaRN with its log multiplier.
+Spec deepseek2_lite_spec() {
+    return Spec{.arch = "deepseek2",
+                .qkv_bias = false,
+                .n_rot = 4,
+                .rope_orig_ctx = 4,
+                .yarn_factor = 8.0f,
+                .yarn_log_mul = 0.0707f,
+                .n_expert = 4,
+                .n_expert_used = 2,
+                .n_ff_expert = 8,
+                .renormalise = false,
+                .write_gating = true,
+                .n_ff_shared = 16,
+                .n_dense_lead = 1,
+                .n_shared_count = 2,
+                .mla = true,
+                .kv_lora = 16,
+                .mla_v_head = 8,
+                .n_head = 2,
+                .n_head_kv = 1,
+                .head_dim = 12};
+}
+// DeepSeek-V3's: the query through attn_q_a, its norm and attn_q_b; sigmoid scores chosen with
+// the selection bias among the best 2 of 4 groups, renormalised and scaled by 2.5.
+Spec deepseek2_spec() {
+    Spec s = deepseek2_lite_spec();
+    s.q_lora = 8;
+    s.n_expert = 8;
+    s.n_groups = 4;
+    s.n_groups_used = 2;
+    s.gating = Spec::by_sigmoid;
+    s.renormalise = true;
+    s.weights_scale = 2.5;
+    s.select_bias = true;
+    s.n_shared_count = 1;
+    s.n_ff_shared = 8;
+    s.yarn_log_mul = 0.1f;
+    return s;
+}
+// GLM-4.5's: Q/K/V biases, per-head Q/K norm, NeoX RoPE on half the head, post_attention_norm
+// before the FFN, block 0 dense, sigmoid routing with the selection bias, a shared expert, and a
+// NextN block after the two that run.
+Spec glm4moe_spec() {
+    return Spec{.arch = "glm4moe",
+                .qkv_bias = true,
+                .pos = Spec::rope_neox,
+                .n_rot = 6,
+                .qk_norm = Spec::qk_per_head,
+                .n_expert = 6,
+                .n_expert_used = 2,
+                .n_ff_expert = 8,
+                .gating = Spec::by_sigmoid,
+                .weights_scale = 2.5,
+                .write_gating = true,
+                .n_ff_shared = 8,
+                .ffn_norm_name = "post_attention_norm",
+                .n_dense_lead = 1,
+                .n_shared_count = 1,
+                .select_bias = true,
+                .nextn = 1,
+                .n_head = 2,
+                .n_head_kv = 1,
+                .head_dim = 12};
+}
+
+const std::vector<int32_t> kSixIds = {3, 17, 29, 5, 11, 23};
+
+TEST(ArchReference, DeepSeek2LiteLatentAttention) {
+    const Spec s = deepseek2_lite_spec();
+    expect_matches_reference(s, kSixIds);
+    expect_matches_reference(s, kSixIds, 4);
+    expect_matches_reference(s, kSixIds, 1);
+    // YaRN's score factor, YaRN itself, adjacent-pair RoPE, no renormalisation, the shared
+    // experts, the experts used.
+    void (*const features[])(Spec&) = {
+        [](Spec& c) { c.yarn_log_mul = 0.0f; },   [](Spec& c) { c.yarn_factor = 0.0f; },
+        [](Spec& c) { c.pos = Spec::rope_neox; }, [](Spec& c) { c.renormalise = true; },
+        [](Spec& c) { c.n_ff_shared = 0; },       [](Spec& c) { c.n_expert_used = 1; }};
+    for (size_t i = 0; i < std::size(features); ++i) {
+        SCOPED_TRACE(i);
+        // Renormalising two of four softmax weights moves the logits least (0.037).
+        expect_reference_depends_on(s, features[i], kSixIds, 0.02);
+    }
+}
+
+TEST(ArchReference, DeepSeek2CompressedQuerySelectionBiasAndGroups) {
+    const Spec s = deepseek2_spec();
+    expect_matches_reference(s, kSixIds);
+    expect_matches_reference(s, kSixIds, 4);
+    expect_matches_reference(s, kSixIds, 1);
+    expect_reference_depends_on(
+        s, [](Spec& c) { c.select_bias = false; }, kSixIds);
+    expect_reference_depends_on(
+        s, [](Spec& c) { c.n_groups = 0; }, kSixIds);
+    expect_reference_depends_on(
+        s, [](Spec& c) { c.renormalise = false; }, kSixIds);
+    expect_reference_depends_on(
+        s, [](Spec& c) { c.weights_scale = 0.0; }, kSixIds);
+    expect_reference_depends_on(
+        s, [](Spec& c) { c.yarn_log_mul = 0.0f; }, kSixIds);
+}
+
+TEST(ArchReference, Glm4MoeSelectionBiasSharedExpertAndNextn) {
+    const Spec s = glm4moe_spec();
+    expect_matches_reference(s, kSixIds);
+    expect_matches_reference(s, kSixIds, 4);
+    expect_matches_reference(s, kSixIds, 1);
+    expect_reference_depends_on(
+        s, [](Spec& c) { c.qk_norm = Spec::qk_none; }, kSixIds);
+    expect_reference_depends_on(
+        s, [](Spec& c) { c.n_rot = 12; }, kSixIds);
+    expect_reference_depends_on(
+        s, [](Spec& c) { c.select_bias = false; }, kSixIds);
+    expect_reference_depends_on(
+        s, [](Spec& c) { c.renormalise = false; }, kSixIds);
+    expect_reference_depends_on(
+        s, [](Spec& c) { c.weights_scale = 0.0; }, kSixIds);
+    expect_reference_depends_on(
+        s, [](Spec& c) { c.n_ff_shared = 0; }, kSixIds);
+}
+
+// The latent cache: one row of kv_lora_rank + RoPE dims per token and layer, no V rows.
+TEST(ArchReference, LatentAttentionCachesOnlyTheLatent) {
+    const Spec s = deepseek2_spec();
+    auto model = Model::from_file(gguf::File::from_bytes(make_tiny(s).writer().to_bytes()));
+    const size_t row = s.kv_lora + s.n_rot;
+    for (auto type : {ggufd::kernels::KvType::f16, ggufd::kernels::KvType::f32}) {
+        const KvCache cache(model->hparams(), 1, 32, type);
+        const size_t element = type == ggufd::kernels::KvType::f16 ? 2 : 4;
+        EXPECT_EQ(cache.bytes(), 32 * row * element * s.n_layer);
+        EXPECT_EQ(KvCache::bytes_needed(model->hparams(), 1, 32, type), cache.bytes());
+    }
+}
 
 // --- mixtures of experts against the reference: one batch (tokens grouped by expert), chunks
 // and single tokens (one token's experts) ---

@@ -14,10 +14,11 @@ extern const ArchDesc bert, nomic_bert;                       // encoders
 extern const ArchDesc mamba, rwkv6, rwkv7;                    // recurrent
 extern const ArchDesc lfm2;                                   // hybrids
 extern const ArchDesc gemma4;                                 // layers of different shapes
+extern const ArchDesc deepseek2, glm4moe;  // latent attention and DeepSeek's routing
 }  // namespace arch
 
 namespace {
-const std::array<const ArchDesc*, 31> kArchs = {
+const std::array<const ArchDesc*, 33> kArchs = {
     &arch::llama, &arch::qwen2, &arch::gemma, &arch::phi3, &arch::gpt2, &arch::gptneox,
     &arch::falcon, &arch::smollm3, &arch::mistral3,
     // layout variants
@@ -33,7 +34,9 @@ const std::array<const ArchDesc*, 31> kArchs = {
     // hybrids
     &arch::lfm2,
     // layers of different shapes
-    &arch::gemma4};
+    &arch::gemma4,
+    // latent attention and DeepSeek's routing
+    &arch::deepseek2, &arch::glm4moe};
 }  // namespace
 
 const ArchDesc* find_arch(std::string_view name) {

@@ -15,6 +15,8 @@
 //   short conv    short_conv.cpp           LFM2's gated short convolution, on the recurrent state
 //   per-layer     per_layer_embedding.cpp  gemma4's per-layer inputs (before the first layer) and
 //                                           each layer's per-layer embedding and output scale
+//   latent attn   mla.cpp                  multi-head latent attention (DeepSeek) over a cache of
+//                                           compressed latents, through the absorbed matrices
 //
 // A block owns views of its layer's weights and reaches its scratch through BlockScratch, which
 // holds one scratch object per block kind: the layers run one after another, so all the layers
@@ -187,5 +189,6 @@ std::unique_ptr<Block> make_short_conv_block(const BlockEnv& env, int layer);
 // layer_output_scale); nullptr where the model or layer has neither.
 std::unique_ptr<Block> make_per_layer_input_block(const BlockEnv& env);
 std::unique_ptr<Block> make_layer_output_block(const BlockEnv& env, int layer);
+std::unique_ptr<Block> make_latent_attention_block(const BlockEnv& env, int layer);
 
 }  // namespace ggufd::model

@@ -25,7 +25,10 @@ std::vector<std::unique_ptr<Block>> build_blocks(const BlockEnv& env) {
     for (int layer = 0; layer < static_cast<int>(hp.n_layer); ++layer) {
         switch (hp.layer_block(static_cast<uint32_t>(layer))) {
             case BlockKind::attention:
-                if (hp.parallel_residual) {
+                if (hp.desc->latent_attention) {
+                    blocks.push_back(make_latent_attention_block(env, layer));
+                    blocks.push_back(make_feed_forward(env, layer));
+                } else if (hp.parallel_residual) {
                     blocks.push_back(
                         make_attention_block(env, layer, make_feed_forward(env, layer)));
                 } else {

@@ -134,7 +134,7 @@ void RoutedFeedForward::apply(const Step& step, const float* xn, float* y) {
     ops_.affine(*l.ffn_gate_inp, l.ffn_gate_inp_b, router_input(step, xn), n, logits, step.lora);
     int32_t* experts = grow(s_.experts, static_cast<size_t>(n * k));
     float* weights = grow(s_.weights, static_cast<size_t>(n * k));
-    route_tokens(hp, logits, n, experts, weights);
+    route_tokens(hp, logits, n, experts, weights, ops_.model().vector_weight(l.exp_probs_b));
     if (l.ffn_down_exps_s) {
         // Each expert's output scale, folded into its routing weight.
         const float* scale = ops_.model().vector_weight(l.ffn_down_exps_s);
