@@ -46,8 +46,8 @@ void ssm_scan_with(const OpKernels& kernels, const SsmScan& op, int64_t c0, int6
 }
 
 void delta_rule_with(const OpKernels& kernels, const DeltaRule& op, int64_t h0, int64_t h1) {
-    require(op.n_tokens >= 0 && op.d_k > 0 && op.d_v > 0 && op.n_k_heads > 0 &&
-                op.n_v_heads > 0 && op.n_v_heads % op.n_k_heads == 0,
+    require(op.n_tokens >= 0 && op.d_k > 0 && op.d_v > 0 && op.n_k_heads > 0 && op.n_v_heads > 0 &&
+                op.n_v_heads % op.n_k_heads == 0,
             "delta_rule: bad size");
     require(op.q && op.k && op.v && op.g && op.beta && op.state && op.y, "delta_rule: null array");
     require(op.qk_stride >= op.n_k_heads * op.d_k && op.v_stride >= op.n_v_heads * op.d_v &&

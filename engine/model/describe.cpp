@@ -43,15 +43,14 @@ void describe_recurrent_block(const HParams& hp, nlohmann::ordered_json& j) {
     if (d.block == BlockKind::short_conv) j["shortconv"] = {{"l_cache", hp.shortconv_l_cache}};
     if (d.hybrid == HybridLayers::interval) j["full_attention_interval"] = hp.full_attn_interval;
     if (d.block == BlockKind::gated_delta_net) {
-        j["gated_delta_net"] = {
-            {"conv_kernel", hp.ssm_d_conv},
-            {"key_heads", hp.ssm_n_group},
-            {"key_head_size", hp.ssm_d_state},
-            {"value_heads", hp.ssm_dt_rank},
-            {"value_head_size", hp.state_dim(StateDim::delta_head_v)},
-            {"key_heads_of_value_heads",
-             d.delta_key_heads == DeltaKeyHeads::tiled ? "tiled" : "grouped"},
-            {"beta_alpha", d.delta_fused_ba ? "fused" : "separate"}};
+        j["gated_delta_net"] = {{"conv_kernel", hp.ssm_d_conv},
+                                {"key_heads", hp.ssm_n_group},
+                                {"key_head_size", hp.ssm_d_state},
+                                {"value_heads", hp.ssm_dt_rank},
+                                {"value_head_size", hp.state_dim(StateDim::delta_head_v)},
+                                {"key_heads_of_value_heads",
+                                 d.delta_key_heads == DeltaKeyHeads::tiled ? "tiled" : "grouped"},
+                                {"beta_alpha", d.delta_fused_ba ? "fused" : "separate"}};
     }
     if (d.block == BlockKind::mamba) {
         j["ssm"] = {{"conv_kernel", hp.ssm_d_conv},
@@ -212,8 +211,7 @@ nlohmann::ordered_json describe_hparams(const HParams& hp) {
     if (d.attn_sinks != Need::absent) j["attention"]["sinks"] = true;
     if (d.attn_output_gate) j["attention"]["output_gate"] = true;
     if (d.rope_sections != RopeSections::none && j.contains("rope")) {
-        j["rope"]["sections"] = {{"kind", "interleaved"},
-                                 {"dimension_sections", hp.rope_sections}};
+        j["rope"]["sections"] = {{"kind", "interleaved"}, {"dimension_sections", hp.rope_sections}};
     }
     if (hp.n_nextn > 0) j["nextn_predict_layers"] = hp.n_nextn;
     if (hp.is_recurrent()) describe_recurrent_block(hp, j);

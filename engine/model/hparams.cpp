@@ -465,8 +465,7 @@ HParams read_hparams(const gguf::File& f) {
                                               : f.get<uint32_t>(p + "feed_forward_length");
     hp.n_head = f.get<uint32_t>(p + "attention.head_count");
     hp.n_head_kv = read_kv_heads(f, p, hp);
-    if (hp.n_ff == 0 && desc->experts != Need::required)
-        refuse(p + "feed_forward_length is 0");
+    if (hp.n_ff == 0 && desc->experts != Need::required) refuse(p + "feed_forward_length is 0");
     if (hp.n_head == 0) refuse(p + "attention.head_count is 0");
     if (hp.n_head_kv == 0 || hp.n_head % hp.n_head_kv != 0) {
         refuse(p + "attention.head_count_kv (" + std::to_string(hp.n_head_kv) +

@@ -12,7 +12,7 @@ extern const ArchDesc qwen3, gemma2, gemma3, olmo2, cohere2;  // attention and n
 extern const ArchDesc qwen3moe, gpt_oss, qwen2moe, llama4;    // mixtures of experts
 extern const ArchDesc bert, nomic_bert;                       // encoders
 extern const ArchDesc mamba, rwkv6, rwkv7;                    // recurrent
-extern const ArchDesc lfm2, qwen35, qwen35moe, qwen3next;      // hybrids
+extern const ArchDesc lfm2, qwen35, qwen35moe, qwen3next;     // hybrids
 }  // namespace arch
 
 namespace {
