@@ -55,12 +55,48 @@ struct SsmScan {
     int64_t y_stride = 0;
 };
 
+// The gated delta rule (Qwen3.5 / Qwen3-Next's gated delta net) over one sequence's tokens in
+// order. Each value head h keeps a state S [d_k][d_v] (key i, value j) and reads key head kh
+// (delta_key_head); per token t:
+//   S = exp(g[t][h]) S
+//   S += k (beta[t][h] (v - S^T k))^T       (k, q: key head kh's rows; v: value head h's)
+//   y[t][h] = S^T q
+// The columns j of S are independent, which is what the SIMD kernels vectorise.
+struct DeltaRule {
+    int64_t n_tokens = 0;
+    int64_t n_k_heads = 0;  // key heads: q and k rows
+    int64_t n_v_heads = 0;  // value heads: a multiple of n_k_heads
+    int64_t d_k = 0;
+    int64_t d_v = 0;
+    // Value head h reads key head h % n_k_heads (tiled) or h / (n_v_heads / n_k_heads).
+    bool tiled = false;
+    const float* q = nullptr;  // key head kh's row of token t at q + t * qk_stride + kh * d_k
+    const float* k = nullptr;
+    int64_t qk_stride = 0;
+    const float* v = nullptr;  // value head h's row at v + t * v_stride + h * d_v
+    int64_t v_stride = 0;
+    const float* g = nullptr;     // log decay (<= 0) at g + t * gb_stride + h
+    const float* beta = nullptr;  // likewise
+    int64_t gb_stride = 0;
+    float* state = nullptr;  // [n_v_heads][d_k][d_v]
+    float* y = nullptr;      // value head h's output at y + t * y_stride + h * d_v
+    int64_t y_stride = 0;
+};
+// The key head value head h of the operation reads.
+inline int64_t delta_key_head(const DeltaRule& op, int64_t h) {
+    return op.tiled ? h % op.n_k_heads : h / (op.n_v_heads / op.n_k_heads);
+}
+
 // The channels [c0, c1) of the operation; std::invalid_argument for a bad shape or range.
 void ssm_conv(const SsmConv& op, int64_t c0, int64_t c1);
 void ssm_scan(const SsmScan& op, int64_t c0, int64_t c1);
 // The same with an explicit table, so tests can run every level.
 void ssm_conv_with(const OpKernels& kernels, const SsmConv& op, int64_t c0, int64_t c1);
 void ssm_scan_with(const OpKernels& kernels, const SsmScan& op, int64_t c0, int64_t c1);
+// The value heads [h0, h1) of a delta rule (heads are independent; callers spread them and the
+// sequences over their pool); std::invalid_argument for a bad shape or range.
+void delta_rule(const DeltaRule& op, int64_t h0, int64_t h1);
+void delta_rule_with(const OpKernels& kernels, const DeltaRule& op, int64_t h0, int64_t h1);
 
 // y = log(1 + e^x), and x itself above 20 where the two agree in float (ggml's rule).
 void softplus(const float* x, float* y, int64_t n);

@@ -111,6 +111,11 @@ enum class BlockKind {
     // LFM2's gated short convolution: shortconv.in_proj to B, C and x, C * conv(B * x) over
     // shortconv.l_cache taps (no bias, no activation), shortconv.out_proj; then the layer's FFN.
     short_conv,
+    // The gated delta net (Qwen3.5, Qwen3-Next): attn_qkv to q, k and v through a causal
+    // depthwise convolution with SiLU, q and k L2-normed, the gated delta rule per value head
+    // (decay from ssm_alpha, dt bias and ssm_a; beta from ssm_beta), a per-head RMSNorm
+    // (ssm_norm) times SiLU(attn_gate x), ssm_out; then the layer's FFN.
+    gated_delta_net,
 };
 
 // A hybrid's layers: which are of the architecture's recurrent block kind (ArchDesc::block) and
@@ -120,6 +125,24 @@ enum class HybridLayers {
     // attention.head_count_kv is an array with one entry per layer: 0 makes the layer a block of
     // ArchDesc::block, any other count an attention layer with that many KV heads (lfm2).
     no_kv_heads,
+    // full_attention_interval (default 4): layer il attends when (il + 1) % interval == 0
+    // (Qwen3.5, Qwen3-Next).
+    interval,
+};
+
+// Which key head a gated delta net's value head reads when there are fewer key heads than value
+// heads (ssm.group_count < ssm.time_step_rank; r = value heads / key heads).
+enum class DeltaKeyHeads {
+    grouped,  // value head j reads key head j / r (Qwen3-Next)
+    tiled,    // value head j reads key head j % key heads (Qwen3.5 as its files are converted)
+};
+
+// Multi-section RoPE (rope.dimension_sections): each rotated pair reads one component of a
+// position (time, height, width, extra) instead of the token's index alone. Text gives every
+// component the token's position, which makes it the ordering's RoPE on the rotated dims.
+enum class RopeSections {
+    none,
+    interleaved,  // IMROPE: the pairs cycle through the sections (Qwen3.5)
 };
 
 // A dimension of a recurrent state buffer, resolved from the hyperparameters
@@ -133,6 +156,12 @@ enum class StateDim : uint8_t {
     wkv_heads,          // n_embd / wkv.head_size
     wkv_head_size,      // wkv.head_size
     short_conv_window,  // shortconv.l_cache - 1: the inputs LFM2's convolution still needs
+    // The gated delta net: the channels its convolution runs over (q, k and v:
+    // 2 * ssm.group_count * ssm.state_size + ssm.inner_size), its value heads
+    // (ssm.time_step_rank) and the size of one (ssm.inner_size / ssm.time_step_rank).
+    delta_conv_channels,
+    delta_heads,
+    delta_head_v,
 };
 
 // One per-layer buffer of floats a recurrent block carries from one token to the next: its
@@ -218,6 +247,20 @@ struct TensorNames {
     std::string_view attn_v_b = "attn_v_b";
     // The routers' selection bias (exp_probs_b.bias, ArchDesc::expert_select_bias).
     std::string_view exp_probs_b = "exp_probs_b";
+    // The gated delta net (BlockKind::gated_delta_net; it also reads attn_qkv, ssm_conv1d,
+    // ssm_dt's bias, ssm_a and ssm_out) and the full-attention output gate's name there.
+    std::string_view attn_gate = "attn_gate";
+    std::string_view ssm_beta = "ssm_beta";
+    std::string_view ssm_alpha = "ssm_alpha";
+    std::string_view ssm_ba = "ssm_ba";  // fused: per key head its r beta rows, then r alpha rows
+    std::string_view ssm_norm = "ssm_norm";
+    // A multi-token-prediction block's own tensors (ArchDesc::nextn_layers), under its blk.<i>.
+    std::string_view nextn_eh_proj = "nextn.eh_proj";
+    std::string_view nextn_enorm = "nextn.enorm";
+    std::string_view nextn_hnorm = "nextn.hnorm";
+    std::string_view nextn_shared_head_norm = "nextn.shared_head_norm";
+    std::string_view nextn_embed_tokens = "nextn.embed_tokens";
+    std::string_view nextn_shared_head_head = "nextn.shared_head_head";
 };
 
 struct ArchDesc {
@@ -295,6 +338,10 @@ struct ArchDesc {
     // 1/sqrt(key_length): its query_pre_attn_scalar, for which GGUF has no key (gemma2 27B: 46
     // blocks, gemma3 27B: 62; llama.cpp tells the variant the same way). 0: none.
     uint32_t q_scale_embd_blocks = 0;
+    // Gated attention (Qwen3.5, Qwen3-Next): attn_q gives each head its query rows then as many
+    // gate rows, and each head's output is multiplied by sigmoid(gate) before attn_output.
+    bool attn_output_gate = false;
+    RopeSections rope_sections = RopeSections::none;  // rope.dimension_sections required if any
 
     // --- mixture of experts, attention sinks, clamped SwiGLU ---
     // Experts: absent (expert_count must be 0), optional (expert_count > 0 replaces every dense
@@ -357,6 +404,9 @@ struct ArchDesc {
     BlockKind block = BlockKind::attention;
     std::span<const StateBuffer> state = {};
     HybridLayers hybrid = HybridLayers::none;
+    // The gated delta net's key heads and whether beta and alpha come fused in ssm_ba.
+    DeltaKeyHeads delta_key_heads = DeltaKeyHeads::grouped;
+    bool delta_fused_ba = false;
 
     // --- layers of different shapes, per-layer embeddings (gemma4) ---
     // Per-layer shapes: attention.head_count_kv and feed_forward_length may list one value per

@@ -27,7 +27,7 @@ const char* name_of(RopeScaling s) {
     return name_in(s, {"none", "linear", "yarn"});
 }
 const char* name_of(BlockKind k) {
-    return name_in(k, {"attention", "mamba", "rwkv6", "rwkv7", "short_conv"});
+    return name_in(k, {"attention", "mamba", "rwkv6", "rwkv7", "short_conv", "gated_delta_net"});
 }
 
 // The recurrent block kind: its name, its own keys and the state each sequence carries; for a
@@ -41,6 +41,17 @@ void describe_recurrent_block(const HParams& hp, nlohmann::ordered_json& j) {
         j["layers"] = std::move(layers);
     }
     if (d.block == BlockKind::short_conv) j["shortconv"] = {{"l_cache", hp.shortconv_l_cache}};
+    if (d.hybrid == HybridLayers::interval) j["full_attention_interval"] = hp.full_attn_interval;
+    if (d.block == BlockKind::gated_delta_net) {
+        j["gated_delta_net"] = {{"conv_kernel", hp.ssm_d_conv},
+                                {"key_heads", hp.ssm_n_group},
+                                {"key_head_size", hp.ssm_d_state},
+                                {"value_heads", hp.ssm_dt_rank},
+                                {"value_head_size", hp.state_dim(StateDim::delta_head_v)},
+                                {"key_heads_of_value_heads",
+                                 d.delta_key_heads == DeltaKeyHeads::tiled ? "tiled" : "grouped"},
+                                {"beta_alpha", d.delta_fused_ba ? "fused" : "separate"}};
+    }
     if (d.block == BlockKind::mamba) {
         j["ssm"] = {{"conv_kernel", hp.ssm_d_conv},
                     {"inner_size", hp.ssm_d_inner},
@@ -246,6 +257,11 @@ nlohmann::ordered_json describe_hparams(const HParams& hp) {
     if (hp.n_nextn > 0) j["nextn_predict_layers"] = hp.n_nextn;
     if (d.attn_sinks != Need::absent) j["attention"]["sinks"] = true;
     describe_layer_shapes(hp, j);
+    if (d.attn_output_gate) j["attention"]["output_gate"] = true;
+    if (d.rope_sections != RopeSections::none && j.contains("rope")) {
+        j["rope"]["sections"] = {{"kind", "interleaved"}, {"dimension_sections", hp.rope_sections}};
+    }
+    if (hp.n_nextn > 0) j["nextn_predict_layers"] = hp.n_nextn;
     if (hp.is_recurrent()) describe_recurrent_block(hp, j);
     return j;
 }

@@ -114,6 +114,28 @@ void read_yarn_keys(const gguf::File& f, const std::string& p, HParams& hp) {
     if (hp.rope_n_ctx_orig == 0) refuse(p + "rope.scaling.original_context_length is 0 with YaRN");
 }
 
+// rope.dimension_sections (ArchDesc::rope_sections): up to 4 pair counts. A text position gives
+// the time, height and width components the token's position, so each rotated pair must read one
+// of those: a pair left to the extra component would need a position text does not have.
+void read_rope_sections(const gguf::File& f, const std::string& p, HParams& hp) {
+    const std::string key = p + "rope.dimension_sections";
+    const std::vector<int32_t> sections = f.get_array<int32_t>(key);
+    if (sections.empty() || sections.size() > 4) refuse(key + " must list 1 to 4 pair counts");
+    for (size_t i = 0; i < sections.size(); ++i) {
+        if (sections[i] < 0 || sections[i] > 65536) refuse(key + " has a count out of range");
+        hp.rope_sections[i] = static_cast<uint32_t>(sections[i]);
+    }
+    if (hp.rope_sections[0] + hp.rope_sections[1] + hp.rope_sections[2] == 0)
+        refuse(key + " gives no pair to the time, height or width components");
+    for (uint32_t pair = 0; pair < hp.n_rot / 2; ++pair) {
+        if (hp.rope_section_of_pair(pair) == 3) {
+            refuse(key + ": rotated pair " + std::to_string(pair) +
+                   " reads the extra position component, which text positions do not give "
+                   "(not supported)");
+        }
+    }
+}
+
 // The attention temperature (ArchDesc::attn_temp_*): a keyed scale over the original context, or
 // the architecture's fixed constants.
 void read_attention_temperature(const gguf::File& f, const std::string& p, HParams& hp) {
@@ -336,6 +358,30 @@ void read_short_conv_keys(const gguf::File& f, const std::string& p, HParams& hp
     }
 }
 
+// The gated delta net's keys (BlockKind::gated_delta_net): the convolution's taps, the key heads
+// (ssm.group_count) of ssm.state_size, and ssm.time_step_rank value heads sharing ssm.inner_size,
+// as many of them per key head.
+void read_delta_keys(const gguf::File& f, const std::string& p, HParams& hp) {
+    for (auto [key, value] : {std::pair{"ssm.conv_kernel", &hp.ssm_d_conv},
+                              std::pair{"ssm.inner_size", &hp.ssm_d_inner},
+                              std::pair{"ssm.state_size", &hp.ssm_d_state},
+                              std::pair{"ssm.time_step_rank", &hp.ssm_dt_rank},
+                              std::pair{"ssm.group_count", &hp.ssm_n_group}}) {
+        *value = f.get<uint32_t>(p + key);
+        if (*value == 0) refuse(p + key + " is 0");
+    }
+    if (hp.ssm_d_conv < 2 || hp.ssm_d_conv > kernels::kMaxSsmConvTaps) {
+        refuse(p + "ssm.conv_kernel (" + std::to_string(hp.ssm_d_conv) +
+               ") must be between 2 and " + std::to_string(kernels::kMaxSsmConvTaps));
+    }
+    if (hp.ssm_d_inner % hp.ssm_dt_rank != 0 || hp.ssm_dt_rank % hp.ssm_n_group != 0) {
+        refuse(p + "ssm.time_step_rank (" + std::to_string(hp.ssm_dt_rank) +
+               " value heads) must divide ssm.inner_size (" + std::to_string(hp.ssm_d_inner) +
+               ") and be a multiple of ssm.group_count (" + std::to_string(hp.ssm_n_group) +
+               " key heads)");
+    }
+}
+
 // The keys of the architecture's recurrent block kind.
 void read_block_keys(const gguf::File& f, const std::string& p, HParams& hp) {
     switch (hp.desc->block) {
@@ -346,6 +392,8 @@ void read_block_keys(const gguf::File& f, const std::string& p, HParams& hp) {
             return read_rwkv_keys(f, p, hp);
         case BlockKind::short_conv:
             return read_short_conv_keys(f, p, hp);
+        case BlockKind::gated_delta_net:
+            return read_delta_keys(f, p, hp);
         case BlockKind::attention:
             return;
     }
@@ -356,6 +404,13 @@ void read_block_keys(const gguf::File& f, const std::string& p, HParams& hp) {
 // layers sharing one count (the KV cache's rows are one width).
 uint32_t read_kv_heads(const gguf::File& f, const std::string& p, HParams& hp) {
     const std::string key = p + "attention.head_count_kv";
+    if (hp.desc->hybrid == HybridLayers::interval) {
+        const std::string interval_key = p + "full_attention_interval";
+        hp.full_attn_interval = f.get_or<uint32_t>(interval_key, 4);
+        if (hp.full_attn_interval == 0) refuse(interval_key + " is 0");
+        for (uint32_t il = 0; il < hp.n_layer; ++il)
+            hp.attending_layers.push_back((il + 1) % hp.full_attn_interval == 0);
+    }
     if (hp.desc->hybrid != HybridLayers::no_kv_heads) return f.get_or<uint32_t>(key, hp.n_head);
     const gguf::Value* v = f.metadata().find(key);
     if (!v || !v->is_array()) {
@@ -485,8 +540,28 @@ uint64_t HParams::state_dim(StateDim dim) const {
             return wkv_head_size;
         case StateDim::short_conv_window:
             return shortconv_l_cache > 0 ? shortconv_l_cache - 1 : 0;
+        case StateDim::delta_conv_channels:
+            return uint64_t{2} * ssm_n_group * ssm_d_state + ssm_d_inner;
+        case StateDim::delta_heads:
+            return ssm_dt_rank;
+        case StateDim::delta_head_v:
+            return ssm_dt_rank > 0 ? ssm_d_inner / ssm_dt_rank : 0;
     }
     return 0;
+}
+
+uint32_t HParams::rope_section_of_pair(uint32_t pair) const {
+    if (desc == nullptr || desc->rope_sections == RopeSections::none) return 0;
+    const std::array<uint32_t, 4>& s = rope_sections;
+    const uint32_t total = s[0] + s[1] + s[2] + s[3];
+    if (total == 0) return 0;
+    // IMROPE: the sectors cycle time, height, width while each of those has pairs left; the
+    // rest go to the extra component.
+    const uint32_t sector = pair % total;
+    for (uint32_t c = 0; c < 3; ++c) {
+        if (sector % 3 == c && sector < 3 * s[c]) return c;
+    }
+    return 3;
 }
 
 bool HParams::has_attention() const {
@@ -544,11 +619,14 @@ HParams read_hparams(const gguf::File& f) {
         hp.n_ff = *std::max_element(ff_of.begin(), ff_of.end());
         hp.n_head_kv = *std::max_element(kv_heads_of.begin(), kv_heads_of.end());
     } else {
-        hp.n_ff = f.get<uint32_t>(p + "feed_forward_length");
+        // A model whose every FFN is routed needs no dense width (Qwen3.5 MoE writes none).
+        hp.n_ff = desc->experts == Need::required
+                      ? f.get_or<uint32_t>(p + "feed_forward_length", 0)
+                      : f.get<uint32_t>(p + "feed_forward_length");
         hp.n_head_kv = read_kv_heads(f, p, hp);
         kv_heads_of.assign(1, hp.n_head_kv);
     }
-    if (hp.n_ff == 0) refuse(p + "feed_forward_length is 0");
+    if (hp.n_ff == 0 && desc->experts != Need::required) refuse(p + "feed_forward_length is 0");
     if (hp.n_head == 0) refuse(p + "attention.head_count is 0");
     for (uint32_t kv : kv_heads_of) {
         if (kv == 0 || hp.n_head % kv != 0) {
@@ -565,6 +643,10 @@ HParams read_hparams(const gguf::File& f) {
     hp.head_dim_k = f.get_or<uint32_t>(p + "attention.key_length", hp.n_embd / hp.n_head);
     hp.head_dim_v = f.get_or<uint32_t>(p + "attention.value_length", hp.head_dim_k);
     if (hp.head_dim_k == 0 || hp.head_dim_v == 0) refuse("attention head size is 0");
+    if (desc->attn_output_gate && hp.head_dim_k != hp.head_dim_v) {
+        refuse(p + "attention.key_length and value_length differ in a gated attention (one gate " +
+               "row per output value): not supported");
+    }
 
     hp.parallel_residual = desc->residual == Residual::parallel;
     if (!desc->parallel_residual_key.empty()) {
@@ -599,6 +681,7 @@ HParams read_hparams(const gguf::File& f) {
                ") must be even, at least 2 and at most the head size (" +
                std::to_string(hp.head_dim_k) + ")");
     }
+    if (desc->rope_sections != RopeSections::none) read_rope_sections(f, p, hp);
     hp.rope_freq_base = f.get_or<float>(p + "rope.freq_base", 10000.0f);
     // Finite too: a float64 key beyond float's range arrives here as infinity.
     if (!(hp.rope_freq_base > 0.0f) || !std::isfinite(hp.rope_freq_base)) {

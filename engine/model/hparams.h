@@ -2,6 +2,7 @@
 // the specification gives, and checked for consistency before any weight is touched.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -114,6 +115,13 @@ struct HParams {
     uint32_t rwkv_gate_lora = 0;
     uint32_t rwkv_rescale_every = 0;  // RWKV-6: the hidden state halves after every n-th block
     uint32_t shortconv_l_cache = 0;   // LFM2: shortconv.l_cache, the short convolution's taps
+    // The gated delta net's key heads (ssm.group_count; its other sizes are the ssm_* above:
+    // conv_kernel, state_size = the key head size, time_step_rank = the value heads,
+    // inner_size = their total width).
+    uint32_t ssm_n_group = 0;
+    uint32_t full_attn_interval = 0;  // HybridLayers::interval's full_attention_interval
+    // rope.dimension_sections (ArchDesc::rope_sections): pairs per position component.
+    std::array<uint32_t, 4> rope_sections = {};
     // A hybrid's layers (ArchDesc::hybrid): whether each attends; empty for every other model.
     std::vector<bool> attending_layers;
 
@@ -178,6 +186,10 @@ struct HParams {
         if (!swa_layers.empty()) return n_swa > 0 && swa_layers[il];
         return n_swa > 0 && (swa_period == 0 || il % swa_period < swa_period - 1);
     }
+
+    // The position component (0 time, 1 height, 2 width, 3 extra) that rotated pair i reads
+    // under multi-section RoPE (ArchDesc::rope_sections); 0 without sections.
+    uint32_t rope_section_of_pair(uint32_t pair) const;
 
     uint32_t n_embd_k_gqa() const { return head_dim_k * n_head_kv; }
     uint32_t n_embd_v_gqa() const { return head_dim_v * n_head_kv; }

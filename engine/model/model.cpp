@@ -122,10 +122,10 @@ Model::Model(gguf::File file, const LoadOptions& options)
         add_vector(l.exp_probs_b);
     }
     // Multi-token-prediction blocks are not run by the main pass; their kernels must exist.
-    for (const LayerWeights& l : weights_.nextn_layers) {
-        for (const gguf::TensorInfo* m : l.matrices()) check_matrix(m);
-        for (const gguf::TensorInfo* m : l.expert_matrices()) check_matrix(m);
-        check_matrix(l.nextn.eh_proj);
+    for (const NextnWeights& n : weights_.nextn) {
+        for (const gguf::TensorInfo* m : n.layer.matrices()) check_matrix(m);
+        for (const gguf::TensorInfo* m : n.layer.expert_matrices()) check_matrix(m);
+        check_matrix(n.eh_proj);
     }
     plan_repack(options.repack);
 }

@@ -191,6 +191,16 @@ gguf::Writer make_random_model(const RandomModelSpec& s) {
         w.set(p + "attention.head_count_kv", gguf::Array{kv_heads});
     }
     if (desc->block == BlockKind::short_conv) w.set(p + "shortconv.l_cache", s.ssm_d_conv);
+    if (desc->block == BlockKind::gated_delta_net) {
+        // Value heads of ssm_d_state (the key head size), as Qwen3.5's are as wide as its keys.
+        const uint32_t value_heads = s.ssm_dt_rank ? s.ssm_dt_rank : s.n_head;
+        w.set(p + "ssm.conv_kernel", s.ssm_d_conv);
+        w.set(p + "ssm.state_size", s.ssm_d_state);
+        w.set(p + "ssm.group_count", s.ssm_n_group ? s.ssm_n_group : s.n_head_kv);
+        w.set(p + "ssm.time_step_rank", value_heads);
+        w.set(p + "ssm.inner_size", s.ssm_d_inner ? s.ssm_d_inner : value_heads * s.ssm_d_state);
+        w.set(p + "full_attention_interval", s.full_attn_interval);
+    }
     uint32_t rope_dims = s.n_rot ? s.n_rot : head_dim;
     if (desc->latent_attention) {
         // The cache's geometry (key_length, value_length, one KV head) is the latent's.
@@ -216,6 +226,13 @@ gguf::Writer make_random_model(const RandomModelSpec& s) {
     }
     std::set<std::string> wanted;
     if (desc->per_layer_shapes) add_per_layer_shapes(w, s, head_dim, wanted);
+    if (desc->rope_sections == RopeSections::interleaved) {
+        // As many pairs to time, height and width as the interleaving reaches (Qwen3.5's 64
+        // rotated dims: 11, 11, 10).
+        const int32_t pairs = static_cast<int32_t>((s.n_rot ? s.n_rot : head_dim) / 2);
+        w.set(p + "rope.dimension_sections",
+              gguf::Array{std::vector<int32_t>{(pairs + 2) / 3, (pairs + 1) / 3, pairs / 3, 0}});
+    }
     // Sliding-window architectures whose files must say their window get the common 4096, or
     // the whole context when that is smaller.
     if (desc->swa_period > 0 && desc->swa_window_default == 0) {
@@ -262,6 +279,13 @@ gguf::Writer make_random_model(const RandomModelSpec& s) {
                 factors[i] = i < factors.size() / 4 ? 1.0f : 1e30f;
             }
             w.add_tensor(t.name, t.shape, factors);
+            continue;
+        }
+        if (t.shape.size() == 1 && t.name.ends_with("." + std::string(desc->names.ssm_a))) {
+            // The gated delta net's A per head: negative, so each head's state decays.
+            std::vector<float> a(static_cast<size_t>(t.shape[0]));
+            for (size_t i = 0; i < a.size(); ++i) a[i] = -static_cast<float>(i % 4 + 1) * 0.25f;
+            w.add_tensor(t.name, t.shape, a);
             continue;
         }
         if (t.shape.size() == 1) {

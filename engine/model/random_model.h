@@ -52,6 +52,11 @@ struct RandomModelSpec {
     uint32_t ssm_d_state = 16;
     uint32_t ssm_d_inner = 0;
     uint32_t ssm_dt_rank = 0;
+    // The gated delta net (qwen35, qwen35moe, qwen3next): ssm_d_conv taps, key heads
+    // ssm_n_group (0: n_head_kv) of ssm_d_state, value heads ssm_dt_rank (0: n_head) of
+    // ssm_d_inner in all (0: as wide as the keys), full attention every full_attn_interval blocks.
+    uint32_t ssm_n_group = 0;
+    uint32_t full_attn_interval = 2;
     // RWKV (rwkv6, rwkv7): the WKV head size is head_dim, else n_embd / n_head; every LoRA
     // (RWKV-6's token shift and decay, RWKV-7's decay, learning rate, value mix and gate) has
     // this rank, 0: 32, and RWKV-6 halves the state every rwkv_rescale_every blocks (0: never).

@@ -349,16 +349,26 @@ void bind_mla(Binder& b, const HParams& hp, const std::string& p, LayerWeights& 
     l.wo = b.require(weight(p, nm.attn_output), {heads * hp.mla_head_v, embd});
 }
 
-// The multi-token-prediction tensors of the layer with prefix p (NextnWeights).
-void bind_nextn(Binder& b, const HParams& hp, const std::string& p, LayerWeights& l) {
-    const int64_t embd = hp.n_embd, vocab = hp.n_vocab;
-    NextnWeights& n = l.nextn;
-    n.eh_proj = b.require(weight(p, "nextn.eh_proj"), {2 * embd, embd});
-    n.enorm = b.require(weight(p, "nextn.enorm"), {embd});
-    n.hnorm = b.require(weight(p, "nextn.hnorm"), {embd});
-    n.embed_tokens = b.optional(weight(p, "nextn.embed_tokens"), {embd, vocab});
-    n.shared_head_head = b.optional(weight(p, "nextn.shared_head_head"), {embd, vocab});
-    n.shared_head_norm = b.require(weight(p, "nextn.shared_head_norm"), {embd});
+// The gated delta net (BlockKind::gated_delta_net) of the layer with prefix p, after its input
+// norm.
+void bind_gated_delta_net(Binder& b, const HParams& hp, const std::string& p, LayerWeights& l) {
+    const ArchDesc& d = *hp.desc;
+    const TensorNames& nm = d.names;
+    const int64_t embd = hp.n_embd, inner = hp.ssm_d_inner, heads = hp.ssm_dt_rank;
+    const auto channels = static_cast<int64_t>(hp.state_dim(StateDim::delta_conv_channels));
+    l.wqkv = b.require(weight(p, nm.attn_qkv), {embd, channels});
+    l.attn_gate = b.require(weight(p, nm.attn_gate), {embd, inner});
+    l.ssm_conv1d = b.require(weight(p, nm.ssm_conv1d), {hp.ssm_d_conv, channels});
+    l.ssm_dt_b = b.require(bias(p, nm.ssm_dt), {heads});
+    l.ssm_a = b.require(p + std::string(nm.ssm_a), {heads});
+    if (d.delta_fused_ba) {
+        l.ssm_ba = b.require(weight(p, nm.ssm_ba), {embd, 2 * heads});
+    } else {
+        l.ssm_beta = b.require(weight(p, nm.ssm_beta), {embd, heads});
+        l.ssm_alpha = b.require(weight(p, nm.ssm_alpha), {embd, heads});
+    }
+    l.ssm_norm = b.require(weight(p, nm.ssm_norm), {inner / heads});
+    l.ssm_out = b.require(weight(p, nm.ssm_out), {inner, embd});
 }
 
 // The attention tensors of layer il with prefix p, after its input norm.
@@ -379,7 +389,8 @@ void bind_attention(Binder& b, const HParams& hp, uint32_t il, const std::string
         l.wqkv = b.require(weight(p, nm.attn_qkv), {embd, qkv_out});
         l.bqkv = b.bind(d.qkv_bias, bias(p, nm.attn_qkv), {qkv_out});
     } else {
-        l.wq = b.require(weight(p, nm.attn_q), {embd, q_out});
+        // A gated layer's heads each give their query rows, then as many gate rows.
+        l.wq = b.require(weight(p, nm.attn_q), {embd, d.attn_output_gate ? 2 * q_out : q_out});
         l.wk = b.require(weight(p, nm.attn_k), {embd, k_out});
         l.wv = b.bind(d.attn_v, weight(p, nm.attn_v), {embd, v_out});
         l.bq = b.bind(d.qkv_bias, bias(p, nm.attn_q), {q_out});
@@ -390,13 +401,68 @@ void bind_attention(Binder& b, const HParams& hp, uint32_t il, const std::string
     l.bo = b.bind(d.attn_out_bias, bias(p, nm.attn_output), {embd});
 }
 
+// Layer i's tensors (prefix blk.<i>.) as a block of `kind` followed by its FFN, where its kind
+// has one.
+void bind_layer(Binder& b, const HParams& hp, uint32_t i, BlockKind kind, LayerWeights& l) {
+    const ArchDesc& d = *hp.desc;
+    const TensorNames& nm = d.names;
+    const int64_t embd = hp.n_embd;
+    const bool gated = d.ffn != FfnKind::gelu;
+    const std::string p = "blk." + std::to_string(i) + ".";
+    const bool pre_norms = d.norm_placement != NormPlacement::post &&
+                           d.norm_placement != NormPlacement::after_residual;
+    if (pre_norms) {
+        l.attn_norm = b.require(weight(p, nm.attn_norm), {embd});
+        l.attn_norm_b = b.bind(d.norm_bias, bias(p, nm.attn_norm), {embd});
+    }
+    if (kind == BlockKind::mamba) {
+        bind_mamba(b, hp, p, l);
+        return;
+    }
+    if (kind == BlockKind::rwkv6 || kind == BlockKind::rwkv7) {
+        bind_rwkv(b, hp, i, p, l);
+        return;
+    }
+    // LFM2's short convolution and the gated delta net take attention's place; the FFN follows.
+    const bool attends = kind == BlockKind::attention;
+    if (attends) {
+        bind_attention(b, hp, i, p, l);
+    } else if (kind == BlockKind::gated_delta_net) {
+        bind_gated_delta_net(b, hp, p, l);
+    } else {
+        bind_short_conv(b, hp, p, l);
+    }
+    if (d.ffn_norm && pre_norms) {
+        l.ffn_norm = b.require(weight(p, nm.ffn_norm), {embd});
+        l.ffn_norm_b = b.bind(d.norm_bias, bias(p, nm.ffn_norm), {embd});
+    }
+    if (attends) l.attn_sinks = b.bind(d.attn_sinks, weight(p, nm.attn_sinks), {hp.n_head});
+    bind_layer_output(b, hp, p, l);
+    const int64_t ff = hp.layer_shape(i).n_ff;
+    const int64_t up_out = d.fused_gate_up ? 2 * ff : ff;
+    if (hp.routed(i)) {
+        bind_experts(b, hp, p, l);
+        bind_attention_extras(b, hp, i, p, l, attends);
+        if (!d.dense_beside_experts) return;
+        bind_experts_beside_dense(b, hp, p, l);
+    }
+    if (gated && !d.fused_gate_up) {
+        l.ffn_gate = b.require(weight(p, nm.ffn_gate), {embd, ff});
+        l.ffn_gate_b = b.bind(d.ffn_bias, bias(p, nm.ffn_gate), {ff});
+    }
+    l.ffn_up = b.require(weight(p, nm.ffn_up), {embd, up_out});
+    l.ffn_up_b = b.bind(d.ffn_bias, bias(p, nm.ffn_up), {up_out});
+    l.ffn_down = b.require(weight(p, nm.ffn_down), {ff, embd});
+    l.ffn_down_b = b.bind(d.ffn_bias, bias(p, nm.ffn_down), {embd});
+    if (!hp.routed(i)) bind_attention_extras(b, hp, i, p, l, attends);
+}
+
 // Every tensor of the description, asked of the binder in one order (the order a planned model
 // writes them in).
 Weights bind_all(Binder& b, const HParams& hp, size_t n_file_tensors) {
     const ArchDesc& d = *hp.desc;
     const TensorNames& nm = d.names;
     const int64_t embd = hp.n_embd, vocab = hp.n_vocab;
-    const bool gated = d.ffn != FfnKind::gelu;
 
     Weights w;
     w.tok_embd = b.require(weight("", nm.tok_embd), {embd, vocab});
@@ -420,56 +486,20 @@ Weights bind_all(Binder& b, const HParams& hp, size_t n_file_tensors) {
     // first missing tensor instead of sizing the table by block_count alone (a 5 KB file claiming
     // 16 M layers asked for 1.8 GB; 2^32-1 layers threw std::bad_alloc).
     w.layers.reserve(std::min<size_t>(hp.n_layer, n_file_tensors));
-    for (uint32_t i = 0; i < hp.n_layer + hp.n_nextn; ++i) {
+    for (uint32_t i = 0; i < hp.n_layer; ++i) {
+        bind_layer(b, hp, i, hp.layer_block(i), w.layers.emplace_back());
+    }
+    // The MTP blocks after them: attention layers with their own extras.
+    for (uint32_t i = hp.n_layer; i < hp.n_layer + hp.n_nextn; ++i) {
+        NextnWeights& n = w.nextn.emplace_back();
+        bind_layer(b, hp, i, BlockKind::attention, n.layer);
         const std::string p = "blk." + std::to_string(i) + ".";
-        const bool nextn = i >= hp.n_layer;
-        LayerWeights& l = nextn ? w.nextn_layers.emplace_back() : w.layers.emplace_back();
-        if (nextn) bind_nextn(b, hp, p, l);
-        const bool pre_norms = d.norm_placement != NormPlacement::post &&
-                               d.norm_placement != NormPlacement::after_residual;
-        if (pre_norms) {
-            l.attn_norm = b.require(weight(p, nm.attn_norm), {embd});
-            l.attn_norm_b = b.bind(d.norm_bias, bias(p, nm.attn_norm), {embd});
-        }
-        const BlockKind kind = hp.layer_block(i);
-        if (kind == BlockKind::mamba) {
-            bind_mamba(b, hp, p, l);
-            continue;
-        }
-        if (kind == BlockKind::rwkv6 || kind == BlockKind::rwkv7) {
-            bind_rwkv(b, hp, i, p, l);
-            continue;
-        }
-        // LFM2's short convolution takes attention's place; the FFN follows either.
-        const bool attends = kind == BlockKind::attention;
-        if (attends) {
-            bind_attention(b, hp, i, p, l);
-        } else {
-            bind_short_conv(b, hp, p, l);
-        }
-        if (d.ffn_norm && pre_norms) {
-            l.ffn_norm = b.require(weight(p, nm.ffn_norm), {embd});
-            l.ffn_norm_b = b.bind(d.norm_bias, bias(p, nm.ffn_norm), {embd});
-        }
-        if (attends) l.attn_sinks = b.bind(d.attn_sinks, weight(p, nm.attn_sinks), {hp.n_head});
-        bind_layer_output(b, hp, p, l);
-        const int64_t ff = hp.layer_shape(i).n_ff;
-        const int64_t up_out = d.fused_gate_up ? 2 * ff : ff;
-        if (hp.routed(i)) {
-            bind_experts(b, hp, p, l);
-            bind_attention_extras(b, hp, i, p, l, attends);
-            if (!d.dense_beside_experts) continue;
-            bind_experts_beside_dense(b, hp, p, l);
-        }
-        if (gated && !d.fused_gate_up) {
-            l.ffn_gate = b.require(weight(p, nm.ffn_gate), {embd, ff});
-            l.ffn_gate_b = b.bind(d.ffn_bias, bias(p, nm.ffn_gate), {ff});
-        }
-        l.ffn_up = b.require(weight(p, nm.ffn_up), {embd, up_out});
-        l.ffn_up_b = b.bind(d.ffn_bias, bias(p, nm.ffn_up), {up_out});
-        l.ffn_down = b.require(weight(p, nm.ffn_down), {ff, embd});
-        l.ffn_down_b = b.bind(d.ffn_bias, bias(p, nm.ffn_down), {embd});
-        if (!hp.routed(i)) bind_attention_extras(b, hp, i, p, l, attends);
+        n.eh_proj = b.require(weight(p, nm.nextn_eh_proj), {2 * embd, embd});
+        n.enorm = b.require(weight(p, nm.nextn_enorm), {embd});
+        n.hnorm = b.require(weight(p, nm.nextn_hnorm), {embd});
+        n.shared_head_norm = b.require(weight(p, nm.nextn_shared_head_norm), {embd});
+        n.embed_tokens = b.optional(weight(p, nm.nextn_embed_tokens), {embd, vocab});
+        n.shared_head_head = b.optional(weight(p, nm.nextn_shared_head_head), {embd, vocab});
     }
     b.refuse_unbound(d);
     return w;

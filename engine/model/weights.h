@@ -91,18 +91,6 @@ struct MlaWeights {
     std::array<const gguf::TensorInfo*, 2> vectors() const { return {q_a_norm, kv_a_norm}; }
 };
 
-// A multi-token-prediction block's own tensors (ArchDesc::nextn_layers), beside a block's usual
-// ones: eh_proj [2 n_embd, n_embd] over the normed embedding (enorm) and hidden state (hnorm),
-// its optional embeddings and head [n_embd, n_vocab], and the head's norm.
-struct NextnWeights {
-    const gguf::TensorInfo* eh_proj = nullptr;
-    const gguf::TensorInfo* enorm = nullptr;
-    const gguf::TensorInfo* hnorm = nullptr;
-    const gguf::TensorInfo* embed_tokens = nullptr;
-    const gguf::TensorInfo* shared_head_head = nullptr;
-    const gguf::TensorInfo* shared_head_norm = nullptr;
-};
-
 // Absent tensors (those the architecture does not have, or optional ones the file lacks) are
 // nullptr.
 struct LayerWeights {
@@ -175,7 +163,6 @@ struct LayerWeights {
     MlaWeights mla;    // a latent attention block's (ArchDesc::latent_attention)
     // The router's selection bias [n_expert] (ArchDesc::expert_select_bias).
     const gguf::TensorInfo* exp_probs_b = nullptr;
-    NextnWeights nextn;  // a multi-token-prediction block's (Weights::nextn_layers)
 
     // Mamba (BlockKind::mamba): ssm_in [n_embd, 2 d_inner] (x rows, then z rows), the
     // convolution [d_conv, d_inner] with its bias, ssm_x [d_inner, dt_rank + 2 d_state] (dt, B,
@@ -195,10 +182,21 @@ struct LayerWeights {
     const gguf::TensorInfo* shortconv_in = nullptr;
     const gguf::TensorInfo* shortconv_conv = nullptr;
     const gguf::TensorInfo* shortconv_out = nullptr;
+    // The gated delta net (BlockKind::gated_delta_net), besides wqkv (its q, k, v rows: key
+    // heads' q, key heads' k, value heads' v), ssm_conv1d [d_conv, channels] without bias,
+    // ssm_dt_b and ssm_a [value heads], ssm_out [inner, n_embd]: the output gate attn_gate
+    // [n_embd, inner], beta and alpha [n_embd, value heads] (or fused ssm_ba [n_embd, 2 value
+    // heads]) and the per-head norm ssm_norm [value head size]. In a gated attention layer
+    // (ArchDesc::attn_output_gate) wq has each head's query rows then its gate rows.
+    const gguf::TensorInfo* attn_gate = nullptr;
+    const gguf::TensorInfo* ssm_beta = nullptr;
+    const gguf::TensorInfo* ssm_alpha = nullptr;
+    const gguf::TensorInfo* ssm_ba = nullptr;
+    const gguf::TensorInfo* ssm_norm = nullptr;
 
     // Matrices (multiplied through the kernels) and vectors (norms, biases: converted to float
     // at load), each list possibly holding nullptr.
-    std::array<const gguf::TensorInfo*, 20> matrices() const {
+    std::array<const gguf::TensorInfo*, 24> matrices() const {
         return {wqkv,         wq,
                 wk,           wv,
                 wo,           ffn_gate,
@@ -208,7 +206,9 @@ struct LayerWeights {
                 ssm_out,      ffn_gate_shexp,
                 ffn_up_shexp, ffn_down_shexp,
                 shortconv_in, shortconv_out,
-                pl_inp_gate,  pl_proj};
+                pl_inp_gate,  pl_proj,
+                attn_gate,    ssm_beta,
+                ssm_alpha,    ssm_ba};
     }
     // Small 2-D tensors converted to float at load and transposed: Model::vector_weight gives
     // element (row r, column c) of the file's [ne0 = columns, ne1 = rows] at c * ne1 + r, so
@@ -217,7 +217,7 @@ struct LayerWeights {
     std::array<const gguf::TensorInfo*, 3> transposed_vectors() const {
         return {ssm_conv1d, ssm_a, shortconv_conv};
     }
-    std::array<const gguf::TensorInfo*, 29> vectors() const {
+    std::array<const gguf::TensorInfo*, 30> vectors() const {
         return {attn_norm,
                 attn_norm_b,
                 bqkv,
@@ -246,13 +246,28 @@ struct LayerWeights {
                 ssm_conv1d_b,
                 ssm_dt_b,
                 ssm_d,
-                ffn_gate_inp_shexp};
+                ffn_gate_inp_shexp,
+                ssm_norm};
     }
     // The vectors of the layouts above, converted to float at load like vectors().
     std::array<const gguf::TensorInfo*, 7> layout_vectors() const {
         return {ffn_gate_inp_s,  ffn_down_exps_s, ffn_pre_norm_2, ffn_post_norm_1,
                 ffn_post_norm_2, layer_out_scale, pl_post_norm};
     }
+};
+
+// A multi-token-prediction block (ArchDesc::nextn_layers): an attention layer's weights plus its own
+// projection of [normed embedding; normed hidden state] (eh_proj [2 n_embd, n_embd]), their
+// norms, the norm before the shared head, and optionally its own embeddings and head. Loaded and
+// checked, not run in the main pass: a drafter for speculative decoding reads it.
+struct NextnWeights {
+    LayerWeights layer;
+    const gguf::TensorInfo* eh_proj = nullptr;
+    const gguf::TensorInfo* enorm = nullptr;
+    const gguf::TensorInfo* hnorm = nullptr;
+    const gguf::TensorInfo* shared_head_norm = nullptr;
+    const gguf::TensorInfo* embed_tokens = nullptr;      // absent: token_embd
+    const gguf::TensorInfo* shared_head_head = nullptr;  // absent: the model's output head
 };
 
 struct Weights {
@@ -273,9 +288,7 @@ struct Weights {
     const gguf::TensorInfo* rope_freqs =
         nullptr;  // the same divisors for every context (llama 3.1)
     std::vector<LayerWeights> layers;
-    // The multi-token-prediction blocks after `layers` (HParams::n_nextn), not run by the main
-    // pass.
-    std::vector<LayerWeights> nextn_layers;
+    std::vector<NextnWeights> nextn;  // HParams::n_nextn blocks after the layers
     // Encoders: token types (row 0 is every token's) and the classifier head of rank pooling
     // (cls: n_embd -> n_embd, then tanh; cls.output: -> the scores), each optional.
     const gguf::TensorInfo* token_types = nullptr;

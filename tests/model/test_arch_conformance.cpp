@@ -36,7 +36,7 @@ const std::vector<std::string> kRuns = {
     // recurrent
     "mamba", "rwkv6", "rwkv7",
     // hybrids
-    "lfm2",
+    "lfm2", "qwen35", "qwen35-mtp", "qwen35moe", "qwen3next",
     // layers of different shapes, KV sharing, per-layer embeddings
     "gemma4", "gemma4-moe", "gemma4-e",
     // latent attention and DeepSeek's routing
@@ -210,6 +210,26 @@ TEST(ArchFolder, DescriptionsShowWhatDistinguishesEachFile) {
         {"glm4moe", "/experts/leading_dense_blocks", 1},
         {"glm4moe", "/experts/selection_bias", true},
         {"glm4moe", "/experts/weights_scale", 2.5},
+        {"qwen35", "/block", "gated_delta_net"},
+        {"qwen35", "/layers/0", "gated_delta_net"},
+        {"qwen35", "/layers/1", "attention"},
+        {"qwen35", "/full_attention_interval", 2},
+        {"qwen35", "/gated_delta_net/key_heads", 2},
+        {"qwen35", "/gated_delta_net/value_heads", 4},
+        {"qwen35", "/gated_delta_net/key_heads_of_value_heads", "tiled"},
+        {"qwen35", "/attention/output_gate", true},
+        {"qwen35", "/attention/key_length", 32},
+        {"qwen35", "/rope/dimension_count", 8},
+        {"qwen35", "/rope/sections/dimension_sections", {2, 1, 1, 0}},
+        {"qwen35-mtp", "/nextn_predict_layers", 1},
+        {"qwen35-mtp", "/block_count", 4},
+        {"qwen35moe", "/full_attention_interval", 4},
+        {"qwen35moe", "/experts/shared/feed_forward_length", 64},
+        {"qwen35moe", "/experts/shared/gate", true},
+        {"qwen35moe", "/experts/weights_norm", true},
+        {"qwen3next", "/gated_delta_net/key_heads_of_value_heads", "grouped"},
+        {"qwen3next", "/gated_delta_net/beta_alpha", "fused"},
+        {"qwen3next", "/rope/ordering", "neox"},
     };
     for (const Shown& s : kShown) {
         const auto support = describe_support(gguf::File::open(dir / "arch" / (s.file + ".gguf")));

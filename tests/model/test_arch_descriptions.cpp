@@ -122,6 +122,17 @@ struct Spec {
     bool v_from_k = false, v_norm = false, rope_freqs_global = false, layer_scale = false;
     uint32_t shared_kv = 0, n_pl = 0;
     bool dense_beside = false;
+    // The Qwen3.5 hybrid (delta_interval > 0: layer l attends when (l + 1) % it == 0, the others
+    // are gated delta nets of conv_taps taps, delta_nk key heads of delta_dk, delta_nv value
+    // heads of delta_dv); value head j reads key head j % nk (tiled) or j / (nv / nk); beta and
+    // alpha fused in ssm_ba. The switches below leave one step out of the reference.
+    uint32_t delta_interval = 0;
+    uint32_t delta_nk = 1, delta_nv = 2, delta_dk = 4, delta_dv = 4;
+    bool delta_tiled = false, delta_fused_ba = false;
+    bool delta_decay = true, delta_beta = true, delta_l2 = true, delta_out_norm = true,
+         delta_z_gate = true;
+    bool attn_gate = false;  // attn_q gives each head its query rows then gate rows
+    std::vector<int32_t> rope_sections = {};  // rope.dimension_sections when not empty
     uint32_t n_embd = 16, n_head = 2, n_head_kv = 1, head_dim = 8, n_ff = 24, n_vocab = 32,
              n_layer = 2, n_ctx = 16;
 };
@@ -171,7 +182,7 @@ struct Tiny {
         } else {
             w.set(p + "attention.head_count_kv", gguf::Array{s.kv_heads});
         }
-        if (s.conv_taps) w.set(p + "shortconv.l_cache", s.conv_taps);
+        if (s.conv_taps && s.delta_interval == 0) w.set(p + "shortconv.l_cache", s.conv_taps);
         if (s.mla) {
             w.set(p + "attention.key_length", s.kv_lora + s.n_rot);
             w.set(p + "attention.value_length", s.kv_lora);
@@ -189,6 +200,16 @@ struct Tiny {
             w.set(p + "expert_group_used_count", s.n_groups_used);
         }
         if (s.n_shared_count) w.set(p + "expert_shared_count", s.n_shared_count);
+        if (s.delta_interval > 0) {
+            w.set(p + "full_attention_interval", s.delta_interval);
+            w.set(p + "ssm.conv_kernel", s.conv_taps);
+            w.set(p + "ssm.state_size", s.delta_dk);
+            w.set(p + "ssm.group_count", s.delta_nk);
+            w.set(p + "ssm.time_step_rank", s.delta_nv);
+            w.set(p + "ssm.inner_size", s.delta_nv * s.delta_dv);
+        }
+        if (!s.rope_sections.empty())
+            w.set(p + "rope.dimension_sections", gguf::Array{s.rope_sections});
         w.set(p + s.eps_key, 1e-5f);
         w.set(p + "vocab_size", s.n_vocab);
         if (s.n_rot) w.set(p + "rope.dimension_count", s.n_rot);
@@ -268,6 +289,11 @@ uint32_t kv_source(const Spec& s, uint32_t l) {
     return l;
 }
 
+// Whether layer l is a gated delta net (Spec::delta_interval).
+bool delta_layer_of(const Spec& s, uint32_t l) {
+    return s.delta_interval > 0 && (l + 1) % s.delta_interval != 0;
+}
+
 Tiny make_tiny(const Spec& s, uint32_t seed = 1) {
     Tiny m{s, {}, {}};
     std::mt19937 rng(seed);
@@ -313,6 +339,35 @@ Tiny make_tiny(const Spec& s, uint32_t seed = 1) {
         norm(s.output_norm_name);
         if (!s.tied) add("output.weight", {e, s.n_vocab});
     }
+    auto add_experts = [&](const std::string& b) {
+        const int64_t ne = s.n_expert, fe = s.n_ff_expert;
+        // Routers of larger weights than the rest so that the experts' choice varies.
+        add(b + "ffn_gate_inp.weight", {e, ne});
+        for (float& r : m.tensors[b + "ffn_gate_inp.weight"].data) r *= 3.0f;
+        add(b + "ffn_gate_exps.weight", {e, fe, ne});
+        add(b + "ffn_up_exps.weight", {e, fe, ne});
+        add(b + "ffn_down_exps.weight", {fe, e, ne});
+        if (s.select_bias) add(b + "exp_probs_b.bias", {ne});
+        if (s.expert_bias) {
+            add(b + "ffn_gate_inp.bias", {ne});
+            add(b + "ffn_gate_exps.bias", {fe, ne});
+            add(b + "ffn_up_exps.bias", {fe, ne});
+            add(b + "ffn_down_exps.bias", {e, ne});
+        }
+        if (s.n_ff_shared > 0) {
+            const int64_t fs = s.n_ff_shared;
+            add(b + "ffn_gate_shexp.weight", {e, fs});
+            add(b + "ffn_up_shexp.weight", {e, fs});
+            add(b + "ffn_down_shexp.weight", {fs, e});
+            if (s.shared_gate) add(b + "ffn_gate_inp_shexp.weight", {e});
+        }
+        if (!s.dense_beside) return;
+        add(b + "ffn_gate_inp.scale", {e}, 1.0f);
+        add(b + "ffn_down_exps.scale", {ne}, 1.0f);
+        add(b + "pre_ffw_norm_2.weight", {e}, 1.0f);
+        add(b + "post_ffw_norm_1.weight", {e}, 1.0f);
+        add(b + "post_ffw_norm_2.weight", {e}, 1.0f);
+    };
     const bool pre_norms = s.norms != Spec::post && s.norms != Spec::after_residual;
     for (uint32_t i = 0; i < s.n_layer + s.nextn; ++i) {
         const std::string b = "blk." + std::to_string(i) + ".";
@@ -330,6 +385,33 @@ Tiny make_tiny(const Spec& s, uint32_t seed = 1) {
             add(b + "nextn.enorm.weight", {e}, 1.0f);
             add(b + "nextn.hnorm.weight", {e}, 1.0f);
             add(b + "nextn.shared_head_norm.weight", {e}, 1.0f);
+        }
+        if (delta_layer_of(s, i)) {
+            const int64_t inner = int64_t{s.delta_nv} * s.delta_dv;
+            const int64_t ch = 2 * int64_t{s.delta_nk} * s.delta_dk + inner, nv = s.delta_nv;
+            add(b + "attn_qkv.weight", {e, ch});
+            add(b + "attn_gate.weight", {e, inner});
+            add(b + "ssm_conv1d.weight", {s.conv_taps, ch});
+            add(b + "ssm_dt.bias", {nv});
+            add(b + "ssm_a", {nv});
+            for (float& a : m.tensors[b + "ssm_a"].data) a = -0.2f - std::abs(a);
+            if (s.delta_fused_ba) {
+                add(b + "ssm_ba.weight", {e, 2 * nv});
+            } else {
+                add(b + "ssm_beta.weight", {e, nv});
+                add(b + "ssm_alpha.weight", {e, nv});
+            }
+            add(b + "ssm_norm.weight", {s.delta_dv}, 1.0f);
+            add(b + "ssm_out.weight", {inner, e});
+            norm(b + s.ffn_norm_name);
+            if (routed_layer(s, i)) {
+                add_experts(b);
+            } else {
+                add(b + "ffn_gate.weight", {e, ff});
+                add(b + "ffn_up.weight", {e, ff});
+                add(b + "ffn_down.weight", {ff, e});
+            }
+            continue;
         }
         if (!s.kv_heads.empty() && s.kv_heads[i] == 0) {
             add(b + "shortconv.in_proj.weight", {e, 3 * e});
@@ -371,7 +453,7 @@ Tiny make_tiny(const Spec& s, uint32_t seed = 1) {
             add(b + "attn_qkv.weight", {e, q + 2 * kv});
             if (s.qkv_bias) add(b + "attn_qkv.bias", {q + 2 * kv});
         } else {
-            add(b + "attn_q.weight", {e, q});
+            add(b + "attn_q.weight", {e, s.attn_gate ? 2 * q : q});
             add(b + "attn_k.weight", {e, kv});
             if (!s.v_from_k || local_layer(s, i)) add(b + "attn_v.weight", {e, kv});
             if (s.qkv_bias) {
@@ -385,33 +467,8 @@ Tiny make_tiny(const Spec& s, uint32_t seed = 1) {
         if (s.sinks) add(b + "attn_sinks.weight", {s.n_head});
         if (!s.shared_norm && pre_norms) norm(b + s.ffn_norm_name);
         if (routed_layer(s, i)) {
-            const int64_t ne = s.n_expert, fe = s.n_ff_expert;
-            // Routers of larger weights than the rest so that the experts' choice varies.
-            add(b + "ffn_gate_inp.weight", {e, ne});
-            for (float& r : m.tensors[b + "ffn_gate_inp.weight"].data) r *= 3.0f;
-            add(b + "ffn_gate_exps.weight", {e, fe, ne});
-            add(b + "ffn_up_exps.weight", {e, fe, ne});
-            add(b + "ffn_down_exps.weight", {fe, e, ne});
-            if (s.select_bias) add(b + "exp_probs_b.bias", {ne});
-            if (s.expert_bias) {
-                add(b + "ffn_gate_inp.bias", {ne});
-                add(b + "ffn_gate_exps.bias", {fe, ne});
-                add(b + "ffn_up_exps.bias", {fe, ne});
-                add(b + "ffn_down_exps.bias", {e, ne});
-            }
-            if (s.n_ff_shared > 0) {
-                const int64_t fs = s.n_ff_shared;
-                add(b + "ffn_gate_shexp.weight", {e, fs});
-                add(b + "ffn_up_shexp.weight", {e, fs});
-                add(b + "ffn_down_shexp.weight", {fs, e});
-                if (s.shared_gate) add(b + "ffn_gate_inp_shexp.weight", {e});
-            }
+            add_experts(b);
             if (!s.dense_beside) continue;
-            add(b + "ffn_gate_inp.scale", {e}, 1.0f);
-            add(b + "ffn_down_exps.scale", {ne}, 1.0f);
-            add(b + "pre_ffw_norm_2.weight", {e}, 1.0f);
-            add(b + "post_ffw_norm_1.weight", {e}, 1.0f);
-            add(b + "post_ffw_norm_2.weight", {e}, 1.0f);
         }
         const int64_t up = s.fused_gate_up ? 2 * ff : ff;
         if (s.ffn != Spec::gelu && !s.fused_gate_up) add(b + "ffn_gate.weight", {e, ff});
@@ -770,6 +827,93 @@ std::vector<Vec> mla_layer(const Tiny& m, uint32_t l, const std::vector<Vec>& x)
     return next;
 }
 
+double sigmoid(double x) {
+    return 1.0 / (1.0 + std::exp(-x));
+}
+
+// The gated delta net of layer l over a sequence's rows x, then its FFN: attn_qkv through the
+// causal convolution (conv_taps taps, no bias) and SiLU; q, k L2-normed per key head, q times
+// 1/sqrt(dk); per value head h (key head kh) and token: g = softplus(alpha + dt_bias) a,
+// beta = sigmoid(.), S = e^g S, S += k (beta (v - S^T k))^T, y = S^T q; RMSNorm(y_h) ssm_norm
+// times SiLU(z), ssm_out, the residual; then post_attention_norm and the FFN.
+std::vector<Vec> delta_layer(const Tiny& m, uint32_t l, const std::vector<Vec>& x) {
+    const Spec& s = m.spec;
+    const std::string b = "blk." + std::to_string(l) + ".";
+    const size_t n = x.size(), e = s.n_embd, nk = s.delta_nk, nv = s.delta_nv, dk = s.delta_dk,
+                 dv = s.delta_dv, taps = s.conv_taps;
+    const size_t inner = nv * dv, ch = 2 * nk * dk + inner;
+    const Tensor& w = m.at(b + "ssm_conv1d.weight");  // [taps, ch]: channel c's taps at c * taps
+    std::vector<Vec> proj(n), z(n), bta(n), alpha(n), out = x;
+    for (size_t t = 0; t < n; ++t) {
+        const Vec h = normed(m, b + "attn_norm", x[t]);
+        proj[t] = matvec(m.at(b + "attn_qkv.weight"), h, nullptr);
+        z[t] = matvec(m.at(b + "attn_gate.weight"), h, nullptr);
+        if (s.delta_fused_ba) {
+            const Vec ba = matvec(m.at(b + "ssm_ba.weight"), h, nullptr);
+            const size_t r = nv / nk;
+            bta[t].resize(nv);
+            alpha[t].resize(nv);
+            for (size_t j = 0; j < nv; ++j) {
+                bta[t][j] = ba[(j / r) * 2 * r + j % r];
+                alpha[t][j] = ba[(j / r) * 2 * r + r + j % r];
+            }
+        } else {
+            bta[t] = matvec(m.at(b + "ssm_beta.weight"), h, nullptr);
+            alpha[t] = matvec(m.at(b + "ssm_alpha.weight"), h, nullptr);
+        }
+    }
+    std::vector<Vec> state(nv, Vec(dk * dv, 0.0));
+    for (size_t t = 0; t < n; ++t) {
+        Vec c(ch, 0.0);
+        for (size_t j = 0; j < ch; ++j) {
+            for (size_t k = 0; k < taps; ++k) {
+                const size_t back = taps - 1 - k;
+                if (back > t || (back > 0 && !s.conv_history)) continue;
+                c[j] += w.data[j * taps + k] * proj[t - back][j];
+            }
+            c[j] = silu(c[j]);
+        }
+        for (size_t hh = 0; hh < 2 * nk; ++hh) {
+            double sq = 0.0;
+            for (size_t i = 0; i < dk; ++i) sq += c[hh * dk + i] * c[hh * dk + i];
+            const double scale = (s.delta_l2 ? 1.0 / std::sqrt(sq) : 1.0) *
+                                 (hh < nk ? 1.0 / std::sqrt(static_cast<double>(dk)) : 1.0);
+            for (size_t i = 0; i < dk; ++i) c[hh * dk + i] *= scale;
+        }
+        Vec y(inner, 0.0);
+        for (size_t h = 0; h < nv; ++h) {
+            const size_t kh = s.delta_tiled ? h % nk : h / (nv / nk);
+            const double* q = &c[kh * dk];
+            const double* k = &c[(nk + kh) * dk];
+            const double* v = &c[2 * nk * dk + h * dv];
+            const double a = m.at(b + "ssm_a").data[h];
+            const double sp = std::log1p(std::exp(alpha[t][h] + m.at(b + "ssm_dt.bias").data[h]));
+            const double decay = s.delta_decay ? std::exp(sp * a) : 1.0;
+            const double beta = s.delta_beta ? sigmoid(bta[t][h]) : 1.0;
+            Vec& S = state[h];
+            for (double& z0 : S) z0 *= decay;
+            for (size_t j = 0; j < dv; ++j) {
+                double recalled = 0.0;
+                for (size_t i = 0; i < dk; ++i) recalled += S[i * dv + j] * k[i];
+                const double d = beta * (v[j] - recalled);
+                for (size_t i = 0; i < dk; ++i) S[i * dv + j] += k[i] * d;
+            }
+            for (size_t j = 0; j < dv; ++j) {
+                for (size_t i = 0; i < dk; ++i) y[h * dv + j] += S[i * dv + j] * q[i];
+            }
+            if (s.delta_out_norm) rms_in_place(m, b + "ssm_norm.weight", &y[h * dv], dv);
+        }
+        if (s.delta_z_gate) {
+            for (size_t i = 0; i < inner; ++i) y[i] *= silu(z[t][i]);
+        }
+        const Vec o = matvec(m.at(b + "ssm_out.weight"), y, nullptr);
+        for (size_t i = 0; i < e; ++i) out[t][i] += o[i];
+        const Vec f = ffn(m, l, normed(m, b + s.ffn_norm_name, out[t]));
+        for (size_t i = 0; i < e; ++i) out[t][i] += f[i];
+    }
+    return out;
+}
+
 // Logits of every position of one sequence (an encoder's final hidden states).
 // Per-layer embeddings (Spec::n_pl): each token's inputs of every layer [n_layer * n_pl] from its
 // row of per_layer_token_embd * sqrt(n_pl) and the RMS-normed projection of its input embedding
@@ -855,13 +999,17 @@ std::vector<Vec> reference(const Tiny& m, const std::vector<int32_t>& ids) {
             x = mla_layer(m, l, x);
             continue;
         }
+        if (delta_layer_of(s, l)) {
+            x = delta_layer(m, l, x);
+            continue;
+        }
         const bool local = local_layer(s, l);
         const double base = local && s.rope_base_swa > 0 ? s.rope_base_swa : s.rope_base;
         const size_t hd = head_of(s, l), n_kv = kv_heads_of(s, l);
         const size_t q_dim = s.n_head * hd, kv_dim = n_kv * hd;
         const double attn_scale =
             s.attention_scale > 0.0f ? s.attention_scale : 1.0 / std::sqrt(static_cast<double>(hd));
-        std::vector<Vec> h(n), q(n), k(n), v(n);
+        std::vector<Vec> h(n), q(n), k(n), v(n), gate(n);
         for (size_t t = 0; t < n; ++t) {
             h[t] = s.norms == Spec::post || s.norms == Spec::after_residual
                        ? x[t]
@@ -873,6 +1021,18 @@ std::vector<Vec> reference(const Tiny& m, const std::vector<int32_t>& ids) {
                 k[t].assign(all.begin() + static_cast<long>(q_dim),
                             all.begin() + static_cast<long>(q_dim + kv_dim));
                 v[t].assign(all.begin() + static_cast<long>(q_dim + kv_dim), all.end());
+            } else if (s.attn_gate) {
+                const Vec qg = matvec(m.at(b + "attn_q.weight"), h[t], nullptr);
+                q[t].resize(q_dim);
+                gate[t].resize(q_dim);
+                for (size_t hh = 0; hh < s.n_head; ++hh) {
+                    for (size_t i = 0; i < hd; ++i) {
+                        q[t][hh * hd + i] = qg[hh * 2 * hd + i];
+                        gate[t][hh * hd + i] = qg[hh * 2 * hd + hd + i];
+                    }
+                }
+                k[t] = matvec(m.at(b + "attn_k.weight"), h[t], nullptr);
+                v[t] = matvec(m.at(b + "attn_v.weight"), h[t], nullptr);
             } else {
                 q[t] = matvec(m.at(b + "attn_q.weight"), h[t], m.find(b + "attn_q.bias"));
                 k[t] = matvec(m.at(b + "attn_k.weight"), h[t], m.find(b + "attn_k.bias"));
@@ -961,6 +1121,9 @@ std::vector<Vec> reference(const Tiny& m, const std::vector<int32_t>& ids) {
                 for (size_t j = first; j <= last; ++j)
                     for (size_t i = 0; i < hd; ++i)
                         att[hh * hd + i] += score[j] / sum * v[j][kh * hd + i];
+            }
+            if (s.attn_gate) {
+                for (size_t i = 0; i < q_dim; ++i) att[i] *= sigmoid(gate[t][i]);
             }
             Vec o = matvec(m.at(b + "attn_output.weight"), att, m.find(b + "attn_output.bias"));
             if (s.norms == Spec::pre_and_post || s.norms == Spec::post)
@@ -2422,6 +2585,136 @@ TEST(ArchRefusals, PositionBeyondLearnedOnesIsRejected) {
     EXPECT_EQ(ctx.kv().length(0), 0);  // nothing evaluated
     batch.resize(4);
     EXPECT_NO_THROW(ctx.eval(batch, out));
+}
+
+// The Qwen3.5 hybrid: gated delta nets in blocks 0 and 2, gated attention (partial NeoX rotary,
+// per-head Q/K norm) in blocks 1 and 3; 2 key heads tiled over 4 value heads; sections as
+// Qwen3.5 writes them for 2 rotated pairs.
+Spec qwen35_spec() {
+    return Spec{.arch = "qwen35",
+                .pos = Spec::rope_neox,
+                .n_rot = 4,
+                .tied = true,
+                .eps_key = "attention.layer_norm_rms_epsilon",
+                .qk_norm = Spec::qk_per_head,
+                .ffn_norm_name = "post_attention_norm",
+                .conv_taps = 4,
+                .delta_interval = 2,
+                .delta_nk = 2,
+                .delta_nv = 4,
+                .delta_tiled = true,
+                .attn_gate = true,
+                .rope_sections = {1, 1, 0, 0},
+                .n_layer = 4};
+}
+// qwen3next: experts with a gated shared expert, grouped key heads, beta and alpha fused.
+Spec qwen3next_spec() {
+    Spec s = qwen35_spec();
+    s.arch = "qwen3next";
+    s.rope_sections.clear();
+    s.delta_tiled = false;
+    s.delta_fused_ba = true;
+    s.tied = false;
+    s.n_expert = 4;
+    s.n_expert_used = 2;
+    s.n_ff_expert = 10;
+    s.n_ff_shared = 12;
+    s.shared_gate = true;
+    return s;
+}
+TEST(ArchReference, Qwen35GatedDeltaNetsAmongGatedAttention) {
+    // One batch, chunks and single tokens: the convolution and the delta rule cross steps in the
+    // state.
+    expect_matches_reference(qwen35_spec(), kLongIds);
+    expect_matches_reference(qwen35_spec(), kLongIds, 3);
+    expect_matches_reference(qwen35_spec(), kLongIds, 1);
+    for (auto change : std::initializer_list<void (*)(Spec&)>{
+             [](Spec& s) { s.conv_history = false; }, [](Spec& s) { s.delta_decay = false; },
+             [](Spec& s) { s.delta_beta = false; }, [](Spec& s) { s.delta_l2 = false; },
+             [](Spec& s) { s.delta_out_norm = false; }, [](Spec& s) { s.delta_z_gate = false; },
+             [](Spec& s) { s.delta_tiled = false; }, [](Spec& s) { s.attn_gate = false; },
+             [](Spec& s) { s.n_rot = 0; }, [](Spec& s) { s.qk_norm = Spec::qk_none; }}) {
+        expect_reference_depends_on(qwen35_spec(), change, kLongIds);
+    }
+}
+TEST(ArchReference, Qwen3NextExpertsGroupedKeyHeadsFusedBetaAlpha) {
+    expect_matches_reference(qwen3next_spec(), kLongIds);
+    expect_matches_reference(qwen3next_spec(), kLongIds, 3);
+    expect_matches_reference(qwen3next_spec(), kLongIds, 1);
+    expect_reference_depends_on(
+        qwen3next_spec(), [](Spec& s) { s.delta_tiled = true; }, kLongIds);
+    expect_reference_depends_on(
+        qwen3next_spec(), [](Spec& s) { s.shared_gate = false; }, kLongIds);
+    expect_reference_depends_on(
+        qwen3next_spec(), [](Spec& s) { s.renormalise = false; }, kLongIds);
+}
+// Each layer keeps only its kind's memory, and the state store is sized from the description:
+// a convolution window of 3 inputs of 2 * 2 * 4 + 16 channels and 4 matrices of 4 x 4.
+TEST(ArchReference, Qwen35LayersKeepOnlyTheirOwnMemory) {
+    auto model =
+        Model::from_file(gguf::File::from_bytes(make_tiny(qwen35_spec()).writer().to_bytes()));
+    SequenceCache cache(model->hparams(), {.n_seq = 1, .n_ctx = 32});
+    EXPECT_EQ(cache.kv()->layer_cells(0), 0);
+    EXPECT_EQ(cache.kv()->layer_cells(1), 32);
+    EXPECT_NO_THROW(cache.recurrent()->buffer(2, 0, 1));
+    EXPECT_THROW(cache.recurrent()->buffer(3, 0, 0), std::out_of_range);
+    // One sequence, live and checkpoint, two layers.
+    EXPECT_EQ(cache.recurrent()->bytes(), size_t{2 * 2 * (3 * 32 + 4 * 16) * sizeof(float)});
+}
+// A key the hybrid reads is checked: the interval, the head counts, the sections text can give.
+TEST(ArchRefusals, Qwen35KeysAreChecked) {
+    Tiny m = make_tiny(qwen35_spec());
+    m.metadata_u32["qwen35.full_attention_interval"] = 0;
+    std::string e = load_error(m);
+    EXPECT_NE(e.find("full_attention_interval is 0"), std::string::npos) << e;
+    m = make_tiny(qwen35_spec());
+    m.metadata_u32["qwen35.ssm.time_step_rank"] = 3;
+    e = load_error(m);
+    EXPECT_NE(e.find("must divide ssm.inner_size"), std::string::npos) << e;
+    m = make_tiny(qwen35_spec());
+    m.spec.rope_sections = {1, 0, 0, 1};  // pair 1 would read the extra component
+    e = load_error(m);
+    EXPECT_NE(e.find("extra position component"), std::string::npos) << e;
+    m = make_tiny(qwen35_spec());
+    m.metadata_u32["qwen35.nextn_predict_layers"] = 4;
+    e = load_error(m);
+    EXPECT_NE(e.find("nextn_predict_layers (4) leaves no block"), std::string::npos) << e;
+}
+// An MTP block after the others is bound (its shapes checked) and not run: the logits are those
+// of the file without it.
+TEST(ArchReference, Qwen35MtpBlockIsLoadedButNotRun) {
+    Tiny with = make_tiny(qwen35_spec());
+    const Tiny base = with;
+    with.spec.n_layer = 5;
+    with.metadata_u32["qwen35.nextn_predict_layers"] = 1;
+    // Block 4: a full-attention block (its own norm, Q/K/V/O, norms, FFN) plus the MTP tensors.
+    std::mt19937 rng(9);
+    std::normal_distribution<float> noise(0.0f, 0.3f);
+    auto add = [&](const std::string& name, std::vector<int64_t> shape) {
+        int64_t count = 1;
+        for (int64_t d : shape) count *= d;
+        Tensor t{shape, std::vector<float>(static_cast<size_t>(count))};
+        for (float& x : t.data) x = noise(rng);
+        with.tensors[name] = std::move(t);
+    };
+    for (const auto& [name, t] : base.tensors) {
+        if (name.starts_with("blk.1.")) add("blk.4." + name.substr(6), t.shape);
+    }
+    add("blk.4.nextn.eh_proj.weight", {32, 16});
+    add("blk.4.nextn.enorm.weight", {16});
+    add("blk.4.nextn.hnorm.weight", {16});
+    add("blk.4.nextn.shared_head_norm.weight", {16});
+    auto model = Model::from_file(gguf::File::from_bytes(with.writer().to_bytes()));
+    EXPECT_EQ(model->hparams().n_layer, 4u);
+    EXPECT_EQ(model->hparams().n_nextn, 1u);
+    ASSERT_EQ(model->weights().nextn.size(), 1u);
+    EXPECT_NE(model->weights().nextn[0].eh_proj, nullptr);
+    EXPECT_EQ(engine_logits(with.writer(), kLongIds), engine_logits(base.writer(), kLongIds));
+    // A wrong shape in the MTP block is refused by name.
+    with.tensors["blk.4.nextn.eh_proj.weight"].shape = {16, 16};
+    with.tensors["blk.4.nextn.eh_proj.weight"].data.resize(256);
+    const std::string e = load_error(with);
+    EXPECT_NE(e.find("blk.4.nextn.eh_proj.weight"), std::string::npos) << e;
 }
 
 }  // namespace

@@ -1,11 +1,13 @@
-// Recurrent models (the conformance folder's mamba and rwkv7), a hybrid (its lfm2: KV cells and a
-// recurrent state) and a transformer (its llama) served by one process through the real server on
-// a loopback port: streamed completions from many clients at once give each client the text it
-// gets alone, a client that goes away frees its slot, and a prompt that continues the previous
-// whole prompt starts from the saved state.
+// Recurrent models (the conformance folder's mamba and rwkv7), hybrids (its lfm2, qwen35 and
+// qwen3next: KV cells and a recurrent state) and a transformer (its llama) served by one process
+// through the real server on a loopback port: streamed completions from many clients at once give
+// each client the text it gets alone, a client that goes away frees its slot, and a prompt that
+// continues the previous whole prompt starts from the saved state.
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <future>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -44,9 +46,18 @@ class RecurrentServing : public ::testing::Test {
         for (const auto& [name, file, slots] :
              {std::tuple{"mamba", "mamba", 3}, std::tuple{"llama", "llama", 2},
               std::tuple{"mamba1", "mamba", 1}, std::tuple{"rwkv7", "rwkv7", 3},
-              std::tuple{"lfm2", "lfm2", 2}, std::tuple{"lfm2-1", "lfm2", 1}}) {
+              std::tuple{"lfm2", "lfm2", 2}, std::tuple{"lfm2-1", "lfm2", 1},
+              std::tuple{"qwen35", "qwen35", 2}, std::tuple{"qwen35-1", "qwen35", 1},
+              std::tuple{"qwen3next", "qwen3next", 2}}) {
             EngineBackendOptions o;
             o.name = name;
+            // Qwen3.5's own chat template (the file carries none).
+            if (std::string(file) == "qwen35") {
+                std::ifstream in(dir / "chat_templates/templates/Qwen3.5-4B.jinja");
+                std::stringstream text;
+                text << in.rdbuf();
+                o.chat_template = text.str();
+            }
             o.scheduler.n_slots = slots;
             o.scheduler.n_threads = 1;
             o.scheduler.n_ctx = 256;
@@ -161,24 +172,69 @@ TEST_F(RecurrentServing, ConcurrentRwkvStreamsGiveWhatEachGetsAlone) {
 // prompt reuse follows the recurrent state's rule (the whole previous prompt or nothing), though
 // its KV cells could keep any prefix.
 TEST_F(RecurrentServing, HybridServesTwoSequencesAndReusesOnlyTheWholePreviousPrompt) {
-    const std::vector<std::string> prompts = {kPrompts[0], kPrompts[1]};
-    std::vector<std::string> alone;
-    for (const std::string& p : prompts) alone.push_back(stream("lfm2", p, 8).text);
-    EXPECT_NE(alone[0], alone[1]);
-    std::vector<std::future<Streamed>> clients;
-    for (const std::string& p : prompts)
-        clients.push_back(std::async(std::launch::async, [&, p] { return stream("lfm2", p, 8); }));
-    expect_as_alone(clients, alone, "lfm2");
+    // Each hybrid by its two-slot name and its one-slot name (empty: no one-slot copy).
+    for (const auto& [two, one] : {std::pair<std::string, std::string>{"lfm2", "lfm2-1"},
+                                   {"qwen35", "qwen35-1"},
+                                   {"qwen3next", ""}}) {
+        SCOPED_TRACE(two);
+        const std::vector<std::string> prompts = {kPrompts[0], kPrompts[1]};
+        std::vector<std::string> alone;
+        for (const std::string& p : prompts) alone.push_back(stream(two, p, 8).text);
+        EXPECT_NE(alone[0], alone[1]);
+        std::vector<std::future<Streamed>> clients;
+        for (const std::string& p : prompts) {
+            clients.push_back(
+                std::async(std::launch::async, [&, p, m = two] { return stream(m, p, 8); }));
+        }
+        expect_as_alone(clients, alone, two);
+        if (one.empty()) continue;
 
-    const std::string first = "Once upon a time there was";
-    const Streamed a = stream("lfm2-1", first, 4);
-    const Streamed b = stream("lfm2-1", first + " a hybrid", 4);
-    EXPECT_GT(a.prompt_tokens, 3);
-    EXPECT_EQ(b.cached_tokens, a.prompt_tokens);
-    EXPECT_EQ(b.text, stream("lfm2", first + " a hybrid", 4).text);
-    const Streamed c = stream("lfm2-1", "Once upon a hill", 4);
-    EXPECT_EQ(c.cached_tokens, 0);
-    EXPECT_EQ(c.text, stream("lfm2", "Once upon a hill", 4).text);
+        const std::string first = "Once upon a time there was";
+        const Streamed a = stream(one, first, 4);
+        const Streamed b = stream(one, first + " a hybrid", 4);
+        EXPECT_GT(a.prompt_tokens, 3);
+        EXPECT_EQ(b.cached_tokens, a.prompt_tokens);
+        EXPECT_EQ(b.text, stream(two, first + " a hybrid", 4).text);
+        const Streamed c = stream(one, "Once upon a hill", 4);
+        EXPECT_EQ(c.cached_tokens, 0);
+        EXPECT_EQ(c.text, stream(two, "Once upon a hill", 4).text);
+    }
+}
+
+// A streamed chat on qwen35 through Qwen3.5's real template: the template renders the messages
+// (its turns and the assistant's opening), the reply streams to its length and the usage counts
+// the rendered prompt.
+TEST_F(RecurrentServing, Qwen35StreamsAChatThroughItsOwnTemplate) {
+    Client c(port_);
+    const json body = {{"model", "qwen35"},
+                       {"messages",
+                        {{{"role", "system"}, {"content", "Be brief."}},
+                         {{"role", "user"}, {"content", "Hi there"}}}},
+                       {"max_tokens", 6},
+                       {"temperature", 0},
+                       {"stream", true},
+                       {"stream_options", {{"include_usage", true}}}};
+    const auto r = c.post("/v1/chat/completions", body);
+    ASSERT_EQ(r.result_int(), 200) << r.body();
+    const Sse sse = parse_sse(r.body());
+    EXPECT_TRUE(sse.done);
+    std::string said, finish;
+    int64_t prompt_tokens = 0;
+    for (const json& e : sse.events) {
+        if (e.contains("usage") && e["usage"].is_object())
+            prompt_tokens = e["usage"]["prompt_tokens"];
+        if (!e.contains("choices") || e["choices"].empty()) continue;
+        const json& delta = e["choices"][0]["delta"];
+        for (const char* field : {"content", "reasoning_content"}) {
+            if (delta.contains(field) && delta[field].is_string()) said += delta[field];
+        }
+        if (e["choices"][0]["finish_reason"].is_string()) finish = e["choices"][0]["finish_reason"];
+    }
+    EXPECT_EQ(finish, "length");
+    EXPECT_FALSE(said.empty());
+    // The rendered prompt: both messages inside the template's <|im_start|> turns and the
+    // assistant's opening, far more than the 18 characters of the words alone.
+    EXPECT_GT(prompt_tokens, 40);
 }
 
 TEST_F(RecurrentServing, AClientThatLeavesFreesItsSlot) {

@@ -13,6 +13,10 @@
 //       --n-ff 8192 --rwkv-lora-rank 64 --type Q4_0
 // and mamba-1.4b's (48 blocks, inner size 2 x 2048, state 16):
 //   ggufd-mkmodel --arch mamba --out mamba.gguf --n-embd 2048 --n-layer 48 --type Q8_0 --tied
+// A Qwen3.5-4B-like hybrid (gated delta nets, full attention every fourth block):
+//   ggufd-mkmodel --arch qwen35 --out q35.gguf --n-embd 2560 --n-layer 32 --n-head 16
+//       --n-head-kv 4 --head-dim 256 --n-rot 64 --n-ff 9216 --ssm-state 128 --ssm-groups 16
+//       --ssm-dt-rank 32 --ssm-inner 4096 --full-attention-interval 4 --type Q4_K
 // With --lora-for it writes a random LoRA adapter for that base model instead (--type is then
 // the type of its A and B matrices), e.g. rank 16 on the attention's Q and V:
 //   ggufd-mkmodel --lora-for tl-q4_k_m.gguf --out tl-lora.gguf --lora-rank 16
@@ -56,7 +60,9 @@ int main(int argc, char** argv) {
         ("ssm-conv", po::value(&spec.ssm_d_conv)->default_value(spec.ssm_d_conv), "mamba: convolution width (ssm.conv_kernel)")
         ("ssm-state", po::value(&spec.ssm_d_state)->default_value(spec.ssm_d_state), "mamba: state size (ssm.state_size)")
         ("ssm-inner", po::value(&spec.ssm_d_inner)->default_value(spec.ssm_d_inner), "mamba: inner size (ssm.inner_size; 0: 2 x n-embd)")
-        ("ssm-dt-rank", po::value(&spec.ssm_dt_rank)->default_value(spec.ssm_dt_rank), "mamba: time-step rank (ssm.time_step_rank; 0: n-embd / 16)")
+        ("ssm-dt-rank", po::value(&spec.ssm_dt_rank)->default_value(spec.ssm_dt_rank), "mamba: time-step rank (ssm.time_step_rank; 0: n-embd / 16); gated delta net: value heads (0: n-head)")
+        ("ssm-groups", po::value(&spec.ssm_n_group)->default_value(spec.ssm_n_group), "gated delta net: key heads (ssm.group_count; 0: n-head-kv) of --ssm-state values")
+        ("full-attention-interval", po::value(&spec.full_attn_interval)->default_value(spec.full_attn_interval), "qwen35, qwen35moe, qwen3next: every n-th block attends")
         ("n-ctx", po::value(&spec.n_ctx)->default_value(spec.n_ctx), "training context length")
         ("head-dim", po::value(&spec.head_dim)->default_value(spec.head_dim), "size of one attention head, or RWKV's WKV head (0: n-embd / n-head)")
         ("n-rot", po::value(&spec.n_rot)->default_value(spec.n_rot), "dimensions RoPE rotates (0: the whole head)")

@@ -39,7 +39,7 @@ kernels::RopeParams rope_params(const HParams& hp, uint32_t layer) {
 class AttentionBlock final : public LayerBlock {
   public:
     struct Scratch {
-        std::vector<float> xn, q, k, v, qkv, att, out, ffn_out;
+        std::vector<float> xn, q, k, v, qkv, att, out, ffn_out, gate;
         std::vector<int32_t> cell_positions;  // 0, 1, 2, ...: a sequence's cells hold positions
         // A sliding layer's cells of each sequence group: from where its first query's window
         // starts through its last token, and where each position lives in the ring (p % cells).
@@ -81,6 +81,7 @@ class AttentionBlock final : public LayerBlock {
     const bool rotates_;   // RoPE on its queries and keys
     const bool tempers_;   // the attention temperature on its queries
     const int32_t chunk_;  // > 0: attends within chunks of this many positions
+    const bool gated_;     // each head's output times sigmoid of its gate (attn_output_gate)
     kernels::RopeParams rope_;
     kernels::AttentionParams params_;
     const int64_t q_dim_, k_dim_, v_dim_, att_dim_;
@@ -103,6 +104,7 @@ AttentionBlock::AttentionBlock(const BlockEnv& env, int layer,
                  ? static_cast<int32_t>(std::min<uint32_t>(hp_.desc->attn_chunk,
                                                            std::numeric_limits<int32_t>::max()))
                  : 0),
+      gated_(hp_.desc->attn_output_gate),
       rope_(rope_params(hp_, static_cast<uint32_t>(layer))),
       q_dim_(int64_t{shape_.head_dim_k} * hp_.n_head),
       k_dim_(shape_.n_embd_k_gqa()),
@@ -186,6 +188,16 @@ void AttentionBlock::forward(const Step& step, float* x) {
     } else if (!owns_kv_) {
         // The keys and values are another layer's: only the queries.
         ops_.affine(*l_.wq, l_.bq, h, n, q, step.lora);
+    } else if (gated_) {
+        // Each head's query rows, then its gate rows: split so Q is contiguous as below.
+        float* qg = grow(s_.qkv, static_cast<size_t>(n * 2 * q_dim));
+        ops_.linear_many({{l_.wq, qg}, {l_.wk, k}, {l_.wv, v}}, h, n, step.lora);
+        float* gate = grow(s_.gate, static_cast<size_t>(n * q_dim));
+        const int64_t hd = shape_.head_dim_k;
+        for (int64_t i = 0; i < n * hp_.n_head; ++i) {
+            std::copy_n(qg + i * 2 * hd, hd, q + i * hd);
+            std::copy_n(qg + i * 2 * hd + hd, hd, gate + i * hd);
+        }
     } else {
         if (l_.wv) {
             ops_.linear_many({{l_.wq, q}, {l_.wk, k}, {l_.wv, v}}, h, n, step.lora);
@@ -243,6 +255,14 @@ void AttentionBlock::forward(const Step& step, float* x) {
         kernels::attention(q + g.begin * q_dim, positions + g.begin, g.count,
                            kv_.k_view(kv_layer_, g.seq), kv_.v_view(kv_layer_, g.seq), cells,
                            params_, att + g.begin * att_dim, pool);
+    }
+    if (gated_) {
+        // Each head's output times sigmoid of its gate rows (value and key heads are one size).
+        const float* gate = s_.gate.data();
+        pool->parallel_for(n, [&](int64_t r0, int64_t r1, int) {
+            for (int64_t i = r0 * att_dim; i < r1 * att_dim; ++i)
+                att[i] *= 1.0f / (1.0f + std::exp(-gate[i]));
+        });
     }
     ops_.affine(*l_.wo, l_.bo, att, n, out, step.lora);
     ops_.post_norm(l_.post_attn_norm, out, n);

@@ -49,6 +49,10 @@ std::vector<std::unique_ptr<Block>> build_blocks(const BlockEnv& env) {
                 blocks.push_back(make_short_conv_block(env, layer));
                 blocks.push_back(make_feed_forward(env, layer));
                 continue;
+            case BlockKind::gated_delta_net:
+                blocks.push_back(make_gated_delta_net_block(env, layer));
+                blocks.push_back(make_feed_forward(env, layer));
+                continue;
         }
         throw std::logic_error("no block for the layers of " + hp.arch);
     }
