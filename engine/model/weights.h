@@ -256,8 +256,8 @@ struct LayerWeights {
     }
 };
 
-// A multi-token-prediction block (ArchDesc::nextn_layers): an attention layer's weights plus its own
-// projection of [normed embedding; normed hidden state] (eh_proj [2 n_embd, n_embd]), their
+// A multi-token-prediction block (ArchDesc::nextn_layers): an attention layer's weights plus its
+// own projection of [normed embedding; normed hidden state] (eh_proj [2 n_embd, n_embd]), their
 // norms, the norm before the shared head, and optionally its own embeddings and head. Loaded and
 // checked, not run in the main pass: a drafter for speculative decoding reads it.
 struct NextnWeights {
