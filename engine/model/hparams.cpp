@@ -620,9 +620,8 @@ HParams read_hparams(const gguf::File& f) {
         hp.n_head_kv = *std::max_element(kv_heads_of.begin(), kv_heads_of.end());
     } else {
         // A model whose every FFN is routed needs no dense width (Qwen3.5 MoE writes none).
-        hp.n_ff = desc->experts == Need::required
-                      ? f.get_or<uint32_t>(p + "feed_forward_length", 0)
-                      : f.get<uint32_t>(p + "feed_forward_length");
+        hp.n_ff = desc->experts == Need::required ? f.get_or<uint32_t>(p + "feed_forward_length", 0)
+                                                  : f.get<uint32_t>(p + "feed_forward_length");
         hp.n_head_kv = read_kv_heads(f, p, hp);
         kv_heads_of.assign(1, hp.n_head_kv);
     }

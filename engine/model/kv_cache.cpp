@@ -49,8 +49,8 @@ KvCache::KvCache(const HParams& hp, int n_seq, int n_ctx, KvTypes types, int swa
     v_.reserve(hp.n_layer);
     for (uint32_t l = 0; l < hp.n_layer; ++l) {
         const HParams::LayerShape shape = hp.layer_shape(l);
-        rows_.push_back({shape.n_embd_k_gqa(), v_in_k_ ? 0 : shape.n_embd_v_gqa(),
-                         shape.head_dim_k, shape.head_dim_v});
+        rows_.push_back({shape.n_embd_k_gqa(), v_in_k_ ? 0 : shape.n_embd_v_gqa(), shape.head_dim_k,
+                         shape.head_dim_v});
         cells_.push_back(layer_cells_of(hp, l, n_ctx, swa_batch));
         if (cells_.back() > 0) {
             check_block_fit(types.k, shape.head_dim_k, "K");

@@ -105,7 +105,7 @@ class KvCache {
 
     int n_seq_, n_ctx_;
     KvTypes types_;
-    std::vector<Rows> rows_;             // per layer
+    std::vector<Rows> rows_;  // per layer
     bool v_in_k_;
     std::vector<LazyZeroBuffer> k_, v_;  // per layer
     std::vector<int> cells_;             // per layer: cells per sequence
