@@ -55,6 +55,7 @@ const OpKernels* avx2_op_kernels() {
         .wkv7 = avx2::k_wkv7,
         .ssm_conv = avx2::k_ssm_conv,
         .ssm_scan = avx2::k_ssm_scan,
+        .ssd_scan = avx2::k_ssd_scan,
     };
     return &table;
 }
