@@ -82,6 +82,9 @@ struct HParams {
     uint32_t ssm_d_state = 0;
     uint32_t ssm_dt_rank = 0;
     bool ssm_dt_b_c_rms = false;
+    // Mamba-2 (BlockKind::mamba2): ssm.group_count; its heads are ssm.time_step_rank, each
+    // ssm_d_inner / heads channels wide.
+    uint32_t ssm_n_group = 0;
     uint32_t wkv_head_size = 0;  // RWKV: wkv.head_size
     // RWKV's LoRA ranks: RWKV-6's token shift (time_mix_extra_dim) and decay
     // (time_decay_extra_dim); RWKV-7's decay, in-context learning rate, value residual and gate
@@ -95,13 +98,24 @@ struct HParams {
     uint32_t shortconv_l_cache = 0;   // LFM2: shortconv.l_cache, the short convolution's taps
     // A hybrid's layers (ArchDesc::hybrid): whether each attends; empty for every other model.
     std::vector<bool> attending_layers;
+    // HybridLayers::kv_heads_and_ff: the layers that are an MLP alone; empty for other models.
+    std::vector<bool> mlp_layers;
 
-    // The kind of layer il's mixer: attention, or the architecture's recurrent block. Shapes
-    // made without a description (the caches' tests) attend.
+    // The kind of layer il's mixer: attention, the architecture's recurrent block, or none (an
+    // MLP layer, BlockKind::feed_forward). Shapes made without a description (the caches' tests)
+    // attend.
     BlockKind layer_block(uint32_t il) const {
         if (!attending_layers.empty() && attending_layers[il]) return BlockKind::attention;
+        if (!mlp_layers.empty() && mlp_layers[il]) return BlockKind::feed_forward;
         return desc ? desc->block : BlockKind::attention;
     }
+    // Whether layer il keeps a recurrent state (is of the architecture's recurrent kind).
+    bool recurs(uint32_t il) const {
+        return desc && desc->block != BlockKind::attention && layer_block(il) == desc->block;
+    }
+    // Whether a mixer (attention, Mamba-2) is followed by its layer's FFN: not where every
+    // layer is one block (HybridLayers::kv_heads_and_ff).
+    bool mixer_has_ffn() const { return desc->hybrid != HybridLayers::kv_heads_and_ff; }
     // Whether some layer attends (and a sequence needs KV cells) or carries a recurrent state.
     bool has_attention() const;
     bool is_recurrent() const { return !desc->state.empty() && recurrent_layer_count() > 0; }

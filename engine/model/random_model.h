@@ -42,6 +42,9 @@ struct RandomModelSpec {
     uint32_t ssm_d_state = 16;
     uint32_t ssm_d_inner = 0;
     uint32_t ssm_dt_rank = 0;
+    // Mamba-2 (granitehybrid, nemotron_h): ssm.time_step_rank is its head count (0: heads of
+    // 64, or of ssm.inner_size when smaller), and ssm.group_count this, dividing the heads.
+    uint32_t ssm_n_group = 1;
     // RWKV (rwkv6, rwkv7): the WKV head size is head_dim, else n_embd / n_head; every LoRA
     // (RWKV-6's token shift and decay, RWKV-7's decay, learning rate, value mix and gate) has
     // this rank, 0: 32, and RWKV-6 halves the state every rwkv_rescale_every blocks (0: never).

@@ -140,6 +140,11 @@ struct LayerWeights {
     const gguf::TensorInfo* ssm_a = nullptr;
     const gguf::TensorInfo* ssm_d = nullptr;
     const gguf::TensorInfo* ssm_out = nullptr;
+    // Mamba-2 (BlockKind::mamba2) binds ssm_in [n_embd, 2 d_inner + 2 groups d_state + heads] (z,
+    // x, B, C, dt rows), the convolution [d_conv, d_inner + 2 groups d_state] with its bias,
+    // ssm_dt's bias [heads], A and D [1, heads], ssm_out, and the grouped norm's weight
+    // [d_inner / groups, groups] (no ssm_x, no ssm_dt matrix).
+    const gguf::TensorInfo* ssm_norm = nullptr;
     // LFM2's short convolution (BlockKind::short_conv): in [n_embd, 3 n_embd] (B rows, C rows,
     // x rows), the depthwise kernel [l_cache, n_embd] without bias, out [n_embd, n_embd].
     const gguf::TensorInfo* shortconv_in = nullptr;
@@ -166,7 +171,7 @@ struct LayerWeights {
     std::array<const gguf::TensorInfo*, 3> transposed_vectors() const {
         return {ssm_conv1d, ssm_a, shortconv_conv};
     }
-    std::array<const gguf::TensorInfo*, 29> vectors() const {
+    std::array<const gguf::TensorInfo*, 30> vectors() const {
         return {attn_norm,
                 attn_norm_b,
                 bqkv,
@@ -195,7 +200,8 @@ struct LayerWeights {
                 ssm_conv1d_b,
                 ssm_dt_b,
                 ssm_d,
-                ffn_gate_inp_shexp};
+                ffn_gate_inp_shexp,
+                ssm_norm};
     }
 };
 

@@ -12,11 +12,11 @@ extern const ArchDesc qwen3, gemma2, gemma3, olmo2, cohere2;  // attention and n
 extern const ArchDesc qwen3moe, gpt_oss, qwen2moe, llama4;    // mixtures of experts
 extern const ArchDesc bert, nomic_bert;                       // encoders
 extern const ArchDesc mamba, rwkv6, rwkv7;                    // recurrent
-extern const ArchDesc lfm2;                                   // hybrids
+extern const ArchDesc lfm2, granitehybrid, nemotron_h;        // hybrids
 }  // namespace arch
 
 namespace {
-const std::array<const ArchDesc*, 30> kArchs = {
+const std::array<const ArchDesc*, 32> kArchs = {
     &arch::llama, &arch::qwen2, &arch::gemma, &arch::phi3, &arch::gpt2, &arch::gptneox,
     &arch::falcon, &arch::smollm3, &arch::mistral3,
     // layout variants
@@ -30,7 +30,7 @@ const std::array<const ArchDesc*, 30> kArchs = {
     // recurrent
     &arch::mamba, &arch::rwkv6, &arch::rwkv7,
     // hybrids
-    &arch::lfm2};
+    &arch::lfm2, &arch::granitehybrid, &arch::nemotron_h};
 }  // namespace
 
 const ArchDesc* find_arch(std::string_view name) {

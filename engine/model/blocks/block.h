@@ -13,6 +13,7 @@
 //   Mamba         mamba.cpp                Mamba-1's selective scan, on the recurrent state
 //   RWKV-6/7      rwkv.cpp                 time mix then channel mix, on the recurrent state
 //   short conv    short_conv.cpp           LFM2's gated short convolution, on the recurrent state
+//   Mamba-2       mamba2.cpp               the grouped scan (SSD), on the recurrent state
 //
 // A block owns views of its layer's weights and reaches its scratch through BlockScratch, which
 // holds one scratch object per block kind: the layers run one after another, so all the layers
@@ -172,5 +173,6 @@ std::unique_ptr<FeedForwardBlock> make_routed_feed_forward(const BlockEnv& env, 
 std::unique_ptr<Block> make_mamba_block(const BlockEnv& env, int layer);
 std::unique_ptr<Block> make_rwkv_block(const BlockEnv& env, int layer);
 std::unique_ptr<Block> make_short_conv_block(const BlockEnv& env, int layer);
+std::unique_ptr<Block> make_mamba2_block(const BlockEnv& env, int layer);
 
 }  // namespace ggufd::model

@@ -24,7 +24,9 @@ std::vector<std::unique_ptr<Block>> build_blocks(const BlockEnv& env) {
     for (int layer = 0; layer < static_cast<int>(hp.n_layer); ++layer) {
         switch (hp.layer_block(static_cast<uint32_t>(layer))) {
             case BlockKind::attention:
-                if (hp.parallel_residual) {
+                if (!hp.mixer_has_ffn()) {
+                    blocks.push_back(make_attention_block(env, layer, nullptr));
+                } else if (hp.parallel_residual) {
                     blocks.push_back(
                         make_attention_block(env, layer, make_feed_forward(env, layer)));
                 } else {
@@ -41,6 +43,13 @@ std::vector<std::unique_ptr<Block>> build_blocks(const BlockEnv& env) {
                 continue;
             case BlockKind::short_conv:
                 blocks.push_back(make_short_conv_block(env, layer));
+                blocks.push_back(make_feed_forward(env, layer));
+                continue;
+            case BlockKind::mamba2:
+                blocks.push_back(make_mamba2_block(env, layer));
+                if (hp.mixer_has_ffn()) blocks.push_back(make_feed_forward(env, layer));
+                continue;
+            case BlockKind::feed_forward:
                 blocks.push_back(make_feed_forward(env, layer));
                 continue;
         }
