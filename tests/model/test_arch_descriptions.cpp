@@ -2037,6 +2037,53 @@ TEST(ArchRefusals, HybridLayerKeysAreChecked) {
     EXPECT_NE(e.find("'blk.0.attn_q.weight' is missing"), std::string::npos) << e;
 }
 
+// Mamba-2's sizes and nemotron_h's per-layer widths: heads dividing the inner size, groups
+// dividing the heads, one width per block, a block either attending or an MLP; and granitehybrid
+// with RoPE switched on, which ggufd does not compute.
+TEST(ArchRefusals, Mamba2HybridKeysAreChecked) {
+    Tiny m = make_tiny(nemotron_h_spec());
+    m.spec.ssm_groups = 3;
+    std::string e = load_error(m);
+    EXPECT_NE(e.find("ssm.group_count (3) must divide ssm.time_step_rank (4 heads)"),
+              std::string::npos)
+        << e;
+    m = make_tiny(nemotron_h_spec());
+    m.spec.ssm_heads = 5;
+    e = load_error(m);
+    EXPECT_NE(e.find("ssm.time_step_rank (5 heads) must divide ssm.inner_size (32)"),
+              std::string::npos)
+        << e;
+    m = make_tiny(nemotron_h_spec());
+    m.spec.ff_per_layer = {0, 24, 0};
+    e = load_error(m);
+    EXPECT_NE(e.find("feed_forward_length has 3 entries for 4 blocks"), std::string::npos) << e;
+    m.spec.ff_per_layer = {0, 24, 24, 0};
+    e = load_error(m);
+    EXPECT_NE(e.find("block 2 has both KV heads and a feed-forward width"), std::string::npos)
+        << e;
+    m = make_tiny(nemotron_h_spec());
+    m.spec.ff_per_layer.clear();  // one width for every block
+    e = load_error(m);
+    EXPECT_NE(e.find("feed_forward_length must list one width per block"), std::string::npos)
+        << e;
+    // An MLP's tensors where the widths say Mamba-2 are refused by name.
+    m = make_tiny(nemotron_h_spec());
+    m.spec.ff_per_layer = {24, 0, 0, 0};
+    e = load_error(m);
+    EXPECT_NE(e.find("'blk.0.ffn_up.weight' is missing"), std::string::npos) << e;
+
+    gguf::Writer roped = make_tiny(granitehybrid_spec()).writer();
+    roped.set("granitehybrid.rope.scaling.finetuned", true);
+    e = load_error(roped);
+    EXPECT_NE(e.find("rope.scaling.finetuned true (RoPE in the attention layers) is not "
+                     "supported"),
+              std::string::npos)
+        << e;
+    gguf::Writer unroped = make_tiny(granitehybrid_spec()).writer();
+    unroped.set("granitehybrid.rope.scaling.finetuned", false);
+    EXPECT_EQ(load_error(unroped), "(loaded)");
+}
+
 TEST(ArchRefusals, UnknownArchitectureListsSupported) {
     Spec s = llama_spec();
     s.arch = "t5";
