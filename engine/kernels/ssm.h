@@ -1,9 +1,9 @@
 // Mamba's selective state-space operations over one sequence's tokens in order: the causal
-// depthwise convolution (with SiLU), the selective scan and Mamba-2's grouped scan (SSD). Both work on a range of channels
-// [c0, c1) so that the caller spreads channels (and sequences) over its pool in one dispatch;
-// channels are independent, tokens are not. Each runs the fastest SIMD level the CPU allows
-// (vectors of consecutive channels), with the scalar version as the reference the tests hold
-// the others to.
+// depthwise convolution (with SiLU), the selective scan and Mamba-2's grouped scan (SSD). Each
+// works on a range of channels [c0, c1) so that the caller spreads channels (and sequences) over
+// its pool in one dispatch; channels are independent, tokens are not. Each runs the fastest SIMD
+// level the CPU allows (vectors of consecutive channels), with the scalar version as the
+// reference the tests hold the others to.
 #pragma once
 
 #include <cstdint>

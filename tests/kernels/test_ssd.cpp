@@ -115,7 +115,7 @@ template <class A, class B>
 
 const std::vector<std::vector<int64_t>> kShapes = {
     // tokens, heads, head size, groups, state
-    {1, 8, 16, 1, 16}, {7, 8, 16, 2, 16}, {33, 3, 37, 1, 16}, {5, 1, 1, 1, 1},
+    {1, 8, 16, 1, 16}, {7, 8, 16, 2, 16},  {33, 3, 37, 1, 16}, {5, 1, 1, 1, 1},
     {9, 12, 5, 4, 8},  {4, 2, 64, 2, 128}, {3, 6, 24, 3, 5}};
 
 TEST(SsdScalar, ScanMatchesTheRecurrenceInDouble) {

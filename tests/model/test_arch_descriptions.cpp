@@ -27,7 +27,7 @@ struct Spec {
     bool layer_norm = false;  // LayerNorm with biases instead of RMSNorm
     bool fused_qkv = false;
     bool qkv_bias = false;
-    bool out_bias = false;  // attn_output.bias
+    bool out_bias = false;                                // attn_output.bias
     enum { swiglu, geglu, gelu, relu_sqr } ffn = swiglu;  // gelu, relu_sqr: ungated
     bool fused_gate_up = false;
     bool ffn_bias = false;
@@ -104,8 +104,8 @@ struct Spec {
     bool mamba2 = false;
     std::vector<uint32_t> ff_per_layer = {};
     uint32_t ssm_inner = 32, ssm_heads = 4, ssm_groups = 2, ssm_state = 4, ssm_conv = 4;
-    bool ssm_decay = true, ssm_skip = true, ssm_gate = true, ssm_norm = true,
-         ssm_group_norm = true, ssm_tiled_groups = false;
+    bool ssm_decay = true, ssm_skip = true, ssm_gate = true, ssm_norm = true, ssm_group_norm = true,
+         ssm_tiled_groups = false;
     uint32_t n_embd = 16, n_head = 2, n_head_kv = 1, head_dim = 8, n_ff = 24, n_vocab = 32,
              n_layer = 2, n_ctx = 16;
 };
@@ -261,35 +261,35 @@ Tiny make_tiny(const Spec& s, uint32_t seed = 1) {
     const bool pre_norms = s.norms != Spec::post && s.norms != Spec::after_residual;
     // A layer's attention tensors, with their norms and extras.
     auto attention = [&](const std::string& b) {
-            if (s.attn_norm_2) norm(b + "attn_norm_2");
-            if (s.qk_norm != Spec::qk_none) {
-                const bool whole = s.qk_norm == Spec::qk_whole;
-                add(b + "attn_q_norm.weight", {whole ? q : s.head_dim}, 1.0f);
-                add(b + "attn_k_norm.weight", {whole ? kv : s.head_dim}, 1.0f);
+        if (s.attn_norm_2) norm(b + "attn_norm_2");
+        if (s.qk_norm != Spec::qk_none) {
+            const bool whole = s.qk_norm == Spec::qk_whole;
+            add(b + "attn_q_norm.weight", {whole ? q : s.head_dim}, 1.0f);
+            add(b + "attn_k_norm.weight", {whole ? kv : s.head_dim}, 1.0f);
+        }
+        if (s.norms == Spec::after_residual) {
+            norm(b + "attn_output_norm");
+            norm(b + "layer_output_norm");
+        } else if (s.norms != Spec::pre) {
+            add(b + "post_attention_norm.weight", {e}, 1.0f);
+            add(b + "post_ffw_norm.weight", {e}, 1.0f);
+        }
+        if (s.fused_qkv) {
+            add(b + "attn_qkv.weight", {e, q + 2 * kv});
+            if (s.qkv_bias) add(b + "attn_qkv.bias", {q + 2 * kv});
+        } else {
+            add(b + "attn_q.weight", {e, q});
+            add(b + "attn_k.weight", {e, kv});
+            add(b + "attn_v.weight", {e, kv});
+            if (s.qkv_bias) {
+                add(b + "attn_q.bias", {q});
+                add(b + "attn_k.bias", {kv});
+                add(b + "attn_v.bias", {kv});
             }
-            if (s.norms == Spec::after_residual) {
-                norm(b + "attn_output_norm");
-                norm(b + "layer_output_norm");
-            } else if (s.norms != Spec::pre) {
-                add(b + "post_attention_norm.weight", {e}, 1.0f);
-                add(b + "post_ffw_norm.weight", {e}, 1.0f);
-            }
-            if (s.fused_qkv) {
-                add(b + "attn_qkv.weight", {e, q + 2 * kv});
-                if (s.qkv_bias) add(b + "attn_qkv.bias", {q + 2 * kv});
-            } else {
-                add(b + "attn_q.weight", {e, q});
-                add(b + "attn_k.weight", {e, kv});
-                add(b + "attn_v.weight", {e, kv});
-                if (s.qkv_bias) {
-                    add(b + "attn_q.bias", {q});
-                    add(b + "attn_k.bias", {kv});
-                    add(b + "attn_v.bias", {kv});
-                }
-            }
-            add(b + "attn_output.weight", {q, e});
-            if (s.out_bias) add(b + "attn_output.bias", {e});
-            if (s.sinks) add(b + "attn_sinks.weight", {s.n_head});
+        }
+        add(b + "attn_output.weight", {q, e});
+        if (s.out_bias) add(b + "attn_output.bias", {e});
+        if (s.sinks) add(b + "attn_sinks.weight", {s.n_head});
     };
     for (uint32_t i = 0; i < s.n_layer; ++i) {
         const std::string b = "blk." + std::to_string(i) + ".";
@@ -1565,8 +1565,7 @@ TEST(ArchReference, NemotronHLayersKeepOnlyTheirOwnMemory) {
     }
     // Two sequences, live and checkpoint, two layers of a window of 3 inputs of 32 + 2 * 2 * 4
     // channels and a state of 4 x 32.
-    EXPECT_EQ(cache.recurrent()->bytes(),
-              size_t{2 * 2 * 2 * (3 * 48 + 4 * 32) * sizeof(float)});
+    EXPECT_EQ(cache.recurrent()->bytes(), size_t{2 * 2 * 2 * (3 * 48 + 4 * 32) * sizeof(float)});
 }
 
 TEST(ArchReference, EveryLayoutKeyChangesTheLogits) {
@@ -2059,13 +2058,11 @@ TEST(ArchRefusals, Mamba2HybridKeysAreChecked) {
     EXPECT_NE(e.find("feed_forward_length has 3 entries for 4 blocks"), std::string::npos) << e;
     m.spec.ff_per_layer = {0, 24, 24, 0};
     e = load_error(m);
-    EXPECT_NE(e.find("block 2 has both KV heads and a feed-forward width"), std::string::npos)
-        << e;
+    EXPECT_NE(e.find("block 2 has both KV heads and a feed-forward width"), std::string::npos) << e;
     m = make_tiny(nemotron_h_spec());
     m.spec.ff_per_layer.clear();  // one width for every block
     e = load_error(m);
-    EXPECT_NE(e.find("feed_forward_length must list one width per block"), std::string::npos)
-        << e;
+    EXPECT_NE(e.find("feed_forward_length must list one width per block"), std::string::npos) << e;
     // An MLP's tensors where the widths say Mamba-2 are refused by name.
     m = make_tiny(nemotron_h_spec());
     m.spec.ff_per_layer = {24, 0, 0, 0};

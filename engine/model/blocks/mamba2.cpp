@@ -100,8 +100,7 @@ void Mamba2Block::forward(const Step& step, float* x) {
             kernels::swiglu(zxbcdt + r * row, yr, yr, inner);
             for (int64_t g = 0; g < groups; ++g) {
                 float* part = yr + g * group_width;
-                kernels::rms_norm(part, norm_w + g * group_width, part, group_width,
-                                  hp.norm_eps);
+                kernels::rms_norm(part, norm_w + g * group_width, part, group_width, hp.norm_eps);
             }
         }
     });
