@@ -56,6 +56,7 @@ const OpKernels* avx2_op_kernels() {
         .ssm_conv = avx2::k_ssm_conv,
         .ssm_scan = avx2::k_ssm_scan,
         .delta_rule = avx2::k_delta_rule,
+        .ssd_scan = avx2::k_ssd_scan,
     };
     return &table;
 }

@@ -64,6 +64,7 @@ const OpKernels* avx512_op_kernels() {
         .ssm_conv = avx512::k_ssm_conv,
         .ssm_scan = avx512::k_ssm_scan,
         .delta_rule = avx512::k_delta_rule,
+        .ssd_scan = avx512::k_ssd_scan,
     };
     return &table;
 }

@@ -23,6 +23,7 @@ SimdLevel best_simd_level();
 struct SsmConv;  // ssm.h
 struct SsmScan;
 struct DeltaRule;
+struct SsdScan;
 
 // One attention work item: one query token, one KV head, and a contiguous range of the query
 // heads that share that KV head (grouped-query attention).
@@ -163,6 +164,8 @@ struct OpKernels {
     void (*ssm_scan)(const SsmScan& op, int64_t c0, int64_t c1);
     // The gated delta rule (ssm.h) of one value head over the op's tokens.
     void (*delta_rule)(const DeltaRule& op, int64_t head);
+    // Mamba-2 (ssm.h): channels [c0, c1) of one sequence's chunk.
+    void (*ssd_scan)(const SsdScan& op, int64_t c0, int64_t c1);
 };
 
 const OpKernels& op_kernels(SimdLevel level);  // throws std::invalid_argument if unsupported

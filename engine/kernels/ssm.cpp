@@ -45,6 +45,24 @@ void ssm_scan_with(const OpKernels& kernels, const SsmScan& op, int64_t c0, int6
     kernels.ssm_scan(op, c0, c1);
 }
 
+void ssd_scan_with(const OpKernels& kernels, const SsdScan& op, int64_t c0, int64_t c1) {
+    require(op.n_tokens >= 0 && op.n_heads > 0 && op.head_dim > 0 && op.d_state > 0 &&
+                op.n_groups > 0 && op.n_heads % op.n_groups == 0,
+            "ssd_scan: bad size (the groups must divide the heads)");
+    require(op.x && op.dt && op.b && op.cc && op.a && op.d && op.state && op.y,
+            "ssd_scan: null array");
+    require(op.x_stride >= c1 && op.y_stride >= c1 && op.dt_stride >= op.n_heads &&
+                op.bc_stride >= op.n_groups * op.d_state,
+            "ssd_scan: row stride below the row");
+    check_range(op.n_channels(), c0, c1, "ssd_scan");
+    if (c0 == c1 || op.n_tokens == 0) return;
+    kernels.ssd_scan(op, c0, c1);
+}
+
+void ssd_scan(const SsdScan& op, int64_t c0, int64_t c1) {
+    ssd_scan_with(active_op_kernels(), op, c0, c1);
+}
+
 void delta_rule_with(const OpKernels& kernels, const DeltaRule& op, int64_t h0, int64_t h1) {
     require(op.n_tokens >= 0 && op.d_k > 0 && op.d_v > 0 && op.n_k_heads > 0 && op.n_v_heads > 0 &&
                 op.n_v_heads % op.n_k_heads == 0,

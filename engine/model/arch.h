@@ -41,6 +41,7 @@ enum class FfnKind {
     // down(g' sigmoid(alpha g') (u' + 1)), g' = min(g, limit), u' = clamp(u, -limit, limit)
     // (gpt-oss; ArchDesc::glu_alpha, glu_limit)
     swiglu_clamped,
+    relu_squared,  // down(relu(up(x))^2): no gate (nemotron_h)
 };
 
 enum class PositionKind {
@@ -116,6 +117,13 @@ enum class BlockKind {
     // (decay from ssm_alpha, dt bias and ssm_a; beta from ssm_beta), a per-head RMSNorm
     // (ssm_norm) times SiLU(attn_gate x), ssm_out; then the layer's FFN.
     gated_delta_net,
+    // Mamba-2 (SSD): ssm_in to z, x, B, C and dt; a causal depthwise convolution of x, B and C
+    // (with bias) and SiLU; dt = softplus(dt + ssm_dt.bias); the grouped scan with one A and D
+    // per head; times SiLU(z); RMSNorm per group (ssm_norm); ssm_out (blocks/mamba2.cpp).
+    mamba2,
+    // No mixer: the layer is its feed-forward block alone (nemotron_h's MLP layers, whose one
+    // norm is attn_norm).
+    feed_forward,
 };
 
 // A hybrid's layers: which are of the architecture's recurrent block kind (ArchDesc::block) and
@@ -128,6 +136,11 @@ enum class HybridLayers {
     // full_attention_interval (default 4): layer il attends when (il + 1) % interval == 0
     // (Qwen3.5, Qwen3-Next).
     interval,
+    // attention.head_count_kv and feed_forward_length each list one count per layer: KV heads
+    // make an attention layer, else a feed_forward_length an MLP layer (BlockKind::feed_forward),
+    // else a layer of ArchDesc::block. Each layer is that one block: no FFN follows a mixer
+    // (nemotron_h).
+    kv_heads_and_ff,
 };
 
 // Which key head a gated delta net's value head reads when there are fewer key heads than value
@@ -162,6 +175,8 @@ enum class StateDim : uint8_t {
     delta_conv_channels,
     delta_heads,
     delta_head_v,
+    // ssm.inner_size + 2 ssm.group_count ssm.state_size: Mamba-2's convolution channels (x, B, C)
+    ssm_conv_channels,
 };
 
 // One per-layer buffer of floats a recurrent block carries from one token to the next: its
@@ -219,6 +234,7 @@ struct TensorNames {
     std::string_view ssm_a = "ssm_a";
     std::string_view ssm_d = "ssm_d";
     std::string_view ssm_out = "ssm_out";
+    std::string_view ssm_norm = "ssm_norm";  // Mamba-2's grouped norm; the delta net's per head
     // LFM2's short convolution (BlockKind::short_conv).
     std::string_view shortconv_in = "shortconv.in_proj";
     std::string_view shortconv_conv = "shortconv.conv";
@@ -253,7 +269,6 @@ struct TensorNames {
     std::string_view ssm_beta = "ssm_beta";
     std::string_view ssm_alpha = "ssm_alpha";
     std::string_view ssm_ba = "ssm_ba";  // fused: per key head its r beta rows, then r alpha rows
-    std::string_view ssm_norm = "ssm_norm";
     // A multi-token-prediction block's own tensors (ArchDesc::nextn_layers), under its blk.<i>.
     std::string_view nextn_eh_proj = "nextn.eh_proj";
     std::string_view nextn_enorm = "nextn.enorm";
@@ -320,6 +335,10 @@ struct ArchDesc {
     // Every period-th layer (il % period == period - 1) has no position encoding: its queries and
     // keys are not rotated (smollm3; GGUF has no key for it). 0: every layer rotates.
     uint32_t nope_period = 0;
+    // A bool key (under "<name>.") that, true, gives the attention layers RoPE, which this
+    // description (position none) does not compute: such a file is refused. llama.cpp reads
+    // granitehybrid's rope.scaling.finetuned so.
+    std::string_view rope_switch_key = {};
     // Attention temperature (Llama 4, Ministral 3): the queries at position p multiplied by
     // 1 + scale * ln(1 + floor((p + attn_temp_offset) / floor_scale)), which lets attention
     // sharpen beyond the trained context. attn_temp_key reads the scale from

@@ -18,7 +18,7 @@ const char* name_of(NormKind k) {
     return name_in(k, {"rms", "layer"});
 }
 const char* name_of(FfnKind k) {
-    return name_in(k, {"swiglu", "geglu", "gelu", "swiglu_clamped"});
+    return name_in(k, {"swiglu", "geglu", "gelu", "swiglu_clamped", "relu_squared"});
 }
 const char* name_of(ExpertGating g) {
     return name_in(g, {"softmax", "sigmoid", "softmax_of_best"});
@@ -27,7 +27,8 @@ const char* name_of(RopeScaling s) {
     return name_in(s, {"none", "linear", "yarn"});
 }
 const char* name_of(BlockKind k) {
-    return name_in(k, {"attention", "mamba", "rwkv6", "rwkv7", "short_conv", "gated_delta_net"});
+    return name_in(k, {"attention", "mamba", "rwkv6", "rwkv7", "short_conv", "gated_delta_net",
+                       "mamba2", "feed_forward"});
 }
 
 // The recurrent block kind: its name, its own keys and the state each sequence carries; for a
@@ -58,6 +59,14 @@ void describe_recurrent_block(const HParams& hp, nlohmann::ordered_json& j) {
                     {"state_size", hp.ssm_d_state},
                     {"time_step_rank", hp.ssm_dt_rank},
                     {"dt_b_c_rms", hp.ssm_dt_b_c_rms}};
+    }
+    if (d.block == BlockKind::mamba2) {
+        j["ssm"] = {{"conv_kernel", hp.ssm_d_conv},
+                    {"inner_size", hp.ssm_d_inner},
+                    {"state_size", hp.ssm_d_state},
+                    {"head_count", hp.ssm_dt_rank},
+                    {"head_size", hp.ssm_d_inner / hp.ssm_dt_rank},
+                    {"group_count", hp.ssm_n_group}};
     }
     if (d.block == BlockKind::rwkv6 || d.block == BlockKind::rwkv7) {
         nlohmann::ordered_json wkv = {{"head_size", hp.wkv_head_size},

@@ -332,7 +332,8 @@ void read_rwkv_keys(const gguf::File& f, const std::string& p, HParams& hp) {
     rank("attention.gate_lora_rank", hp.rwkv_gate_lora);
 }
 
-// Mamba's keys (BlockKind::mamba): every size required and non-zero.
+// Mamba's keys (BlockKind::mamba, mamba2): every size required and non-zero; Mamba-2's heads
+// (time_step_rank) split the inner size evenly and its groups split the heads.
 void read_ssm_keys(const gguf::File& f, const std::string& p, HParams& hp) {
     for (auto [key, value] : {std::pair{"ssm.conv_kernel", &hp.ssm_d_conv},
                               std::pair{"ssm.inner_size", &hp.ssm_d_inner},
@@ -345,7 +346,20 @@ void read_ssm_keys(const gguf::File& f, const std::string& p, HParams& hp) {
         refuse(p + "ssm.conv_kernel (" + std::to_string(hp.ssm_d_conv) +
                ") must be between 2 and " + std::to_string(kernels::kMaxSsmConvTaps));
     }
-    hp.ssm_dt_b_c_rms = f.get_or<bool>(p + "ssm.dt_b_c_rms", false);
+    if (hp.desc->block != BlockKind::mamba2) {
+        hp.ssm_dt_b_c_rms = f.get_or<bool>(p + "ssm.dt_b_c_rms", false);
+        return;
+    }
+    hp.ssm_n_group = f.get<uint32_t>(p + "ssm.group_count");
+    const uint32_t heads = hp.ssm_dt_rank;
+    if (hp.ssm_d_inner % heads != 0) {
+        refuse(p + "ssm.time_step_rank (" + std::to_string(heads) +
+               " heads) must divide ssm.inner_size (" + std::to_string(hp.ssm_d_inner) + ")");
+    }
+    if (hp.ssm_n_group == 0 || heads % hp.ssm_n_group != 0) {
+        refuse(p + "ssm.group_count (" + std::to_string(hp.ssm_n_group) +
+               ") must divide ssm.time_step_rank (" + std::to_string(heads) + " heads)");
+    }
 }
 
 // LFM2's short convolution (BlockKind::short_conv): its taps, within what the convolution
@@ -386,6 +400,7 @@ void read_delta_keys(const gguf::File& f, const std::string& p, HParams& hp) {
 void read_block_keys(const gguf::File& f, const std::string& p, HParams& hp) {
     switch (hp.desc->block) {
         case BlockKind::mamba:
+        case BlockKind::mamba2:
             return read_ssm_keys(f, p, hp);
         case BlockKind::rwkv6:
         case BlockKind::rwkv7:
@@ -395,6 +410,7 @@ void read_block_keys(const gguf::File& f, const std::string& p, HParams& hp) {
         case BlockKind::gated_delta_net:
             return read_delta_keys(f, p, hp);
         case BlockKind::attention:
+        case BlockKind::feed_forward:
             return;
     }
 }
@@ -411,7 +427,10 @@ uint32_t read_kv_heads(const gguf::File& f, const std::string& p, HParams& hp) {
         for (uint32_t il = 0; il < hp.n_layer; ++il)
             hp.attending_layers.push_back((il + 1) % hp.full_attn_interval == 0);
     }
-    if (hp.desc->hybrid != HybridLayers::no_kv_heads) return f.get_or<uint32_t>(key, hp.n_head);
+    if (hp.desc->hybrid != HybridLayers::no_kv_heads &&
+        hp.desc->hybrid != HybridLayers::kv_heads_and_ff) {
+        return f.get_or<uint32_t>(key, hp.n_head);
+    }
     const gguf::Value* v = f.metadata().find(key);
     if (!v || !v->is_array()) {
         refuse(key + " must list one count per block (0 for a " + hp.arch + " block that does " +
@@ -509,6 +528,39 @@ void read_layer_shapes(const gguf::File& f, const std::string& p, HParams& hp,
     }
 }
 
+// feed_forward_length per layer (HybridLayers::kv_heads_and_ff): a width makes a layer without
+// KV heads an MLP layer, one width for them all; 0 a recurrent or attention layer. The MLP
+// layers' width (0 when there is none).
+uint32_t read_mlp_layers(const gguf::File& f, const std::string& p, HParams& hp) {
+    const std::string key = p + "feed_forward_length";
+    const gguf::Value* v = f.metadata().find(key);
+    if (!v || !v->is_array()) {
+        refuse(key + " must list one width per block (0 for a " + hp.arch +
+               " block that is not an MLP)");
+    }
+    const std::vector<uint32_t> per_layer = f.get_array<uint32_t>(key);
+    if (per_layer.size() != hp.n_layer) {
+        refuse(key + " has " + std::to_string(per_layer.size()) + " entries for " +
+               std::to_string(hp.n_layer) + " blocks (block_count)");
+    }
+    uint32_t shared = 0;
+    for (uint32_t il = 0; il < hp.n_layer; ++il) {
+        const uint32_t n = per_layer[il];
+        hp.mlp_layers.push_back(n > 0);
+        if (n == 0) continue;
+        if (hp.attending_layers[il]) {
+            refuse(key + ": block " + std::to_string(il) +
+                   " has both KV heads and a feed-forward width; a block is one or the other");
+        }
+        if (shared != 0 && n != shared) {
+            refuse(key + ": MLP blocks of different widths (" + std::to_string(shared) + " and " +
+                   std::to_string(n) + ") are not supported");
+        }
+        shared = n;
+    }
+    return shared;
+}
+
 // A model without attention: the attention keys may say 0 heads and are not read further.
 HParams read_recurrent(const gguf::File& f, const std::string& p, HParams hp) {
     hp.n_ff = f.get_or<uint32_t>(p + "feed_forward_length", 0);
@@ -546,6 +598,8 @@ uint64_t HParams::state_dim(StateDim dim) const {
             return ssm_dt_rank;
         case StateDim::delta_head_v:
             return ssm_dt_rank > 0 ? ssm_d_inner / ssm_dt_rank : 0;
+        case StateDim::ssm_conv_channels:
+            return uint64_t{ssm_d_inner} + 2 * uint64_t{ssm_n_group} * ssm_d_state;
     }
     return 0;
 }
@@ -571,10 +625,9 @@ bool HParams::has_attention() const {
 }
 
 uint32_t HParams::recurrent_layer_count() const {
-    if (desc->block == BlockKind::attention) return 0;
-    if (attending_layers.empty()) return n_layer;
-    return static_cast<uint32_t>(
-        std::count(attending_layers.begin(), attending_layers.end(), false));
+    uint32_t n = 0;
+    for (uint32_t il = 0; il < n_layer; ++il) n += recurs(il) ? 1 : 0;
+    return n;
 }
 
 uint64_t HParams::state_floats(const StateBuffer& buffer) const {
@@ -609,6 +662,7 @@ HParams read_hparams(const gguf::File& f) {
     if (desc->hybrid == HybridLayers::none && !hp.has_attention())
         return read_recurrent(f, p, std::move(hp));
 
+    const bool mlp_layers = desc->hybrid == HybridLayers::kv_heads_and_ff;
     hp.n_head = f.get<uint32_t>(p + "attention.head_count");
     // Per-layer FFN widths and KV head counts (ArchDesc::per_layer_shapes); the model-wide values
     // are the largest.
@@ -618,6 +672,12 @@ HParams read_hparams(const gguf::File& f) {
         kv_heads_of = per_layer_values(f, p + "attention.head_count_kv", hp.n_layer, hp.n_head);
         hp.n_ff = *std::max_element(ff_of.begin(), ff_of.end());
         hp.n_head_kv = *std::max_element(kv_heads_of.begin(), kv_heads_of.end());
+    } else if (mlp_layers) {
+        // nemotron_h: the widths list says which layers are MLPs, once the KV heads say which
+        // attend.
+        hp.n_head_kv = read_kv_heads(f, p, hp);
+        kv_heads_of.assign(1, hp.n_head_kv);
+        hp.n_ff = read_mlp_layers(f, p, hp);
     } else {
         // A model whose every FFN is routed needs no dense width (Qwen3.5 MoE writes none).
         hp.n_ff = desc->experts == Need::required ? f.get_or<uint32_t>(p + "feed_forward_length", 0)
@@ -625,7 +685,8 @@ HParams read_hparams(const gguf::File& f) {
         hp.n_head_kv = read_kv_heads(f, p, hp);
         kv_heads_of.assign(1, hp.n_head_kv);
     }
-    if (hp.n_ff == 0 && desc->experts != Need::required) refuse(p + "feed_forward_length is 0");
+    if (hp.n_ff == 0 && desc->experts != Need::required && !mlp_layers)
+        refuse(p + "feed_forward_length is 0");
     if (hp.n_head == 0) refuse(p + "attention.head_count is 0");
     for (uint32_t kv : kv_heads_of) {
         if (kv == 0 || hp.n_head % kv != 0) {
@@ -651,6 +712,12 @@ HParams read_hparams(const gguf::File& f) {
     if (!desc->parallel_residual_key.empty()) {
         hp.parallel_residual =
             f.get_or<bool>(p + std::string(desc->parallel_residual_key), hp.parallel_residual);
+    }
+    if (!desc->rope_switch_key.empty() &&
+        f.get_or<bool>(p + std::string(desc->rope_switch_key), false)) {
+        refuse(p + std::string(desc->rope_switch_key) + " true (RoPE in the attention layers) " +
+               "is not supported for " + hp.arch + ": ggufd computes its attention without " +
+               "position encoding");
     }
     if (desc->position == PositionKind::learned && hp.n_ctx_train == 0) {
         refuse(p + "context_length is 0 but the model has learned positions");

@@ -115,15 +115,18 @@ struct HParams {
     uint32_t rwkv_gate_lora = 0;
     uint32_t rwkv_rescale_every = 0;  // RWKV-6: the hidden state halves after every n-th block
     uint32_t shortconv_l_cache = 0;   // LFM2: shortconv.l_cache, the short convolution's taps
-    // The gated delta net's key heads (ssm.group_count; its other sizes are the ssm_* above:
-    // conv_kernel, state_size = the key head size, time_step_rank = the value heads,
-    // inner_size = their total width).
+    // ssm.group_count. Mamba-2 (BlockKind::mamba2): its B/C groups; its heads are
+    // ssm.time_step_rank, each ssm_d_inner / heads channels wide. The gated delta net: its key
+    // heads (its other sizes are the ssm_* above: conv_kernel, state_size = the key head size,
+    // time_step_rank = the value heads, inner_size = their total width).
     uint32_t ssm_n_group = 0;
     uint32_t full_attn_interval = 0;  // HybridLayers::interval's full_attention_interval
     // rope.dimension_sections (ArchDesc::rope_sections): pairs per position component.
     std::array<uint32_t, 4> rope_sections = {};
     // A hybrid's layers (ArchDesc::hybrid): whether each attends; empty for every other model.
     std::vector<bool> attending_layers;
+    // HybridLayers::kv_heads_and_ff: the layers that are an MLP alone; empty for other models.
+    std::vector<bool> mlp_layers;
 
     // --- layers of different shapes (ArchDesc::per_layer_shapes) ---
     // One layer's attention and FFN sizes.
@@ -147,12 +150,21 @@ struct HParams {
     }
     uint32_t kv_layer(uint32_t il) const { return kv_layers.empty() ? il : kv_layers[il]; }
 
-    // The kind of layer il's mixer: attention, or the architecture's recurrent block. Shapes
-    // made without a description (the caches' tests) attend.
+    // The kind of layer il's mixer: attention, the architecture's recurrent block, or none (an
+    // MLP layer, BlockKind::feed_forward). Shapes made without a description (the caches' tests)
+    // attend.
     BlockKind layer_block(uint32_t il) const {
         if (!attending_layers.empty() && attending_layers[il]) return BlockKind::attention;
+        if (!mlp_layers.empty() && mlp_layers[il]) return BlockKind::feed_forward;
         return desc ? desc->block : BlockKind::attention;
     }
+    // Whether layer il keeps a recurrent state (is of the architecture's recurrent kind).
+    bool recurs(uint32_t il) const {
+        return desc && desc->block != BlockKind::attention && layer_block(il) == desc->block;
+    }
+    // Whether a mixer (attention, Mamba-2) is followed by its layer's FFN: not where every
+    // layer is one block (HybridLayers::kv_heads_and_ff).
+    bool mixer_has_ffn() const { return desc->hybrid != HybridLayers::kv_heads_and_ff; }
     // Whether some layer attends (and a sequence needs KV cells) or carries a recurrent state.
     bool has_attention() const;
     bool is_recurrent() const { return !desc->state.empty() && recurrent_layer_count() > 0; }

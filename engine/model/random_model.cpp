@@ -190,6 +190,25 @@ gguf::Writer make_random_model(const RandomModelSpec& s) {
         for (uint32_t il = 0; il < s.n_layer; ++il) kv_heads.push_back(il % 2 ? s.n_head_kv : 0);
         w.set(p + "attention.head_count_kv", gguf::Array{kv_heads});
     }
+    if (desc->hybrid == HybridLayers::kv_heads_and_ff) {
+        // Blocks 0, 3, ... recurrent, 1, 4, ... MLPs, 2, 5, ... attending.
+        std::vector<uint32_t> kv_heads, widths;
+        for (uint32_t il = 0; il < s.n_layer; ++il) {
+            kv_heads.push_back(il % 3 == 2 ? s.n_head_kv : 0);
+            widths.push_back(il % 3 == 1 ? s.n_ff : 0);
+        }
+        w.set(p + "attention.head_count_kv", gguf::Array{kv_heads});
+        w.set(p + "feed_forward_length", gguf::Array{widths});
+    }
+    if (desc->block == BlockKind::mamba2) {
+        const uint32_t inner = s.ssm_d_inner ? s.ssm_d_inner : 2 * s.n_embd;
+        w.set(p + "ssm.conv_kernel", s.ssm_d_conv);
+        w.set(p + "ssm.inner_size", inner);
+        w.set(p + "ssm.state_size", s.ssm_d_state);
+        w.set(p + "ssm.time_step_rank",
+              s.ssm_dt_rank ? s.ssm_dt_rank : std::max<uint32_t>(1, inner / 64));
+        w.set(p + "ssm.group_count", s.ssm_n_group ? s.ssm_n_group : 1);
+    }
     if (desc->block == BlockKind::short_conv) w.set(p + "shortconv.l_cache", s.ssm_d_conv);
     if (desc->block == BlockKind::gated_delta_net) {
         // Value heads of ssm_d_state (the key head size), as Qwen3.5's are as wide as its keys.
@@ -299,12 +318,18 @@ gguf::Writer make_random_model(const RandomModelSpec& s) {
         }
         if (t.name.ends_with("." + std::string(desc->names.ssm_a))) {
             // A = -(1, 2, ..., d_state) in every channel, Mamba's initialisation: each state
-            // index decays at its own rate and the recurrence is stable.
+            // index decays at its own rate and the recurrence is stable. Mamba-2's one A per
+            // head [1, heads] likewise takes -(1 .. 16) across the heads.
             std::vector<float> a(static_cast<size_t>(t.shape[0] * t.shape[1]));
-            for (size_t i = 0; i < a.size(); ++i) {
-                a[i] = -static_cast<float>(i % static_cast<size_t>(t.shape[0]) + 1);
-            }
+            const auto period = static_cast<size_t>(t.shape[0] > 1 ? t.shape[0] : 16);
+            for (size_t i = 0; i < a.size(); ++i) a[i] = -static_cast<float>(i % period + 1);
             w.add_tensor(t.name, t.shape, a);
+            continue;
+        }
+        if (t.name.ends_with(std::string(desc->names.ssm_norm) + ".weight")) {
+            // Mamba-2's grouped norm [d_inner / groups, groups]: weights 1, as the other norms.
+            w.add_tensor(t.name, t.shape,
+                         std::vector<float>(static_cast<size_t>(t.shape[0] * t.shape[1]), 1.0f));
             continue;
         }
         if (t.name.ends_with(".bias")) {  // the experts' biases [rows, n_expert]
@@ -334,6 +359,7 @@ gguf::Writer make_random_model(const RandomModelSpec& s) {
         // rows short (the kernel width, the time-step rank): kept F32, as llama.cpp's quantizer
         // keeps the convolutions.
         const bool small_ssm =
+            t.shape[0] == 1 ||  // Mamba-2's D [1, heads]
             t.name.ends_with(std::string(desc->names.ssm_conv1d) + ".weight") ||
             t.name.ends_with(std::string(desc->names.shortconv_conv) + ".weight") ||
             t.name.ends_with(std::string(desc->names.ssm_dt) + ".weight");

@@ -52,9 +52,12 @@ struct RandomModelSpec {
     uint32_t ssm_d_state = 16;
     uint32_t ssm_d_inner = 0;
     uint32_t ssm_dt_rank = 0;
-    // The gated delta net (qwen35, qwen35moe, qwen3next): ssm_d_conv taps, key heads
-    // ssm_n_group (0: n_head_kv) of ssm_d_state, value heads ssm_dt_rank (0: n_head) of
-    // ssm_d_inner in all (0: as wide as the keys), full attention every full_attn_interval blocks.
+    // ssm.group_count: the gated delta net's key heads (qwen35, qwen35moe, qwen3next; 0:
+    // n_head_kv), Mamba-2's B/C groups (granitehybrid, nemotron_h; 0: 1), dividing the heads. The
+    // gated delta net: ssm_d_conv taps, key heads of ssm_d_state, value heads ssm_dt_rank (0:
+    // n_head) of ssm_d_inner in all (0: as wide as the keys), full attention every
+    // full_attn_interval blocks. Mamba-2: ssm.time_step_rank is its head count (0: heads of 64, or
+    // of ssm.inner_size when smaller).
     uint32_t ssm_n_group = 0;
     uint32_t full_attn_interval = 2;
     // RWKV (rwkv6, rwkv7): the WKV head size is head_dim, else n_embd / n_head; every LoRA

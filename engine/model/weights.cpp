@@ -317,6 +317,22 @@ void bind_mamba(Binder& b, const HParams& hp, const std::string& p, LayerWeights
     l.ssm_out = b.require(weight(p, nm.ssm_out), {inner, embd});
 }
 
+// Mamba-2's block (BlockKind::mamba2) of the layer with prefix p, after its input norm.
+void bind_mamba2(Binder& b, const HParams& hp, const std::string& p, LayerWeights& l) {
+    const TensorNames& nm = hp.desc->names;
+    const int64_t embd = hp.n_embd, inner = hp.ssm_d_inner, heads = hp.ssm_dt_rank;
+    const int64_t groups = hp.ssm_n_group;
+    const int64_t conv_channels = inner + 2 * groups * hp.ssm_d_state;
+    l.ssm_in = b.require(weight(p, nm.ssm_in), {embd, inner + conv_channels + heads});
+    l.ssm_conv1d = b.require(weight(p, nm.ssm_conv1d), {hp.ssm_d_conv, conv_channels});
+    l.ssm_conv1d_b = b.require(bias(p, nm.ssm_conv1d), {conv_channels});
+    l.ssm_dt_b = b.require(bias(p, nm.ssm_dt), {heads});
+    l.ssm_a = b.require(p + std::string(nm.ssm_a), {1, heads});
+    l.ssm_d = b.require(p + std::string(nm.ssm_d), {1, heads});
+    l.ssm_norm = b.require(weight(p, nm.ssm_norm), {inner / groups, groups});
+    l.ssm_out = b.require(weight(p, nm.ssm_out), {inner, embd});
+}
+
 // LFM2's short convolution (BlockKind::short_conv) of the layer with prefix p, after its input
 // norm.
 void bind_short_conv(Binder& b, const HParams& hp, const std::string& p, LayerWeights& l) {
@@ -407,7 +423,7 @@ void bind_layer(Binder& b, const HParams& hp, uint32_t i, BlockKind kind, LayerW
     const ArchDesc& d = *hp.desc;
     const TensorNames& nm = d.names;
     const int64_t embd = hp.n_embd;
-    const bool gated = d.ffn != FfnKind::gelu;
+    const bool gated = d.ffn != FfnKind::gelu && d.ffn != FfnKind::relu_squared;
     const std::string p = "blk." + std::to_string(i) + ".";
     const bool pre_norms = d.norm_placement != NormPlacement::post &&
                            d.norm_placement != NormPlacement::after_residual;
@@ -429,10 +445,22 @@ void bind_layer(Binder& b, const HParams& hp, uint32_t i, BlockKind kind, LayerW
         bind_attention(b, hp, i, p, l);
     } else if (kind == BlockKind::gated_delta_net) {
         bind_gated_delta_net(b, hp, p, l);
-    } else {
+    } else if (kind == BlockKind::mamba2) {
+        bind_mamba2(b, hp, p, l);
+    } else if (kind == BlockKind::short_conv) {
         bind_short_conv(b, hp, p, l);
     }
-    if (d.ffn_norm && pre_norms) {
+    // Each layer one block (nemotron_h): no FFN after a mixer. An MLP layer's one norm is its
+    // FFN's.
+    if (kind != BlockKind::feed_forward && !hp.mixer_has_ffn()) {
+        if (attends) l.attn_sinks = b.bind(d.attn_sinks, weight(p, nm.attn_sinks), {hp.n_head});
+        bind_attention_extras(b, hp, i, p, l, attends);
+        return;
+    }
+    if (kind == BlockKind::feed_forward) {
+        l.ffn_norm = l.attn_norm;
+        l.ffn_norm_b = l.attn_norm_b;
+    } else if (d.ffn_norm && pre_norms) {
         l.ffn_norm = b.require(weight(p, nm.ffn_norm), {embd});
         l.ffn_norm_b = b.bind(d.norm_bias, bias(p, nm.ffn_norm), {embd});
     }

@@ -177,6 +177,11 @@ struct LayerWeights {
     const gguf::TensorInfo* ssm_a = nullptr;
     const gguf::TensorInfo* ssm_d = nullptr;
     const gguf::TensorInfo* ssm_out = nullptr;
+    // Mamba-2 (BlockKind::mamba2) binds ssm_in [n_embd, 2 d_inner + 2 groups d_state + heads] (z,
+    // x, B, C, dt rows), the convolution [d_conv, d_inner + 2 groups d_state] with its bias,
+    // ssm_dt's bias [heads], A and D [1, heads], ssm_out, and the grouped norm's weight
+    // [d_inner / groups, groups] (no ssm_x, no ssm_dt matrix), ssm_norm (declared below with the
+    // gated delta net's, which is per head).
     // LFM2's short convolution (BlockKind::short_conv): in [n_embd, 3 n_embd] (B rows, C rows,
     // x rows), the depthwise kernel [l_cache, n_embd] without bias, out [n_embd, n_embd].
     const gguf::TensorInfo* shortconv_in = nullptr;

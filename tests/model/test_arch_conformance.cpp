@@ -36,7 +36,7 @@ const std::vector<std::string> kRuns = {
     // recurrent
     "mamba", "rwkv6", "rwkv7",
     // hybrids
-    "lfm2", "qwen35", "qwen35-mtp", "qwen35moe", "qwen3next",
+    "lfm2", "qwen35", "qwen35-mtp", "qwen35moe", "qwen3next", "granitehybrid", "nemotron_h",
     // layers of different shapes, KV sharing, per-layer embeddings
     "gemma4", "gemma4-moe", "gemma4-e",
     // latent attention and DeepSeek's routing
@@ -230,6 +230,27 @@ TEST(ArchFolder, DescriptionsShowWhatDistinguishesEachFile) {
         {"qwen3next", "/gated_delta_net/key_heads_of_value_heads", "grouped"},
         {"qwen3next", "/gated_delta_net/beta_alpha", "fused"},
         {"qwen3next", "/rope/ordering", "neox"},
+        {"granitehybrid", "/block", "mamba2"},
+        {"granitehybrid", "/layers/0", "mamba2"},
+        {"granitehybrid", "/layers/1", "attention"},
+        {"granitehybrid", "/positions", "none"},
+        {"granitehybrid", "/ssm/head_count", 8},
+        {"granitehybrid", "/ssm/group_count", 1},
+        {"granitehybrid", "/ssm/state_size", 16},
+        {"granitehybrid", "/embedding_scale", 12},
+        {"granitehybrid", "/residual_scale", 0.22},
+        {"granitehybrid", "/attention/scale", 0.0625},
+        {"granitehybrid", "/logit_scale", 8},
+        {"granitehybrid", "/experts/weights_norm", true},
+        {"granitehybrid", "/experts/shared/feed_forward_length", 64},
+        {"nemotron_h", "/layers/0", "mamba2"},
+        {"nemotron_h", "/layers/1", "feed_forward"},
+        {"nemotron_h", "/layers/2", "attention"},
+        {"nemotron_h", "/positions", "none"},
+        {"nemotron_h", "/feed_forward/kind", "relu_squared"},
+        {"nemotron_h", "/feed_forward/length", 192},
+        {"nemotron_h", "/ssm/group_count", 2},
+        {"nemotron_h", "/ssm/head_size", 16},
     };
     for (const Shown& s : kShown) {
         const auto support = describe_support(gguf::File::open(dir / "arch" / (s.file + ".gguf")));

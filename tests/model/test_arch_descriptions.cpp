@@ -27,11 +27,11 @@ struct Spec {
     bool layer_norm = false;  // LayerNorm with biases instead of RMSNorm
     bool fused_qkv = false;
     bool qkv_bias = false;
-    bool out_bias = false;  // attn_output.bias
-    enum { swiglu, geglu, gelu } ffn = swiglu;
+    bool out_bias = false;                                // attn_output.bias
+    enum { swiglu, geglu, gelu, relu_sqr } ffn = swiglu;  // gelu, relu_sqr: ungated
     bool fused_gate_up = false;
     bool ffn_bias = false;
-    enum { rope_normal, rope_neox, learned } pos = rope_normal;
+    enum { rope_normal, rope_neox, learned, no_pos } pos = rope_normal;
     uint32_t n_rot = 0;  // 0: the whole head
     bool parallel = false;
     bool shared_norm = false;  // parallel FFN reads the attention's norm; no ffn_norm tensors
@@ -133,6 +133,15 @@ struct Spec {
          delta_z_gate = true;
     bool attn_gate = false;  // attn_q gives each head its query rows then gate rows
     std::vector<int32_t> rope_sections = {};  // rope.dimension_sections when not empty
+    // Mamba-2 hybrids: the layers without KV heads are Mamba-2 blocks (the ssm.* keys below)
+    // instead of short convolutions; with ff_per_layer (feed_forward_length per layer, nemotron_h)
+    // a width makes a layer without KV heads an MLP alone and no FFN follows a mixer. The toggles
+    // leave a step of the block out (or, ssm_tiled_groups, reads head h's B and C from group
+    // h % groups) so that each is shown to move the logits.
+    bool mamba2 = false;
+    uint32_t ssm_inner = 32, ssm_heads = 4, ssm_groups = 2, ssm_state = 4, ssm_conv = 4;
+    bool ssm_decay = true, ssm_skip = true, ssm_gate = true, ssm_norm = true, ssm_group_norm = true,
+         ssm_tiled_groups = false;
     uint32_t n_embd = 16, n_head = 2, n_head_kv = 1, head_dim = 8, n_ff = 24, n_vocab = 32,
              n_layer = 2, n_ctx = 16;
 };
@@ -176,6 +185,13 @@ struct Tiny {
         }
         if (s.shared_kv) w.set(p + "attention.shared_kv_layers", s.shared_kv);
         if (s.n_pl) w.set(p + "embedding_length_per_layer_input", s.n_pl);
+        if (s.mamba2) {
+            w.set(p + "ssm.conv_kernel", s.ssm_conv);
+            w.set(p + "ssm.inner_size", s.ssm_inner);
+            w.set(p + "ssm.state_size", s.ssm_state);
+            w.set(p + "ssm.time_step_rank", s.ssm_heads);
+            w.set(p + "ssm.group_count", s.ssm_groups);
+        }
         w.set(p + "attention.head_count", s.n_head);
         if (s.kv_heads.empty()) {
             w.set(p + "attention.head_count_kv", s.n_head_kv);
@@ -258,6 +274,19 @@ struct Tiny {
         return w;
     }
 };
+
+// Whether layer l is a Mamba-2 block, an MLP alone (nemotron_h), or has no FFN after its mixer.
+bool is_mamba2_layer(const Spec& s, uint32_t l) {
+    return s.mamba2 && s.kv_heads[l] == 0 && (s.ff_per_layer.empty() || s.ff_per_layer[l] == 0);
+}
+// nemotron_h (Spec::mamba2 with ff_per_layer): a width makes a layer an MLP alone, and no FFN
+// follows a mixer. Elsewhere (gemma4) ff_per_layer is only each layer's FFN width.
+bool is_mlp_layer(const Spec& s, uint32_t l) {
+    return s.mamba2 && !s.ff_per_layer.empty() && s.ff_per_layer[l] > 0;
+}
+bool mixer_alone(const Spec& s) {
+    return s.mamba2 && !s.ff_per_layer.empty();
+}
 
 // Whether layer l's FFN is a mixture of experts.
 bool routed_layer(const Spec& s, uint32_t l) {
@@ -386,6 +415,26 @@ Tiny make_tiny(const Spec& s, uint32_t seed = 1) {
             add(b + "nextn.hnorm.weight", {e}, 1.0f);
             add(b + "nextn.shared_head_norm.weight", {e}, 1.0f);
         }
+        if (is_mlp_layer(s, i)) {
+            add(b + "ffn_up.weight", {e, s.fused_gate_up ? 2 * ff : ff});
+            add(b + "ffn_down.weight", {ff, e});
+            continue;
+        }
+        const bool mamba2_layer = is_mamba2_layer(s, i);
+        if (mamba2_layer) {
+            const int64_t inner = s.ssm_inner, heads = s.ssm_heads, groups = s.ssm_groups;
+            const int64_t conv = inner + 2 * groups * s.ssm_state;
+            add(b + "ssm_in.weight", {e, inner + conv + heads});
+            add(b + "ssm_conv1d.weight", {s.ssm_conv, conv});
+            add(b + "ssm_conv1d.bias", {conv});
+            add(b + "ssm_dt.bias", {heads});
+            add(b + "ssm_a", {1, heads});
+            for (float& a : m.tensors[b + "ssm_a"].data) a = -0.3f - std::abs(a) * 3.0f;
+            add(b + "ssm_d", {1, heads});
+            add(b + "ssm_norm.weight", {inner / groups, groups}, 1.0f);
+            add(b + "ssm_out.weight", {inner, e});
+            if (mixer_alone(s)) continue;
+        }
         if (delta_layer_of(s, i)) {
             const int64_t inner = int64_t{s.delta_nv} * s.delta_dv;
             const int64_t ch = 2 * int64_t{s.delta_nk} * s.delta_dk + inner, nv = s.delta_nv;
@@ -413,7 +462,7 @@ Tiny make_tiny(const Spec& s, uint32_t seed = 1) {
             }
             continue;
         }
-        if (!s.kv_heads.empty() && s.kv_heads[i] == 0) {
+        if (!mamba2_layer && !s.kv_heads.empty() && s.kv_heads[i] == 0) {
             add(b + "shortconv.in_proj.weight", {e, 3 * e});
             add(b + "shortconv.conv.weight", {s.conv_taps, e});
             add(b + "shortconv.out_proj.weight", {e, e});
@@ -423,48 +472,51 @@ Tiny make_tiny(const Spec& s, uint32_t seed = 1) {
             add(b + "ffn_down.weight", {ff, e});
             continue;
         }
-        if (s.attn_norm_2) norm(b + "attn_norm_2");
-        if (s.qk_norm != Spec::qk_none) {
-            const bool whole = s.qk_norm == Spec::qk_whole;
-            add(b + "attn_q_norm.weight", {whole ? q : hd}, 1.0f);
-            add(b + "attn_k_norm.weight", {whole ? kv : hd}, 1.0f);
-        }
-        if (s.norms == Spec::after_residual) {
-            norm(b + "attn_output_norm");
-            norm(b + "layer_output_norm");
-        } else if (s.norms != Spec::pre) {
-            add(b + "post_attention_norm.weight", {e}, 1.0f);
-            add(b + "post_ffw_norm.weight", {e}, 1.0f);
-        }
-        if (s.mla) {
-            const int64_t lora = s.kv_lora, rot = s.n_rot, nope = int64_t{s.head_dim} - rot;
-            if (s.q_lora) {
-                add(b + "attn_q_a.weight", {e, s.q_lora});
-                add(b + "attn_q_a_norm.weight", {s.q_lora}, 1.0f);
-                add(b + "attn_q_b.weight", {s.q_lora, q});
+        if (!mamba2_layer) {
+            if (s.attn_norm_2) norm(b + "attn_norm_2");
+            if (s.qk_norm != Spec::qk_none) {
+                const bool whole = s.qk_norm == Spec::qk_whole;
+                add(b + "attn_q_norm.weight", {whole ? q : hd}, 1.0f);
+                add(b + "attn_k_norm.weight", {whole ? kv : hd}, 1.0f);
+            }
+            if (s.norms == Spec::after_residual) {
+                norm(b + "attn_output_norm");
+                norm(b + "layer_output_norm");
+            } else if (s.norms != Spec::pre) {
+                add(b + "post_attention_norm.weight", {e}, 1.0f);
+                add(b + "post_ffw_norm.weight", {e}, 1.0f);
+            }
+            if (s.mla) {
+                const int64_t lora = s.kv_lora, rot = s.n_rot, nope = int64_t{s.head_dim} - rot;
+                if (s.q_lora) {
+                    add(b + "attn_q_a.weight", {e, s.q_lora});
+                    add(b + "attn_q_a_norm.weight", {s.q_lora}, 1.0f);
+                    add(b + "attn_q_b.weight", {s.q_lora, q});
+                } else {
+                    add(b + "attn_q.weight", {e, q});
+                }
+                add(b + "attn_kv_a_mqa.weight", {e, lora + rot});
+                add(b + "attn_kv_a_norm.weight", {lora}, 1.0f);
+                add(b + "attn_k_b.weight", {nope, lora, s.n_head});
+                add(b + "attn_v_b.weight", {lora, s.mla_v_head, s.n_head});
+            } else if (s.fused_qkv) {
+                add(b + "attn_qkv.weight", {e, q + 2 * kv});
+                if (s.qkv_bias) add(b + "attn_qkv.bias", {q + 2 * kv});
             } else {
-                add(b + "attn_q.weight", {e, q});
+                add(b + "attn_q.weight", {e, s.attn_gate ? 2 * q : q});
+                add(b + "attn_k.weight", {e, kv});
+                if (!s.v_from_k || local_layer(s, i)) add(b + "attn_v.weight", {e, kv});
+                if (s.qkv_bias) {
+                    add(b + "attn_q.bias", {q});
+                    add(b + "attn_k.bias", {kv});
+                    add(b + "attn_v.bias", {kv});
+                }
             }
-            add(b + "attn_kv_a_mqa.weight", {e, lora + rot});
-            add(b + "attn_kv_a_norm.weight", {lora}, 1.0f);
-            add(b + "attn_k_b.weight", {nope, lora, s.n_head});
-            add(b + "attn_v_b.weight", {lora, s.mla_v_head, s.n_head});
-        } else if (s.fused_qkv) {
-            add(b + "attn_qkv.weight", {e, q + 2 * kv});
-            if (s.qkv_bias) add(b + "attn_qkv.bias", {q + 2 * kv});
-        } else {
-            add(b + "attn_q.weight", {e, s.attn_gate ? 2 * q : q});
-            add(b + "attn_k.weight", {e, kv});
-            if (!s.v_from_k || local_layer(s, i)) add(b + "attn_v.weight", {e, kv});
-            if (s.qkv_bias) {
-                add(b + "attn_q.bias", {q});
-                add(b + "attn_k.bias", {kv});
-                add(b + "attn_v.bias", {kv});
-            }
+            add(b + "attn_output.weight", {s.mla ? int64_t{s.n_head} * s.mla_v_head : q, e});
+            if (s.out_bias) add(b + "attn_output.bias", {e});
+            if (s.sinks) add(b + "attn_sinks.weight", {s.n_head});
+            if (mixer_alone(s)) continue;
         }
-        add(b + "attn_output.weight", {s.mla ? int64_t{s.n_head} * s.mla_v_head : q, e});
-        if (s.out_bias) add(b + "attn_output.bias", {e});
-        if (s.sinks) add(b + "attn_sinks.weight", {s.n_head});
         if (!s.shared_norm && pre_norms) norm(b + s.ffn_norm_name);
         if (routed_layer(s, i)) {
             add_experts(b);
@@ -706,6 +758,8 @@ Vec ffn(const Tiny& m, uint32_t l, const Vec& h, bool dense = false) {
     Vec act(ff);
     if (s.ffn == Spec::gelu) {
         for (size_t i = 0; i < ff; ++i) act[i] = gelu(up[i]);
+    } else if (s.ffn == Spec::relu_sqr) {
+        for (size_t i = 0; i < ff; ++i) act[i] = up[i] > 0 ? up[i] * up[i] : 0.0;
     } else {
         Vec gate, u;
         if (s.fused_gate_up) {
@@ -914,6 +968,76 @@ std::vector<Vec> delta_layer(const Tiny& m, uint32_t l, const std::vector<Vec>& 
     return out;
 }
 
+// Mamba-2 layer l over a sequence's rows x (then its FFN, unless each layer is one block):
+// ssm_in to z, x, B, C and dt; the causal convolution of x, B, C with bias (nothing before the
+// sequence) and SiLU; per head dt = softplus(dt + bias), the state [head size][state] decaying
+// by exp(dt A) and fed B x dt, read by C, plus D x; times SiLU(z); RMSNorm per group; ssm_out,
+// scaled by the residual scale, added to the residual.
+std::vector<Vec> mamba2_layer(const Tiny& m, uint32_t l, const std::vector<Vec>& x) {
+    const Spec& s = m.spec;
+    const std::string b = "blk." + std::to_string(l) + ".";
+    const size_t n = x.size(), e = s.n_embd, inner = s.ssm_inner, heads = s.ssm_heads;
+    const size_t groups = s.ssm_groups, ns = s.ssm_state, taps = s.ssm_conv;
+    const size_t conv = inner + 2 * groups * ns, hd = inner / heads;
+    const double residual_scale = s.residual_scale > 0.0f ? s.residual_scale : 1.0;
+    const Tensor& w = m.at(b + "ssm_conv1d.weight");  // channel c's taps at c * taps
+    std::vector<Vec> in(n), out = x;
+    for (size_t t = 0; t < n; ++t)
+        in[t] = matvec(m.at(b + "ssm_in.weight"), normed(m, b + "attn_norm", x[t]), nullptr);
+    std::vector<double> state(heads * hd * ns, 0.0);  // [head][i][j]
+    for (size_t t = 0; t < n; ++t) {
+        Vec xbc(conv);
+        for (size_t c = 0; c < conv; ++c) {
+            double acc = m.at(b + "ssm_conv1d.bias").data[c];
+            for (size_t k = 0; k < taps; ++k) {
+                const size_t back = taps - 1 - k;
+                if (back > t || (back > 0 && !s.conv_history)) continue;
+                acc += w.data[c * taps + k] * in[t - back][inner + c];
+            }
+            xbc[c] = silu(acc);
+        }
+        Vec y(inner);
+        for (size_t h = 0; h < heads; ++h) {
+            const double raw = in[t][inner + conv + h] + m.at(b + "ssm_dt.bias").data[h];
+            const double dt = raw > 20.0 ? raw : std::log1p(std::exp(raw));
+            const double decay = s.ssm_decay ? std::exp(dt * m.at(b + "ssm_a").data[h]) : 1.0;
+            const size_t g = s.ssm_tiled_groups ? h % groups : h / (heads / groups);
+            const double* bv = &xbc[inner + g * ns];
+            const double* cv = &xbc[inner + (groups + g) * ns];
+            for (size_t i = 0; i < hd; ++i) {
+                const double xi = xbc[h * hd + i];
+                double sum = 0.0;
+                for (size_t j = 0; j < ns; ++j) {
+                    double& st = state[(h * hd + i) * ns + j];
+                    st = st * decay + bv[j] * xi * dt;
+                    sum += st * cv[j];
+                }
+                if (s.ssm_skip) sum += m.at(b + "ssm_d").data[h] * xi;
+                y[h * hd + i] = sum;
+            }
+        }
+        if (s.ssm_gate) {
+            for (size_t i = 0; i < inner; ++i) y[i] *= silu(in[t][i]);
+        }
+        if (s.ssm_norm) {
+            const size_t parts = s.ssm_group_norm ? groups : 1, width = inner / parts;
+            for (size_t g = 0; g < parts; ++g) {
+                double sq = 0.0;
+                for (size_t i = 0; i < width; ++i) sq += y[g * width + i] * y[g * width + i];
+                const double inv = 1.0 / std::sqrt(sq / double(width) + 1e-5);
+                for (size_t i = 0; i < width; ++i)
+                    y[g * width + i] *= inv * m.at(b + "ssm_norm.weight").data[g * width + i];
+            }
+        }
+        const Vec o = matvec(m.at(b + "ssm_out.weight"), y, nullptr);
+        for (size_t i = 0; i < e; ++i) out[t][i] += o[i] * residual_scale;
+        if (mixer_alone(s)) continue;
+        const Vec f = ffn(m, l, normed(m, b + s.ffn_norm_name, out[t]));
+        for (size_t i = 0; i < e; ++i) out[t][i] += f[i] * residual_scale;
+    }
+    return out;
+}
+
 // Logits of every position of one sequence (an encoder's final hidden states).
 // Per-layer embeddings (Spec::n_pl): each token's inputs of every layer [n_layer * n_pl] from its
 // row of per_layer_token_embd * sqrt(n_pl) and the RMS-normed projection of its input embedding
@@ -991,6 +1115,17 @@ std::vector<Vec> reference(const Tiny& m, const std::vector<int32_t>& ids) {
     const bool parallel = s.parallel && !s.parallel_key_false;
     for (uint32_t l = 0; l < s.n_layer; ++l) {
         const std::string b = "blk." + std::to_string(l) + ".";
+        if (is_mlp_layer(s, l)) {
+            for (Vec& row : x) {
+                const Vec f = ffn(m, l, normed(m, b + "attn_norm", row));
+                for (size_t i = 0; i < e; ++i) row[i] += f[i];
+            }
+            continue;
+        }
+        if (is_mamba2_layer(s, l)) {
+            x = mamba2_layer(m, l, x);
+            continue;
+        }
         if (!s.kv_heads.empty() && s.kv_heads[l] == 0) {
             x = short_conv_layer(m, l, x);
             continue;
@@ -1062,7 +1197,7 @@ std::vector<Vec> reference(const Tiny& m, const std::vector<int32_t>& ids) {
                     rms_in_place(m, b + "attn_k_norm.weight", &k[t][hh * hd], hd);
             }
             const bool nope = s.nope_period > 0 && l % s.nope_period == s.nope_period - 1;
-            if (s.pos != Spec::learned && !s.alibi && !nope) {
+            if (s.pos != Spec::learned && s.pos != Spec::no_pos && !s.alibi && !nope) {
                 const bool freqs = !(s.rope_freqs_global && local);
                 for (size_t hh = 0; hh < s.n_head; ++hh)
                     rotate(m, &q[t][hh * hd], static_cast<int>(t), base, hd, freqs);
@@ -1140,6 +1275,8 @@ std::vector<Vec> reference(const Tiny& m, const std::vector<int32_t>& ids) {
                                                    : h[t];
                 const Vec f = ffn(m, l, ffn_in);
                 for (size_t i = 0; i < e; ++i) next[t][i] += (o[i] + f[i]) * residual_scale;
+            } else if (mixer_alone(s)) {
+                for (size_t i = 0; i < e; ++i) next[t][i] += o[i];
             } else {
                 for (size_t i = 0; i < e; ++i) next[t][i] += o[i] * residual_scale;
                 Vec f = s.dense_beside && routed_layer(s, l)
@@ -1949,6 +2086,78 @@ TEST(ArchReference, Lfm2LayersKeepOnlyTheirOwnMemory) {
     EXPECT_EQ(cache.recurrent()->bytes(), size_t{2 * 2 * 2 * 2 * 16 * sizeof(float)});
 }
 
+// Granite 4.0-H: Mamba-2 in blocks 0 and 2 around attention without position encoding in block
+// 1; every block's FFN routed (softmax, renormalised) with a shared expert; granite's four
+// multipliers, the residual scale on the Mamba-2 output too.
+Spec granitehybrid_spec() {
+    return Spec{.arch = "granitehybrid",
+                .pos = Spec::no_pos,
+                .embedding_scale = 2.0f,
+                .residual_scale = 0.6f,
+                .attention_scale = 0.3f,
+                .logit_scale = 2.0f,
+                .n_expert = 4,
+                .n_expert_used = 2,
+                .n_ff_expert = 12,
+                .n_ff_shared = 16,
+                .kv_heads = {0, 1, 0},
+                .mamba2 = true,
+                .ssm_groups = 1,
+                .n_layer = 3};
+}
+TEST(ArchReference, GraniteHybridMamba2AmongUnrotatedAttention) {
+    // One batch, chunks and single tokens: the convolution's window and the scan's state cross
+    // steps in the recurrent store.
+    for (size_t chunk : {size_t{0}, size_t{3}, size_t{1}})
+        expect_matches_reference(granitehybrid_spec(), kLongIds, chunk);
+    for (auto change : std::initializer_list<void (*)(Spec&)>{
+             [](Spec& s) { s.conv_history = false; }, [](Spec& s) { s.ssm_decay = false; },
+             [](Spec& s) { s.ssm_skip = false; }, [](Spec& s) { s.ssm_gate = false; },
+             [](Spec& s) { s.ssm_norm = false; }, [](Spec& s) { s.pos = Spec::rope_normal; },
+             [](Spec& s) { s.residual_scale = 0.0f; }, [](Spec& s) { s.n_ff_shared = 0; }}) {
+        expect_reference_depends_on(granitehybrid_spec(), change, kLongIds);
+    }
+}
+// Nemotron-H: Mamba-2 (two groups of B and C, two heads each) in blocks 0 and 3, an MLP alone
+// (squared ReLU, no gate) in block 1, attention alone without position encoding in block 2.
+Spec nemotron_h_spec() {
+    return Spec{.arch = "nemotron_h",
+                .ffn = Spec::relu_sqr,
+                .pos = Spec::no_pos,
+                .kv_heads = {0, 0, 1, 0},
+                .ff_per_layer = {0, 24, 0, 0},
+                .mamba2 = true,
+                .n_layer = 4};
+}
+TEST(ArchReference, NemotronHThreeBlockKinds) {
+    for (size_t chunk : {size_t{0}, size_t{3}, size_t{1}})
+        expect_matches_reference(nemotron_h_spec(), kLongIds, chunk);
+    for (auto change : std::initializer_list<void (*)(Spec&)>{
+             [](Spec& s) { s.ffn = Spec::gelu; }, [](Spec& s) { s.ssm_tiled_groups = true; },
+             [](Spec& s) { s.ssm_group_norm = false; }, [](Spec& s) { s.pos = Spec::rope_normal; },
+             [](Spec& s) { s.conv_history = false; }, [](Spec& s) { s.ssm_skip = false; }}) {
+        expect_reference_depends_on(nemotron_h_spec(), change, kLongIds);
+    }
+}
+// Each layer keeps only its kind's memory: KV cells in the attention layer, a convolution window
+// and a scan state in the Mamba-2 layers, nothing in the MLP layer.
+TEST(ArchReference, NemotronHLayersKeepOnlyTheirOwnMemory) {
+    auto model =
+        Model::from_file(gguf::File::from_bytes(make_tiny(nemotron_h_spec()).writer().to_bytes()));
+    SequenceCache cache(model->hparams(), {.n_seq = 2, .n_ctx = 32});
+    ASSERT_NE(cache.kv(), nullptr);
+    ASSERT_NE(cache.recurrent(), nullptr);
+    for (int layer : {0, 1, 3}) EXPECT_EQ(cache.kv()->layer_cells(layer), 0) << layer;
+    EXPECT_EQ(cache.kv()->layer_cells(2), 32);
+    for (int layer : {0, 3}) EXPECT_NO_THROW(cache.recurrent()->buffer(layer, 1, 1)) << layer;
+    for (int layer : {1, 2}) {
+        EXPECT_THROW(cache.recurrent()->buffer(layer, 1, 0), std::out_of_range) << layer;
+    }
+    // Two sequences, live and checkpoint, two layers of a window of 3 inputs of 32 + 2 * 2 * 4
+    // channels and a state of 4 x 32.
+    EXPECT_EQ(cache.recurrent()->bytes(), size_t{2 * 2 * 2 * (3 * 48 + 4 * 32) * sizeof(float)});
+}
+
 TEST(ArchReference, EveryLayoutKeyChangesTheLogits) {
     const Spec phi = phi3_longrope_spec();
     Spec no_attn_factor = phi, short_factors = phi;
@@ -2523,6 +2732,51 @@ TEST(ArchRefusals, Gemma4LayerKeysAreChecked) {
     m.metadata_u32["gemma4.attention.value_length_swa"] = 16;
     e = load_error(m);
     EXPECT_NE(e.find("value_length must equal key_length"), std::string::npos) << e;
+}
+
+// Mamba-2's sizes and nemotron_h's per-layer widths: heads dividing the inner size, groups
+// dividing the heads, one width per block, a block either attending or an MLP; and granitehybrid
+// with RoPE switched on, which ggufd does not compute.
+TEST(ArchRefusals, Mamba2HybridKeysAreChecked) {
+    Tiny m = make_tiny(nemotron_h_spec());
+    m.spec.ssm_groups = 3;
+    std::string e = load_error(m);
+    EXPECT_NE(e.find("ssm.group_count (3) must divide ssm.time_step_rank (4 heads)"),
+              std::string::npos)
+        << e;
+    m = make_tiny(nemotron_h_spec());
+    m.spec.ssm_heads = 5;
+    e = load_error(m);
+    EXPECT_NE(e.find("ssm.time_step_rank (5 heads) must divide ssm.inner_size (32)"),
+              std::string::npos)
+        << e;
+    m = make_tiny(nemotron_h_spec());
+    m.spec.ff_per_layer = {0, 24, 0};
+    e = load_error(m);
+    EXPECT_NE(e.find("feed_forward_length has 3 entries for 4 blocks"), std::string::npos) << e;
+    m.spec.ff_per_layer = {0, 24, 24, 0};
+    e = load_error(m);
+    EXPECT_NE(e.find("block 2 has both KV heads and a feed-forward width"), std::string::npos) << e;
+    m = make_tiny(nemotron_h_spec());
+    m.spec.ff_per_layer.clear();  // one width for every block
+    e = load_error(m);
+    EXPECT_NE(e.find("feed_forward_length must list one width per block"), std::string::npos) << e;
+    // An MLP's tensors where the widths say Mamba-2 are refused by name.
+    m = make_tiny(nemotron_h_spec());
+    m.spec.ff_per_layer = {24, 0, 0, 0};
+    e = load_error(m);
+    EXPECT_NE(e.find("'blk.0.ffn_up.weight' is missing"), std::string::npos) << e;
+
+    gguf::Writer roped = make_tiny(granitehybrid_spec()).writer();
+    roped.set("granitehybrid.rope.scaling.finetuned", true);
+    e = load_error(roped);
+    EXPECT_NE(e.find("rope.scaling.finetuned true (RoPE in the attention layers) is not "
+                     "supported"),
+              std::string::npos)
+        << e;
+    gguf::Writer unroped = make_tiny(granitehybrid_spec()).writer();
+    unroped.set("granitehybrid.rope.scaling.finetuned", false);
+    EXPECT_EQ(load_error(unroped), "(loaded)");
 }
 
 TEST(ArchRefusals, UnknownArchitectureListsSupported) {

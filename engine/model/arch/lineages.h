@@ -106,6 +106,26 @@ constexpr ArchDesc rwkv_layers(ArchDesc d) {
     return layer_norms(d);
 }
 
+// Mamba-2's state per layer, read by its block (blocks/mamba2.cpp) in this order: the
+// convolution's last ssm.conv_kernel - 1 inputs (x, B and C, channel fastest), then the scan's
+// state, channel fastest so that the SIMD scan updates a vector of a head's channels per state
+// index.
+inline constexpr std::array<StateBuffer, 2> kMamba2State = {
+    StateBuffer{"conv", {StateDim::ssm_conv_window, StateDim::ssm_conv_channels}},
+    StateBuffer{"ssm", {StateDim::ssm_state, StateDim::ssm_inner}}};
+
+// Mamba-2 hybrids' layers (granitehybrid, nemotron_h): the layers without KV heads are Mamba-2
+// blocks with the state above; the attention layers have no position encoding, and Q/K/V and
+// output biases when the file has them.
+constexpr ArchDesc mamba2_hybrid(ArchDesc d) {
+    inherit(d, &ArchDesc::position, PositionKind::none);
+    inherit(d, &ArchDesc::attn_out_bias, Need::optional);
+    inherit(d, &ArchDesc::block, BlockKind::mamba2);
+    if (!d.state.empty()) throw std::logic_error("an architecture sets a field its lineage sets");
+    d.state = kMamba2State;
+    return d;
+}
+
 }  // namespace ggufd::model::arch
 
 namespace ggufd::model::arch {

@@ -18,6 +18,7 @@
 //   latent attn   mla.cpp                  multi-head latent attention (DeepSeek) over a cache of
 //                                           compressed latents, through the absorbed matrices
 //   delta net     gated_delta_net.cpp      Qwen3.5's gated delta net, on the recurrent state
+//   Mamba-2       mamba2.cpp               the grouped scan (SSD), on the recurrent state
 //
 // A block owns views of its layer's weights and reaches its scratch through BlockScratch, which
 // holds one scratch object per block kind: the layers run one after another, so all the layers
@@ -192,5 +193,6 @@ std::unique_ptr<Block> make_per_layer_input_block(const BlockEnv& env);
 std::unique_ptr<Block> make_layer_output_block(const BlockEnv& env, int layer);
 std::unique_ptr<Block> make_latent_attention_block(const BlockEnv& env, int layer);
 std::unique_ptr<Block> make_gated_delta_net_block(const BlockEnv& env, int layer);
+std::unique_ptr<Block> make_mamba2_block(const BlockEnv& env, int layer);
 
 }  // namespace ggufd::model

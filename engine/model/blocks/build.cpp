@@ -28,6 +28,8 @@ std::vector<std::unique_ptr<Block>> build_blocks(const BlockEnv& env) {
                 if (hp.desc->latent_attention) {
                     blocks.push_back(make_latent_attention_block(env, layer));
                     blocks.push_back(make_feed_forward(env, layer));
+                } else if (!hp.mixer_has_ffn()) {
+                    blocks.push_back(make_attention_block(env, layer, nullptr));
                 } else if (hp.parallel_residual) {
                     blocks.push_back(
                         make_attention_block(env, layer, make_feed_forward(env, layer)));
@@ -51,6 +53,13 @@ std::vector<std::unique_ptr<Block>> build_blocks(const BlockEnv& env) {
                 continue;
             case BlockKind::gated_delta_net:
                 blocks.push_back(make_gated_delta_net_block(env, layer));
+                blocks.push_back(make_feed_forward(env, layer));
+                continue;
+            case BlockKind::mamba2:
+                blocks.push_back(make_mamba2_block(env, layer));
+                if (hp.mixer_has_ffn()) blocks.push_back(make_feed_forward(env, layer));
+                continue;
+            case BlockKind::feed_forward:
                 blocks.push_back(make_feed_forward(env, layer));
                 continue;
         }

@@ -64,9 +64,18 @@ class DenseFeedForward final : public FeedForwardBlock {
         const int64_t n = step.n, ff = ops_.hparams().layer_shape(layer_).n_ff;
         const LoraRows& lora = step.lora;
         float* gate = grow(s_.gate, static_cast<size_t>(n * ff));
-        if (ops_.hparams().desc->ffn == FfnKind::gelu) {
+        const FfnKind kind = ops_.hparams().desc->ffn;
+        if (kind == FfnKind::gelu) {
             ops_.affine(*l_.ffn_up, l_.ffn_up_b, xn, n, gate, lora);
             kernels::gelu(gate, gate, n * ff, &ops_.pool());
+        } else if (kind == FfnKind::relu_squared) {
+            ops_.affine(*l_.ffn_up, l_.ffn_up_b, xn, n, gate, lora);
+            ops_.pool().parallel_for(n * ff, [&](int64_t i0, int64_t i1, int) {
+                for (int64_t i = i0; i < i1; ++i) {
+                    const float r = std::max(gate[i], 0.0f);
+                    gate[i] = r * r;
+                }
+            });
         } else if (l_.ffn_gate) {
             float* up = grow(s_.up, static_cast<size_t>(n * ff));
             ops_.linear_many({{l_.ffn_gate, gate}, {l_.ffn_up, up}}, xn, n, lora);
