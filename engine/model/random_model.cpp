@@ -4,6 +4,7 @@
 #include <cmath>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "engine/kernels/formats.h"
@@ -33,6 +34,10 @@ class Rng {
         for (int i = 0; i < 4; ++i) s += static_cast<float>(next() >> 40) * 0x1p-24f;
         return (s - 2.0f) * 1.7320508f;
     }
+    // The state after `draws` more calls of next(): splitmix64's state is a counter, so a row of
+    // a matrix can be filled on any thread with exactly the values a sequential fill gives it.
+    Rng ahead(uint64_t draws) const { return Rng(state_ + draws * 0x9e3779b97f4a7c15ull); }
+    static constexpr uint64_t kDrawsPerNormal = 4;
 
   private:
     uint64_t state_;
@@ -56,11 +61,26 @@ void add_matrix(gguf::Writer& w, Rng& rng, const std::string& name, gguf::Tensor
         throw gguf::Error("random model: cannot quantize to " + std::string(info.name));
     const uint64_t row_bytes = gguf::row_bytes(type, static_cast<uint64_t>(cols));
     std::vector<uint8_t> data(row_bytes * static_cast<uint64_t>(rows));
-    std::vector<float> row(static_cast<size_t>(cols));
-    for (int64_t r = 0; r < rows; ++r) {
-        for (float& x : row) x = rng.normal() * stddev;
-        k.from_float(row.data(), data.data() + static_cast<uint64_t>(r) * row_bytes, cols);
+    // Rows are split over the cores (a 7B model's K-quant search takes minutes on one); each
+    // starts its generator where a sequential fill would be, so the file is the same bytes.
+    const uint64_t draws_per_row = static_cast<uint64_t>(cols) * Rng::kDrawsPerNormal;
+    auto fill = [&](int64_t begin, int64_t end) {
+        Rng local = rng.ahead(static_cast<uint64_t>(begin) * draws_per_row);
+        std::vector<float> row(static_cast<size_t>(cols));
+        for (int64_t r = begin; r < end; ++r) {
+            for (float& x : row) x = local.normal() * stddev;
+            k.from_float(row.data(), data.data() + static_cast<uint64_t>(r) * row_bytes, cols);
+        }
+    };
+    const int64_t workers = std::clamp<int64_t>(
+        std::min<int64_t>(std::thread::hardware_concurrency(), rows * cols / (1 << 16)), 1, rows);
+    {
+        std::vector<std::jthread> threads;
+        for (int64_t t = 1; t < workers; ++t)
+            threads.emplace_back(fill, rows * t / workers, rows * (t + 1) / workers);
+        fill(0, rows / workers);
     }
+    rng = rng.ahead(static_cast<uint64_t>(rows) * draws_per_row);
     w.add_tensor(name, type, shape, data);
 }
 
