@@ -123,7 +123,7 @@ IFS=, read -r -a tlist <<<"$threads"
 if [ "$(left)" -gt 30 ]; then
   log "roofline"
   for t in "${tlist[@]}"; do
-    { echo "# ggufd roofline t$t"; "$bin/ggufd-bench" --roofline -t "$t" --buffer-mib 1024 --csv \
+    { echo "# ggufd roofline t$t"; "$bin/ggufd-bench" --roofline -t "$t" --csv \
       2>>"$out/log.txt"; } >>"$results"
   done
 fi
