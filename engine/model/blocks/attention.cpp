@@ -11,11 +11,10 @@
 #include "engine/model/blocks/block.h"
 
 namespace ggufd::model {
-namespace {
 
-kernels::RopeParams rope_params(const HParams& hp, uint32_t layer) {
+kernels::RopeParams rope_params(const HParams& hp, uint32_t n_rot) {
     kernels::RopeParams p;
-    p.n_rot = hp.layer_shape(layer).n_rot;
+    p.n_rot = n_rot;
     p.mode = hp.rope_ordering == RopeOrdering::neox ? kernels::RopeMode::neox
                                                     : kernels::RopeMode::normal;
     p.freq_base = hp.rope_freq_base;
@@ -24,15 +23,23 @@ kernels::RopeParams rope_params(const HParams& hp, uint32_t layer) {
         p.ext_factor = hp.yarn_ext_factor < 0.0f ? 1.0f : hp.yarn_ext_factor;
     }
     p.attn_factor = hp.yarn_attn_factor;
-    // The kernel's YaRN magnitude is 1 + 0.1 ln factor; a log multiplier divides it by
-    // 1 + 0.1 m ln factor (Hugging Face's mscale over mscale_all_dim).
+    p.beta_fast = hp.yarn_beta_fast;
+    p.beta_slow = hp.yarn_beta_slow;
+    p.n_ctx_orig = static_cast<int32_t>(hp.rope_n_ctx_orig);
+    return p;
+}
+
+namespace {
+
+// The layer's rotation with the YaRN magnitude that standard attention keeps: a log multiplier
+// divides the kernel's 1 + 0.1 ln factor by 1 + 0.1 m ln factor (Hugging Face's mscale over
+// mscale_all_dim).
+kernels::RopeParams attention_rope_params(const HParams& hp, uint32_t layer) {
+    kernels::RopeParams p = rope_params(hp, hp.layer_shape(layer).n_rot);
     if (hp.rope_scaling == RopeScaling::yarn && hp.yarn_log_mul > 0.0f &&
         hp.rope_scale_factor > 1.0f) {
         p.attn_factor /= 1.0f + 0.1f * hp.yarn_log_mul * std::log(hp.rope_scale_factor);
     }
-    p.beta_fast = hp.yarn_beta_fast;
-    p.beta_slow = hp.yarn_beta_slow;
-    p.n_ctx_orig = static_cast<int32_t>(hp.rope_n_ctx_orig);
     return p;
 }
 
@@ -105,7 +112,7 @@ AttentionBlock::AttentionBlock(const BlockEnv& env, int layer,
                                                            std::numeric_limits<int32_t>::max()))
                  : 0),
       gated_(hp_.desc->attn_output_gate),
-      rope_(rope_params(hp_, static_cast<uint32_t>(layer))),
+      rope_(attention_rope_params(hp_, static_cast<uint32_t>(layer))),
       q_dim_(int64_t{shape_.head_dim_k} * hp_.n_head),
       k_dim_(shape_.n_embd_k_gqa()),
       v_dim_(shape_.n_embd_v_gqa()),

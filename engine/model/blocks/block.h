@@ -54,6 +54,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/kernels/ops.h"
 #include "engine/model/blocks/primitives.h"
 #include "engine/model/sequence_cache.h"
 
@@ -174,6 +175,10 @@ class FeedForwardBlock : public LayerBlock {
 };
 
 // The blocks of a model, in the order the step runs them.
+// The model's rotation of n_rot dims per head (frequency base and scaling, YaRN's ramp); each
+// attention kind settles YaRN's magnitude (attn_factor) itself.
+kernels::RopeParams rope_params(const HParams& hp, uint32_t n_rot);
+
 std::vector<std::unique_ptr<Block>> build_blocks(const BlockEnv& env);
 
 // One per block kind, each in its file. The attention block takes its layer's FFN when the

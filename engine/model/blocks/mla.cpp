@@ -26,20 +26,8 @@ namespace {
 // (ggml multiplies cos and sin by 1 + 0.1 ln factor when YaRN extrapolates; MLA puts the
 // magnitude into the score scale instead).
 kernels::RopeParams mla_rope_params(const HParams& hp, const float* freq_factors) {
-    kernels::RopeParams p;
-    p.n_rot = hp.n_rot;
-    p.mode = hp.rope_ordering == RopeOrdering::neox ? kernels::RopeMode::neox
-                                                    : kernels::RopeMode::normal;
-    p.freq_base = hp.rope_freq_base;
-    p.freq_scale = hp.rope_scaling == RopeScaling::none ? 1.0f : 1.0f / hp.rope_scale_factor;
-    p.attn_factor = hp.yarn_attn_factor;
-    if (hp.rope_scaling == RopeScaling::yarn) {
-        p.ext_factor = hp.yarn_ext_factor < 0.0f ? 1.0f : hp.yarn_ext_factor;
-        if (p.ext_factor != 0.0f) p.attn_factor /= 1.0f + 0.1f * std::log(hp.rope_scale_factor);
-    }
-    p.beta_fast = hp.yarn_beta_fast;
-    p.beta_slow = hp.yarn_beta_slow;
-    p.n_ctx_orig = static_cast<int32_t>(hp.rope_n_ctx_orig);
+    kernels::RopeParams p = rope_params(hp, hp.n_rot);
+    if (p.ext_factor != 0.0f) p.attn_factor /= 1.0f + 0.1f * std::log(hp.rope_scale_factor);
     p.freq_factors = freq_factors;
     return p;
 }
