@@ -22,7 +22,11 @@
 #   GGUFD_SWEEP_MODELS   folder of the models (default models/bench)
 #   GGUFD_SWEEP_THREADS  thread counts (default 1,2,4,6,8,12,16)
 #   GGUFD_SWEEP_SECONDS  time budget in seconds (default 3600)
-#   GGUFD_SWEEP_SHAPES   which shapes (default "7b tl")
+#   GGUFD_SWEEP_SHAPES   which shapes (default "7b tl"; also the 2026 families at their real widths:
+#                        qwen35-4b, a Qwen3.5-4B-like hybrid; ds2-lite, a DeepSeek-V2-Lite-like
+#                        MLA mixture; gemma4-4b, a Gemma-4-like dense model)
+#   GGUFD_SWEEP_TYPES    which types (default "q4_0 q4_k_m")
+#   GGUFD_SWEEP_SKIP     space-separated phases to leave out: roofline tg pp depth kv
 #   GGUFD_CONFORMANCE_DIR  where the vocabulary of the random models is (tokenizer/)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -39,6 +43,8 @@ results=$out/results.csv
 log() { echo "[$((SECONDS - start))s] $*" | tee -a "$out/log.txt" >&2; }
 left() { echo $((budget - (SECONDS - start))); }
 max_threads=${threads##*,}
+skip=" ${GGUFD_SWEEP_SKIP:-} "
+wanted() { [[ "$skip" != *" $1 "* ]]; }
 
 { date -u; nproc; lscpu; grep -E 'MemTotal|MemAvailable' /proc/meminfo; uptime
   git log --oneline -1 2>/dev/null || true; } >"$out/machine.txt" 2>&1
@@ -66,6 +72,14 @@ fi
 declare -A shape_args=(
   [tl]="--n-embd 2048 --n-layer 22 --n-head 32 --n-head-kv 4 --n-ff 5632"
   [7b]="--n-embd 4096 --n-layer 32 --n-head 32 --n-head-kv 32 --n-ff 11008"
+  [qwen35-4b]="--arch qwen35 --n-embd 2560 --n-layer 32 --n-head 16 --n-head-kv 4 --head-dim 256
+    --n-rot 64 --n-ff 9216 --ssm-state 128 --ssm-groups 16 --ssm-dt-rank 32 --ssm-inner 4096
+    --full-attention-interval 4 --n-ctx 32768"
+  [ds2-lite]="--arch deepseek2 --n-embd 2048 --n-layer 27 --n-head 16 --head-dim 192 --n-rot 64
+    --kv-lora-rank 512 --n-expert 64 --n-expert-used 6 --n-ff-expert 1408 --n-expert-shared 2
+    --n-dense-lead 1 --n-ff 10944 --n-ctx 32768"
+  [gemma4-4b]="--arch gemma4 --n-embd 2560 --n-layer 30 --n-head 8 --n-head-kv 4 --head-dim 256
+    --n-ff 10240 --n-ctx 32768"
 )
 declare -A type_args=([q4_0]="--type Q4_0" [q4_k_m]="--type Q4_K --output-type Q6_K")
 make_model() {  # $1 shape, $2 type
@@ -75,7 +89,8 @@ make_model() {  # $1 shape, $2 type
   "$bin/ggufd-mkmodel" --out "$f.tmp" --vocab "$vocab" ${shape_args[$1]} ${type_args[$2]} \
     >>"$out/log.txt" 2>&1 && mv "$f.tmp" "$f"
 }
-for type in q4_0 q4_k_m; do
+read -r -a types <<<"${GGUFD_SWEEP_TYPES:-q4_0 q4_k_m}"
+for type in "${types[@]}"; do
   for shape in "${shapes[@]}"; do
     make_model "$shape" "$type" || log "could not make $shape-$type"
   done
@@ -120,7 +135,7 @@ pair() {  # $1 label, $2 need, $3 model, then the test's shared arguments
 }
 
 IFS=, read -r -a tlist <<<"$threads"
-if [ "$(left)" -gt 30 ]; then
+if wanted roofline && [ "$(left)" -gt 30 ]; then
   log "roofline"
   for t in "${tlist[@]}"; do
     { echo "# ggufd roofline t$t"; "$bin/ggufd-bench" --roofline -t "$t" --csv \
@@ -128,26 +143,36 @@ if [ "$(left)" -gt 30 ]; then
   done
 fi
 # Decode first: the issue's target. The 7B shape leads (the bandwidth target is on it).
-for shape in "${shapes[@]}"; do
-  for type in q4_0 q4_k_m; do
+wanted tg && for shape in "${shapes[@]}"; do
+  for type in "${types[@]}"; do
     m="$models/$shape-$type.gguf"
     [ -f "$m" ] || continue
-    need=40; [ "$shape" = 7b ] && need=120
+    need=40; [ "$shape" != tl ] && need=120
     pair "tg16 $shape-$type" "$need" "$m" -p 0 -n 16 -t "$threads" -r 2
   done
 done
-[ -f "$models/7b-q4_0.gguf" ] && [ "$(left)" -gt 60 ] &&
+wanted roofline && [ -f "$models/7b-q4_0.gguf" ] && [ "$(left)" -gt 60 ] &&
   run_ggufd "roofline fractions 7b-q4_0 t$max_threads" --roofline -m "$models/7b-q4_0.gguf" -p 0 \
     -n 16 -t "$max_threads" -r 2
 # Prefill: every thread count on the small shape, the wide ones on the 7B.
-pair "pp512 tl-q4_0" 60 "$models/tl-q4_0.gguf" -p 512 -n 0 -t "$threads" -r 1
-pair "pp512 7b-q4_0" 90 "$models/7b-q4_0.gguf" -p 512 -n 0 -t 4,8,"$max_threads" -r 1
-pair "tg16 at depth 4096 tl-q4_0" 60 "$models/tl-q4_0.gguf" -p 0 -n 16 -d 4096 \
-  -t 8,"$max_threads" -r 1
-pair "pp512 tl-q4_k_m" 30 "$models/tl-q4_k_m.gguf" -p 512 -n 0 -t 8,"$max_threads" -r 1
-pair "tg16 at depth 4096 7b-q4_0" 90 "$models/7b-q4_0.gguf" -p 0 -n 16 -d 4096 \
-  -t "$max_threads" -r 1
-pair "pp512 7b-q4_k_m" 60 "$models/7b-q4_k_m.gguf" -p 512 -n 0 -t "$max_threads" -r 1
+wanted pp && pair "pp512 tl-q4_0" 60 "$models/tl-q4_0.gguf" -p 512 -n 0 -t "$threads" -r 1
+wanted pp && pair "pp512 7b-q4_0" 90 "$models/7b-q4_0.gguf" -p 512 -n 0 -t 4,8,"$max_threads" -r 1
+wanted pp && pair "pp512 tl-q4_k_m" 30 "$models/tl-q4_k_m.gguf" -p 512 -n 0 -t 8,"$max_threads" -r 1
+# Every shape at depth 0 and 4096 at the most threads (the families' table).
+wanted depth && for shape in "${shapes[@]}"; do
+  m="$models/$shape-${types[0]}.gguf"
+  need=60; [ "$shape" != tl ] && need=90
+  pair "depth $shape-${types[0]}" "$need" "$m" -p 512 -n 16 -d 0,4096 -t "$max_threads" -r 1
+done
+# The KV cache each engine allocates per token (llama.cpp says it only when verbose).
+wanted kv && for shape in "${shapes[@]}"; do
+  m="$models/$shape-${types[0]}.gguf"
+  [ -f "$m" ] && [ -n "$llama" ] && [ "$(left)" -gt 20 ] || continue
+  "$llama" -m "$m" -p 0 -n 1 -d 0 -r 1 -t "$max_threads" -v 2>&1 |
+    grep -E "kv_cache|KV self size|n_ctx " | sed "s|^|kv $shape llama.cpp: |" >>"$out/log.txt"
+  "$bin/ggufd-bench" -m "$m" -p 0 -n 1 -r 1 -t "$max_threads" 2>&1 | grep -E "^KV cache" |
+    sed "s|^|kv $shape ggufd: |" >>"$out/log.txt"
+done
 log "done in $((SECONDS - start))s"
 
 python3 - "$results" <<'EOF' | tee "$out/summary.txt"

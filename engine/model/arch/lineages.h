@@ -139,15 +139,33 @@ inline constexpr std::array<StateBuffer, 2> kGatedDeltaState = {
 // The Qwen3.5 / Qwen3-Next hybrid (qwen35, qwen35moe, qwen3next): gated delta nets with a gated
 // full-attention block every full_attention_interval blocks (qwen3's attention: per-head Q/K
 // norm, NeoX RoPE, here on rope.dimension_count of the head only), the FFN's norm named
-// post_attention_norm.
+// post_attention_norm, multi-token-prediction layers after the last block when the file has them.
 constexpr ArchDesc qwen35_layers(ArchDesc d) {
     inherit(d, &ArchDesc::block, BlockKind::gated_delta_net);
+    inherit(d, &ArchDesc::nextn_layers, true);
     inherit(d, &ArchDesc::hybrid, HybridLayers::interval);
     inherit(d, &ArchDesc::attn_output_gate, true);
     inherit(d.names, &TensorNames::ffn_norm, std::string_view("post_attention_norm"));
     if (!d.state.empty()) throw std::logic_error("an architecture sets a field its lineage sets");
     d.state = kGatedDeltaState;
     return qwen3_attention(d);
+}
+
+// Qwen's routed FFN (qwen3moe, qwen35moe, qwen3next): softmax over the experts, the best
+// expert_used_count kept and renormalised.
+constexpr ArchDesc qwen_experts(ArchDesc d) {
+    inherit(d, &ArchDesc::experts, Need::required);
+    inherit(d, &ArchDesc::gating, ExpertGating::softmax);
+    inherit(d, &ArchDesc::expert_weights_norm, true);
+    return d;
+}
+
+// The hybrids' mixture (qwen35moe, qwen3next): Qwen's routing plus a shared expert scaled by
+// sigmoid(ffn_gate_inp_shexp . x).
+constexpr ArchDesc qwen_hybrid_experts(ArchDesc d) {
+    inherit(d, &ArchDesc::shared_expert, Need::required);
+    inherit(d, &ArchDesc::shared_expert_gate, Need::required);
+    return qwen_experts(d);
 }
 
 }  // namespace ggufd::model::arch

@@ -10,7 +10,6 @@ namespace ggufd::model::arch {
 extern constinit const ArchDesc qwen35 = qwen35_layers({
     .name = "qwen35",
     .rope_sections = RopeSections::interleaved,
-    .nextn_layers = true,
     .delta_key_heads = DeltaKeyHeads::tiled,
 });
 

@@ -5,16 +5,10 @@
 
 namespace ggufd::model::arch {
 
-extern constinit const ArchDesc qwen35moe = qwen35_layers({
+extern constinit const ArchDesc qwen35moe = qwen35_layers(qwen_hybrid_experts({
     .name = "qwen35moe",
     .rope_sections = RopeSections::interleaved,
-    .experts = Need::required,
-    .gating = ExpertGating::softmax,
-    .expert_weights_norm = true,
-    .shared_expert = Need::required,
-    .shared_expert_gate = Need::required,
-    .nextn_layers = true,
     .delta_key_heads = DeltaKeyHeads::tiled,
-});
+}));
 
 }  // namespace ggufd::model::arch

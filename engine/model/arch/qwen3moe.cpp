@@ -5,11 +5,6 @@
 
 namespace ggufd::model::arch {
 
-extern constinit const ArchDesc qwen3moe = qwen3_attention({
-    .name = "qwen3moe",
-    .experts = Need::required,
-    .gating = ExpertGating::softmax,
-    .expert_weights_norm = true,
-});
+extern constinit const ArchDesc qwen3moe = qwen3_attention(qwen_experts({.name = "qwen3moe"}));
 
 }  // namespace ggufd::model::arch

@@ -6,16 +6,10 @@
 
 namespace ggufd::model::arch {
 
-extern constinit const ArchDesc qwen3next = qwen35_layers({
+extern constinit const ArchDesc qwen3next = qwen35_layers(qwen_hybrid_experts({
     .name = "qwen3next",
-    .experts = Need::required,
-    .gating = ExpertGating::softmax,
-    .expert_weights_norm = true,
-    .shared_expert = Need::required,
-    .shared_expert_gate = Need::required,
-    .nextn_layers = true,
     .delta_key_heads = DeltaKeyHeads::grouped,
     .delta_fused_ba = true,
-});
+}));
 
 }  // namespace ggufd::model::arch
