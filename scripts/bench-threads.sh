@@ -158,11 +158,14 @@ wanted roofline && [ -f "$models/7b-q4_0.gguf" ] && [ "$(left)" -gt 60 ] &&
 wanted pp && pair "pp512 tl-q4_0" 60 "$models/tl-q4_0.gguf" -p 512 -n 0 -t "$threads" -r 1
 wanted pp && pair "pp512 7b-q4_0" 90 "$models/7b-q4_0.gguf" -p 512 -n 0 -t 4,8,"$max_threads" -r 1
 wanted pp && pair "pp512 tl-q4_k_m" 30 "$models/tl-q4_k_m.gguf" -p 512 -n 0 -t 8,"$max_threads" -r 1
-# Every shape at depth 0 and 4096 at the most threads (the families' table).
-wanted depth && for shape in "${shapes[@]}"; do
-  m="$models/$shape-${types[0]}.gguf"
-  need=60; [ "$shape" != tl ] && need=90
-  pair "depth $shape-${types[0]}" "$need" "$m" -p 512 -n 16 -d 0,4096 -t "$max_threads" -r 1
+# Every shape at depth 0, then at 4096, at the most threads (the families' table).
+wanted depth && for depth in 0 4096; do
+  for shape in "${shapes[@]}"; do
+    m="$models/$shape-${types[0]}.gguf"
+    need=20; [ "$depth" != 0 ] && need=60
+    pair "depth $depth $shape-${types[0]}" "$need" "$m" -p 512 -n 16 -d "$depth" \
+      -t "$max_threads" -r 1
+  done
 done
 # The KV cache each engine allocates per token (llama.cpp says it only when verbose).
 wanted kv && for shape in "${shapes[@]}"; do

@@ -160,6 +160,9 @@ void add_per_layer_shapes(gguf::Writer& w, const RandomModelSpec& s, uint32_t he
     w.set(p + "rope.freq_base", 1e6f);
     w.set(p + "rope.freq_base_swa", s.rope_freq_base);
     w.set(p + "final_logit_softcapping", 30.0f);
+    // Written as the dense models' files write them (llama.cpp requires both keys).
+    w.set(p + "embedding_length_per_layer_input", uint32_t{0});
+    w.set(p + "attention.shared_kv_layers", uint32_t{0});
     wanted.insert("rope_freqs.weight");
 }
 
