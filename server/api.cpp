@@ -89,6 +89,8 @@ Api::Api(ModelRegistry& registry, ApiOptions options)
     add_anthropic_routes();
     add_ollama_routes();
     add_responses_routes();
+    add_props_routes();
+    add_lora_routes();
 }
 
 const Api::Route* Api::match(const std::string& method, const std::string& path,
@@ -198,9 +200,30 @@ void Api::with_model(const std::string& name, KeepAlive keep_alive, const HttpRe
         WithModel then;
         std::chrono::steady_clock::time_point since = std::chrono::steady_clock::now();
     };
+    // "base:adapter" names a LoRA adapter of a model as a model of its own (vLLM's and the
+    // gateways' way): the base model serves it, with the adapter chosen (apply_model_adapter).
+    std::string base = name;
+    std::string adapter;
+    if (const size_t colon = name.rfind(':');
+        colon != std::string::npos && colon > 0 && !registry_.state(name)) {
+        base = name.substr(0, colon);
+        adapter = name.substr(colon + 1);
+        then = [adapter, name, then = std::move(then)](
+                   const HttpRequest& req, const std::shared_ptr<ResponseChannel>& to,
+                   std::shared_ptr<ModelLease> lease) {
+            if (!has_adapter(lease->model(), adapter)) {
+                throw ApiError::not_found(
+                    fmt::format("The model '{}' does not exist: '{}' has no LoRA adapter '{}'",
+                                name, lease->model().name(), adapter),
+                    "model_not_found");
+            }
+            to->access().adapter = adapter;
+            then(req, to, std::move(lease));
+        };
+    }
     auto parked = std::make_shared<Parked>(Parked{without_body(request), channel, std::move(then)});
     std::shared_ptr<ModelLease> lease = registry_.acquire(
-        name, keep_alive,
+        base, keep_alive,
         [this, parked, post = channel->poster()](std::shared_ptr<ModelLease> loaded,
                                                  std::exception_ptr error) {
             post([this, parked, loaded = std::move(loaded), error]() mutable {
@@ -257,7 +280,7 @@ void Api::check_request(const scheduler::GenerationRequest& request, ModelBacken
             prompt_param, "context_length_exceeded");
     }
     throw_refusal(scheduler::validate(request, model.vocab_size(), model.generator().context_size(),
-                                      model.generator().adapters()),
+                                      *model.generator().adapters()),
                   prompt_param, options_.retry_after_s);
 }
 
@@ -291,6 +314,18 @@ void Api::list_models_openai(const HttpRequest&, const std::shared_ptr<ResponseC
                         {"object", "model"},
                         {"created", registry_.created(name)},
                         {"owned_by", "ggufd"}});
+        // A loaded model's LoRA adapters are models too ("base:adapter"), as vLLM lists them.
+        if (registry_.state(name) != ModelState::loaded) continue;
+        const auto d = registry_.describe(name, false);
+        if (!d || !d->contains("lora_adapters")) continue;
+        for (const json& a : (*d)["lora_adapters"]) {
+            data.push_back({{"id", name + ":" + a.value("name", "")},
+                            {"object", "model"},
+                            {"created", registry_.created(name)},
+                            {"owned_by", "ggufd"},
+                            {"parent", name},
+                            {"root", a.value("path", "")}});
+        }
     }
     channel->respond(json_response(200, {{"object", "list"}, {"data", std::move(data)}}));
 }
@@ -348,7 +383,13 @@ namespace {
 
 void start_generation(GenerationPlan plan, ModelBackend& model,
                       const std::shared_ptr<ResponseChannel>& channel, const char* prompt_param,
-                      int retry_after_s) {
+                      int retry_after_s, metrics::AdapterBoard* board) {
+    if (board) {
+        const auto adapters = model.generator().adapters();
+        plan.adapter_board = board;
+        for (ChoicePlan& c : plan.choices)
+            c.adapters = adapter_ids(c.request, *adapters, model.name());
+    }
     auto job = std::make_shared<GenerationJob>(std::move(plan), channel);
     throw_refusal(job->start(model.generator()), prompt_param, retry_after_s);
 }
@@ -358,7 +399,7 @@ void start_generation(GenerationPlan plan, ModelBackend& model,
 void add_choices(GenerationPlan& plan, size_t prompt_index,
                  const scheduler::GenerationRequest& base, int32_t n) {
     for (int32_t j = 0; j < n; ++j) {
-        ChoicePlan c{prompt_index, base};
+        ChoicePlan c{prompt_index, base, {}};
         if (c.request.sampling.seed) *c.request.sampling.seed += static_cast<uint64_t>(j);
         plan.choices.push_back(std::move(c));
     }
@@ -435,6 +476,7 @@ void Api::start_completion(ModelRequest<CompletionRequest> parsed,
         engine_request.sampling = r.sampling;
         engine_request.stop = r.stop;
         engine_request.lora = r.lora;
+        apply_model_adapter(engine_request, channel->access().adapter, model);
         if (p.is_tokens) {
             engine_request.prompt = p.tokens;
         } else if (r.suffix) {
@@ -453,7 +495,8 @@ void Api::start_completion(ModelRequest<CompletionRequest> parsed,
         check_request(engine_request, model, "prompt");
         add_choices(plan, k, engine_request, r.n);
     }
-    start_generation(std::move(plan), model, channel, "prompt", options_.retry_after_s);
+    start_generation(std::move(plan), model, channel, "prompt", options_.retry_after_s,
+                     options_.adapter_board);
 }
 
 void Api::chat_completions(const HttpRequest& request,
@@ -473,6 +516,7 @@ void Api::start_chat(ModelRequest<ChatRequest> parsed,
     engine_request.sampling = r.sampling;
     engine_request.stop = r.stop;
     engine_request.lora = r.lora;
+    apply_model_adapter(engine_request, channel->access().adapter, model);
     ChatPrompt prompt = render_chat_prompt(r, model);
     engine_request.prompt = std::move(prompt.tokens);
     const std::string prompt_text = std::move(prompt.text);
@@ -497,7 +541,8 @@ void Api::start_chat(ModelRequest<ChatRequest> parsed,
     plan.chat_output = std::move(rules.parser);
     engine_request.render_tokens = model.chat_markup_tokens();
     add_choices(plan, 0, engine_request, r.n);
-    start_generation(std::move(plan), model, channel, "messages", options_.retry_after_s);
+    start_generation(std::move(plan), model, channel, "messages", options_.retry_after_s,
+                     options_.adapter_board);
 }
 
 ChatPrompt render_chat_prompt(const ChatRequest& r, const ModelBackend& model) {

@@ -15,6 +15,7 @@
 #include "server/http_types.h"
 #include "server/infill.h"
 #include "server/limits.h"
+#include "server/metrics/metrics.h"
 #include "server/model_registry.h"
 #include "server/ollama.h"
 #include "server/reply_writer.h"
@@ -40,6 +41,9 @@ struct ApiOptions {
     int retry_after_s = 1;
     // Reasoning tokens of a chat request that does not set reasoning_budget_tokens; -1: none.
     int reasoning_budget = -1;
+    // Where the LoRA adapters loaded and the requests using them are counted for /metrics (not
+    // owned; must outlive the Api); null: not counted.
+    metrics::AdapterBoard* adapter_board = nullptr;
 };
 
 class Api {
@@ -136,6 +140,14 @@ class Api {
 
     HandlerFn health, metrics, list_models_openai, list_models, show_model;
     HandlerFn load_model, unload_model;
+    // llama-server's GET /props and GET /slots (props_api.cpp).
+    void add_props_routes();
+    HandlerFn props, slots;
+    // LoRA adapters loaded and unloaded at run time, and their scales (lora_api.cpp).
+    void add_lora_routes();
+    HandlerFn load_lora_adapter, unload_lora_adapter, list_lora_adapters, set_lora_scales;
+    // After a change of the model's adapters: what /metrics shows of them.
+    void publish_adapters(ModelBackend& model) const;
     // Model endpoints, served through model_route.
     void completions(const HttpRequest&, const std::shared_ptr<ResponseChannel>&,
                      ModelRequest<CompletionRequest>);
@@ -228,5 +240,19 @@ struct ChatPrompt {
     std::string text;
 };
 ChatPrompt render_chat_prompt(const ChatRequest& r, const ModelBackend& model);
+
+// LoRA adapters as models (lora_api.cpp). Whether the model has an adapter of that name.
+bool has_adapter(ModelBackend& model, const std::string& adapter);
+// A request whose `model` named one of the model's adapters generates with it: added to its
+// `lora` (at the adapter's default scale, or 1 when that is 0) unless the list already chooses it.
+void apply_model_adapter(scheduler::GenerationRequest& request, const std::string& adapter,
+                         ModelBackend& model);
+// The adapters a request generates with, as a request's `model` names them ("base:adapter").
+std::vector<std::string> adapter_ids(const scheduler::GenerationRequest& request,
+                                     const std::vector<scheduler::NamedAdapter>& adapters,
+                                     const std::string& model);
+// Every adapter of the model, named so.
+std::vector<std::string> adapter_ids(const std::vector<scheduler::NamedAdapter>& adapters,
+                                     const std::string& model);
 
 }  // namespace ggufd::server

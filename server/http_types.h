@@ -37,6 +37,7 @@ struct HttpResponse {
 struct AccessInfo {
     std::string route;  // the matched route pattern, e.g. "/models/{id}"
     std::string model;
+    std::string adapter;  // the LoRA adapter the request's model named ("base:adapter"), if any
     int64_t prompt_tokens = -1;
     int64_t completion_tokens = -1;
     double time_to_first_token_s = -1.0;

@@ -308,6 +308,79 @@ TEST_F(ServerTest, ChatStreamedWithUsage) {
     EXPECT_EQ(usage["usage"]["completion_tokens"], 4);
 }
 
+// llama-server's timings, from what the engine measured (the fake: 4 ms of prompt, 8 ms of
+// generation, 1 prompt token cached): in the body, and on each choice's last chunk.
+TEST_F(ServerTest, TimingsAsLlamaServerWritesThem) {
+    start();
+    Client c(port);
+    auto r = c.post("/v1/completions", {{"prompt", "ab"}});
+    ASSERT_EQ(r.result_int(), 200) << r.body();
+    json t = body_of(r)["timings"];
+    EXPECT_EQ(t["prompt_n"], 2);  // BOS + 2 bytes, one of them cached
+    EXPECT_EQ(t["cache_n"], 1);
+    EXPECT_DOUBLE_EQ(t["prompt_ms"].get<double>(), 4.0);
+    EXPECT_DOUBLE_EQ(t["prompt_per_token_ms"].get<double>(), 2.0);
+    EXPECT_DOUBLE_EQ(t["prompt_per_second"].get<double>(), 500.0);
+    EXPECT_EQ(t["predicted_n"], 4);
+    EXPECT_DOUBLE_EQ(t["predicted_ms"].get<double>(), 8.0);
+    EXPECT_DOUBLE_EQ(t["predicted_per_token_ms"].get<double>(), 2.0);
+    EXPECT_DOUBLE_EQ(t["predicted_per_second"].get<double>(), 500.0);
+
+    r = c.post("/v1/chat/completions", {{"messages", chat_messages}});
+    ASSERT_EQ(r.result_int(), 200);
+    EXPECT_EQ(body_of(r)["timings"]["predicted_n"], 4);
+
+    r = c.post("/v1/chat/completions", {{"messages", chat_messages}, {"stream", true}});
+    Sse sse = parse_sse(r.body());
+    ASSERT_GE(sse.events.size(), 2u);
+    const json& last = sse.events.back();
+    EXPECT_EQ(last["choices"][0]["finish_reason"], "stop");
+    EXPECT_EQ(last["timings"]["predicted_n"], 4);
+    EXPECT_DOUBLE_EQ(last["timings"]["prompt_ms"].get<double>(), 4.0);
+    // Only the last chunk carries them.
+    EXPECT_FALSE(sse.events.front().contains("timings"));
+}
+
+TEST_F(ServerTest, PropsDescribeTheModelAsLlamaServerDoes) {
+    backend->template_text = "{{ messages }}";
+    gen().slots = {{0, false, 64, 0, 0, 0}, {1, true, 64, 10, 7, 3}};
+    start();
+    Client c(port);
+    auto r = c.get("/props");
+    ASSERT_EQ(r.result_int(), 200) << r.body();
+    json p = body_of(r);
+    EXPECT_EQ(p["total_slots"], 2);
+    EXPECT_EQ(p["model_alias"], "fake");
+    EXPECT_EQ(p["chat_template"], "{{ messages }}");
+    EXPECT_EQ(p["modalities"], (json{{"vision", false}, {"audio", false}}));
+    EXPECT_EQ(p["bos_token"], "<s>");
+    EXPECT_TRUE(p["build_info"].get<std::string>().starts_with("ggufd "));
+    const json& settings = p["default_generation_settings"];
+    EXPECT_EQ(settings["n_ctx"], 64);
+    // The engine's own defaults, under llama-server's names.
+    EXPECT_EQ(settings["params"]["repeat_last_n"], sampling::SamplingParams{}.penalty_last_n);
+    EXPECT_EQ(settings["params"]["dry_sequence_breakers"].size(), 4u);
+    EXPECT_EQ(settings["params"]["samplers"].front(), "penalties");
+    EXPECT_EQ(c.get("/props?model=fake").result_int(), 200);
+    EXPECT_EQ(c.get("/props?model=nope").result_int(), 404);
+
+    r = c.get("/slots");
+    ASSERT_EQ(r.result_int(), 200);
+    json slots = body_of(r);
+    ASSERT_EQ(slots.size(), 2u);
+    EXPECT_EQ(slots[1]["id"], 1);
+    EXPECT_EQ(slots[1]["is_processing"], true);
+    EXPECT_EQ(slots[1]["n_ctx"], 64);
+    EXPECT_EQ(slots[1]["n_prompt_tokens"], 7);
+    EXPECT_EQ(slots[1]["next_token"]["n_decoded"], 3);
+    EXPECT_EQ(slots[0]["is_processing"], false);
+    EXPECT_EQ(c.get("/slots?fail_on_no_slot=1").result_int(), 200);
+    gen().slots[0].processing = true;
+    r = c.get("/slots?fail_on_no_slot=1");
+    EXPECT_EQ(r.result_int(), 503);
+    EXPECT_FALSE(r[http::field::retry_after].empty());
+}
+
 TEST_F(ServerTest, ChatWithSeveralChoicesAndLogprobs) {
     start();
     Client c(port);
@@ -518,6 +591,8 @@ TEST_F(ServerTest, ApiKeyIsRequiredExceptOnHealth) {
     EXPECT_EQ(c.post("/v1/completions", {{"prompt", "x"}}).result_int(), 401);
     EXPECT_EQ(c.get("/health").result_int(), 200);
     EXPECT_EQ(c.get("/metrics").result_int(), 401);
+    EXPECT_EQ(c.get("/slots").result_int(), 401);
+    EXPECT_EQ(c.get("/props").result_int(), 401);
     // Unknown routes do not reveal themselves without a key.
     EXPECT_EQ(c.get("/nope").result_int(), 401);
     EXPECT_EQ(c.get("/nope", {{"Authorization", "Bearer sk-two"}}).result_int(), 404);

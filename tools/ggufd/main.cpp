@@ -184,7 +184,8 @@ int main(int argc, char** argv) {
                 spec.name, spec.path, backend->load_seconds(), backend->model().hparams().arch,
                 backend->scheduler().n_slots(), backend->scheduler().context_size(),
                 chat::family_name(backend->chat_family()));
-            const auto adapters = backend->scheduler().adapters();
+            const auto list = backend->scheduler().adapters();
+            const auto& adapters = *list;
             for (size_t i = 0; i < adapters.size(); ++i) {
                 spdlog::info("model '{}': LoRA adapter {} '{}' ({} matrices), scale {} by default",
                              spec.name, i, adapters[i].name, adapters[i].adapter->weights().size(),
