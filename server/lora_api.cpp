@@ -229,12 +229,20 @@ void Api::list_lora_adapters(const HttpRequest& request,
 // an adapter left out gets 0 (the base model). The scales of requests already taken stay.
 void Api::set_lora_scales(const HttpRequest& request,
                           const std::shared_ptr<ResponseChannel>& channel, const std::string&) {
-    const RequestJson body = parse_json_body(request.body);
-    if (!body.is_array()) {
+    // llama-server's body is the array itself; {"model", "lora": [...]} names a model too.
+    const size_t first = request.body.find_first_not_of(" \t\r\n");
+    const bool bare = first != std::string::npos && request.body[first] == '[';
+    const RequestJson wrapped =
+        parse_json_body(bare ? "{\"lora\": " + request.body + "}" : request.body);
+    const RequestJson* entries = field(wrapped, "lora");
+    if (!entries || !entries->is_array()) {
         throw ApiError::bad_request("the body must be an array of {\"id\", \"scale\"}", "lora");
     }
+    const RequestJson body = *entries;
+    std::string model_name = get_string(wrapped, "model");
+    if (model_name.empty()) model_name = request.query_param("model").value_or("");
     with_model(
-        request.query_param("model").value_or(""), std::nullopt, request, channel,
+        model_name, std::nullopt, request, channel,
         [this, body](const HttpRequest&, const std::shared_ptr<ResponseChannel>& to,
                      std::shared_ptr<ModelLease> lease) {
             ModelBackend& model = lease->model();

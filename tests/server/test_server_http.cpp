@@ -381,6 +381,105 @@ TEST_F(ServerTest, PropsDescribeTheModelAsLlamaServerDoes) {
     EXPECT_FALSE(r[http::field::retry_after].empty());
 }
 
+// Adapters loaded at run time become models ("base:adapter") that every dialect can name, and
+// go away for new requests once unloaded; a bad file is refused with the reason.
+TEST_F(ServerTest, LoraAdaptersLoadServeAndUnloadAsModels) {
+    metrics::AdapterBoard board;
+    ServerOptions o;
+    o.api.adapter_board = &board;
+    start(o);
+    Client c(port);
+    auto r = c.post("/v1/load_lora_adapter", {{"lora_name", "sql"}, {"lora_path", "/x/sql.gguf"}});
+    ASSERT_EQ(r.result_int(), 200) << r.body();
+    EXPECT_EQ(body_of(r)["model"], "fake:sql");
+    r = c.post("/v1/load_lora_adapter", {{"lora_name", "sql"}, {"lora_path", "/x/sql.gguf"}});
+    EXPECT_EQ(r.result_int(), 409);
+    r = c.post("/v1/load_lora_adapter", {{"lora_name", "b"}, {"lora_path", "/x/bad.gguf"}});
+    EXPECT_EQ(r.result_int(), 400);
+    EXPECT_NE(body_of(r)["error"]["message"].get<std::string>().find("bad magic"),
+              std::string::npos);
+    EXPECT_EQ(c.post("/v1/load_lora_adapter", {{"lora_name", "x"}}).result_int(), 400);
+
+    json models = body_of(c.get("/v1/models"))["data"];
+    ASSERT_EQ(models.size(), 2u);
+    EXPECT_EQ(models[1]["id"], "fake:sql");
+    EXPECT_EQ(models[1]["parent"], "fake");
+    ASSERT_EQ(board.snapshot().size(), 1u);
+    EXPECT_EQ(board.snapshot()[0].name, "fake:sql");
+
+    // Named as the model, in OpenAI's, Anthropic's and Ollama's dialects: the adapter is chosen.
+    ASSERT_EQ(c.post("/v1/chat/completions", {{"model", "fake:sql"}, {"messages", chat_messages}})
+                  .result_int(),
+              200);
+    ASSERT_EQ(c.post("/v1/messages", {{"model", "fake:sql"},
+                                      {"max_tokens", 8},
+                                      {"messages", {{{"role", "user"}, {"content", "hi"}}}}})
+                  .result_int(),
+              200);
+    ASSERT_EQ(c.post("/api/generate", {{"model", "fake:sql"}, {"prompt", "hi"}, {"stream", false}})
+                  .result_int(),
+              200);
+    ASSERT_EQ(c.post("/v1/completions", {{"model", "fake"}, {"prompt", "x"}}).result_int(), 200);
+    auto reqs = gen().requests();
+    ASSERT_EQ(reqs.size(), 4u);
+    for (size_t i = 0; i < 3; ++i) {
+        ASSERT_TRUE(reqs[i].lora) << i;
+        ASSERT_EQ(reqs[i].lora->size(), 1u);
+        EXPECT_EQ((*reqs[i].lora)[0].name, "sql");
+        EXPECT_FLOAT_EQ((*reqs[i].lora)[0].scale, 1.0f);
+    }
+    EXPECT_FALSE(reqs[3].lora);  // the base model
+    EXPECT_EQ(board.snapshot()[0].running, 0);  // every request ended
+
+    // llama-server's scales: the one a request that names no adapter gets.
+    r = c.post("/lora-adapters", json::array({{{"id", 0}, {"scale", 0.5}}}));
+    ASSERT_EQ(r.result_int(), 200) << r.body();
+    r = c.get("/lora-adapters");
+    ASSERT_EQ(r.result_int(), 200);
+    EXPECT_DOUBLE_EQ(body_of(r)[0]["scale"].get<double>(), 0.5);
+    EXPECT_EQ(body_of(r)[0]["name"], "sql");
+    EXPECT_EQ(c.post("/lora-adapters", json::array({{{"id", 3}}})).result_int(), 400);
+
+    r = c.post("/v1/unload_lora_adapter", {{"lora_name", "fake:sql"}});
+    ASSERT_EQ(r.result_int(), 200) << r.body();
+    EXPECT_EQ(c.post("/v1/unload_lora_adapter", {{"lora_name", "sql"}}).result_int(), 404);
+    r = c.post("/v1/chat/completions", {{"model", "fake:sql"}, {"messages", chat_messages}});
+    EXPECT_EQ(r.result_int(), 404);
+    EXPECT_EQ(body_of(r)["error"]["code"], "model_not_found");
+    EXPECT_EQ(body_of(c.get("/v1/models"))["data"].size(), 1u);
+    EXPECT_TRUE(board.snapshot().empty());
+}
+
+// A request counts on the board while it waits and runs, by the adapter it uses.
+TEST_F(ServerTest, LoraRequestsAreCountedWhileTheyRun) {
+    metrics::AdapterBoard board;
+    ServerOptions o;
+    o.api.adapter_board = &board;
+    start(o);
+    Client c(port);
+    ASSERT_EQ(c.post("/v1/load_lora_adapter", {{"lora_name", "a"}, {"lora_path", "/x/a.gguf"}})
+                  .result_int(),
+              200);
+    FakeGenerator::Script s;
+    s.endless = true;
+    s.delay = 5ms;
+    gen().set_script(s);
+    Client streaming(port);
+    streaming.send(http::verb::post, "/v1/completions",
+                   json{{"model", "fake:a"}, {"prompt", "x"}, {"stream", true}, {"max_tokens", 30000}}
+                       .dump());
+    streaming.read_until("Hello");
+    ASSERT_EQ(board.snapshot().size(), 1u);
+    EXPECT_EQ(board.snapshot()[0].running, 1);
+    EXPECT_EQ(board.snapshot()[0].waiting, 0);
+    // Unloaded under the running request: new requests can no longer name it, the running one
+    // goes on to its end.
+    ASSERT_EQ(c.post("/v1/unload_lora_adapter", {{"lora_name", "a"}}).result_int(), 200);
+    streaming.read_until("Hello");
+    streaming.close();
+    ASSERT_TRUE(gen().wait_cancelled(1));
+}
+
 TEST_F(ServerTest, ChatWithSeveralChoicesAndLogprobs) {
     start();
     Client c(port);

@@ -122,6 +122,8 @@ int main(int argc, char** argv) {
         mm.set_kv_cells(0, int64_t{b.scheduler().n_slots()} * b.scheduler().context_size());
         metrics.watch_scheduler(b.name(), std::shared_ptr<const scheduler::SchedulerStats>(
                                               b.shared_from_this(), &b.scheduler().stats()));
+        metrics.adapters().set_loaded(b.name(),
+                                      server::adapter_ids(*b.scheduler().adapters(), b.name()));
     };
     // Each model's settings: its own entries of the per-model settings, else the shared ones; its
     // scheduler pushes batch sizes and token gaps into that model's metrics.
@@ -160,6 +162,7 @@ int main(int argc, char** argv) {
     };
     registry_options.on_unload = [&metrics](const std::string& name) {
         metrics.for_model(name).on_unload();
+        metrics.adapters().set_loaded(name, {});
     };
     server::ModelRegistry registry(std::move(registry_options));
     if (cfg.models.empty() && cfg.models_dir.empty()) {
@@ -222,6 +225,7 @@ int main(int argc, char** argv) {
     try {
         server::ServerOptions options = server::server_options_from_config(cfg);
         options.api.metrics = [&metrics] { return metrics.render(); };
+        options.api.adapter_board = &metrics.adapters();
         options.on_access = [&metrics](const server::AccessInfo& a, int status, double total_s) {
             metrics.on_request(a.route, a.model, status, total_s);
             if (a.time_to_first_token_s >= 0)
