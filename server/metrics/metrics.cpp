@@ -453,7 +453,7 @@ std::vector<AdapterBoard::Adapter> AdapterBoard::snapshot() const {
     std::vector<Adapter> out;
     for (const auto& [model, adapters] : state_->loaded) {
         for (const std::string& a : adapters) {
-            Adapter entry{a};
+            Adapter entry{model, a};
             if (auto it = state_->counts.find(a); it != state_->counts.end()) {
                 entry.running = it->second.first;
                 entry.waiting = it->second.second;
@@ -494,8 +494,10 @@ std::vector<prometheus::MetricFamily> Metrics::adapter_families() const {
                                 "Requests with the LoRA adapter waiting for a slot");
     std::string running_list, waiting_list;
     for (const AdapterBoard::Adapter& a : adapters) {
-        add_gauge(running, {{"adapter", a.name}}, static_cast<double>(a.running));
-        add_gauge(waiting, {{"adapter", a.name}}, static_cast<double>(a.waiting));
+        add_gauge(running, {{"model", a.model}, {"adapter", a.name}},
+                  static_cast<double>(a.running));
+        add_gauge(waiting, {{"model", a.model}, {"adapter", a.name}},
+                  static_cast<double>(a.waiting));
         if (a.running > 0) running_list += (running_list.empty() ? "" : ",") + a.name;
         if (a.waiting > 0) waiting_list += (waiting_list.empty() ? "" : ",") + a.name;
     }

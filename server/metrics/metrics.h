@@ -73,6 +73,7 @@ class AdapterBoard {
     std::unique_ptr<Use> queued(std::vector<std::string> adapters);
 
     struct Adapter {
+        std::string model;
         std::string name;
         int64_t running = 0;
         int64_t waiting = 0;
