@@ -208,9 +208,9 @@ void Api::with_model(const std::string& name, KeepAlive keep_alive, const HttpRe
         colon != std::string::npos && colon > 0 && !registry_.state(name)) {
         base = name.substr(0, colon);
         adapter = name.substr(colon + 1);
-        then = [adapter, name, then = std::move(then)](
-                   const HttpRequest& req, const std::shared_ptr<ResponseChannel>& to,
-                   std::shared_ptr<ModelLease> lease) {
+        then = [adapter, name, then = std::move(then)](const HttpRequest& req,
+                                                       const std::shared_ptr<ResponseChannel>& to,
+                                                       std::shared_ptr<ModelLease> lease) {
             if (!has_adapter(lease->model(), adapter)) {
                 throw ApiError::not_found(
                     fmt::format("The model '{}' does not exist: '{}' has no LoRA adapter '{}'",

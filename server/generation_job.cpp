@@ -51,7 +51,7 @@ class ChoiceSink : public JobSink<GenerationJob, scheduler::GenerationSink> {
 
   private:
     size_t index_;
-    std::shared_ptr<std::atomic<bool>> ended_;  // this choice's reply is complete
+    std::shared_ptr<std::atomic<bool>> ended_;              // this choice's reply is complete
     std::unique_ptr<metrics::AdapterBoard::Use> adapters_;  // counted until the choice ends
 };
 

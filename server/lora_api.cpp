@@ -172,8 +172,7 @@ void Api::load_lora_adapter(const HttpRequest& request,
 // {"lora_name" (or "base:name"), "model"}: new requests can no longer choose it; those already
 // taken keep it to their end (each holds the adapter), and its memory goes with the last.
 void Api::unload_lora_adapter(const HttpRequest& request,
-                              const std::shared_ptr<ResponseChannel>& channel,
-                              const std::string&) {
+                              const std::shared_ptr<ResponseChannel>& channel, const std::string&) {
     const RequestJson body = parse_json_body(request.body);
     std::string model_name = get_string(body, "model");
     const std::string full = get_string(body, "lora_name");
@@ -181,33 +180,32 @@ void Api::unload_lora_adapter(const HttpRequest& request,
         if (const size_t colon = full.rfind(':'); colon != std::string::npos && colon > 0)
             model_name = full.substr(0, colon);
     }
-    with_model(model_name, std::nullopt, request, channel,
-               [this, body](const HttpRequest&, const std::shared_ptr<ResponseChannel>& to,
-                            std::shared_ptr<ModelLease> lease) {
-                   ModelBackend& model = lease->model();
-                   const std::string name = adapter_name(body, model.name());
-                   {
-                       std::lock_guard lock(adapter_changes);
-                       std::vector<NamedAdapter> list = *model.generator().adapters();
-                       auto it = std::find_if(list.begin(), list.end(), [&](const NamedAdapter& a) {
-                           return a.name == name;
-                       });
-                       if (it == list.end()) {
-                           throw ApiError::not_found(
-                               fmt::format("the model '{}' has no LoRA adapter '{}'", model.name(),
-                                           name),
-                               "lora_adapter_not_found");
-                       }
-                       list.erase(it);
-                       model.generator().set_adapters(std::move(list));
-                   }
-                   publish_adapters(model);
-                   spdlog::info("model '{}': LoRA adapter '{}' unloaded", model.name(), name);
-                   to->access().adapter = name;
-                   to->respond(json_answer(200, {{"object", "lora_adapter"},
-                                                 {"status", "unloaded"},
-                                                 {"model", model.name() + ":" + name}}));
-               });
+    with_model(
+        model_name, std::nullopt, request, channel,
+        [this, body](const HttpRequest&, const std::shared_ptr<ResponseChannel>& to,
+                     std::shared_ptr<ModelLease> lease) {
+            ModelBackend& model = lease->model();
+            const std::string name = adapter_name(body, model.name());
+            {
+                std::lock_guard lock(adapter_changes);
+                std::vector<NamedAdapter> list = *model.generator().adapters();
+                auto it = std::find_if(list.begin(), list.end(),
+                                       [&](const NamedAdapter& a) { return a.name == name; });
+                if (it == list.end()) {
+                    throw ApiError::not_found(
+                        fmt::format("the model '{}' has no LoRA adapter '{}'", model.name(), name),
+                        "lora_adapter_not_found");
+                }
+                list.erase(it);
+                model.generator().set_adapters(std::move(list));
+            }
+            publish_adapters(model);
+            spdlog::info("model '{}': LoRA adapter '{}' unloaded", model.name(), name);
+            to->access().adapter = name;
+            to->respond(json_answer(200, {{"object", "lora_adapter"},
+                                          {"status", "unloaded"},
+                                          {"model", model.name() + ":" + name}}));
+        });
 }
 
 // llama-server's list: [{"id", "path", "scale"}] (and ggufd's "name" and "model").
@@ -241,36 +239,36 @@ void Api::set_lora_scales(const HttpRequest& request,
     const RequestJson body = *entries;
     std::string model_name = get_string(wrapped, "model");
     if (model_name.empty()) model_name = request.query_param("model").value_or("");
-    with_model(
-        model_name, std::nullopt, request, channel,
-        [this, body](const HttpRequest&, const std::shared_ptr<ResponseChannel>& to,
-                     std::shared_ptr<ModelLease> lease) {
-            ModelBackend& model = lease->model();
-            std::lock_guard lock(adapter_changes);
-            std::vector<NamedAdapter> list = *model.generator().adapters();
-            std::vector<float> scales(list.size(), 0.0f);
-            for (size_t i = 0; i < body.size(); ++i) {
-                const RequestJson& e = body[i];
-                const std::string at = fmt::format("[{}]", i);
-                int64_t id = -1;
-                if (!e.is_object() || !as_integer(e.value("id", RequestJson()), id) || id < 0 ||
-                    static_cast<size_t>(id) >= list.size()) {
-                    throw ApiError::bad_request(
-                        fmt::format("{} must be {{\"id\", \"scale\"}} with an id among the "
-                                    "model's {} adapter(s)",
-                                    at, list.size()),
-                        "id");
-                }
-                const float scale = static_cast<float>(get_number(e, "scale", 1.0, -100.0, 100.0));
-                scales[static_cast<size_t>(id)] = scale;
-            }
-            for (size_t i = 0; i < list.size(); ++i) list[i].default_scale = scales[i];
-            model.generator().set_adapters(list);
-            json out = json::array();
-            for (size_t i = 0; i < list.size(); ++i)
-                out.push_back(adapter_json(i, list[i], model.name()));
-            to->respond(json_answer(200, out));
-        });
+    with_model(model_name, std::nullopt, request, channel,
+               [this, body](const HttpRequest&, const std::shared_ptr<ResponseChannel>& to,
+                            std::shared_ptr<ModelLease> lease) {
+                   ModelBackend& model = lease->model();
+                   std::lock_guard lock(adapter_changes);
+                   std::vector<NamedAdapter> list = *model.generator().adapters();
+                   std::vector<float> scales(list.size(), 0.0f);
+                   for (size_t i = 0; i < body.size(); ++i) {
+                       const RequestJson& e = body[i];
+                       const std::string at = fmt::format("[{}]", i);
+                       int64_t id = -1;
+                       if (!e.is_object() || !as_integer(e.value("id", RequestJson()), id) ||
+                           id < 0 || static_cast<size_t>(id) >= list.size()) {
+                           throw ApiError::bad_request(
+                               fmt::format("{} must be {{\"id\", \"scale\"}} with an id among the "
+                                           "model's {} adapter(s)",
+                                           at, list.size()),
+                               "id");
+                       }
+                       const float scale =
+                           static_cast<float>(get_number(e, "scale", 1.0, -100.0, 100.0));
+                       scales[static_cast<size_t>(id)] = scale;
+                   }
+                   for (size_t i = 0; i < list.size(); ++i) list[i].default_scale = scales[i];
+                   model.generator().set_adapters(list);
+                   json out = json::array();
+                   for (size_t i = 0; i < list.size(); ++i)
+                       out.push_back(adapter_json(i, list[i], model.name()));
+                   to->respond(json_answer(200, out));
+               });
 }
 
 }  // namespace ggufd::server

@@ -89,8 +89,9 @@ class ChatWriter : public OpenAIWriter {
     }
 
     void choice_end(size_t index, const ChoiceState& c, ResponseChannel& out) override {
-        send_last(out, chat_chunk(answer_.meta, static_cast<int>(index), json::object(), nullptr,
-                                  finish_reason(c)),
+        send_last(out,
+                  chat_chunk(answer_.meta, static_cast<int>(index), json::object(), nullptr,
+                             finish_reason(c)),
                   c);
     }
 
@@ -150,10 +151,10 @@ class CompletionWriter : public OpenAIWriter {
     }
 
     void choice_end(size_t index, const ChoiceState& c, ResponseChannel& out) override {
-        send_last(out,
-                  completion_chunk(answer_.meta, static_cast<int>(index), "", nullptr,
-                                   finish_reason(c)),
-                  c);
+        send_last(
+            out,
+            completion_chunk(answer_.meta, static_cast<int>(index), "", nullptr, finish_reason(c)),
+            c);
     }
 
     json body(std::span<const ChoiceState> choices, const ReplyTotals& totals) override {

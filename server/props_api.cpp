@@ -101,33 +101,32 @@ void Api::add_props_routes() {
 void Api::props(const HttpRequest& request, const std::shared_ptr<ResponseChannel>& channel,
                 const std::string&) {
     const std::string name = request.query_param("model").value_or("");
-    with_model(name, std::nullopt, request, channel,
-               [this](const HttpRequest&, const std::shared_ptr<ResponseChannel>& to,
-                      std::shared_ptr<ModelLease> lease) {
-                   ModelBackend& model = lease->model();
-                   const std::vector<scheduler::SlotState> slots =
-                       model.generator().slot_states();
-                   json settings = {{"id", 0},
-                                    {"id_task", -1},
-                                    {"n_ctx", model.generator().context_size()},
-                                    {"speculative", false},
-                                    {"is_processing", false},
-                                    {"params", default_params()}};
-                   const json described = registry_.describe(model.name(), false).value_or(json());
-                   const tokenizer::SpecialTokens special = model.special_tokens();
-                   const metrics::BuildInfo build = metrics::BuildInfo::current();
-                   to->respond(json_answer(
-                       200, {{"default_generation_settings", std::move(settings)},
-                             {"total_slots", slots.size()},
-                             {"model_alias", model.name()},
-                             {"model_path", described.value("path", "")},
-                             {"chat_template", model.chat_template()},
-                             {"modalities", {{"vision", false}, {"audio", false}}},
-                             {"bos_token", token_text(model, special.bos)},
-                             {"eos_token", token_text(model, special.eos)},
-                             {"build_info", fmt::format("ggufd {}", build.version)},
-                             {"is_sleeping", false}}));
-               });
+    with_model(
+        name, std::nullopt, request, channel,
+        [this](const HttpRequest&, const std::shared_ptr<ResponseChannel>& to,
+               std::shared_ptr<ModelLease> lease) {
+            ModelBackend& model = lease->model();
+            const std::vector<scheduler::SlotState> slots = model.generator().slot_states();
+            json settings = {{"id", 0},
+                             {"id_task", -1},
+                             {"n_ctx", model.generator().context_size()},
+                             {"speculative", false},
+                             {"is_processing", false},
+                             {"params", default_params()}};
+            const json described = registry_.describe(model.name(), false).value_or(json());
+            const tokenizer::SpecialTokens special = model.special_tokens();
+            const metrics::BuildInfo build = metrics::BuildInfo::current();
+            to->respond(json_answer(200, {{"default_generation_settings", std::move(settings)},
+                                          {"total_slots", slots.size()},
+                                          {"model_alias", model.name()},
+                                          {"model_path", described.value("path", "")},
+                                          {"chat_template", model.chat_template()},
+                                          {"modalities", {{"vision", false}, {"audio", false}}},
+                                          {"bos_token", token_text(model, special.bos)},
+                                          {"eos_token", token_text(model, special.eos)},
+                                          {"build_info", fmt::format("ggufd {}", build.version)},
+                                          {"is_sleeping", false}}));
+        });
 }
 
 void Api::slots(const HttpRequest& request, const std::shared_ptr<ResponseChannel>& channel,
@@ -135,22 +134,22 @@ void Api::slots(const HttpRequest& request, const std::shared_ptr<ResponseChanne
     const std::string name = request.query_param("model").value_or("");
     const std::optional<std::string> fail = request.query_param("fail_on_no_slot");
     const bool fail_on_no_slot = fail && *fail != "0" && *fail != "false";
-    with_model(name, std::nullopt, request, channel,
-               [this, fail_on_no_slot](const HttpRequest&,
-                                       const std::shared_ptr<ResponseChannel>& to,
-                                       std::shared_ptr<ModelLease> lease) {
-                   json out = json::array();
-                   bool free = false;
-                   for (const scheduler::SlotState& s : lease->model().generator().slot_states()) {
-                       free = free || !s.processing;
-                       out.push_back(slot_json(s));
-                   }
-                   if (fail_on_no_slot && !free) {
-                       throw ApiError::unavailable("no slot is free", "no_slot_available",
-                                                   options_.retry_after_s);
-                   }
-                   to->respond(json_answer(200, out));
-               });
+    with_model(
+        name, std::nullopt, request, channel,
+        [this, fail_on_no_slot](const HttpRequest&, const std::shared_ptr<ResponseChannel>& to,
+                                std::shared_ptr<ModelLease> lease) {
+            json out = json::array();
+            bool free = false;
+            for (const scheduler::SlotState& s : lease->model().generator().slot_states()) {
+                free = free || !s.processing;
+                out.push_back(slot_json(s));
+            }
+            if (fail_on_no_slot && !free) {
+                throw ApiError::unavailable("no slot is free", "no_slot_available",
+                                            options_.retry_after_s);
+            }
+            to->respond(json_answer(200, out));
+        });
 }
 
 }  // namespace ggufd::server

@@ -298,7 +298,8 @@ void Scheduler::finish(Slot& slot, FinishReason reason, const std::string& error
     }
     // Release the slot before telling the client, so whoever reacts to the finish sees it free.
     if (a.first_token_sent)
-        a.usage.generation_s = std::chrono::duration<double>(Clock::now() - a.first_token_at).count();
+        a.usage.generation_s =
+            std::chrono::duration<double>(Clock::now() - a.first_token_at).count();
     const std::shared_ptr<GenerationSink> sink = a.request.sink;
     const Usage usage = a.usage;
     slot.active.reset();

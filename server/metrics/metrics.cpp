@@ -400,7 +400,7 @@ std::string Metrics::render() {
 
 struct AdapterBoard::Use::State {
     mutable std::mutex mutex;
-    std::map<std::string, std::vector<std::string>, std::less<>> loaded;  // model -> adapters
+    std::map<std::string, std::vector<std::string>, std::less<>> loaded;     // model -> adapters
     std::map<std::string, std::pair<int64_t, int64_t>, std::less<>> counts;  // running, waiting
 };
 
@@ -507,9 +507,8 @@ std::vector<prometheus::MetricFamily> Metrics::adapter_families() const {
     auto info = gauge_family("vllm:lora_requests_info",
                              "Running stats on LoRA requests (vLLM's form); the value is the "
                              "time of the reading in Unix seconds");
-    const double now = std::chrono::duration<double>(
-                           std::chrono::system_clock::now().time_since_epoch())
-                           .count();
+    const double now =
+        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
     add_gauge(info,
               {{"max_lora", std::to_string(adapters.size())},
                {"running_lora_adapters", running_list},

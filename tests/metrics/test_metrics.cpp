@@ -362,9 +362,15 @@ TEST(Metrics, LoraAdaptersWithRunningAndWaitingRequests) {
     first->started();
     first->started();  // once only
     auto e = scrape(m);
-    EXPECT_EQ(value_of(e, "ggufd_lora_requests_running", {{"model", "base"}, {"adapter", "base:sql"}}), 1);
-    EXPECT_EQ(value_of(e, "ggufd_lora_requests_waiting", {{"model", "base"}, {"adapter", "base:sql"}}), 1);
-    EXPECT_EQ(value_of(e, "ggufd_lora_requests_waiting", {{"model", "base"}, {"adapter", "base:chat"}}), 1);
+    EXPECT_EQ(
+        value_of(e, "ggufd_lora_requests_running", {{"model", "base"}, {"adapter", "base:sql"}}),
+        1);
+    EXPECT_EQ(
+        value_of(e, "ggufd_lora_requests_waiting", {{"model", "base"}, {"adapter", "base:sql"}}),
+        1);
+    EXPECT_EQ(
+        value_of(e, "ggufd_lora_requests_waiting", {{"model", "base"}, {"adapter", "base:chat"}}),
+        1);
     const auto info = e.all("vllm:lora_requests_info");
     ASSERT_EQ(info.size(), 1u);
     EXPECT_EQ(info[0].labels.at("max_lora"), "2");
@@ -377,8 +383,12 @@ TEST(Metrics, LoraAdaptersWithRunningAndWaitingRequests) {
     first.reset();
     second->started();
     e = scrape(m);
-    EXPECT_EQ(value_of(e, "ggufd_lora_requests_running", {{"model", "base"}, {"adapter", "base:sql"}}), 1);
-    EXPECT_EQ(value_of(e, "ggufd_lora_requests_waiting", {{"model", "base"}, {"adapter", "base:sql"}}), 0);
+    EXPECT_EQ(
+        value_of(e, "ggufd_lora_requests_running", {{"model", "base"}, {"adapter", "base:sql"}}),
+        1);
+    EXPECT_EQ(
+        value_of(e, "ggufd_lora_requests_waiting", {{"model", "base"}, {"adapter", "base:sql"}}),
+        0);
     EXPECT_EQ(e.all("vllm:lora_requests_info")[0].labels.at("waiting_lora_adapters"), "");
     second.reset();
     board.set_loaded("base", {});  // unloaded: its series go

@@ -43,7 +43,8 @@ class FakeGenerator : public scheduler::Generator {
         return adapters_;
     }
     void set_adapters(std::vector<scheduler::NamedAdapter> adapters) override {
-        auto list = std::make_shared<const std::vector<scheduler::NamedAdapter>>(std::move(adapters));
+        auto list =
+            std::make_shared<const std::vector<scheduler::NamedAdapter>>(std::move(adapters));
         std::lock_guard lock(mutex_);
         adapters_ = std::move(list);
     }

@@ -428,7 +428,7 @@ TEST_F(ServerTest, LoraAdaptersLoadServeAndUnloadAsModels) {
         EXPECT_EQ((*reqs[i].lora)[0].name, "sql");
         EXPECT_FLOAT_EQ((*reqs[i].lora)[0].scale, 1.0f);
     }
-    EXPECT_FALSE(reqs[3].lora);  // the base model
+    EXPECT_FALSE(reqs[3].lora);                 // the base model
     EXPECT_EQ(board.snapshot()[0].running, 0);  // every request ended
 
     // llama-server's scales: the one a request that names no adapter gets.
@@ -465,9 +465,9 @@ TEST_F(ServerTest, LoraRequestsAreCountedWhileTheyRun) {
     s.delay = 5ms;
     gen().set_script(s);
     Client streaming(port);
-    streaming.send(http::verb::post, "/v1/completions",
-                   json{{"model", "fake:a"}, {"prompt", "x"}, {"stream", true}, {"max_tokens", 30000}}
-                       .dump());
+    streaming.send(
+        http::verb::post, "/v1/completions",
+        json{{"model", "fake:a"}, {"prompt", "x"}, {"stream", true}, {"max_tokens", 30000}}.dump());
     streaming.read_until("Hello");
     ASSERT_EQ(board.snapshot().size(), 1u);
     EXPECT_EQ(board.snapshot()[0].running, 1);
