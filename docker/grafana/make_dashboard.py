@@ -172,13 +172,6 @@ def build():
                      "percentunit",
                      "Cells held by slots serving a request / cells allocated (slots x "
                      "context): what gateways read as vllm:kv_cache_usage_perc"), 12, 8)
-    L.add(timeseries("LoRA adapter requests",
-                     [q(f"sum by (adapter) (ggufd_lora_requests_running{{{M}}})",
-                        "running {{adapter}}"),
-                      q(f"sum by (adapter) (ggufd_lora_requests_waiting{{{M}}})",
-                        "waiting {{adapter}}")],
-                     "none", "Requests per loaded adapter (named base:adapter), generating or "
-                     "waiting for a slot: what a gateway's LoRA affinity reads"), 12, 8)
 
     L.row("Replicas")
     L.add(timeseries("Generated tokens / s by replica",

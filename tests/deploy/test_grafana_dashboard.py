@@ -135,7 +135,6 @@ coverage = {
     "rejected requests": r"ggufd_requests_rejected_total\b",
     "busy slots": r"ggufd_slots_busy\b",
     "KV cache usage": r"ggufd_kv_cache_cells_used\b.*ggufd_kv_cache_cells_capacity\b",
-    "LoRA adapter requests": r"ggufd_lora_requests_running\b",
     "errors (5xx)": r'ggufd_requests_total\{status=~"5\.\."\}',
     "replicas up": r'sum\(up\{job="ggufd"\}\)',
     "generation split by replica": r"sum by \(instance\) \(rate\(ggufd_generated_tokens_total\b",
