@@ -91,6 +91,7 @@ Api::Api(ModelRegistry& registry, ApiOptions options)
     add_responses_routes();
     add_props_routes();
     add_lora_routes();
+    add_webui_routes();
 }
 
 const Api::Route* Api::match(const std::string& method, const std::string& path,

@@ -44,6 +44,9 @@ struct ApiOptions {
     // Where the LoRA adapters loaded and the requests using them are counted for /metrics (not
     // owned; must outlive the Api); null: not counted.
     metrics::AdapterBoard* adapter_board = nullptr;
+    // The built-in chat page at / for browsers (webui_routes.cpp); false: / answers only Ollama's
+    // "Ollama is running".
+    bool webui = true;
 };
 
 class Api {
@@ -214,6 +217,10 @@ class Api {
                             ModelRequest<ChatRequest>);
     void anthropic_count_tokens(const HttpRequest&, const std::shared_ptr<ResponseChannel>&,
                                 ModelRequest<ChatRequest>);
+
+    // The chat page and Ollama's "Ollama is running" at / (webui_routes.cpp).
+    void add_webui_routes();
+    HandlerFn root, webui_file;
 
     // OpenAI's Responses API and its stored responses (openai_responses.cpp).
     void add_responses_routes();
