@@ -64,7 +64,57 @@ HttpRequest without_body(const HttpRequest& request) {
     return kept;
 }
 
+// At most this many ignored fields are named, each in at most this many bytes: a body of
+// thousands of odd keys makes neither a header nor an error of its size.
+constexpr size_t kMaxNamedFields = 32;
+constexpr size_t kMaxFieldNameBytes = 64;
+
+// A field's path as a header carries it: the client's keys may hold any character, so bytes
+// outside printable ASCII, '%' and ',' (the list's separator) are written %XX.
+std::string header_safe(std::string_view name) {
+    std::string out;
+    for (size_t i = 0; i < name.size() && i < kMaxFieldNameBytes; ++i) {
+        const auto c = static_cast<unsigned char>(name[i]);
+        if (c < 0x20 || c > 0x7e || c == '%' || c == ',') {
+            out += fmt::format("%{:02X}", c);
+        } else {
+            out += static_cast<char>(c);
+        }
+    }
+    if (name.size() > kMaxFieldNameBytes) out += "...";
+    return out;
+}
+
+// "a, options.b" (`quote`: "'a', 'options.b'"), "+N more" after the first kMaxNamedFields.
+std::string named_fields(const std::vector<std::string>& names, bool quote) {
+    std::string out;
+    for (size_t i = 0; i < names.size() && i < kMaxNamedFields; ++i) {
+        if (i > 0) out += ", ";
+        out += quote ? "'" + header_safe(names[i]) + "'" : header_safe(names[i]);
+    }
+    if (names.size() > kMaxNamedFields) {
+        out += fmt::format(", +{} more", names.size() - kMaxNamedFields);
+    }
+    return out;
+}
+
 }  // namespace
+
+void Api::note_unread_fields(const HttpRequest& request, ResponseChannel& channel,
+                             const sampling::fields::FieldReads& reads) const {
+    const std::vector<std::string> unread = reads.unread();
+    if (unread.empty()) return;
+    if (options_.strict_requests) {
+        throw ApiError::bad_request(
+            fmt::format("This server does not use the field{} {} (--strict-requests refuses a "
+                        "request with fields it would ignore)",
+                        unread.size() == 1 ? "" : "s", named_fields(unread, true)),
+            header_safe(unread.front()), "unknown_parameter");
+    }
+    channel.access().ignored_fields = named_fields(unread, false);
+    spdlog::debug("request {}: {} ignores {}", request.request_id, request.path,
+                  channel.access().ignored_fields);
+}
 
 Api::Api(ModelRegistry& registry, ApiOptions options)
     : registry_(registry), options_(std::move(options)) {

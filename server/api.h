@@ -47,7 +47,14 @@ struct ApiOptions {
     // The built-in chat page at / for browsers (webui_routes.cpp); false: / answers only Ollama's
     // "Ollama is running".
     bool webui = true;
+    // A request with fields this server would ignore (no parser reads them) is refused with a
+    // 400 naming them (--strict-requests); false: answered, the fields named in the answer's
+    // X-Ggufd-Ignored-Fields header and the debug log (note_unread_fields).
+    bool strict_requests = false;
 };
+
+// The response header that names the fields of a request this server ignored.
+inline constexpr const char* kIgnoredFieldsHeader = "X-Ggufd-Ignored-Fields";
 
 class Api {
   public:
@@ -107,6 +114,11 @@ class Api {
     // (no thread waits). A load that fails or outlasts --load-timeout answers its error instead.
     void with_model(const std::string& name, KeepAlive keep_alive, const HttpRequest& request,
                     const std::shared_ptr<ResponseChannel>& channel, WithModel then);
+    // The fields of a request's body that its parsing did not read (`reads`, once it is done):
+    // named in the answer's head (kIgnoredFieldsHeader) and the debug log, or, with
+    // strict_requests, refused with a 400 naming them.
+    void note_unread_fields(const HttpRequest& request, ResponseChannel& channel,
+                            const sampling::fields::FieldReads& reads) const;
     // The lease of a request about to run on its model: refused while a pinned model is still
     // loading; the access log names the model.
     void use_model(const ModelLease& lease, ResponseChannel& channel) const;
@@ -118,6 +130,7 @@ class Api {
     void model_route(const HttpRequest& request, const std::shared_ptr<ResponseChannel>& channel,
                      const std::string&) {
         const RequestJson body = parse_json_body(request.body);
+        const sampling::fields::FieldReads reads(body);
         auto r = [&] {
             if constexpr (std::is_member_function_pointer_v<decltype(parse)>) {
                 return (this->*parse)(body);
@@ -128,11 +141,13 @@ class Api {
                 return parse(body);
             }
         }();
+        const KeepAlive keep_alive = parse_keep_alive(body);
+        note_unread_fields(request, *channel, reads);
         using Parsed = decltype(r);
         const std::string name = r.model;
         auto parsed = std::make_shared<Parsed>(std::move(r));
         with_model(
-            name, parse_keep_alive(body), request, channel,
+            name, keep_alive, request, channel,
             [this, parsed](const HttpRequest& req, const std::shared_ptr<ResponseChannel>& to,
                            std::shared_ptr<ModelLease> lease) {
                 ModelBackend& model = lease->model();

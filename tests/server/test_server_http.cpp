@@ -4,6 +4,8 @@
 #include <mutex>
 #include <thread>
 
+#include <fmt/format.h>
+
 #include "engine/grammar/matcher.h"
 #include "server/server.h"
 #include "tests/server/fake_model.h"
@@ -1248,6 +1250,112 @@ TEST_F(ServerTest, ResponsesAreAnsweredStoredContinuedAndDeleted) {
          {"/v1/responses", "/v1/responses/{id}", "/v1/responses/{id}/input_items"}) {
         EXPECT_NE(std::find(routes.begin(), routes.end(), route), routes.end()) << route;
     }
+}
+
+// The fields no parser reads are named in X-Ggufd-Ignored-Fields, streamed or not and in every
+// dialect (nested ones by their path); a request whose every field is read has no such header.
+TEST_F(ServerTest, IgnoredFieldsAreNamedInAHeader) {
+    start();
+    Client c(port);
+    const std::string header = kIgnoredFieldsHeader;
+    auto ignored = [&](const Response& r) {
+        EXPECT_EQ(r.result_int(), 200) << r.body();
+        return r.find(header) == r.end() ? std::string("(none)") : std::string(r[header]);
+    };
+    EXPECT_EQ(ignored(c.post("/v1/chat/completions",
+                             {{"messages", chat_messages}, {"temperature", 0.5}, {"top_k", 4}})),
+              "(none)");
+    EXPECT_EQ(ignored(c.post("/v1/chat/completions",
+                             {{"messages", chat_messages},
+                              {"best_of", 2},
+                              {"response_format", {{"type", "text"}, {"strict", true}}}})),
+              "best_of, response_format.strict");
+    auto r =
+        c.post("/v1/chat/completions",
+               {{"messages", chat_messages},
+                {"stream", true},
+                {"cache_prompt", true},
+                {"stream_options", {{"include_usage", true}, {"continuous_usage_stats", true}}}});
+    EXPECT_EQ(ignored(r), "cache_prompt, stream_options.continuous_usage_stats");
+    EXPECT_TRUE(parse_sse(r.body()).done);
+    EXPECT_EQ(ignored(c.post("/v1/completions", {{"prompt", "x"}, {"max_tokens", 2}})), "(none)");
+    // Ollama's options (streamed, its default, and not), Anthropic's and the Responses API's own.
+    const json ollama = {{"messages", {{{"role", "user"}, {"content", "hi"}}}},
+                         {"options", {{"temperature", 0.1}, {"num_gpu", 1}}}};
+    EXPECT_EQ(ignored(c.post("/api/chat", ollama)), "options.num_gpu");
+    json unstreamed = ollama;
+    unstreamed["stream"] = false;
+    EXPECT_EQ(ignored(c.post("/api/chat", unstreamed)), "options.num_gpu");
+    EXPECT_EQ(ignored(c.post("/api/generate", {{"prompt", "hi"}, {"stream", false}})), "(none)");
+    EXPECT_EQ(ignored(c.post("/v1/messages", {{"max_tokens", 5},
+                                              {"messages", {{{"role", "user"}, {"content", "hi"}}}},
+                                              {"metadata", {{"user_id", "u"}}},
+                                              {"service_tier", "auto"}})),
+              "service_tier");
+    EXPECT_EQ(ignored(c.post("/v1/responses",
+                             {{"input", "hi"}, {"reasoning", {{"summary", "auto"}}}, {"seed", 1}})),
+              "reasoning.summary");
+    // A client's key may hold anything: the header carries it escaped, never as a header line of
+    // its own; past 32 fields the rest is counted.
+    json odd = {{"messages", chat_messages}, {"a,b\r\nX-Evil: 1", 1}, {"\xc3\xbc", 1}};
+    r = c.post("/v1/chat/completions", odd);
+    EXPECT_EQ(ignored(r), "a%2Cb%0D%0AX-Evil: 1, %C3%BC");
+    EXPECT_EQ(r.find("X-Evil"), r.end());
+    json many = {{"messages", chat_messages}, {std::string(80, 'a'), 1}};
+    for (int i = 0; i < 40; ++i) many[fmt::format("f{:02}", i)] = i;
+    const std::string listed = ignored(c.post("/v1/chat/completions", many));
+    EXPECT_TRUE(listed.starts_with(std::string(64, 'a') + "..., f00, f01, ")) << listed;
+    EXPECT_TRUE(listed.ends_with("f30, +9 more")) << listed;
+}
+
+// --strict-requests: a field the server would ignore is a 400 naming it, in the error shape of
+// the path's dialect, before anything streams or reaches the engine.
+TEST_F(ServerTest, StrictRequestsRefuseIgnoredFieldsInTheDialectsShape) {
+    ServerOptions o;
+    o.api.strict_requests = true;
+    start(o);
+    Client c(port);
+    auto r = c.post("/v1/chat/completions", {{"messages", chat_messages}, {"temperature", 0.5}});
+    EXPECT_EQ(r.result_int(), 200) << r.body();
+    EXPECT_EQ(r.find(kIgnoredFieldsHeader), r.end());
+
+    r = c.post("/v1/chat/completions",
+               {{"messages", chat_messages}, {"stream", true}, {"best_of", 2}, {"top_a", 1}});
+    ASSERT_EQ(r.result_int(), 400) << r.body();
+    json b = body_of(r);
+    EXPECT_EQ(b["error"]["type"], "invalid_request_error");
+    EXPECT_EQ(b["error"]["code"], "unknown_parameter");
+    EXPECT_EQ(b["error"]["param"], "best_of");
+    EXPECT_NE(b["error"]["message"].get<std::string>().find("'best_of', 'top_a'"),
+              std::string::npos)
+        << b;
+
+    r = c.post("/v1/messages",
+               {{"max_tokens", 5},
+                {"messages", {{{"role", "user"}, {"content", "hi"}}}},
+                {"thinking", {{"type", "enabled"}, {"budget_tokens", 16}, {"display", "full"}}}});
+    ASSERT_EQ(r.result_int(), 400) << r.body();
+    b = body_of(r);
+    EXPECT_EQ(b["type"], "error");
+    EXPECT_EQ(b["error"]["type"], "invalid_request_error");
+    EXPECT_NE(b["error"]["message"].get<std::string>().find("'thinking.display'"),
+              std::string::npos)
+        << b;
+
+    for (const bool stream : {true, false}) {
+        r = c.post("/api/chat", {{"messages", {{{"role", "user"}, {"content", "hi"}}}},
+                                 {"stream", stream},
+                                 {"options", {{"seed", 1}, {"num_gpu", 1}}}});
+        ASSERT_EQ(r.result_int(), 400) << r.body();
+        b = body_of(r);
+        ASSERT_TRUE(b["error"].is_string()) << b;
+        EXPECT_NE(b["error"].get<std::string>().find("'options.num_gpu'"), std::string::npos) << b;
+    }
+
+    r = c.post("/v1/responses", {{"input", "hi"}, {"reasoning", {{"summary", "auto"}}}});
+    ASSERT_EQ(r.result_int(), 400) << r.body();
+    EXPECT_EQ(body_of(r)["error"]["param"], "reasoning.summary");
+    EXPECT_EQ(gen().requests().size(), 1u);  // only the first reached the engine
 }
 
 }  // namespace
