@@ -82,6 +82,7 @@ struct Config {
     int header_timeout_s = 10;          // first byte of a request to the end of its headers
     std::string cors_origin;            // Access-Control-Allow-Origin; empty = no CORS at all
     bool webui = true;                  // the chat page at / (--no-webui turns it off)
+    bool strict_requests = false;       // a request with fields ggufd ignores is a 400
     bool skip_bad_models = false;       // a model that fails to load is logged and left out
     std::string config_file;            // the file the settings were read from, if any
     LogFormat log_format = LogFormat::text;

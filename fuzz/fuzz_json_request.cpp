@@ -13,14 +13,17 @@
 // "fim_budget" (0..512: the tokens a fill-in-the-middle prompt may take). The body is also read
 // as the embeddings and rerank requests, as each dialect's (Anthropic Messages, Ollama, OpenAI
 // Responses), as /v1/completions (its `suffix`) and /infill, whose fill-in-the-middle prompt is
-// built for a byte-level model. Returns whether the body was a JSON object.
+// built for a byte-level model. Each parser runs under a FieldReads, whose unread fields must be
+// the body's. Returns whether the body was a JSON object.
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "engine/sampling/request_fields.h"
 #include "engine/sampling/sampler.h"
 #include "engine/sampling/stop.h"
 #include "fuzz/fuzz_support.h"
@@ -354,20 +357,55 @@ void run_responses_parser(const json& body) {
     }
 }
 
+namespace {
+
+// Whether `name` ("a", "a.b") is the path of a non-null field of `object`.
+bool names_a_field(const json& object, std::string_view name) {
+    for (const auto& [key, value] : object.items()) {
+        if (value.is_null()) continue;
+        if (name == key) return true;
+        if (value.is_object() && name.size() > key.size() + 1 && name.starts_with(key) &&
+            name[key.size()] == '.' && names_a_field(value, name.substr(key.size() + 1))) {
+            return true;
+        }
+    }
+    return false;
+}
+
+// `parse` run under a FieldReads, as the API runs each route's parsing: what it names as
+// unread are fields of the body.
+template <class Parse>
+void reading_fields(const json& body, Parse parse) {
+    const sampling::fields::FieldReads reads(body);
+    parse();
+    for (const std::string& name : reads.unread()) {
+        check(names_a_field(body, name), "an unread field is one of the body's");
+    }
+}
+
+}  // namespace
+
 bool fuzz_json_request_one(const uint8_t* data, size_t size) {
     const json body = json::parse(data, data + size, nullptr, /*allow_exceptions=*/false);
     if (body.is_discarded() || !body.is_object()) return false;
-    run_embedding_parsers(body);
-    run_infill_parsers(body);
-    run_anthropic_parsers(body);
-    run_ollama_parsers(body);
-    run_responses_parser(body);
+    reading_fields(body, [&] { run_embedding_parsers(body); });
+    reading_fields(body, [&] { run_infill_parsers(body); });
+    reading_fields(body, [&] { run_anthropic_parsers(body); });
+    reading_fields(body, [&] { run_ollama_parsers(body); });
+    reading_fields(body, [&] { run_responses_parser(body); });
     server::GenerationOptions options;
+    const sampling::fields::FieldReads reads(body);
     try {
         options = server::parse_generation_options(body, server::ApiLimits{}, -1);
     } catch (const server::ApiError& e) {
         check(e.status() == 400, "a refused request body is a 400");
         return true;
+    }
+    for (const std::string& name : reads.unread()) {
+        check(names_a_field(body, name), "an unread field is one of the body's");
+        check(name != "temperature" && name != "max_tokens" && name != "samplers" &&
+                  name != "stop" && name != "seed",
+              "the generation fields are read");
     }
     if (const auto it = body.find("top_logprobs"); it != body.end()) {
         const auto n = integer(*it);

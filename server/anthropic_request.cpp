@@ -334,6 +334,15 @@ RequestJson anthropic_chat_body(const RequestJson& body, bool counting) try {
     for (const char* name : {"top_p", "top_k", "stream", "seed"}) {
         if (const RequestJson* v = field(body, name)) out[name] = *v;
     }
+    // metadata.user_id names the client's end user for Anthropic's abuse checks: accepted and
+    // checked, with nothing to do here (as OpenAI's `user`).
+    if (const RequestJson* metadata = field(body, "metadata")) {
+        const RequestJson* user = metadata->is_object() ? field(*metadata, "user_id") : nullptr;
+        if (!metadata->is_object() || (user && !user->is_string())) {
+            throw ApiError::bad_request("'metadata' must be an object with a string 'user_id'",
+                                        "metadata");
+        }
+    }
     return out;
 } catch (const sampling::InvalidParam& e) {
     throw ApiError::invalid_param(e);

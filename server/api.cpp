@@ -64,7 +64,57 @@ HttpRequest without_body(const HttpRequest& request) {
     return kept;
 }
 
+// At most this many ignored fields are named, each in at most this many bytes: a body of
+// thousands of odd keys makes neither a header nor an error of its size.
+constexpr size_t kMaxNamedFields = 32;
+constexpr size_t kMaxFieldNameBytes = 64;
+
+// A field's path as a header carries it: the client's keys may hold any character, so bytes
+// outside printable ASCII, '%' and ',' (the list's separator) are written %XX.
+std::string header_safe(std::string_view name) {
+    std::string out;
+    for (size_t i = 0; i < name.size() && i < kMaxFieldNameBytes; ++i) {
+        const auto c = static_cast<unsigned char>(name[i]);
+        if (c < 0x20 || c > 0x7e || c == '%' || c == ',') {
+            out += fmt::format("%{:02X}", c);
+        } else {
+            out += static_cast<char>(c);
+        }
+    }
+    if (name.size() > kMaxFieldNameBytes) out += "...";
+    return out;
+}
+
+// "a, options.b" (`quote`: "'a', 'options.b'"), "+N more" after the first kMaxNamedFields.
+std::string named_fields(const std::vector<std::string>& names, bool quote) {
+    std::string out;
+    for (size_t i = 0; i < names.size() && i < kMaxNamedFields; ++i) {
+        if (i > 0) out += ", ";
+        out += quote ? "'" + header_safe(names[i]) + "'" : header_safe(names[i]);
+    }
+    if (names.size() > kMaxNamedFields) {
+        out += fmt::format(", +{} more", names.size() - kMaxNamedFields);
+    }
+    return out;
+}
+
 }  // namespace
+
+void Api::note_unread_fields(const HttpRequest& request, ResponseChannel& channel,
+                             const sampling::fields::FieldReads& reads) const {
+    const std::vector<std::string> unread = reads.unread();
+    if (unread.empty()) return;
+    if (options_.strict_requests) {
+        throw ApiError::bad_request(
+            fmt::format("This server does not use the field{} {} (--strict-requests refuses a "
+                        "request with fields it would ignore)",
+                        unread.size() == 1 ? "" : "s", named_fields(unread, true)),
+            header_safe(unread.front()), "unknown_parameter");
+    }
+    channel.access().ignored_fields = named_fields(unread, false);
+    spdlog::debug("request {}: {} ignores {}", request.request_id, request.path,
+                  channel.access().ignored_fields);
+}
 
 Api::Api(ModelRegistry& registry, ApiOptions options)
     : registry_(registry), options_(std::move(options)) {
@@ -89,6 +139,8 @@ Api::Api(ModelRegistry& registry, ApiOptions options)
     add_anthropic_routes();
     add_ollama_routes();
     add_responses_routes();
+    add_props_routes();
+    add_lora_routes();
     add_webui_routes();
 }
 
@@ -199,9 +251,30 @@ void Api::with_model(const std::string& name, KeepAlive keep_alive, const HttpRe
         WithModel then;
         std::chrono::steady_clock::time_point since = std::chrono::steady_clock::now();
     };
+    // "base:adapter" names a LoRA adapter of a model as a model of its own (vLLM's and the
+    // gateways' way): the base model serves it, with the adapter chosen (apply_model_adapter).
+    std::string base = name;
+    std::string adapter;
+    if (const size_t colon = name.rfind(':');
+        colon != std::string::npos && colon > 0 && !registry_.state(name)) {
+        base = name.substr(0, colon);
+        adapter = name.substr(colon + 1);
+        then = [adapter, name, then = std::move(then)](const HttpRequest& req,
+                                                       const std::shared_ptr<ResponseChannel>& to,
+                                                       std::shared_ptr<ModelLease> lease) {
+            if (!has_adapter(lease->model(), adapter)) {
+                throw ApiError::not_found(
+                    fmt::format("The model '{}' does not exist: '{}' has no LoRA adapter '{}'",
+                                name, lease->model().name(), adapter),
+                    "model_not_found");
+            }
+            to->access().adapter = adapter;
+            then(req, to, std::move(lease));
+        };
+    }
     auto parked = std::make_shared<Parked>(Parked{without_body(request), channel, std::move(then)});
     std::shared_ptr<ModelLease> lease = registry_.acquire(
-        name, keep_alive,
+        base, keep_alive,
         [this, parked, post = channel->poster()](std::shared_ptr<ModelLease> loaded,
                                                  std::exception_ptr error) {
             post([this, parked, loaded = std::move(loaded), error]() mutable {
@@ -258,7 +331,7 @@ void Api::check_request(const scheduler::GenerationRequest& request, ModelBacken
             prompt_param, "context_length_exceeded");
     }
     throw_refusal(scheduler::validate(request, model.vocab_size(), model.generator().context_size(),
-                                      model.generator().adapters()),
+                                      *model.generator().adapters()),
                   prompt_param, options_.retry_after_s);
 }
 
@@ -292,6 +365,18 @@ void Api::list_models_openai(const HttpRequest&, const std::shared_ptr<ResponseC
                         {"object", "model"},
                         {"created", registry_.created(name)},
                         {"owned_by", "ggufd"}});
+        // A loaded model's LoRA adapters are models too ("base:adapter"), as vLLM lists them.
+        if (registry_.state(name) != ModelState::loaded) continue;
+        const auto d = registry_.describe(name, false);
+        if (!d || !d->contains("lora_adapters")) continue;
+        for (const json& a : (*d)["lora_adapters"]) {
+            data.push_back({{"id", name + ":" + a.value("name", "")},
+                            {"object", "model"},
+                            {"created", registry_.created(name)},
+                            {"owned_by", "ggufd"},
+                            {"parent", name},
+                            {"root", a.value("path", "")}});
+        }
     }
     channel->respond(json_response(200, {{"object", "list"}, {"data", std::move(data)}}));
 }
@@ -349,7 +434,13 @@ namespace {
 
 void start_generation(GenerationPlan plan, ModelBackend& model,
                       const std::shared_ptr<ResponseChannel>& channel, const char* prompt_param,
-                      int retry_after_s) {
+                      int retry_after_s, metrics::AdapterBoard* board) {
+    if (board) {
+        const auto adapters = model.generator().adapters();
+        plan.adapter_board = board;
+        for (ChoicePlan& c : plan.choices)
+            c.adapters = adapter_ids(c.request, *adapters, model.name());
+    }
     auto job = std::make_shared<GenerationJob>(std::move(plan), channel);
     throw_refusal(job->start(model.generator()), prompt_param, retry_after_s);
 }
@@ -359,7 +450,7 @@ void start_generation(GenerationPlan plan, ModelBackend& model,
 void add_choices(GenerationPlan& plan, size_t prompt_index,
                  const scheduler::GenerationRequest& base, int32_t n) {
     for (int32_t j = 0; j < n; ++j) {
-        ChoicePlan c{prompt_index, base};
+        ChoicePlan c{prompt_index, base, {}};
         if (c.request.sampling.seed) *c.request.sampling.seed += static_cast<uint64_t>(j);
         plan.choices.push_back(std::move(c));
     }
@@ -436,6 +527,7 @@ void Api::start_completion(ModelRequest<CompletionRequest> parsed,
         engine_request.sampling = r.sampling;
         engine_request.stop = r.stop;
         engine_request.lora = r.lora;
+        apply_model_adapter(engine_request, channel->access().adapter, model);
         if (p.is_tokens) {
             engine_request.prompt = p.tokens;
         } else if (r.suffix) {
@@ -454,7 +546,8 @@ void Api::start_completion(ModelRequest<CompletionRequest> parsed,
         check_request(engine_request, model, "prompt");
         add_choices(plan, k, engine_request, r.n);
     }
-    start_generation(std::move(plan), model, channel, "prompt", options_.retry_after_s);
+    start_generation(std::move(plan), model, channel, "prompt", options_.retry_after_s,
+                     options_.adapter_board);
 }
 
 void Api::chat_completions(const HttpRequest& request,
@@ -474,6 +567,7 @@ void Api::start_chat(ModelRequest<ChatRequest> parsed,
     engine_request.sampling = r.sampling;
     engine_request.stop = r.stop;
     engine_request.lora = r.lora;
+    apply_model_adapter(engine_request, channel->access().adapter, model);
     ChatPrompt prompt = render_chat_prompt(r, model);
     engine_request.prompt = std::move(prompt.tokens);
     const std::string prompt_text = std::move(prompt.text);
@@ -498,7 +592,8 @@ void Api::start_chat(ModelRequest<ChatRequest> parsed,
     plan.chat_output = std::move(rules.parser);
     engine_request.render_tokens = model.chat_markup_tokens();
     add_choices(plan, 0, engine_request, r.n);
-    start_generation(std::move(plan), model, channel, "messages", options_.retry_after_s);
+    start_generation(std::move(plan), model, channel, "messages", options_.retry_after_s,
+                     options_.adapter_board);
 }
 
 ChatPrompt render_chat_prompt(const ChatRequest& r, const ModelBackend& model) {

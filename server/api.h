@@ -15,6 +15,7 @@
 #include "server/http_types.h"
 #include "server/infill.h"
 #include "server/limits.h"
+#include "server/metrics/metrics.h"
 #include "server/model_registry.h"
 #include "server/ollama.h"
 #include "server/reply_writer.h"
@@ -40,10 +41,20 @@ struct ApiOptions {
     int retry_after_s = 1;
     // Reasoning tokens of a chat request that does not set reasoning_budget_tokens; -1: none.
     int reasoning_budget = -1;
+    // Where the LoRA adapters loaded and the requests using them are counted for /metrics (not
+    // owned; must outlive the Api); null: not counted.
+    metrics::AdapterBoard* adapter_board = nullptr;
     // The built-in chat page at / for browsers (webui_routes.cpp); false: / answers only Ollama's
     // "Ollama is running".
     bool webui = true;
+    // A request with fields this server would ignore (no parser reads them) is refused with a
+    // 400 naming them (--strict-requests); false: answered, the fields named in the answer's
+    // X-Ggufd-Ignored-Fields header and the debug log (note_unread_fields).
+    bool strict_requests = false;
 };
+
+// The response header that names the fields of a request this server ignored.
+inline constexpr const char* kIgnoredFieldsHeader = "X-Ggufd-Ignored-Fields";
 
 class Api {
   public:
@@ -103,6 +114,11 @@ class Api {
     // (no thread waits). A load that fails or outlasts --load-timeout answers its error instead.
     void with_model(const std::string& name, KeepAlive keep_alive, const HttpRequest& request,
                     const std::shared_ptr<ResponseChannel>& channel, WithModel then);
+    // The fields of a request's body that its parsing did not read (`reads`, once it is done):
+    // named in the answer's head (kIgnoredFieldsHeader) and the debug log, or, with
+    // strict_requests, refused with a 400 naming them.
+    void note_unread_fields(const HttpRequest& request, ResponseChannel& channel,
+                            const sampling::fields::FieldReads& reads) const;
     // The lease of a request about to run on its model: refused while a pinned model is still
     // loading; the access log names the model.
     void use_model(const ModelLease& lease, ResponseChannel& channel) const;
@@ -114,6 +130,7 @@ class Api {
     void model_route(const HttpRequest& request, const std::shared_ptr<ResponseChannel>& channel,
                      const std::string&) {
         const RequestJson body = parse_json_body(request.body);
+        const sampling::fields::FieldReads reads(body);
         auto r = [&] {
             if constexpr (std::is_member_function_pointer_v<decltype(parse)>) {
                 return (this->*parse)(body);
@@ -124,11 +141,13 @@ class Api {
                 return parse(body);
             }
         }();
+        const KeepAlive keep_alive = parse_keep_alive(body);
+        note_unread_fields(request, *channel, reads);
         using Parsed = decltype(r);
         const std::string name = r.model;
         auto parsed = std::make_shared<Parsed>(std::move(r));
         with_model(
-            name, parse_keep_alive(body), request, channel,
+            name, keep_alive, request, channel,
             [this, parsed](const HttpRequest& req, const std::shared_ptr<ResponseChannel>& to,
                            std::shared_ptr<ModelLease> lease) {
                 ModelBackend& model = lease->model();
@@ -139,6 +158,14 @@ class Api {
 
     HandlerFn health, metrics, list_models_openai, list_models, show_model;
     HandlerFn load_model, unload_model;
+    // llama-server's GET /props and GET /slots (props_api.cpp).
+    void add_props_routes();
+    HandlerFn props, slots;
+    // LoRA adapters loaded and unloaded at run time, and their scales (lora_api.cpp).
+    void add_lora_routes();
+    HandlerFn load_lora_adapter, unload_lora_adapter, list_lora_adapters, set_lora_scales;
+    // After a change of the model's adapters: what /metrics shows of them.
+    void publish_adapters(ModelBackend& model) const;
     // Model endpoints, served through model_route.
     void completions(const HttpRequest&, const std::shared_ptr<ResponseChannel>&,
                      ModelRequest<CompletionRequest>);
@@ -235,5 +262,19 @@ struct ChatPrompt {
     std::string text;
 };
 ChatPrompt render_chat_prompt(const ChatRequest& r, const ModelBackend& model);
+
+// LoRA adapters as models (lora_api.cpp). Whether the model has an adapter of that name.
+bool has_adapter(ModelBackend& model, const std::string& adapter);
+// A request whose `model` named one of the model's adapters generates with it: added to its
+// `lora` (at the adapter's default scale, or 1 when that is 0) unless the list already chooses it.
+void apply_model_adapter(scheduler::GenerationRequest& request, const std::string& adapter,
+                         ModelBackend& model);
+// The adapters a request generates with, as a request's `model` names them ("base:adapter").
+std::vector<std::string> adapter_ids(const scheduler::GenerationRequest& request,
+                                     const std::vector<scheduler::NamedAdapter>& adapters,
+                                     const std::string& model);
+// Every adapter of the model, named so.
+std::vector<std::string> adapter_ids(const std::vector<scheduler::NamedAdapter>& adapters,
+                                     const std::string& model);
 
 }  // namespace ggufd::server

@@ -273,7 +273,8 @@ Json EngineBackend::describe(bool full) const {
     d["embedding_length"] = hp.n_embd;
     // The adapters requests may choose (lora[].id is the index or the name).
     Json adapters = Json::array();
-    const auto named = scheduler_->adapters();
+    const auto list = scheduler_->adapters();
+    const std::vector<scheduler::NamedAdapter>& named = *list;
     for (size_t i = 0; i < named.size(); ++i) {
         const model::LoraAdapter& a = *named[i].adapter;
         int64_t rank = 0;

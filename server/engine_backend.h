@@ -62,6 +62,10 @@ class EngineBackend final : public ModelBackend,
     std::vector<int32_t> tokenize_chat_prompt(const jinja::Rendered& prompt) const override;
     uint64_t memory_bytes() const override;
     scheduler::Generator& generator() override { return *scheduler_; }
+    std::shared_ptr<const model::LoraAdapter> read_adapter(
+        const std::filesystem::path& path) const override {
+        return model::LoraAdapter::load(path, model_);
+    }
     std::optional<model::Pooling> pooling() const override { return pooling_; }
     scheduler::Embedder& embedder() override { return *scheduler_; }
     std::vector<int32_t> rerank_pair(const std::string& query,

@@ -18,12 +18,19 @@ class ChoiceSink : public JobSink<GenerationJob, scheduler::GenerationSink> {
   public:
     ChoiceSink(Poster poster, std::weak_ptr<GenerationJob> job, size_t index,
                std::shared_ptr<std::atomic<bool>> cancelled,
-               std::shared_ptr<std::atomic<bool>> ended)
+               std::shared_ptr<std::atomic<bool>> ended,
+               std::unique_ptr<metrics::AdapterBoard::Use> adapters)
         : JobSink(
               std::move(poster), std::move(job), std::move(cancelled),
               [index](GenerationJob& j) { j.on_finish(index, FinishReason::error, {}, kDropped); }),
           index_(index),
-          ended_(std::move(ended)) {}
+          ended_(std::move(ended)),
+          adapters_(std::move(adapters)) {}
+
+    // The scheduler's thread, as on_finish: the adapters' counts move from waiting to running.
+    void on_started() override {
+        if (adapters_) adapters_->started();
+    }
 
     void on_token(const scheduler::TokenEvent& event) override {
         post([index = index_, event](GenerationJob& j) { j.on_token(index, event); });
@@ -31,6 +38,7 @@ class ChoiceSink : public JobSink<GenerationJob, scheduler::GenerationSink> {
 
     void on_finish(FinishReason reason, const scheduler::Usage& usage,
                    const std::string& error) override {
+        adapters_.reset();
         post_last([index = index_, reason, usage, error](GenerationJob& j) {
             j.on_finish(index, reason, usage, error);
         });
@@ -43,7 +51,8 @@ class ChoiceSink : public JobSink<GenerationJob, scheduler::GenerationSink> {
 
   private:
     size_t index_;
-    std::shared_ptr<std::atomic<bool>> ended_;  // this choice's reply is complete
+    std::shared_ptr<std::atomic<bool>> ended_;              // this choice's reply is complete
+    std::unique_ptr<metrics::AdapterBoard::Use> adapters_;  // counted until the choice ends
 };
 
 double seconds_since(std::chrono::steady_clock::time_point t) {
@@ -102,8 +111,9 @@ scheduler::SubmitResult GenerationJob::start(scheduler::Generator& generator) {
             prompt_tokens += static_cast<int64_t>(c.request.prompt.size());
         }
         scheduler::GenerationRequest request = c.request;
-        request.sink = std::make_shared<ChoiceSink>(poster, weak_from_this(), i, cancelled_,
-                                                    choices_[i].ended);
+        request.sink = std::make_shared<ChoiceSink>(
+            poster, weak_from_this(), i, cancelled_, choices_[i].ended,
+            plan_.adapter_board ? plan_.adapter_board->queued(c.adapters) : nullptr);
         scheduler::SubmitResult result = generator.submit(std::move(request));
         if (!result.accepted()) {
             cancelled_->store(true);
@@ -182,6 +192,8 @@ ReplyTotals GenerationJob::totals() const {
             t.cached_tokens += states_[i].usage.cached_prompt_tokens;
         }
         t.completion_tokens += states_[i].usage.completion_tokens;
+        t.prompt_s = std::max(t.prompt_s, states_[i].usage.prompt_s);
+        t.generation_s = std::max(t.generation_s, states_[i].usage.generation_s);
     }
     t.total_s = seconds_since(start_time_);
     const AccessInfo& access = channel_->access();

@@ -17,6 +17,7 @@
 #include "chat/parser.h"
 #include "engine/scheduler/generation.h"
 #include "server/http_types.h"
+#include "server/metrics/metrics.h"
 #include "server/reply_writer.h"
 #include "text/utf8.h"
 
@@ -27,6 +28,7 @@ class ModelLease;
 struct ChoicePlan {
     size_t prompt_index = 0;               // which prompt (completions may have several)
     scheduler::GenerationRequest request;  // what to submit; the job adds the sink
+    std::vector<std::string> adapters;     // its LoRA adapters ("base:adapter"), for the metrics
 };
 
 struct GenerationPlan {
@@ -38,6 +40,8 @@ struct GenerationPlan {
     std::unique_ptr<ReplyWriter> writer;
     // Keeps the model loaded while the job lives (the registry never unloads it under a stream).
     std::shared_ptr<ModelLease> model_lease;
+    // Counts each choice's adapters waiting, then running (not owned); null: not counted.
+    metrics::AdapterBoard* adapter_board = nullptr;
 };
 
 class GenerationJob : public Exchange, public std::enable_shared_from_this<GenerationJob> {

@@ -33,14 +33,19 @@ struct HttpResponse {
     std::string body;
 };
 
-// Filled by handlers for the access-log line the session writes when the exchange ends.
+// Filled by handlers for the access-log line the session writes when the exchange ends (and the
+// header the answer's head takes from it).
 struct AccessInfo {
     std::string route;  // the matched route pattern, e.g. "/models/{id}"
     std::string model;
+    std::string adapter;  // the LoRA adapter the request's model named ("base:adapter"), if any
     int64_t prompt_tokens = -1;
     int64_t completion_tokens = -1;
     double time_to_first_token_s = -1.0;
     double load_wait_s = -1.0;  // how long the request waited for its model to load; -1: it did not
+    // The request's fields the server ignored, as the answer's X-Ggufd-Ignored-Fields header
+    // gives them (the session adds it to the head); empty: none.
+    std::string ignored_fields;
 };
 
 // Something still running for a request (a generation). The session keeps it alive until the

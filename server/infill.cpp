@@ -156,6 +156,8 @@ InfillRequest parse_infill_request(const RequestJson& body, const ApiLimits& lim
     json completion = body;
     completion["prompt"] = r.fim.prefix;
     completion.erase("suffix");
+    // The completion parser's lookups of the client's own fields are the client's.
+    const sampling::fields::FieldAlias same_fields(completion, body);
     // llama.vscode always lists llama.cpp's FIM-only `infill` sampler, which ggufd does not have:
     // on this route it is left out of the order (name or one-letter code) rather than refused,
     // and the other listed steps apply.

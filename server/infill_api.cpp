@@ -18,10 +18,6 @@ const char* stop_type(const ChoiceState& c, bool predict) {
     return c.usage.stop_string.empty() ? "eos" : "word";
 }
 
-double per_second(int64_t n, double seconds) {
-    return seconds > 0 ? n / seconds : 0.0;
-}
-
 class InfillWriter : public ReplyWriter {
   public:
     InfillWriter(std::string model, bool truncated, bool predict)
@@ -51,9 +47,11 @@ class InfillWriter : public ReplyWriter {
     // The answer's end: the whole content (or "" when streamed), how it ended, the counts.
     nlohmann::json last(const ChoiceState& c, const ReplyTotals& t, std::string content) const {
         const int64_t predicted = predict_ ? t.completion_tokens : 0;
-        const int64_t evaluated = t.prompt_tokens - t.cached_tokens;
-        const double prompt_s = t.time_to_first_token_s;
-        const double predict_s = std::max(0.0, t.total_s - t.time_to_first_token_s);
+        Timings timings = t.timings();
+        if (!predict_) {
+            timings.predicted_n = 0;
+            timings.predicted_s = 0;
+        }
         return {{"index", 0},
                 {"content", std::move(content)},
                 {"stop", true},
@@ -64,13 +62,7 @@ class InfillWriter : public ReplyWriter {
                 {"truncated", truncated_},
                 {"stop_type", stop_type(c, predict_)},
                 {"stopping_word", c.usage.stop_string},
-                {"timings",
-                 {{"prompt_n", evaluated},
-                  {"prompt_ms", prompt_s * 1e3},
-                  {"prompt_per_second", per_second(evaluated, prompt_s)},
-                  {"predicted_n", predicted},
-                  {"predicted_ms", predict_s * 1e3},
-                  {"predicted_per_second", per_second(predicted, predict_s)}}}};
+                {"timings", timings_json(timings)}};
     }
 
     std::string model_;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -99,6 +100,13 @@ class ModelBackend {
 
     // The model's scheduler. submit() must not block (the server calls it on an I/O thread).
     virtual scheduler::Generator& generator() = 0;
+
+    // Reads a LoRA adapter file made for this model (POST /v1/load_lora_adapter; the caller puts
+    // it in generator()'s list). Throws with the reason when the file is not one.
+    virtual std::shared_ptr<const model::LoraAdapter> read_adapter(
+        const std::filesystem::path& /*path*/) const {
+        throw std::invalid_argument("this model takes no LoRA adapters");
+    }
 
     // --- embeddings and reranking ---
     // How the model pools its embeddings (its pooling_type, or --pooling): rank makes it a

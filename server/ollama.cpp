@@ -24,7 +24,8 @@ const FieldNames& ollama_field_names() {
                         {"reasoning_effort", "think"}};
         for (const char* option :
              {"temperature", "top_p", "top_k", "min_p", "typical_p", "seed", "stop",
-              "repeat_penalty", "repeat_last_n", "presence_penalty", "frequency_penalty"}) {
+              "repeat_penalty", "repeat_last_n", "presence_penalty", "frequency_penalty",
+              "mirostat", "mirostat_tau", "mirostat_eta"}) {
             n.emplace_back(option, std::string("options.") + option);
         }
         return n;
@@ -40,24 +41,25 @@ RequestJson translate_common(const RequestJson& body, OllamaGeneration& g) {
     if (const RequestJson* options = field(body, "options")) {
         if (!options->is_object())
             throw ApiError::bad_request("'options' must be an object", "options");
-        for (const auto& [key, value] : options->items()) {
-            if (value.is_null()) continue;
-            if (key == "num_predict") {
-                // -1 (unlimited) and -2 (until the context is full) are both the context's bound.
-                int64_t n = 0;
-                if (!as_integer(value, n) || n >= 0) t["max_tokens"] = value;
-            } else if (key == "num_ctx") {
-                int64_t n = 0;
-                if (!as_integer(value, n) || n < 1) {
-                    throw ApiError::bad_request("'options.num_ctx' must be a positive integer",
-                                                "options.num_ctx");
-                }
-                g.num_ctx = n;
-            } else {
-                for (const auto& [ours, theirs] : ollama_field_names()) {
-                    if (theirs == "options." + key) t[ours] = value;
-                }
+        // Each option looked up by name (so an option none of these reads is named as ignored).
+        if (const RequestJson* v = field(*options, "num_predict")) {
+            // -1 (unlimited) and -2 (until the context is full) are both the context's bound.
+            int64_t n = 0;
+            if (!as_integer(*v, n) || n >= 0) t["max_tokens"] = *v;
+        }
+        if (const RequestJson* v = field(*options, "num_ctx")) {
+            int64_t n = 0;
+            if (!as_integer(*v, n) || n < 1) {
+                throw ApiError::bad_request("'options.num_ctx' must be a positive integer",
+                                            "options.num_ctx");
             }
+            g.num_ctx = n;
+        }
+        constexpr std::string_view kOptions = "options.";
+        for (const auto& [ours, theirs] : ollama_field_names()) {
+            if (ours == "max_tokens" || !theirs.starts_with(kOptions)) continue;
+            const std::string option = theirs.substr(kOptions.size());
+            if (const RequestJson* v = field(*options, option.c_str())) t[ours] = *v;
         }
     }
     if (const RequestJson* format = field(body, "format")) {

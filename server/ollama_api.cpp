@@ -186,15 +186,21 @@ void Api::ollama_show(const HttpRequest&, const std::shared_ptr<ResponseChannel>
 void Api::ollama_chat(const HttpRequest& request, const std::shared_ptr<ResponseChannel>& channel,
                       const std::string&) {
     const RequestJson body = parse_json_body(request.body);
-    ollama_generation(request, channel, parse_ollama_chat(body, options_.limits),
-                      parse_keep_alive(body));
+    const FieldReads reads(body);
+    OllamaGeneration g = parse_ollama_chat(body, options_.limits);
+    const KeepAlive keep_alive = parse_keep_alive(body);
+    note_unread_fields(request, *channel, reads);
+    ollama_generation(request, channel, std::move(g), keep_alive);
 }
 
 void Api::ollama_generate(const HttpRequest& request,
                           const std::shared_ptr<ResponseChannel>& channel, const std::string&) {
     const RequestJson body = parse_json_body(request.body);
-    ollama_generation(request, channel, parse_ollama_generate(body, options_.limits),
-                      parse_keep_alive(body));
+    const FieldReads reads(body);
+    OllamaGeneration g = parse_ollama_generate(body, options_.limits);
+    const KeepAlive keep_alive = parse_keep_alive(body);
+    note_unread_fields(request, *channel, reads);
+    ollama_generation(request, channel, std::move(g), keep_alive);
 }
 
 void Api::ollama_generation(const HttpRequest& request,

@@ -233,6 +233,7 @@ std::optional<RequestJson> response_format(const RequestJson& text) {
     }
     if (*type == "text") return std::nullopt;
     if (*type != "json_schema") return RequestJson{{"type", *type}};
+    sampling::fields::note_all_read(*format);  // handed on as response_format.json_schema
     RequestJson schema = RequestJson::object();
     for (const auto& [key, value] : format->items()) {
         if (key != "type") schema[key] = value;
@@ -352,6 +353,8 @@ ResponsesRequest parse_responses_request(const RequestJson& body, const ApiLimit
                              "top_logprobs"}) {
         chat.erase(name);
     }
+    // The parsers' lookups of the fields left are lookups of the client's.
+    const sampling::fields::FieldAlias same_fields(chat, body);
     chat["messages"] = std::move(builder.messages);
     size_t tool_count = 0;
     if (const RequestJson* tools = field(body, "tools")) {

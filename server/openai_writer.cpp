@@ -40,6 +40,12 @@ class OpenAIWriter : public ReplyWriter {
         out.send_chunk(sse_data(chunk));
     }
 
+    // A choice's last chunk (its finish_reason) carries its timings, as llama-server's does.
+    void send_last(ResponseChannel& out, json chunk, const ChoiceState& c) const {
+        chunk["timings"] = timings_json(choice_timings(c.usage));
+        send(out, std::move(chunk));
+    }
+
     static json usage(const ReplyTotals& t) {
         return usage_json(t.prompt_tokens, t.completion_tokens, t.cached_tokens);
     }
@@ -48,6 +54,7 @@ class OpenAIWriter : public ReplyWriter {
         json out = response_json(answer_.meta, chat() ? "chat.completion" : "text_completion",
                                  std::move(choices));
         out["usage"] = usage(totals);
+        out["timings"] = timings_json(totals.timings());
         return out;
     }
 
@@ -82,8 +89,10 @@ class ChatWriter : public OpenAIWriter {
     }
 
     void choice_end(size_t index, const ChoiceState& c, ResponseChannel& out) override {
-        send(out, chat_chunk(answer_.meta, static_cast<int>(index), json::object(), nullptr,
-                             finish_reason(c)));
+        send_last(out,
+                  chat_chunk(answer_.meta, static_cast<int>(index), json::object(), nullptr,
+                             finish_reason(c)),
+                  c);
     }
 
     json body(std::span<const ChoiceState> choices, const ReplyTotals& totals) override {
@@ -142,8 +151,10 @@ class CompletionWriter : public OpenAIWriter {
     }
 
     void choice_end(size_t index, const ChoiceState& c, ResponseChannel& out) override {
-        send(out, completion_chunk(answer_.meta, static_cast<int>(index), "", nullptr,
-                                   finish_reason(c)));
+        send_last(
+            out,
+            completion_chunk(answer_.meta, static_cast<int>(index), "", nullptr, finish_reason(c)),
+            c);
     }
 
     json body(std::span<const ChoiceState> choices, const ReplyTotals& totals) override {

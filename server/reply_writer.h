@@ -22,6 +22,7 @@
 #include "engine/scheduler/generation.h"
 #include "server/api_error.h"
 #include "server/http_types.h"
+#include "server/responses.h"
 
 namespace ggufd::server {
 
@@ -55,6 +56,16 @@ struct ReplyTotals {
     double total_s = 0;         // from the job's start to its end
     double time_to_first_token_s = 0;
     double load_wait_s = 0;  // waiting for the model to load, before the job started
+    // The engine's own measure (scheduler::Usage), the longest choice's: its prompt's evaluation
+    // and its generation.
+    double prompt_s = 0;
+    double generation_s = 0;
+
+    // llama-server's `timings` of the whole request.
+    Timings timings() const {
+        return {prompt_tokens - cached_tokens, prompt_s, completion_tokens, generation_s,
+                cached_tokens};
+    }
 };
 
 class ReplyWriter {

@@ -1,7 +1,8 @@
 // JSON request bodies -> typed requests, with validation. Independent of HTTP: each function
 // takes the parsed body and throws ApiError (400, naming the field) for a wrong type, an
-// out-of-range value or a missing field. Unknown fields are ignored, as OpenAI's API does
-// (llama-server's sampling fields are each read or refused); `null` counts as absent.
+// out-of-range value or a missing field. Fields no parser reads are ignored, as OpenAI's API does,
+// and named by the API (sampling::fields::FieldReads, server/README.md); llama-server's sampling
+// fields are each read or refused; `null` counts as absent.
 #pragma once
 
 #include <chrono>

@@ -27,6 +27,21 @@ nlohmann::json finish_reason_json(scheduler::FinishReason reason);
 
 nlohmann::json usage_json(int64_t prompt_tokens, int64_t completion_tokens, int64_t cached_tokens);
 
+// llama-server's `timings` block: prompt_n (prompt tokens evaluated, the cached prefix left
+// out), prompt_ms, prompt_per_token_ms, prompt_per_second, predicted_n, predicted_ms,
+// predicted_per_token_ms, predicted_per_second, cache_n (prompt tokens reused). Per-token and
+// per-second figures are 0 where nothing was counted or no time passed.
+struct Timings {
+    int64_t prompt_n = 0;
+    double prompt_s = 0;
+    int64_t predicted_n = 0;
+    double predicted_s = 0;
+    int64_t cache_n = 0;
+};
+nlohmann::json timings_json(const Timings& t);
+// One choice's timings, from what the scheduler measured of it.
+Timings choice_timings(const scheduler::Usage& usage);
+
 // The identity of one response, repeated in every chunk of a stream.
 struct ResponseMeta {
     std::string id;  // "cmpl-..." / "chatcmpl-..."

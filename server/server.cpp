@@ -40,6 +40,7 @@ ServerOptions server_options_from_config(const config::Config& config) {
     o.api.metrics_public = config.metrics_public;
     o.api.cors_origin = config.cors_origin;
     o.api.webui = config.webui;
+    o.api.strict_requests = config.strict_requests;
     o.idle_timeout = std::chrono::seconds(config.idle_timeout_s);
     o.header_timeout = std::chrono::seconds(config.header_timeout_s);
     return o;
@@ -428,8 +429,13 @@ class Session : public std::enable_shared_from_this<Session>, public ResponseCha
         if (const std::string& origin = shared_->options.api.cors_origin; !origin.empty()) {
             // Every answer, errors included, or the page cannot read why it failed.
             out += "Access-Control-Allow-Origin: " + origin + "\r\n";
-            out += "Access-Control-Expose-Headers: X-Request-Id, Retry-After\r\n";
+            out += "Access-Control-Expose-Headers: X-Request-Id, Retry-After, ";
+            out += kIgnoredFieldsHeader;
+            out += "\r\n";
             if (origin != "*") out += "Vary: Origin\r\n";
+        }
+        if (!access_.ignored_fields.empty()) {
+            out += fmt::format("{}: {}\r\n", kIgnoredFieldsHeader, access_.ignored_fields);
         }
         for (const auto& [name, value] : r.headers) out += name + ": " + value + "\r\n";
         if (content_length) {

@@ -170,7 +170,8 @@ def build():
                      [q(f"sum by (model) (ggufd_kv_cache_cells_used{{{M}}}) / "
                         f"sum by (model) (ggufd_kv_cache_cells_capacity{{{M}}})", "{{model}}")],
                      "percentunit",
-                     "Cells holding a token / cells allocated (slots x context)"), 12, 8)
+                     "Cells held by slots serving a request / cells allocated (slots x "
+                     "context): what gateways read as vllm:kv_cache_usage_perc"), 12, 8)
 
     L.row("Replicas")
     L.add(timeseries("Generated tokens / s by replica",

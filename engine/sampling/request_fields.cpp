@@ -8,6 +8,8 @@
 #include <optional>
 #include <stdexcept>
 #include <string_view>
+#include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -33,7 +35,130 @@ std::string fmt_number(double v) {
 
 namespace fields {
 
+namespace {
+
+// The FieldReads active on this thread, if any.
+thread_local FieldReads::Log* t_reads = nullptr;
+
+// Deeper objects than requests ever nest are not followed (parse_json_body refuses beyond 64).
+constexpr int kMaxReadDepth = 64;
+
+// A path's components, each length-prefixed so that no key can be read as two.
+void append_key(std::string& path, std::string_view key) {
+    path += std::to_string(key.size());
+    path += ':';
+    path += key;
+}
+
+// An object's identity: its storage, which stays where it is while the json value holding it
+// moves (a key added beside it).
+const void* object_id(const RequestJson& object) {
+    return &object.get_ref<const RequestJson::object_t&>();
+}
+
+}  // namespace
+
+struct FieldReads::Log {
+    struct Node {
+        std::string path;
+        // For a FieldAlias's copy: the keys that stand for the original's (the rest are the
+        // translation's own).
+        std::optional<std::unordered_set<std::string>> keys;
+    };
+    std::unordered_map<const void*, Node> nodes;
+    std::unordered_set<std::string> read;     // the paths of the fields looked up
+    std::unordered_set<std::string> touched;  // the paths of the objects looked up in
+
+    // `object` and the objects within it (not within arrays) as `path`.
+    void add(const RequestJson& object, const std::string& path, int depth,
+             std::vector<const void*>* registered) {
+        if (depth > kMaxReadDepth) return;
+        for (const auto& [key, value] : object.items()) {
+            if (!value.is_object()) continue;
+            std::string inner = path;
+            append_key(inner, key);
+            add(value, inner, depth + 1, registered);
+        }
+        const void* id = object_id(object);
+        nodes[id] = Node{path, std::nullopt};
+        if (registered) registered->push_back(id);
+    }
+
+    void note(const RequestJson& object, std::string_view key) {
+        const auto it = nodes.find(object_id(object));
+        if (it == nodes.end()) return;
+        const Node& node = it->second;
+        if (node.keys && !node.keys->contains(std::string(key))) return;
+        std::string path = node.path;
+        append_key(path, key);
+        read.insert(std::move(path));
+        touched.insert(node.path);
+    }
+
+    void unread(const RequestJson& object, const std::string& path, const std::string& shown,
+                int depth, std::vector<std::string>& out) const {
+        if (depth > kMaxReadDepth || !touched.contains(path)) return;
+        for (const auto& [key, value] : object.items()) {
+            if (value.is_null()) continue;
+            std::string inner = path;
+            append_key(inner, key);
+            std::string name = shown.empty() ? key : shown + "." + key;
+            if (!read.contains(inner)) {
+                out.push_back(std::move(name));
+            } else if (value.is_object()) {
+                unread(value, inner, name, depth + 1, out);
+            }
+        }
+    }
+};
+
+FieldReads::FieldReads(const RequestJson& body)
+    : log_(std::make_unique<Log>()), outer_(t_reads), body_(body) {
+    if (body.is_object()) log_->add(body, std::string(), 0, nullptr);
+    log_->touched.insert(std::string());
+    t_reads = log_.get();
+}
+
+FieldReads::~FieldReads() {
+    t_reads = outer_;
+}
+
+std::vector<std::string> FieldReads::unread() const {
+    std::vector<std::string> out;
+    if (body_.is_object()) log_->unread(body_, std::string(), std::string(), 0, out);
+    return out;
+}
+
+FieldAlias::FieldAlias(const RequestJson& copy, const RequestJson& original) : log_(t_reads) {
+    if (!log_ || !copy.is_object() || !original.is_object()) return;
+    const auto it = log_->nodes.find(object_id(original));
+    if (it == log_->nodes.end()) return;
+    const std::string path = it->second.path;
+    std::unordered_set<std::string> keys;
+    for (const auto& [key, value] : copy.items()) {
+        keys.insert(key);
+        if (!value.is_object()) continue;
+        std::string inner = path;
+        append_key(inner, key);
+        log_->add(value, inner, 1, &registered_);
+    }
+    const void* id = object_id(copy);
+    log_->nodes[id] = FieldReads::Log::Node{path, std::move(keys)};
+    registered_.push_back(id);
+}
+
+FieldAlias::~FieldAlias() {
+    if (!log_) return;
+    for (const void* id : registered_) log_->nodes.erase(id);
+}
+
+void note_all_read(const RequestJson& object) {
+    if (!t_reads || !object.is_object()) return;
+    for (const auto& [key, value] : object.items()) t_reads->note(object, key);
+}
+
 const RequestJson* field(const RequestJson& body, const char* name) {
+    if (t_reads && body.is_object()) t_reads->note(body, name);
     auto it = body.find(name);
     if (it == body.end() || it->is_null()) return nullptr;
     return &*it;
@@ -363,11 +488,13 @@ std::string schema_gbnf(const RequestJson& schema, const std::string& where, con
 // What OpenAI's response_format asks for: nothing (text), any JSON object, or a schema's
 // instances. llama-server's {"type": "json_object", "schema": {...}} is a schema too.
 std::optional<std::string> response_format_gbnf(const RequestJson& rf) {
-    if (!rf.is_object() || !rf.contains("type") || !rf["type"].is_string()) {
+    // Looked up through field(), as every request field is (FieldReads counts it as read).
+    const RequestJson* type_field = rf.is_object() ? field(rf, "type") : nullptr;
+    if (!type_field || !type_field->is_string()) {
         throw bad_request("'response_format' must be an object with a string 'type'",
                           "response_format");
     }
-    const std::string type = rf["type"].get<std::string>();
+    const std::string type = type_field->get<std::string>();
     if (type == "text") return std::nullopt;
     if (type == "json_object") {
         if (const RequestJson* schema = field(rf, "schema"))

@@ -1,16 +1,18 @@
 // A generation request's fields, by the names OpenAI's and llama-server's APIs give them, read
 // from JSON into the engine's SamplingParams and StopParams. Each field's type, range and message
 // are stated here once: the HTTP API reads its bodies through this, and ggufd-run generate its
-// flags, which it names after the same fields, so neither needs the other. Unknown fields are
-// ignored (but llama-server's sampling fields are each read or refused) and `null` counts as
-// absent; a field of the wrong type or out of range throws
+// flags, which it names after the same fields, so neither needs the other. A field no reader
+// looks up is ignored (llama-server's sampling fields are each read or refused), and FieldReads
+// (below) names it; `null` counts as absent; a field of the wrong type or out of range throws
 // InvalidParam naming it, which the HTTP layer answers with a 400.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -78,6 +80,50 @@ int64_t get_int(const RequestJson& body, const char* name, int64_t fallback, int
                 int64_t hi);
 std::string string_value(const RequestJson& v, const char* name);
 std::string get_string(const RequestJson& body, const char* name);
+
+// Which of a request body's fields the parsers read. While a FieldReads lives on a thread, every
+// lookup through field() (and so every reader above) on the body, or on an object inside it, is
+// noted by its path, whether the field is there or not: the parsers' own lookups are the one
+// list of the fields a route honours, so no second list can drift from them.
+class FieldReads {
+  public:
+    explicit FieldReads(const RequestJson& body);
+    ~FieldReads();
+    FieldReads(const FieldReads&) = delete;
+    FieldReads& operator=(const FieldReads&) = delete;
+
+    // The body's fields no lookup asked for, as paths ("mirostat_foo", "options.num_gpu"): a
+    // null field counts as absent; inside an object only when something was looked up in it (an
+    // object handed on whole, a JSON Schema or chat_template_kwargs, is its reader's business);
+    // never inside arrays (messages and tools go to the template as they are).
+    std::vector<std::string> unread() const;
+
+    struct Log;  // request_fields.cpp
+
+  private:
+    std::unique_ptr<Log> log_;
+    Log* outer_;  // a FieldReads already active on this thread (restored at the end)
+    const RequestJson& body_;
+};
+
+// Lookups on `copy`, a copy of `original` that a translation hands to the parsers instead, count
+// as lookups of `original`'s fields, for the keys `copy` holds now (those it gets afterwards are
+// the translation's own), until the FieldAlias ends; it must end before `copy` does. Nothing
+// while no FieldReads is active.
+class FieldAlias {
+  public:
+    FieldAlias(const RequestJson& copy, const RequestJson& original);
+    ~FieldAlias();
+    FieldAlias(const FieldAlias&) = delete;
+    FieldAlias& operator=(const FieldAlias&) = delete;
+
+  private:
+    FieldReads::Log* log_;
+    std::vector<const void*> registered_;
+};
+
+// Notes every field of `object` as read: for a translation that hands them all on as they are.
+void note_all_read(const RequestJson& object);
 
 }  // namespace fields
 

@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,10 @@ struct Usage {
     int32_t completion_tokens = 0;
     int32_t cached_prompt_tokens = 0;  // reused from a slot's KV prefix
     double time_to_first_token_s = 0.0;
+    // Where the request's time went once it had a slot (llama-server's `timings`): evaluating the
+    // prompt (slot taken to first token sampled) and generating (first token to the end).
+    double prompt_s = 0.0;
+    double generation_s = 0.0;
     // The request's stop string that ended the reply (its text is not in the output); empty when
     // something else ended it. Anthropic's and Ollama's answers name it.
     std::string stop_string;
@@ -119,6 +124,16 @@ SubmitResult validate(const GenerationRequest& request, int32_t n_vocab, int32_t
 std::vector<model::AdapterUse> resolve_adapters(const GenerationRequest& request,
                                                 std::span<const NamedAdapter> adapters);
 
+// One slot as GET /slots shows it: whether it serves a request, and how far that request got.
+struct SlotState {
+    int id = 0;
+    bool processing = false;
+    int32_t n_ctx = 0;          // tokens the slot holds at most
+    int32_t cells = 0;          // tokens in the slot's memory now (cached prefix included)
+    int32_t prompt_tokens = 0;  // the request's prompt
+    int32_t decoded = 0;        // tokens generated so far
+};
+
 // What the server needs of a model's scheduler.
 class Generator {
   public:
@@ -126,8 +141,20 @@ class Generator {
     // Takes the request or says why not (validate()'s verdict, or a full queue).
     virtual SubmitResult submit(GenerationRequest request) = 0;
     virtual int32_t context_size() const = 0;  // tokens per sequence
-    // The LoRA adapters requests may choose, in the order their ids number them.
-    virtual std::span<const NamedAdapter> adapters() const { return {}; }
+    // The LoRA adapters requests may choose now, in the order their ids number them. A snapshot:
+    // set_adapters() replaces the list, never changes one a caller holds.
+    virtual std::shared_ptr<const std::vector<NamedAdapter>> adapters() const {
+        return std::make_shared<const std::vector<NamedAdapter>>();
+    }
+    // Replaces the adapters requests may choose from their next submit() on. Requests already
+    // taken keep the adapters they resolved (each holds its adapter), so an adapter dropped here
+    // is freed once the last request using it ends. Not for generators without adapters.
+    virtual void set_adapters(std::vector<NamedAdapter> /*adapters*/) {
+        throw std::logic_error("this model takes no LoRA adapters");
+    }
+    // Each slot's state as of the last step; safe from any thread (a snapshot, never torn per
+    // field). Empty when the generator has no slots to show.
+    virtual std::vector<SlotState> slot_states() const { return {}; }
 };
 
 }  // namespace ggufd::scheduler

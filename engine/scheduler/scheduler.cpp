@@ -35,6 +35,9 @@ Scheduler::Scheduler(std::shared_ptr<const model::Model> model,
     if (params.batch_size < 1) throw std::invalid_argument("batch size must be at least 1");
     slots_.resize(static_cast<size_t>(params.n_slots));
     for (size_t i = 0; i < slots_.size(); ++i) slots_[i].id = static_cast<int>(i);
+    slot_views_ = std::make_unique<SlotView[]>(slots_.size());
+    adapters_ = std::make_shared<const std::vector<NamedAdapter>>(params_.adapters);
+    stats_.kv_cells_capacity = static_cast<int64_t>(slots_.size()) * n_ctx_;
     thread_ = std::thread([this] { loop(); });
 }
 
@@ -60,14 +63,26 @@ SubmitResult Scheduler::submit(GenerationRequest request) {
         return {SubmitStatus::invalid, "model",
                 "this model is an encoder: it serves embeddings, not text generation"};
     }
-    SubmitResult verdict = validate(request, context_.n_vocab(), n_ctx_, params_.adapters);
+    const std::shared_ptr<const std::vector<NamedAdapter>> named = this->adapters();
+    SubmitResult verdict = validate(request, context_.n_vocab(), n_ctx_, *named);
     if (!verdict.accepted()) {
         ++stats_.rejected;
         return verdict;
     }
-    std::vector<model::AdapterUse> adapters = resolve_adapters(request, params_.adapters);
+    std::vector<model::AdapterUse> adapters = resolve_adapters(request, *named);
     return enqueue(queue_, Pending{std::move(request), Clock::now(), std::move(adapters)},
                    "requests");
+}
+
+std::shared_ptr<const std::vector<NamedAdapter>> Scheduler::adapters() const {
+    std::lock_guard lock(adapters_mutex_);
+    return adapters_;
+}
+
+void Scheduler::set_adapters(std::vector<NamedAdapter> adapters) {
+    auto list = std::make_shared<const std::vector<NamedAdapter>>(std::move(adapters));
+    std::lock_guard lock(adapters_mutex_);
+    adapters_ = std::move(list);
 }
 
 template <typename Item>
@@ -151,7 +166,39 @@ void Scheduler::loop() {
         admit(incoming);
         drop_cancelled();
         step();
+        publish_slots();
     }
+}
+
+void Scheduler::publish_slots() {
+    int64_t used = 0;
+    for (size_t i = 0; i < slots_.size(); ++i) {
+        const Slot& s = slots_[i];
+        SlotView& v = slot_views_[i];
+        const int32_t cells = s.active ? context_.cache().length(s.id) : 0;
+        used += cells;
+        v.processing.store(s.active.has_value(), std::memory_order_relaxed);
+        v.cells.store(cells, std::memory_order_relaxed);
+        v.prompt_tokens.store(s.active ? s.active->usage.prompt_tokens : 0,
+                              std::memory_order_relaxed);
+        v.decoded.store(s.active ? s.active->usage.completion_tokens : 0,
+                        std::memory_order_relaxed);
+    }
+    stats_.kv_cells_used.store(used, std::memory_order_relaxed);
+}
+
+std::vector<SlotState> Scheduler::slot_states() const {
+    std::vector<SlotState> out(slots_.size());
+    for (size_t i = 0; i < slots_.size(); ++i) {
+        const SlotView& v = slot_views_[i];
+        out[i] = {static_cast<int>(i),
+                  v.processing.load(std::memory_order_relaxed),
+                  n_ctx_,
+                  v.cells.load(std::memory_order_relaxed),
+                  v.prompt_tokens.load(std::memory_order_relaxed),
+                  v.decoded.load(std::memory_order_relaxed)};
+    }
+    return out;
 }
 
 void Scheduler::admit(std::deque<Pending>& incoming) {
@@ -226,6 +273,7 @@ bool Scheduler::start(Slot& slot, Pending pending) {
     a.sampler->accept(std::span<const int32_t>(a.request.prompt));
     a.usage.prompt_tokens = static_cast<int32_t>(a.request.prompt.size());
     a.usage.cached_prompt_tokens = static_cast<int32_t>(reuse);
+    a.started = Clock::now();
     a.request.sink->on_started();
     slot.active = std::move(a);
     ++stats_.busy_slots;
@@ -249,6 +297,9 @@ void Scheduler::finish(Slot& slot, FinishReason reason, const std::string& error
             a.request.sink->on_token(TokenEvent{tail, -1, {}});
     }
     // Release the slot before telling the client, so whoever reacts to the finish sees it free.
+    if (a.first_token_sent)
+        a.usage.generation_s =
+            std::chrono::duration<double>(Clock::now() - a.first_token_at).count();
     const std::shared_ptr<GenerationSink> sink = a.request.sink;
     const Usage usage = a.usage;
     slot.active.reset();
@@ -372,6 +423,8 @@ void Scheduler::handle_logits(Slot& slot, std::span<const float> logits) {
     if (!a.first_token_sent) {
         a.first_token_sent = true;
         a.usage.time_to_first_token_s = std::chrono::duration<double>(now - a.submitted).count();
+        a.usage.prompt_s = std::chrono::duration<double>(now - a.started).count();
+        a.first_token_at = now;
     } else if (params_.observer) {
         params_.observer->on_token_interval(
             std::chrono::duration<double>(now - a.last_token_at).count());

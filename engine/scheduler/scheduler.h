@@ -36,7 +36,7 @@ struct SchedulerParams {
     int n_threads_batch = 0;                // model::ContextParams::n_threads_batch; 0 = n_threads
     bool f16_accumulator = false;           // model::ContextParams::f16_accumulator
     model::KvTypes kv_types{};              // KV cache storage (--cache-type-k / --cache-type-v)
-    std::vector<NamedAdapter> adapters;     // LoRA adapters of the model requests may choose
+    std::vector<NamedAdapter> adapters;     // LoRA adapters requests may choose (set_adapters())
     SchedulerObserver* observer = nullptr;  // not owned; must outlive the scheduler
 };
 
@@ -48,7 +48,9 @@ class Scheduler final : public Generator, public Embedder {
 
     SubmitResult submit(GenerationRequest request) override;
     int32_t context_size() const override { return n_ctx_; }
-    std::span<const NamedAdapter> adapters() const override { return params_.adapters; }
+    std::shared_ptr<const std::vector<NamedAdapter>> adapters() const override;
+    void set_adapters(std::vector<NamedAdapter> adapters) override;
+    std::vector<SlotState> slot_states() const override;
 
     // Embeddings (and rank scores) of whole inputs; an input takes a free slot for one step.
     // An encoder (no vocabulary head) takes only these: submit() refuses it generation.
@@ -78,6 +80,8 @@ class Scheduler final : public Generator, public Embedder {
         size_t prompt_done = 0;   // prompt tokens in the KV cache
         int32_t next_token = -1;  // sampled, to be fed at the next step
         bool first_token_sent = false;
+        Clock::time_point started;         // when the slot took it
+        Clock::time_point first_token_at;  // when its first token was sampled
         Clock::time_point last_token_at;
         Usage usage;
     };
@@ -117,6 +121,8 @@ class Scheduler final : public Generator, public Embedder {
     void add_embedding_inputs(int& budget);
     void finish_embedding_inputs(const std::string& error);
     void end_embed_jobs(FinishReason reason, const std::string& error);
+    // Each slot's state and the KV cells in use, published for other threads after a step.
+    void publish_slots();
 
     std::shared_ptr<const model::Model> model_;
     std::shared_ptr<const tokenizer::Tokenizer> tokenizer_;
@@ -125,6 +131,17 @@ class Scheduler final : public Generator, public Embedder {
     int32_t n_ctx_;
     std::vector<Slot> slots_;
     SchedulerStats stats_;
+    // What slot_states() reads: written by the scheduler's thread, one atomic per figure.
+    struct SlotView {
+        std::atomic<bool> processing{false};
+        std::atomic<int32_t> cells{0};
+        std::atomic<int32_t> prompt_tokens{0};
+        std::atomic<int32_t> decoded{0};
+    };
+    std::unique_ptr<SlotView[]> slot_views_;
+    // The adapters submit() resolves requests against; replaced whole by set_adapters().
+    mutable std::mutex adapters_mutex_;
+    std::shared_ptr<const std::vector<NamedAdapter>> adapters_;
 
     std::mutex mutex_;
     std::condition_variable wake_;

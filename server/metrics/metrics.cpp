@@ -60,6 +60,11 @@ prometheus::Labels model_label(const std::string& model) {
     return {{"model", model}};
 }
 
+// vLLM's label for the model, which gateways read.
+prometheus::Labels model_name_label(const std::string& model) {
+    return {{"model_name", model}};
+}
+
 }  // namespace
 
 BuildInfo BuildInfo::current() {
@@ -87,6 +92,11 @@ ModelMetrics::ModelMetrics(std::string name, Metrics& owner)
       total_slots_(owner.total_slots_.Add(model_label(name_))),
       kv_used_(owner.kv_used_.Add(model_label(name_))),
       kv_total_(owner.kv_total_.Add(model_label(name_))),
+      kv_ratio_(owner.kv_ratio_.Add(model_label(name_))),
+      vllm_running_(owner.vllm_running_.Add(model_name_label(name_))),
+      vllm_waiting_(owner.vllm_waiting_.Add(model_name_label(name_))),
+      vllm_kv_usage_(owner.vllm_kv_usage_.Add(model_name_label(name_))),
+      vllm_gpu_cache_usage_(owner.vllm_gpu_cache_usage_.Add(model_name_label(name_))),
       load_seconds_(owner.load_seconds_.Add(model_label(name_))),
       loads_(owner.loads_.Add(model_label(name_))),
       unloads_(owner.unloads_.Add(model_label(name_))),
@@ -164,6 +174,27 @@ Metrics::Metrics(Options options)
                     .Name("ggufd_kv_cache_cells_capacity")
                     .Help("KV-cache cells allocated (slots x context size)")
                     .Register(*registry_)),
+      kv_ratio_(prometheus::BuildGauge()
+                    .Name("ggufd_kv_cache_usage_ratio")
+                    .Help("KV-cache cells held by slots serving a request, 0 to 1")
+                    .Register(*registry_)),
+      vllm_running_(prometheus::BuildGauge()
+                        .Name("vllm:num_requests_running")
+                        .Help("Requests generating in a slot (ggufd_slots_busy, vLLM's name)")
+                        .Register(*registry_)),
+      vllm_waiting_(prometheus::BuildGauge()
+                        .Name("vllm:num_requests_waiting")
+                        .Help("Requests waiting for a slot (ggufd_queue_depth, vLLM's name)")
+                        .Register(*registry_)),
+      vllm_kv_usage_(prometheus::BuildGauge()
+                         .Name("vllm:kv_cache_usage_perc")
+                         .Help("KV-cache usage, 1 = full (ggufd_kv_cache_usage_ratio, vLLM's name)")
+                         .Register(*registry_)),
+      vllm_gpu_cache_usage_(prometheus::BuildGauge()
+                                .Name("vllm:gpu_cache_usage_perc")
+                                .Help("KV-cache usage, 1 = full (vLLM's older name; on the CPU "
+                                      "here)")
+                                .Register(*registry_)),
       load_seconds_(prometheus::BuildGauge()
                         .Name("ggufd_model_load_seconds")
                         .Help("Time taken to load the model (mapping, validation, set-up)")
@@ -286,10 +317,13 @@ void Metrics::refresh_watches() {
         if (!stats) {
             m.set_queue_depth(0);
             m.set_busy_slots(0);
+            m.set_kv_cells(0, 0);
             continue;
         }
         m.set_queue_depth(stats->queued.load(std::memory_order_relaxed));
         m.set_busy_slots(stats->busy_slots.load(std::memory_order_relaxed));
+        m.set_kv_cells(stats->kv_cells_used.load(std::memory_order_relaxed),
+                       stats->kv_cells_capacity.load(std::memory_order_relaxed));
         advance(m.prompt_tokens_, w->prompt, stats->prompt_tokens.load(std::memory_order_relaxed));
         advance(m.generated_tokens_, w->generated,
                 stats->generated_tokens.load(std::memory_order_relaxed));
@@ -354,11 +388,137 @@ std::string Metrics::render() {
     }
     for (const HistogramFamily* h : {&request_duration_, &ttft_, &inter_token_, &batch_size_})
         families.push_back(h->collect());
+    for (prometheus::MetricFamily& f : adapter_families()) families.push_back(std::move(f));
     std::sort(families.begin(), families.end(),
               [](const auto& a, const auto& b) { return a.name < b.name; });
     std::ostringstream out;
     prometheus::TextSerializer().Serialize(out, families);
     return out.str();
+}
+
+// --- LoRA adapters ---
+
+struct AdapterBoard::Use::State {
+    mutable std::mutex mutex;
+    std::map<std::string, std::vector<std::string>, std::less<>> loaded;     // model -> adapters
+    std::map<std::string, std::pair<int64_t, int64_t>, std::less<>> counts;  // running, waiting
+};
+
+AdapterBoard::AdapterBoard() : state_(std::make_shared<Use::State>()) {}
+
+AdapterBoard::Use::Use(std::shared_ptr<State> state, std::vector<std::string> adapters)
+    : state_(std::move(state)), adapters_(std::move(adapters)) {
+    std::lock_guard lock(state_->mutex);
+    for (const std::string& a : adapters_) ++state_->counts[a].second;
+}
+
+void AdapterBoard::Use::started() {
+    std::lock_guard lock(state_->mutex);
+    if (running_) return;
+    running_ = true;
+    for (const std::string& a : adapters_) {
+        auto& [running, waiting] = state_->counts[a];
+        --waiting;
+        ++running;
+    }
+}
+
+AdapterBoard::Use::~Use() {
+    std::lock_guard lock(state_->mutex);
+    for (const std::string& a : adapters_) {
+        auto it = state_->counts.find(a);
+        if (it == state_->counts.end()) continue;
+        (running_ ? it->second.first : it->second.second) -= 1;
+        if (it->second == std::pair<int64_t, int64_t>{0, 0}) state_->counts.erase(it);
+    }
+}
+
+void AdapterBoard::set_loaded(std::string_view model, std::vector<std::string> adapters) {
+    std::lock_guard lock(state_->mutex);
+    if (adapters.empty()) {
+        if (auto it = state_->loaded.find(model); it != state_->loaded.end())
+            state_->loaded.erase(it);
+        return;
+    }
+    state_->loaded[std::string(model)] = std::move(adapters);
+}
+
+std::unique_ptr<AdapterBoard::Use> AdapterBoard::queued(std::vector<std::string> adapters) {
+    if (adapters.empty()) return nullptr;
+    return std::unique_ptr<Use>(new Use(state_, std::move(adapters)));
+}
+
+std::vector<AdapterBoard::Adapter> AdapterBoard::snapshot() const {
+    std::lock_guard lock(state_->mutex);
+    std::vector<Adapter> out;
+    for (const auto& [model, adapters] : state_->loaded) {
+        for (const std::string& a : adapters) {
+            Adapter entry{model, a};
+            if (auto it = state_->counts.find(a); it != state_->counts.end()) {
+                entry.running = it->second.first;
+                entry.waiting = it->second.second;
+            }
+            out.push_back(std::move(entry));
+        }
+    }
+    return out;
+}
+
+namespace {
+
+prometheus::MetricFamily gauge_family(std::string name, std::string help) {
+    prometheus::MetricFamily f;
+    f.name = std::move(name);
+    f.help = std::move(help);
+    f.type = prometheus::MetricType::Gauge;
+    return f;
+}
+
+void add_gauge(prometheus::MetricFamily& f, std::vector<prometheus::ClientMetric::Label> labels,
+               double value) {
+    prometheus::ClientMetric m;
+    m.label = std::move(labels);
+    m.gauge.value = value;
+    f.metric.push_back(std::move(m));
+}
+
+}  // namespace
+
+// Built at each scrape from the board, so an adapter unloaded leaves no stale series behind.
+std::vector<prometheus::MetricFamily> Metrics::adapter_families() const {
+    const std::vector<AdapterBoard::Adapter> adapters = adapters_.snapshot();
+    if (adapters.empty()) return {};
+    auto running = gauge_family("ggufd_lora_requests_running",
+                                "Requests generating with the LoRA adapter (as base:adapter)");
+    auto waiting = gauge_family("ggufd_lora_requests_waiting",
+                                "Requests with the LoRA adapter waiting for a slot");
+    std::string running_list, waiting_list;
+    for (const AdapterBoard::Adapter& a : adapters) {
+        add_gauge(running, {{"model", a.model}, {"adapter", a.name}},
+                  static_cast<double>(a.running));
+        add_gauge(waiting, {{"model", a.model}, {"adapter", a.name}},
+                  static_cast<double>(a.waiting));
+        if (a.running > 0) running_list += (running_list.empty() ? "" : ",") + a.name;
+        if (a.waiting > 0) waiting_list += (waiting_list.empty() ? "" : ",") + a.name;
+    }
+    // vLLM's form, which gateways' LoRA affinity reads: the value is the time of the reading, the
+    // labels the adapters with running and waiting requests, and how many adapters one batch may
+    // use (every loaded one here: adapters are applied per sequence, never merged).
+    auto info = gauge_family("vllm:lora_requests_info",
+                             "Running stats on LoRA requests (vLLM's form); the value is the "
+                             "time of the reading in Unix seconds");
+    const double now =
+        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    add_gauge(info,
+              {{"max_lora", std::to_string(adapters.size())},
+               {"running_lora_adapters", running_list},
+               {"waiting_lora_adapters", waiting_list}},
+              now);
+    std::vector<prometheus::MetricFamily> out;
+    out.push_back(std::move(running));
+    out.push_back(std::move(waiting));
+    out.push_back(std::move(info));
+    return out;
 }
 
 }  // namespace ggufd::metrics

@@ -42,6 +42,49 @@ std::vector<double> batch_size();           // 1 .. 2048 tokens, powers of two
 
 class Metrics;
 
+// The LoRA adapters each model has loaded and the requests using each one, waiting for a slot or
+// running: what a gateway's LoRA affinity reads (vllm:lora_requests_info) and ggufd's per-adapter
+// gauges. An adapter is named as a request's `model` names it ("base:adapter"). Thread-safe;
+// updated once per request (a mutex), never per token.
+class AdapterBoard {
+  public:
+    // One request's use of some adapters: counted waiting from queued() until started(), then
+    // running until the handle is destroyed.
+    class Use {
+      public:
+        ~Use();
+        Use(const Use&) = delete;
+        Use& operator=(const Use&) = delete;
+        void started();
+
+      private:
+        friend class AdapterBoard;
+        struct State;
+        Use(std::shared_ptr<State> state, std::vector<std::string> adapters);
+        std::shared_ptr<State> state_;
+        std::vector<std::string> adapters_;
+        bool running_ = false;
+    };
+
+    AdapterBoard();
+    // The model's adapters now (replacing what it had; empty once it is unloaded).
+    void set_loaded(std::string_view model, std::vector<std::string> adapters);
+    // A request for these adapters (none: nothing is counted, nullptr).
+    std::unique_ptr<Use> queued(std::vector<std::string> adapters);
+
+    struct Adapter {
+        std::string model;
+        std::string name;
+        int64_t running = 0;
+        int64_t waiting = 0;
+    };
+    // Every loaded adapter with its counts, models in name order, adapters in load order.
+    std::vector<Adapter> snapshot() const;
+
+  private:
+    std::shared_ptr<Use::State> state_;
+};
+
 // One model's metrics. References stay valid for the lifetime of the owning Metrics.
 // Every method is safe to call from any thread. It observes its model's scheduler
 // (SchedulerParams::observer) for the distributions only a per-step push can give.
@@ -64,12 +107,22 @@ class ModelMetrics final : public scheduler::SchedulerObserver {
     void on_step(int batch_tokens) noexcept override {
         batch_size_.observe(static_cast<double>(batch_tokens));
     }
-    void set_queue_depth(int64_t n) noexcept { queue_depth_.Set(static_cast<double>(n)); }
-    void set_busy_slots(int64_t n) noexcept { busy_slots_.Set(static_cast<double>(n)); }
+    void set_queue_depth(int64_t n) noexcept {
+        queue_depth_.Set(static_cast<double>(n));
+        vllm_waiting_.Set(static_cast<double>(n));
+    }
+    void set_busy_slots(int64_t n) noexcept {
+        busy_slots_.Set(static_cast<double>(n));
+        vllm_running_.Set(static_cast<double>(n));
+    }
     void set_total_slots(int64_t n) noexcept { total_slots_.Set(static_cast<double>(n)); }
     void set_kv_cells(int64_t used, int64_t total) noexcept {
         kv_used_.Set(static_cast<double>(used));
         kv_total_.Set(static_cast<double>(total));
+        const double ratio = total > 0 ? static_cast<double>(used) / static_cast<double>(total) : 0;
+        kv_ratio_.Set(ratio);
+        vllm_kv_usage_.Set(ratio);
+        vllm_gpu_cache_usage_.Set(ratio);
     }
     void set_load_seconds(double seconds) noexcept { load_seconds_.Set(seconds); }
     // The model's lives (a models folder's come and go): each load with its time and the bytes it
@@ -99,6 +152,12 @@ class ModelMetrics final : public scheduler::SchedulerObserver {
     prometheus::Gauge& total_slots_;
     prometheus::Gauge& kv_used_;
     prometheus::Gauge& kv_total_;
+    prometheus::Gauge& kv_ratio_;
+    // The same figures under vLLM's names, which Kubernetes inference gateways read.
+    prometheus::Gauge& vllm_running_;
+    prometheus::Gauge& vllm_waiting_;
+    prometheus::Gauge& vllm_kv_usage_;
+    prometheus::Gauge& vllm_gpu_cache_usage_;
     prometheus::Gauge& load_seconds_;
     prometheus::Counter& loads_;
     prometheus::Counter& unloads_;
@@ -167,6 +226,9 @@ class Metrics {
     // scrape-time values: watched schedulers, process memory, throughput gauges.
     std::string render();
 
+    // The adapters loaded and the requests using them (rendered at each scrape).
+    AdapterBoard& adapters() { return adapters_; }
+
     // Content-Type for the /metrics response.
     static constexpr const char* content_type = "text/plain; version=0.0.4; charset=utf-8";
 
@@ -182,6 +244,7 @@ class Metrics {
     void refresh_watches();
     void refresh_process();
     void refresh_throughput();
+    std::vector<prometheus::MetricFamily> adapter_families() const;
 
     Options options_;
     std::shared_ptr<prometheus::Registry> registry_;
@@ -200,6 +263,11 @@ class Metrics {
     prometheus::Family<prometheus::Gauge>& total_slots_;
     prometheus::Family<prometheus::Gauge>& kv_used_;
     prometheus::Family<prometheus::Gauge>& kv_total_;
+    prometheus::Family<prometheus::Gauge>& kv_ratio_;
+    prometheus::Family<prometheus::Gauge>& vllm_running_;
+    prometheus::Family<prometheus::Gauge>& vllm_waiting_;
+    prometheus::Family<prometheus::Gauge>& vllm_kv_usage_;
+    prometheus::Family<prometheus::Gauge>& vllm_gpu_cache_usage_;
     prometheus::Family<prometheus::Gauge>& load_seconds_;
     prometheus::Family<prometheus::Counter>& loads_;
     prometheus::Family<prometheus::Counter>& unloads_;
@@ -219,6 +287,7 @@ class Metrics {
     std::mutex render_mutex_;  // one scrape at a time; guards watches_ and samples_
     std::map<std::string, std::unique_ptr<Watch>, std::less<>> watches_;
     std::deque<Sample> samples_;
+    AdapterBoard adapters_;
 };
 
 // Process memory from /proc/self/statm, in bytes; {0, 0} where it cannot be read.

@@ -278,6 +278,18 @@ TEST(Config, NoWebui) {
               std::string::npos);
 }
 
+TEST(Config, StrictRequests) {
+    EXPECT_FALSE(load({}).config.strict_requests);
+    EXPECT_TRUE(load({"--strict-requests"}).config.strict_requests);
+    EXPECT_TRUE(load({"--strict-requests", "--port", "9000"}).config.strict_requests);
+    EXPECT_FALSE(load({"--strict-requests=false"}).config.strict_requests);
+    EXPECT_TRUE(load({}, {{"GGUFD_STRICT_REQUESTS", "true"}}).config.strict_requests);
+    EXPECT_FALSE(load({}, {{"GGUFD_STRICT_REQUESTS", "0"}}).config.strict_requests);
+    TempFile file("strict-requests = yes\n");
+    EXPECT_TRUE(load({"--config", file.path()}).config.strict_requests);
+    EXPECT_NE(error_of({"--strict-requests=maybe"}).find("strict-requests"), std::string::npos);
+}
+
 TEST(Config, ThreadsBatch) {
     EXPECT_EQ(load({}).config.threads_batch, 0);  // 0: as --threads
     EXPECT_EQ(load({"--threads-batch", "8", "-t", "2"}).config.threads_batch, 8);

@@ -142,6 +142,13 @@ try:
                       has_samples('ggufd_requests_total{endpoint="/v1/chat/completions",status="200"} >= 1'))[1]
     assert answer["data"]["result"][0]["metric"]["model"], answer
     wait_for("generated tokens", has_samples("ggufd_generated_tokens_total > 0"))
+    # What a Kubernetes inference gateway reads, in vLLM's names: one series per replica and
+    # model, the KV-cache usage a fraction.
+    for name in ("vllm:num_requests_waiting", "vllm:num_requests_running",
+                 "vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"):
+        wait_for(f"{name} from every replica", has_samples(f'count({name}{{model_name!=""}}) == 2'))
+    wait_for("KV-cache usage within 0..1",
+             has_samples("count(vllm:kv_cache_usage_perc >= 0 <= 1) == 2"))
 
     # The alert rules loaded (a broken rule file stops Prometheus at start-up, seen above) and
     # watch metrics ggufd exports.

@@ -89,7 +89,10 @@ TEST(Metrics, FreshRegistryRendersBuildInfoAndProcessMemory) {
     EXPECT_EQ(e.type.at("ggufd_batch_size_tokens"), "histogram");
     EXPECT_EQ(e.type.at("ggufd_queue_depth"), "gauge");
     for (const auto& [name, type] : e.type) {
-        EXPECT_TRUE(name.rfind("ggufd_", 0) == 0 || name.rfind("process_", 0) == 0) << name;
+        // Our own names, the process's, and the gateway figures again under vLLM's names.
+        EXPECT_TRUE(name.rfind("ggufd_", 0) == 0 || name.rfind("process_", 0) == 0 ||
+                    name.rfind("vllm:", 0) == 0)
+            << name;
         EXPECT_EQ(type == "counter", name.size() > 6 && name.substr(name.size() - 6) == "_total")
             << name << " is a " << type;
         EXPECT_FALSE(e.help.at(name).empty()) << name;
@@ -318,6 +321,80 @@ TEST(Metrics, WatchedSchedulerFeedsCountersAndGauges) {
     e = scrape(m);
     EXPECT_EQ(value_of(e, "ggufd_slots_busy", tiny), 0);
     EXPECT_EQ(value_of(e, "ggufd_generated_tokens_total", tiny), 30);
+}
+
+// What Kubernetes inference gateways read (the Gateway API inference extension's model server
+// protocol, in vLLM's names): queue depth, running requests and KV-cache usage 0..1 per model.
+TEST(Metrics, GatewayMetricsInVllmNames) {
+    Metrics m;
+    auto stats = std::make_shared<scheduler::SchedulerStats>();
+    m.watch_scheduler("tiny", stats);
+    stats->queued = 3;
+    stats->busy_slots = 2;
+    stats->kv_cells_used = 1024;
+    stats->kv_cells_capacity = 4096;
+    auto e = scrape(m);
+    const LabelSet tiny = {{"model_name", "tiny"}};
+    EXPECT_EQ(value_of(e, "vllm:num_requests_waiting", tiny), 3);
+    EXPECT_EQ(value_of(e, "vllm:num_requests_running", tiny), 2);
+    EXPECT_EQ(value_of(e, "vllm:kv_cache_usage_perc", tiny), 0.25);
+    EXPECT_EQ(value_of(e, "vllm:gpu_cache_usage_perc", tiny), 0.25);
+    EXPECT_EQ(e.type.at("vllm:kv_cache_usage_perc"), "gauge");
+    EXPECT_EQ(value_of(e, "ggufd_kv_cache_usage_ratio", {{"model", "tiny"}}), 0.25);
+    EXPECT_EQ(value_of(e, "ggufd_kv_cache_cells_used", {{"model", "tiny"}}), 1024);
+    EXPECT_EQ(value_of(e, "ggufd_kv_cache_cells_capacity", {{"model", "tiny"}}), 4096);
+    stats.reset();  // unloaded: nothing in use
+    e = scrape(m);
+    EXPECT_EQ(value_of(e, "vllm:kv_cache_usage_perc", tiny), 0);
+    EXPECT_EQ(value_of(e, "vllm:num_requests_running", tiny), 0);
+}
+
+// Adapters as vLLM's lora_requests_info has them (the labels list adapters with running and
+// waiting requests; the value is the time of the reading) and per adapter in ggufd's gauges.
+TEST(Metrics, LoraAdaptersWithRunningAndWaitingRequests) {
+    Metrics m;
+    EXPECT_EQ(scrape(m).type.count("vllm:lora_requests_info"), 0u);  // no adapter, no family
+    AdapterBoard& board = m.adapters();
+    board.set_loaded("base", {"base:sql", "base:chat"});
+    auto first = board.queued({"base:sql"});
+    auto second = board.queued({"base:sql", "base:chat"});
+    EXPECT_EQ(board.queued({}), nullptr);
+    first->started();
+    first->started();  // once only
+    auto e = scrape(m);
+    EXPECT_EQ(
+        value_of(e, "ggufd_lora_requests_running", {{"model", "base"}, {"adapter", "base:sql"}}),
+        1);
+    EXPECT_EQ(
+        value_of(e, "ggufd_lora_requests_waiting", {{"model", "base"}, {"adapter", "base:sql"}}),
+        1);
+    EXPECT_EQ(
+        value_of(e, "ggufd_lora_requests_waiting", {{"model", "base"}, {"adapter", "base:chat"}}),
+        1);
+    const auto info = e.all("vllm:lora_requests_info");
+    ASSERT_EQ(info.size(), 1u);
+    EXPECT_EQ(info[0].labels.at("max_lora"), "2");
+    EXPECT_EQ(info[0].labels.at("running_lora_adapters"), "base:sql");
+    EXPECT_EQ(info[0].labels.at("waiting_lora_adapters"), "base:sql,base:chat");
+    const double now =
+        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    EXPECT_NEAR(info[0].value, now, 60);
+
+    first.reset();
+    second->started();
+    e = scrape(m);
+    EXPECT_EQ(
+        value_of(e, "ggufd_lora_requests_running", {{"model", "base"}, {"adapter", "base:sql"}}),
+        1);
+    EXPECT_EQ(
+        value_of(e, "ggufd_lora_requests_waiting", {{"model", "base"}, {"adapter", "base:sql"}}),
+        0);
+    EXPECT_EQ(e.all("vllm:lora_requests_info")[0].labels.at("waiting_lora_adapters"), "");
+    second.reset();
+    board.set_loaded("base", {});  // unloaded: its series go
+    e = scrape(m);
+    EXPECT_EQ(e.type.count("ggufd_lora_requests_running"), 0u);
+    EXPECT_EQ(e.type.count("vllm:lora_requests_info"), 0u);
 }
 
 TEST(Metrics, WatchedSchedulerScrapedWhileItCounts) {

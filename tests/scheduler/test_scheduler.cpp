@@ -2,6 +2,8 @@
 // runs alone or among others, queueing, cancellation, stop strings and prefix reuse.
 #include <gtest/gtest.h>
 
+#include <thread>
+
 #include <cmath>
 #include <condition_variable>
 #include <fstream>
@@ -351,6 +353,36 @@ TEST_F(SchedulerTest, CancelledRequestFreesItsSlot) {
     EXPECT_EQ(s->stats().busy_slots, 0);
 }
 
+// What GET /slots, the KV-usage gauges and llama-server's timings read: a slot serving a request
+// shows it (with the cells it holds) while it runs, and the request's time is split between its
+// prompt and its generation.
+TEST_F(SchedulerTest, SlotStatesKvCellsAndTimings) {
+    auto s = make(2);
+    EXPECT_EQ(s->stats().kv_cells_capacity, 2 * 256);
+    auto sink = std::make_shared<RecordingSink>();
+    ASSERT_TRUE(s->submit(greedy_request(cases_[0], sink, 200)).accepted());
+    std::vector<scheduler::SlotState> states;
+    for (int i = 0; i < 5000; ++i) {
+        states = s->slot_states();
+        if (states[0].processing || states[1].processing) break;
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    sink->wait_done();
+    ASSERT_EQ(states.size(), 2u);
+    const scheduler::SlotState& busy = states[0].processing ? states[0] : states[1];
+    EXPECT_EQ(busy.n_ctx, 256);
+    EXPECT_EQ(busy.prompt_tokens, static_cast<int32_t>(cases_[0].prompt.size()));
+    EXPECT_GE(busy.cells, busy.prompt_tokens);
+    // Once the request ended, nothing is in use.
+    for (int i = 0; i < 200 && s->stats().kv_cells_used != 0; ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    EXPECT_EQ(s->stats().kv_cells_used, 0);
+    EXPECT_FALSE(s->slot_states()[0].processing || s->slot_states()[1].processing);
+    EXPECT_GT(sink->usage.prompt_s, 0.0);
+    EXPECT_GT(sink->usage.generation_s, 0.0);
+    EXPECT_LE(sink->usage.prompt_s, sink->usage.time_to_first_token_s);
+}
+
 TEST_F(SchedulerTest, StopStringEndsGenerationAndIsNotShown) {
     auto s = make(1);
     auto sink = std::make_shared<RecordingSink>();
@@ -466,6 +498,19 @@ TEST_F(SchedulerTest, LoraAdaptersPerRequestAndPrefixReuse) {
     const auto again = run(std::vector<scheduler::AdapterChoice>{{0, "", 1.0f}});
     EXPECT_EQ(again->tokens, first->tokens);
     EXPECT_EQ(again->usage.cached_prompt_tokens, 8);
+
+    // Dropped from the list (the server's run-time unload): new requests can no longer choose it,
+    // and the list it replaced is unchanged for whoever holds it.
+    const auto before = s.adapters();
+    s.set_adapters({});
+    EXPECT_EQ(before->size(), 1u);
+    EXPECT_TRUE(s.adapters()->empty());
+    {
+        scheduler::GenerationRequest r = greedy_request(cases_[1], nullptr, 4);
+        r.lora = std::vector<scheduler::AdapterChoice>{{-1, "style", 1.0f}};
+        EXPECT_EQ(s.submit(std::move(r)).param, "lora");
+    }
+    s.set_adapters(*before);
 
     p.adapters[0].default_scale = 1.0f;
     scheduler::Scheduler with_default(model_, tokenizer_, p);

@@ -49,6 +49,9 @@ void FakeGenerator::run(scheduler::GenerationRequest request, Script script) {
     scheduler::Usage usage;
     usage.prompt_tokens = static_cast<int32_t>(request.prompt.size());
     usage.cached_prompt_tokens = 1;
+    // Fixed figures, so tests can check the timings computed from them.
+    usage.prompt_s = 0.004;
+    usage.generation_s = 0.008;
     auto finish = [&](FinishReason reason, const std::string& error) {
         if (reason == FinishReason::cancelled) {
             std::lock_guard lock(mutex_);
@@ -80,6 +83,14 @@ void FakeGenerator::run(scheduler::GenerationRequest request, Script script) {
     finish(script.end, script.error);
 }
 
+std::shared_ptr<const model::LoraAdapter> FakeBackend::read_adapter(
+    const std::filesystem::path& path) const {
+    if (path.filename().string().starts_with("bad")) {
+        throw std::runtime_error(path.string() + ": not a GGUF file (bad magic)");
+    }
+    return nullptr;
+}
+
 nlohmann::json FakeBackend::describe(bool full) const {
     nlohmann::json d = {{"id", name_},
                         {"architecture", "fake"},
@@ -87,6 +98,12 @@ nlohmann::json FakeBackend::describe(bool full) const {
                         {"chat_template", true},
                         {"general", {{"general.name", "Fake"}}}};
     if (full) d["metadata"] = {{"fake.block_count", 2}};
+    const auto adapters = gen.adapters();
+    if (!adapters->empty()) {
+        d["lora_adapters"] = nlohmann::json::array();
+        for (const auto& a : *adapters)
+            d["lora_adapters"].push_back({{"name", a.name}, {"scale", a.default_scale}});
+    }
     return d;
 }
 

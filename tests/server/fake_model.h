@@ -37,6 +37,17 @@ class FakeGenerator : public scheduler::Generator {
 
     scheduler::SubmitResult submit(scheduler::GenerationRequest request) override;
     int32_t context_size() const override { return context; }
+    std::vector<scheduler::SlotState> slot_states() const override { return slots; }
+    std::shared_ptr<const std::vector<scheduler::NamedAdapter>> adapters() const override {
+        std::lock_guard lock(mutex_);
+        return adapters_;
+    }
+    void set_adapters(std::vector<scheduler::NamedAdapter> adapters) override {
+        auto list =
+            std::make_shared<const std::vector<scheduler::NamedAdapter>>(std::move(adapters));
+        std::lock_guard lock(mutex_);
+        adapters_ = std::move(list);
+    }
 
     void set_script(Script s);
     void set_result(scheduler::SubmitResult r);
@@ -47,6 +58,7 @@ class FakeGenerator : public scheduler::Generator {
     bool wait_cancelled(int n);
 
     int32_t context = 64;
+    std::vector<scheduler::SlotState> slots;  // what slot_states() answers
 
   private:
     void run(scheduler::GenerationRequest request, Script script);
@@ -57,6 +69,8 @@ class FakeGenerator : public scheduler::Generator {
     scheduler::SubmitResult result_;
     std::vector<scheduler::GenerationRequest> requests_;
     std::vector<std::thread> threads_;
+    std::shared_ptr<const std::vector<scheduler::NamedAdapter>> adapters_ =
+        std::make_shared<const std::vector<scheduler::NamedAdapter>>();
     std::atomic<int> cancelled_seen_{0};
     std::atomic<int> finished_{0};
 };
@@ -81,6 +95,10 @@ class FakeBackend : public ModelBackend {
     tokenizer::SpecialTokens special_tokens() const override { return special; }
     chat::TemplateTraits chat_traits() const override { return traits; }
     std::string chat_template() const override { return template_text; }
+    // Any path reads as an adapter (a null one: the fake generator applies none), except one
+    // whose name starts with "bad", which is refused as a real file would be.
+    std::shared_ptr<const model::LoraAdapter> read_adapter(
+        const std::filesystem::path& path) const override;
 
     std::string last_rendered() const;
 

@@ -5,41 +5,27 @@
 // sliding layers' rings still hold the window, and gives the text a fresh sequence gives.
 #include <gtest/gtest.h>
 
-#include <fstream>
 #include <future>
-#include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
-#include "server/engine_backend.h"
-#include "server/server.h"
-#include "tests/server/http_client.h"
+#include "tests/server/serving_fixture.h"
 #include "tests/support/conformance.h"
 
 namespace ggufd::server {
 namespace {
 
 using nlohmann::json;
-using testing::Client;
-using testing::parse_sse;
-using testing::Sse;
+using testing::Streamed;
 
-struct Streamed {
-    std::string text;
-    std::string finish_reason;
-    bool done = false;
-    int64_t cached_tokens = -1;
-    int64_t prompt_tokens = -1;
-};
-
-class Gemma4Serving : public ::testing::Test {
+class Gemma4Serving : public testing::ServingTest {
   protected:
     void SetUp() override {
         GGUFD_REQUIRE_CONFORMANCE(dir);
-        std::ifstream in(dir / "chat_templates/templates/google-gemma-4-31B-it-interleaved.jinja");
-        ASSERT_TRUE(in) << "Gemma 4's chat template is missing from the conformance folder";
-        std::stringstream source;
-        source << in.rdbuf();
+        const std::string tmpl = read_template(dir, "google-gemma-4-31B-it-interleaved");
+        ASSERT_FALSE(tmpl.empty())
+            << "Gemma 4's chat template is missing from the conformance folder";
         // gemma4: two slots. gemma4-1: one slot, so each request meets the cells the previous one
         // left. Steps of 4 tokens: the sliding layers keep rings of 8 - 1 + 4 cells.
         for (const auto& [name, slots] : {std::pair{"gemma4", 2}, std::pair{"gemma4-1", 1}}) {
@@ -49,16 +35,10 @@ class Gemma4Serving : public ::testing::Test {
             o.scheduler.n_threads = 1;
             o.scheduler.n_ctx = 256;
             o.scheduler.batch_size = 4;
-            o.chat_template = source.str();
-            registry_.add(EngineBackend::load((dir / "arch/gemma4.gguf").string(), o));
+            o.chat_template = tmpl;
+            add_model(dir, "gemma4", o);
         }
-        ServerOptions options;
-        options.host = "127.0.0.1";
-        options.port = 0;
-        options.io_threads = 2;
-        server_ = std::make_unique<Server>(registry_, std::move(options));
-        server_->start();
-        port_ = server_->port();
+        start_server();
     }
 
     // A streamed chat completion (chat = true) or completion, greedy, to max_tokens.
@@ -73,37 +53,8 @@ class Gemma4Serving : public ::testing::Test {
         } else {
             body["prompt"] = text;
         }
-        Client c(port_);
-        const auto r = c.post(chat ? "/v1/chat/completions" : "/v1/completions", body);
-        EXPECT_EQ(r.result_int(), 200) << r.body();
-        const Sse sse = parse_sse(r.body());
-        Streamed out;
-        out.done = sse.done;
-        for (const json& e : sse.events) {
-            if (e.contains("usage") && e["usage"].is_object()) {
-                out.cached_tokens = e["usage"]["prompt_tokens_details"]["cached_tokens"];
-                out.prompt_tokens = e["usage"]["prompt_tokens"];
-            }
-            if (!e.contains("choices") || e["choices"].empty()) continue;
-            const json& choice = e["choices"][0];
-            if (chat) {
-                // Every piece of the reply, whatever the template family makes of it.
-                for (const char* key : {"content", "reasoning_content"}) {
-                    if (choice["delta"].contains(key) && choice["delta"][key].is_string())
-                        out.text += choice["delta"][key].get<std::string>();
-                }
-                if (choice["delta"].contains("tool_calls")) out.text += choice["delta"].dump();
-            } else {
-                out.text += choice["text"].get<std::string>();
-            }
-            if (choice["finish_reason"].is_string()) out.finish_reason = choice["finish_reason"];
-        }
-        return out;
+        return ServingTest::stream(chat ? "/v1/chat/completions" : "/v1/completions", body);
     }
-
-    ModelRegistry registry_;
-    std::unique_ptr<Server> server_;
-    uint16_t port_ = 0;
 };
 
 const std::vector<std::string> kMessages = {"Tell me about sliding windows, please.",

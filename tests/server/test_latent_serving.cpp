@@ -4,85 +4,48 @@
 // so the latent cache keeps each sequence's cells apart.
 #include <gtest/gtest.h>
 
-#include <fstream>
 #include <future>
-#include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
-#include "server/engine_backend.h"
-#include "server/server.h"
-#include "tests/server/http_client.h"
+#include "tests/server/serving_fixture.h"
 #include "tests/support/conformance.h"
 
 namespace ggufd::server {
 namespace {
 
 using nlohmann::json;
-using testing::Client;
-using testing::parse_sse;
-using testing::Sse;
 
-std::string read_text(const std::filesystem::path& path) {
-    std::ifstream in(path);
-    std::stringstream s;
-    s << in.rdbuf();
-    return s.str();
-}
-
-class LatentServing : public ::testing::Test {
+class LatentServing : public testing::ServingTest {
   protected:
     void SetUp() override {
         GGUFD_REQUIRE_CONFORMANCE(dir);
-        const auto templates = dir / "chat_templates" / "templates";
-        for (const auto& [file, tmpl] : {std::pair{"deepseek2", "deepseek-ai-DeepSeek-V3.2.jinja"},
-                                         std::pair{"glm4moe", "GLM-4.7-Flash.jinja"}}) {
+        for (const auto& [file, tmpl] : {std::pair{"deepseek2", "deepseek-ai-DeepSeek-V3.2"},
+                                         std::pair{"glm4moe", "GLM-4.7-Flash"}}) {
             EngineBackendOptions o;
             o.name = file;
-            o.chat_template = read_text(templates / tmpl);
+            o.chat_template = read_template(dir, tmpl);
             ASSERT_FALSE(o.chat_template->empty()) << tmpl;
             o.scheduler.n_slots = 2;
             o.scheduler.n_threads = 1;
             o.scheduler.n_ctx = 512;
             o.scheduler.batch_size = 16;
-            registry_.add(
-                EngineBackend::load((dir / "arch" / (std::string(file) + ".gguf")).string(), o));
+            add_model(dir, file, o);
         }
-        ServerOptions options;
-        options.host = "127.0.0.1";
-        options.port = 0;
-        options.io_threads = 2;
-        server_ = std::make_unique<Server>(registry_, std::move(options));
-        server_->start();
-        port_ = server_->port();
+        start_server();
     }
 
     // The streamed reply (reasoning and content together) and whether the stream ended.
     std::pair<std::string, bool> chat(const std::string& model, const std::string& text) {
-        Client c(port_);
         const json body = {{"model", model},
                            {"messages", json::array({{{"role", "user"}, {"content", text}}})},
                            {"max_tokens", 10},
                            {"temperature", 0},
                            {"stream", true}};
-        const auto r = c.post("/v1/chat/completions", body);
-        EXPECT_EQ(r.result_int(), 200) << r.body();
-        const Sse sse = parse_sse(r.body());
-        std::string out;
-        for (const json& e : sse.events) {
-            if (!e.contains("choices") || e["choices"].empty()) continue;
-            const json& delta = e["choices"][0]["delta"];
-            for (const char* field : {"reasoning_content", "content"}) {
-                if (delta.contains(field) && delta[field].is_string())
-                    out += delta[field].get<std::string>();
-            }
-        }
-        return {out, sse.done};
+        const testing::Streamed s = stream("/v1/chat/completions", body);
+        return {s.text, s.done};
     }
-
-    ModelRegistry registry_;
-    std::unique_ptr<Server> server_;
-    uint16_t port_ = 0;
 };
 
 TEST_F(LatentServing, ConcurrentChatsGiveWhatEachGetsAlone) {

@@ -6,19 +6,12 @@
 // state.
 #include <gtest/gtest.h>
 
-#include <filesystem>
-#include <fstream>
 #include <future>
-#include <iterator>
-#include <sstream>
 #include <string>
-#include <thread>
 #include <tuple>
 #include <vector>
 
-#include "server/engine_backend.h"
-#include "server/server.h"
-#include "tests/server/http_client.h"
+#include "tests/server/serving_fixture.h"
 #include "tests/support/conformance.h"
 
 namespace ggufd::server {
@@ -28,18 +21,10 @@ using nlohmann::json;
 using testing::Client;
 using testing::parse_sse;
 using testing::Sse;
+using testing::Streamed;
 namespace http = testing::http;
 
-// What one streamed completion gave its client.
-struct Streamed {
-    std::string text;
-    std::string finish_reason;
-    bool done = false;
-    int64_t cached_tokens = -1;
-    int64_t prompt_tokens = -1;
-};
-
-class RecurrentServing : public ::testing::Test {
+class RecurrentServing : public testing::ServingTest {
   protected:
     void SetUp() override {
         GGUFD_REQUIRE_CONFORMANCE(dir);
@@ -60,10 +45,7 @@ class RecurrentServing : public ::testing::Test {
             o.name = name;
             // Qwen3.5's own chat template (the file carries none).
             if (std::string(file) == "qwen35") {
-                std::ifstream in(dir / "chat_templates/templates/Qwen3.5-4B.jinja");
-                std::stringstream text;
-                text << in.rdbuf();
-                o.chat_template = text.str();
+                o.chat_template = read_template(dir, "Qwen3.5-4B");
             } else if (std::string(name) == "granitehybrid") {
                 o.chat_template = read_template(dir, "ibm-granite-granite-3.3-2B-Instruct");
             } else if (std::string(name) == "nemotron_h") {
@@ -73,22 +55,9 @@ class RecurrentServing : public ::testing::Test {
             o.scheduler.n_threads = 1;
             o.scheduler.n_ctx = 256;
             o.scheduler.batch_size = 16;  // prompts arrive in chunks beside the decoding slots
-            registry_.add(
-                EngineBackend::load((dir / "arch" / (std::string(file) + ".gguf")).string(), o));
+            add_model(dir, file, o);
         }
-        ServerOptions options;
-        options.host = "127.0.0.1";
-        options.port = 0;
-        options.io_threads = 2;
-        server_ = std::make_unique<Server>(registry_, std::move(options));
-        server_->start();
-        port_ = server_->port();
-    }
-
-    static std::string read_template(const std::filesystem::path& dir, const std::string& name) {
-        std::ifstream in(dir / "chat_templates" / "templates" / (name + ".jinja"));
-        EXPECT_TRUE(in.good()) << name;
-        return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+        start_server();
     }
 
     static json request(const std::string& model, const std::string& prompt, int max_tokens) {
@@ -98,28 +67,8 @@ class RecurrentServing : public ::testing::Test {
     }
 
     Streamed stream(const std::string& model, const std::string& prompt, int max_tokens) {
-        Client c(port_);
-        const auto r = c.post("/v1/completions", request(model, prompt, max_tokens));
-        EXPECT_EQ(r.result_int(), 200) << r.body();
-        const Sse sse = parse_sse(r.body());
-        Streamed out;
-        out.done = sse.done;
-        for (const json& e : sse.events) {
-            if (e.contains("usage") && e["usage"].is_object()) {
-                out.cached_tokens = e["usage"]["prompt_tokens_details"]["cached_tokens"];
-                out.prompt_tokens = e["usage"]["prompt_tokens"];
-            }
-            if (!e.contains("choices") || e["choices"].empty()) continue;
-            out.text += e["choices"][0]["text"].get<std::string>();
-            if (e["choices"][0]["finish_reason"].is_string())
-                out.finish_reason = e["choices"][0]["finish_reason"];
-        }
-        return out;
+        return ServingTest::stream("/v1/completions", request(model, prompt, max_tokens));
     }
-
-    ModelRegistry registry_;
-    std::unique_ptr<Server> server_;
-    uint16_t port_ = 0;
 };
 
 const std::vector<std::string> kPrompts = {"The quick brown fox", "Once upon a time there was",

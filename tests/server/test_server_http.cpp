@@ -4,6 +4,8 @@
 #include <mutex>
 #include <thread>
 
+#include <fmt/format.h>
+
 #include "engine/grammar/matcher.h"
 #include "server/server.h"
 #include "tests/server/fake_model.h"
@@ -308,6 +310,178 @@ TEST_F(ServerTest, ChatStreamedWithUsage) {
     EXPECT_EQ(usage["usage"]["completion_tokens"], 4);
 }
 
+// llama-server's timings, from what the engine measured (the fake: 4 ms of prompt, 8 ms of
+// generation, 1 prompt token cached): in the body, and on each choice's last chunk.
+TEST_F(ServerTest, TimingsAsLlamaServerWritesThem) {
+    start();
+    Client c(port);
+    auto r = c.post("/v1/completions", {{"prompt", "ab"}});
+    ASSERT_EQ(r.result_int(), 200) << r.body();
+    json t = body_of(r)["timings"];
+    EXPECT_EQ(t["prompt_n"], 2);  // BOS + 2 bytes, one of them cached
+    EXPECT_EQ(t["cache_n"], 1);
+    EXPECT_DOUBLE_EQ(t["prompt_ms"].get<double>(), 4.0);
+    EXPECT_DOUBLE_EQ(t["prompt_per_token_ms"].get<double>(), 2.0);
+    EXPECT_DOUBLE_EQ(t["prompt_per_second"].get<double>(), 500.0);
+    EXPECT_EQ(t["predicted_n"], 4);
+    EXPECT_DOUBLE_EQ(t["predicted_ms"].get<double>(), 8.0);
+    EXPECT_DOUBLE_EQ(t["predicted_per_token_ms"].get<double>(), 2.0);
+    EXPECT_DOUBLE_EQ(t["predicted_per_second"].get<double>(), 500.0);
+
+    r = c.post("/v1/chat/completions", {{"messages", chat_messages}});
+    ASSERT_EQ(r.result_int(), 200);
+    EXPECT_EQ(body_of(r)["timings"]["predicted_n"], 4);
+
+    r = c.post("/v1/chat/completions", {{"messages", chat_messages}, {"stream", true}});
+    Sse sse = parse_sse(r.body());
+    ASSERT_GE(sse.events.size(), 2u);
+    const json& last = sse.events.back();
+    EXPECT_EQ(last["choices"][0]["finish_reason"], "stop");
+    EXPECT_EQ(last["timings"]["predicted_n"], 4);
+    EXPECT_DOUBLE_EQ(last["timings"]["prompt_ms"].get<double>(), 4.0);
+    // Only the last chunk carries them.
+    EXPECT_FALSE(sse.events.front().contains("timings"));
+}
+
+TEST_F(ServerTest, PropsDescribeTheModelAsLlamaServerDoes) {
+    backend->template_text = "{{ messages }}";
+    gen().slots = {{0, false, 64, 0, 0, 0}, {1, true, 64, 10, 7, 3}};
+    start();
+    Client c(port);
+    auto r = c.get("/props");
+    ASSERT_EQ(r.result_int(), 200) << r.body();
+    json p = body_of(r);
+    EXPECT_EQ(p["total_slots"], 2);
+    EXPECT_EQ(p["model_alias"], "fake");
+    EXPECT_EQ(p["chat_template"], "{{ messages }}");
+    EXPECT_EQ(p["modalities"], (json{{"vision", false}, {"audio", false}}));
+    EXPECT_EQ(p["bos_token"], "<s>");
+    EXPECT_TRUE(p["build_info"].get<std::string>().starts_with("ggufd "));
+    const json& settings = p["default_generation_settings"];
+    EXPECT_EQ(settings["n_ctx"], 64);
+    // The engine's own defaults, under llama-server's names.
+    EXPECT_EQ(settings["params"]["repeat_last_n"], sampling::SamplingParams{}.penalty_last_n);
+    EXPECT_EQ(settings["params"]["dry_sequence_breakers"].size(), 4u);
+    EXPECT_EQ(settings["params"]["samplers"].front(), "penalties");
+    EXPECT_EQ(c.get("/props?model=fake").result_int(), 200);
+    EXPECT_EQ(c.get("/props?model=nope").result_int(), 404);
+
+    r = c.get("/slots");
+    ASSERT_EQ(r.result_int(), 200);
+    json slots = body_of(r);
+    ASSERT_EQ(slots.size(), 2u);
+    EXPECT_EQ(slots[1]["id"], 1);
+    EXPECT_EQ(slots[1]["is_processing"], true);
+    EXPECT_EQ(slots[1]["n_ctx"], 64);
+    EXPECT_EQ(slots[1]["n_prompt_tokens"], 7);
+    EXPECT_EQ(slots[1]["next_token"]["n_decoded"], 3);
+    EXPECT_EQ(slots[0]["is_processing"], false);
+    EXPECT_EQ(c.get("/slots?fail_on_no_slot=1").result_int(), 200);
+    gen().slots[0].processing = true;
+    r = c.get("/slots?fail_on_no_slot=1");
+    EXPECT_EQ(r.result_int(), 503);
+    EXPECT_FALSE(r[http::field::retry_after].empty());
+}
+
+// Adapters loaded at run time become models ("base:adapter") that every dialect can name, and
+// go away for new requests once unloaded; a bad file is refused with the reason.
+TEST_F(ServerTest, LoraAdaptersLoadServeAndUnloadAsModels) {
+    metrics::AdapterBoard board;
+    ServerOptions o;
+    o.api.adapter_board = &board;
+    start(o);
+    Client c(port);
+    auto r = c.post("/v1/load_lora_adapter", {{"lora_name", "sql"}, {"lora_path", "/x/sql.gguf"}});
+    ASSERT_EQ(r.result_int(), 200) << r.body();
+    EXPECT_EQ(body_of(r)["model"], "fake:sql");
+    r = c.post("/v1/load_lora_adapter", {{"lora_name", "sql"}, {"lora_path", "/x/sql.gguf"}});
+    EXPECT_EQ(r.result_int(), 409);
+    r = c.post("/v1/load_lora_adapter", {{"lora_name", "b"}, {"lora_path", "/x/bad.gguf"}});
+    EXPECT_EQ(r.result_int(), 400);
+    EXPECT_NE(body_of(r)["error"]["message"].get<std::string>().find("bad magic"),
+              std::string::npos);
+    EXPECT_EQ(c.post("/v1/load_lora_adapter", {{"lora_name", "x"}}).result_int(), 400);
+
+    json models = body_of(c.get("/v1/models"))["data"];
+    ASSERT_EQ(models.size(), 2u);
+    EXPECT_EQ(models[1]["id"], "fake:sql");
+    EXPECT_EQ(models[1]["parent"], "fake");
+    ASSERT_EQ(board.snapshot().size(), 1u);
+    EXPECT_EQ(board.snapshot()[0].name, "fake:sql");
+
+    // Named as the model, in OpenAI's, Anthropic's and Ollama's dialects: the adapter is chosen.
+    ASSERT_EQ(c.post("/v1/chat/completions", {{"model", "fake:sql"}, {"messages", chat_messages}})
+                  .result_int(),
+              200);
+    ASSERT_EQ(c.post("/v1/messages", {{"model", "fake:sql"},
+                                      {"max_tokens", 8},
+                                      {"messages", {{{"role", "user"}, {"content", "hi"}}}}})
+                  .result_int(),
+              200);
+    ASSERT_EQ(c.post("/api/generate", {{"model", "fake:sql"}, {"prompt", "hi"}, {"stream", false}})
+                  .result_int(),
+              200);
+    ASSERT_EQ(c.post("/v1/completions", {{"model", "fake"}, {"prompt", "x"}}).result_int(), 200);
+    auto reqs = gen().requests();
+    ASSERT_EQ(reqs.size(), 4u);
+    for (size_t i = 0; i < 3; ++i) {
+        ASSERT_TRUE(reqs[i].lora) << i;
+        ASSERT_EQ(reqs[i].lora->size(), 1u);
+        EXPECT_EQ((*reqs[i].lora)[0].name, "sql");
+        EXPECT_FLOAT_EQ((*reqs[i].lora)[0].scale, 1.0f);
+    }
+    EXPECT_FALSE(reqs[3].lora);                 // the base model
+    EXPECT_EQ(board.snapshot()[0].running, 0);  // every request ended
+
+    // llama-server's scales: the one a request that names no adapter gets.
+    r = c.post("/lora-adapters", json::array({{{"id", 0}, {"scale", 0.5}}}));
+    ASSERT_EQ(r.result_int(), 200) << r.body();
+    r = c.get("/lora-adapters");
+    ASSERT_EQ(r.result_int(), 200);
+    EXPECT_DOUBLE_EQ(body_of(r)[0]["scale"].get<double>(), 0.5);
+    EXPECT_EQ(body_of(r)[0]["name"], "sql");
+    EXPECT_EQ(c.post("/lora-adapters", json::array({{{"id", 3}}})).result_int(), 400);
+
+    r = c.post("/v1/unload_lora_adapter", {{"lora_name", "fake:sql"}});
+    ASSERT_EQ(r.result_int(), 200) << r.body();
+    EXPECT_EQ(c.post("/v1/unload_lora_adapter", {{"lora_name", "sql"}}).result_int(), 404);
+    r = c.post("/v1/chat/completions", {{"model", "fake:sql"}, {"messages", chat_messages}});
+    EXPECT_EQ(r.result_int(), 404);
+    EXPECT_EQ(body_of(r)["error"]["code"], "model_not_found");
+    EXPECT_EQ(body_of(c.get("/v1/models"))["data"].size(), 1u);
+    EXPECT_TRUE(board.snapshot().empty());
+}
+
+// A request counts on the board while it waits and runs, by the adapter it uses.
+TEST_F(ServerTest, LoraRequestsAreCountedWhileTheyRun) {
+    metrics::AdapterBoard board;
+    ServerOptions o;
+    o.api.adapter_board = &board;
+    start(o);
+    Client c(port);
+    ASSERT_EQ(c.post("/v1/load_lora_adapter", {{"lora_name", "a"}, {"lora_path", "/x/a.gguf"}})
+                  .result_int(),
+              200);
+    FakeGenerator::Script s;
+    s.endless = true;
+    s.delay = 5ms;
+    gen().set_script(s);
+    Client streaming(port);
+    streaming.send(
+        http::verb::post, "/v1/completions",
+        json{{"model", "fake:a"}, {"prompt", "x"}, {"stream", true}, {"max_tokens", 30000}}.dump());
+    streaming.read_until("Hello");
+    ASSERT_EQ(board.snapshot().size(), 1u);
+    EXPECT_EQ(board.snapshot()[0].running, 1);
+    EXPECT_EQ(board.snapshot()[0].waiting, 0);
+    // Unloaded under the running request: new requests can no longer name it, the running one
+    // goes on to its end.
+    ASSERT_EQ(c.post("/v1/unload_lora_adapter", {{"lora_name", "a"}}).result_int(), 200);
+    streaming.read_until("Hello");
+    streaming.close();
+    ASSERT_TRUE(gen().wait_cancelled(1));
+}
+
 TEST_F(ServerTest, ChatWithSeveralChoicesAndLogprobs) {
     start();
     Client c(port);
@@ -518,6 +692,8 @@ TEST_F(ServerTest, ApiKeyIsRequiredExceptOnHealth) {
     EXPECT_EQ(c.post("/v1/completions", {{"prompt", "x"}}).result_int(), 401);
     EXPECT_EQ(c.get("/health").result_int(), 200);
     EXPECT_EQ(c.get("/metrics").result_int(), 401);
+    EXPECT_EQ(c.get("/slots").result_int(), 401);
+    EXPECT_EQ(c.get("/props").result_int(), 401);
     // Unknown routes do not reveal themselves without a key.
     EXPECT_EQ(c.get("/nope").result_int(), 401);
     EXPECT_EQ(c.get("/nope", {{"Authorization", "Bearer sk-two"}}).result_int(), 404);
@@ -1074,6 +1250,112 @@ TEST_F(ServerTest, ResponsesAreAnsweredStoredContinuedAndDeleted) {
          {"/v1/responses", "/v1/responses/{id}", "/v1/responses/{id}/input_items"}) {
         EXPECT_NE(std::find(routes.begin(), routes.end(), route), routes.end()) << route;
     }
+}
+
+// The fields no parser reads are named in X-Ggufd-Ignored-Fields, streamed or not and in every
+// dialect (nested ones by their path); a request whose every field is read has no such header.
+TEST_F(ServerTest, IgnoredFieldsAreNamedInAHeader) {
+    start();
+    Client c(port);
+    const std::string header = kIgnoredFieldsHeader;
+    auto ignored = [&](const Response& r) {
+        EXPECT_EQ(r.result_int(), 200) << r.body();
+        return r.find(header) == r.end() ? std::string("(none)") : std::string(r[header]);
+    };
+    EXPECT_EQ(ignored(c.post("/v1/chat/completions",
+                             {{"messages", chat_messages}, {"temperature", 0.5}, {"top_k", 4}})),
+              "(none)");
+    EXPECT_EQ(ignored(c.post("/v1/chat/completions",
+                             {{"messages", chat_messages},
+                              {"best_of", 2},
+                              {"response_format", {{"type", "text"}, {"strict", true}}}})),
+              "best_of, response_format.strict");
+    auto r =
+        c.post("/v1/chat/completions",
+               {{"messages", chat_messages},
+                {"stream", true},
+                {"cache_prompt", true},
+                {"stream_options", {{"include_usage", true}, {"continuous_usage_stats", true}}}});
+    EXPECT_EQ(ignored(r), "cache_prompt, stream_options.continuous_usage_stats");
+    EXPECT_TRUE(parse_sse(r.body()).done);
+    EXPECT_EQ(ignored(c.post("/v1/completions", {{"prompt", "x"}, {"max_tokens", 2}})), "(none)");
+    // Ollama's options (streamed, its default, and not), Anthropic's and the Responses API's own.
+    const json ollama = {{"messages", {{{"role", "user"}, {"content", "hi"}}}},
+                         {"options", {{"temperature", 0.1}, {"num_gpu", 1}}}};
+    EXPECT_EQ(ignored(c.post("/api/chat", ollama)), "options.num_gpu");
+    json unstreamed = ollama;
+    unstreamed["stream"] = false;
+    EXPECT_EQ(ignored(c.post("/api/chat", unstreamed)), "options.num_gpu");
+    EXPECT_EQ(ignored(c.post("/api/generate", {{"prompt", "hi"}, {"stream", false}})), "(none)");
+    EXPECT_EQ(ignored(c.post("/v1/messages", {{"max_tokens", 5},
+                                              {"messages", {{{"role", "user"}, {"content", "hi"}}}},
+                                              {"metadata", {{"user_id", "u"}}},
+                                              {"service_tier", "auto"}})),
+              "service_tier");
+    EXPECT_EQ(ignored(c.post("/v1/responses",
+                             {{"input", "hi"}, {"reasoning", {{"summary", "auto"}}}, {"seed", 1}})),
+              "reasoning.summary");
+    // A client's key may hold anything: the header carries it escaped, never as a header line of
+    // its own; past 32 fields the rest is counted.
+    json odd = {{"messages", chat_messages}, {"a,b\r\nX-Evil: 1", 1}, {"\xc3\xbc", 1}};
+    r = c.post("/v1/chat/completions", odd);
+    EXPECT_EQ(ignored(r), "a%2Cb%0D%0AX-Evil: 1, %C3%BC");
+    EXPECT_EQ(r.find("X-Evil"), r.end());
+    json many = {{"messages", chat_messages}, {std::string(80, 'a'), 1}};
+    for (int i = 0; i < 40; ++i) many[fmt::format("f{:02}", i)] = i;
+    const std::string listed = ignored(c.post("/v1/chat/completions", many));
+    EXPECT_TRUE(listed.starts_with(std::string(64, 'a') + "..., f00, f01, ")) << listed;
+    EXPECT_TRUE(listed.ends_with("f30, +9 more")) << listed;
+}
+
+// --strict-requests: a field the server would ignore is a 400 naming it, in the error shape of
+// the path's dialect, before anything streams or reaches the engine.
+TEST_F(ServerTest, StrictRequestsRefuseIgnoredFieldsInTheDialectsShape) {
+    ServerOptions o;
+    o.api.strict_requests = true;
+    start(o);
+    Client c(port);
+    auto r = c.post("/v1/chat/completions", {{"messages", chat_messages}, {"temperature", 0.5}});
+    EXPECT_EQ(r.result_int(), 200) << r.body();
+    EXPECT_EQ(r.find(kIgnoredFieldsHeader), r.end());
+
+    r = c.post("/v1/chat/completions",
+               {{"messages", chat_messages}, {"stream", true}, {"best_of", 2}, {"top_a", 1}});
+    ASSERT_EQ(r.result_int(), 400) << r.body();
+    json b = body_of(r);
+    EXPECT_EQ(b["error"]["type"], "invalid_request_error");
+    EXPECT_EQ(b["error"]["code"], "unknown_parameter");
+    EXPECT_EQ(b["error"]["param"], "best_of");
+    EXPECT_NE(b["error"]["message"].get<std::string>().find("'best_of', 'top_a'"),
+              std::string::npos)
+        << b;
+
+    r = c.post("/v1/messages",
+               {{"max_tokens", 5},
+                {"messages", {{{"role", "user"}, {"content", "hi"}}}},
+                {"thinking", {{"type", "enabled"}, {"budget_tokens", 16}, {"display", "full"}}}});
+    ASSERT_EQ(r.result_int(), 400) << r.body();
+    b = body_of(r);
+    EXPECT_EQ(b["type"], "error");
+    EXPECT_EQ(b["error"]["type"], "invalid_request_error");
+    EXPECT_NE(b["error"]["message"].get<std::string>().find("'thinking.display'"),
+              std::string::npos)
+        << b;
+
+    for (const bool stream : {true, false}) {
+        r = c.post("/api/chat", {{"messages", {{{"role", "user"}, {"content", "hi"}}}},
+                                 {"stream", stream},
+                                 {"options", {{"seed", 1}, {"num_gpu", 1}}}});
+        ASSERT_EQ(r.result_int(), 400) << r.body();
+        b = body_of(r);
+        ASSERT_TRUE(b["error"].is_string()) << b;
+        EXPECT_NE(b["error"].get<std::string>().find("'options.num_gpu'"), std::string::npos) << b;
+    }
+
+    r = c.post("/v1/responses", {{"input", "hi"}, {"reasoning", {{"summary", "auto"}}}});
+    ASSERT_EQ(r.result_int(), 400) << r.body();
+    EXPECT_EQ(body_of(r)["error"]["param"], "reasoning.summary");
+    EXPECT_EQ(gen().requests().size(), 1u);  // only the first reached the engine
 }
 
 }  // namespace

@@ -122,6 +122,8 @@ int main(int argc, char** argv) {
         mm.set_kv_cells(0, int64_t{b.scheduler().n_slots()} * b.scheduler().context_size());
         metrics.watch_scheduler(b.name(), std::shared_ptr<const scheduler::SchedulerStats>(
                                               b.shared_from_this(), &b.scheduler().stats()));
+        metrics.adapters().set_loaded(b.name(),
+                                      server::adapter_ids(*b.scheduler().adapters(), b.name()));
     };
     // Each model's settings: its own entries of the per-model settings, else the shared ones; its
     // scheduler pushes batch sizes and token gaps into that model's metrics.
@@ -160,6 +162,7 @@ int main(int argc, char** argv) {
     };
     registry_options.on_unload = [&metrics](const std::string& name) {
         metrics.for_model(name).on_unload();
+        metrics.adapters().set_loaded(name, {});
     };
     server::ModelRegistry registry(std::move(registry_options));
     if (cfg.models.empty() && cfg.models_dir.empty()) {
@@ -184,7 +187,8 @@ int main(int argc, char** argv) {
                 spec.name, spec.path, backend->load_seconds(), backend->model().hparams().arch,
                 backend->scheduler().n_slots(), backend->scheduler().context_size(),
                 chat::family_name(backend->chat_family()));
-            const auto adapters = backend->scheduler().adapters();
+            const auto list = backend->scheduler().adapters();
+            const auto& adapters = *list;
             for (size_t i = 0; i < adapters.size(); ++i) {
                 spdlog::info("model '{}': LoRA adapter {} '{}' ({} matrices), scale {} by default",
                              spec.name, i, adapters[i].name, adapters[i].adapter->weights().size(),
@@ -221,6 +225,7 @@ int main(int argc, char** argv) {
     try {
         server::ServerOptions options = server::server_options_from_config(cfg);
         options.api.metrics = [&metrics] { return metrics.render(); };
+        options.api.adapter_board = &metrics.adapters();
         options.on_access = [&metrics](const server::AccessInfo& a, int status, double total_s) {
             metrics.on_request(a.route, a.model, status, total_s);
             if (a.time_to_first_token_s >= 0)
