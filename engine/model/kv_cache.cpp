@@ -1,6 +1,7 @@
 #include "engine/model/kv_cache.h"
 
 #include <algorithm>
+#include <cstring>
 #include <limits>
 #include <new>
 #include <stdexcept>
@@ -146,6 +147,94 @@ kernels::KvView KvCache::k_view(int layer, int seq) const {
 
 kernels::KvView KvCache::v_view(int layer, int seq) const {
     return view(v_.at(static_cast<size_t>(layer)), layer, seq, v_row_, head_dim_v_, types_.v);
+}
+
+size_t KvCache::k_cell_bytes(int layer) const {
+    return layer_cells(layer) == 0 ? 0 : kernels::kv_bytes(types_.k, static_cast<int64_t>(k_row_));
+}
+
+size_t KvCache::v_cell_bytes(int layer) const {
+    return layer_cells(layer) == 0 ? 0 : kernels::kv_bytes(types_.v, static_cast<int64_t>(v_row_));
+}
+
+int32_t KvCache::snapshot_from(int layer, int32_t n) const {
+    const int cells = layer_cells(layer);
+    if (cells == 0) return n;
+    // A ring keeps the positions a query at n or later may still see: from n - n_swa + 1.
+    if (cells < n_ctx_) return std::max<int32_t>(0, n - n_swa_ + 1);
+    return 0;
+}
+
+size_t KvCache::snapshot_bytes(int32_t n) const {
+    size_t total = 0;
+    for (int l = 0; l < static_cast<int>(cells_.size()); ++l) {
+        const auto kept = static_cast<size_t>(n - snapshot_from(l, n));
+        total += kept * (k_cell_bytes(l) + v_cell_bytes(l));
+    }
+    return total;
+}
+
+void KvCache::copy_cells(int layer, int seq, int32_t from, int32_t to, uint8_t* k_packed,
+                         uint8_t* v_packed, bool to_cells) const {
+    const int cells = layer_cells(layer);
+    const size_t kb = k_cell_bytes(layer), vb = v_cell_bytes(layer);
+    // Runs of consecutive cells: a ring wraps at most once over the kept window.
+    for (int32_t p = from; p < to;) {
+        const int32_t cell = p % cells;
+        const int32_t run = std::min(to - p, cells - cell);
+        uint8_t* k = k_[static_cast<size_t>(layer)].data() + offset(layer, seq, p, k_row_, types_.k);
+        uint8_t* v = v_[static_cast<size_t>(layer)].data() + offset(layer, seq, p, v_row_, types_.v);
+        const size_t at = static_cast<size_t>(p - from);
+        if (to_cells) {
+            std::memcpy(k, k_packed + at * kb, static_cast<size_t>(run) * kb);
+            std::memcpy(v, v_packed + at * vb, static_cast<size_t>(run) * vb);
+        } else {
+            std::memcpy(k_packed + at * kb, k, static_cast<size_t>(run) * kb);
+            std::memcpy(v_packed + at * vb, v, static_cast<size_t>(run) * vb);
+        }
+        p += run;
+    }
+}
+
+void KvCache::save_snapshot(int seq, int32_t n, uint8_t* out) const {
+    if (!can_snapshot(seq, n)) {
+        throw std::out_of_range("cannot snapshot sequence " + std::to_string(seq) + " at " +
+                                std::to_string(n) + " tokens");
+    }
+    for (int l = 0; l < static_cast<int>(cells_.size()); ++l) {
+        const int32_t from = snapshot_from(l, n);
+        const size_t kept = static_cast<size_t>(n - from);
+        copy_cells(l, seq, from, n, out, out + kept * k_cell_bytes(l), false);
+        out += kept * (k_cell_bytes(l) + v_cell_bytes(l));
+    }
+}
+
+bool KvCache::can_restore(int32_t saved, int32_t m) const {
+    if (m < 0 || m > saved || m > n_ctx_) return false;
+    for (int l = 0; l < static_cast<int>(cells_.size()); ++l) {
+        if (layer_cells(l) > 0 && snapshot_from(l, m) < snapshot_from(l, saved)) return false;
+    }
+    return true;
+}
+
+void KvCache::restore_snapshot(int seq, const uint8_t* in, int32_t saved, int32_t m) {
+    if (seq < 0 || seq >= n_seq_ || !can_restore(saved, m)) {
+        throw std::out_of_range("cannot restore a snapshot of " + std::to_string(saved) +
+                                " tokens at " + std::to_string(m) + " into sequence " +
+                                std::to_string(seq));
+    }
+    for (int l = 0; l < static_cast<int>(cells_.size()); ++l) {
+        const int32_t saved_from = snapshot_from(l, saved);
+        const int32_t from = snapshot_from(l, m);
+        const size_t kb = k_cell_bytes(l), vb = v_cell_bytes(l);
+        const size_t kept = static_cast<size_t>(saved - saved_from);
+        const size_t skip = static_cast<size_t>(from - saved_from);  // kept before the window
+        // copy_cells only reads the packed rows when it copies into the cells.
+        auto* rows = const_cast<uint8_t*>(in);
+        copy_cells(l, seq, from, m, rows + skip * kb, rows + kept * kb + skip * vb, true);
+        in += kept * (kb + vb);
+    }
+    lengths_[static_cast<size_t>(seq)] = m;
 }
 
 }  // namespace ggufd::model

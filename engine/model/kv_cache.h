@@ -88,7 +88,35 @@ class KvCache {
     kernels::KvView v_view(int layer, int seq) const;
     void set_length(int seq, int32_t n);
 
+    // Bytes of one cell of a layer's keys and values (0 for a layer without cells).
+    size_t k_cell_bytes(int layer) const;
+    size_t v_cell_bytes(int layer) const;
+
+    // Snapshots (the scheduler's prefix cache): a sequence's state after its first n tokens in a
+    // host buffer, restorable into any sequence. Each layer keeps the positions the tokens after n
+    // read: all of [0, n) for a full layer, the window before n for a sliding layer's ring
+    // (snapshot_from). Everything goes through the per-layer accessors (layer_cells,
+    // k_cell_bytes, v_cell_bytes), so layers of different shapes each store their own rows.
+    // Layout: per layer with cells, the kept positions' K cells, then their V cells.
+    int32_t snapshot_from(int layer, int32_t n) const;
+    size_t snapshot_bytes(int32_t n) const;
+    // Whether the sequence still holds what a snapshot at n keeps (can_truncate's rule).
+    bool can_snapshot(int seq, int32_t n) const { return can_truncate(seq, n); }
+    // Writes snapshot_bytes(n) bytes; std::out_of_range when can_snapshot says no.
+    void save_snapshot(int seq, int32_t n, uint8_t* out) const;
+    // Whether a snapshot taken at `saved` holds every position needed to resume at m <= saved:
+    // any m without a ring; with one, m == saved (or the whole prefix fits in the window).
+    bool can_restore(int32_t saved, int32_t m) const;
+    // Makes seq hold the snapshot's first m tokens; std::out_of_range when can_restore says no.
+    void restore_snapshot(int seq, const uint8_t* in, int32_t saved, int32_t m);
+    // Whether a sliding-window layer keeps a ring (then only some prefixes can be kept).
+    bool has_ring() const { return ring_ > 0; }
+
   private:
+    // Copies positions [from, to) of a layer's sequence between its cells and packed K and V
+    // rows (to_cells: into the cells).
+    void copy_cells(int layer, int seq, int32_t from, int32_t to, uint8_t* k_packed,
+                    uint8_t* v_packed, bool to_cells) const;
     size_t offset(int layer, int seq, int32_t pos, size_t row, kernels::KvType type) const;
     kernels::KvView view(const LazyZeroBuffer& store, int layer, int seq, size_t row,
                          int64_t head_dim, kernels::KvType type) const;

@@ -71,4 +71,58 @@ void SequenceCache::set_length(int seq, int32_t n) {
     if (state_) state_->set_length(seq, n);
 }
 
+size_t SequenceCache::snapshot_bytes(int32_t n) const {
+    return (kv_ ? kv_->snapshot_bytes(n) : 0) + (state_ ? state_->snapshot_bytes() : 0);
+}
+
+bool SequenceCache::can_snapshot(int seq, int32_t n) const {
+    return n > 0 && n <= length(seq) && (!kv_ || kv_->can_snapshot(seq, n)) &&
+           (!state_ || state_->can_snapshot(seq, n));
+}
+
+SequenceSnapshot SequenceCache::snapshot(int seq, int32_t n) const {
+    if (!can_snapshot(seq, n)) {
+        throw std::out_of_range("cannot snapshot sequence " + std::to_string(seq) + " at " +
+                                std::to_string(n) + " tokens");
+    }
+    SequenceSnapshot s;
+    s.n_tokens = n;
+    s.size = snapshot_bytes(n);
+    s.data.reset(new uint8_t[std::max<size_t>(s.size, 1)]);
+    uint8_t* out = s.data.get();
+    if (kv_) {
+        kv_->save_snapshot(seq, n, out);
+        out += kv_->snapshot_bytes(n);
+    }
+    if (state_) state_->save_snapshot(seq, n, out);
+    return s;
+}
+
+int32_t SequenceCache::restorable(const SequenceSnapshot& s, int32_t n) const {
+    n = std::min({n, s.n_tokens, n_ctx_});
+    if (n <= 0) return 0;
+    if (state_ && n != s.n_tokens) return 0;
+    return !kv_ || kv_->can_restore(s.n_tokens, n) ? n : 0;
+}
+
+void SequenceCache::restore(int seq, const SequenceSnapshot& s, int32_t m) {
+    if (seq < 0 || seq >= n_seq_) throw std::out_of_range("no sequence " + std::to_string(seq));
+    if (s.n_tokens <= 0 || s.n_tokens > n_ctx_ || s.size != snapshot_bytes(s.n_tokens) ||
+        (s.size > 0 && !s.data)) {
+        throw std::invalid_argument("a snapshot of " + std::to_string(s.size) + " bytes for " +
+                                    std::to_string(s.n_tokens) +
+                                    " tokens does not fit this model's sequence cache");
+    }
+    if (m <= 0 || restorable(s, m) != m) {
+        throw std::out_of_range("cannot resume a snapshot of " + std::to_string(s.n_tokens) +
+                                " tokens at " + std::to_string(m));
+    }
+    const uint8_t* in = s.data.get();
+    if (kv_) {
+        kv_->restore_snapshot(seq, in, s.n_tokens, m);
+        in += kv_->snapshot_bytes(s.n_tokens);
+    }
+    if (state_) state_->restore_snapshot(seq, in, m);
+}
+
 }  // namespace ggufd::model

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 
 #include "engine/model/hparams.h"
@@ -18,6 +19,16 @@
 #include "engine/model/recurrent_state.h"
 
 namespace ggufd::model {
+
+// A sequence's state after its first n_tokens tokens, in host memory: every attention layer's
+// kept cells (KvCache::save_snapshot) followed by the recurrent state (RecurrentState's), as
+// SequenceCache::snapshot lays them out. Restorable into any sequence of a cache of the same
+// model and settings (restore checks the size).
+struct SequenceSnapshot {
+    int32_t n_tokens = 0;
+    size_t size = 0;
+    std::unique_ptr<uint8_t[]> data;  // uninitialised until written: no zeroing of large copies
+};
 
 struct SequenceCacheParams {
     int n_seq = 1;                              // sequences (slots)
@@ -52,6 +63,21 @@ class SequenceCache {
     // Marks the sequence's current length as a point truncate can return to (a recurrent
     // state's checkpoint; a KV cache can return anywhere, so it needs none).
     void save_checkpoint(int seq);
+
+    // Snapshots, for a prefix cache beyond the slots (the scheduler's PrefixCache).
+    // Whether every prefix of a sequence can be kept by truncation (no sliding-window ring, no
+    // recurrent state): then a snapshot resumes at any m <= its length, else only at its end.
+    bool keeps_every_prefix() const { return !state_ && (!kv_ || !kv_->has_ring()); }
+    size_t snapshot_bytes(int32_t n) const;
+    // Whether snapshot(seq, n) is possible: n > 0 and every store can truncate to n.
+    bool can_snapshot(int seq, int32_t n) const;
+    // std::out_of_range when can_snapshot says no; std::bad_alloc when memory is short.
+    SequenceSnapshot snapshot(int seq, int32_t n) const;
+    // The longest m <= n at which `s` can be restored (0: none).
+    int32_t restorable(const SequenceSnapshot& s, int32_t n) const;
+    // Makes seq hold the snapshot's first m tokens (m from restorable); std::invalid_argument for
+    // a snapshot of another size, std::out_of_range for an m it cannot resume at.
+    void restore(int seq, const SequenceSnapshot& s, int32_t m);
 
     // The stores themselves, for the forward pass: nullptr when the model has none.
     KvCache* kv() { return kv_ ? &*kv_ : nullptr; }
