@@ -31,8 +31,16 @@ Scheduler::Scheduler(std::shared_ptr<const model::Model> model,
                                     .kv_type = params.kv_types,
                                     .swa_batch = std::max(params.batch_size, 1),
                                     .f16_accumulator = params.f16_accumulator}),
-      n_ctx_(context_.cache().n_ctx()) {
+      n_ctx_(context_.cache().n_ctx()),
+      prefix_cache_(PrefixCacheParams{.budget_bytes = params.cache_ram_bytes,
+                                      .block_tokens = params.cache_block_tokens}) {
     if (params.batch_size < 1) throw std::invalid_argument("batch size must be at least 1");
+    if (params.checkpoint_interval < 0)
+        throw std::invalid_argument("checkpoint interval must be 0 or more");
+    // Interval checkpoints for sliding-window and recurrent sequences alone: a transformer's
+    // slot keeps every prefix and is saved whole when it is overwritten.
+    checkpoints_ = prefix_cache_.enabled() && params.checkpoint_interval > 0 &&
+                   !context_.cache().keeps_every_prefix();
     slots_.resize(static_cast<size_t>(params.n_slots));
     for (size_t i = 0; i < slots_.size(); ++i) slots_[i].id = static_cast<int>(i);
     thread_ = std::thread([this] { loop(); });
@@ -209,28 +217,82 @@ bool Scheduler::start(Slot& slot, Pending pending) {
         a.request.sink->on_finish(FinishReason::error, {}, e.what());
         return false;
     }
-    // Another set of adapters clears the slot's cache.
-    if (context_.adapters(slot.id) != pending.adapters) slot.cached.clear();
+    // Reuse the longest cached prefix, from this slot or the prefix cache, but evaluate at least
+    // the last prompt token to get its logits. The slot's cells may keep less than they share
+    // with the prompt: a sliding-window layer's ring no longer holding the window before that
+    // point, or a recurrent state that returns only to its checkpoint (the previous whole
+    // prompt); a cache entry of such a model resumes only at its end. At worst nothing is reused.
+    const std::vector<int32_t>& prompt = a.request.prompt;
+    const auto limit = static_cast<int32_t>(prompt.size() - 1);
+    model::SequenceCache& cache = context_.cache();
+    // A prefix computed with other adapters has other keys and values.
+    const bool same_adapters = context_.adapters(slot.id) == pending.adapters;
+    int32_t reuse = 0;
+    if (same_adapters) {
+        const auto shared = static_cast<int32_t>(
+            std::min<size_t>(common_prefix(slot.cached, prompt), static_cast<size_t>(limit)));
+        reuse = cache.longest_keepable(slot.id, shared);
+    }
+    PrefixCache::Match hit;
+    if (reuse < limit) {
+        hit = prefix_cache_.find(prompt, pending.adapters, limit,
+                                 [&cache](const model::SequenceSnapshot& snap, int32_t shared) {
+                                     return cache.restorable(snap, shared);
+                                 });
+    }
+    const bool from_cache = hit.entry && hit.length > reuse;
+    // What the slot loses beyond a block's worth of tokens stays reusable from the cache.
+    const int32_t kept = from_cache ? 0 : reuse;
+    if (static_cast<int64_t>(slot.cached.size()) - kept >= prefix_cache_.block_tokens()) {
+        keep_prefix(slot);
+    }
     context_.set_adapters(slot.id, std::move(pending.adapters));
-    // Reuse the cached prefix, but evaluate at least the last prompt token to get its logits.
-    // The cache may keep less than that: a sliding-window layer's ring no longer holding the
-    // window before that point, or a recurrent state that returns only to its checkpoint (the
-    // previous whole prompt); then it keeps the longest prefix it can, at worst none.
-    const size_t shared =
-        std::min(common_prefix(slot.cached, a.request.prompt), a.request.prompt.size() - 1);
-    const size_t reuse = static_cast<size_t>(
-        context_.cache().longest_keepable(slot.id, static_cast<int32_t>(shared)));
-    context_.cache().truncate(slot.id, static_cast<int32_t>(reuse));
-    slot.cached.resize(reuse);
-    a.prompt_done = reuse;
+    if (from_cache) {
+        cache.restore(slot.id, hit.entry->snapshot, hit.length);
+        slot.cached.assign(prompt.begin(), prompt.begin() + hit.length);
+        reuse = hit.length;
+        (hit.entry->origin == CacheTier::disk ? stats_.cached_tokens_disk
+                                              : stats_.cached_tokens_ram) +=
+            static_cast<uint64_t>(reuse);
+    } else {
+        cache.truncate(slot.id, reuse);
+        slot.cached.resize(static_cast<size_t>(reuse));
+        stats_.cached_tokens_slot += static_cast<uint64_t>(reuse);
+    }
+    a.prompt_done = static_cast<size_t>(reuse);
     a.sampler->accept(std::span<const int32_t>(a.request.prompt));
     a.usage.prompt_tokens = static_cast<int32_t>(a.request.prompt.size());
-    a.usage.cached_prompt_tokens = static_cast<int32_t>(reuse);
+    a.usage.cached_prompt_tokens = reuse;
     a.request.sink->on_started();
     slot.active = std::move(a);
     ++stats_.busy_slots;
     if (slot.active->stop->budget_exhausted()) finish(slot, FinishReason::length);
     return true;
+}
+
+void Scheduler::keep_prefix(const Slot& slot) {
+    model::SequenceCache& cache = context_.cache();
+    const auto n = static_cast<int32_t>(slot.cached.size());
+    if (!prefix_cache_.enabled() || n == 0 || cache.length(slot.id) != n ||
+        !cache.can_snapshot(slot.id, n) ||
+        !prefix_cache_.worth_keeping(slot.cached.size(), cache.snapshot_bytes(n))) {
+        return;
+    }
+    const std::vector<model::AdapterUse>& adapters = context_.adapters(slot.id);
+    const bool every_prefix = cache.keeps_every_prefix();
+    if (prefix_cache_.covers(slot.cached, adapters, every_prefix)) return;
+    try {
+        prefix_cache_.insert(slot.cached, adapters, cache.snapshot(slot.id, n), every_prefix);
+    } catch (const std::bad_alloc&) {
+        spdlog::warn("prefix cache: no memory for a snapshot of {} tokens; not kept", n);
+    }
+    publish_cache_stats();
+}
+
+void Scheduler::publish_cache_stats() {
+    stats_.cache_ram_bytes = prefix_cache_.bytes();
+    stats_.cache_entries = prefix_cache_.size();
+    stats_.cache_evictions = prefix_cache_.evictions();
 }
 
 void Scheduler::drop_cancelled() {
@@ -285,7 +347,12 @@ void Scheduler::step() {
         if (!s.active || s.active->next_token >= 0) continue;
         Active& a = *s.active;
         const size_t left = a.request.prompt.size() - a.prompt_done;
-        const size_t take = std::min(left, static_cast<size_t>(budget));
+        size_t take = std::min(left, static_cast<size_t>(budget));
+        // A chunk ends at the next checkpoint of a sequence that cannot keep every prefix.
+        if (checkpoints_) {
+            const auto every = static_cast<size_t>(params_.checkpoint_interval);
+            take = std::min(take, every - a.prompt_done % every);
+        }
         const int32_t base = context_.cache().length(s.id);
         for (size_t i = 0; i < take; ++i) {
             const bool last = a.prompt_done + i + 1 == a.request.prompt.size();
@@ -332,9 +399,17 @@ void Scheduler::step() {
             a.prompt_done += n;
             stats_.prompt_tokens += n;
             // A recurrent state can come back to this point for a prompt that continues this
-            // one (a KV cache keeps every prefix anyway).
-            if (a.prompt_done == a.request.prompt.size())
-                context_.cache().save_checkpoint(slot->id);
+            // one (a KV cache keeps every prefix anyway). A sequence that cannot keep every
+            // prefix also leaves a snapshot in the prefix cache at its prompt's end and every
+            // checkpoint_interval tokens of it, for later prompts sharing that much.
+            const bool prompt_end = a.prompt_done == a.request.prompt.size();
+            if (prompt_end) context_.cache().save_checkpoint(slot->id);
+            if (!context_.cache().keeps_every_prefix() &&
+                (prompt_end ||
+                 (checkpoints_ &&
+                  a.prompt_done % static_cast<size_t>(params_.checkpoint_interval) == 0))) {
+                keep_prefix(*slot);
+            }
         }
         cursor += n;
     }
@@ -431,6 +506,7 @@ void Scheduler::add_embedding_inputs(int& budget) {
             // An input longer than the budget goes alone, so that it is never left waiting.
             if (!embed_inputs_.empty() && static_cast<int>(ids.size()) > budget) return;
             Slot& slot = *free[next_free++];
+            keep_prefix(slot);
             context_.cache().clear(slot.id);
             context_.set_adapters(slot.id, {});  // embeddings are the base model's
             slot.cached.clear();

@@ -21,6 +21,7 @@
 #include "engine/sampling/stop.h"
 #include "engine/scheduler/embedding.h"
 #include "engine/scheduler/generation.h"
+#include "engine/scheduler/prefix_cache.h"
 #include "engine/scheduler/stats.h"
 #include "engine/tokenizer/tokenizer.h"
 
@@ -37,6 +38,12 @@ struct SchedulerParams {
     bool f16_accumulator = false;           // model::ContextParams::f16_accumulator
     model::KvTypes kv_types{};              // KV cache storage (--cache-type-k / --cache-type-v)
     std::vector<NamedAdapter> adapters;     // LoRA adapters of the model requests may choose
+    // The prefix cache beyond the slots (prefix_cache.h): host memory in bytes (0: off), the
+    // hash chain's block in tokens, and the prompt tokens between two checkpoints of a
+    // sliding-window or recurrent sequence (0: only at each prompt's end).
+    size_t cache_ram_bytes = size_t{config::defaults::kCacheRamMiB} << 20;
+    int32_t cache_block_tokens = 16;
+    int checkpoint_interval = config::defaults::kCheckpointInterval;
     SchedulerObserver* observer = nullptr;  // not owned; must outlive the scheduler
 };
 
@@ -112,6 +119,10 @@ class Scheduler final : public Generator, public Embedder {
     void step();
     void handle_logits(Slot& slot, std::span<const float> logits);
     void finish(Slot& slot, FinishReason reason, const std::string& error = {});
+    // Saves what a slot holds into the prefix cache (unless an entry already covers it), before
+    // its cells are overwritten or at a checkpoint.
+    void keep_prefix(const Slot& slot);
+    void publish_cache_stats();
     // Embeddings: inputs of the waiting jobs into free slots within this step's budget; then
     // their pooled rows handed to the jobs, and the jobs that are complete (or failed) answered.
     void add_embedding_inputs(int& budget);
@@ -125,6 +136,8 @@ class Scheduler final : public Generator, public Embedder {
     int32_t n_ctx_;
     std::vector<Slot> slots_;
     SchedulerStats stats_;
+    PrefixCache prefix_cache_;  // the scheduler thread's
+    bool checkpoints_ = false;  // prompts of this model are checkpointed every interval
 
     std::mutex mutex_;
     std::condition_variable wake_;
