@@ -533,4 +533,117 @@ TEST(SchedulerSlidingWindow, PrefixReuseFallsBackWhenTheRingMovedOn) {
     EXPECT_EQ(second->tokens, fresh(early, 6));
 }
 
+// The prefix cache beyond the slots: more sessions than slots, each with a shared system prompt
+// and two turns (the second continuing the first's prompt and reply). Every second turn gets its
+// whole history back, from the slot or from the cache, and every reply equals a fresh
+// scheduler's without a cache.
+struct Turn {
+    std::vector<int32_t> prompt;
+    int max_tokens;
+};
+
+std::shared_ptr<RecordingSink> run_turn(scheduler::Scheduler& s, const std::vector<int32_t>& prompt,
+                                        int max_tokens) {
+    auto sink = std::make_shared<RecordingSink>();
+    scheduler::GenerationRequest r;
+    r.prompt = prompt;
+    r.sampling.temperature = 0.0f;
+    r.stop.max_tokens = max_tokens;
+    r.stop.ignore_eos = true;
+    r.sink = sink;
+    EXPECT_EQ(s.submit(std::move(r)).status, scheduler::SubmitStatus::accepted);
+    sink->wait_done();
+    return sink;
+}
+
+// Sessions 0..n-1, interleaved: every first turn, then every second turn. A session's first
+// prompt is system + its own tail; its second is that, the reply, and `more`.
+void check_sessions(std::shared_ptr<const model::Model> model,
+                    std::shared_ptr<const tokenizer::Tokenizer> tok, scheduler::SchedulerParams p,
+                    const std::vector<int32_t>& system, const std::vector<std::vector<int32_t>>& own,
+                    const std::vector<int32_t>& more, int32_t expect_first_cached) {
+    scheduler::Scheduler s(model, tok, p);
+    scheduler::SchedulerParams plain = p;
+    plain.cache_ram_bytes = 0;
+    plain.n_slots = 1;
+    auto fresh = [&](const std::vector<int32_t>& prompt, int n) {
+        scheduler::Scheduler f(model, tok, plain);
+        return run_turn(f, prompt, n)->tokens;
+    };
+    const int n = 4;
+    std::vector<std::vector<int32_t>> history;
+    for (size_t i = 0; i < own.size(); ++i) {
+        std::vector<int32_t> prompt = system;
+        prompt.insert(prompt.end(), own[i].begin(), own[i].end());
+        const auto sink = run_turn(s, prompt, n);
+        EXPECT_EQ(sink->tokens, fresh(prompt, n)) << "session " << i << ", turn 1";
+        // The first session finds nothing; the others at least the system prompt's checkpoint.
+        if (i > 0) {
+            EXPECT_GE(sink->usage.cached_prompt_tokens, expect_first_cached) << i;
+        }
+        prompt.insert(prompt.end(), sink->tokens.begin(), sink->tokens.end());
+        prompt.insert(prompt.end(), more.begin(), more.end());
+        history.push_back(prompt);
+    }
+    for (size_t i = 0; i < own.size(); ++i) {
+        const auto sink = run_turn(s, history[i], n);
+        EXPECT_EQ(sink->tokens, fresh(history[i], n)) << "session " << i << ", turn 2";
+        // Everything the slot held after turn 1: its prompt and the replies it fed back.
+        EXPECT_EQ(sink->usage.cached_prompt_tokens,
+                  static_cast<int32_t>(history[i].size() - more.size()) - 1)
+            << "session " << i;
+    }
+    EXPECT_GT(s.stats().cached_tokens_ram.load(), 0u);
+    EXPECT_GT(s.stats().cache_ram_bytes.load(), 0u);
+    EXPECT_LE(s.stats().cache_ram_bytes.load(), p.cache_ram_bytes);
+}
+
+TEST_F(SchedulerTest, MoreSessionsThanSlotsAllGetTheirPrefixBack) {
+    scheduler::SchedulerParams p;
+    p.n_slots = 2;
+    p.n_ctx = 128;
+    p.n_threads = 1;
+    p.cache_block_tokens = 4;
+    p.cache_ram_bytes = 8 << 20;
+    // A shared "system prompt": the first case's prompt and its continuation.
+    std::vector<int32_t> system(cases_[0].prompt);
+    system.insert(system.end(), cases_[0].greedy.begin(), cases_[0].greedy.begin() + 11);
+    std::vector<std::vector<int32_t>> own;
+    for (int i = 0; i < 4; ++i) own.push_back({cases_[1].prompt.begin() + 1 + i, cases_[1].prompt.end()});
+    check_sessions(model_, tokenizer_, p, system, own, {cases_[2].prompt.begin() + 1, cases_[2].prompt.end()},
+                   static_cast<int32_t>(system.size()));
+}
+
+// The same for the other kinds of memory: a sliding-window model (gemma2), recurrent ones (mamba,
+// rwkv7) and a hybrid (lfm2). They resume only at snapshots: a slot's whole history when it is
+// overwritten, the end of each prompt, and every checkpoint_interval tokens of one (here 8: the
+// 12-token system prompt is found at its checkpoint 8).
+class SchedulerKinds : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(SchedulerKinds, MoreSessionsThanSlotsResumeFromCheckpoints) {
+    GGUFD_REQUIRE_CONFORMANCE(dir);
+    auto model = model::Model::load(dir / "arch" / (GetParam() + ".gguf"));
+    auto tok = std::make_shared<const tokenizer::Tokenizer>(
+        tokenizer::Tokenizer(tokenizer::Vocab::from_gguf(model->file())));
+    std::vector<int32_t> ids;
+    std::ifstream in(dir / "arch/prompt_tokens.txt");
+    for (int32_t id; in >> id;) ids.push_back(id);
+    ASSERT_EQ(ids.size(), 24u);
+    scheduler::SchedulerParams p;
+    p.n_slots = 1;
+    p.n_ctx = 64;
+    p.batch_size = 4;  // gemma2's ring: 8 - 1 + 4 cells, wrapped by every prompt
+    p.n_threads = 1;
+    p.cache_block_tokens = 4;
+    p.cache_ram_bytes = 16 << 20;
+    p.checkpoint_interval = 8;
+    const std::vector<int32_t> system(ids.begin(), ids.begin() + 12);
+    std::vector<std::vector<int32_t>> own;
+    for (int i = 0; i < 3; ++i) own.push_back({ids.begin() + 12 + i, ids.end()});
+    check_sessions(model, tok, p, system, own, {ids.begin() + 2, ids.begin() + 6}, 8);
+}
+
+INSTANTIATE_TEST_SUITE_P(Arch, SchedulerKinds,
+                         ::testing::Values("gemma2", "mamba", "rwkv7", "lfm2"));
+
 }  // namespace
