@@ -44,6 +44,9 @@ struct SchedulerParams {
     size_t cache_ram_bytes = size_t{config::defaults::kCacheRamMiB} << 20;
     int32_t cache_block_tokens = 16;
     int checkpoint_interval = config::defaults::kCheckpointInterval;
+    // A folder the prefix cache's entries are written to and read back from at start, keyed by
+    // the model file's identity and the cache settings (empty: memory only).
+    std::string cache_dir;
     SchedulerObserver* observer = nullptr;  // not owned; must outlive the scheduler
 };
 
