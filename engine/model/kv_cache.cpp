@@ -182,8 +182,10 @@ void KvCache::copy_cells(int layer, int seq, int32_t from, int32_t to, uint8_t* 
     for (int32_t p = from; p < to;) {
         const int32_t cell = p % cells;
         const int32_t run = std::min(to - p, cells - cell);
-        uint8_t* k = k_[static_cast<size_t>(layer)].data() + offset(layer, seq, p, k_row_, types_.k);
-        uint8_t* v = v_[static_cast<size_t>(layer)].data() + offset(layer, seq, p, v_row_, types_.v);
+        uint8_t* k =
+            k_[static_cast<size_t>(layer)].data() + offset(layer, seq, p, k_row_, types_.k);
+        uint8_t* v =
+            v_[static_cast<size_t>(layer)].data() + offset(layer, seq, p, v_row_, types_.v);
         const size_t at = static_cast<size_t>(p - from);
         if (to_cells) {
             std::memcpy(k, k_packed + at * kb, static_cast<size_t>(run) * kb);

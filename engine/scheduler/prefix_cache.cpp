@@ -81,8 +81,8 @@ bool PrefixCache::covers(std::span<const int32_t> tokens,
     for (const uint64_t id : it->second) {
         const Entry& e = entries_.at(id);
         if (!same_adapters(e.adapters, adapters)) continue;
-        const bool longer_ok = every_prefix ? e.tokens.size() >= tokens.size()
-                                            : e.tokens.size() == tokens.size();
+        const bool longer_ok =
+            every_prefix ? e.tokens.size() >= tokens.size() : e.tokens.size() == tokens.size();
         if (longer_ok && shared_prefix(e.tokens, tokens) == tokens.size()) return true;
     }
     return false;
@@ -93,13 +93,15 @@ bool PrefixCache::worth_keeping(size_t tokens, size_t bytes) const {
            bytes + tokens * sizeof(int32_t) + sizeof(Entry) <= params_.budget_bytes;
 }
 
-bool PrefixCache::insert(std::vector<int32_t> tokens, std::vector<model::AdapterUse> adapters,
-                         model::SequenceSnapshot snapshot, bool every_prefix, CacheTier origin) {
+const PrefixCache::Entry* PrefixCache::insert(std::vector<int32_t> tokens,
+                                              std::vector<model::AdapterUse> adapters,
+                                              model::SequenceSnapshot snapshot, bool every_prefix,
+                                              CacheTier origin) {
     if (!worth_keeping(tokens.size(), snapshot.size) ||
-        tokens.size() != static_cast<size_t>(snapshot.n_tokens)) {
-        return false;
+        tokens.size() != static_cast<size_t>(snapshot.n_tokens) ||
+        covers(tokens, adapters, every_prefix)) {
+        return nullptr;
     }
-    if (covers(tokens, adapters, every_prefix)) return true;
     const std::vector<uint64_t> hashes = block_hashes(tokens);
     if (every_prefix) {
         // Entries whose tokens begin these: this one resumes wherever they would.
@@ -131,13 +133,13 @@ bool PrefixCache::insert(std::vector<int32_t> tokens, std::vector<model::Adapter
     const uint64_t id = next_id_++;
     for (const uint64_t h : hashes) by_block_[h].push_back(id);
     bytes_ += need;
-    entries_.emplace(id, std::move(e));
-    return true;
+    return &entries_.emplace(id, std::move(e)).first->second;
 }
 
 void PrefixCache::erase(uint64_t id) {
     const auto it = entries_.find(id);
     if (it == entries_.end()) return;
+    if (on_erase) on_erase(it->second);
     for (const uint64_t h : block_hashes(it->second.tokens)) {
         auto list = by_block_.find(h);
         if (list == by_block_.end()) continue;

@@ -73,11 +73,14 @@ class PrefixCache {
     // Whether a prefix of this many tokens would be kept, and one of this many bytes fit.
     bool worth_keeping(size_t tokens, size_t bytes) const;
     // Keeps a snapshot of `tokens`, evicting the least recently used entries to stay within the
-    // budget; false (nothing kept) when it cannot fit or is shorter than a block. With
-    // every_prefix, entries this one covers (same adapters, their tokens a prefix of these) go.
-    bool insert(std::vector<int32_t> tokens, std::vector<model::AdapterUse> adapters,
-                model::SequenceSnapshot snapshot, bool every_prefix,
-                CacheTier origin = CacheTier::ram);
+    // budget, and returns the new entry; nullptr (nothing new kept) when an entry covers it, it
+    // cannot fit or is shorter than a block. With every_prefix, entries this one covers (same
+    // adapters, their tokens a prefix of these) go.
+    const Entry* insert(std::vector<int32_t> tokens, std::vector<model::AdapterUse> adapters,
+                        model::SequenceSnapshot snapshot, bool every_prefix,
+                        CacheTier origin = CacheTier::ram);
+    // Called with each entry as it leaves (evicted or covered), for persistence.
+    std::function<void(const Entry&)> on_erase;
     // Every entry, for persistence.
     template <typename F>
     void for_each(F&& f) const {
@@ -90,7 +93,7 @@ class PrefixCache {
     void erase(uint64_t id);
 
     PrefixCacheParams params_;
-    std::unordered_map<uint64_t, Entry> entries_;  // by id
+    std::unordered_map<uint64_t, Entry> entries_;                   // by id
     std::unordered_map<uint64_t, std::vector<uint64_t>> by_block_;  // chain hash -> entry ids
     uint64_t next_id_ = 1, clock_ = 0, evictions_ = 0;
     size_t bytes_ = 0;

@@ -41,6 +41,7 @@ Scheduler::Scheduler(std::shared_ptr<const model::Model> model,
     // slot keeps every prefix and is saved whole when it is overwritten.
     checkpoints_ = prefix_cache_.enabled() && params.checkpoint_interval > 0 &&
                    !context_.cache().keeps_every_prefix();
+    open_store();
     slots_.resize(static_cast<size_t>(params.n_slots));
     for (size_t i = 0; i < slots_.size(); ++i) slots_[i].id = static_cast<int>(i);
     thread_ = std::thread([this] { loop(); });
@@ -243,8 +244,9 @@ bool Scheduler::start(Slot& slot, Pending pending) {
     const bool from_cache = hit.entry && hit.length > reuse;
     // What the slot loses beyond a block's worth of tokens stays reusable from the cache.
     const int32_t kept = from_cache ? 0 : reuse;
+    std::optional<SlotCopy> lost;
     if (static_cast<int64_t>(slot.cached.size()) - kept >= prefix_cache_.block_tokens()) {
-        keep_prefix(slot);
+        lost = snapshot_slot(slot);
     }
     context_.set_adapters(slot.id, std::move(pending.adapters));
     if (from_cache) {
@@ -259,6 +261,7 @@ bool Scheduler::start(Slot& slot, Pending pending) {
         slot.cached.resize(static_cast<size_t>(reuse));
         stats_.cached_tokens_slot += static_cast<uint64_t>(reuse);
     }
+    keep(std::move(lost));
     a.prompt_done = static_cast<size_t>(reuse);
     a.sampler->accept(std::span<const int32_t>(a.request.prompt));
     a.usage.prompt_tokens = static_cast<int32_t>(a.request.prompt.size());
@@ -270,26 +273,81 @@ bool Scheduler::start(Slot& slot, Pending pending) {
     return true;
 }
 
-void Scheduler::keep_prefix(const Slot& slot) {
+std::optional<Scheduler::SlotCopy> Scheduler::snapshot_slot(const Slot& slot) {
     model::SequenceCache& cache = context_.cache();
     const auto n = static_cast<int32_t>(slot.cached.size());
     if (!prefix_cache_.enabled() || n == 0 || cache.length(slot.id) != n ||
         !cache.can_snapshot(slot.id, n) ||
         !prefix_cache_.worth_keeping(slot.cached.size(), cache.snapshot_bytes(n))) {
-        return;
+        return std::nullopt;
     }
     const std::vector<model::AdapterUse>& adapters = context_.adapters(slot.id);
     const bool every_prefix = cache.keeps_every_prefix();
-    if (prefix_cache_.covers(slot.cached, adapters, every_prefix)) return;
+    if (prefix_cache_.covers(slot.cached, adapters, every_prefix)) return std::nullopt;
     try {
-        prefix_cache_.insert(slot.cached, adapters, cache.snapshot(slot.id, n), every_prefix);
+        return SlotCopy{slot.cached, adapters, cache.snapshot(slot.id, n), every_prefix};
     } catch (const std::bad_alloc&) {
         spdlog::warn("prefix cache: no memory for a snapshot of {} tokens; not kept", n);
+        return std::nullopt;
+    }
+}
+
+void Scheduler::keep(std::optional<SlotCopy> copy) {
+    if (!copy) return;
+    const PrefixCache::Entry* e =
+        prefix_cache_.insert(std::move(copy->tokens), std::move(copy->adapters),
+                             std::move(copy->snapshot), copy->every_prefix);
+    if (e && store_ && e->adapters.empty()) disk_bytes_ += store_->write(e->tokens, e->snapshot);
+    publish_cache_stats();
+}
+
+namespace {
+
+// Bytes of an entry's file (PrefixStore's layout: header, tokens, snapshot, checksum).
+uint64_t file_bytes(const PrefixCache::Entry& e) {
+    return 32 + e.tokens.size() * sizeof(int32_t) + e.snapshot.size + 8;
+}
+
+}  // namespace
+
+void Scheduler::open_store() {
+    if (params_.cache_dir.empty() || !prefix_cache_.enabled()) return;
+    try {
+        store_.emplace(params_.cache_dir, PrefixStore::key_of(model_->file(), params_.kv_types));
+    } catch (const std::exception& e) {
+        spdlog::warn("prefix cache: cannot use --cache-dir {}: {}", params_.cache_dir, e.what());
+        return;
+    }
+    prefix_cache_.on_erase = [this](const PrefixCache::Entry& e) {
+        if (!e.adapters.empty()) return;
+        store_->remove(e.tokens);
+        disk_bytes_ -= std::min(disk_bytes_, file_bytes(e));
+    };
+    const model::SequenceCache& cache = context_.cache();
+    const bool every_prefix = cache.keeps_every_prefix();
+    const size_t loaded = store_->load(
+        [&](int32_t n) { return n <= n_ctx_ ? cache.snapshot_bytes(n) : 0; },
+        [&](std::vector<int32_t> tokens, model::SequenceSnapshot snap) {
+            // Newest first: what no longer fits the budget is an older run's and goes.
+            if (prefix_cache_.bytes() + snap.size > prefix_cache_.budget()) {
+                store_->remove(tokens);
+                return true;
+            }
+            if (const PrefixCache::Entry* e = prefix_cache_.insert(
+                    std::move(tokens), {}, std::move(snap), every_prefix, CacheTier::disk)) {
+                disk_bytes_ += file_bytes(*e);
+            }
+            return true;
+        });
+    if (loaded > 0) {
+        spdlog::info("prefix cache: {} prompt prefixes ({} bytes) read from {}",
+                     prefix_cache_.size(), prefix_cache_.bytes(), store_->folder().string());
     }
     publish_cache_stats();
 }
 
 void Scheduler::publish_cache_stats() {
+    stats_.cache_disk_bytes = disk_bytes_;
     stats_.cache_ram_bytes = prefix_cache_.bytes();
     stats_.cache_entries = prefix_cache_.size();
     stats_.cache_evictions = prefix_cache_.evictions();

@@ -22,6 +22,7 @@
 #include "engine/scheduler/embedding.h"
 #include "engine/scheduler/generation.h"
 #include "engine/scheduler/prefix_cache.h"
+#include "engine/scheduler/prefix_store.h"
 #include "engine/scheduler/stats.h"
 #include "engine/tokenizer/tokenizer.h"
 
@@ -32,12 +33,12 @@ struct SchedulerParams {
     int n_ctx = 0;                           // tokens per sequence; 0 = the model's, at most 4096
     int batch_size = config::defaults::kBatchSize;  // token budget of one step
     int max_queue =
-        config::defaults::kMaxQueue;        // waiting for a slot before submit() answers queue_full
-    int n_threads = 0;                      // inference threads; 0 = physical cores
-    int n_threads_batch = 0;                // model::ContextParams::n_threads_batch; 0 = n_threads
-    bool f16_accumulator = false;           // model::ContextParams::f16_accumulator
-    model::KvTypes kv_types{};              // KV cache storage (--cache-type-k / --cache-type-v)
-    std::vector<NamedAdapter> adapters;     // LoRA adapters of the model requests may choose
+        config::defaults::kMaxQueue;     // waiting for a slot before submit() answers queue_full
+    int n_threads = 0;                   // inference threads; 0 = physical cores
+    int n_threads_batch = 0;             // model::ContextParams::n_threads_batch; 0 = n_threads
+    bool f16_accumulator = false;        // model::ContextParams::f16_accumulator
+    model::KvTypes kv_types{};           // KV cache storage (--cache-type-k / --cache-type-v)
+    std::vector<NamedAdapter> adapters;  // LoRA adapters of the model requests may choose
     // The prefix cache beyond the slots (prefix_cache.h): host memory in bytes (0: off), the
     // hash chain's block in tokens, and the prompt tokens between two checkpoints of a
     // sliding-window or recurrent sequence (0: only at each prompt's end).
@@ -123,9 +124,22 @@ class Scheduler final : public Generator, public Embedder {
     void handle_logits(Slot& slot, std::span<const float> logits);
     void finish(Slot& slot, FinishReason reason, const std::string& error = {});
     // Saves what a slot holds into the prefix cache (unless an entry already covers it), before
-    // its cells are overwritten or at a checkpoint.
-    void keep_prefix(const Slot& slot);
+    // its cells are overwritten or at a checkpoint: a copy first (snapshot_slot; nothing when it
+    // would not be kept), then the cache (keep), so a request can restore an entry into the slot
+    // between the two without the insertion evicting that entry under it.
+    struct SlotCopy {
+        std::vector<int32_t> tokens;
+        std::vector<model::AdapterUse> adapters;
+        model::SequenceSnapshot snapshot;
+        bool every_prefix = false;
+    };
+    std::optional<SlotCopy> snapshot_slot(const Slot& slot);
+    void keep(std::optional<SlotCopy> copy);
+    void keep_prefix(const Slot& slot) { keep(snapshot_slot(slot)); }
     void publish_cache_stats();
+    // --cache-dir: opens the model's folder, mirrors the cache's entries there, and warms the
+    // cache from what an earlier run left.
+    void open_store();
     // Embeddings: inputs of the waiting jobs into free slots within this step's budget; then
     // their pooled rows handed to the jobs, and the jobs that are complete (or failed) answered.
     void add_embedding_inputs(int& budget);
@@ -141,6 +155,8 @@ class Scheduler final : public Generator, public Embedder {
     SchedulerStats stats_;
     PrefixCache prefix_cache_;  // the scheduler thread's
     bool checkpoints_ = false;  // prompts of this model are checkpointed every interval
+    std::optional<PrefixStore> store_;
+    uint64_t disk_bytes_ = 0;  // of the files store_ holds for the cache's entries
 
     std::mutex mutex_;
     std::condition_variable wake_;

@@ -21,10 +21,11 @@ using model::BatchToken;
 using model::Context;
 using model::ContextParams;
 
-std::vector<float> eval_range(Context& ctx, int seq, const std::vector<int32_t>& ids,
-                              size_t from, size_t to) {
+std::vector<float> eval_range(Context& ctx, int seq, const std::vector<int32_t>& ids, size_t from,
+                              size_t to) {
     std::vector<BatchToken> batch;
-    for (size_t i = from; i < to; ++i) batch.push_back({seq, ids[i], static_cast<int32_t>(i), true});
+    for (size_t i = from; i < to; ++i)
+        batch.push_back({seq, ids[i], static_cast<int32_t>(i), true});
     std::vector<float> logits;
     ctx.eval(batch, logits);
     return logits;

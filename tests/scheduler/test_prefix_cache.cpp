@@ -84,7 +84,8 @@ TEST(PrefixCache, EvictsLeastRecentlyUsedWithinTheBudget) {
     ASSERT_TRUE(probe.insert(run(0, 8), {}, fake(8, entry), false));
     const size_t one = probe.bytes();  // with its tokens and bookkeeping
     PrefixCache cache({.budget_bytes = 3 * one + one / 2, .block_tokens = 4});
-    for (int i = 0; i < 3; ++i) ASSERT_TRUE(cache.insert(run(i * 100, 8), {}, fake(8, entry), false));
+    for (int i = 0; i < 3; ++i)
+        ASSERT_TRUE(cache.insert(run(i * 100, 8), {}, fake(8, entry), false));
     EXPECT_EQ(cache.size(), 3u);
     // Using the oldest makes the second the least recently used.
     EXPECT_EQ(cache.find(run(0, 9), {}, 8, at_end).length, 8);
@@ -110,7 +111,7 @@ TEST(PrefixCache, AnEntryThatResumesAnywhereReplacesItsPrefixes) {
     EXPECT_TRUE(cache.covers(run(0, 13), {}, true));
     EXPECT_FALSE(cache.covers(run(0, 13), {}, false));
     // Already covered: kept as it is.
-    ASSERT_TRUE(cache.insert(run(0, 12), {}, fake(12, 10), true));
+    EXPECT_EQ(cache.insert(run(0, 12), {}, fake(12, 10), true), nullptr);
     EXPECT_EQ(cache.size(), 1u);
     EXPECT_EQ(cache.find(run(0, 30), {}, 29, anywhere).length, 20);
 }

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <condition_variable>
+#include <filesystem>
 #include <fstream>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -560,8 +561,9 @@ std::shared_ptr<RecordingSink> run_turn(scheduler::Scheduler& s, const std::vect
 // prompt is system + its own tail; its second is that, the reply, and `more`.
 void check_sessions(std::shared_ptr<const model::Model> model,
                     std::shared_ptr<const tokenizer::Tokenizer> tok, scheduler::SchedulerParams p,
-                    const std::vector<int32_t>& system, const std::vector<std::vector<int32_t>>& own,
-                    const std::vector<int32_t>& more, int32_t expect_first_cached) {
+                    const std::vector<int32_t>& system,
+                    const std::vector<std::vector<int32_t>>& own, const std::vector<int32_t>& more,
+                    int32_t expect_first_cached) {
     scheduler::Scheduler s(model, tok, p);
     scheduler::SchedulerParams plain = p;
     plain.cache_ram_bytes = 0;
@@ -609,8 +611,10 @@ TEST_F(SchedulerTest, MoreSessionsThanSlotsAllGetTheirPrefixBack) {
     std::vector<int32_t> system(cases_[0].prompt);
     system.insert(system.end(), cases_[0].greedy.begin(), cases_[0].greedy.begin() + 11);
     std::vector<std::vector<int32_t>> own;
-    for (int i = 0; i < 4; ++i) own.push_back({cases_[1].prompt.begin() + 1 + i, cases_[1].prompt.end()});
-    check_sessions(model_, tokenizer_, p, system, own, {cases_[2].prompt.begin() + 1, cases_[2].prompt.end()},
+    for (int i = 0; i < 4; ++i)
+        own.push_back({cases_[1].prompt.begin() + 1 + i, cases_[1].prompt.end()});
+    check_sessions(model_, tokenizer_, p, system, own,
+                   {cases_[2].prompt.begin() + 1, cases_[2].prompt.end()},
                    static_cast<int32_t>(system.size()));
 }
 
@@ -645,5 +649,89 @@ TEST_P(SchedulerKinds, MoreSessionsThanSlotsResumeFromCheckpoints) {
 
 INSTANTIATE_TEST_SUITE_P(Arch, SchedulerKinds,
                          ::testing::Values("gemma2", "mamba", "rwkv7", "lfm2"));
+
+// --cache-dir: a second scheduler over the same folder starts with the first one's prefixes (served
+// from the disk tier, replies equal to a fresh scheduler's); truncated, corrupted and foreign
+// files are ignored with a warning and never loaded.
+TEST_F(SchedulerTest, CacheDirWarmsTheNextSchedulerAndIgnoresBadFiles) {
+    const std::filesystem::path dir =
+        std::filesystem::temp_directory_path() /
+        ("ggufd-prefix-" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) + "-" +
+         std::to_string(reinterpret_cast<uintptr_t>(this)));
+    std::filesystem::remove_all(dir);
+    scheduler::SchedulerParams p;
+    p.n_slots = 1;
+    p.n_ctx = 128;
+    p.n_threads = 1;
+    p.cache_block_tokens = 4;
+    p.cache_ram_bytes = 8 << 20;
+    p.cache_dir = dir.string();
+    std::vector<int32_t> first(cases_[0].prompt);
+    first.insert(first.end(), cases_[0].greedy.begin(), cases_[0].greedy.begin() + 20);
+    std::vector<int32_t> second(cases_[1].prompt);
+    second.insert(second.end(), cases_[1].greedy.begin(), cases_[1].greedy.begin() + 20);
+    std::vector<int32_t> again = first;
+    again.insert(again.end(), cases_[2].prompt.begin() + 1, cases_[2].prompt.end());
+    scheduler::SchedulerParams plain = p;
+    plain.cache_ram_bytes = 0;
+    plain.cache_dir.clear();
+    std::vector<int32_t> want;
+    {
+        scheduler::Scheduler fresh(model_, tokenizer_, plain);
+        want = run_turn(fresh, again, 6)->tokens;
+    }
+    {
+        scheduler::Scheduler s(model_, tokenizer_, p);
+        run_turn(s, first, 4);
+        run_turn(s, second, 4);  // takes the slot: `first` and its reply go to the cache and disk
+        EXPECT_GT(s.stats().cache_disk_bytes.load(), 0u);
+    }
+    std::vector<std::filesystem::path> files;
+    for (const auto& e : std::filesystem::recursive_directory_iterator(dir)) {
+        if (e.is_regular_file()) files.push_back(e.path());
+    }
+    ASSERT_EQ(files.size(), 1u);
+    {
+        scheduler::Scheduler s(model_, tokenizer_, p);
+        EXPECT_EQ(s.stats().cache_entries.load(), 1u);
+        const auto sink = run_turn(s, again, 6);
+        EXPECT_EQ(sink->tokens, want);
+        EXPECT_EQ(sink->usage.cached_prompt_tokens, static_cast<int32_t>(first.size()));
+        EXPECT_EQ(s.stats().cached_tokens_disk.load(),
+                  static_cast<uint64_t>(sink->usage.cached_prompt_tokens));
+    }
+    // Damaged copies of the file: none is loaded, and the requests are answered from scratch.
+    std::vector<char> bytes(std::filesystem::file_size(files[0]));
+    std::ifstream(files[0], std::ios::binary)
+        .read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    auto write = [](const std::filesystem::path& path, const std::vector<char>& b) {
+        std::ofstream(path, std::ios::binary)
+            .write(b.data(), static_cast<std::streamsize>(b.size()));
+    };
+    std::vector<char> flipped = bytes;
+    flipped[bytes.size() / 2] ^= 0x40;
+    write(files[0], flipped);
+    std::vector<char> cut(bytes.begin(), bytes.end() - 100);
+    write(files[0].parent_path() / "truncated.bin", cut);
+    std::vector<char> other_key = bytes;
+    other_key[16] ^= 1;  // the header's model key
+    write(files[0].parent_path() / "foreign.bin", other_key);
+    write(files[0].parent_path() / "tiny.bin", {'G', 'G'});
+    {
+        scheduler::Scheduler s(model_, tokenizer_, p);
+        EXPECT_EQ(s.stats().cache_entries.load(), 0u);
+        const auto sink = run_turn(s, again, 6);
+        EXPECT_EQ(sink->tokens, want);
+        EXPECT_EQ(sink->usage.cached_prompt_tokens, 0);
+    }
+    // Other KV storage types make other snapshots: another folder, the good file not read.
+    write(files[0], bytes);
+    p.kv_types = model::KvTypes(kernels::KvType::f32);
+    {
+        scheduler::Scheduler s(model_, tokenizer_, p);
+        EXPECT_EQ(s.stats().cache_entries.load(), 0u);
+    }
+    std::filesystem::remove_all(dir);
+}
 
 }  // namespace
