@@ -59,10 +59,11 @@ std::vector<TurnResult> run_trace(std::shared_ptr<const model::Model> model,
     p.n_ctx = o.system + o.turns * (o.message + o.reply) + 8;
     p.cache_ram_bytes = cache_bytes;
     scheduler::Scheduler s(model, tok, p);
-    // Random ordinary tokens: what they are does not matter to the cost, only how many.
+    // Random tokens past the first few (often control tokens): what they are does not matter to the
+    // cost, only how many.
     std::mt19937 rng(7);
     const auto n_vocab = static_cast<int32_t>(model->hparams().n_vocab);
-    std::uniform_int_distribution<int32_t> pick(std::min(n_vocab - 1, 260), n_vocab - 1);
+    std::uniform_int_distribution<int32_t> pick(std::min(n_vocab - 1, 3), n_vocab - 1);
     auto tokens = [&](int n) {
         std::vector<int32_t> v(static_cast<size_t>(n));
         for (int32_t& t : v) t = pick(rng);
