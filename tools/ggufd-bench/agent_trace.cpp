@@ -2,6 +2,7 @@
 
 #include <condition_variable>
 #include <cstdio>
+#include <ctime>
 #include <mutex>
 #include <random>
 #include <vector>
@@ -13,11 +14,20 @@
 namespace ggufd::bench {
 namespace {
 
+// CPU seconds this process has used (every thread): on a shared machine the time to first token
+// includes waiting for a core, the CPU time to it does not.
+double process_cpu_s() {
+    timespec t{};
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
+}
+
 // Waits for one request and keeps what the trace prints.
 class TraceSink : public scheduler::GenerationSink {
   public:
     void on_token(const scheduler::TokenEvent& e) override {
         std::lock_guard lock(mutex_);
+        if (tokens.empty()) first_token_cpu_s = process_cpu_s();
         tokens.push_back(e.token);
     }
     void on_finish(scheduler::FinishReason, const scheduler::Usage& u,
@@ -36,6 +46,7 @@ class TraceSink : public scheduler::GenerationSink {
     std::vector<int32_t> tokens;
     scheduler::Usage usage;
     std::string failed;
+    double first_token_cpu_s = 0;
 
   private:
     std::mutex mutex_;
@@ -47,6 +58,7 @@ struct TurnResult {
     int session, turn;
     int32_t prompt, cached;
     double ttft_s;
+    double ttft_cpu_s;  // CPU seconds from submission to the first token
 };
 
 std::vector<TurnResult> run_trace(std::shared_ptr<const model::Model> model,
@@ -84,12 +96,14 @@ std::vector<TurnResult> run_trace(std::shared_ptr<const model::Model> model,
             r.stop.max_tokens = o.reply;
             r.stop.ignore_eos = true;
             r.sink = sink;
+            const double cpu_before = process_cpu_s();
             const scheduler::SubmitResult v = s.submit(std::move(r));
             if (!v.accepted()) throw std::runtime_error("trace request refused: " + v.message);
             sink->wait();
             if (!sink->failed.empty()) throw std::runtime_error(sink->failed);
             out.push_back({session, turn, sink->usage.prompt_tokens,
-                           sink->usage.cached_prompt_tokens, sink->usage.time_to_first_token_s});
+                           sink->usage.cached_prompt_tokens, sink->usage.time_to_first_token_s,
+                           sink->first_token_cpu_s - cpu_before});
             h.insert(h.end(), sink->tokens.begin(), sink->tokens.end());
         }
     }
@@ -119,11 +133,11 @@ void run_agent_trace(const AgentTraceOptions& o) {
             "agent trace: %d sessions x %d turns, %d slots, system prompt %d tokens, "
             "%d-token messages, %d-token replies\n",
             o.sessions, o.turns, o.slots, o.system, o.message, o.reply);
-        std::printf("%7s %4s %7s | %9s %9s | %9s %9s\n", "session", "turn", "prompt", "eval",
-                    "ttft ms", "eval", "ttft ms");
-        std::printf("%20s | %19s | %19s\n", "", "prefix cache", "no prefix cache");
+        std::printf("%7s %4s %7s | %6s %9s %9s | %6s %9s %9s\n", "session", "turn", "prompt",
+                    "eval", "ttft ms", "cpu ms", "eval", "ttft ms", "cpu ms");
+        std::printf("%20s | %26s | %26s\n", "", "prefix cache", "no prefix cache");
     }
-    double ttft_with = 0, ttft_without = 0;
+    double ttft_with = 0, ttft_without = 0, cpu_with = 0, cpu_without = 0;
     for (size_t i = 0; i < with.size(); ++i) {
         const TurnResult& a = with[i];
         const TurnResult& b = without[i];
