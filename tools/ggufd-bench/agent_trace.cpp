@@ -126,8 +126,8 @@ void run_agent_trace(const AgentTraceOptions& o) {
     const auto without = run_trace(model, tok, o, 0);
     if (o.csv) {
         std::printf(
-            "session,turn,prompt,evaluated_cache,ttft_ms_cache,evaluated_nocache,"
-            "ttft_ms_nocache\n");
+            "session,turn,prompt,evaluated_cache,ttft_ms_cache,ttft_cpu_ms_cache,"
+            "evaluated_nocache,ttft_ms_nocache,ttft_cpu_ms_nocache\n");
     } else {
         std::printf(
             "agent trace: %d sessions x %d turns, %d slots, system prompt %d tokens, "
@@ -143,13 +143,18 @@ void run_agent_trace(const AgentTraceOptions& o) {
         const TurnResult& b = without[i];
         ttft_with += a.ttft_s;
         ttft_without += b.ttft_s;
-        std::printf(o.csv ? "%d,%d,%d,%d,%.1f,%d,%.1f\n" : "%7d %4d %7d | %9d %9.1f | %9d %9.1f\n",
+        cpu_with += a.ttft_cpu_s;
+        cpu_without += b.ttft_cpu_s;
+        std::printf(o.csv ? "%d,%d,%d,%d,%.1f,%.1f,%d,%.1f,%.1f\n"
+                          : "%7d %4d %7d | %6d %9.1f %9.1f | %6d %9.1f %9.1f\n",
                     a.session, a.turn + 1, a.prompt, a.prompt - a.cached, a.ttft_s * 1e3,
-                    b.prompt - b.cached, b.ttft_s * 1e3);
+                    a.ttft_cpu_s * 1e3, b.prompt - b.cached, b.ttft_s * 1e3, b.ttft_cpu_s * 1e3);
     }
     if (!o.csv) {
-        std::printf("total TTFT: %.0f ms with the prefix cache, %.0f ms without\n", ttft_with * 1e3,
-                    ttft_without * 1e3);
+        std::printf(
+            "total TTFT: %.0f ms with the prefix cache, %.0f ms without (CPU time: %.0f "
+            "ms, %.0f ms)\n",
+            ttft_with * 1e3, ttft_without * 1e3, cpu_with * 1e3, cpu_without * 1e3);
     }
 }
 
