@@ -79,6 +79,7 @@ po::options_description settings_description() {
         ("idle-timeout", po::value<std::string>(), with_default("seconds a keep-alive connection may wait for its next request", c.idle_timeout_s).c_str())
         ("header-timeout", po::value<std::string>(), with_default("seconds from a request's first byte to the end of its headers", c.header_timeout_s).c_str())
         ("cors-origin", po::value<std::string>(), "allow browser pages from this origin (or *) to call the API; unset = no CORS headers")
+        ("no-webui", po::value<std::string>()->implicit_value("true"), "do not serve the chat page at / (GGUFD_NO_WEBUI=true, or no-webui = true in a config file); / then answers only Ollama's \"Ollama is running\"")
         ("skip-bad-models", po::value<std::string>(), with_default("with several models, serve the others when one fails to load instead of exiting: true or false", c.skip_bad_models).c_str())
         ("log-format", po::value<std::string>(), with_default("text or json", to_string(c.log_format)).c_str())
         ("log-level", po::value<std::string>(), with_default("trace, debug, info, warn, error", c.log_level).c_str());
@@ -547,6 +548,7 @@ LoadResult load(int argc, const char* const* argv, const std::map<std::string, s
         c.header_timeout_s =
             parse_int<int>(*v, "header-timeout", source("header-timeout"), 1, 3600);
     if (auto* v = text("cors-origin")) c.cors_origin = *v;
+    if (auto* v = text("no-webui")) c.webui = !parse_bool(*v, "no-webui", source("no-webui"));
     if (auto* v = text("skip-bad-models"))
         c.skip_bad_models = parse_bool(*v, "skip-bad-models", source("skip-bad-models"));
     if (auto* v = text("log-level")) c.log_level = *v;

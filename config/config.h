@@ -87,6 +87,7 @@ struct Config {
     int idle_timeout_s = 60;            // keep-alive connection waiting for its next request
     int header_timeout_s = 10;          // first byte of a request to the end of its headers
     std::string cors_origin;            // Access-Control-Allow-Origin; empty = no CORS at all
+    bool webui = true;                  // the chat page at / (--no-webui turns it off)
     bool skip_bad_models = false;       // a model that fails to load is logged and left out
     std::string config_file;            // the file the settings were read from, if any
     LogFormat log_format = LogFormat::text;

@@ -89,6 +89,7 @@ Api::Api(ModelRegistry& registry, ApiOptions options)
     add_anthropic_routes();
     add_ollama_routes();
     add_responses_routes();
+    add_webui_routes();
 }
 
 const Api::Route* Api::match(const std::string& method, const std::string& path,

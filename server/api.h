@@ -40,6 +40,9 @@ struct ApiOptions {
     int retry_after_s = 1;
     // Reasoning tokens of a chat request that does not set reasoning_budget_tokens; -1: none.
     int reasoning_budget = -1;
+    // The built-in chat page at / for browsers (webui_routes.cpp); false: / answers only Ollama's
+    // "Ollama is running".
+    bool webui = true;
 };
 
 class Api {
@@ -202,6 +205,10 @@ class Api {
                             ModelRequest<ChatRequest>);
     void anthropic_count_tokens(const HttpRequest&, const std::shared_ptr<ResponseChannel>&,
                                 ModelRequest<ChatRequest>);
+
+    // The chat page and Ollama's "Ollama is running" at / (webui_routes.cpp).
+    void add_webui_routes();
+    HandlerFn root, webui_file;
 
     // OpenAI's Responses API and its stored responses (openai_responses.cpp).
     void add_responses_routes();

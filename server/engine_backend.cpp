@@ -356,7 +356,10 @@ std::shared_ptr<EngineBackend> make_demo_backend(const scheduler::SchedulerParam
     spec.n_ctx = 2048;
     spec.type = gguf::TensorType::Q8_0;
     gguf::Writer w = model::make_random_model(spec);
-    w.set("general.description", "ggufd's built-in demo: random weights, byte-level vocabulary");
+    // /models shows this, and so does the chat page: a newcomer must not mistake it for a model.
+    w.set("general.description",
+          "ggufd's built-in demo: random weights, so it writes gibberish (serve a real model with "
+          "--model NAME=path/to/model.gguf); byte-level vocabulary");
     auto model = model::Model::from_file(gguf::File::from_bytes(w.to_bytes(), "<built-in demo>"));
     EngineBackendOptions options;
     options.name = kDemoModelName;

@@ -39,6 +39,7 @@ ServerOptions server_options_from_config(const config::Config& config) {
     o.api.reasoning_budget = config.reasoning_budget;
     o.api.metrics_public = config.metrics_public;
     o.api.cors_origin = config.cors_origin;
+    o.api.webui = config.webui;
     o.idle_timeout = std::chrono::seconds(config.idle_timeout_s);
     o.header_timeout = std::chrono::seconds(config.header_timeout_s);
     return o;
@@ -144,7 +145,8 @@ class Session : public std::enable_shared_from_this<Session>, public ResponseCha
         phase_ = Phase::answered;
         status_ = response.status;
         std::string bytes = head(response, response.body.size());
-        bytes += response.body;
+        // A HEAD answer is the GET's head: its Content-Length, no body.
+        if (method_ != "HEAD") bytes += response.body;
         queue(std::move(bytes));
     }
 

@@ -55,6 +55,8 @@ const OpKernels* avx2_op_kernels() {
         .wkv7 = avx2::k_wkv7,
         .ssm_conv = avx2::k_ssm_conv,
         .ssm_scan = avx2::k_ssm_scan,
+        .delta_rule = avx2::k_delta_rule,
+        .ssd_scan = avx2::k_ssd_scan,
     };
     return &table;
 }

@@ -63,6 +63,8 @@ const OpKernels* avx512_op_kernels() {
         .wkv7 = avx512::k_wkv7,
         .ssm_conv = avx512::k_ssm_conv,
         .ssm_scan = avx512::k_ssm_scan,
+        .delta_rule = avx512::k_delta_rule,
+        .ssd_scan = avx512::k_ssd_scan,
     };
     return &table;
 }

@@ -22,6 +22,8 @@ SimdLevel best_simd_level();
 
 struct SsmConv;  // ssm.h
 struct SsmScan;
+struct DeltaRule;
+struct SsdScan;
 
 // One attention work item: one query token, one KV head, and a contiguous range of the query
 // heads that share that KV head (grouped-query attention).
@@ -160,6 +162,10 @@ struct OpKernels {
     // Mamba (ssm.h): channels [c0, c1) of one sequence's chunk.
     void (*ssm_conv)(const SsmConv& op, int64_t c0, int64_t c1);
     void (*ssm_scan)(const SsmScan& op, int64_t c0, int64_t c1);
+    // The gated delta rule (ssm.h) of one value head over the op's tokens.
+    void (*delta_rule)(const DeltaRule& op, int64_t head);
+    // Mamba-2 (ssm.h): channels [c0, c1) of one sequence's chunk.
+    void (*ssd_scan)(const SsdScan& op, int64_t c0, int64_t c1);
 };
 
 const OpKernels& op_kernels(SimdLevel level);  // throws std::invalid_argument if unsupported

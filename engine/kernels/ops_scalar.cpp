@@ -355,6 +355,60 @@ void scalar_ssm_scan(const SsmScan& op, int64_t c0, int64_t c1) {
     }
 }
 
+void scalar_ssd_scan(const SsdScan& op, int64_t c0, int64_t c1) {
+    const int64_t nc = op.n_channels(), heads_per_group = op.n_heads / op.n_groups;
+    for (int64_t t = 0; t < op.n_tokens; ++t) {
+        const float* x = op.x + t * op.x_stride;
+        const float* dt = op.dt + t * op.dt_stride;
+        for (int64_t c = c0; c < c1; ++c) {
+            const int64_t h = c / op.head_dim;
+            const int64_t group = (h / heads_per_group) * op.d_state;
+            const float* b = op.b + t * op.bc_stride + group;
+            const float* cc = op.cc + t * op.bc_stride + group;
+            const float decay = std::exp(dt[h] * op.a[h]);
+            const float xdt = x[c] * dt[h];
+            float sum = 0.0f;
+            for (int64_t j = 0; j < op.d_state; ++j) {
+                float& s = op.state[j * nc + c];
+                s = s * decay + xdt * b[j];
+                sum += s * cc[j];
+            }
+            op.y[t * op.y_stride + c] = sum + op.d[h] * x[c];
+        }
+    }
+}
+
+// The gated delta rule of value head h, straight from its definition, column by column (the
+// columns of S are independent), sums in double.
+void scalar_delta_rule(const DeltaRule& op, int64_t h) {
+    const int64_t dk = op.d_k, dv = op.d_v, kh = delta_key_head(op, h);
+    float* s = op.state + h * dk * dv;
+    for (int64_t t = 0; t < op.n_tokens; ++t) {
+        const float* q = op.q + t * op.qk_stride + kh * dk;
+        const float* k = op.k + t * op.qk_stride + kh * dk;
+        const float* v = op.v + t * op.v_stride + h * dv;
+        float* y = op.y + t * op.y_stride + h * dv;
+        const float decay = std::exp(op.g[t * op.gb_stride + h]);
+        const float beta = op.beta[t * op.gb_stride + h];
+        for (int64_t j = 0; j < dv; ++j) {
+            double recalled = 0.0;  // (S^T k)[j] after the decay
+            for (int64_t i = 0; i < dk; ++i) {
+                float& e = s[i * dv + j];
+                e *= decay;
+                recalled += double{e} * k[i];
+            }
+            const auto delta = static_cast<float>(beta * (v[j] - recalled));
+            double out = 0.0;
+            for (int64_t i = 0; i < dk; ++i) {
+                float& e = s[i * dv + j];
+                e += k[i] * delta;
+                out += double{e} * q[i];
+            }
+            y[j] = static_cast<float>(out);
+        }
+    }
+}
+
 }  // namespace
 
 const OpKernels* scalar_op_kernels() {
@@ -383,6 +437,8 @@ const OpKernels* scalar_op_kernels() {
         .wkv7 = wkv7,
         .ssm_conv = scalar_ssm_conv,
         .ssm_scan = scalar_ssm_scan,
+        .delta_rule = scalar_delta_rule,
+        .ssd_scan = scalar_ssd_scan,
     };
     return &table;
 }

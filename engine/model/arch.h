@@ -41,6 +41,7 @@ enum class FfnKind {
     // down(g' sigmoid(alpha g') (u' + 1)), g' = min(g, limit), u' = clamp(u, -limit, limit)
     // (gpt-oss; ArchDesc::glu_alpha, glu_limit)
     swiglu_clamped,
+    relu_squared,  // down(relu(up(x))^2): no gate (nemotron_h)
 };
 
 enum class PositionKind {
@@ -111,6 +112,18 @@ enum class BlockKind {
     // LFM2's gated short convolution: shortconv.in_proj to B, C and x, C * conv(B * x) over
     // shortconv.l_cache taps (no bias, no activation), shortconv.out_proj; then the layer's FFN.
     short_conv,
+    // The gated delta net (Qwen3.5, Qwen3-Next): attn_qkv to q, k and v through a causal
+    // depthwise convolution with SiLU, q and k L2-normed, the gated delta rule per value head
+    // (decay from ssm_alpha, dt bias and ssm_a; beta from ssm_beta), a per-head RMSNorm
+    // (ssm_norm) times SiLU(attn_gate x), ssm_out; then the layer's FFN.
+    gated_delta_net,
+    // Mamba-2 (SSD): ssm_in to z, x, B, C and dt; a causal depthwise convolution of x, B and C
+    // (with bias) and SiLU; dt = softplus(dt + ssm_dt.bias); the grouped scan with one A and D
+    // per head; times SiLU(z); RMSNorm per group (ssm_norm); ssm_out (blocks/mamba2.cpp).
+    mamba2,
+    // No mixer: the layer is its feed-forward block alone (nemotron_h's MLP layers, whose one
+    // norm is attn_norm).
+    feed_forward,
 };
 
 // A hybrid's layers: which are of the architecture's recurrent block kind (ArchDesc::block) and
@@ -120,6 +133,29 @@ enum class HybridLayers {
     // attention.head_count_kv is an array with one entry per layer: 0 makes the layer a block of
     // ArchDesc::block, any other count an attention layer with that many KV heads (lfm2).
     no_kv_heads,
+    // full_attention_interval (default 4): layer il attends when (il + 1) % interval == 0
+    // (Qwen3.5, Qwen3-Next).
+    interval,
+    // attention.head_count_kv and feed_forward_length each list one count per layer: KV heads
+    // make an attention layer, else a feed_forward_length an MLP layer (BlockKind::feed_forward),
+    // else a layer of ArchDesc::block. Each layer is that one block: no FFN follows a mixer
+    // (nemotron_h).
+    kv_heads_and_ff,
+};
+
+// Which key head a gated delta net's value head reads when there are fewer key heads than value
+// heads (ssm.group_count < ssm.time_step_rank; r = value heads / key heads).
+enum class DeltaKeyHeads {
+    grouped,  // value head j reads key head j / r (Qwen3-Next)
+    tiled,    // value head j reads key head j % key heads (Qwen3.5 as its files are converted)
+};
+
+// Multi-section RoPE (rope.dimension_sections): each rotated pair reads one component of a
+// position (time, height, width, extra) instead of the token's index alone. Text gives every
+// component the token's position, which makes it the ordering's RoPE on the rotated dims.
+enum class RopeSections {
+    none,
+    interleaved,  // IMROPE: the pairs cycle through the sections (Qwen3.5)
 };
 
 // A dimension of a recurrent state buffer, resolved from the hyperparameters
@@ -133,6 +169,14 @@ enum class StateDim : uint8_t {
     wkv_heads,          // n_embd / wkv.head_size
     wkv_head_size,      // wkv.head_size
     short_conv_window,  // shortconv.l_cache - 1: the inputs LFM2's convolution still needs
+    // The gated delta net: the channels its convolution runs over (q, k and v:
+    // 2 * ssm.group_count * ssm.state_size + ssm.inner_size), its value heads
+    // (ssm.time_step_rank) and the size of one (ssm.inner_size / ssm.time_step_rank).
+    delta_conv_channels,
+    delta_heads,
+    delta_head_v,
+    // ssm.inner_size + 2 ssm.group_count ssm.state_size: Mamba-2's convolution channels (x, B, C)
+    ssm_conv_channels,
 };
 
 // One per-layer buffer of floats a recurrent block carries from one token to the next: its
@@ -190,10 +234,48 @@ struct TensorNames {
     std::string_view ssm_a = "ssm_a";
     std::string_view ssm_d = "ssm_d";
     std::string_view ssm_out = "ssm_out";
+    std::string_view ssm_norm = "ssm_norm";  // Mamba-2's grouped norm; the delta net's per head
     // LFM2's short convolution (BlockKind::short_conv).
     std::string_view shortconv_in = "shortconv.in_proj";
     std::string_view shortconv_conv = "shortconv.conv";
     std::string_view shortconv_out = "shortconv.out_proj";
+    // gemma4: the dense FFN's and the experts' own norms beside each other, the layer's output
+    // scale, and the per-layer embeddings (ArchDesc::dense_beside_experts, per_layer_embeddings).
+    std::string_view ffn_pre_norm_2 = "pre_ffw_norm_2";
+    std::string_view ffn_post_norm_1 = "post_ffw_norm_1";
+    std::string_view ffn_post_norm_2 = "post_ffw_norm_2";
+    std::string_view layer_output_scale = "layer_output_scale";
+    std::string_view per_layer_tok_embd = "per_layer_token_embd";
+    std::string_view per_layer_model_proj = "per_layer_model_proj";
+    std::string_view per_layer_proj_norm = "per_layer_proj_norm";
+    std::string_view per_layer_inp_gate = "inp_gate";
+    std::string_view per_layer_proj = "proj";
+    std::string_view per_layer_post_norm = "post_norm";
+    // Multi-head latent attention (ArchDesc::latent_attention): the query's compression (or
+    // attn_q when q_lora_rank is 0) and its norm, the KV compression with the shared RoPE key and
+    // its norm, and the per-head decompressions of keys and values [.., .., n_head].
+    std::string_view attn_q_a = "attn_q_a";
+    std::string_view attn_q_a_norm = "attn_q_a_norm";
+    std::string_view attn_q_b = "attn_q_b";
+    std::string_view attn_kv_a_mqa = "attn_kv_a_mqa";
+    std::string_view attn_kv_a_norm = "attn_kv_a_norm";
+    std::string_view attn_k_b = "attn_k_b";
+    std::string_view attn_v_b = "attn_v_b";
+    // The routers' selection bias (exp_probs_b.bias, ArchDesc::expert_select_bias).
+    std::string_view exp_probs_b = "exp_probs_b";
+    // The gated delta net (BlockKind::gated_delta_net; it also reads attn_qkv, ssm_conv1d,
+    // ssm_dt's bias, ssm_a and ssm_out) and the full-attention output gate's name there.
+    std::string_view attn_gate = "attn_gate";
+    std::string_view ssm_beta = "ssm_beta";
+    std::string_view ssm_alpha = "ssm_alpha";
+    std::string_view ssm_ba = "ssm_ba";  // fused: per key head its r beta rows, then r alpha rows
+    // A multi-token-prediction block's own tensors (ArchDesc::nextn_layers), under its blk.<i>.
+    std::string_view nextn_eh_proj = "nextn.eh_proj";
+    std::string_view nextn_enorm = "nextn.enorm";
+    std::string_view nextn_hnorm = "nextn.hnorm";
+    std::string_view nextn_shared_head_norm = "nextn.shared_head_norm";
+    std::string_view nextn_embed_tokens = "nextn.embed_tokens";
+    std::string_view nextn_shared_head_head = "nextn.shared_head_head";
 };
 
 struct ArchDesc {
@@ -253,6 +335,10 @@ struct ArchDesc {
     // Every period-th layer (il % period == period - 1) has no position encoding: its queries and
     // keys are not rotated (smollm3; GGUF has no key for it). 0: every layer rotates.
     uint32_t nope_period = 0;
+    // A bool key (under "<name>.") that, true, gives the attention layers RoPE, which this
+    // description (position none) does not compute: such a file is refused. llama.cpp reads
+    // granitehybrid's rope.scaling.finetuned so.
+    std::string_view rope_switch_key = {};
     // Attention temperature (Llama 4, Ministral 3): the queries at position p multiplied by
     // 1 + scale * ln(1 + floor((p + attn_temp_offset) / floor_scale)), which lets attention
     // sharpen beyond the trained context. attn_temp_key reads the scale from
@@ -271,6 +357,10 @@ struct ArchDesc {
     // 1/sqrt(key_length): its query_pre_attn_scalar, for which GGUF has no key (gemma2 27B: 46
     // blocks, gemma3 27B: 62; llama.cpp tells the variant the same way). 0: none.
     uint32_t q_scale_embd_blocks = 0;
+    // Gated attention (Qwen3.5, Qwen3-Next): attn_q gives each head its query rows then as many
+    // gate rows, and each head's output is multiplied by sigmoid(gate) before attn_output.
+    bool attn_output_gate = false;
+    RopeSections rope_sections = RopeSections::none;  // rope.dimension_sections required if any
 
     // --- mixture of experts, attention sinks, clamped SwiGLU ---
     // Experts: absent (expert_count must be 0), optional (expert_count > 0 replaces every dense
@@ -299,6 +389,21 @@ struct ArchDesc {
     // (clamp(u, -limit, limit) + 1). GGUF has no keys for them.
     float glu_alpha = 1.702f;
     float glu_limit = 7.0f;
+    // DeepSeek's routing (deepseek2, glm4moe): leading_dense_block_count dense blocks before the
+    // routed ones; expert_group_count groups of which expert_group_used_count are searched (a
+    // group scores the sum of its best two selection scores); a per-expert selection bias
+    // (exp_probs_b) added to the scores that choose, not to the weights; expert_shared_count
+    // shared experts fused into one FFN of expert_shared_count * expert_feed_forward_length.
+    bool dense_leading_blocks = false;
+    bool expert_groups = false;
+    Need expert_select_bias = Need::absent;
+    bool shared_experts_fused = false;
+    // Multi-head latent attention (deepseek2): the attention block is blocks/mla.cpp's, its KV
+    // cache rows the compressed latent and the shared RoPE key (see HParams::mla_*).
+    bool latent_attention = false;
+    // nextn_predict_layers: the last blocks are multi-token-prediction blocks (nextn.* tensors),
+    // bound and checked but not run in the main pass (glm4moe).
+    bool nextn_layers = false;
     // --- encoders (bert, nomic-bert) ---
     // attention.causal's default (the key is read for every architecture): false, every token
     // of a sequence attends to all of it, so a sequence is evaluated whole.
@@ -318,6 +423,37 @@ struct ArchDesc {
     BlockKind block = BlockKind::attention;
     std::span<const StateBuffer> state = {};
     HybridLayers hybrid = HybridLayers::none;
+    // The gated delta net's key heads and whether beta and alpha come fused in ssm_ba.
+    DeltaKeyHeads delta_key_heads = DeltaKeyHeads::grouped;
+    bool delta_fused_ba = false;
+
+    // --- layers of different shapes, per-layer embeddings (gemma4) ---
+    // Per-layer shapes: attention.head_count_kv and feed_forward_length may list one value per
+    // layer and attention.sliding_window_pattern one bool per layer (true: sliding); the sliding
+    // layers take attention.key_length_swa / value_length_swa and rope.dimension_count_swa
+    // (defaults: the global ones). attention.shared_kv_layers N makes the last N layers attend
+    // over the keys and values of the last earlier layer of their kind (sliding or not): their
+    // own attn_k / attn_v are bound but unused, and they keep no KV cells.
+    bool per_layer_shapes = false;
+    // A layer may lack attn_v (Need::optional): V is then its raw K projection (before K's norm
+    // and RoPE), which needs value_length == key_length.
+    Need attn_v = Need::required;
+    bool v_norm = false;             // V RMS-normed per head without a weight
+    float attn_scale_fixed = 0.0f;   // > 0: the attention logit scale (gemma4: 1; GGUF has no key)
+    bool rope_freqs_global = false;  // rope_freqs turn only the non-sliding layers
+    // blk.N.layer_output_scale [1]: the residual stream multiplied by it after the layer.
+    Need layer_output_scale = Need::absent;
+    // A routed layer keeps its dense FFN (ffn_norm -> ffn_gate/up/down -> post_ffw_norm_1) beside
+    // the experts (pre_ffw_norm_2 -> experts -> post_ffw_norm_2); the sum goes through
+    // post_ffw_norm. The router reads the unweighted RMSNorm of the layer input / sqrt(n_embd)
+    // times ffn_gate_inp.scale, and each expert's output is multiplied by its entry of
+    // ffn_down_exps.scale.
+    bool dense_beside_experts = false;
+    // Per-layer embeddings, when embedding_length_per_layer_input > 0 (gemma4 E2B/E4B): per token
+    // and layer an input p = (per_layer_token_embd row * sqrt(n_pl) + RMSNorm(per_layer_model_proj
+    // . embedding / sqrt(n_embd), per_layer_proj_norm)) / sqrt(2); after the layer's FFN
+    // x += RMSNorm(proj . (GELU(inp_gate . x) * p), post_norm).
+    bool per_layer_embeddings = false;
 
     TensorNames names = {};
 };

@@ -227,11 +227,12 @@ void Context::eval_step(std::span<const BatchToken> batch_in, std::vector<float>
     std::stable_sort(order.begin(), order.end(),
                      [&](size_t a, size_t b) { return batch_in[a].seq < batch_in[b].seq; });
     std::vector<BatchToken> batch(order.size());
-    std::vector<int32_t> positions(order.size()), row_seqs(order.size());
+    std::vector<int32_t> positions(order.size()), row_seqs(order.size()), tokens(order.size());
     for (size_t i = 0; i < order.size(); ++i) {
         batch[i] = batch_in[order[i]];
         positions[i] = batch[i].pos;
         row_seqs[i] = batch[i].seq;
+        tokens[i] = batch[i].token;
     }
     std::vector<SeqGroup> groups;
     for (int64_t i = 0; i < n; ++i) {
@@ -259,7 +260,12 @@ void Context::eval_step(std::span<const BatchToken> batch_in, std::vector<float>
     prepare_embeddings(x, positions.data(), n);
 
     const LoraRows lora(row_seqs, seq_adapters_);
-    const Step step{.n = n, .positions = positions, .groups = groups, .lora = lora, .id = ++steps_};
+    const Step step{.n = n,
+                    .positions = positions,
+                    .tokens = tokens,
+                    .groups = groups,
+                    .lora = lora,
+                    .id = ++steps_};
     for (const std::unique_ptr<Block>& block : blocks_) block->forward(step, x);
 
     for (const SeqGroup& g : groups) {

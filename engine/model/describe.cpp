@@ -18,7 +18,7 @@ const char* name_of(NormKind k) {
     return name_in(k, {"rms", "layer"});
 }
 const char* name_of(FfnKind k) {
-    return name_in(k, {"swiglu", "geglu", "gelu", "swiglu_clamped"});
+    return name_in(k, {"swiglu", "geglu", "gelu", "swiglu_clamped", "relu_squared"});
 }
 const char* name_of(ExpertGating g) {
     return name_in(g, {"softmax", "sigmoid", "softmax_of_best"});
@@ -27,7 +27,8 @@ const char* name_of(RopeScaling s) {
     return name_in(s, {"none", "linear", "yarn"});
 }
 const char* name_of(BlockKind k) {
-    return name_in(k, {"attention", "mamba", "rwkv6", "rwkv7", "short_conv"});
+    return name_in(k, {"attention", "mamba", "rwkv6", "rwkv7", "short_conv", "gated_delta_net",
+                       "mamba2", "feed_forward"});
 }
 
 // The recurrent block kind: its name, its own keys and the state each sequence carries; for a
@@ -41,12 +42,31 @@ void describe_recurrent_block(const HParams& hp, nlohmann::ordered_json& j) {
         j["layers"] = std::move(layers);
     }
     if (d.block == BlockKind::short_conv) j["shortconv"] = {{"l_cache", hp.shortconv_l_cache}};
+    if (d.hybrid == HybridLayers::interval) j["full_attention_interval"] = hp.full_attn_interval;
+    if (d.block == BlockKind::gated_delta_net) {
+        j["gated_delta_net"] = {{"conv_kernel", hp.ssm_d_conv},
+                                {"key_heads", hp.ssm_n_group},
+                                {"key_head_size", hp.ssm_d_state},
+                                {"value_heads", hp.ssm_dt_rank},
+                                {"value_head_size", hp.state_dim(StateDim::delta_head_v)},
+                                {"key_heads_of_value_heads",
+                                 d.delta_key_heads == DeltaKeyHeads::tiled ? "tiled" : "grouped"},
+                                {"beta_alpha", d.delta_fused_ba ? "fused" : "separate"}};
+    }
     if (d.block == BlockKind::mamba) {
         j["ssm"] = {{"conv_kernel", hp.ssm_d_conv},
                     {"inner_size", hp.ssm_d_inner},
                     {"state_size", hp.ssm_d_state},
                     {"time_step_rank", hp.ssm_dt_rank},
                     {"dt_b_c_rms", hp.ssm_dt_b_c_rms}};
+    }
+    if (d.block == BlockKind::mamba2) {
+        j["ssm"] = {{"conv_kernel", hp.ssm_d_conv},
+                    {"inner_size", hp.ssm_d_inner},
+                    {"state_size", hp.ssm_d_state},
+                    {"head_count", hp.ssm_dt_rank},
+                    {"head_size", hp.ssm_d_inner / hp.ssm_dt_rank},
+                    {"group_count", hp.ssm_n_group}};
     }
     if (d.block == BlockKind::rwkv6 || d.block == BlockKind::rwkv7) {
         nlohmann::ordered_json wkv = {{"head_size", hp.wkv_head_size},
@@ -85,6 +105,35 @@ void describe_recurrent(const HParams& hp, nlohmann::ordered_json& j) {
     j["norm"] = {{"kind", name_of(hp.desc->norm)}, {"epsilon", widen(hp.norm_eps)}};
     if (hp.n_ff > 0) j["feed_forward"] = {{"length", hp.n_ff}};
     j["pooling"] = pooling_name(hp.pooling);
+}
+
+// Layers of different shapes (ArchDesc::per_layer_shapes and its companions): each layer's
+// heads, rotation and FFN width, the layers that share another's KV, the per-layer embeddings.
+void describe_layer_shapes(const HParams& hp, nlohmann::ordered_json& j) {
+    const ArchDesc& d = *hp.desc;
+    if (d.v_norm) j["attention"]["value_norm"] = "per_head_unweighted";
+    if (d.attn_v == Need::optional) j["attention"]["value_from_key_without_attn_v"] = true;
+    if (d.rope_freqs_global && j.contains("rope")) j["rope"]["freqs_on_global_layers_only"] = true;
+    if (d.layer_output_scale != Need::absent) j["layer_output_scale"] = true;
+    if (d.dense_beside_experts && hp.n_expert > 0) j["experts"]["dense_beside"] = true;
+    if (hp.n_embd_per_layer > 0) j["per_layer_embedding_length"] = hp.n_embd_per_layer;
+    if (hp.layer_shapes.empty()) return;
+    nlohmann::ordered_json layers = nlohmann::ordered_json::array();
+    uint32_t shared = 0;
+    for (uint32_t il = 0; il < hp.n_layer; ++il) {
+        const HParams::LayerShape s = hp.layer_shape(il);
+        nlohmann::ordered_json l = {
+            {"sliding", hp.is_swa_layer(il)},  {"head_count_kv", s.n_head_kv},
+            {"key_length", s.head_dim_k},      {"value_length", s.head_dim_v},
+            {"rope_dimension_count", s.n_rot}, {"feed_forward_length", s.n_ff}};
+        if (hp.kv_layer(il) != il) {
+            l["kv_of_layer"] = hp.kv_layer(il);
+            ++shared;
+        }
+        layers.push_back(std::move(l));
+    }
+    j["layer_shapes"] = std::move(layers);
+    if (shared > 0) j["attention"]["shared_kv_layers"] = shared;
 }
 
 }  // namespace
@@ -154,7 +203,11 @@ nlohmann::ordered_json describe_hparams(const HParams& hp) {
     if (hp.attn_softcap > 0.0f) j["attention"]["logit_softcapping"] = widen(hp.attn_softcap);
     if (hp.n_swa > 0) {
         j["attention"]["sliding_window"] = hp.n_swa;
-        j["attention"]["sliding_window_pattern"] = hp.swa_period;
+        if (hp.swa_layers.empty()) {
+            j["attention"]["sliding_window_pattern"] = hp.swa_period;
+        } else {
+            j["attention"]["sliding_window_pattern"] = hp.swa_layers;
+        }
         if (hp.rope_freq_base_swa != hp.rope_freq_base && j.contains("rope")) {
             j["rope"]["freq_base_swa"] = widen(hp.rope_freq_base_swa);
         }
@@ -196,8 +249,28 @@ nlohmann::ordered_json describe_hparams(const HParams& hp) {
             j["experts"]["shared"] = {{"feed_forward_length", hp.n_ff_shared},
                                       {"gate", d.shared_expert_gate != Need::absent}};
         }
+        if (hp.n_dense_lead > 0) j["experts"]["leading_dense_blocks"] = hp.n_dense_lead;
+        if (hp.n_expert_groups > 1) {
+            j["experts"]["groups"] = {{"count", hp.n_expert_groups}, {"used", hp.n_group_used}};
+        }
+        if (hp.expert_select_bias) j["experts"]["selection_bias"] = true;
     }
+    if (d.latent_attention) {
+        // The cache row (key_length) is the latent and the shared RoPE key; values read from it.
+        j["attention"]["latent"] = {{"q_lora_rank", hp.mla_q_lora},
+                                    {"kv_lora_rank", hp.mla_kv_lora},
+                                    {"key_length_mla", hp.mla_head_k},
+                                    {"value_length_mla", hp.mla_head_v},
+                                    {"values_in_key_rows", hp.v_in_k}};
+    }
+    if (hp.n_nextn > 0) j["nextn_predict_layers"] = hp.n_nextn;
     if (d.attn_sinks != Need::absent) j["attention"]["sinks"] = true;
+    describe_layer_shapes(hp, j);
+    if (d.attn_output_gate) j["attention"]["output_gate"] = true;
+    if (d.rope_sections != RopeSections::none && j.contains("rope")) {
+        j["rope"]["sections"] = {{"kind", "interleaved"}, {"dimension_sections", hp.rope_sections}};
+    }
+    if (hp.n_nextn > 0) j["nextn_predict_layers"] = hp.n_nextn;
     if (hp.is_recurrent()) describe_recurrent_block(hp, j);
     return j;
 }

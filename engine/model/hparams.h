@@ -2,6 +2,7 @@
 // the specification gives, and checked for consistency before any weight is touched.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -69,6 +70,27 @@ struct HParams {
     ExpertGating expert_gating = ExpertGating::softmax;
     bool expert_weights_norm = false;
     float expert_weights_scale = 1.0f;
+    // DeepSeek's routing (ArchDesc::dense_leading_blocks, expert_groups): the first
+    // n_dense_lead layers are dense; with n_expert_groups > 1 a token's experts come from its
+    // n_group_used best groups.
+    uint32_t n_dense_lead = 0;
+    uint32_t n_expert_groups = 0;
+    uint32_t n_group_used = 0;
+    bool expert_select_bias = false;  // the routers have exp_probs_b (ArchDesc::expert_select_bias)
+    // Multi-head latent attention (ArchDesc::latent_attention): attention.q_lora_rank (0: the
+    // query straight from attn_q), attention.kv_lora_rank, and the per-head sizes of the
+    // decompressed keys (key_length_mla: nope dims then n_rot RoPE dims) and values
+    // (value_length_mla). head_dim_k (kv_lora_rank + n_rot) and head_dim_v (kv_lora_rank) then
+    // describe the cached latent, one "KV head", whose values are the first head_dim_v elements
+    // of each key row (v_in_k).
+    uint32_t mla_q_lora = 0;
+    uint32_t mla_kv_lora = 0;
+    uint32_t mla_head_k = 0;
+    uint32_t mla_head_v = 0;
+    bool v_in_k = false;
+    // nextn_predict_layers (ArchDesc::nextn_layers): blocks after the n_layer the main pass
+    // runs, bound and checked for speculative decoding.
+    uint32_t n_nextn = 0;
     // Attention logit scale, set at load: 1 / sqrt(head size), or what the file says.
     float attn_scale = 0.0f;
     // --- encoders and embeddings ---
@@ -93,15 +115,56 @@ struct HParams {
     uint32_t rwkv_gate_lora = 0;
     uint32_t rwkv_rescale_every = 0;  // RWKV-6: the hidden state halves after every n-th block
     uint32_t shortconv_l_cache = 0;   // LFM2: shortconv.l_cache, the short convolution's taps
+    // ssm.group_count. Mamba-2 (BlockKind::mamba2): its B/C groups; its heads are
+    // ssm.time_step_rank, each ssm_d_inner / heads channels wide. The gated delta net: its key
+    // heads (its other sizes are the ssm_* above: conv_kernel, state_size = the key head size,
+    // time_step_rank = the value heads, inner_size = their total width).
+    uint32_t ssm_n_group = 0;
+    uint32_t full_attn_interval = 0;  // HybridLayers::interval's full_attention_interval
+    // rope.dimension_sections (ArchDesc::rope_sections): pairs per position component.
+    std::array<uint32_t, 4> rope_sections = {};
     // A hybrid's layers (ArchDesc::hybrid): whether each attends; empty for every other model.
     std::vector<bool> attending_layers;
+    // HybridLayers::kv_heads_and_ff: the layers that are an MLP alone; empty for other models.
+    std::vector<bool> mlp_layers;
 
-    // The kind of layer il's mixer: attention, or the architecture's recurrent block. Shapes
-    // made without a description (the caches' tests) attend.
+    // --- layers of different shapes (ArchDesc::per_layer_shapes) ---
+    // One layer's attention and FFN sizes.
+    struct LayerShape {
+        uint32_t n_head_kv = 0, head_dim_k = 0, head_dim_v = 0, n_rot = 0, n_ff = 0;
+        uint32_t n_embd_k_gqa() const { return head_dim_k * n_head_kv; }
+        uint32_t n_embd_v_gqa() const { return head_dim_v * n_head_kv; }
+    };
+    // One per layer; empty when every layer has the model-wide sizes above (which are then the
+    // largest of the layers', and the global layers' head size and rotation).
+    std::vector<LayerShape> layer_shapes;
+    std::vector<bool> swa_layers;  // sliding_window_pattern as one bool per layer (empty: period)
+    // The layer whose KV cells each layer attends over (attention.shared_kv_layers); empty: each
+    // its own.
+    std::vector<uint32_t> kv_layers;
+    uint32_t n_embd_per_layer = 0;  // embedding_length_per_layer_input (0: no per-layer inputs)
+
+    LayerShape layer_shape(uint32_t il) const {
+        if (!layer_shapes.empty()) return layer_shapes[il];
+        return {n_head_kv, head_dim_k, head_dim_v, n_rot, n_ff};
+    }
+    uint32_t kv_layer(uint32_t il) const { return kv_layers.empty() ? il : kv_layers[il]; }
+
+    // The kind of layer il's mixer: attention, the architecture's recurrent block, or none (an
+    // MLP layer, BlockKind::feed_forward). Shapes made without a description (the caches' tests)
+    // attend.
     BlockKind layer_block(uint32_t il) const {
         if (!attending_layers.empty() && attending_layers[il]) return BlockKind::attention;
+        if (!mlp_layers.empty() && mlp_layers[il]) return BlockKind::feed_forward;
         return desc ? desc->block : BlockKind::attention;
     }
+    // Whether layer il keeps a recurrent state (is of the architecture's recurrent kind).
+    bool recurs(uint32_t il) const {
+        return desc && desc->block != BlockKind::attention && layer_block(il) == desc->block;
+    }
+    // Whether a mixer (attention, Mamba-2) is followed by its layer's FFN: not where every
+    // layer is one block (HybridLayers::kv_heads_and_ff).
+    bool mixer_has_ffn() const { return desc->hybrid != HybridLayers::kv_heads_and_ff; }
     // Whether some layer attends (and a sequence needs KV cells) or carries a recurrent state.
     bool has_attention() const;
     bool is_recurrent() const { return !desc->state.empty() && recurrent_layer_count() > 0; }
@@ -118,7 +181,9 @@ struct HParams {
     }
 
     // Whether layer il's FFN is routed (a mixture of experts) rather than dense.
-    bool routed(uint32_t il) const { return n_expert > 0 && (il + 1) % moe_every == 0; }
+    bool routed(uint32_t il) const {
+        return n_expert > 0 && il >= n_dense_lead && (il + 1) % moe_every == 0;
+    }
 
     // Whether layer il multiplies its queries by the attention temperature.
     bool tempers(uint32_t il) const {
@@ -130,8 +195,13 @@ struct HParams {
 
     // Whether layer il attends through the sliding window.
     bool is_swa_layer(uint32_t il) const {
+        if (!swa_layers.empty()) return n_swa > 0 && swa_layers[il];
         return n_swa > 0 && (swa_period == 0 || il % swa_period < swa_period - 1);
     }
+
+    // The position component (0 time, 1 height, 2 width, 3 extra) that rotated pair i reads
+    // under multi-section RoPE (ArchDesc::rope_sections); 0 without sections.
+    uint32_t rope_section_of_pair(uint32_t pair) const;
 
     uint32_t n_embd_k_gqa() const { return head_dim_k * n_head_kv; }
     uint32_t n_embd_v_gqa() const { return head_dim_v * n_head_kv; }

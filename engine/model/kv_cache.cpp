@@ -16,9 +16,9 @@ int ring_cells(const HParams& hp, int n_ctx, int swa_batch) {
         std::min<int64_t>(n_ctx, int64_t{hp.n_swa} - 1 + std::max(swa_batch, 1)));
 }
 
-// A hybrid's recurrent layer keeps no cells.
+// A hybrid's recurrent layer keeps no cells, nor does a layer that reads another's.
 int layer_cells_of(const HParams& hp, uint32_t layer, int n_ctx, int swa_batch) {
-    if (hp.layer_block(layer) != BlockKind::attention) return 0;
+    if (hp.layer_block(layer) != BlockKind::attention || hp.kv_layer(layer) != layer) return 0;
     return hp.is_swa_layer(layer) ? ring_cells(hp, n_ctx, swa_batch) : n_ctx;
 }
 
@@ -40,44 +40,45 @@ LazyZeroBuffer::LazyZeroBuffer(size_t bytes)
 }
 
 KvCache::KvCache(const HParams& hp, int n_seq, int n_ctx, KvTypes types, int swa_batch)
-    : n_seq_(n_seq),
-      n_ctx_(n_ctx),
-      types_(types),
-      k_row_(hp.n_embd_k_gqa()),
-      v_row_(hp.n_embd_v_gqa()),
-      head_dim_k_(hp.head_dim_k),
-      head_dim_v_(hp.head_dim_v) {
+    : n_seq_(n_seq), n_ctx_(n_ctx), types_(types), v_in_k_(hp.v_in_k) {
     if (n_seq <= 0 || n_ctx <= 0) {
         throw std::invalid_argument(
             "KV cache needs at least one sequence and one cell (n_seq=" + std::to_string(n_seq) +
             ", n_ctx=" + std::to_string(n_ctx) + ")");
     }
-    check_block_fit(types.k, hp.head_dim_k, "K");
-    check_block_fit(types.v, hp.head_dim_v, "V");
     k_.reserve(hp.n_layer);
     v_.reserve(hp.n_layer);
     for (uint32_t l = 0; l < hp.n_layer; ++l) {
+        const HParams::LayerShape shape = hp.layer_shape(l);
+        rows_.push_back({shape.n_embd_k_gqa(), v_in_k_ ? 0 : shape.n_embd_v_gqa(), shape.head_dim_k,
+                         shape.head_dim_v});
         cells_.push_back(layer_cells_of(hp, l, n_ctx, swa_batch));
+        if (cells_.back() > 0) {
+            check_block_fit(types.k, shape.head_dim_k, "K");
+            if (!v_in_k_) check_block_fit(types.v, shape.head_dim_v, "V");
+        }
         if (cells_.back() > 0 && cells_.back() < n_ctx) {
             ring_ = cells_.back();
             n_swa_ = static_cast<int32_t>(hp.n_swa);
         }
         const size_t cells = static_cast<size_t>(n_seq) * static_cast<size_t>(cells_.back());
-        k_.emplace_back(cells * kernels::kv_bytes(types.k, static_cast<int64_t>(k_row_)));
-        v_.emplace_back(cells * kernels::kv_bytes(types.v, static_cast<int64_t>(v_row_)));
+        k_.emplace_back(cells * kernels::kv_bytes(types.k, static_cast<int64_t>(rows_[l].k)));
+        v_.emplace_back(cells * kernels::kv_bytes(types.v, static_cast<int64_t>(rows_[l].v)));
     }
     lengths_.assign(static_cast<size_t>(n_seq), 0);
 }
 
 size_t KvCache::bytes_needed(const HParams& hp, int n_seq, int n_ctx, KvTypes types,
                              int swa_batch) {
-    size_t cells = 0;
+    size_t bytes = 0;
     for (uint32_t l = 0; l < hp.n_layer; ++l) {
-        cells += static_cast<size_t>(layer_cells_of(hp, l, n_ctx, swa_batch));
+        const HParams::LayerShape shape = hp.layer_shape(l);
+        const size_t cell_bytes =
+            kernels::kv_bytes(types.k, shape.n_embd_k_gqa()) +
+            (hp.v_in_k ? 0 : kernels::kv_bytes(types.v, shape.n_embd_v_gqa()));
+        bytes += static_cast<size_t>(layer_cells_of(hp, l, n_ctx, swa_batch)) * cell_bytes;
     }
-    const size_t cell_bytes = kernels::kv_bytes(types.k, hp.n_embd_k_gqa()) +
-                              kernels::kv_bytes(types.v, hp.n_embd_v_gqa());
-    return cells * static_cast<size_t>(n_seq) * cell_bytes;
+    return bytes * static_cast<size_t>(n_seq);
 }
 
 int32_t KvCache::max_tokens_per_step() const {
@@ -123,11 +124,13 @@ size_t KvCache::offset(int layer, int seq, int32_t pos, size_t row, kernels::KvT
 }
 
 void* KvCache::k_cell(int layer, int seq, int32_t pos) {
-    return k_.at(static_cast<size_t>(layer)).data() + offset(layer, seq, pos, k_row_, types_.k);
+    const size_t row = rows_.at(static_cast<size_t>(layer)).k;
+    return k_[static_cast<size_t>(layer)].data() + offset(layer, seq, pos, row, types_.k);
 }
 
 void* KvCache::v_cell(int layer, int seq, int32_t pos) {
-    return v_.at(static_cast<size_t>(layer)).data() + offset(layer, seq, pos, v_row_, types_.v);
+    const size_t row = rows_.at(static_cast<size_t>(layer)).v;
+    return v_[static_cast<size_t>(layer)].data() + offset(layer, seq, pos, row, types_.v);
 }
 
 kernels::KvView KvCache::view(const LazyZeroBuffer& store, int layer, int seq, size_t row,
@@ -142,19 +145,27 @@ kernels::KvView KvCache::view(const LazyZeroBuffer& store, int layer, int seq, s
 }
 
 kernels::KvView KvCache::k_view(int layer, int seq) const {
-    return view(k_.at(static_cast<size_t>(layer)), layer, seq, k_row_, head_dim_k_, types_.k);
+    const Rows& r = rows_.at(static_cast<size_t>(layer));
+    return view(k_[static_cast<size_t>(layer)], layer, seq, r.k, r.head_dim_k, types_.k);
 }
 
 kernels::KvView KvCache::v_view(int layer, int seq) const {
-    return view(v_.at(static_cast<size_t>(layer)), layer, seq, v_row_, head_dim_v_, types_.v);
+    // The values are read through the keys' rows; attention then yields head_dim_k per head,
+    // of which the first head_dim_v are the values'.
+    if (v_in_k_) return k_view(layer, seq);
+    const Rows& r = rows_.at(static_cast<size_t>(layer));
+    return view(v_[static_cast<size_t>(layer)], layer, seq, r.v, r.head_dim_v, types_.v);
 }
 
 size_t KvCache::k_cell_bytes(int layer) const {
-    return layer_cells(layer) == 0 ? 0 : kernels::kv_bytes(types_.k, static_cast<int64_t>(k_row_));
+    if (layer_cells(layer) == 0) return 0;
+    return kernels::kv_bytes(types_.k, static_cast<int64_t>(rows_[static_cast<size_t>(layer)].k));
 }
 
 size_t KvCache::v_cell_bytes(int layer) const {
-    return layer_cells(layer) == 0 ? 0 : kernels::kv_bytes(types_.v, static_cast<int64_t>(v_row_));
+    // A latent cache's values live in its key rows: nothing of their own to keep.
+    if (layer_cells(layer) == 0 || v_in_k_) return 0;
+    return kernels::kv_bytes(types_.v, static_cast<int64_t>(rows_[static_cast<size_t>(layer)].v));
 }
 
 int32_t KvCache::snapshot_from(int layer, int32_t n) const {
@@ -182,17 +193,16 @@ void KvCache::copy_cells(int layer, int seq, int32_t from, int32_t to, uint8_t* 
     for (int32_t p = from; p < to;) {
         const int32_t cell = p % cells;
         const int32_t run = std::min(to - p, cells - cell);
-        uint8_t* k =
-            k_[static_cast<size_t>(layer)].data() + offset(layer, seq, p, k_row_, types_.k);
-        uint8_t* v =
-            v_[static_cast<size_t>(layer)].data() + offset(layer, seq, p, v_row_, types_.v);
+        const Rows& r = rows_[static_cast<size_t>(layer)];
+        uint8_t* k = k_[static_cast<size_t>(layer)].data() + offset(layer, seq, p, r.k, types_.k);
+        uint8_t* v = v_[static_cast<size_t>(layer)].data() + offset(layer, seq, p, r.v, types_.v);
         const size_t at = static_cast<size_t>(p - from);
         if (to_cells) {
             std::memcpy(k, k_packed + at * kb, static_cast<size_t>(run) * kb);
-            std::memcpy(v, v_packed + at * vb, static_cast<size_t>(run) * vb);
+            if (vb > 0) std::memcpy(v, v_packed + at * vb, static_cast<size_t>(run) * vb);
         } else {
             std::memcpy(k_packed + at * kb, k, static_cast<size_t>(run) * kb);
-            std::memcpy(v_packed + at * vb, v, static_cast<size_t>(run) * vb);
+            if (vb > 0) std::memcpy(v_packed + at * vb, v, static_cast<size_t>(run) * vb);
         }
         p += run;
     }

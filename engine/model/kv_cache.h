@@ -10,7 +10,12 @@
 // max_tokens_per_step() says how many, and Context::eval splits larger batches. Truncating a
 // sequence needs the window before the new end to be still in the ring: can_truncate() says
 // whether it is (always for 0 and for caches without a ring), and callers fall back to clearing.
-// A hybrid's layers that do not attend (HParams::layer_block) keep no cells.
+// A hybrid's layers that do not attend (HParams::layer_block) keep no cells, nor do layers that
+// attend over another layer's keys and values (HParams::kv_layer: gemma4's shared KV). Each layer
+// has its own row geometry (HParams::layer_shape: head size and KV heads), so the layers of a
+// model whose heads differ between sliding and global layers each store what they need.
+// Multi-head latent attention (HParams::v_in_k) stores no V: a value is the first head_dim_v
+// elements of its key row (the compressed latent), so v_view is the K view and only K is sized.
 #pragma once
 
 #include <cstdint>
@@ -117,14 +122,19 @@ class KvCache {
     // rows (to_cells: into the cells).
     void copy_cells(int layer, int seq, int32_t from, int32_t to, uint8_t* k_packed,
                     uint8_t* v_packed, bool to_cells) const;
+    // One layer's row geometry: elements per cell (head_dim * n_head_kv) and per head, of K and V.
+    struct Rows {
+        size_t k, v;
+        int64_t head_dim_k, head_dim_v;
+    };
     size_t offset(int layer, int seq, int32_t pos, size_t row, kernels::KvType type) const;
     kernels::KvView view(const LazyZeroBuffer& store, int layer, int seq, size_t row,
                          int64_t head_dim, kernels::KvType type) const;
 
     int n_seq_, n_ctx_;
     KvTypes types_;
-    size_t k_row_, v_row_;  // elements per cell: head_dim * n_head_kv
-    int64_t head_dim_k_, head_dim_v_;
+    std::vector<Rows> rows_;  // per layer
+    bool v_in_k_;
     std::vector<LazyZeroBuffer> k_, v_;  // per layer
     std::vector<int> cells_;             // per layer: cells per sequence
     int ring_ = 0;                       // cells of the sliding layers (0: none)

@@ -111,10 +111,21 @@ Model::Model(gguf::File file, const LoadOptions& options)
         for (const gguf::TensorInfo* m : l.matrices()) check_matrix(m);
         for (const gguf::TensorInfo* m : l.expert_matrices()) check_matrix(m);
         for (const gguf::TensorInfo* v : l.vectors()) add_vector(v);
+        for (const gguf::TensorInfo* v : l.layout_vectors()) add_vector(v);
         for (const gguf::TensorInfo* m : l.rwkv.matrices()) check_matrix(m);
         check_matrix(l.rwkv.stacked_matrix());
         for (const gguf::TensorInfo* v : l.rwkv.vectors()) add_vector(v);
         for (const gguf::TensorInfo* v : l.transposed_vectors()) add_vector(v, true);
+        for (const gguf::TensorInfo* m : l.mla.matrices()) check_matrix(m);
+        for (const gguf::TensorInfo* m : l.mla.head_matrices()) check_matrix(m);
+        for (const gguf::TensorInfo* v : l.mla.vectors()) add_vector(v);
+        add_vector(l.exp_probs_b);
+    }
+    // Multi-token-prediction blocks are not run by the main pass; their kernels must exist.
+    for (const NextnWeights& n : weights_.nextn) {
+        for (const gguf::TensorInfo* m : n.layer.matrices()) check_matrix(m);
+        for (const gguf::TensorInfo* m : n.layer.expert_matrices()) check_matrix(m);
+        check_matrix(n.eh_proj);
     }
     plan_repack(options.repack);
 }
@@ -143,6 +154,8 @@ void Model::plan_repack(Repack mode) {
         for (const gguf::TensorInfo* m : l.matrices()) consider(m);
         for (const gguf::TensorInfo* m : l.expert_matrices()) consider(m);
         for (const gguf::TensorInfo* m : l.rwkv.matrices()) consider(m);
+        for (const gguf::TensorInfo* m : l.mla.matrices()) consider(m);
+        for (const gguf::TensorInfo* m : l.mla.head_matrices()) consider(m);
     }
     size_t total = 0;
     std::vector<size_t> offsets;

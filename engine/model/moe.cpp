@@ -2,14 +2,48 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 
 namespace ggufd::model {
 
+namespace {
+
+// choose[e] = -infinity for the experts outside the n_group_used groups whose best two scores
+// sum highest (a tie goes to the lower group).
+void keep_best_groups(const HParams& hp, std::vector<float>& choose) {
+    const int64_t groups = hp.n_expert_groups, per = hp.n_expert / hp.n_expert_groups;
+    std::vector<float> group_score(static_cast<size_t>(groups));
+    for (int64_t g = 0; g < groups; ++g) {
+        const float* s = choose.data() + g * per;
+        float best = -std::numeric_limits<float>::infinity(), second = best;
+        for (int64_t e = 0; e < per; ++e) {
+            if (s[e] > best) {
+                second = best;
+                best = s[e];
+            } else if (s[e] > second) {
+                second = s[e];
+            }
+        }
+        group_score[static_cast<size_t>(g)] = per > 1 ? best + second : best;
+    }
+    std::vector<int32_t> order(static_cast<size_t>(groups));
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+        return group_score[static_cast<size_t>(a)] > group_score[static_cast<size_t>(b)];
+    });
+    for (size_t i = hp.n_group_used; i < order.size(); ++i) {
+        std::fill_n(choose.begin() + order[i] * per, per, -std::numeric_limits<float>::infinity());
+    }
+}
+
+}  // namespace
+
 void route_tokens(const HParams& hp, const float* logits, int64_t n, int32_t* experts,
-                  float* weights) {
+                  float* weights, const float* select_bias) {
     const int64_t n_exp = hp.n_expert, k = hp.n_expert_used;
     std::vector<float> score(static_cast<size_t>(n_exp));
+    std::vector<float> choose(static_cast<size_t>(n_exp));
     std::vector<int32_t> order(static_cast<size_t>(n_exp));
     for (int64_t t = 0; t < n; ++t) {
         const float* l = logits + t * n_exp;
@@ -32,9 +66,14 @@ void route_tokens(const HParams& hp, const float* logits, int64_t n, int32_t* ex
             const float sum = std::accumulate(score.begin(), score.end(), 0.0f);
             for (float& s : score) s /= sum;
         }
+        choose = score;
+        if (select_bias) {
+            for (int64_t e = 0; e < n_exp; ++e) choose[e] += select_bias[e];
+        }
+        if (hp.n_expert_groups > 1) keep_best_groups(hp, choose);
         std::iota(order.begin(), order.end(), 0);
         std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int32_t a, int32_t b) {
-            return score[a] > score[b] || (score[a] == score[b] && a < b);
+            return choose[a] > choose[b] || (choose[a] == choose[b] && a < b);
         });
         int32_t* ex = experts + t * k;
         float* w = weights + t * k;

@@ -11,9 +11,12 @@
 namespace ggufd::model {
 
 // For each of n tokens, its router logits [n][n_expert] turned into experts [n][n_expert_used]
-// (best first; a tie goes to the lower index) and their weights [n][n_expert_used].
+// (best first; a tie goes to the lower index) and their weights [n][n_expert_used]. A selection
+// bias [n_expert] (exp_probs_b, or nullptr) is added to the scores that choose the experts, not
+// to their weights; with expert groups (HParams::n_expert_groups > 1) the choice is made among
+// the experts of the n_group_used groups whose best two selection scores sum highest.
 void route_tokens(const HParams& hp, const float* logits, int64_t n, int32_t* experts,
-                  float* weights);
+                  float* weights, const float* select_bias = nullptr);
 
 // The (token, slot) pairs of a routing ordered by expert: pairs [begin[e], begin[e + 1]) use
 // expert e, tokens in increasing order; row i of a grouped buffer belongs to token[i].

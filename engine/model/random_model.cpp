@@ -4,6 +4,7 @@
 #include <cmath>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "engine/kernels/formats.h"
@@ -33,6 +34,10 @@ class Rng {
         for (int i = 0; i < 4; ++i) s += static_cast<float>(next() >> 40) * 0x1p-24f;
         return (s - 2.0f) * 1.7320508f;
     }
+    // The state after `draws` more calls of next(): splitmix64's state is a counter, so a row of
+    // a matrix can be filled on any thread with exactly the values a sequential fill gives it.
+    Rng ahead(uint64_t draws) const { return Rng(state_ + draws * 0x9e3779b97f4a7c15ull); }
+    static constexpr uint64_t kDrawsPerNormal = 4;
 
   private:
     uint64_t state_;
@@ -56,11 +61,26 @@ void add_matrix(gguf::Writer& w, Rng& rng, const std::string& name, gguf::Tensor
         throw gguf::Error("random model: cannot quantize to " + std::string(info.name));
     const uint64_t row_bytes = gguf::row_bytes(type, static_cast<uint64_t>(cols));
     std::vector<uint8_t> data(row_bytes * static_cast<uint64_t>(rows));
-    std::vector<float> row(static_cast<size_t>(cols));
-    for (int64_t r = 0; r < rows; ++r) {
-        for (float& x : row) x = rng.normal() * stddev;
-        k.from_float(row.data(), data.data() + static_cast<uint64_t>(r) * row_bytes, cols);
+    // Rows are split over the cores (a 7B model's K-quant search takes minutes on one); each
+    // starts its generator where a sequential fill would be, so the file is the same bytes.
+    const uint64_t draws_per_row = static_cast<uint64_t>(cols) * Rng::kDrawsPerNormal;
+    auto fill = [&](int64_t begin, int64_t end) {
+        Rng local = rng.ahead(static_cast<uint64_t>(begin) * draws_per_row);
+        std::vector<float> row(static_cast<size_t>(cols));
+        for (int64_t r = begin; r < end; ++r) {
+            for (float& x : row) x = local.normal() * stddev;
+            k.from_float(row.data(), data.data() + static_cast<uint64_t>(r) * row_bytes, cols);
+        }
+    };
+    const int64_t workers = std::clamp<int64_t>(
+        std::min<int64_t>(std::thread::hardware_concurrency(), rows * cols / (1 << 16)), 1, rows);
+    {
+        std::vector<std::jthread> threads;
+        for (int64_t t = 1; t < workers; ++t)
+            threads.emplace_back(fill, rows * t / workers, rows * (t + 1) / workers);
+        fill(0, rows / workers);
     }
+    rng = rng.ahead(static_cast<uint64_t>(rows) * draws_per_row);
     w.add_tensor(name, type, shape, data);
 }
 
@@ -112,6 +132,37 @@ void add_byte_level_vocab(gguf::Writer& w) {
     w.set("tokenizer.ggml.add_bos_token", true);
 }
 
+// Layers of different shapes (ArchDesc::per_layer_shapes), laid out as Gemma 4 31B is: runs of
+// five sliding layers (head_dim, n_head_kv heads) before each global one (twice the head, half
+// the KV heads, no attn_v, a quarter of its pairs turning through rope_freqs), the last layer
+// global; each layer with its output scale.
+void add_per_layer_shapes(gguf::Writer& w, const RandomModelSpec& s, uint32_t head_dim,
+                          std::set<std::string>& wanted) {
+    const std::string p = s.arch + ".";
+    const uint32_t global_kv = s.n_head_kv % 2 == 0 ? s.n_head_kv / 2 : s.n_head_kv;
+    std::vector<bool> sliding;
+    std::vector<uint32_t> kv_heads;
+    for (uint32_t il = 0; il < s.n_layer; ++il) {
+        const std::string b = "blk." + std::to_string(il) + ".";
+        sliding.push_back(il % 6 != 5 && il + 1 != s.n_layer);
+        kv_heads.push_back(sliding.back() ? s.n_head_kv : global_kv);
+        if (sliding.back()) wanted.insert(b + "attn_v.weight");
+        wanted.insert(b + "layer_output_scale.weight");
+    }
+    w.set(p + "attention.sliding_window_pattern", gguf::Array{sliding});
+    w.set(p + "attention.head_count_kv", gguf::Array{kv_heads});
+    w.set(p + "attention.key_length", 2 * head_dim);
+    w.set(p + "attention.value_length", 2 * head_dim);
+    w.set(p + "attention.key_length_swa", head_dim);
+    w.set(p + "attention.value_length_swa", head_dim);
+    w.set(p + "rope.dimension_count", 2 * head_dim);
+    w.set(p + "rope.dimension_count_swa", s.n_rot ? s.n_rot : head_dim);
+    w.set(p + "rope.freq_base", 1e6f);
+    w.set(p + "rope.freq_base_swa", s.rope_freq_base);
+    w.set(p + "final_logit_softcapping", 30.0f);
+    wanted.insert("rope_freqs.weight");
+}
+
 gguf::Writer make_random_model(const RandomModelSpec& s) {
     const ArchDesc* desc = find_arch(s.arch);
     if (!desc) {
@@ -159,14 +210,67 @@ gguf::Writer make_random_model(const RandomModelSpec& s) {
         for (uint32_t il = 0; il < s.n_layer; ++il) kv_heads.push_back(il % 2 ? s.n_head_kv : 0);
         w.set(p + "attention.head_count_kv", gguf::Array{kv_heads});
     }
+    if (desc->hybrid == HybridLayers::kv_heads_and_ff) {
+        // Blocks 0, 3, ... recurrent, 1, 4, ... MLPs, 2, 5, ... attending.
+        std::vector<uint32_t> kv_heads, widths;
+        for (uint32_t il = 0; il < s.n_layer; ++il) {
+            kv_heads.push_back(il % 3 == 2 ? s.n_head_kv : 0);
+            widths.push_back(il % 3 == 1 ? s.n_ff : 0);
+        }
+        w.set(p + "attention.head_count_kv", gguf::Array{kv_heads});
+        w.set(p + "feed_forward_length", gguf::Array{widths});
+    }
+    if (desc->block == BlockKind::mamba2) {
+        const uint32_t inner = s.ssm_d_inner ? s.ssm_d_inner : 2 * s.n_embd;
+        w.set(p + "ssm.conv_kernel", s.ssm_d_conv);
+        w.set(p + "ssm.inner_size", inner);
+        w.set(p + "ssm.state_size", s.ssm_d_state);
+        w.set(p + "ssm.time_step_rank",
+              s.ssm_dt_rank ? s.ssm_dt_rank : std::max<uint32_t>(1, inner / 64));
+        w.set(p + "ssm.group_count", s.ssm_n_group ? s.ssm_n_group : 1);
+    }
     if (desc->block == BlockKind::short_conv) w.set(p + "shortconv.l_cache", s.ssm_d_conv);
-    if (s.head_dim && attention) {
+    if (desc->block == BlockKind::gated_delta_net) {
+        // Value heads of ssm_d_state (the key head size), as Qwen3.5's are as wide as its keys.
+        const uint32_t value_heads = s.ssm_dt_rank ? s.ssm_dt_rank : s.n_head;
+        w.set(p + "ssm.conv_kernel", s.ssm_d_conv);
+        w.set(p + "ssm.state_size", s.ssm_d_state);
+        w.set(p + "ssm.group_count", s.ssm_n_group ? s.ssm_n_group : s.n_head_kv);
+        w.set(p + "ssm.time_step_rank", value_heads);
+        w.set(p + "ssm.inner_size", s.ssm_d_inner ? s.ssm_d_inner : value_heads * s.ssm_d_state);
+        w.set(p + "full_attention_interval", s.full_attn_interval);
+    }
+    uint32_t rope_dims = s.n_rot ? s.n_rot : head_dim;
+    if (desc->latent_attention) {
+        // The cache's geometry (key_length, value_length, one KV head) is the latent's.
+        rope_dims = s.n_rot ? s.n_rot : std::max(2u, head_dim / 3 / 2 * 2);
+        const uint32_t kv_lora = s.kv_lora_rank ? s.kv_lora_rank : 4 * head_dim;
+        if (rope_dims >= head_dim) {
+            throw gguf::Error("random model: latent attention needs n_rot below the head size");
+        }
+        w.set(p + "attention.head_count_kv", uint32_t{1});
+        w.set(p + "attention.q_lora_rank", s.q_lora_rank);
+        w.set(p + "attention.kv_lora_rank", kv_lora);
+        w.set(p + "attention.key_length", kv_lora + rope_dims);
+        w.set(p + "attention.value_length", kv_lora);
+        w.set(p + "attention.key_length_mla", head_dim);
+        w.set(p + "attention.value_length_mla", head_dim - rope_dims);
+    } else if (s.head_dim && attention && !desc->per_layer_shapes) {
         w.set(p + "attention.key_length", head_dim);
         w.set(p + "attention.value_length", head_dim);
     }
-    if (desc->position == PositionKind::rope) {
-        w.set(p + "rope.dimension_count", s.n_rot ? s.n_rot : head_dim);
+    if (desc->position == PositionKind::rope && !desc->per_layer_shapes) {
+        w.set(p + "rope.dimension_count", rope_dims);
         w.set(p + "rope.freq_base", s.rope_freq_base);
+    }
+    std::set<std::string> wanted;
+    if (desc->per_layer_shapes) add_per_layer_shapes(w, s, head_dim, wanted);
+    if (desc->rope_sections == RopeSections::interleaved) {
+        // As many pairs to time, height and width as the interleaving reaches (Qwen3.5's 64
+        // rotated dims: 11, 11, 10).
+        const int32_t pairs = static_cast<int32_t>((s.n_rot ? s.n_rot : head_dim) / 2);
+        w.set(p + "rope.dimension_sections",
+              gguf::Array{std::vector<int32_t>{(pairs + 2) / 3, (pairs + 1) / 3, pairs / 3, 0}});
     }
     // Sliding-window architectures whose files must say their window get the common 4096, or
     // the whole context when that is smaller.
@@ -180,6 +284,8 @@ gguf::Writer make_random_model(const RandomModelSpec& s) {
         w.set(p + "expert_used_count",
               s.n_expert_used > 0 ? s.n_expert_used : std::min(2u, n_expert));
         w.set(p + "expert_feed_forward_length", s.n_ff_expert > 0 ? s.n_ff_expert : s.n_ff);
+        if (desc->dense_leading_blocks) w.set(p + "leading_dense_block_count", s.n_dense_lead);
+        if (desc->shared_experts_fused) w.set(p + "expert_shared_count", s.n_expert_shared);
     }
     if (s.vocab) {
         for (const gguf::KeyValue& kv : s.vocab->metadata().entries()) {
@@ -201,10 +307,26 @@ gguf::Writer make_random_model(const RandomModelSpec& s) {
     // The tensors are what loading this metadata would bind: the same hyperparameters, read the
     // same way, so every architecture's random model has exactly its tensors.
     const HParams hp = read_hparams(gguf::File::from_bytes(w.to_bytes()));
-    std::set<std::string> wanted;
     if (!s.tied) wanted.insert("output.weight");
     Rng rng(s.seed);
     for (const PlannedTensor& t : plan_tensors(hp, wanted)) {
+        if (t.name == "rope_freqs.weight" && desc->per_layer_shapes) {
+            // Gemma 4's proportional RoPE: the first quarter of the global heads' pairs turn, the
+            // rest stand still.
+            std::vector<float> factors(static_cast<size_t>(t.shape[0]));
+            for (size_t i = 0; i < factors.size(); ++i) {
+                factors[i] = i < factors.size() / 4 ? 1.0f : 1e30f;
+            }
+            w.add_tensor(t.name, t.shape, factors);
+            continue;
+        }
+        if (t.shape.size() == 1 && t.name.ends_with("." + std::string(desc->names.ssm_a))) {
+            // The gated delta net's A per head: negative, so each head's state decays.
+            std::vector<float> a(static_cast<size_t>(t.shape[0]));
+            for (size_t i = 0; i < a.size(); ++i) a[i] = -static_cast<float>(i % 4 + 1) * 0.25f;
+            w.add_tensor(t.name, t.shape, a);
+            continue;
+        }
         if (t.shape.size() == 1) {
             // Norm weights 1 and biases 0: a random model's layers start as the identity's
             // neighbours, whatever the architecture.
@@ -216,12 +338,18 @@ gguf::Writer make_random_model(const RandomModelSpec& s) {
         }
         if (t.name.ends_with("." + std::string(desc->names.ssm_a))) {
             // A = -(1, 2, ..., d_state) in every channel, Mamba's initialisation: each state
-            // index decays at its own rate and the recurrence is stable.
+            // index decays at its own rate and the recurrence is stable. Mamba-2's one A per
+            // head [1, heads] likewise takes -(1 .. 16) across the heads.
             std::vector<float> a(static_cast<size_t>(t.shape[0] * t.shape[1]));
-            for (size_t i = 0; i < a.size(); ++i) {
-                a[i] = -static_cast<float>(i % static_cast<size_t>(t.shape[0]) + 1);
-            }
+            const auto period = static_cast<size_t>(t.shape[0] > 1 ? t.shape[0] : 16);
+            for (size_t i = 0; i < a.size(); ++i) a[i] = -static_cast<float>(i % period + 1);
             w.add_tensor(t.name, t.shape, a);
+            continue;
+        }
+        if (t.name.ends_with(std::string(desc->names.ssm_norm) + ".weight")) {
+            // Mamba-2's grouped norm [d_inner / groups, groups]: weights 1, as the other norms.
+            w.add_tensor(t.name, t.shape,
+                         std::vector<float>(static_cast<size_t>(t.shape[0] * t.shape[1]), 1.0f));
             continue;
         }
         if (t.name.ends_with(".bias")) {  // the experts' biases [rows, n_expert]
@@ -239,8 +367,10 @@ gguf::Writer make_random_model(const RandomModelSpec& s) {
             w.add_tensor(t.name, t.shape, mu);
             continue;
         }
-        const bool narrow = rwkv && (cols % gguf::type_info(s.type).block_size != 0 ||
-                                     t.name.ends_with("time_mix_first.weight"));
+        // So are latent attention's matrices whose rows the head sizes make short.
+        const bool short_rows = cols % gguf::type_info(s.type).block_size != 0;
+        const bool narrow = (rwkv && (short_rows || t.name.ends_with("time_mix_first.weight"))) ||
+                            (desc->latent_attention && short_rows);
         const bool embeddings = t.name == std::string(desc->names.tok_embd) + ".weight";
         const bool head = t.name == std::string(desc->names.output) + ".weight";
         // Routers stay F32, as quantizers leave them: their logits pick the experts.
@@ -249,6 +379,7 @@ gguf::Writer make_random_model(const RandomModelSpec& s) {
         // rows short (the kernel width, the time-step rank): kept F32, as llama.cpp's quantizer
         // keeps the convolutions.
         const bool small_ssm =
+            t.shape[0] == 1 ||  // Mamba-2's D [1, heads]
             t.name.ends_with(std::string(desc->names.ssm_conv1d) + ".weight") ||
             t.name.ends_with(std::string(desc->names.shortconv_conv) + ".weight") ||
             t.name.ends_with(std::string(desc->names.ssm_dt) + ".weight");

@@ -35,6 +35,16 @@ struct RandomModelSpec {
     uint32_t n_expert = 0;
     uint32_t n_expert_used = 0;
     uint32_t n_ff_expert = 0;
+    // DeepSeek's layout (ArchDesc::dense_leading_blocks, shared_experts_fused): the dense
+    // leading blocks and the shared experts' count (each expert_feed_forward_length wide).
+    uint32_t n_dense_lead = 0;
+    uint32_t n_expert_shared = 1;
+    // Multi-head latent attention (ArchDesc::latent_attention): head_dim (0: n_embd / n_head) is
+    // key_length_mla, of which n_rot (0: a third, even) are RoPE dims and the rest the nope dims
+    // and value_length_mla; the KV compression kv_lora_rank (0: 4 head_dim) and the query's
+    // q_lora_rank (0: attn_q straight from the input).
+    uint32_t kv_lora_rank = 0;
+    uint32_t q_lora_rank = 0;
     // Mamba (BlockKind::mamba): ssm.conv_kernel, ssm.state_size, ssm.inner_size (0: 2 n_embd)
     // and ssm.time_step_rank (0: n_embd / 16 rounded up), as Mamba's defaults make them. LFM2's
     // shortconv.l_cache is ssm_d_conv too; its even blocks are short convolutions.
@@ -42,6 +52,14 @@ struct RandomModelSpec {
     uint32_t ssm_d_state = 16;
     uint32_t ssm_d_inner = 0;
     uint32_t ssm_dt_rank = 0;
+    // ssm.group_count: the gated delta net's key heads (qwen35, qwen35moe, qwen3next; 0:
+    // n_head_kv), Mamba-2's B/C groups (granitehybrid, nemotron_h; 0: 1), dividing the heads. The
+    // gated delta net: ssm_d_conv taps, key heads of ssm_d_state, value heads ssm_dt_rank (0:
+    // n_head) of ssm_d_inner in all (0: as wide as the keys), full attention every
+    // full_attn_interval blocks. Mamba-2: ssm.time_step_rank is its head count (0: heads of 64, or
+    // of ssm.inner_size when smaller).
+    uint32_t ssm_n_group = 0;
+    uint32_t full_attn_interval = 2;
     // RWKV (rwkv6, rwkv7): the WKV head size is head_dim, else n_embd / n_head; every LoRA
     // (RWKV-6's token shift and decay, RWKV-7's decay, learning rate, value mix and gate) has
     // this rank, 0: 32, and RWKV-6 halves the state every rwkv_rescale_every blocks (0: never).

@@ -52,7 +52,7 @@ RecurrentState::RecurrentState(const HParams& hp, int n_seq)
     seq_floats_ = sequence_floats(hp);
     size_t offset = 0;
     for (uint32_t l = 0; l < hp.n_layer; ++l) {
-        const bool recurs = hp.layer_block(l) != BlockKind::attention;
+        const bool recurs = hp.recurs(l);
         layer_offset_.push_back(recurs ? offset : std::string::npos);
         if (recurs) offset += layer_floats_;
     }

@@ -71,6 +71,26 @@ struct RwkvWeights {
     }
 };
 
+// A multi-head latent attention block's tensors (ArchDesc::latent_attention) besides attn_q
+// (LayerWeights::wq, when q_lora_rank is 0) and attn_output (wo): q_a [n_embd, q_lora] with its
+// norm and q_b [q_lora, n_head * key_length_mla]; kv_a [n_embd, kv_lora + n_rot] (the latent,
+// then the shared RoPE key) with the latent's norm; the per-head stacks k_b [nope, kv_lora,
+// n_head] (a query's nope part into latent space) and v_b [kv_lora, value_length_mla, n_head]
+// (the attended latent out of it).
+struct MlaWeights {
+    const gguf::TensorInfo* q_a = nullptr;
+    const gguf::TensorInfo* q_a_norm = nullptr;
+    const gguf::TensorInfo* q_b = nullptr;
+    const gguf::TensorInfo* kv_a = nullptr;
+    const gguf::TensorInfo* kv_a_norm = nullptr;
+    const gguf::TensorInfo* k_b = nullptr;
+    const gguf::TensorInfo* v_b = nullptr;
+    std::array<const gguf::TensorInfo*, 3> matrices() const { return {q_a, q_b, kv_a}; }
+    // Stacks of one matrix per head, read (and repacked) as the experts' are.
+    std::array<const gguf::TensorInfo*, 2> head_matrices() const { return {k_b, v_b}; }
+    std::array<const gguf::TensorInfo*, 2> vectors() const { return {q_a_norm, kv_a_norm}; }
+};
+
 // Absent tensors (those the architecture does not have, or optional ones the file lacks) are
 // nullptr.
 struct LayerWeights {
@@ -122,10 +142,27 @@ struct LayerWeights {
     std::array<const gguf::TensorInfo*, 3> expert_matrices() const {
         return {ffn_gate_exps, ffn_up_exps, ffn_down_exps};
     }
+    // A dense FFN beside the experts (ArchDesc::dense_beside_experts): the router's input scale
+    // ffn_gate_inp.scale [n_embd], the experts' output scales ffn_down_exps.scale [n_expert], the
+    // experts' input norm and each branch's output norm.
+    const gguf::TensorInfo* ffn_gate_inp_s = nullptr;
+    const gguf::TensorInfo* ffn_down_exps_s = nullptr;
+    const gguf::TensorInfo* ffn_pre_norm_2 = nullptr;
+    const gguf::TensorInfo* ffn_post_norm_1 = nullptr;
+    const gguf::TensorInfo* ffn_post_norm_2 = nullptr;
+    // The layer's output scale [1] (ArchDesc::layer_output_scale) and its per-layer embedding's
+    // gate [n_embd, n_pl], projection [n_pl, n_embd] and norm (ArchDesc::per_layer_embeddings).
+    const gguf::TensorInfo* layer_out_scale = nullptr;
+    const gguf::TensorInfo* pl_inp_gate = nullptr;
+    const gguf::TensorInfo* pl_proj = nullptr;
+    const gguf::TensorInfo* pl_post_norm = nullptr;
     // Encoders: the biases of the post norms (NormPlacement::after_residual).
     const gguf::TensorInfo* post_attn_norm_b = nullptr;
     const gguf::TensorInfo* post_ffn_norm_b = nullptr;
     RwkvWeights rwkv;  // an RWKV block's (ArchDesc::block)
+    MlaWeights mla;    // a latent attention block's (ArchDesc::latent_attention)
+    // The router's selection bias [n_expert] (ArchDesc::expert_select_bias).
+    const gguf::TensorInfo* exp_probs_b = nullptr;
 
     // Mamba (BlockKind::mamba): ssm_in [n_embd, 2 d_inner] (x rows, then z rows), the
     // convolution [d_conv, d_inner] with its bias, ssm_x [d_inner, dt_rank + 2 d_state] (dt, B,
@@ -140,15 +177,31 @@ struct LayerWeights {
     const gguf::TensorInfo* ssm_a = nullptr;
     const gguf::TensorInfo* ssm_d = nullptr;
     const gguf::TensorInfo* ssm_out = nullptr;
+    // Mamba-2 (BlockKind::mamba2) binds ssm_in [n_embd, 2 d_inner + 2 groups d_state + heads] (z,
+    // x, B, C, dt rows), the convolution [d_conv, d_inner + 2 groups d_state] with its bias,
+    // ssm_dt's bias [heads], A and D [1, heads], ssm_out, and the grouped norm's weight
+    // [d_inner / groups, groups] (no ssm_x, no ssm_dt matrix), ssm_norm (declared below with the
+    // gated delta net's, which is per head).
     // LFM2's short convolution (BlockKind::short_conv): in [n_embd, 3 n_embd] (B rows, C rows,
     // x rows), the depthwise kernel [l_cache, n_embd] without bias, out [n_embd, n_embd].
     const gguf::TensorInfo* shortconv_in = nullptr;
     const gguf::TensorInfo* shortconv_conv = nullptr;
     const gguf::TensorInfo* shortconv_out = nullptr;
+    // The gated delta net (BlockKind::gated_delta_net), besides wqkv (its q, k, v rows: key
+    // heads' q, key heads' k, value heads' v), ssm_conv1d [d_conv, channels] without bias,
+    // ssm_dt_b and ssm_a [value heads], ssm_out [inner, n_embd]: the output gate attn_gate
+    // [n_embd, inner], beta and alpha [n_embd, value heads] (or fused ssm_ba [n_embd, 2 value
+    // heads]) and the per-head norm ssm_norm [value head size]. In a gated attention layer
+    // (ArchDesc::attn_output_gate) wq has each head's query rows then its gate rows.
+    const gguf::TensorInfo* attn_gate = nullptr;
+    const gguf::TensorInfo* ssm_beta = nullptr;
+    const gguf::TensorInfo* ssm_alpha = nullptr;
+    const gguf::TensorInfo* ssm_ba = nullptr;
+    const gguf::TensorInfo* ssm_norm = nullptr;
 
     // Matrices (multiplied through the kernels) and vectors (norms, biases: converted to float
     // at load), each list possibly holding nullptr.
-    std::array<const gguf::TensorInfo*, 18> matrices() const {
+    std::array<const gguf::TensorInfo*, 24> matrices() const {
         return {wqkv,         wq,
                 wk,           wv,
                 wo,           ffn_gate,
@@ -157,7 +210,10 @@ struct LayerWeights {
                 ssm_x,        ssm_dt,
                 ssm_out,      ffn_gate_shexp,
                 ffn_up_shexp, ffn_down_shexp,
-                shortconv_in, shortconv_out};
+                shortconv_in, shortconv_out,
+                pl_inp_gate,  pl_proj,
+                attn_gate,    ssm_beta,
+                ssm_alpha,    ssm_ba};
     }
     // Small 2-D tensors converted to float at load and transposed: Model::vector_weight gives
     // element (row r, column c) of the file's [ne0 = columns, ne1 = rows] at c * ne1 + r, so
@@ -166,7 +222,7 @@ struct LayerWeights {
     std::array<const gguf::TensorInfo*, 3> transposed_vectors() const {
         return {ssm_conv1d, ssm_a, shortconv_conv};
     }
-    std::array<const gguf::TensorInfo*, 29> vectors() const {
+    std::array<const gguf::TensorInfo*, 30> vectors() const {
         return {attn_norm,
                 attn_norm_b,
                 bqkv,
@@ -195,8 +251,28 @@ struct LayerWeights {
                 ssm_conv1d_b,
                 ssm_dt_b,
                 ssm_d,
-                ffn_gate_inp_shexp};
+                ffn_gate_inp_shexp,
+                ssm_norm};
     }
+    // The vectors of the layouts above, converted to float at load like vectors().
+    std::array<const gguf::TensorInfo*, 7> layout_vectors() const {
+        return {ffn_gate_inp_s,  ffn_down_exps_s, ffn_pre_norm_2, ffn_post_norm_1,
+                ffn_post_norm_2, layer_out_scale, pl_post_norm};
+    }
+};
+
+// A multi-token-prediction block (ArchDesc::nextn_layers): an attention layer's weights plus its
+// own projection of [normed embedding; normed hidden state] (eh_proj [2 n_embd, n_embd]), their
+// norms, the norm before the shared head, and optionally its own embeddings and head. Loaded and
+// checked, not run in the main pass: a drafter for speculative decoding reads it.
+struct NextnWeights {
+    LayerWeights layer;
+    const gguf::TensorInfo* eh_proj = nullptr;
+    const gguf::TensorInfo* enorm = nullptr;
+    const gguf::TensorInfo* hnorm = nullptr;
+    const gguf::TensorInfo* shared_head_norm = nullptr;
+    const gguf::TensorInfo* embed_tokens = nullptr;      // absent: token_embd
+    const gguf::TensorInfo* shared_head_head = nullptr;  // absent: the model's output head
 };
 
 struct Weights {
@@ -217,6 +293,7 @@ struct Weights {
     const gguf::TensorInfo* rope_freqs =
         nullptr;  // the same divisors for every context (llama 3.1)
     std::vector<LayerWeights> layers;
+    std::vector<NextnWeights> nextn;  // HParams::n_nextn blocks after the layers
     // Encoders: token types (row 0 is every token's) and the classifier head of rank pooling
     // (cls: n_embd -> n_embd, then tanh; cls.output: -> the scores), each optional.
     const gguf::TensorInfo* token_types = nullptr;
@@ -225,12 +302,27 @@ struct Weights {
     const gguf::TensorInfo* cls_out = nullptr;
     const gguf::TensorInfo* cls_out_b = nullptr;
 
-    std::array<const gguf::TensorInfo*, 6> matrices() const {
-        return {tok_embd, pos_embd, output, token_types, cls, cls_out};
+    // Per-layer embeddings (ArchDesc::per_layer_embeddings): each token's rows of all layers
+    // [n_pl * n_layer, n_vocab], the projection of the input embedding to them
+    // [n_embd, n_pl * n_layer] and its norm [n_pl].
+    const gguf::TensorInfo* per_layer_tok_embd = nullptr;
+    const gguf::TensorInfo* per_layer_model_proj = nullptr;
+    const gguf::TensorInfo* per_layer_proj_norm = nullptr;
+
+    std::array<const gguf::TensorInfo*, 8> matrices() const {
+        return {tok_embd,
+                pos_embd,
+                output,
+                token_types,
+                cls,
+                cls_out,
+                per_layer_tok_embd,
+                per_layer_model_proj};
     }
-    std::array<const gguf::TensorInfo*, 10> vectors() const {
-        return {output_norm,       output_norm_b,      output_b,   tok_embd_norm, tok_embd_norm_b,
-                rope_factors_long, rope_factors_short, rope_freqs, cls_b,         cls_out_b};
+    std::array<const gguf::TensorInfo*, 11> vectors() const {
+        return {output_norm,     output_norm_b,     output_b,           tok_embd_norm,
+                tok_embd_norm_b, rope_factors_long, rope_factors_short, rope_freqs,
+                cls_b,           cls_out_b,         per_layer_proj_norm};
     }
 };
 

@@ -264,6 +264,20 @@ TEST(Config, MetricsPublicAndIoThreads) {
     EXPECT_NE(error_of({"--io-threads", "0"}).find("io-threads"), std::string::npos);
 }
 
+TEST(Config, NoWebui) {
+    EXPECT_TRUE(load({}).config.webui);
+    // A bare flag, as llama-server's; a value, the environment and the file as every setting.
+    EXPECT_FALSE(load({"--no-webui"}).config.webui);
+    EXPECT_FALSE(load({"--no-webui", "--port", "9000"}).config.webui);
+    EXPECT_TRUE(load({"--no-webui=false"}).config.webui);
+    EXPECT_FALSE(load({}, {{"GGUFD_NO_WEBUI", "true"}}).config.webui);
+    EXPECT_TRUE(load({}, {{"GGUFD_NO_WEBUI", "0"}}).config.webui);
+    TempFile file("no-webui = yes\n");
+    EXPECT_FALSE(load({"--config", file.path()}).config.webui);
+    EXPECT_NE(error_of({"--no-webui=maybe"}).find("invalid no-webui (from --no-webui)"),
+              std::string::npos);
+}
+
 TEST(Config, ThreadsBatch) {
     EXPECT_EQ(load({}).config.threads_batch, 0);  // 0: as --threads
     EXPECT_EQ(load({"--threads-batch", "8", "-t", "2"}).config.threads_batch, 8);

@@ -36,7 +36,11 @@ const std::vector<std::string> kRuns = {
     // recurrent
     "mamba", "rwkv6", "rwkv7",
     // hybrids
-    "lfm2"};
+    "lfm2", "qwen35", "qwen35-mtp", "qwen35moe", "qwen3next", "granitehybrid", "nemotron_h",
+    // layers of different shapes, KV sharing, per-layer embeddings
+    "gemma4", "gemma4-moe", "gemma4-e",
+    // latent attention and DeepSeek's routing
+    "deepseek2-lite", "deepseek2", "glm4moe"};
 
 // Evaluates ids at positions 0.. in batches of at most `chunk` tokens; every position's logits.
 std::vector<float> logits_in_chunks(Context& ctx, const std::vector<int32_t>& ids, size_t chunk) {
@@ -158,6 +162,95 @@ TEST(ArchFolder, DescriptionsShowWhatDistinguishesEachFile) {
         {"lfm2", "/shortconv/l_cache", 3},
         {"lfm2", "/attention/head_count_kv", 2},
         {"lfm2", "/attention/qk_norm", "per_head"},
+        {"gemma4", "/attention/sliding_window_pattern/2", false},
+        {"gemma4", "/attention/sliding_window_pattern/3", true},
+        {"gemma4", "/layer_shapes/0/key_length", 16},
+        {"gemma4", "/layer_shapes/0/head_count_kv", 2},
+        {"gemma4", "/layer_shapes/2/key_length", 32},
+        {"gemma4", "/layer_shapes/2/head_count_kv", 1},
+        {"gemma4", "/layer_shapes/0/rope_dimension_count", 16},
+        {"gemma4", "/rope/freq_base_swa", 1e4},
+        {"gemma4", "/rope/freqs_on_global_layers_only", true},
+        {"gemma4", "/attention/value_norm", "per_head_unweighted"},
+        {"gemma4", "/attention/value_from_key_without_attn_v", true},
+        {"gemma4", "/attention/scale", 1},
+        {"gemma4", "/layer_output_scale", true},
+        {"gemma4", "/final_logit_softcapping", 30},
+        {"gemma4-moe", "/experts/dense_beside", true},
+        {"gemma4-moe", "/experts/count", 8},
+        {"gemma4-moe", "/experts/feed_forward_length", 32},
+        {"gemma4-moe", "/feed_forward/length", 96},
+        {"gemma4-e", "/attention/shared_kv_layers", 2},
+        {"gemma4-e", "/layer_shapes/3/kv_of_layer", 1},
+        {"gemma4-e", "/layer_shapes/4/kv_of_layer", 2},
+        {"gemma4-e", "/layer_shapes/3/feed_forward_length", 256},
+        {"gemma4-e", "/per_layer_embedding_length", 16},
+        {"deepseek2", "/attention/latent/q_lora_rank", 32},
+        {"deepseek2", "/attention/latent/kv_lora_rank", 32},
+        {"deepseek2", "/attention/latent/key_length_mla", 24},
+        {"deepseek2", "/attention/latent/value_length_mla", 16},
+        {"deepseek2", "/attention/head_count_kv", 1},
+        {"deepseek2", "/attention/key_length", 40},
+        {"deepseek2", "/rope/scaling/yarn_log_multiplier", 0.1},
+        {"deepseek2", "/experts/leading_dense_blocks", 1},
+        {"deepseek2", "/experts/groups/count", 4},
+        {"deepseek2", "/experts/groups/used", 2},
+        {"deepseek2", "/experts/gating", "sigmoid"},
+        {"deepseek2", "/experts/selection_bias", true},
+        {"deepseek2", "/experts/weights_scale", 2.5},
+        {"deepseek2", "/experts/shared/feed_forward_length", 24},
+        {"deepseek2-lite", "/attention/latent/q_lora_rank", 0},
+        {"deepseek2-lite", "/experts/gating", "softmax"},
+        {"deepseek2-lite", "/experts/weights_norm", false},
+        {"deepseek2-lite", "/experts/shared/feed_forward_length", 48},
+        {"glm4moe", "/nextn_predict_layers", 1},
+        {"glm4moe", "/block_count", 3},
+        {"glm4moe", "/attention/qk_norm", "per_head"},
+        {"glm4moe", "/rope/dimension_count", 12},
+        {"glm4moe", "/experts/leading_dense_blocks", 1},
+        {"glm4moe", "/experts/selection_bias", true},
+        {"glm4moe", "/experts/weights_scale", 2.5},
+        {"qwen35", "/block", "gated_delta_net"},
+        {"qwen35", "/layers/0", "gated_delta_net"},
+        {"qwen35", "/layers/1", "attention"},
+        {"qwen35", "/full_attention_interval", 2},
+        {"qwen35", "/gated_delta_net/key_heads", 2},
+        {"qwen35", "/gated_delta_net/value_heads", 4},
+        {"qwen35", "/gated_delta_net/key_heads_of_value_heads", "tiled"},
+        {"qwen35", "/attention/output_gate", true},
+        {"qwen35", "/attention/key_length", 32},
+        {"qwen35", "/rope/dimension_count", 8},
+        {"qwen35", "/rope/sections/dimension_sections", {2, 1, 1, 0}},
+        {"qwen35-mtp", "/nextn_predict_layers", 1},
+        {"qwen35-mtp", "/block_count", 4},
+        {"qwen35moe", "/full_attention_interval", 4},
+        {"qwen35moe", "/experts/shared/feed_forward_length", 64},
+        {"qwen35moe", "/experts/shared/gate", true},
+        {"qwen35moe", "/experts/weights_norm", true},
+        {"qwen3next", "/gated_delta_net/key_heads_of_value_heads", "grouped"},
+        {"qwen3next", "/gated_delta_net/beta_alpha", "fused"},
+        {"qwen3next", "/rope/ordering", "neox"},
+        {"granitehybrid", "/block", "mamba2"},
+        {"granitehybrid", "/layers/0", "mamba2"},
+        {"granitehybrid", "/layers/1", "attention"},
+        {"granitehybrid", "/positions", "none"},
+        {"granitehybrid", "/ssm/head_count", 8},
+        {"granitehybrid", "/ssm/group_count", 1},
+        {"granitehybrid", "/ssm/state_size", 16},
+        {"granitehybrid", "/embedding_scale", 12},
+        {"granitehybrid", "/residual_scale", 0.22},
+        {"granitehybrid", "/attention/scale", 0.0625},
+        {"granitehybrid", "/logit_scale", 8},
+        {"granitehybrid", "/experts/weights_norm", true},
+        {"granitehybrid", "/experts/shared/feed_forward_length", 64},
+        {"nemotron_h", "/layers/0", "mamba2"},
+        {"nemotron_h", "/layers/1", "feed_forward"},
+        {"nemotron_h", "/layers/2", "attention"},
+        {"nemotron_h", "/positions", "none"},
+        {"nemotron_h", "/feed_forward/kind", "relu_squared"},
+        {"nemotron_h", "/feed_forward/length", 192},
+        {"nemotron_h", "/ssm/group_count", 2},
+        {"nemotron_h", "/ssm/head_size", 16},
     };
     for (const Shown& s : kShown) {
         const auto support = describe_support(gguf::File::open(dir / "arch" / (s.file + ".gguf")));
@@ -171,6 +264,28 @@ TEST(ArchFolder, DescriptionsShowWhatDistinguishesEachFile) {
             EXPECT_EQ(hp.at(at), s.value) << s.file << " " << s.pointer;
         }
     }
+}
+
+// gemma4-e's last two blocks attend over blocks 1 and 2's keys and values: they keep no cells,
+// and the cache costs what the three owning blocks store.
+TEST(ArchFolder, SharedKvBlocksKeepNoCells) {
+    GGUFD_REQUIRE_CONFORMANCE(dir);
+    auto model = Model::load(dir / "arch" / "gemma4-e.gguf");
+    const HParams& hp = model->hparams();
+    const SequenceCacheParams params{
+        .n_seq = 2, .n_ctx = 64, .kv_types = ggufd::kernels::KvType::f32, .swa_batch = 4};
+    SequenceCache cache(hp, params);
+    const KvCache& kv = *cache.kv();
+    const int ring = kv.layer_cells(0);
+    EXPECT_EQ(ring, 8 - 1 + 4);
+    EXPECT_EQ(kv.layer_cells(1), ring);
+    EXPECT_EQ(kv.layer_cells(2), 64);
+    EXPECT_EQ(kv.layer_cells(3), 0);
+    EXPECT_EQ(kv.layer_cells(4), 0);
+    // Sliding blocks: 2 KV heads of 16; the global one: 1 of 32; K and V, F32, two sequences.
+    const size_t cell = 2 * 16 * sizeof(float) * 2, global_cell = 32 * sizeof(float) * 2;
+    EXPECT_EQ(kv.bytes(), 2 * (2 * size_t(ring) * cell + 64 * global_cell));
+    EXPECT_EQ(SequenceCache::bytes_needed(hp, params), kv.bytes());
 }
 
 TEST(ArchFolder, EveryOtherFileIsRefusedWithAReason) {

@@ -27,11 +27,11 @@ struct Spec {
     bool layer_norm = false;  // LayerNorm with biases instead of RMSNorm
     bool fused_qkv = false;
     bool qkv_bias = false;
-    bool out_bias = false;  // attn_output.bias
-    enum { swiglu, geglu, gelu } ffn = swiglu;
+    bool out_bias = false;                                // attn_output.bias
+    enum { swiglu, geglu, gelu, relu_sqr } ffn = swiglu;  // gelu, relu_sqr: ungated
     bool fused_gate_up = false;
     bool ffn_bias = false;
-    enum { rope_normal, rope_neox, learned } pos = rope_normal;
+    enum { rope_normal, rope_neox, learned, no_pos } pos = rope_normal;
     uint32_t n_rot = 0;  // 0: the whole head
     bool parallel = false;
     bool shared_norm = false;  // parallel FFN reads the attention's norm; no ffn_norm tensors
@@ -86,6 +86,19 @@ struct Spec {
     bool sinks = false;               // attn_sinks per head
     bool clamped_glu = false;         // min(g, 7) sigmoid(1.702 min(g, 7)) (clamp(u, -7, 7) + 1)
     std::string ffn_norm_name = "ffn_norm";
+    // DeepSeek's routing: dense leading blocks (leading_dense_block_count), expert groups (a
+    // group scores the sum of its best two), a selection bias exp_probs_b on the choosing scores
+    // only, and expert_shared_count (written when > 0).
+    uint32_t n_dense_lead = 0, n_groups = 0, n_groups_used = 0, n_shared_count = 0;
+    bool select_bias = false;
+    // Multi-head latent attention (deepseek2): head_dim is key_length_mla (nope dims, then n_rot
+    // RoPE dims), mla_v_head value_length_mla; the latent kv_lora wide (its RMSNorm
+    // attn_kv_a_norm), the query compressed to q_lora (0: attn_q); one RoPE key for all heads.
+    // YaRN's magnitude goes to the scores, (1 + m ln factor)^2, not to cos and sin.
+    bool mla = false;
+    uint32_t q_lora = 0, kv_lora = 0, mla_v_head = 0;
+    // NextN/MTP blocks after the n_layer run ones (nextn_predict_layers): written, never run.
+    uint32_t nextn = 0;
     // Encoders: token type 0's row added to the input, no output norm or vocabulary head (the
     // reference gives the final hidden states), and attention over the whole sequence.
     bool encoder = false;
@@ -96,6 +109,39 @@ struct Spec {
     uint32_t conv_taps = 0;
     bool conv_history = true;  // false: the reference's convolution sees the current input alone
     std::string output_norm_name = "output_norm";
+    // Layers of different shapes (gemma4): a per-layer sliding pattern (written as an array),
+    // the sliding layers' head size (key_length_swa, 0: head_dim), FFN widths per layer, global
+    // layers without attn_v (V = the raw K projection), V RMS-normed without weight, rope_freqs
+    // on the global layers only, a layer_output_scale per layer, the last shared_kv layers
+    // attending over the last earlier layer of their kind, per-layer embeddings of width n_pl,
+    // and routed layers keeping their dense FFN beside the experts with the router's own input
+    // and per-expert output scales.
+    std::vector<bool> swa_layers = {};
+    uint32_t head_dim_swa = 0;
+    std::vector<uint32_t> ff_per_layer = {};
+    bool v_from_k = false, v_norm = false, rope_freqs_global = false, layer_scale = false;
+    uint32_t shared_kv = 0, n_pl = 0;
+    bool dense_beside = false;
+    // The Qwen3.5 hybrid (delta_interval > 0: layer l attends when (l + 1) % it == 0, the others
+    // are gated delta nets of conv_taps taps, delta_nk key heads of delta_dk, delta_nv value
+    // heads of delta_dv); value head j reads key head j % nk (tiled) or j / (nv / nk); beta and
+    // alpha fused in ssm_ba. The switches below leave one step out of the reference.
+    uint32_t delta_interval = 0;
+    uint32_t delta_nk = 1, delta_nv = 2, delta_dk = 4, delta_dv = 4;
+    bool delta_tiled = false, delta_fused_ba = false;
+    bool delta_decay = true, delta_beta = true, delta_l2 = true, delta_out_norm = true,
+         delta_z_gate = true;
+    bool attn_gate = false;  // attn_q gives each head its query rows then gate rows
+    std::vector<int32_t> rope_sections = {};  // rope.dimension_sections when not empty
+    // Mamba-2 hybrids: the layers without KV heads are Mamba-2 blocks (the ssm.* keys below)
+    // instead of short convolutions; with ff_per_layer (feed_forward_length per layer, nemotron_h)
+    // a width makes a layer without KV heads an MLP alone and no FFN follows a mixer. The toggles
+    // leave a step of the block out (or, ssm_tiled_groups, reads head h's B and C from group
+    // h % groups) so that each is shown to move the logits.
+    bool mamba2 = false;
+    uint32_t ssm_inner = 32, ssm_heads = 4, ssm_groups = 2, ssm_state = 4, ssm_conv = 4;
+    bool ssm_decay = true, ssm_skip = true, ssm_gate = true, ssm_norm = true, ssm_group_norm = true,
+         ssm_tiled_groups = false;
     uint32_t n_embd = 16, n_head = 2, n_head_kv = 1, head_dim = 8, n_ff = 24, n_vocab = 32,
              n_layer = 2, n_ctx = 16;
 };
@@ -123,17 +169,63 @@ struct Tiny {
         w.set("general.architecture", s.arch);
         w.set(p + "context_length", s.n_ctx);
         w.set(p + "embedding_length", s.n_embd);
-        w.set(p + "block_count", s.n_layer);
-        w.set(p + "feed_forward_length", s.n_ff);
+        w.set(p + "block_count", s.n_layer + s.nextn);
+        if (s.nextn) w.set(p + "nextn_predict_layers", s.nextn);
+        if (s.ff_per_layer.empty()) {
+            w.set(p + "feed_forward_length", s.n_ff);
+        } else {
+            w.set(p + "feed_forward_length", gguf::Array{s.ff_per_layer});
+        }
+        if (!s.swa_layers.empty()) {
+            w.set(p + "attention.sliding_window_pattern", gguf::Array{s.swa_layers});
+        }
+        if (s.head_dim_swa) {
+            w.set(p + "attention.key_length_swa", s.head_dim_swa);
+            w.set(p + "attention.value_length_swa", s.head_dim_swa);
+        }
+        if (s.shared_kv) w.set(p + "attention.shared_kv_layers", s.shared_kv);
+        if (s.n_pl) w.set(p + "embedding_length_per_layer_input", s.n_pl);
+        if (s.mamba2) {
+            w.set(p + "ssm.conv_kernel", s.ssm_conv);
+            w.set(p + "ssm.inner_size", s.ssm_inner);
+            w.set(p + "ssm.state_size", s.ssm_state);
+            w.set(p + "ssm.time_step_rank", s.ssm_heads);
+            w.set(p + "ssm.group_count", s.ssm_groups);
+        }
         w.set(p + "attention.head_count", s.n_head);
         if (s.kv_heads.empty()) {
             w.set(p + "attention.head_count_kv", s.n_head_kv);
         } else {
             w.set(p + "attention.head_count_kv", gguf::Array{s.kv_heads});
         }
-        if (s.conv_taps) w.set(p + "shortconv.l_cache", s.conv_taps);
-        w.set(p + "attention.key_length", s.head_dim);
-        w.set(p + "attention.value_length", s.head_dim);
+        if (s.conv_taps && s.delta_interval == 0) w.set(p + "shortconv.l_cache", s.conv_taps);
+        if (s.mla) {
+            w.set(p + "attention.key_length", s.kv_lora + s.n_rot);
+            w.set(p + "attention.value_length", s.kv_lora);
+            w.set(p + "attention.key_length_mla", s.head_dim);
+            w.set(p + "attention.value_length_mla", s.mla_v_head);
+            w.set(p + "attention.q_lora_rank", s.q_lora);
+            w.set(p + "attention.kv_lora_rank", s.kv_lora);
+        } else {
+            w.set(p + "attention.key_length", s.head_dim);
+            w.set(p + "attention.value_length", s.head_dim);
+        }
+        if (s.n_dense_lead) w.set(p + "leading_dense_block_count", s.n_dense_lead);
+        if (s.n_groups) {
+            w.set(p + "expert_group_count", s.n_groups);
+            w.set(p + "expert_group_used_count", s.n_groups_used);
+        }
+        if (s.n_shared_count) w.set(p + "expert_shared_count", s.n_shared_count);
+        if (s.delta_interval > 0) {
+            w.set(p + "full_attention_interval", s.delta_interval);
+            w.set(p + "ssm.conv_kernel", s.conv_taps);
+            w.set(p + "ssm.state_size", s.delta_dk);
+            w.set(p + "ssm.group_count", s.delta_nk);
+            w.set(p + "ssm.time_step_rank", s.delta_nv);
+            w.set(p + "ssm.inner_size", s.delta_nv * s.delta_dv);
+        }
+        if (!s.rope_sections.empty())
+            w.set(p + "rope.dimension_sections", gguf::Array{s.rope_sections});
         w.set(p + s.eps_key, 1e-5f);
         w.set(p + "vocab_size", s.n_vocab);
         if (s.n_rot) w.set(p + "rope.dimension_count", s.n_rot);
@@ -143,7 +235,9 @@ struct Tiny {
             w.set(p + "expert_used_count", s.n_expert_used);
             w.set(p + "expert_feed_forward_length", s.n_ff_expert);
         }
-        if (s.n_ff_shared > 0) w.set(p + "expert_shared_feed_forward_length", s.n_ff_shared);
+        // With expert_shared_count the width is the count's times an expert's (DeepSeek).
+        if (s.n_ff_shared > 0 && !s.n_shared_count)
+            w.set(p + "expert_shared_feed_forward_length", s.n_ff_shared);
         if (s.moe_every > 0) w.set(p + "interleave_moe_layer_step", s.moe_every);
         if (s.write_gating) {
             w.set(p + "expert_gating_func", uint32_t{s.gating == Spec::by_sigmoid ? 2u : 1u});
@@ -181,9 +275,52 @@ struct Tiny {
     }
 };
 
+// Whether layer l is a Mamba-2 block, an MLP alone (nemotron_h), or has no FFN after its mixer.
+bool is_mamba2_layer(const Spec& s, uint32_t l) {
+    return s.mamba2 && s.kv_heads[l] == 0 && (s.ff_per_layer.empty() || s.ff_per_layer[l] == 0);
+}
+// nemotron_h (Spec::mamba2 with ff_per_layer): a width makes a layer an MLP alone, and no FFN
+// follows a mixer. Elsewhere (gemma4) ff_per_layer is only each layer's FFN width.
+bool is_mlp_layer(const Spec& s, uint32_t l) {
+    return s.mamba2 && !s.ff_per_layer.empty() && s.ff_per_layer[l] > 0;
+}
+bool mixer_alone(const Spec& s) {
+    return s.mamba2 && !s.ff_per_layer.empty();
+}
+
 // Whether layer l's FFN is a mixture of experts.
 bool routed_layer(const Spec& s, uint32_t l) {
-    return s.n_expert > 0 && (s.moe_every == 0 || (l + 1) % s.moe_every == 0);
+    return s.n_expert > 0 && l >= s.n_dense_lead &&
+           (s.moe_every == 0 || (l + 1) % s.moe_every == 0);
+}
+
+bool local_layer(const Spec& s, uint32_t l) {
+    if (!s.swa_layers.empty()) return s.window > 0 && s.swa_layers[l];
+    return s.window > 0 && (s.swa_period == 0 || l % s.swa_period < s.swa_period - 1);
+}
+// Layer l's head size, KV heads and FFN width.
+uint32_t head_of(const Spec& s, uint32_t l) {
+    return local_layer(s, l) && s.head_dim_swa ? s.head_dim_swa : s.head_dim;
+}
+uint32_t kv_heads_of(const Spec& s, uint32_t l) {
+    return s.kv_heads.empty() ? s.n_head_kv : s.kv_heads[l];
+}
+uint32_t ff_of(const Spec& s, uint32_t l) {
+    return s.ff_per_layer.empty() ? s.n_ff : s.ff_per_layer[l];
+}
+// The layer whose keys and values layer l attends over (Spec::shared_kv).
+uint32_t kv_source(const Spec& s, uint32_t l) {
+    const uint32_t first = s.n_layer - s.shared_kv;
+    if (s.shared_kv == 0 || l < first) return l;
+    for (uint32_t j = first; j-- > 0;) {
+        if (local_layer(s, j) == local_layer(s, l)) return j;
+    }
+    return l;
+}
+
+// Whether layer l is a gated delta net (Spec::delta_interval).
+bool delta_layer_of(const Spec& s, uint32_t l) {
+    return s.delta_interval > 0 && (l + 1) % s.delta_interval != 0;
 }
 
 Tiny make_tiny(const Spec& s, uint32_t seed = 1) {
@@ -197,8 +334,7 @@ Tiny make_tiny(const Spec& s, uint32_t seed = 1) {
         for (float& x : t.data) x = mean + noise(rng);
         m.tensors[name] = std::move(t);
     };
-    const int64_t e = s.n_embd, q = int64_t{s.n_head} * s.head_dim,
-                  kv = int64_t{s.n_head_kv} * s.head_dim, ff = s.n_ff;
+    const int64_t e = s.n_embd;
     auto norm = [&](const std::string& name) {
         add(name + ".weight", {e}, 1.0f);
         if (s.layer_norm && !s.no_norm_bias) add(name + ".bias", {e});
@@ -216,6 +352,12 @@ Tiny make_tiny(const Spec& s, uint32_t seed = 1) {
     } else if (s.rope_factors == Spec::rope_freqs) {
         factors("rope_freqs.weight", 1.0f, 2.0f);
     }
+    if (s.n_pl) {
+        const int64_t all = int64_t{s.n_pl} * s.n_layer;
+        add("per_layer_token_embd.weight", {all, s.n_vocab});
+        add("per_layer_model_proj.weight", {e, all});
+        add("per_layer_proj_norm.weight", {s.n_pl}, 1.0f);
+    }
     if (s.embd_norm) norm("token_embd_norm");
     if (s.output_bias) add("output.bias", {s.n_vocab});
     add("token_embd.weight", {e, s.n_vocab});
@@ -226,11 +368,101 @@ Tiny make_tiny(const Spec& s, uint32_t seed = 1) {
         norm(s.output_norm_name);
         if (!s.tied) add("output.weight", {e, s.n_vocab});
     }
+    auto add_experts = [&](const std::string& b) {
+        const int64_t ne = s.n_expert, fe = s.n_ff_expert;
+        // Routers of larger weights than the rest so that the experts' choice varies.
+        add(b + "ffn_gate_inp.weight", {e, ne});
+        for (float& r : m.tensors[b + "ffn_gate_inp.weight"].data) r *= 3.0f;
+        add(b + "ffn_gate_exps.weight", {e, fe, ne});
+        add(b + "ffn_up_exps.weight", {e, fe, ne});
+        add(b + "ffn_down_exps.weight", {fe, e, ne});
+        if (s.select_bias) add(b + "exp_probs_b.bias", {ne});
+        if (s.expert_bias) {
+            add(b + "ffn_gate_inp.bias", {ne});
+            add(b + "ffn_gate_exps.bias", {fe, ne});
+            add(b + "ffn_up_exps.bias", {fe, ne});
+            add(b + "ffn_down_exps.bias", {e, ne});
+        }
+        if (s.n_ff_shared > 0) {
+            const int64_t fs = s.n_ff_shared;
+            add(b + "ffn_gate_shexp.weight", {e, fs});
+            add(b + "ffn_up_shexp.weight", {e, fs});
+            add(b + "ffn_down_shexp.weight", {fs, e});
+            if (s.shared_gate) add(b + "ffn_gate_inp_shexp.weight", {e});
+        }
+        if (!s.dense_beside) return;
+        add(b + "ffn_gate_inp.scale", {e}, 1.0f);
+        add(b + "ffn_down_exps.scale", {ne}, 1.0f);
+        add(b + "pre_ffw_norm_2.weight", {e}, 1.0f);
+        add(b + "post_ffw_norm_1.weight", {e}, 1.0f);
+        add(b + "post_ffw_norm_2.weight", {e}, 1.0f);
+    };
     const bool pre_norms = s.norms != Spec::post && s.norms != Spec::after_residual;
-    for (uint32_t i = 0; i < s.n_layer; ++i) {
+    for (uint32_t i = 0; i < s.n_layer + s.nextn; ++i) {
         const std::string b = "blk." + std::to_string(i) + ".";
+        const int64_t hd = head_of(s, i), q = int64_t{s.n_head} * hd,
+                      kv = int64_t{kv_heads_of(s, i)} * hd, ff = ff_of(s, i);
+        if (s.layer_scale) add(b + "layer_output_scale.weight", {1}, 1.0f);
+        if (s.n_pl) {
+            add(b + "inp_gate.weight", {e, s.n_pl});
+            add(b + "proj.weight", {s.n_pl, e});
+            add(b + "post_norm.weight", {e}, 1.0f);
+        }
         if (pre_norms) norm(b + "attn_norm");
-        if (!s.kv_heads.empty() && s.kv_heads[i] == 0) {
+        if (i >= s.n_layer) {
+            add(b + "nextn.eh_proj.weight", {2 * e, e});
+            add(b + "nextn.enorm.weight", {e}, 1.0f);
+            add(b + "nextn.hnorm.weight", {e}, 1.0f);
+            add(b + "nextn.shared_head_norm.weight", {e}, 1.0f);
+        }
+        if (is_mlp_layer(s, i)) {
+            add(b + "ffn_up.weight", {e, s.fused_gate_up ? 2 * ff : ff});
+            add(b + "ffn_down.weight", {ff, e});
+            continue;
+        }
+        const bool mamba2_layer = is_mamba2_layer(s, i);
+        if (mamba2_layer) {
+            const int64_t inner = s.ssm_inner, heads = s.ssm_heads, groups = s.ssm_groups;
+            const int64_t conv = inner + 2 * groups * s.ssm_state;
+            add(b + "ssm_in.weight", {e, inner + conv + heads});
+            add(b + "ssm_conv1d.weight", {s.ssm_conv, conv});
+            add(b + "ssm_conv1d.bias", {conv});
+            add(b + "ssm_dt.bias", {heads});
+            add(b + "ssm_a", {1, heads});
+            for (float& a : m.tensors[b + "ssm_a"].data) a = -0.3f - std::abs(a) * 3.0f;
+            add(b + "ssm_d", {1, heads});
+            add(b + "ssm_norm.weight", {inner / groups, groups}, 1.0f);
+            add(b + "ssm_out.weight", {inner, e});
+            if (mixer_alone(s)) continue;
+        }
+        if (delta_layer_of(s, i)) {
+            const int64_t inner = int64_t{s.delta_nv} * s.delta_dv;
+            const int64_t ch = 2 * int64_t{s.delta_nk} * s.delta_dk + inner, nv = s.delta_nv;
+            add(b + "attn_qkv.weight", {e, ch});
+            add(b + "attn_gate.weight", {e, inner});
+            add(b + "ssm_conv1d.weight", {s.conv_taps, ch});
+            add(b + "ssm_dt.bias", {nv});
+            add(b + "ssm_a", {nv});
+            for (float& a : m.tensors[b + "ssm_a"].data) a = -0.2f - std::abs(a);
+            if (s.delta_fused_ba) {
+                add(b + "ssm_ba.weight", {e, 2 * nv});
+            } else {
+                add(b + "ssm_beta.weight", {e, nv});
+                add(b + "ssm_alpha.weight", {e, nv});
+            }
+            add(b + "ssm_norm.weight", {s.delta_dv}, 1.0f);
+            add(b + "ssm_out.weight", {inner, e});
+            norm(b + s.ffn_norm_name);
+            if (routed_layer(s, i)) {
+                add_experts(b);
+            } else {
+                add(b + "ffn_gate.weight", {e, ff});
+                add(b + "ffn_up.weight", {e, ff});
+                add(b + "ffn_down.weight", {ff, e});
+            }
+            continue;
+        }
+        if (!mamba2_layer && !s.kv_heads.empty() && s.kv_heads[i] == 0) {
             add(b + "shortconv.in_proj.weight", {e, 3 * e});
             add(b + "shortconv.conv.weight", {s.conv_taps, e});
             add(b + "shortconv.out_proj.weight", {e, e});
@@ -240,58 +472,55 @@ Tiny make_tiny(const Spec& s, uint32_t seed = 1) {
             add(b + "ffn_down.weight", {ff, e});
             continue;
         }
-        if (s.attn_norm_2) norm(b + "attn_norm_2");
-        if (s.qk_norm != Spec::qk_none) {
-            const bool whole = s.qk_norm == Spec::qk_whole;
-            add(b + "attn_q_norm.weight", {whole ? q : s.head_dim}, 1.0f);
-            add(b + "attn_k_norm.weight", {whole ? kv : s.head_dim}, 1.0f);
-        }
-        if (s.norms == Spec::after_residual) {
-            norm(b + "attn_output_norm");
-            norm(b + "layer_output_norm");
-        } else if (s.norms != Spec::pre) {
-            add(b + "post_attention_norm.weight", {e}, 1.0f);
-            add(b + "post_ffw_norm.weight", {e}, 1.0f);
-        }
-        if (s.fused_qkv) {
-            add(b + "attn_qkv.weight", {e, q + 2 * kv});
-            if (s.qkv_bias) add(b + "attn_qkv.bias", {q + 2 * kv});
-        } else {
-            add(b + "attn_q.weight", {e, q});
-            add(b + "attn_k.weight", {e, kv});
-            add(b + "attn_v.weight", {e, kv});
-            if (s.qkv_bias) {
-                add(b + "attn_q.bias", {q});
-                add(b + "attn_k.bias", {kv});
-                add(b + "attn_v.bias", {kv});
+        if (!mamba2_layer) {
+            if (s.attn_norm_2) norm(b + "attn_norm_2");
+            if (s.qk_norm != Spec::qk_none) {
+                const bool whole = s.qk_norm == Spec::qk_whole;
+                add(b + "attn_q_norm.weight", {whole ? q : hd}, 1.0f);
+                add(b + "attn_k_norm.weight", {whole ? kv : hd}, 1.0f);
             }
+            if (s.norms == Spec::after_residual) {
+                norm(b + "attn_output_norm");
+                norm(b + "layer_output_norm");
+            } else if (s.norms != Spec::pre) {
+                add(b + "post_attention_norm.weight", {e}, 1.0f);
+                add(b + "post_ffw_norm.weight", {e}, 1.0f);
+            }
+            if (s.mla) {
+                const int64_t lora = s.kv_lora, rot = s.n_rot, nope = int64_t{s.head_dim} - rot;
+                if (s.q_lora) {
+                    add(b + "attn_q_a.weight", {e, s.q_lora});
+                    add(b + "attn_q_a_norm.weight", {s.q_lora}, 1.0f);
+                    add(b + "attn_q_b.weight", {s.q_lora, q});
+                } else {
+                    add(b + "attn_q.weight", {e, q});
+                }
+                add(b + "attn_kv_a_mqa.weight", {e, lora + rot});
+                add(b + "attn_kv_a_norm.weight", {lora}, 1.0f);
+                add(b + "attn_k_b.weight", {nope, lora, s.n_head});
+                add(b + "attn_v_b.weight", {lora, s.mla_v_head, s.n_head});
+            } else if (s.fused_qkv) {
+                add(b + "attn_qkv.weight", {e, q + 2 * kv});
+                if (s.qkv_bias) add(b + "attn_qkv.bias", {q + 2 * kv});
+            } else {
+                add(b + "attn_q.weight", {e, s.attn_gate ? 2 * q : q});
+                add(b + "attn_k.weight", {e, kv});
+                if (!s.v_from_k || local_layer(s, i)) add(b + "attn_v.weight", {e, kv});
+                if (s.qkv_bias) {
+                    add(b + "attn_q.bias", {q});
+                    add(b + "attn_k.bias", {kv});
+                    add(b + "attn_v.bias", {kv});
+                }
+            }
+            add(b + "attn_output.weight", {s.mla ? int64_t{s.n_head} * s.mla_v_head : q, e});
+            if (s.out_bias) add(b + "attn_output.bias", {e});
+            if (s.sinks) add(b + "attn_sinks.weight", {s.n_head});
+            if (mixer_alone(s)) continue;
         }
-        add(b + "attn_output.weight", {q, e});
-        if (s.out_bias) add(b + "attn_output.bias", {e});
-        if (s.sinks) add(b + "attn_sinks.weight", {s.n_head});
         if (!s.shared_norm && pre_norms) norm(b + s.ffn_norm_name);
         if (routed_layer(s, i)) {
-            const int64_t ne = s.n_expert, fe = s.n_ff_expert;
-            // Routers of larger weights than the rest so that the experts' choice varies.
-            add(b + "ffn_gate_inp.weight", {e, ne});
-            for (float& r : m.tensors[b + "ffn_gate_inp.weight"].data) r *= 3.0f;
-            add(b + "ffn_gate_exps.weight", {e, fe, ne});
-            add(b + "ffn_up_exps.weight", {e, fe, ne});
-            add(b + "ffn_down_exps.weight", {fe, e, ne});
-            if (s.expert_bias) {
-                add(b + "ffn_gate_inp.bias", {ne});
-                add(b + "ffn_gate_exps.bias", {fe, ne});
-                add(b + "ffn_up_exps.bias", {fe, ne});
-                add(b + "ffn_down_exps.bias", {e, ne});
-            }
-            if (s.n_ff_shared > 0) {
-                const int64_t fs = s.n_ff_shared;
-                add(b + "ffn_gate_shexp.weight", {e, fs});
-                add(b + "ffn_up_shexp.weight", {e, fs});
-                add(b + "ffn_down_shexp.weight", {fs, e});
-                if (s.shared_gate) add(b + "ffn_gate_inp_shexp.weight", {e});
-            }
-            continue;
+            add_experts(b);
+            if (!s.dense_beside) continue;
         }
         const int64_t up = s.fused_gate_up ? 2 * ff : ff;
         if (s.ffn != Spec::gelu && !s.fused_gate_up) add(b + "ffn_gate.weight", {e, ff});
@@ -343,12 +572,14 @@ double silu(double x) {
 // The context every engine test here runs with (logits_of.h): it picks LongRoPE's factors.
 constexpr uint32_t kEngineContext = 64;
 
-void rotate(const Tiny& m, double* head, int pos, double base = 10000.0) {
+// head_dim: the layer's head, when it differs (Spec::head_dim_swa); with_freqs: rope_freqs apply.
+void rotate(const Tiny& m, double* head, int pos, double base = 10000.0, uint32_t head_dim = 0,
+            bool with_freqs = true) {
     const Spec& s = m.spec;
-    const int n_rot = static_cast<int>(s.n_rot ? s.n_rot : s.head_dim);
+    const int n_rot = static_cast<int>(s.n_rot ? s.n_rot : head_dim ? head_dim : s.head_dim);
     // Frequency i divided by factor i: LongRoPE's long factors beyond the original context, its
     // short ones within it; rope_freqs always.
-    const Tensor* factors = m.find("rope_freqs.weight");
+    const Tensor* factors = with_freqs ? m.find("rope_freqs.weight") : nullptr;
     if (s.rope_factors == Spec::long_rope) {
         factors = &m.at(kEngineContext > s.rope_orig_ctx ? "rope_factors_long.weight"
                                                          : "rope_factors_short.weight");
@@ -368,7 +599,8 @@ void rotate(const Tiny& m, double* head, int pos, double base = 10000.0) {
         high = std::min(n_rot - 1.0,
                         std::ceil(pair_for(s.yarn_beta_slow > 0 ? s.yarn_beta_slow : 1.0)));
         const double grow = 0.1 * std::log(double{s.yarn_factor});
-        magnitude *= (1.0 + grow) / (s.yarn_log_mul > 0 ? 1.0 + s.yarn_log_mul * grow : 1.0);
+        if (!s.mla)
+            magnitude *= (1.0 + grow) / (s.yarn_log_mul > 0 ? 1.0 + s.yarn_log_mul * grow : 1.0);
     }
     for (int i = 0; i < n_rot / 2; ++i) {
         double theta = pos * std::pow(base, -2.0 * i / n_rot);
@@ -415,9 +647,11 @@ double clamped_glu(double g, double u) {
 
 // The routed FFN: router logits, the gating's choice of experts and their weights, and the
 // weighted sum of the chosen experts' outputs (each with its biases).
-Vec moe_ffn(const Tiny& m, const std::string& b, const Vec& h) {
+// router_in: what the router reads, when not h (Spec::dense_beside).
+Vec moe_ffn(const Tiny& m, const std::string& b, const Vec& h, const Vec* router_in = nullptr) {
     const Spec& s = m.spec;
-    const Vec logits = matvec(m.at(b + "ffn_gate_inp.weight"), h, m.find(b + "ffn_gate_inp.bias"));
+    const Vec logits = matvec(m.at(b + "ffn_gate_inp.weight"), router_in ? *router_in : h,
+                              m.find(b + "ffn_gate_inp.bias"));
     const size_t ne = s.n_expert, k = s.n_expert_used;
     Vec score(ne);
     const double mx = *std::max_element(logits.begin(), logits.end());
@@ -431,10 +665,29 @@ Vec moe_ffn(const Tiny& m, const std::string& b, const Vec& h) {
     if (s.gating == Spec::by_softmax) {
         for (double& p : score) p /= total;
     }
+    // The scores that choose: plus the selection bias, outside the best groups -infinity.
+    Vec choose = score;
+    if (const Tensor* bias = s.select_bias ? m.find(b + "exp_probs_b.bias") : nullptr) {
+        for (size_t e = 0; e < ne; ++e) choose[e] += bias->data[e];
+    }
+    if (s.n_groups > 1) {
+        const size_t per = ne / s.n_groups;
+        std::vector<std::pair<double, size_t>> groups;
+        for (size_t g = 0; g < s.n_groups; ++g) {
+            Vec in(choose.begin() + static_cast<long>(g * per),
+                   choose.begin() + static_cast<long>((g + 1) * per));
+            std::sort(in.rbegin(), in.rend());
+            groups.push_back({-(in[0] + in[1]), g});
+        }
+        std::stable_sort(groups.begin(), groups.end());
+        for (size_t i = s.n_groups_used; i < s.n_groups; ++i) {
+            for (size_t e = 0; e < per; ++e) choose[groups[i].second * per + e] = -1e300;
+        }
+    }
     std::vector<size_t> order(ne);
     for (size_t e = 0; e < ne; ++e) order[e] = e;
     std::stable_sort(order.begin(), order.end(),
-                     [&](size_t a, size_t c) { return score[a] > score[c]; });
+                     [&](size_t a, size_t c) { return choose[a] > choose[c]; });
     Vec w(k);
     double sum = 0.0;
     for (size_t j = 0; j < k; ++j) {
@@ -447,6 +700,9 @@ Vec moe_ffn(const Tiny& m, const std::string& b, const Vec& h) {
     }
     if (s.weights_scale > 0) {
         for (double& x : w) x *= s.weights_scale;
+    }
+    if (const Tensor* scale = m.find(b + "ffn_down_exps.scale")) {
+        for (size_t j = 0; j < k; ++j) w[j] *= scale->data[order[j]];
     }
     Vec out(s.n_embd, 0.0);
     for (size_t j = 0; j < k; ++j) {
@@ -467,7 +723,9 @@ Vec moe_ffn(const Tiny& m, const std::string& b, const Vec& h) {
             matvec(expert_slice(m.at(b + "ffn_up_exps.weight"), e), in, ub ? &*ub : nullptr);
         Vec act(g.size());
         for (size_t i = 0; i < g.size(); ++i)
-            act[i] = s.clamped_glu ? clamped_glu(g[i], u[i]) : silu(g[i]) * u[i];
+            act[i] = s.clamped_glu          ? clamped_glu(g[i], u[i])
+                     : s.ffn == Spec::geglu ? gelu(g[i]) * u[i]
+                                            : silu(g[i]) * u[i];
         const Vec d =
             matvec(expert_slice(m.at(b + "ffn_down_exps.weight"), e), act, db ? &*db : nullptr);
         for (size_t i = 0; i < out.size(); ++i) out[i] += (s.weight_on_input ? 1.0 : w[j]) * d[i];
@@ -490,15 +748,18 @@ Vec moe_ffn(const Tiny& m, const std::string& b, const Vec& h) {
     return out;
 }
 
-Vec ffn(const Tiny& m, uint32_t l, const Vec& h) {
+// dense: the layer's dense FFN even where it is routed (Spec::dense_beside).
+Vec ffn(const Tiny& m, uint32_t l, const Vec& h, bool dense = false) {
     const Spec& s = m.spec;
     const std::string b = "blk." + std::to_string(l) + ".";
-    if (routed_layer(s, l)) return moe_ffn(m, b, h);
-    const size_t ff = s.n_ff;
+    if (routed_layer(s, l) && !dense) return moe_ffn(m, b, h);
+    const size_t ff = ff_of(s, l);
     const Vec up = matvec(m.at(b + "ffn_up.weight"), h, m.find(b + "ffn_up.bias"));
     Vec act(ff);
     if (s.ffn == Spec::gelu) {
         for (size_t i = 0; i < ff; ++i) act[i] = gelu(up[i]);
+    } else if (s.ffn == Spec::relu_sqr) {
+        for (size_t i = 0; i < ff; ++i) act[i] = up[i] > 0 ? up[i] * up[i] : 0.0;
     } else {
         Vec gate, u;
         if (s.fused_gate_up) {
@@ -520,10 +781,6 @@ void rms_in_place(const Tiny& m, const std::string& name, double* x, size_t widt
     for (size_t i = 0; i < width; ++i) sq += x[i] * x[i] / static_cast<double>(width);
     const Tensor& w = m.at(name);
     for (size_t i = 0; i < width; ++i) x[i] = x[i] / std::sqrt(sq + 1e-5) * w.data[i];
-}
-
-bool local_layer(const Spec& s, uint32_t l) {
-    return s.window > 0 && (s.swa_period == 0 || l % s.swa_period < s.swa_period - 1);
 }
 
 double capped(double x, float cap) {
@@ -561,11 +818,285 @@ std::vector<Vec> short_conv_layer(const Tiny& m, uint32_t l, const std::vector<V
     return out;
 }
 
+// A latent attention layer (Spec::mla) by its definition, then its FFN: each head's key
+// [k_b^T c, k_pe] and value v_b c decompressed from the normed latent c, the RoPE key k_pe
+// shared by the heads, scores times (1 + m ln factor)^2 / sqrt(head) with YaRN.
+std::vector<Vec> mla_layer(const Tiny& m, uint32_t l, const std::vector<Vec>& x) {
+    const Spec& s = m.spec;
+    const std::string b = "blk." + std::to_string(l) + ".";
+    const size_t n = x.size(), e = s.n_embd, hd = s.head_dim, rot = s.n_rot, nope = hd - rot;
+    const size_t lora = s.kv_lora, vh = s.mla_v_head, heads = s.n_head;
+    const Tensor& kb = m.at(b + "attn_k_b.weight");  // [nope, lora, heads]
+    std::vector<Vec> q(n), k(n, Vec(heads * hd)), v(n);
+    for (size_t t = 0; t < n; ++t) {
+        const Vec h = normed(m, b + "attn_norm", x[t]);
+        if (s.q_lora) {
+            Vec qa = matvec(m.at(b + "attn_q_a.weight"), h, nullptr);
+            rms_in_place(m, b + "attn_q_a_norm.weight", qa.data(), s.q_lora);
+            q[t] = matvec(m.at(b + "attn_q_b.weight"), qa, nullptr);
+        } else {
+            q[t] = matvec(m.at(b + "attn_q.weight"), h, nullptr);
+        }
+        for (size_t hh = 0; hh < heads; ++hh)
+            rotate(m, &q[t][hh * hd + nope], static_cast<int>(t), s.rope_base);
+        Vec kv = matvec(m.at(b + "attn_kv_a_mqa.weight"), h, nullptr);
+        rms_in_place(m, b + "attn_kv_a_norm.weight", kv.data(), lora);
+        rotate(m, &kv[lora], static_cast<int>(t), s.rope_base);
+        const Vec c(kv.begin(), kv.begin() + static_cast<long>(lora));
+        for (size_t hh = 0; hh < heads; ++hh) {
+            for (size_t i = 0; i < nope; ++i) {
+                double d = 0.0;
+                for (size_t r = 0; r < lora; ++r) d += kb.data[(hh * lora + r) * nope + i] * c[r];
+                k[t][hh * hd + i] = d;
+            }
+            for (size_t i = 0; i < rot; ++i) k[t][hh * hd + nope + i] = kv[lora + i];
+            const Vec vv =
+                matvec(expert_slice(m.at(b + "attn_v_b.weight"), int64_t(hh)), c, nullptr);
+            v[t].insert(v[t].end(), vv.begin(), vv.end());
+        }
+    }
+    const double mscale = s.yarn_factor > 0 ? 1.0 + s.yarn_log_mul * std::log(s.yarn_factor) : 1.0;
+    const double scale = mscale * mscale / std::sqrt(static_cast<double>(hd));
+    std::vector<Vec> next = x;
+    for (size_t t = 0; t < n; ++t) {
+        Vec att(heads * vh, 0.0);
+        for (size_t hh = 0; hh < heads; ++hh) {
+            Vec score(t + 1);
+            double mx = -1e300, sum = 0.0;
+            for (size_t j = 0; j <= t; ++j) {
+                double d = 0.0;
+                for (size_t i = 0; i < hd; ++i) d += q[t][hh * hd + i] * k[j][hh * hd + i];
+                mx = std::max(mx, score[j] = d * scale);
+            }
+            for (size_t j = 0; j <= t; ++j) sum += (score[j] = std::exp(score[j] - mx));
+            for (size_t j = 0; j <= t; ++j)
+                for (size_t i = 0; i < vh; ++i)
+                    att[hh * vh + i] += score[j] / sum * v[j][hh * vh + i];
+        }
+        const Vec o = matvec(m.at(b + "attn_output.weight"), att, nullptr);
+        for (size_t i = 0; i < e; ++i) next[t][i] += o[i];
+        const Vec f = ffn(m, l, normed(m, b + s.ffn_norm_name, next[t]));
+        for (size_t i = 0; i < e; ++i) next[t][i] += f[i];
+    }
+    return next;
+}
+
+double sigmoid(double x) {
+    return 1.0 / (1.0 + std::exp(-x));
+}
+
+// The gated delta net of layer l over a sequence's rows x, then its FFN: attn_qkv through the
+// causal convolution (conv_taps taps, no bias) and SiLU; q, k L2-normed per key head, q times
+// 1/sqrt(dk); per value head h (key head kh) and token: g = softplus(alpha + dt_bias) a,
+// beta = sigmoid(.), S = e^g S, S += k (beta (v - S^T k))^T, y = S^T q; RMSNorm(y_h) ssm_norm
+// times SiLU(z), ssm_out, the residual; then post_attention_norm and the FFN.
+std::vector<Vec> delta_layer(const Tiny& m, uint32_t l, const std::vector<Vec>& x) {
+    const Spec& s = m.spec;
+    const std::string b = "blk." + std::to_string(l) + ".";
+    const size_t n = x.size(), e = s.n_embd, nk = s.delta_nk, nv = s.delta_nv, dk = s.delta_dk,
+                 dv = s.delta_dv, taps = s.conv_taps;
+    const size_t inner = nv * dv, ch = 2 * nk * dk + inner;
+    const Tensor& w = m.at(b + "ssm_conv1d.weight");  // [taps, ch]: channel c's taps at c * taps
+    std::vector<Vec> proj(n), z(n), bta(n), alpha(n), out = x;
+    for (size_t t = 0; t < n; ++t) {
+        const Vec h = normed(m, b + "attn_norm", x[t]);
+        proj[t] = matvec(m.at(b + "attn_qkv.weight"), h, nullptr);
+        z[t] = matvec(m.at(b + "attn_gate.weight"), h, nullptr);
+        if (s.delta_fused_ba) {
+            const Vec ba = matvec(m.at(b + "ssm_ba.weight"), h, nullptr);
+            const size_t r = nv / nk;
+            bta[t].resize(nv);
+            alpha[t].resize(nv);
+            for (size_t j = 0; j < nv; ++j) {
+                bta[t][j] = ba[(j / r) * 2 * r + j % r];
+                alpha[t][j] = ba[(j / r) * 2 * r + r + j % r];
+            }
+        } else {
+            bta[t] = matvec(m.at(b + "ssm_beta.weight"), h, nullptr);
+            alpha[t] = matvec(m.at(b + "ssm_alpha.weight"), h, nullptr);
+        }
+    }
+    std::vector<Vec> state(nv, Vec(dk * dv, 0.0));
+    for (size_t t = 0; t < n; ++t) {
+        Vec c(ch, 0.0);
+        for (size_t j = 0; j < ch; ++j) {
+            for (size_t k = 0; k < taps; ++k) {
+                const size_t back = taps - 1 - k;
+                if (back > t || (back > 0 && !s.conv_history)) continue;
+                c[j] += w.data[j * taps + k] * proj[t - back][j];
+            }
+            c[j] = silu(c[j]);
+        }
+        for (size_t hh = 0; hh < 2 * nk; ++hh) {
+            double sq = 0.0;
+            for (size_t i = 0; i < dk; ++i) sq += c[hh * dk + i] * c[hh * dk + i];
+            const double scale = (s.delta_l2 ? 1.0 / std::sqrt(sq) : 1.0) *
+                                 (hh < nk ? 1.0 / std::sqrt(static_cast<double>(dk)) : 1.0);
+            for (size_t i = 0; i < dk; ++i) c[hh * dk + i] *= scale;
+        }
+        Vec y(inner, 0.0);
+        for (size_t h = 0; h < nv; ++h) {
+            const size_t kh = s.delta_tiled ? h % nk : h / (nv / nk);
+            const double* q = &c[kh * dk];
+            const double* k = &c[(nk + kh) * dk];
+            const double* v = &c[2 * nk * dk + h * dv];
+            const double a = m.at(b + "ssm_a").data[h];
+            const double sp = std::log1p(std::exp(alpha[t][h] + m.at(b + "ssm_dt.bias").data[h]));
+            const double decay = s.delta_decay ? std::exp(sp * a) : 1.0;
+            const double beta = s.delta_beta ? sigmoid(bta[t][h]) : 1.0;
+            Vec& S = state[h];
+            for (double& z0 : S) z0 *= decay;
+            for (size_t j = 0; j < dv; ++j) {
+                double recalled = 0.0;
+                for (size_t i = 0; i < dk; ++i) recalled += S[i * dv + j] * k[i];
+                const double d = beta * (v[j] - recalled);
+                for (size_t i = 0; i < dk; ++i) S[i * dv + j] += k[i] * d;
+            }
+            for (size_t j = 0; j < dv; ++j) {
+                for (size_t i = 0; i < dk; ++i) y[h * dv + j] += S[i * dv + j] * q[i];
+            }
+            if (s.delta_out_norm) rms_in_place(m, b + "ssm_norm.weight", &y[h * dv], dv);
+        }
+        if (s.delta_z_gate) {
+            for (size_t i = 0; i < inner; ++i) y[i] *= silu(z[t][i]);
+        }
+        const Vec o = matvec(m.at(b + "ssm_out.weight"), y, nullptr);
+        for (size_t i = 0; i < e; ++i) out[t][i] += o[i];
+        const Vec f = ffn(m, l, normed(m, b + s.ffn_norm_name, out[t]));
+        for (size_t i = 0; i < e; ++i) out[t][i] += f[i];
+    }
+    return out;
+}
+
+// Mamba-2 layer l over a sequence's rows x (then its FFN, unless each layer is one block):
+// ssm_in to z, x, B, C and dt; the causal convolution of x, B, C with bias (nothing before the
+// sequence) and SiLU; per head dt = softplus(dt + bias), the state [head size][state] decaying
+// by exp(dt A) and fed B x dt, read by C, plus D x; times SiLU(z); RMSNorm per group; ssm_out,
+// scaled by the residual scale, added to the residual.
+std::vector<Vec> mamba2_layer(const Tiny& m, uint32_t l, const std::vector<Vec>& x) {
+    const Spec& s = m.spec;
+    const std::string b = "blk." + std::to_string(l) + ".";
+    const size_t n = x.size(), e = s.n_embd, inner = s.ssm_inner, heads = s.ssm_heads;
+    const size_t groups = s.ssm_groups, ns = s.ssm_state, taps = s.ssm_conv;
+    const size_t conv = inner + 2 * groups * ns, hd = inner / heads;
+    const double residual_scale = s.residual_scale > 0.0f ? s.residual_scale : 1.0;
+    const Tensor& w = m.at(b + "ssm_conv1d.weight");  // channel c's taps at c * taps
+    std::vector<Vec> in(n), out = x;
+    for (size_t t = 0; t < n; ++t)
+        in[t] = matvec(m.at(b + "ssm_in.weight"), normed(m, b + "attn_norm", x[t]), nullptr);
+    std::vector<double> state(heads * hd * ns, 0.0);  // [head][i][j]
+    for (size_t t = 0; t < n; ++t) {
+        Vec xbc(conv);
+        for (size_t c = 0; c < conv; ++c) {
+            double acc = m.at(b + "ssm_conv1d.bias").data[c];
+            for (size_t k = 0; k < taps; ++k) {
+                const size_t back = taps - 1 - k;
+                if (back > t || (back > 0 && !s.conv_history)) continue;
+                acc += w.data[c * taps + k] * in[t - back][inner + c];
+            }
+            xbc[c] = silu(acc);
+        }
+        Vec y(inner);
+        for (size_t h = 0; h < heads; ++h) {
+            const double raw = in[t][inner + conv + h] + m.at(b + "ssm_dt.bias").data[h];
+            const double dt = raw > 20.0 ? raw : std::log1p(std::exp(raw));
+            const double decay = s.ssm_decay ? std::exp(dt * m.at(b + "ssm_a").data[h]) : 1.0;
+            const size_t g = s.ssm_tiled_groups ? h % groups : h / (heads / groups);
+            const double* bv = &xbc[inner + g * ns];
+            const double* cv = &xbc[inner + (groups + g) * ns];
+            for (size_t i = 0; i < hd; ++i) {
+                const double xi = xbc[h * hd + i];
+                double sum = 0.0;
+                for (size_t j = 0; j < ns; ++j) {
+                    double& st = state[(h * hd + i) * ns + j];
+                    st = st * decay + bv[j] * xi * dt;
+                    sum += st * cv[j];
+                }
+                if (s.ssm_skip) sum += m.at(b + "ssm_d").data[h] * xi;
+                y[h * hd + i] = sum;
+            }
+        }
+        if (s.ssm_gate) {
+            for (size_t i = 0; i < inner; ++i) y[i] *= silu(in[t][i]);
+        }
+        if (s.ssm_norm) {
+            const size_t parts = s.ssm_group_norm ? groups : 1, width = inner / parts;
+            for (size_t g = 0; g < parts; ++g) {
+                double sq = 0.0;
+                for (size_t i = 0; i < width; ++i) sq += y[g * width + i] * y[g * width + i];
+                const double inv = 1.0 / std::sqrt(sq / double(width) + 1e-5);
+                for (size_t i = 0; i < width; ++i)
+                    y[g * width + i] *= inv * m.at(b + "ssm_norm.weight").data[g * width + i];
+            }
+        }
+        const Vec o = matvec(m.at(b + "ssm_out.weight"), y, nullptr);
+        for (size_t i = 0; i < e; ++i) out[t][i] += o[i] * residual_scale;
+        if (mixer_alone(s)) continue;
+        const Vec f = ffn(m, l, normed(m, b + s.ffn_norm_name, out[t]));
+        for (size_t i = 0; i < e; ++i) out[t][i] += f[i] * residual_scale;
+    }
+    return out;
+}
+
 // Logits of every position of one sequence (an encoder's final hidden states).
+// Per-layer embeddings (Spec::n_pl): each token's inputs of every layer [n_layer * n_pl] from its
+// row of per_layer_token_embd * sqrt(n_pl) and the RMS-normed projection of its input embedding
+// x / sqrt(n_embd), summed and divided by sqrt(2).
+std::vector<Vec> per_layer_inputs(const Tiny& m, const std::vector<int32_t>& ids,
+                                  const std::vector<Vec>& x) {
+    const Spec& s = m.spec;
+    std::vector<Vec> out;
+    if (s.n_pl == 0) return out;
+    const size_t all = size_t{s.n_pl} * s.n_layer;
+    for (size_t t = 0; t < ids.size(); ++t) {
+        Vec proj = matvec(m.at("per_layer_model_proj.weight"), x[t], nullptr);
+        for (double& z : proj) z /= std::sqrt(double(s.n_embd));
+        for (size_t l = 0; l < s.n_layer; ++l)
+            rms_in_place(m, "per_layer_proj_norm.weight", &proj[l * s.n_pl], s.n_pl);
+        const Tensor& rows = m.at("per_layer_token_embd.weight");
+        for (size_t i = 0; i < all; ++i) {
+            proj[i] = (rows.data[ids[t] * all + i] * std::sqrt(double(s.n_pl)) + proj[i]) /
+                      std::sqrt(2.0);
+        }
+        out.push_back(std::move(proj));
+    }
+    return out;
+}
+
+// x += RMSNorm(proj . (GELU(inp_gate . x) * layer l's input), post_norm).
+void add_per_layer_embedding(const Tiny& m, uint32_t l, const Vec& inputs, Vec& x) {
+    const Spec& s = m.spec;
+    const std::string b = "blk." + std::to_string(l) + ".";
+    Vec g = matvec(m.at(b + "inp_gate.weight"), x, nullptr);
+    for (size_t i = 0; i < g.size(); ++i) g[i] = gelu(g[i]) * inputs[l * s.n_pl + i];
+    Vec o = matvec(m.at(b + "proj.weight"), g, nullptr);
+    rms_in_place(m, b + "post_norm.weight", o.data(), o.size());
+    for (size_t i = 0; i < x.size(); ++i) x[i] += o[i];
+}
+
+// A routed layer's FFN beside its dense one (Spec::dense_beside), both from the layer input x:
+// the dense FFN through ffn_norm and post_ffw_norm_1, the experts through pre_ffw_norm_2 and
+// post_ffw_norm_2, the router reading x RMS-normed without weight / sqrt(n_embd) times
+// ffn_gate_inp.scale.
+Vec dense_beside_ffn(const Tiny& m, uint32_t l, const Vec& x) {
+    const std::string b = "blk." + std::to_string(l) + ".";
+    Vec mlp = ffn(m, l, normed(m, b + "ffn_norm", x), true);
+    rms_in_place(m, b + "post_ffw_norm_1.weight", mlp.data(), mlp.size());
+    double sq = 0.0;
+    for (double z : x) sq += z * z / double(x.size());
+    const Tensor& scale = m.at(b + "ffn_gate_inp.scale");
+    Vec router(x.size());
+    for (size_t i = 0; i < x.size(); ++i)
+        router[i] = x[i] / std::sqrt(sq + 1e-5) / std::sqrt(double(x.size())) * scale.data[i];
+    Vec moe = moe_ffn(m, b, normed(m, b + "pre_ffw_norm_2", x), &router);
+    rms_in_place(m, b + "post_ffw_norm_2.weight", moe.data(), moe.size());
+    for (size_t i = 0; i < mlp.size(); ++i) mlp[i] += moe[i];
+    return mlp;
+}
+
 std::vector<Vec> reference(const Tiny& m, const std::vector<int32_t>& ids) {
     const Spec& s = m.spec;
-    const size_t n = ids.size(), e = s.n_embd, hd = s.head_dim;
-    const size_t q_dim = s.n_head * hd, kv_dim = s.n_head_kv * hd;
+    const size_t n = ids.size(), e = s.n_embd;
     std::vector<Vec> x(n, Vec(e));
     for (size_t t = 0; t < n; ++t) {
         for (size_t i = 0; i < e; ++i) {
@@ -577,20 +1108,43 @@ std::vector<Vec> reference(const Tiny& m, const std::vector<int32_t>& ids) {
         }
         if (s.embd_norm) x[t] = normed(m, "token_embd_norm", x[t]);
     }
+    const std::vector<Vec> per_layer = per_layer_inputs(m, ids, x);
+    std::vector<std::vector<Vec>> layer_k(s.n_layer), layer_v(s.n_layer);  // after RoPE
     const double residual_scale = s.residual_scale > 0.0f ? s.residual_scale : 1.0;
-    const double attn_scale =
-        s.attention_scale > 0.0f ? s.attention_scale : 1.0 / std::sqrt(static_cast<double>(hd));
     const double max_bias = s.alibi_key > 0.0f ? s.alibi_key : 8.0;
     const bool parallel = s.parallel && !s.parallel_key_false;
     for (uint32_t l = 0; l < s.n_layer; ++l) {
         const std::string b = "blk." + std::to_string(l) + ".";
+        if (is_mlp_layer(s, l)) {
+            for (Vec& row : x) {
+                const Vec f = ffn(m, l, normed(m, b + "attn_norm", row));
+                for (size_t i = 0; i < e; ++i) row[i] += f[i];
+            }
+            continue;
+        }
+        if (is_mamba2_layer(s, l)) {
+            x = mamba2_layer(m, l, x);
+            continue;
+        }
         if (!s.kv_heads.empty() && s.kv_heads[l] == 0) {
             x = short_conv_layer(m, l, x);
             continue;
         }
+        if (s.mla) {
+            x = mla_layer(m, l, x);
+            continue;
+        }
+        if (delta_layer_of(s, l)) {
+            x = delta_layer(m, l, x);
+            continue;
+        }
         const bool local = local_layer(s, l);
         const double base = local && s.rope_base_swa > 0 ? s.rope_base_swa : s.rope_base;
-        std::vector<Vec> h(n), q(n), k(n), v(n);
+        const size_t hd = head_of(s, l), n_kv = kv_heads_of(s, l);
+        const size_t q_dim = s.n_head * hd, kv_dim = n_kv * hd;
+        const double attn_scale =
+            s.attention_scale > 0.0f ? s.attention_scale : 1.0 / std::sqrt(static_cast<double>(hd));
+        std::vector<Vec> h(n), q(n), k(n), v(n), gate(n);
         for (size_t t = 0; t < n; ++t) {
             h[t] = s.norms == Spec::post || s.norms == Spec::after_residual
                        ? x[t]
@@ -602,10 +1156,33 @@ std::vector<Vec> reference(const Tiny& m, const std::vector<int32_t>& ids) {
                 k[t].assign(all.begin() + static_cast<long>(q_dim),
                             all.begin() + static_cast<long>(q_dim + kv_dim));
                 v[t].assign(all.begin() + static_cast<long>(q_dim + kv_dim), all.end());
+            } else if (s.attn_gate) {
+                const Vec qg = matvec(m.at(b + "attn_q.weight"), h[t], nullptr);
+                q[t].resize(q_dim);
+                gate[t].resize(q_dim);
+                for (size_t hh = 0; hh < s.n_head; ++hh) {
+                    for (size_t i = 0; i < hd; ++i) {
+                        q[t][hh * hd + i] = qg[hh * 2 * hd + i];
+                        gate[t][hh * hd + i] = qg[hh * 2 * hd + hd + i];
+                    }
+                }
+                k[t] = matvec(m.at(b + "attn_k.weight"), h[t], nullptr);
+                v[t] = matvec(m.at(b + "attn_v.weight"), h[t], nullptr);
             } else {
                 q[t] = matvec(m.at(b + "attn_q.weight"), h[t], m.find(b + "attn_q.bias"));
                 k[t] = matvec(m.at(b + "attn_k.weight"), h[t], m.find(b + "attn_k.bias"));
-                v[t] = matvec(m.at(b + "attn_v.weight"), h[t], m.find(b + "attn_v.bias"));
+                // Without attn_v (Spec::v_from_k), V is the raw K projection.
+                v[t] = m.find(b + "attn_v.weight")
+                           ? matvec(m.at(b + "attn_v.weight"), h[t], m.find(b + "attn_v.bias"))
+                           : k[t];
+            }
+            if (s.v_norm) {
+                for (size_t h0 = 0; h0 < kv_dim; h0 += hd) {
+                    double sq = 0.0;
+                    for (size_t i = 0; i < hd; ++i) sq += v[t][h0 + i] * v[t][h0 + i];
+                    const double inv = 1.0 / std::sqrt(sq / double(hd) + 1e-5);
+                    for (size_t i = 0; i < hd; ++i) v[t][h0 + i] *= inv;
+                }
             }
             clamp_all(q[t], s.clamp_kqv);
             clamp_all(k[t], s.clamp_kqv);
@@ -616,15 +1193,16 @@ std::vector<Vec> reference(const Tiny& m, const std::vector<int32_t>& ids) {
             } else if (s.qk_norm == Spec::qk_per_head) {
                 for (size_t hh = 0; hh < s.n_head; ++hh)
                     rms_in_place(m, b + "attn_q_norm.weight", &q[t][hh * hd], hd);
-                for (size_t hh = 0; hh < s.n_head_kv; ++hh)
+                for (size_t hh = 0; hh < n_kv; ++hh)
                     rms_in_place(m, b + "attn_k_norm.weight", &k[t][hh * hd], hd);
             }
             const bool nope = s.nope_period > 0 && l % s.nope_period == s.nope_period - 1;
-            if (s.pos != Spec::learned && !s.alibi && !nope) {
+            if (s.pos != Spec::learned && s.pos != Spec::no_pos && !s.alibi && !nope) {
+                const bool freqs = !(s.rope_freqs_global && local);
                 for (size_t hh = 0; hh < s.n_head; ++hh)
-                    rotate(m, &q[t][hh * hd], static_cast<int>(t), base);
-                for (size_t hh = 0; hh < s.n_head_kv; ++hh)
-                    rotate(m, &k[t][hh * hd], static_cast<int>(t), base);
+                    rotate(m, &q[t][hh * hd], static_cast<int>(t), base, hd, freqs);
+                for (size_t hh = 0; hh < n_kv; ++hh)
+                    rotate(m, &k[t][hh * hd], static_cast<int>(t), base, hd, freqs);
                 if (s.qk_norm_after_rope) {
                     for (Vec* qk : {&q[t], &k[t]}) {
                         for (size_t h0 = 0; h0 < qk->size(); h0 += hd) {
@@ -643,11 +1221,18 @@ std::vector<Vec> reference(const Tiny& m, const std::vector<int32_t>& ids) {
                 for (double& z : q[t]) z *= temp;
             }
         }
+        layer_k[l] = k;
+        layer_v[l] = v;
+        // A layer sharing another's keys and values attends over those (Spec::shared_kv).
+        if (const uint32_t src = kv_source(s, l); src != l) {
+            k = layer_k[src];
+            v = layer_v[src];
+        }
         std::vector<Vec> next = x;
         for (size_t t = 0; t < n; ++t) {
             Vec att(q_dim, 0.0);
             for (size_t hh = 0; hh < s.n_head; ++hh) {
-                const size_t kh = hh / (s.n_head / s.n_head_kv);
+                const size_t kh = hh / (s.n_head / n_kv);
                 // A local layer's query sees itself and the window - 1 positions before it.
                 const size_t first = local && t + 1 > s.window ? t + 1 - s.window : 0;
                 // Bidirectional: every position of the sequence.
@@ -672,6 +1257,9 @@ std::vector<Vec> reference(const Tiny& m, const std::vector<int32_t>& ids) {
                     for (size_t i = 0; i < hd; ++i)
                         att[hh * hd + i] += score[j] / sum * v[j][kh * hd + i];
             }
+            if (s.attn_gate) {
+                for (size_t i = 0; i < q_dim; ++i) att[i] *= sigmoid(gate[t][i]);
+            }
             Vec o = matvec(m.at(b + "attn_output.weight"), att, m.find(b + "attn_output.bias"));
             if (s.norms == Spec::pre_and_post || s.norms == Spec::post)
                 rms_in_place(m, b + "post_attention_norm.weight", o.data(), e);
@@ -687,13 +1275,21 @@ std::vector<Vec> reference(const Tiny& m, const std::vector<int32_t>& ids) {
                                                    : h[t];
                 const Vec f = ffn(m, l, ffn_in);
                 for (size_t i = 0; i < e; ++i) next[t][i] += (o[i] + f[i]) * residual_scale;
+            } else if (mixer_alone(s)) {
+                for (size_t i = 0; i < e; ++i) next[t][i] += o[i];
             } else {
                 for (size_t i = 0; i < e; ++i) next[t][i] += o[i] * residual_scale;
-                Vec f =
-                    ffn(m, l,
-                        s.norms == Spec::post ? next[t] : normed(m, b + s.ffn_norm_name, next[t]));
+                Vec f = s.dense_beside && routed_layer(s, l)
+                            ? dense_beside_ffn(m, l, next[t])
+                            : ffn(m, l,
+                                  s.norms == Spec::post ? next[t]
+                                                        : normed(m, b + s.ffn_norm_name, next[t]));
                 if (s.norms != Spec::pre) rms_in_place(m, b + "post_ffw_norm.weight", f.data(), e);
                 for (size_t i = 0; i < e; ++i) next[t][i] += f[i] * residual_scale;
+            }
+            if (s.n_pl) add_per_layer_embedding(m, l, per_layer[t], next[t]);
+            if (s.layer_scale) {
+                for (double& z : next[t]) z *= m.at(b + "layer_output_scale.weight").data[0];
             }
         }
         x = std::move(next);
@@ -1004,6 +1600,143 @@ Spec llama4_spec() {
 }
 
 const std::vector<int32_t> kLongIds = {3, 17, 29, 5, 11, 2, 30, 8, 21, 14};
+
+// --- latent attention and DeepSeek's routing ---
+// DeepSeek-V2-Lite's layout: the query straight from attn_q, block 0 dense, softmax routing not
+// renormalised, two shared experts fused (expert_shared_count 2), YaRN with its log multiplier.
+Spec deepseek2_lite_spec() {
+    return Spec{.arch = "deepseek2",
+                .qkv_bias = false,
+                .n_rot = 4,
+                .rope_orig_ctx = 4,
+                .yarn_factor = 8.0f,
+                .yarn_log_mul = 0.0707f,
+                .n_expert = 4,
+                .n_expert_used = 2,
+                .n_ff_expert = 8,
+                .renormalise = false,
+                .write_gating = true,
+                .n_ff_shared = 16,
+                .n_dense_lead = 1,
+                .n_shared_count = 2,
+                .mla = true,
+                .kv_lora = 16,
+                .mla_v_head = 8,
+                .n_head = 2,
+                .n_head_kv = 1,
+                .head_dim = 12};
+}
+// DeepSeek-V3's: the query through attn_q_a, its norm and attn_q_b; sigmoid scores chosen with
+// the selection bias among the best 2 of 4 groups, renormalised and scaled by 2.5.
+Spec deepseek2_spec() {
+    Spec s = deepseek2_lite_spec();
+    s.q_lora = 8;
+    s.n_expert = 8;
+    s.n_groups = 4;
+    s.n_groups_used = 2;
+    s.gating = Spec::by_sigmoid;
+    s.renormalise = true;
+    s.weights_scale = 2.5;
+    s.select_bias = true;
+    s.n_shared_count = 1;
+    s.n_ff_shared = 8;
+    s.yarn_log_mul = 0.1f;
+    return s;
+}
+// GLM-4.5's: Q/K/V biases, per-head Q/K norm, NeoX RoPE on half the head, post_attention_norm
+// before the FFN, block 0 dense, sigmoid routing with the selection bias, a shared expert, and a
+// NextN block after the two that run.
+Spec glm4moe_spec() {
+    return Spec{.arch = "glm4moe",
+                .qkv_bias = true,
+                .pos = Spec::rope_neox,
+                .n_rot = 6,
+                .qk_norm = Spec::qk_per_head,
+                .n_expert = 6,
+                .n_expert_used = 2,
+                .n_ff_expert = 8,
+                .gating = Spec::by_sigmoid,
+                .weights_scale = 2.5,
+                .write_gating = true,
+                .n_ff_shared = 8,
+                .ffn_norm_name = "post_attention_norm",
+                .n_dense_lead = 1,
+                .n_shared_count = 1,
+                .select_bias = true,
+                .nextn = 1,
+                .n_head = 2,
+                .n_head_kv = 1,
+                .head_dim = 12};
+}
+
+const std::vector<int32_t> kSixIds = {3, 17, 29, 5, 11, 23};
+
+TEST(ArchReference, DeepSeek2LiteLatentAttention) {
+    const Spec s = deepseek2_lite_spec();
+    expect_matches_reference(s, kSixIds);
+    expect_matches_reference(s, kSixIds, 4);
+    expect_matches_reference(s, kSixIds, 1);
+    // YaRN's score factor, YaRN itself, adjacent-pair RoPE, no renormalisation, the shared
+    // experts, the experts used.
+    void (*const features[])(Spec&) = {
+        [](Spec& c) { c.yarn_log_mul = 0.0f; },   [](Spec& c) { c.yarn_factor = 0.0f; },
+        [](Spec& c) { c.pos = Spec::rope_neox; }, [](Spec& c) { c.renormalise = true; },
+        [](Spec& c) { c.n_ff_shared = 0; },       [](Spec& c) { c.n_expert_used = 1; }};
+    for (size_t i = 0; i < std::size(features); ++i) {
+        SCOPED_TRACE(i);
+        // Renormalising two of four softmax weights moves the logits least (0.037).
+        expect_reference_depends_on(s, features[i], kSixIds, 0.02);
+    }
+}
+
+TEST(ArchReference, DeepSeek2CompressedQuerySelectionBiasAndGroups) {
+    const Spec s = deepseek2_spec();
+    expect_matches_reference(s, kSixIds);
+    expect_matches_reference(s, kSixIds, 4);
+    expect_matches_reference(s, kSixIds, 1);
+    expect_reference_depends_on(
+        s, [](Spec& c) { c.select_bias = false; }, kSixIds);
+    expect_reference_depends_on(
+        s, [](Spec& c) { c.n_groups = 0; }, kSixIds);
+    expect_reference_depends_on(
+        s, [](Spec& c) { c.renormalise = false; }, kSixIds);
+    expect_reference_depends_on(
+        s, [](Spec& c) { c.weights_scale = 0.0; }, kSixIds);
+    expect_reference_depends_on(
+        s, [](Spec& c) { c.yarn_log_mul = 0.0f; }, kSixIds);
+}
+
+TEST(ArchReference, Glm4MoeSelectionBiasSharedExpertAndNextn) {
+    const Spec s = glm4moe_spec();
+    expect_matches_reference(s, kSixIds);
+    expect_matches_reference(s, kSixIds, 4);
+    expect_matches_reference(s, kSixIds, 1);
+    expect_reference_depends_on(
+        s, [](Spec& c) { c.qk_norm = Spec::qk_none; }, kSixIds);
+    expect_reference_depends_on(
+        s, [](Spec& c) { c.n_rot = 12; }, kSixIds);
+    expect_reference_depends_on(
+        s, [](Spec& c) { c.select_bias = false; }, kSixIds);
+    expect_reference_depends_on(
+        s, [](Spec& c) { c.renormalise = false; }, kSixIds);
+    expect_reference_depends_on(
+        s, [](Spec& c) { c.weights_scale = 0.0; }, kSixIds);
+    expect_reference_depends_on(
+        s, [](Spec& c) { c.n_ff_shared = 0; }, kSixIds);
+}
+
+// The latent cache: one row of kv_lora_rank + RoPE dims per token and layer, no V rows.
+TEST(ArchReference, LatentAttentionCachesOnlyTheLatent) {
+    const Spec s = deepseek2_spec();
+    auto model = Model::from_file(gguf::File::from_bytes(make_tiny(s).writer().to_bytes()));
+    const size_t row = s.kv_lora + s.n_rot;
+    for (auto type : {ggufd::kernels::KvType::f16, ggufd::kernels::KvType::f32}) {
+        const KvCache cache(model->hparams(), 1, 32, type);
+        const size_t element = type == ggufd::kernels::KvType::f16 ? 2 : 4;
+        EXPECT_EQ(cache.bytes(), 32 * row * element * s.n_layer);
+        EXPECT_EQ(KvCache::bytes_needed(model->hparams(), 1, 32, type), cache.bytes());
+    }
+}
 
 // --- mixtures of experts against the reference: one batch (tokens grouped by expert), chunks
 // and single tokens (one token's experts) ---
@@ -1353,6 +2086,78 @@ TEST(ArchReference, Lfm2LayersKeepOnlyTheirOwnMemory) {
     EXPECT_EQ(cache.recurrent()->bytes(), size_t{2 * 2 * 2 * 2 * 16 * sizeof(float)});
 }
 
+// Granite 4.0-H: Mamba-2 in blocks 0 and 2 around attention without position encoding in block
+// 1; every block's FFN routed (softmax, renormalised) with a shared expert; granite's four
+// multipliers, the residual scale on the Mamba-2 output too.
+Spec granitehybrid_spec() {
+    return Spec{.arch = "granitehybrid",
+                .pos = Spec::no_pos,
+                .embedding_scale = 2.0f,
+                .residual_scale = 0.6f,
+                .attention_scale = 0.3f,
+                .logit_scale = 2.0f,
+                .n_expert = 4,
+                .n_expert_used = 2,
+                .n_ff_expert = 12,
+                .n_ff_shared = 16,
+                .kv_heads = {0, 1, 0},
+                .mamba2 = true,
+                .ssm_groups = 1,
+                .n_layer = 3};
+}
+TEST(ArchReference, GraniteHybridMamba2AmongUnrotatedAttention) {
+    // One batch, chunks and single tokens: the convolution's window and the scan's state cross
+    // steps in the recurrent store.
+    for (size_t chunk : {size_t{0}, size_t{3}, size_t{1}})
+        expect_matches_reference(granitehybrid_spec(), kLongIds, chunk);
+    for (auto change : std::initializer_list<void (*)(Spec&)>{
+             [](Spec& s) { s.conv_history = false; }, [](Spec& s) { s.ssm_decay = false; },
+             [](Spec& s) { s.ssm_skip = false; }, [](Spec& s) { s.ssm_gate = false; },
+             [](Spec& s) { s.ssm_norm = false; }, [](Spec& s) { s.pos = Spec::rope_normal; },
+             [](Spec& s) { s.residual_scale = 0.0f; }, [](Spec& s) { s.n_ff_shared = 0; }}) {
+        expect_reference_depends_on(granitehybrid_spec(), change, kLongIds);
+    }
+}
+// Nemotron-H: Mamba-2 (two groups of B and C, two heads each) in blocks 0 and 3, an MLP alone
+// (squared ReLU, no gate) in block 1, attention alone without position encoding in block 2.
+Spec nemotron_h_spec() {
+    return Spec{.arch = "nemotron_h",
+                .ffn = Spec::relu_sqr,
+                .pos = Spec::no_pos,
+                .kv_heads = {0, 0, 1, 0},
+                .ff_per_layer = {0, 24, 0, 0},
+                .mamba2 = true,
+                .n_layer = 4};
+}
+TEST(ArchReference, NemotronHThreeBlockKinds) {
+    for (size_t chunk : {size_t{0}, size_t{3}, size_t{1}})
+        expect_matches_reference(nemotron_h_spec(), kLongIds, chunk);
+    for (auto change : std::initializer_list<void (*)(Spec&)>{
+             [](Spec& s) { s.ffn = Spec::gelu; }, [](Spec& s) { s.ssm_tiled_groups = true; },
+             [](Spec& s) { s.ssm_group_norm = false; }, [](Spec& s) { s.pos = Spec::rope_normal; },
+             [](Spec& s) { s.conv_history = false; }, [](Spec& s) { s.ssm_skip = false; }}) {
+        expect_reference_depends_on(nemotron_h_spec(), change, kLongIds);
+    }
+}
+// Each layer keeps only its kind's memory: KV cells in the attention layer, a convolution window
+// and a scan state in the Mamba-2 layers, nothing in the MLP layer.
+TEST(ArchReference, NemotronHLayersKeepOnlyTheirOwnMemory) {
+    auto model =
+        Model::from_file(gguf::File::from_bytes(make_tiny(nemotron_h_spec()).writer().to_bytes()));
+    SequenceCache cache(model->hparams(), {.n_seq = 2, .n_ctx = 32});
+    ASSERT_NE(cache.kv(), nullptr);
+    ASSERT_NE(cache.recurrent(), nullptr);
+    for (int layer : {0, 1, 3}) EXPECT_EQ(cache.kv()->layer_cells(layer), 0) << layer;
+    EXPECT_EQ(cache.kv()->layer_cells(2), 32);
+    for (int layer : {0, 3}) EXPECT_NO_THROW(cache.recurrent()->buffer(layer, 1, 1)) << layer;
+    for (int layer : {1, 2}) {
+        EXPECT_THROW(cache.recurrent()->buffer(layer, 1, 0), std::out_of_range) << layer;
+    }
+    // Two sequences, live and checkpoint, two layers of a window of 3 inputs of 32 + 2 * 2 * 4
+    // channels and a state of 4 x 32.
+    EXPECT_EQ(cache.recurrent()->bytes(), size_t{2 * 2 * 2 * (3 * 48 + 4 * 32) * sizeof(float)});
+}
+
 TEST(ArchReference, EveryLayoutKeyChangesTheLogits) {
     const Spec phi = phi3_longrope_spec();
     Spec no_attn_factor = phi, short_factors = phi;
@@ -1475,6 +2280,88 @@ TEST(ArchReference, Gemma2QueryScaleOf27B) {
     s.n_layer = 45;
     s.q_scale = 0.0;
     expect_matches_reference(s, kLongIds);
+}
+
+// gemma4's dense layout in five blocks: 0, 1 and 3 sliding (head 8, 2 KV heads, RoPE base 10),
+// 2 and 4 global (head 16, 1 KV head, no attn_v, rope_freqs, base 1e6); weighted Q/K norms, V
+// normed without weight, attention scale 1, post norms, layer output scales, soft-capped logits.
+Spec gemma4_spec() {
+    return Spec{.arch = "gemma4",
+                .ffn = Spec::geglu,
+                .pos = Spec::rope_neox,
+                .embd_scale = true,
+                .tied = true,
+                .rope_factors = Spec::rope_freqs,
+                .qk_norm = Spec::qk_per_head,
+                .norms = Spec::pre_and_post,
+                .final_softcap = 1.5f,
+                .window = 3,
+                .rope_base = 1e6f,
+                .rope_base_swa = 10.0f,
+                .q_scale = 1.0,
+                .kv_heads = {2, 2, 1, 2, 1},
+                .swa_layers = {true, true, false, true, false},
+                .head_dim_swa = 8,
+                .v_from_k = true,
+                .v_norm = true,
+                .rope_freqs_global = true,
+                .layer_scale = true,
+                .n_head = 4,
+                .head_dim = 16,
+                .n_layer = 5};
+}
+// The MoE layout: every FFN routed (4 experts, 2 used) beside its dense one.
+Spec gemma4_moe_spec() {
+    Spec s = gemma4_spec();
+    s.n_expert = 4;
+    s.n_expert_used = 2;
+    s.n_ff_expert = 10;
+    s.dense_beside = true;
+    return s;
+}
+// The E layout: attn_v everywhere, blocks 3 and 4 sharing blocks 1's and 2's KV with FFNs twice
+// as wide, and per-layer embeddings of 4.
+Spec gemma4_e_spec() {
+    Spec s = gemma4_spec();
+    s.v_from_k = false;
+    s.shared_kv = 2;
+    s.ff_per_layer = {24, 24, 24, 48, 48};
+    s.n_pl = 4;
+    return s;
+}
+TEST(ArchReference, Gemma4LayersOfTwoShapes) {
+    for (size_t chunk : {size_t{0}, size_t{3}, size_t{1}}) {
+        SCOPED_TRACE("chunk " + std::to_string(chunk));
+        expect_matches_reference(gemma4_spec(), kLongIds, chunk);
+    }
+    expect_matches_reference(gemma4_spec(), kLongIds, 1, 2);  // a ring of window + 1
+    // (A window wider than the prompt keeps the sliding layers' shapes: window 0 would not.)
+    for (auto change :
+         {+[](Spec& s) { s.window = 64; }, +[](Spec& s) { s.rope_base_swa = 0; },
+          +[](Spec& s) { s.rope_freqs_global = false; }, +[](Spec& s) { s.v_norm = false; },
+          +[](Spec& s) { s.q_scale = 0; }, +[](Spec& s) { s.layer_scale = false; },
+          +[](Spec& s) { s.final_softcap = 0; }}) {
+        expect_reference_depends_on(gemma4_spec(), change, kLongIds);
+    }
+}
+TEST(ArchReference, Gemma4MoeDenseFfnBesideExperts) {
+    expect_matches_reference(gemma4_moe_spec(), kLongIds);
+    expect_matches_reference(gemma4_moe_spec(), kLongIds, 1);
+    expect_reference_depends_on(
+        gemma4_moe_spec(), [](Spec& s) { s.dense_beside = false; }, kLongIds);
+    expect_reference_depends_on(
+        gemma4_moe_spec(), [](Spec& s) { s.n_expert_used = 1; }, kLongIds);
+}
+TEST(ArchReference, Gemma4ESharedKvAndPerLayerEmbeddings) {
+    for (size_t chunk : {size_t{0}, size_t{3}, size_t{1}}) {
+        SCOPED_TRACE("chunk " + std::to_string(chunk));
+        expect_matches_reference(gemma4_e_spec(), kLongIds, chunk);
+    }
+    expect_matches_reference(gemma4_e_spec(), kLongIds, 1, 2);
+    expect_reference_depends_on(
+        gemma4_e_spec(), [](Spec& s) { s.shared_kv = 0; }, kLongIds);
+    expect_reference_depends_on(
+        gemma4_e_spec(), [](Spec& s) { s.n_pl = 0; }, kLongIds);
 }
 
 // Every layer local (pattern 0), window 1: each token sees only itself.
@@ -1821,6 +2708,77 @@ TEST(ArchRefusals, HybridLayerKeysAreChecked) {
     EXPECT_NE(e.find("'blk.0.attn_q.weight' is missing"), std::string::npos) << e;
 }
 
+// gemma4's per-layer keys: lists of the wrong length, KV sharing without an earlier layer of the
+// same kind and shape, and a global layer that lacks attn_v but whose V heads differ from K's.
+TEST(ArchRefusals, Gemma4LayerKeysAreChecked) {
+    Tiny m = make_tiny(gemma4_e_spec());
+    m.spec.ff_per_layer = {24, 24};
+    std::string e = load_error(m);
+    EXPECT_NE(e.find("feed_forward_length has 2 entries for 5 blocks"), std::string::npos) << e;
+    m = make_tiny(gemma4_e_spec());
+    m.spec.swa_layers = {true, false};
+    e = load_error(m);
+    EXPECT_NE(e.find("sliding_window_pattern has 2 entries for 5 blocks"), std::string::npos) << e;
+    m = make_tiny(gemma4_e_spec());
+    m.spec.shared_kv = 5;
+    e = load_error(m);
+    EXPECT_NE(e.find("shared_kv_layers (5) must be below block_count"), std::string::npos) << e;
+    // Four shared layers leave block 0 alone before them: block 2 (global) has no global block
+    // to share with.
+    m.spec.shared_kv = 4;
+    e = load_error(m);
+    EXPECT_NE(e.find("block 2 has no earlier block of its kind"), std::string::npos) << e;
+    m = make_tiny(gemma4_spec());
+    m.metadata_u32["gemma4.attention.value_length_swa"] = 16;
+    e = load_error(m);
+    EXPECT_NE(e.find("value_length must equal key_length"), std::string::npos) << e;
+}
+
+// Mamba-2's sizes and nemotron_h's per-layer widths: heads dividing the inner size, groups
+// dividing the heads, one width per block, a block either attending or an MLP; and granitehybrid
+// with RoPE switched on, which ggufd does not compute.
+TEST(ArchRefusals, Mamba2HybridKeysAreChecked) {
+    Tiny m = make_tiny(nemotron_h_spec());
+    m.spec.ssm_groups = 3;
+    std::string e = load_error(m);
+    EXPECT_NE(e.find("ssm.group_count (3) must divide ssm.time_step_rank (4 heads)"),
+              std::string::npos)
+        << e;
+    m = make_tiny(nemotron_h_spec());
+    m.spec.ssm_heads = 5;
+    e = load_error(m);
+    EXPECT_NE(e.find("ssm.time_step_rank (5 heads) must divide ssm.inner_size (32)"),
+              std::string::npos)
+        << e;
+    m = make_tiny(nemotron_h_spec());
+    m.spec.ff_per_layer = {0, 24, 0};
+    e = load_error(m);
+    EXPECT_NE(e.find("feed_forward_length has 3 entries for 4 blocks"), std::string::npos) << e;
+    m.spec.ff_per_layer = {0, 24, 24, 0};
+    e = load_error(m);
+    EXPECT_NE(e.find("block 2 has both KV heads and a feed-forward width"), std::string::npos) << e;
+    m = make_tiny(nemotron_h_spec());
+    m.spec.ff_per_layer.clear();  // one width for every block
+    e = load_error(m);
+    EXPECT_NE(e.find("feed_forward_length must list one width per block"), std::string::npos) << e;
+    // An MLP's tensors where the widths say Mamba-2 are refused by name.
+    m = make_tiny(nemotron_h_spec());
+    m.spec.ff_per_layer = {24, 0, 0, 0};
+    e = load_error(m);
+    EXPECT_NE(e.find("'blk.0.ffn_up.weight' is missing"), std::string::npos) << e;
+
+    gguf::Writer roped = make_tiny(granitehybrid_spec()).writer();
+    roped.set("granitehybrid.rope.scaling.finetuned", true);
+    e = load_error(roped);
+    EXPECT_NE(e.find("rope.scaling.finetuned true (RoPE in the attention layers) is not "
+                     "supported"),
+              std::string::npos)
+        << e;
+    gguf::Writer unroped = make_tiny(granitehybrid_spec()).writer();
+    unroped.set("granitehybrid.rope.scaling.finetuned", false);
+    EXPECT_EQ(load_error(unroped), "(loaded)");
+}
+
 TEST(ArchRefusals, UnknownArchitectureListsSupported) {
     Spec s = llama_spec();
     s.arch = "t5";
@@ -1881,6 +2839,136 @@ TEST(ArchRefusals, PositionBeyondLearnedOnesIsRejected) {
     EXPECT_EQ(ctx.kv().length(0), 0);  // nothing evaluated
     batch.resize(4);
     EXPECT_NO_THROW(ctx.eval(batch, out));
+}
+
+// The Qwen3.5 hybrid: gated delta nets in blocks 0 and 2, gated attention (partial NeoX rotary,
+// per-head Q/K norm) in blocks 1 and 3; 2 key heads tiled over 4 value heads; sections as
+// Qwen3.5 writes them for 2 rotated pairs.
+Spec qwen35_spec() {
+    return Spec{.arch = "qwen35",
+                .pos = Spec::rope_neox,
+                .n_rot = 4,
+                .tied = true,
+                .eps_key = "attention.layer_norm_rms_epsilon",
+                .qk_norm = Spec::qk_per_head,
+                .ffn_norm_name = "post_attention_norm",
+                .conv_taps = 4,
+                .delta_interval = 2,
+                .delta_nk = 2,
+                .delta_nv = 4,
+                .delta_tiled = true,
+                .attn_gate = true,
+                .rope_sections = {1, 1, 0, 0},
+                .n_layer = 4};
+}
+// qwen3next: experts with a gated shared expert, grouped key heads, beta and alpha fused.
+Spec qwen3next_spec() {
+    Spec s = qwen35_spec();
+    s.arch = "qwen3next";
+    s.rope_sections.clear();
+    s.delta_tiled = false;
+    s.delta_fused_ba = true;
+    s.tied = false;
+    s.n_expert = 4;
+    s.n_expert_used = 2;
+    s.n_ff_expert = 10;
+    s.n_ff_shared = 12;
+    s.shared_gate = true;
+    return s;
+}
+TEST(ArchReference, Qwen35GatedDeltaNetsAmongGatedAttention) {
+    // One batch, chunks and single tokens: the convolution and the delta rule cross steps in the
+    // state.
+    expect_matches_reference(qwen35_spec(), kLongIds);
+    expect_matches_reference(qwen35_spec(), kLongIds, 3);
+    expect_matches_reference(qwen35_spec(), kLongIds, 1);
+    for (auto change : std::initializer_list<void (*)(Spec&)>{
+             [](Spec& s) { s.conv_history = false; }, [](Spec& s) { s.delta_decay = false; },
+             [](Spec& s) { s.delta_beta = false; }, [](Spec& s) { s.delta_l2 = false; },
+             [](Spec& s) { s.delta_out_norm = false; }, [](Spec& s) { s.delta_z_gate = false; },
+             [](Spec& s) { s.delta_tiled = false; }, [](Spec& s) { s.attn_gate = false; },
+             [](Spec& s) { s.n_rot = 0; }, [](Spec& s) { s.qk_norm = Spec::qk_none; }}) {
+        expect_reference_depends_on(qwen35_spec(), change, kLongIds);
+    }
+}
+TEST(ArchReference, Qwen3NextExpertsGroupedKeyHeadsFusedBetaAlpha) {
+    expect_matches_reference(qwen3next_spec(), kLongIds);
+    expect_matches_reference(qwen3next_spec(), kLongIds, 3);
+    expect_matches_reference(qwen3next_spec(), kLongIds, 1);
+    expect_reference_depends_on(
+        qwen3next_spec(), [](Spec& s) { s.delta_tiled = true; }, kLongIds);
+    expect_reference_depends_on(
+        qwen3next_spec(), [](Spec& s) { s.shared_gate = false; }, kLongIds);
+    expect_reference_depends_on(
+        qwen3next_spec(), [](Spec& s) { s.renormalise = false; }, kLongIds);
+}
+// Each layer keeps only its kind's memory, and the state store is sized from the description:
+// a convolution window of 3 inputs of 2 * 2 * 4 + 16 channels and 4 matrices of 4 x 4.
+TEST(ArchReference, Qwen35LayersKeepOnlyTheirOwnMemory) {
+    auto model =
+        Model::from_file(gguf::File::from_bytes(make_tiny(qwen35_spec()).writer().to_bytes()));
+    SequenceCache cache(model->hparams(), {.n_seq = 1, .n_ctx = 32});
+    EXPECT_EQ(cache.kv()->layer_cells(0), 0);
+    EXPECT_EQ(cache.kv()->layer_cells(1), 32);
+    EXPECT_NO_THROW(cache.recurrent()->buffer(2, 0, 1));
+    EXPECT_THROW(cache.recurrent()->buffer(3, 0, 0), std::out_of_range);
+    // One sequence, live and checkpoint, two layers.
+    EXPECT_EQ(cache.recurrent()->bytes(), size_t{2 * 2 * (3 * 32 + 4 * 16) * sizeof(float)});
+}
+// A key the hybrid reads is checked: the interval, the head counts, the sections text can give.
+TEST(ArchRefusals, Qwen35KeysAreChecked) {
+    Tiny m = make_tiny(qwen35_spec());
+    m.metadata_u32["qwen35.full_attention_interval"] = 0;
+    std::string e = load_error(m);
+    EXPECT_NE(e.find("full_attention_interval is 0"), std::string::npos) << e;
+    m = make_tiny(qwen35_spec());
+    m.metadata_u32["qwen35.ssm.time_step_rank"] = 3;
+    e = load_error(m);
+    EXPECT_NE(e.find("must divide ssm.inner_size"), std::string::npos) << e;
+    m = make_tiny(qwen35_spec());
+    m.spec.rope_sections = {1, 0, 0, 1};  // pair 1 would read the extra component
+    e = load_error(m);
+    EXPECT_NE(e.find("extra position component"), std::string::npos) << e;
+    m = make_tiny(qwen35_spec());
+    m.metadata_u32["qwen35.nextn_predict_layers"] = 4;
+    e = load_error(m);
+    EXPECT_NE(e.find("nextn_predict_layers (4) leaves no block"), std::string::npos) << e;
+}
+// An MTP block after the others is bound (its shapes checked) and not run: the logits are those
+// of the file without it.
+TEST(ArchReference, Qwen35MtpBlockIsLoadedButNotRun) {
+    Tiny with = make_tiny(qwen35_spec());
+    const Tiny base = with;
+    with.spec.n_layer = 5;
+    with.metadata_u32["qwen35.nextn_predict_layers"] = 1;
+    // Block 4: a full-attention block (its own norm, Q/K/V/O, norms, FFN) plus the MTP tensors.
+    std::mt19937 rng(9);
+    std::normal_distribution<float> noise(0.0f, 0.3f);
+    auto add = [&](const std::string& name, std::vector<int64_t> shape) {
+        int64_t count = 1;
+        for (int64_t d : shape) count *= d;
+        Tensor t{shape, std::vector<float>(static_cast<size_t>(count))};
+        for (float& x : t.data) x = noise(rng);
+        with.tensors[name] = std::move(t);
+    };
+    for (const auto& [name, t] : base.tensors) {
+        if (name.starts_with("blk.1.")) add("blk.4." + name.substr(6), t.shape);
+    }
+    add("blk.4.nextn.eh_proj.weight", {32, 16});
+    add("blk.4.nextn.enorm.weight", {16});
+    add("blk.4.nextn.hnorm.weight", {16});
+    add("blk.4.nextn.shared_head_norm.weight", {16});
+    auto model = Model::from_file(gguf::File::from_bytes(with.writer().to_bytes()));
+    EXPECT_EQ(model->hparams().n_layer, 4u);
+    EXPECT_EQ(model->hparams().n_nextn, 1u);
+    ASSERT_EQ(model->weights().nextn.size(), 1u);
+    EXPECT_NE(model->weights().nextn[0].eh_proj, nullptr);
+    EXPECT_EQ(engine_logits(with.writer(), kLongIds), engine_logits(base.writer(), kLongIds));
+    // A wrong shape in the MTP block is refused by name.
+    with.tensors["blk.4.nextn.eh_proj.weight"].shape = {16, 16};
+    with.tensors["blk.4.nextn.eh_proj.weight"].data.resize(256);
+    const std::string e = load_error(with);
+    EXPECT_NE(e.find("blk.4.nextn.eh_proj.weight"), std::string::npos) << e;
 }
 
 }  // namespace

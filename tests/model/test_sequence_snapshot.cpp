@@ -95,8 +95,12 @@ TEST_P(Snapshot, RestoredSequenceContinuesWithIdenticalLogits) {
 }
 
 // llama: every layer full; gemma2: sliding-window layers; mamba and rwkv7: recurrent states;
-// lfm2: a hybrid of attention and short convolutions.
+// lfm2: a hybrid of attention and short convolutions; gemma4: layers of two shapes (gemma4-e: and
+// layers reading another layer's cells); deepseek2: a cache of latents alone (MLA); qwen35: a
+// gated delta net hybrid; granitehybrid and nemotron_h: Mamba-2 hybrids.
 INSTANTIATE_TEST_SUITE_P(Kinds, Snapshot,
-                         ::testing::Values("llama", "gemma2", "mamba", "rwkv7", "lfm2"));
+                         ::testing::Values("llama", "gemma2", "mamba", "rwkv7", "lfm2", "gemma4",
+                                           "gemma4-e", "deepseek2", "qwen35", "granitehybrid",
+                                           "nemotron_h"));
 
 }  // namespace

@@ -618,10 +618,12 @@ TEST_F(SchedulerTest, MoreSessionsThanSlotsAllGetTheirPrefixBack) {
                    static_cast<int32_t>(system.size()));
 }
 
-// The same for the other kinds of memory: a sliding-window model (gemma2), recurrent ones (mamba,
-// rwkv7) and a hybrid (lfm2). They resume only at snapshots: a slot's whole history when it is
-// overwritten, the end of each prompt, and every checkpoint_interval tokens of one (here 8: the
-// 12-token system prompt is found at its checkpoint 8).
+// The same for the other kinds of memory: a sliding-window model (gemma2; gemma4-e with layers of
+// two shapes and layers reading another's cells), recurrent ones (mamba, rwkv7), hybrids (lfm2;
+// qwen35's gated delta net; granitehybrid's Mamba-2) and a cache of latents alone (deepseek2's
+// MLA, which like any transformer resumes anywhere). The others resume only at snapshots: a
+// slot's history when it is overwritten, the end of each prompt, and every checkpoint_interval
+// tokens of one (here 8: the 12-token system prompt is found at its checkpoint 8).
 class SchedulerKinds : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(SchedulerKinds, MoreSessionsThanSlotsResumeFromCheckpoints) {
@@ -648,7 +650,8 @@ TEST_P(SchedulerKinds, MoreSessionsThanSlotsResumeFromCheckpoints) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Arch, SchedulerKinds,
-                         ::testing::Values("gemma2", "mamba", "rwkv7", "lfm2"));
+                         ::testing::Values("gemma2", "gemma4-e", "mamba", "rwkv7", "lfm2",
+                                           "qwen35", "granitehybrid", "deepseek2"));
 
 // --cache-dir: a second scheduler over the same folder starts with the first one's prefixes (served
 // from the disk tier, replies equal to a fresh scheduler's); truncated, corrupted and foreign

@@ -13,6 +13,16 @@
 //       --n-ff 8192 --rwkv-lora-rank 64 --type Q4_0
 // and mamba-1.4b's (48 blocks, inner size 2 x 2048, state 16):
 //   ggufd-mkmodel --arch mamba --out mamba.gguf --n-embd 2048 --n-layer 48 --type Q8_0 --tied
+// A Qwen3.5-4B-like hybrid (gated delta nets, full attention every fourth block):
+//   ggufd-mkmodel --arch qwen35 --out q35.gguf --n-embd 2560 --n-layer 32 --n-head 16
+//       --n-head-kv 4 --head-dim 256 --n-rot 64 --n-ff 9216 --ssm-state 128 --ssm-groups 16
+//       --ssm-dt-rank 32 --ssm-inner 4096 --full-attention-interval 4 --type Q4_K
+// Mamba-2 hybrids, Granite-4.0-H-Tiny's proportions (head size 64, state 128, 64 experts) and
+// a Nemotron-H-like stack (Mamba-2, MLP and attention blocks in turn; 8 groups):
+//   ggufd-mkmodel --arch granitehybrid --out gh.gguf --n-embd 1536 --n-layer 8 --n-head 12
+//       --n-head-kv 4 --n-ff 512 --n-expert 64 --n-expert-used 6 --ssm-state 128 --type Q4_0
+//   ggufd-mkmodel --arch nemotron_h --out nh.gguf --n-embd 2048 --n-layer 9 --n-head 16
+//       --n-head-kv 8 --n-ff 8192 --ssm-state 128 --ssm-groups 8 --type Q4_0
 // With --lora-for it writes a random LoRA adapter for that base model instead (--type is then
 // the type of its A and B matrices), e.g. rank 16 on the attention's Q and V:
 //   ggufd-mkmodel --lora-for tl-q4_k_m.gguf --out tl-lora.gguf --lora-rank 16
@@ -49,10 +59,16 @@ int main(int argc, char** argv) {
         ("n-expert", po::value(&spec.n_expert)->default_value(spec.n_expert), "experts per block (architectures with experts; qwen3moe and gpt-oss default to 8)")
         ("n-expert-used", po::value(&spec.n_expert_used)->default_value(spec.n_expert_used), "experts each token uses (0: 2)")
         ("n-ff-expert", po::value(&spec.n_ff_expert)->default_value(spec.n_ff_expert), "feed-forward size of one expert (0: --n-ff)")
+        ("n-dense-lead", po::value(&spec.n_dense_lead)->default_value(spec.n_dense_lead), "deepseek2, glm4moe: dense leading blocks (leading_dense_block_count)")
+        ("n-expert-shared", po::value(&spec.n_expert_shared)->default_value(spec.n_expert_shared), "deepseek2, glm4moe: shared experts, each --n-ff-expert wide")
+        ("kv-lora-rank", po::value(&spec.kv_lora_rank)->default_value(spec.kv_lora_rank), "deepseek2: KV compression, the cached latent (0: 4 x head-dim)")
+        ("q-lora-rank", po::value(&spec.q_lora_rank)->default_value(spec.q_lora_rank), "deepseek2: query compression (0: attn_q straight from the input)")
         ("ssm-conv", po::value(&spec.ssm_d_conv)->default_value(spec.ssm_d_conv), "mamba: convolution width (ssm.conv_kernel)")
         ("ssm-state", po::value(&spec.ssm_d_state)->default_value(spec.ssm_d_state), "mamba: state size (ssm.state_size)")
         ("ssm-inner", po::value(&spec.ssm_d_inner)->default_value(spec.ssm_d_inner), "mamba: inner size (ssm.inner_size; 0: 2 x n-embd)")
-        ("ssm-dt-rank", po::value(&spec.ssm_dt_rank)->default_value(spec.ssm_dt_rank), "mamba: time-step rank (ssm.time_step_rank; 0: n-embd / 16)")
+        ("ssm-dt-rank", po::value(&spec.ssm_dt_rank)->default_value(spec.ssm_dt_rank), "mamba: time-step rank (ssm.time_step_rank; 0: n-embd / 16); gated delta net: value heads (0: n-head); Mamba-2: its head count (0: heads of 64)")
+        ("ssm-groups", po::value(&spec.ssm_n_group)->default_value(spec.ssm_n_group), "ssm.group_count: gated delta net key heads of --ssm-state values (0: n-head-kv); Mamba-2 B and C groups, dividing the heads (0: 1)")
+        ("full-attention-interval", po::value(&spec.full_attn_interval)->default_value(spec.full_attn_interval), "qwen35, qwen35moe, qwen3next: every n-th block attends")
         ("n-ctx", po::value(&spec.n_ctx)->default_value(spec.n_ctx), "training context length")
         ("head-dim", po::value(&spec.head_dim)->default_value(spec.head_dim), "size of one attention head, or RWKV's WKV head (0: n-embd / n-head)")
         ("n-rot", po::value(&spec.n_rot)->default_value(spec.n_rot), "dimensions RoPE rotates (0: the whole head)")

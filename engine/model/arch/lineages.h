@@ -106,4 +106,48 @@ constexpr ArchDesc rwkv_layers(ArchDesc d) {
     return layer_norms(d);
 }
 
+// Mamba-2's state per layer, read by its block (blocks/mamba2.cpp) in this order: the
+// convolution's last ssm.conv_kernel - 1 inputs (x, B and C, channel fastest), then the scan's
+// state, channel fastest so that the SIMD scan updates a vector of a head's channels per state
+// index.
+inline constexpr std::array<StateBuffer, 2> kMamba2State = {
+    StateBuffer{"conv", {StateDim::ssm_conv_window, StateDim::ssm_conv_channels}},
+    StateBuffer{"ssm", {StateDim::ssm_state, StateDim::ssm_inner}}};
+
+// Mamba-2 hybrids' layers (granitehybrid, nemotron_h): the layers without KV heads are Mamba-2
+// blocks with the state above; the attention layers have no position encoding, and Q/K/V and
+// output biases when the file has them.
+constexpr ArchDesc mamba2_hybrid(ArchDesc d) {
+    inherit(d, &ArchDesc::position, PositionKind::none);
+    inherit(d, &ArchDesc::attn_out_bias, Need::optional);
+    inherit(d, &ArchDesc::block, BlockKind::mamba2);
+    if (!d.state.empty()) throw std::logic_error("an architecture sets a field its lineage sets");
+    d.state = kMamba2State;
+    return d;
+}
+
+}  // namespace ggufd::model::arch
+
+namespace ggufd::model::arch {
+
+// The gated delta net's state per layer, read by blocks/gated_delta_net.cpp in this order: the
+// convolution's last inputs (q, k and v channels) and each value head's delta-rule matrix.
+inline constexpr std::array<StateBuffer, 2> kGatedDeltaState = {
+    StateBuffer{"conv", {StateDim::ssm_conv_window, StateDim::delta_conv_channels}},
+    StateBuffer{"delta", {StateDim::delta_heads, StateDim::ssm_state, StateDim::delta_head_v}}};
+
+// The Qwen3.5 / Qwen3-Next hybrid (qwen35, qwen35moe, qwen3next): gated delta nets with a gated
+// full-attention block every full_attention_interval blocks (qwen3's attention: per-head Q/K
+// norm, NeoX RoPE, here on rope.dimension_count of the head only), the FFN's norm named
+// post_attention_norm.
+constexpr ArchDesc qwen35_layers(ArchDesc d) {
+    inherit(d, &ArchDesc::block, BlockKind::gated_delta_net);
+    inherit(d, &ArchDesc::hybrid, HybridLayers::interval);
+    inherit(d, &ArchDesc::attn_output_gate, true);
+    inherit(d.names, &TensorNames::ffn_norm, std::string_view("post_attention_norm"));
+    if (!d.state.empty()) throw std::logic_error("an architecture sets a field its lineage sets");
+    d.state = kGatedDeltaState;
+    return qwen3_attention(d);
+}
+
 }  // namespace ggufd::model::arch

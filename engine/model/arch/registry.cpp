@@ -12,11 +12,13 @@ extern const ArchDesc qwen3, gemma2, gemma3, olmo2, cohere2;  // attention and n
 extern const ArchDesc qwen3moe, gpt_oss, qwen2moe, llama4;    // mixtures of experts
 extern const ArchDesc bert, nomic_bert;                       // encoders
 extern const ArchDesc mamba, rwkv6, rwkv7;                    // recurrent
-extern const ArchDesc lfm2;                                   // hybrids
+extern const ArchDesc lfm2, qwen35, qwen35moe, qwen3next, granitehybrid, nemotron_h;  // hybrids
+extern const ArchDesc gemma4;              // layers of different shapes
+extern const ArchDesc deepseek2, glm4moe;  // latent attention and DeepSeek's routing
 }  // namespace arch
 
 namespace {
-const std::array<const ArchDesc*, 30> kArchs = {
+const std::array<const ArchDesc*, 38> kArchs = {
     &arch::llama, &arch::qwen2, &arch::gemma, &arch::phi3, &arch::gpt2, &arch::gptneox,
     &arch::falcon, &arch::smollm3, &arch::mistral3,
     // layout variants
@@ -30,7 +32,12 @@ const std::array<const ArchDesc*, 30> kArchs = {
     // recurrent
     &arch::mamba, &arch::rwkv6, &arch::rwkv7,
     // hybrids
-    &arch::lfm2};
+    &arch::lfm2, &arch::qwen35, &arch::qwen35moe, &arch::qwen3next, &arch::granitehybrid,
+    &arch::nemotron_h,
+    // layers of different shapes
+    &arch::gemma4,
+    // latent attention and DeepSeek's routing
+    &arch::deepseek2, &arch::glm4moe};
 }  // namespace
 
 const ArchDesc* find_arch(std::string_view name) {

@@ -13,9 +13,9 @@
 namespace ggufd::model {
 namespace {
 
-kernels::RopeParams rope_params(const HParams& hp) {
+kernels::RopeParams rope_params(const HParams& hp, uint32_t layer) {
     kernels::RopeParams p;
-    p.n_rot = hp.n_rot;
+    p.n_rot = hp.layer_shape(layer).n_rot;
     p.mode = hp.rope_ordering == RopeOrdering::neox ? kernels::RopeMode::neox
                                                     : kernels::RopeMode::normal;
     p.freq_base = hp.rope_freq_base;
@@ -39,7 +39,7 @@ kernels::RopeParams rope_params(const HParams& hp) {
 class AttentionBlock final : public LayerBlock {
   public:
     struct Scratch {
-        std::vector<float> xn, q, k, v, qkv, att, out, ffn_out;
+        std::vector<float> xn, q, k, v, qkv, att, out, ffn_out, gate;
         std::vector<int32_t> cell_positions;  // 0, 1, 2, ...: a sequence's cells hold positions
         // A sliding layer's cells of each sequence group: from where its first query's window
         // starts through its last token, and where each position lives in the ring (p % cells).
@@ -72,10 +72,16 @@ class AttentionBlock final : public LayerBlock {
 
     const HParams& hp_;
     KvCache& kv_;
+    const HParams::LayerShape shape_;  // this layer's heads
+    // The layer whose KV cells it attends over: itself, or an earlier one whose keys and values
+    // it shares (then it computes and stores none).
+    const int kv_layer_;
+    const bool owns_kv_;
     const bool local_;     // a sliding-window layer
     const bool rotates_;   // RoPE on its queries and keys
     const bool tempers_;   // the attention temperature on its queries
     const int32_t chunk_;  // > 0: attends within chunks of this many positions
+    const bool gated_;     // each head's output times sigmoid of its gate (attn_output_gate)
     kernels::RopeParams rope_;
     kernels::AttentionParams params_;
     const int64_t q_dim_, k_dim_, v_dim_, att_dim_;
@@ -88,6 +94,9 @@ AttentionBlock::AttentionBlock(const BlockEnv& env, int layer,
     : LayerBlock(env, layer),
       hp_(env.model.hparams()),
       kv_(*env.cache.kv()),
+      shape_(hp_.layer_shape(static_cast<uint32_t>(layer))),
+      kv_layer_(static_cast<int>(hp_.kv_layer(static_cast<uint32_t>(layer)))),
+      owns_kv_(kv_layer_ == layer),
       local_(hp_.is_swa_layer(static_cast<uint32_t>(layer))),
       rotates_(hp_.rotates(static_cast<uint32_t>(layer))),
       tempers_(hp_.tempers(static_cast<uint32_t>(layer))),
@@ -95,14 +104,15 @@ AttentionBlock::AttentionBlock(const BlockEnv& env, int layer,
                  ? static_cast<int32_t>(std::min<uint32_t>(hp_.desc->attn_chunk,
                                                            std::numeric_limits<int32_t>::max()))
                  : 0),
-      rope_(rope_params(hp_)),
-      q_dim_(int64_t{hp_.head_dim_k} * hp_.n_head),
-      k_dim_(hp_.n_embd_k_gqa()),
-      v_dim_(hp_.n_embd_v_gqa()),
-      att_dim_(int64_t{hp_.head_dim_v} * hp_.n_head),
+      gated_(hp_.desc->attn_output_gate),
+      rope_(rope_params(hp_, static_cast<uint32_t>(layer))),
+      q_dim_(int64_t{shape_.head_dim_k} * hp_.n_head),
+      k_dim_(shape_.n_embd_k_gqa()),
+      v_dim_(shape_.n_embd_v_gqa()),
+      att_dim_(int64_t{shape_.head_dim_v} * hp_.n_head),
       parallel_ffn_(std::move(parallel_ffn)),
       s_(env.scratch.get<Scratch>()) {
-    rope_.freq_factors = env.rope_factors;
+    rope_.freq_factors = local_ && hp_.desc->rope_freqs_global ? nullptr : env.rope_factors;
     // Local (sliding-window) layers: their own RoPE base, without the context scaling when asked.
     if (local_) {
         rope_.freq_base = hp_.rope_freq_base_swa;
@@ -113,8 +123,8 @@ AttentionBlock::AttentionBlock(const BlockEnv& env, int layer,
         }
     }
     params_.n_head = hp_.n_head;
-    params_.n_head_kv = hp_.n_head_kv;
-    params_.head_dim = hp_.head_dim_k;
+    params_.n_head_kv = shape_.n_head_kv;
+    params_.head_dim = shape_.head_dim_k;
     params_.scale = hp_.attn_scale;
     params_.max_bias = hp_.alibi_max_bias;
     params_.softcap = hp_.attn_softcap;
@@ -133,7 +143,7 @@ AttentionBlock::AttentionBlock(const BlockEnv& env, int layer,
 void AttentionBlock::find_windows(const Step& step) {
     if (s_.windows_step == step.id) return;
     s_.windows_step = step.id;
-    const int ring = kv_.layer_cells(layer_);
+    const int ring = kv_.layer_cells(kv_layer_);
     s_.windows.clear();
     s_.ring_index.clear();
     for (const SeqGroup& g : step.groups) {
@@ -175,28 +185,51 @@ void AttentionBlock::forward(const Step& step, float* x) {
             std::copy_n(row + q_dim, k_dim, k + i * k_dim);
             std::copy_n(row + q_dim + k_dim, v_dim, v + i * v_dim);
         }
+    } else if (!owns_kv_) {
+        // The keys and values are another layer's: only the queries.
+        ops_.affine(*l_.wq, l_.bq, h, n, q, step.lora);
+    } else if (gated_) {
+        // Each head's query rows, then its gate rows: split so Q is contiguous as below.
+        float* qg = grow(s_.qkv, static_cast<size_t>(n * 2 * q_dim));
+        ops_.linear_many({{l_.wq, qg}, {l_.wk, k}, {l_.wv, v}}, h, n, step.lora);
+        float* gate = grow(s_.gate, static_cast<size_t>(n * q_dim));
+        const int64_t hd = shape_.head_dim_k;
+        for (int64_t i = 0; i < n * hp_.n_head; ++i) {
+            std::copy_n(qg + i * 2 * hd, hd, q + i * hd);
+            std::copy_n(qg + i * 2 * hd + hd, hd, gate + i * hd);
+        }
     } else {
-        ops_.linear_many({{l_.wq, q}, {l_.wk, k}, {l_.wv, v}}, h, n, step.lora);
+        if (l_.wv) {
+            ops_.linear_many({{l_.wq, q}, {l_.wk, k}, {l_.wv, v}}, h, n, step.lora);
+        } else {
+            // No attn_v (ArchDesc::attn_v): V is the raw K projection.
+            ops_.linear_many({{l_.wq, q}, {l_.wk, k}}, h, n, step.lora);
+            std::copy_n(k, n * k_dim, v);
+        }
         ops_.add_bias(l_.bq, q, n, q_dim);
         ops_.add_bias(l_.bk, k, n, k_dim);
         ops_.add_bias(l_.bv, v, n, v_dim);
     }
     clamp_qkv(q, k, v, n);
     qk_norm(q, k, n);
+    const int64_t head = shape_.head_dim_k, kv_heads = shape_.n_head_kv;
+    if (hp_.desc->v_norm && owns_kv_) {
+        kernels::rms_norm_rows(v, nullptr, v, n * kv_heads, shape_.head_dim_v, hp_.norm_eps, pool);
+    }
     const int32_t* positions = step.positions.data();
     if (rotates_) {
-        kernels::rope(q, n, hp_.n_head, hp_.head_dim_k, positions, rope_, pool);
-        kernels::rope(k, n, hp_.n_head_kv, hp_.head_dim_k, positions, rope_, pool);
+        kernels::rope(q, n, hp_.n_head, head, positions, rope_, pool);
+        if (owns_kv_) kernels::rope(k, n, kv_heads, head, positions, rope_, pool);
         if (hp_.qk_norm_rotated) {
-            kernels::rms_norm_rows(q, nullptr, q, n * hp_.n_head, hp_.head_dim_k, hp_.norm_eps,
-                                   pool);
-            kernels::rms_norm_rows(k, nullptr, k, n * hp_.n_head_kv, hp_.head_dim_k, hp_.norm_eps,
-                                   pool);
+            kernels::rms_norm_rows(q, nullptr, q, n * hp_.n_head, head, hp_.norm_eps, pool);
+            if (owns_kv_)
+                kernels::rms_norm_rows(k, nullptr, k, n * kv_heads, head, hp_.norm_eps, pool);
         }
     }
     if (tempers_) temper(q, positions, n);
 
     for (const SeqGroup& g : step.groups) {
+        if (!owns_kv_) break;
         for (int64_t i = g.begin; i < g.begin + g.count; ++i) {
             const int32_t pos = positions[i];
             kernels::kv_store(kv_.types().k, k + i * k_dim, kv_.k_cell(layer_, g.seq, pos), k_dim);
@@ -220,8 +253,16 @@ void AttentionBlock::forward(const Step& step, float* x) {
             cells.count = win.count;
         }
         kernels::attention(q + g.begin * q_dim, positions + g.begin, g.count,
-                           kv_.k_view(layer_, g.seq), kv_.v_view(layer_, g.seq), cells, params_,
-                           att + g.begin * att_dim, pool);
+                           kv_.k_view(kv_layer_, g.seq), kv_.v_view(kv_layer_, g.seq), cells,
+                           params_, att + g.begin * att_dim, pool);
+    }
+    if (gated_) {
+        // Each head's output times sigmoid of its gate rows (value and key heads are one size).
+        const float* gate = s_.gate.data();
+        pool->parallel_for(n, [&](int64_t r0, int64_t r1, int) {
+            for (int64_t i = r0 * att_dim; i < r1 * att_dim; ++i)
+                att[i] *= 1.0f / (1.0f + std::exp(-gate[i]));
+        });
     }
     ops_.affine(*l_.wo, l_.bo, att, n, out, step.lora);
     ops_.post_norm(l_.post_attn_norm, out, n);
@@ -244,6 +285,7 @@ void AttentionBlock::clamp_qkv(float* q, float* k, float* v, int64_t n) {
     if (c <= 0.0f) return;
     kernels::ThreadPool* pool = &ops_.pool();
     kernels::clamp(q, -c, c, q, n * q_dim_, pool);
+    if (!owns_kv_) return;
     kernels::clamp(k, -c, c, k, n * k_dim_, pool);
     kernels::clamp(v, -c, c, v, n * v_dim_, pool);
 }
@@ -260,8 +302,8 @@ void AttentionBlock::attend_in_chunks(const SeqGroup& g, const float* q, const i
         cells.index = s_.cell_positions.data() + start;
         cells.pos = s_.cell_positions.data() + start;
         cells.count = positions[e - 1] + 1 - start;
-        kernels::attention(q + b * q_dim_, positions + b, e - b, kv_.k_view(layer_, g.seq),
-                           kv_.v_view(layer_, g.seq), cells, params_, att + b * att_dim_,
+        kernels::attention(q + b * q_dim_, positions + b, e - b, kv_.k_view(kv_layer_, g.seq),
+                           kv_.v_view(kv_layer_, g.seq), cells, params_, att + b * att_dim_,
                            &ops_.pool());
         b = e;
     }
@@ -279,11 +321,12 @@ void AttentionBlock::temper(float* q, const int32_t* positions, int64_t n) {
 void AttentionBlock::qk_norm(float* q, float* k, int64_t n) {
     if (!l_.attn_q_norm) return;
     const bool whole = hp_.desc->qk_norm == QkNorm::whole;
-    const int64_t q_width = whole ? q_dim_ : hp_.head_dim_k;
-    const int64_t k_width = whole ? k_dim_ : hp_.head_dim_k;
+    const int64_t q_width = whole ? q_dim_ : shape_.head_dim_k;
+    const int64_t k_width = whole ? k_dim_ : shape_.head_dim_k;
     const Model& m = ops_.model();
     kernels::rms_norm_rows(q, m.vector_weight(l_.attn_q_norm), q, n * q_dim_ / q_width, q_width,
                            hp_.norm_eps, &ops_.pool());
+    if (!owns_kv_) return;
     kernels::rms_norm_rows(k, m.vector_weight(l_.attn_k_norm), k, n * k_dim_ / k_width, k_width,
                            hp_.norm_eps, &ops_.pool());
 }

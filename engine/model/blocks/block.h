@@ -13,6 +13,12 @@
 //   Mamba         mamba.cpp                Mamba-1's selective scan, on the recurrent state
 //   RWKV-6/7      rwkv.cpp                 time mix then channel mix, on the recurrent state
 //   short conv    short_conv.cpp           LFM2's gated short convolution, on the recurrent state
+//   per-layer     per_layer_embedding.cpp  gemma4's per-layer inputs (before the first layer) and
+//                                           each layer's per-layer embedding and output scale
+//   latent attn   mla.cpp                  multi-head latent attention (DeepSeek) over a cache of
+//                                           compressed latents, through the absorbed matrices
+//   delta net     gated_delta_net.cpp      Qwen3.5's gated delta net, on the recurrent state
+//   Mamba-2       mamba2.cpp               the grouped scan (SSD), on the recurrent state
 //
 // A block owns views of its layer's weights and reaches its scratch through BlockScratch, which
 // holds one scratch object per block kind: the layers run one after another, so all the layers
@@ -64,6 +70,7 @@ struct SeqGroup {
 struct Step {
     int64_t n = 0;                            // rows
     std::span<const int32_t> positions;       // of each row
+    std::span<const int32_t> tokens;          // of each row (per-layer embeddings read them)
     std::span<const SeqGroup> groups;         // in increasing sequence order
     const LoraRows& lora = LoraRows::none();  // the adapters of the rows, for their products
     // Different for every step of a context: the key under which the layers of one kind may
@@ -148,10 +155,16 @@ class FeedForwardBlock : public LayerBlock {
     // normed by ffn_norm, else by attn_norm when the layer's attention read attn_norm_2, else
     // the attention's normed input `attn_in` itself.
     void parallel_branch(const Step& step, const float* x, const float* attn_in, float* out);
+    // y [n][n_embd] = the FFN of its normed input xn alone (no post norm, no residual): a dense
+    // FFN serving beside a routed one (ArchDesc::dense_beside_experts).
+    void compute(const Step& step, const float* xn, float* y) { apply(step, xn, y); }
 
   protected:
     // y [n][n_embd] = the FFN of its normed input xn [n][n_embd].
     virtual void apply(const Step& step, const float* xn, float* y) = 0;
+    // The layer input x [n][n_embd] before its FFN norm, while apply() runs (a routed FFN beside
+    // a dense one routes and norms it itself).
+    const float* input_ = nullptr;
 
   private:
     // apply() followed by the post-FFN norm and the residual scale.
@@ -172,5 +185,14 @@ std::unique_ptr<FeedForwardBlock> make_routed_feed_forward(const BlockEnv& env, 
 std::unique_ptr<Block> make_mamba_block(const BlockEnv& env, int layer);
 std::unique_ptr<Block> make_rwkv_block(const BlockEnv& env, int layer);
 std::unique_ptr<Block> make_short_conv_block(const BlockEnv& env, int layer);
+// Per-layer embeddings (per_layer_embedding.cpp): the step's per-layer inputs, made before the
+// first layer from the input embeddings and tokens, and after each layer's FFN its per-layer
+// embedding added and its output scale applied (ArchDesc::per_layer_embeddings,
+// layer_output_scale); nullptr where the model or layer has neither.
+std::unique_ptr<Block> make_per_layer_input_block(const BlockEnv& env);
+std::unique_ptr<Block> make_layer_output_block(const BlockEnv& env, int layer);
+std::unique_ptr<Block> make_latent_attention_block(const BlockEnv& env, int layer);
+std::unique_ptr<Block> make_gated_delta_net_block(const BlockEnv& env, int layer);
+std::unique_ptr<Block> make_mamba2_block(const BlockEnv& env, int layer);
 
 }  // namespace ggufd::model

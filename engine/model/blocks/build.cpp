@@ -21,16 +21,24 @@ LayerBlock::LayerBlock(const BlockEnv& env, int layer)
 std::vector<std::unique_ptr<Block>> build_blocks(const BlockEnv& env) {
     const HParams& hp = env.model.hparams();
     std::vector<std::unique_ptr<Block>> blocks;
+    if (auto inputs = make_per_layer_input_block(env)) blocks.push_back(std::move(inputs));
     for (int layer = 0; layer < static_cast<int>(hp.n_layer); ++layer) {
         switch (hp.layer_block(static_cast<uint32_t>(layer))) {
             case BlockKind::attention:
-                if (hp.parallel_residual) {
+                if (hp.desc->latent_attention) {
+                    blocks.push_back(make_latent_attention_block(env, layer));
+                    blocks.push_back(make_feed_forward(env, layer));
+                } else if (!hp.mixer_has_ffn()) {
+                    blocks.push_back(make_attention_block(env, layer, nullptr));
+                } else if (hp.parallel_residual) {
                     blocks.push_back(
                         make_attention_block(env, layer, make_feed_forward(env, layer)));
                 } else {
                     blocks.push_back(make_attention_block(env, layer, nullptr));
                     blocks.push_back(make_feed_forward(env, layer));
                 }
+                if (auto out = make_layer_output_block(env, layer))
+                    blocks.push_back(std::move(out));
                 continue;
             case BlockKind::mamba:
                 blocks.push_back(make_mamba_block(env, layer));
@@ -41,6 +49,17 @@ std::vector<std::unique_ptr<Block>> build_blocks(const BlockEnv& env) {
                 continue;
             case BlockKind::short_conv:
                 blocks.push_back(make_short_conv_block(env, layer));
+                blocks.push_back(make_feed_forward(env, layer));
+                continue;
+            case BlockKind::gated_delta_net:
+                blocks.push_back(make_gated_delta_net_block(env, layer));
+                blocks.push_back(make_feed_forward(env, layer));
+                continue;
+            case BlockKind::mamba2:
+                blocks.push_back(make_mamba2_block(env, layer));
+                if (hp.mixer_has_ffn()) blocks.push_back(make_feed_forward(env, layer));
+                continue;
+            case BlockKind::feed_forward:
                 blocks.push_back(make_feed_forward(env, layer));
                 continue;
         }

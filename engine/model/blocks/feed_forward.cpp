@@ -29,6 +29,7 @@ void FeedForwardBlock::forward(const Step& step, float* x) {
         ops_.norm(l_.ffn_norm, l_.ffn_norm_b, x, xn, n);
         f = xn;
     }
+    input_ = x;
     branch(step, f, out);
     kernels::add(x, out, x, n * embd, &ops_.pool());
     ops_.residual_norm(l_.post_ffn_norm, l_.post_ffn_norm_b, x, n);
@@ -44,6 +45,7 @@ void FeedForwardBlock::parallel_branch(const Step& step, const float* x, const f
                   step.n);
         f = xn;
     }
+    input_ = x;
     branch(step, f, out);
 }
 
@@ -59,12 +61,21 @@ class DenseFeedForward final : public FeedForwardBlock {
 
   private:
     void apply(const Step& step, const float* xn, float* y) override {
-        const int64_t n = step.n, ff = ops_.hparams().n_ff;
+        const int64_t n = step.n, ff = ops_.hparams().layer_shape(layer_).n_ff;
         const LoraRows& lora = step.lora;
         float* gate = grow(s_.gate, static_cast<size_t>(n * ff));
-        if (ops_.hparams().desc->ffn == FfnKind::gelu) {
+        const FfnKind kind = ops_.hparams().desc->ffn;
+        if (kind == FfnKind::gelu) {
             ops_.affine(*l_.ffn_up, l_.ffn_up_b, xn, n, gate, lora);
             kernels::gelu(gate, gate, n * ff, &ops_.pool());
+        } else if (kind == FfnKind::relu_squared) {
+            ops_.affine(*l_.ffn_up, l_.ffn_up_b, xn, n, gate, lora);
+            ops_.pool().parallel_for(n * ff, [&](int64_t i0, int64_t i1, int) {
+                for (int64_t i = i0; i < i1; ++i) {
+                    const float r = std::max(gate[i], 0.0f);
+                    gate[i] = r * r;
+                }
+            });
         } else if (l_.ffn_gate) {
             float* up = grow(s_.up, static_cast<size_t>(n * ff));
             ops_.linear_many({{l_.ffn_gate, gate}, {l_.ffn_up, up}}, xn, n, lora);

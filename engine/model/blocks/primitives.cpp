@@ -248,6 +248,7 @@ void Primitives::gated_activation(float* gate, const float* up, int64_t count, b
             break;
         case FfnKind::geglu:
         case FfnKind::gelu:
+        case FfnKind::relu_squared:  // ungated: never through here
             kernels::gelu(gate, gate, count, pool);
             kernels::mul(gate, up, gate, count, pool);
             break;

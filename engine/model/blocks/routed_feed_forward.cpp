@@ -1,7 +1,10 @@
 // The routed feed-forward block (a mixture of experts, LayerWeights::ffn_gate_inp): each token's
 // experts (moe.h's routing) weighted into its output; each active expert's gate and up (then
 // down) for all its tokens in one pool dispatch, so an expert's matrices are read once a step;
-// then the shared expert, when the layer has one, over all the tokens.
+// then the shared expert, when the layer has one, over all the tokens. Beside a dense FFN
+// (ArchDesc::dense_beside_experts, gemma4) the router and the experts read the layer input
+// through their own norms, each expert's output has its scale, and the dense FFN's normed output
+// joins the experts' normed sum.
 #include <algorithm>
 #include <cmath>
 
@@ -19,10 +22,21 @@ class RoutedFeedForward final : public FeedForwardBlock {
     struct Scratch {
         std::vector<float> logits, x, gate, up, down, weights;
         std::vector<float> shared_gate, shared_up, shared_out;
+        std::vector<float> router_in, expert_in, dense_out;
         std::vector<int32_t> experts;
     };
     RoutedFeedForward(const BlockEnv& env, int layer)
-        : FeedForwardBlock(env, layer), s_(env.scratch.get<Scratch>()) {}
+        : FeedForwardBlock(env, layer), s_(env.scratch.get<Scratch>()) {
+        if (l_.ffn_post_norm_1) dense_ = make_dense_feed_forward(env, layer);
+        if (l_.ffn_gate_inp_s) {
+            // The router's input: RMSNorm without weight / sqrt(n_embd) * ffn_gate_inp.scale.
+            const int64_t embd = ops_.hparams().n_embd;
+            const float* scale = ops_.model().vector_weight(l_.ffn_gate_inp_s);
+            const float inv = 1.0f / std::sqrt(static_cast<float>(embd));
+            router_scale_.assign(scale, scale + embd);
+            for (float& v : router_scale_) v *= inv;
+        }
+    }
 
   private:
     void apply(const Step& step, const float* xn, float* y) override;
@@ -41,9 +55,24 @@ class RoutedFeedForward final : public FeedForwardBlock {
     // y [n][n_embd] += the shared expert of xn, times sigmoid(ffn_gate_inp_shexp . xn) per token
     // when the layer has that gate (ArchDesc::shared_expert, shared_expert_gate).
     void add_shared_expert(const Step& step, const float* xn, float* y);
+    // The router's input: xn, or the layer input normed for it (router_scale_).
+    const float* router_input(const Step& step, const float* xn);
 
     Scratch& s_;
+    std::unique_ptr<FeedForwardBlock> dense_;  // the dense FFN beside the experts, if any
+    std::vector<float> router_scale_;          // [n_embd], empty: the router reads xn
 };
+
+const float* RoutedFeedForward::router_input(const Step& step, const float* xn) {
+    if (router_scale_.empty()) return xn;
+    const int64_t n = step.n, embd = ops_.hparams().n_embd;
+    float* r = grow(s_.router_in, static_cast<size_t>(n * embd));
+    kernels::rms_norm_rows(input_, nullptr, r, n, embd, ops_.hparams().norm_eps, &ops_.pool());
+    for (int64_t t = 0; t < n; ++t) {
+        kernels::mul(r + t * embd, router_scale_.data(), r + t * embd, embd);
+    }
+    return r;
+}
 
 void RoutedFeedForward::expert_products(std::initializer_list<ExpertProduct> products,
                                         const float* x, int64_t cols, const ExpertGroups& groups) {
@@ -102,10 +131,22 @@ void RoutedFeedForward::apply(const Step& step, const float* xn, float* y) {
     const int64_t n = step.n;
     const int64_t embd = hp.n_embd, ff = hp.n_ff_expert, k = hp.n_expert_used;
     float* logits = grow(s_.logits, static_cast<size_t>(n * hp.n_expert));
-    ops_.affine(*l.ffn_gate_inp, l.ffn_gate_inp_b, xn, n, logits, step.lora);
+    ops_.affine(*l.ffn_gate_inp, l.ffn_gate_inp_b, router_input(step, xn), n, logits, step.lora);
     int32_t* experts = grow(s_.experts, static_cast<size_t>(n * k));
     float* weights = grow(s_.weights, static_cast<size_t>(n * k));
-    route_tokens(hp, logits, n, experts, weights);
+    route_tokens(hp, logits, n, experts, weights, ops_.model().vector_weight(l.exp_probs_b));
+    if (l.ffn_down_exps_s) {
+        // Each expert's output scale, folded into its routing weight.
+        const float* scale = ops_.model().vector_weight(l.ffn_down_exps_s);
+        for (int64_t i = 0; i < n * k; ++i) weights[i] *= scale[experts[i]];
+    }
+    // The experts' input: xn, or the layer input through their own norm.
+    const float* ex_in = xn;
+    if (l.ffn_pre_norm_2) {
+        float* e = grow(s_.expert_in, static_cast<size_t>(n * embd));
+        ops_.norm(l.ffn_pre_norm_2, nullptr, input_, e, n);
+        ex_in = e;
+    }
     const ExpertGroups groups = group_by_expert(experts, weights, n, k, hp.n_expert);
 
     // Each token's normed input once per expert it uses, grouped by expert.
@@ -118,7 +159,7 @@ void RoutedFeedForward::apply(const Step& step, const float* xn, float* y) {
     const bool weight_input = hp.desc->expert_weight_on_input;
     ops_.pool().parallel_for(pairs, [&](int64_t i0, int64_t i1, int) {
         for (int64_t i = i0; i < i1; ++i) {
-            std::copy_n(xn + groups.token[static_cast<size_t>(i)] * embd, embd, x + i * embd);
+            std::copy_n(ex_in + groups.token[static_cast<size_t>(i)] * embd, embd, x + i * embd);
             if (weight_input) {
                 kernels::scale(x + i * embd, groups.weight[static_cast<size_t>(i)], x + i * embd,
                                embd);
@@ -158,7 +199,14 @@ void RoutedFeedForward::apply(const Step& step, const float* xn, float* y) {
             }
         }
     });
+    if (l.ffn_post_norm_2) ops_.post_norm(l.ffn_post_norm_2, y, n);
     if (l.ffn_gate_shexp) add_shared_expert(step, xn, y);
+    if (dense_) {
+        float* mlp = grow(s_.dense_out, static_cast<size_t>(n * embd));
+        dense_->compute(step, xn, mlp);
+        ops_.post_norm(l.ffn_post_norm_1, mlp, n);
+        kernels::add(y, mlp, y, n * embd, &ops_.pool());
+    }
 }
 
 void RoutedFeedForward::add_shared_expert(const Step& step, const float* xn, float* y) {
