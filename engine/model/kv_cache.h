@@ -99,21 +99,26 @@ class KvCache {
 
     // Snapshots (the scheduler's prefix cache): a sequence's state after its first n tokens in a
     // host buffer, restorable into any sequence. Each layer keeps the positions the tokens after n
-    // read: all of [0, n) for a full layer, the window before n for a sliding layer's ring
-    // (snapshot_from). Everything goes through the per-layer accessors (layer_cells,
-    // k_cell_bytes, v_cell_bytes), so layers of different shapes each store their own rows.
-    // Layout: per layer with cells, the kept positions' K cells, then their V cells.
-    int32_t snapshot_from(int layer, int32_t n) const;
-    size_t snapshot_bytes(int32_t n) const;
+    // read: a full layer [base, n) (base > 0: a partial snapshot, whose first base positions the
+    // restoring sequence holds already or gets from another snapshot), a sliding layer's ring the
+    // window before n whatever the base. Everything goes through the per-layer accessors
+    // (layer_cells, k_cell_bytes, v_cell_bytes), so layers of different shapes each store their
+    // own rows. Layout: per layer with cells, the kept positions' K cells, then their V cells.
+    int32_t snapshot_from(int layer, int32_t base, int32_t n) const;
+    size_t snapshot_bytes(int32_t base, int32_t n) const;
     // Whether the sequence still holds what a snapshot at n keeps (can_truncate's rule).
     bool can_snapshot(int seq, int32_t n) const { return can_truncate(seq, n); }
-    // Writes snapshot_bytes(n) bytes; std::out_of_range when can_snapshot says no.
-    void save_snapshot(int seq, int32_t n, uint8_t* out) const;
+    // Writes snapshot_bytes(base, n) bytes; std::out_of_range when can_snapshot says no.
+    void save_snapshot(int seq, int32_t base, int32_t n, uint8_t* out) const;
     // Whether a snapshot taken at `saved` holds every position needed to resume at m <= saved:
     // any m without a ring; with one, m == saved (or the whole prefix fits in the window).
     bool can_restore(int32_t saved, int32_t m) const;
-    // Makes seq hold the snapshot's first m tokens; std::out_of_range when can_restore says no.
-    void restore_snapshot(int seq, const uint8_t* in, int32_t saved, int32_t m);
+    // Copies a snapshot (of `base`..`saved`) into seq: the full layers' positions [from, m)
+    // (base <= from <= m <= saved; the sequence's cells before `from` must hold the same tokens
+    // already) and, with `windows`, the sliding layers' window before m (can_restore's rule);
+    // the sequence then holds m tokens. std::out_of_range for positions the snapshot lacks.
+    void restore_snapshot(int seq, const uint8_t* in, int32_t base, int32_t saved, int32_t from,
+                          int32_t m, bool windows);
     // Whether a sliding-window layer keeps a ring (then only some prefixes can be kept).
     bool has_ring() const { return ring_ > 0; }
 

@@ -21,6 +21,22 @@ bool same_adapters(const std::vector<model::AdapterUse>& a,
 
 }  // namespace
 
+SnapshotCost SnapshotCost::of(const model::Model& model) {
+    const model::HParams& hp = model.hparams();
+    double params = 0;
+    for (const gguf::TensorInfo& t : model.file().tensors()) {
+        // Vectors (norms, biases) and lookups (token, position, per-layer embeddings) cost no
+        // multiply per weight; a tied output matrix is left out with its embedding.
+        if (t.n_dims < 2 || t.name.find("embd") != std::string::npos) continue;
+        double n = static_cast<double>(t.n_elements);
+        if (t.name.find("_exps") != std::string::npos && hp.n_expert > 0) {
+            n = n * hp.n_expert_used / hp.n_expert;
+        }
+        params += n;
+    }
+    return SnapshotCost{.flops_per_token = 2.0 * params};
+}
+
 size_t PrefixCache::Entry::bytes() const {
     return snapshot.size + tokens.size() * sizeof(int32_t) + sizeof(Entry);
 }
@@ -59,7 +75,7 @@ PrefixCache::Match PrefixCache::find(std::span<const int32_t> prompt,
             if (!same_adapters(e.adapters, adapters)) continue;
             const auto shared = static_cast<int32_t>(
                 std::min<size_t>(shared_prefix(e.tokens, prompt), static_cast<size_t>(limit)));
-            const int32_t m = usable(e.snapshot, shared);
+            const int32_t m = usable(e, shared);
             // The longest resume point; of equals, the smaller copy.
             if (m > best.length ||
                 (m == best.length && m > 0 && e.snapshot.size < chosen->snapshot.size)) {
@@ -73,14 +89,15 @@ PrefixCache::Match PrefixCache::find(std::span<const int32_t> prompt,
 }
 
 bool PrefixCache::covers(std::span<const int32_t> tokens,
-                         const std::vector<model::AdapterUse>& adapters, bool every_prefix) const {
+                         const std::vector<model::AdapterUse>& adapters, bool every_prefix,
+                         int32_t base) const {
     const std::vector<uint64_t> hashes = block_hashes(tokens);
     if (hashes.empty()) return false;
     const auto it = by_block_.find(hashes.back());
     if (it == by_block_.end()) return false;
     for (const uint64_t id : it->second) {
         const Entry& e = entries_.at(id);
-        if (!same_adapters(e.adapters, adapters)) continue;
+        if (!same_adapters(e.adapters, adapters) || e.snapshot.base > base) continue;
         const bool longer_ok =
             every_prefix ? e.tokens.size() >= tokens.size() : e.tokens.size() == tokens.size();
         if (longer_ok && shared_prefix(e.tokens, tokens) == tokens.size()) return true;
@@ -99,7 +116,7 @@ const PrefixCache::Entry* PrefixCache::insert(std::vector<int32_t> tokens,
                                               CacheTier origin) {
     if (!worth_keeping(tokens.size(), snapshot.size) ||
         tokens.size() != static_cast<size_t>(snapshot.n_tokens) ||
-        covers(tokens, adapters, every_prefix)) {
+        covers(tokens, adapters, every_prefix, snapshot.base)) {
         return nullptr;
     }
     const std::vector<uint64_t> hashes = block_hashes(tokens);
@@ -112,6 +129,7 @@ const PrefixCache::Entry* PrefixCache::insert(std::vector<int32_t> tokens,
             for (const uint64_t id : it->second) {
                 const Entry& e = entries_.at(id);
                 if (same_adapters(e.adapters, adapters) && e.tokens.size() <= tokens.size() &&
+                    e.snapshot.base >= snapshot.base &&
                     shared_prefix(e.tokens, tokens) == e.tokens.size()) {
                     covered.push_back(id);
                 }
@@ -134,6 +152,29 @@ const PrefixCache::Entry* PrefixCache::insert(std::vector<int32_t> tokens,
     for (const uint64_t h : hashes) by_block_[h].push_back(id);
     bytes_ += need;
     return &entries_.emplace(id, std::move(e)).first->second;
+}
+
+const PrefixCache::Entry* PrefixCache::supplier(
+    std::span<const int32_t> tokens, const std::vector<model::AdapterUse>& adapters) const {
+    const std::vector<uint64_t> hashes = block_hashes(tokens);
+    if (hashes.empty()) return nullptr;
+    const auto it = by_block_.find(hashes.back());
+    if (it == by_block_.end()) return nullptr;
+    const Entry* best = nullptr;
+    for (const uint64_t id : it->second) {
+        const Entry& e = entries_.at(id);
+        if (!same_adapters(e.adapters, adapters) || e.tokens.size() < tokens.size() ||
+            shared_prefix(e.tokens, tokens) < tokens.size()) {
+            continue;
+        }
+        if (!best || e.snapshot.base < best->snapshot.base) best = &e;
+    }
+    return best;
+}
+
+void PrefixCache::touch(const Entry* e) {
+    // Entries are the map's own; a caller holds a const view of one.
+    if (e) const_cast<Entry*>(e)->used = ++clock_;
 }
 
 void PrefixCache::erase(uint64_t id) {

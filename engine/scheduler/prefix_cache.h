@@ -11,6 +11,10 @@
 // than one block is not kept. Which length an entry resumes at is the caller's (`usable`: a
 // transformer's any m up to the shared tokens, a sliding-window or recurrent one only its end).
 //
+// An entry may be partial (SequenceSnapshot::base > 0): its full attention layers' cells before
+// the base were not copied, because the slot it came from kept them. A slot holding those tokens,
+// or another entry of the same tokens (supplier), gives them back before it is restored.
+//
 // Not thread-safe: the scheduler's thread owns it. Byte and eviction counts are also published
 // through atomics for metrics.
 #pragma once
@@ -23,6 +27,7 @@
 #include <vector>
 
 #include "engine/model/lora.h"
+#include "engine/model/model.h"
 #include "engine/model/sequence_cache.h"
 
 namespace ggufd::scheduler {
@@ -33,6 +38,30 @@ enum class CacheTier { slot, ram, disk };
 struct PrefixCacheParams {
     size_t budget_bytes = 0;    // 0: off
     int32_t block_tokens = 16;  // the hash chain's block
+};
+
+// Whether a snapshot saves more than it costs, both in floating-point operations. Re-evaluating
+// a token costs 2 per weight it is multiplied by (flops_per_token: every matrix of the model but
+// the embedding lookups, a routed expert's share of its tensor), attention not counted, so the
+// estimate errs towards re-evaluating. A snapshot costs its bytes twice (copied out now, into a
+// slot when used) at kFlopsPerByte each, plus kEntryBytes for what every entry costs whatever its
+// size (allocation, page faults of fresh memory, hashing, lookups). kFlopsPerByte is a CPU's
+// prefill throughput (~20-50 GFLOP/s per core on these kernels) over its copy rate into fresh
+// memory (~2-5 GB/s per core with the page faults). With a model's figures this is a threshold
+// in tokens: a 260K-parameter model keeps a snapshot of a few hundred bytes per token when
+// about 20 tokens or more would be re-evaluated, a 7B model after one token; a recurrent state
+// of a small model only when it stands for enough tokens.
+struct SnapshotCost {
+    static constexpr double kFlopsPerByte = 8.0;
+    static constexpr double kEntryBytes = 64.0 * 1024.0;
+    double flops_per_token = 0;
+
+    static SnapshotCost of(const model::Model& model);
+    // Whether keeping `bytes` saves re-evaluating `tokens` tokens at a profit.
+    bool worth(int64_t tokens, size_t bytes) const {
+        return static_cast<double>(tokens) * flops_per_token >
+               kFlopsPerByte * (2.0 * static_cast<double>(bytes) + kEntryBytes);
+    }
 };
 
 class PrefixCache {
@@ -50,8 +79,8 @@ class PrefixCache {
         const Entry* entry = nullptr;
         int32_t length = 0;
     };
-    // Tokens an entry's snapshot can resume at when `shared` of its tokens begin the prompt.
-    using Usable = std::function<int32_t(const model::SequenceSnapshot&, int32_t shared)>;
+    // Tokens an entry can resume at when `shared` of its tokens begin the prompt.
+    using Usable = std::function<int32_t(const Entry&, int32_t shared)>;
 
     explicit PrefixCache(PrefixCacheParams params);
 
@@ -67,15 +96,21 @@ class PrefixCache {
     Match find(std::span<const int32_t> prompt, const std::vector<model::AdapterUse>& adapters,
                int32_t limit, const Usable& usable);
     // Whether an entry holds exactly these tokens, or (every_prefix: a transformer, whose entries
-    // resume anywhere) a run that begins with them.
+    // resume anywhere) a run that begins with them, needing no cells before `base` from elsewhere.
     bool covers(std::span<const int32_t> tokens, const std::vector<model::AdapterUse>& adapters,
-                bool every_prefix) const;
+                bool every_prefix, int32_t base = 0) const;
+    // The entry (same adapters) whose tokens begin with all of `tokens` and whose base is the
+    // smallest: where a partial entry's cells before its base come from. nullptr when none.
+    const Entry* supplier(std::span<const int32_t> tokens,
+                          const std::vector<model::AdapterUse>& adapters) const;
+    // Marks an entry used (a supplier restored along with the entry found).
+    void touch(const Entry* e);
     // Whether a prefix of this many tokens would be kept, and one of this many bytes fit.
     bool worth_keeping(size_t tokens, size_t bytes) const;
     // Keeps a snapshot of `tokens`, evicting the least recently used entries to stay within the
     // budget, and returns the new entry; nullptr (nothing new kept) when an entry covers it, it
     // cannot fit or is shorter than a block. With every_prefix, entries this one covers (same
-    // adapters, their tokens a prefix of these) go.
+    // adapters, their tokens a prefix of these, a base no smaller than this one's) go.
     const Entry* insert(std::vector<int32_t> tokens, std::vector<model::AdapterUse> adapters,
                         model::SequenceSnapshot snapshot, bool every_prefix,
                         CacheTier origin = CacheTier::ram);

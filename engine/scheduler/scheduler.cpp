@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <span>
 
 namespace ggufd::scheduler {
 namespace {
@@ -33,7 +34,8 @@ Scheduler::Scheduler(std::shared_ptr<const model::Model> model,
                                     .f16_accumulator = params.f16_accumulator}),
       n_ctx_(context_.cache().n_ctx()),
       prefix_cache_(PrefixCacheParams{.budget_bytes = params.cache_ram_bytes,
-                                      .block_tokens = params.cache_block_tokens}) {
+                                      .block_tokens = params.cache_block_tokens}),
+      snapshot_cost_(SnapshotCost::of(*model_)) {
     if (params.batch_size < 1) throw std::invalid_argument("batch size must be at least 1");
     if (params.checkpoint_interval < 0)
         throw std::invalid_argument("checkpoint interval must be 0 or more");
@@ -226,32 +228,41 @@ bool Scheduler::start(Slot& slot, Pending pending) {
     const std::vector<int32_t>& prompt = a.request.prompt;
     const auto limit = static_cast<int32_t>(prompt.size() - 1);
     model::SequenceCache& cache = context_.cache();
-    // A prefix computed with other adapters has other keys and values.
+    // A prefix computed with other adapters has other keys and values. The slot's full layers
+    // hold the cells of the `held` tokens it shares with the prompt even where its ring or
+    // recurrent state cannot go back to them (reuse).
     const bool same_adapters = context_.adapters(slot.id) == pending.adapters;
-    int32_t reuse = 0;
+    int32_t held = 0, reuse = 0;
     if (same_adapters) {
-        const auto shared = static_cast<int32_t>(
+        held = static_cast<int32_t>(
             std::min<size_t>(common_prefix(slot.cached, prompt), static_cast<size_t>(limit)));
-        reuse = cache.longest_keepable(slot.id, shared);
+        reuse = cache.longest_keepable(slot.id, held);
     }
-    PrefixCache::Match hit;
-    if (reuse < limit) {
-        hit = prefix_cache_.find(prompt, pending.adapters, limit,
-                                 [&cache](const model::SequenceSnapshot& snap, int32_t shared) {
-                                     return cache.restorable(snap, shared);
-                                 });
-    }
+    Resume hit;
+    if (reuse < limit) hit = find_resume(prompt, pending.adapters, limit, held);
     const bool from_cache = hit.entry && hit.length > reuse;
-    // What the slot loses beyond a block's worth of tokens stays reusable from the cache.
-    const int32_t kept = from_cache ? 0 : reuse;
+    // The slot's cells that stay: a restore writes from min(held, its length) on. What is lost
+    // beyond them (and beyond what the cache has already) is copied into the cache.
+    const int32_t kept = from_cache ? std::min(held, hit.length) : reuse;
     std::optional<SlotCopy> lost;
     if (static_cast<int64_t>(slot.cached.size()) - kept >= prefix_cache_.block_tokens()) {
-        lost = snapshot_slot(slot);
+        lost = snapshot_slot(slot, std::max(kept, slot.in_cache));
     }
     context_.set_adapters(slot.id, std::move(pending.adapters));
     if (from_cache) {
-        cache.restore(slot.id, hit.entry->snapshot, hit.length);
+        // The cells before the entry's base: the slot's own, then each supplier's after them.
+        int32_t have = kept;
+        for (size_t i = 0; i < hit.suppliers.size(); ++i) {
+            const PrefixCache::Entry* next =
+                i + 1 < hit.suppliers.size() ? hit.suppliers[i + 1] : hit.entry;
+            const int32_t to = next->snapshot.base;
+            if (to > have) cache.restore_cells(slot.id, hit.suppliers[i]->snapshot, have, to);
+            have = std::max(have, to);
+            prefix_cache_.touch(hit.suppliers[i]);
+        }
+        cache.restore(slot.id, hit.entry->snapshot, hit.length, have);
         slot.cached.assign(prompt.begin(), prompt.begin() + hit.length);
+        slot.in_cache = hit.length;
         reuse = hit.length;
         (hit.entry->origin == CacheTier::disk ? stats_.cached_tokens_disk
                                               : stats_.cached_tokens_ram) +=
@@ -259,6 +270,7 @@ bool Scheduler::start(Slot& slot, Pending pending) {
     } else {
         cache.truncate(slot.id, reuse);
         slot.cached.resize(static_cast<size_t>(reuse));
+        slot.in_cache = std::min(slot.in_cache, reuse);
         stats_.cached_tokens_slot += static_cast<uint64_t>(reuse);
     }
     keep(std::move(lost));
@@ -273,32 +285,93 @@ bool Scheduler::start(Slot& slot, Pending pending) {
     return true;
 }
 
-std::optional<Scheduler::SlotCopy> Scheduler::snapshot_slot(const Slot& slot) {
+Scheduler::Resume Scheduler::find_resume(const std::vector<int32_t>& prompt,
+                                         const std::vector<model::AdapterUse>& adapters,
+                                         int32_t limit, int32_t held) {
+    const model::SequenceCache& cache = context_.cache();
+    const PrefixCache::Match m = prefix_cache_.find(
+        prompt, adapters, limit, [&](const PrefixCache::Entry& e, int32_t shared) {
+            const int32_t at = cache.restorable(e.snapshot, shared);
+            // A partial entry resumes past its base, with its cells before it to be had.
+            return at > e.snapshot.base && base_cells(e, held, nullptr) ? at : 0;
+        });
+    Resume r;
+    if (!m.entry) return r;
+    r.entry = m.entry;
+    r.length = m.length;
+    base_cells(*m.entry, held, &r.suppliers);
+    return r;
+}
+
+bool Scheduler::base_cells(const PrefixCache::Entry& e, int32_t held,
+                           std::vector<const PrefixCache::Entry*>* chain) const {
+    // Each supplier is an entry of the same tokens with a smaller base; a few suffice (every
+    // overwrite of a slot adds at most one link).
+    constexpr int kMaxLinks = 8;
+    std::vector<const PrefixCache::Entry*> links;
+    for (const PrefixCache::Entry* at = &e; at->snapshot.base > held;) {
+        if (static_cast<int>(links.size()) == kMaxLinks) return false;
+        const auto before =
+            std::span<const int32_t>(at->tokens).first(static_cast<size_t>(at->snapshot.base));
+        const PrefixCache::Entry* s = prefix_cache_.supplier(before, e.adapters);
+        if (!s || s->snapshot.base >= at->snapshot.base) return false;
+        links.push_back(s);
+        at = s;
+    }
+    if (chain) chain->assign(links.rbegin(), links.rend());
+    return true;
+}
+
+std::optional<Scheduler::SlotCopy> Scheduler::snapshot_slot(const Slot& slot, int32_t base) {
     model::SequenceCache& cache = context_.cache();
     const auto n = static_cast<int32_t>(slot.cached.size());
+    // A base inside the first block could not be found again by the hash chain: copy it all.
+    base = base < prefix_cache_.block_tokens() ? 0 : std::min(base, n);
     if (!prefix_cache_.enabled() || n == 0 || cache.length(slot.id) != n ||
-        !cache.can_snapshot(slot.id, n) ||
-        !prefix_cache_.worth_keeping(slot.cached.size(), cache.snapshot_bytes(n))) {
+        !cache.can_snapshot(slot.id, n)) {
+        return std::nullopt;
+    }
+    const size_t bytes = cache.snapshot_bytes(n, base);
+    if (!prefix_cache_.worth_keeping(slot.cached.size(), bytes) ||
+        !snapshot_cost_.worth(n - base, bytes)) {
         return std::nullopt;
     }
     const std::vector<model::AdapterUse>& adapters = context_.adapters(slot.id);
     const bool every_prefix = cache.keeps_every_prefix();
-    if (prefix_cache_.covers(slot.cached, adapters, every_prefix)) return std::nullopt;
+    if (prefix_cache_.covers(slot.cached, adapters, every_prefix, base)) return std::nullopt;
     try {
-        return SlotCopy{slot.cached, adapters, cache.snapshot(slot.id, n), every_prefix};
+        return SlotCopy{slot.cached, adapters, cache.snapshot(slot.id, n, base), every_prefix};
     } catch (const std::bad_alloc&) {
         spdlog::warn("prefix cache: no memory for a snapshot of {} tokens; not kept", n);
         return std::nullopt;
     }
 }
 
-void Scheduler::keep(std::optional<SlotCopy> copy) {
-    if (!copy) return;
+bool Scheduler::keep(std::optional<SlotCopy> copy) {
+    if (!copy) return false;
     const PrefixCache::Entry* e =
         prefix_cache_.insert(std::move(copy->tokens), std::move(copy->adapters),
                              std::move(copy->snapshot), copy->every_prefix);
-    if (e && store_ && e->adapters.empty()) disk_bytes_ += store_->write(e->tokens, e->snapshot);
+    // Only whole snapshots go to disk: a partial one's first cells live in this run alone.
+    if (e && store_ && e->adapters.empty() && e->snapshot.base == 0) {
+        disk_bytes_ += store_->write(e->tokens, e->snapshot);
+    }
     publish_cache_stats();
+    return e != nullptr;
+}
+
+void Scheduler::keep_prefix(Slot& slot) {
+    const model::SequenceCache& cache = context_.cache();
+    const auto n = static_cast<int32_t>(slot.cached.size());
+    if (slot.in_cache >= n) return;
+    // Covered already: nothing to copy.
+    if (prefix_cache_.enabled() &&
+        prefix_cache_.covers(slot.cached, context_.adapters(slot.id), cache.keeps_every_prefix(),
+                             slot.in_cache)) {
+        slot.in_cache = n;
+        return;
+    }
+    if (keep(snapshot_slot(slot, slot.in_cache))) slot.in_cache = n;
 }
 
 namespace {
@@ -319,7 +392,7 @@ void Scheduler::open_store() {
         return;
     }
     prefix_cache_.on_erase = [this](const PrefixCache::Entry& e) {
-        if (!e.adapters.empty()) return;
+        if (!e.adapters.empty() || e.snapshot.base != 0) return;  // never written
         store_->remove(e.tokens);
         disk_bytes_ -= std::min(disk_bytes_, file_bytes(e));
     };

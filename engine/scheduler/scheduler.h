@@ -96,6 +96,9 @@ class Scheduler final : public Generator, public Embedder {
         int id = 0;
         std::optional<Active> active;
         std::vector<int32_t> cached;  // tokens whose keys/values this slot's cells hold
+        // The first in_cache tokens of `cached` are in prefix cache entries (full layers' cells
+        // included), so a snapshot of this slot copies those layers from there on only.
+        int32_t in_cache = 0;
     };
 
     // An embedding request being worked through, input by input.
@@ -126,16 +129,34 @@ class Scheduler final : public Generator, public Embedder {
     // Saves what a slot holds into the prefix cache (unless an entry already covers it), before
     // its cells are overwritten or at a checkpoint: a copy first (snapshot_slot; nothing when it
     // would not be kept), then the cache (keep), so a request can restore an entry into the slot
-    // between the two without the insertion evicting that entry under it.
+    // between the two without the insertion evicting that entry under it. The copy leaves out
+    // the full layers' cells before `base` (what stays in the slot or is in the cache already),
+    // and is not taken when re-evaluating the tokens after base costs less (SnapshotCost).
     struct SlotCopy {
         std::vector<int32_t> tokens;
         std::vector<model::AdapterUse> adapters;
         model::SequenceSnapshot snapshot;
         bool every_prefix = false;
     };
-    std::optional<SlotCopy> snapshot_slot(const Slot& slot);
-    void keep(std::optional<SlotCopy> copy);
-    void keep_prefix(const Slot& slot) { keep(snapshot_slot(slot)); }
+    std::optional<SlotCopy> snapshot_slot(const Slot& slot, int32_t base);
+    // Whether the slot's tokens are in the cache afterwards (kept now or covered already).
+    bool keep(std::optional<SlotCopy> copy);
+    // A checkpoint of the slot (or all of it before it is cleared): from where the cache has it.
+    void keep_prefix(Slot& slot);
+    // A prompt's resume point in the prefix cache given the slot holds its first `held` tokens:
+    // the entry, its length, and the entries that give a partial entry its cells before its
+    // base (root first). Empty when none resumes further than `beyond`.
+    struct Resume {
+        const PrefixCache::Entry* entry = nullptr;
+        int32_t length = 0;
+        std::vector<const PrefixCache::Entry*> suppliers;
+    };
+    Resume find_resume(const std::vector<int32_t>& prompt,
+                       const std::vector<model::AdapterUse>& adapters, int32_t limit, int32_t held);
+    // Whether the cells before e's base are to be had (in the slot's first `held`, or from
+    // entries, listed root first in *chain).
+    bool base_cells(const PrefixCache::Entry& e, int32_t held,
+                    std::vector<const PrefixCache::Entry*>* chain) const;
     void publish_cache_stats();
     // --cache-dir: opens the model's folder, mirrors the cache's entries there, and warms the
     // cache from what an earlier run left.
@@ -154,6 +175,7 @@ class Scheduler final : public Generator, public Embedder {
     std::vector<Slot> slots_;
     SchedulerStats stats_;
     PrefixCache prefix_cache_;  // the scheduler thread's
+    SnapshotCost snapshot_cost_;
     bool checkpoints_ = false;  // prompts of this model are checkpointed every interval
     std::optional<PrefixStore> store_;
     uint64_t disk_bytes_ = 0;  // of the files store_ holds for the cache's entries

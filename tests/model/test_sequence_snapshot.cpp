@@ -1,8 +1,9 @@
 // Sequence snapshots (the prefix cache's unit): a sequence saved after n tokens and restored into
 // another slot or another context continues with byte-identical logits, for a transformer, a
-// sliding-window model, recurrent ones and a hybrid; a snapshot resumes only where its stores
-// can (a transformer anywhere before its end, the others at its end); a snapshot of another
-// shape is refused.
+// sliding-window model, recurrent ones and hybrids; so does a partial snapshot (full layers from
+// a base on) given the cells before its base by the sequence or by another snapshot; a snapshot
+// resumes only where its stores can (a transformer anywhere before its end, the others at its
+// end); a snapshot of another shape is refused.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -52,6 +53,8 @@ TEST_P(Snapshot, RestoredSequenceContinuesWithIdenticalLogits) {
     for (size_t p = 0; p < n; p += 4) eval_range(a, 0, ids, p, std::min(p + 4, n));
     const model::SequenceSnapshot snap = a.cache().snapshot(0, static_cast<int32_t>(n));
     EXPECT_EQ(snap.size, a.cache().snapshot_bytes(static_cast<int32_t>(n)));
+    const int32_t base = 6;
+    const model::SequenceSnapshot part = a.cache().snapshot(0, static_cast<int32_t>(n), base);
     const std::vector<float> want = eval_range(a, 0, ids, n, n + 4);
 
     // Into the other slot of the same context (holding other tokens first), and into a fresh
@@ -85,6 +88,24 @@ TEST_P(Snapshot, RestoredSequenceContinuesWithIdenticalLogits) {
         EXPECT_EQ(b.cache().restorable(snap, m_short), 0);
         EXPECT_THROW(b.cache().restore(0, snap, m_short), std::out_of_range);
     }
+
+    // A partial snapshot (full layers from position 6 on) goes into a sequence that holds the
+    // first 6 tokens already, or one given them by another snapshot's cells (restore_cells).
+    EXPECT_EQ(part.base, a.cache().kv() ? base : 0);
+    EXPECT_EQ(part.size, a.cache().snapshot_bytes(static_cast<int32_t>(n), base));
+    if (a.cache().kv()) {
+        EXPECT_LT(part.size, snap.size);
+    }
+    Context c(m, params);
+    eval_range(c, 0, ids, 0, static_cast<size_t>(base));
+    c.cache().restore(0, part, static_cast<int32_t>(n), base);
+    EXPECT_TRUE(same_bytes(eval_range(c, 0, ids, n, n + 4), want));
+    if (c.cache().kv()) {
+        c.cache().restore_cells(1, snap, 0, base);
+        EXPECT_THROW(c.cache().restore_cells(1, part, 0, base), std::out_of_range);
+    }
+    c.cache().restore(1, part, static_cast<int32_t>(n), base);
+    EXPECT_TRUE(same_bytes(eval_range(c, 1, ids, n, n + 4), want));
 
     // A snapshot of another size (a file of another model, a truncated one) is refused.
     model::SequenceSnapshot bad;

@@ -33,11 +33,11 @@ std::vector<int32_t> concat(std::vector<int32_t> a, const std::vector<int32_t>& 
 }
 
 // A sliding-window or recurrent snapshot: only at its end. A transformer's: anywhere before it.
-int32_t at_end(const SequenceSnapshot& s, int32_t shared) {
-    return shared >= s.n_tokens ? s.n_tokens : 0;
+int32_t at_end(const PrefixCache::Entry& e, int32_t shared) {
+    return shared >= e.snapshot.n_tokens ? e.snapshot.n_tokens : 0;
 }
-int32_t anywhere(const SequenceSnapshot& s, int32_t shared) {
-    return std::min(shared, s.n_tokens);
+int32_t anywhere(const PrefixCache::Entry& e, int32_t shared) {
+    return std::min(shared, e.snapshot.n_tokens);
 }
 
 TEST(PrefixCache, FindsTheLongestUsablePrefix) {
