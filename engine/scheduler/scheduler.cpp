@@ -262,7 +262,9 @@ bool Scheduler::start(Slot& slot, Pending pending) {
         }
         cache.restore(slot.id, hit.entry->snapshot, hit.length, have);
         slot.cached.assign(prompt.begin(), prompt.begin() + hit.length);
-        slot.in_cache = hit.length;
+        // The cache has all of it only if the entry needed none of the slot's own cells.
+        slot.in_cache =
+            base_cells(*hit.entry, 0, nullptr) ? hit.length : std::min(slot.in_cache, held);
         reuse = hit.length;
         (hit.entry->origin == CacheTier::disk ? stats_.cached_tokens_disk
                                               : stats_.cached_tokens_ram) +=

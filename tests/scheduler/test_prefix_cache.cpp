@@ -13,9 +13,10 @@ namespace {
 using ggufd::model::SequenceSnapshot;
 using ggufd::scheduler::PrefixCache;
 
-SequenceSnapshot fake(size_t n_tokens, size_t bytes) {
+SequenceSnapshot fake(size_t n_tokens, size_t bytes, int32_t base = 0) {
     SequenceSnapshot s;
     s.n_tokens = static_cast<int32_t>(n_tokens);
+    s.base = base;
     s.size = bytes;
     s.data.reset(new uint8_t[bytes]);
     return s;
@@ -114,6 +115,45 @@ TEST(PrefixCache, AnEntryThatResumesAnywhereReplacesItsPrefixes) {
     EXPECT_EQ(cache.insert(run(0, 12), {}, fake(12, 10), true), nullptr);
     EXPECT_EQ(cache.size(), 1u);
     EXPECT_EQ(cache.find(run(0, 30), {}, 29, anywhere).length, 20);
+}
+
+// Partial entries (full layers' cells from a base on): a supplier of the cells before a base is
+// an entry of those tokens with the smallest base; a partial entry covers (and replaces) only
+// what needs no more cells from elsewhere than it does.
+TEST(PrefixCache, PartialEntriesAndTheirSuppliers) {
+    PrefixCache cache({.budget_bytes = 1 << 20, .block_tokens = 4});
+    const auto system = run(0, 12);
+    const auto a = concat(system, run(100, 8));
+    const auto b = concat(system, run(200, 8));
+    ASSERT_TRUE(cache.insert(a, {}, fake(a.size(), 10, 12), true));
+    // Only a itself, whose cells start at 12: of no use to a (the caller's check).
+    ASSERT_NE(cache.supplier(system, {}), nullptr);
+    EXPECT_EQ(cache.supplier(system, {})->snapshot.base, 12);
+    ASSERT_TRUE(cache.insert(b, {}, fake(b.size(), 10, 0), true));
+    const PrefixCache::Entry* s = cache.supplier(system, {});
+    ASSERT_NE(s, nullptr);
+    EXPECT_EQ(s->tokens, b);
+    EXPECT_EQ(cache.supplier(concat(system, run(300, 1)), {}), nullptr);
+    // a's tokens with a smaller base are not covered by a: kept beside it, then a replaced.
+    EXPECT_TRUE(cache.covers(a, {}, true, 12));
+    EXPECT_FALSE(cache.covers(a, {}, true, 4));
+    ASSERT_TRUE(cache.insert(a, {}, fake(a.size(), 20, 4), true));
+    EXPECT_EQ(cache.size(), 2u);
+    // A longer run with a larger base does not replace the entries it extends.
+    ASSERT_TRUE(cache.insert(concat(a, run(400, 4)), {}, fake(a.size() + 4, 10, 20), true));
+    EXPECT_EQ(cache.size(), 3u);
+}
+
+// The cost rule: a copy is worth it when re-evaluating its tokens costs more flops than copying
+// its bytes out and back plus an entry's fixed cost.
+TEST(SnapshotCost, WeighsReevaluationAgainstCopies) {
+    const ggufd::scheduler::SnapshotCost c{.flops_per_token = 1e6};
+    const double fixed = c.kFlopsPerByte * c.kEntryBytes;
+    EXPECT_FALSE(c.worth(0, 0));
+    EXPECT_FALSE(c.worth(static_cast<int64_t>(fixed / 1e6), 0));
+    EXPECT_TRUE(c.worth(static_cast<int64_t>(fixed / 1e6) + 1, 0));
+    EXPECT_TRUE(c.worth(100, 1000));
+    EXPECT_FALSE(c.worth(100, 100 * 1000 * 1000 / 16));  // 16 flops a byte: 100 Mflop of copies
 }
 
 }  // namespace

@@ -537,11 +537,11 @@ TEST(SchedulerSlidingWindow, PrefixReuseFallsBackWhenTheRingMovedOn) {
 
 // The prefix cache beyond the slots: more sessions than slots, each with a shared system prompt
 // and two turns (the second continuing the first's prompt and reply), and between them unrelated
-// prompts in every slot. Every second turn gets its whole history back from the cache, and every
-// reply equals a fresh scheduler's without a cache. A slot taken over by a session sharing the
-// system prompt leaves only its tail in the cache (a partial entry); once unrelated prompts have
-// taken every slot, such an entry's first cells come from another entry of the same system
-// prompt.
+// prompts in every slot after the first second turn. Every second turn gets its whole history
+// back from the cache, and every reply equals a fresh scheduler's without a cache. A slot taken
+// over by a session sharing the system prompt leaves only its tail in the cache (a partial entry);
+// once unrelated prompts have taken every slot, such an entry's first cells come from another entry
+// of the same system prompt.
 struct Turn {
     std::vector<int32_t> prompt;
     int max_tokens;
@@ -593,24 +593,29 @@ void check_sessions(std::shared_ptr<const model::Model> model,
     }
     // Unrelated prompts (the system prompt backwards, each rotated by one more) in every slot at
     // once.
-    std::vector<std::shared_ptr<RecordingSink>> others;
-    for (int i = 0; i < p.n_slots; ++i) {
-        std::vector<int32_t> other(system.rbegin(), system.rend());
-        std::rotate(other.begin(), other.begin() + i, other.end());
-        auto sink = std::make_shared<RecordingSink>();
-        scheduler::GenerationRequest r;
-        r.prompt = other;
-        r.sampling.temperature = 0.0f;
-        r.stop.max_tokens = 2;
-        r.sink = sink;
-        ASSERT_EQ(s.submit(std::move(r)).status, scheduler::SubmitStatus::accepted);
-        others.push_back(sink);
-    }
-    for (const auto& sink : others) sink->wait_done();
+    auto take_every_slot = [&] {
+        std::vector<std::shared_ptr<RecordingSink>> others;
+        for (int k = 0; k < p.n_slots; ++k) {
+            std::vector<int32_t> other(system.rbegin(), system.rend());
+            std::rotate(other.begin(), other.begin() + k, other.end());
+            auto sink = std::make_shared<RecordingSink>();
+            scheduler::GenerationRequest r;
+            r.prompt = other;
+            r.sampling.temperature = 0.0f;
+            r.stop.max_tokens = 2;
+            r.sink = sink;
+            ASSERT_EQ(s.submit(std::move(r)).status, scheduler::SubmitStatus::accepted);
+            others.push_back(sink);
+        }
+        for (const auto& sink : others) sink->wait_done();
+    };
     // Costs of the copies the scheduler weighs (SnapshotCost), in a cache of the same model.
     const auto cost = scheduler::SnapshotCost::of(*model);
     const model::SequenceCache sizes(model->hparams(), {.n_seq = 1, .n_ctx = p.n_ctx});
     for (size_t i = 0; i < own.size(); ++i) {
+        // After the first second turn (restored over the system prompt its slot held), other
+        // prompts take every slot: the others' entries need their first cells from entries.
+        if (i == 1) take_every_slot();
         const auto sink = run_turn(s, history[i], n);
         EXPECT_EQ(sink->tokens, fresh(history[i], n)) << "session " << i << ", turn 2";
         // Everything the slot held after turn 1 (its prompt and the replies it fed back), unless
