@@ -65,6 +65,9 @@ po::options_description settings_description() {
         ("attention-accumulator", po::value<std::string>(), with_default("f32, or f16 to accumulate attention as llama.cpp's CPU flash attention does (its greedy text where logits nearly tie; attention 2-3x slower)", std::string(c.f16_accumulator ? "f16" : "f32")).c_str())
         ("cache-type-k", po::value<std::string>(), with_default("KV cache storage of keys: f16, q8_0 or q4_0 (the quantised types halve or quarter the cache)", c.cache_type_k).c_str())
         ("cache-type-v", po::value<std::string>(), with_default("KV cache storage of values: f16, q8_0 or q4_0", c.cache_type_v).c_str())
+        ("cache-ram", po::value<std::string>(), with_default("MiB of host memory per model for prompt prefixes kept beyond the slots (a slot's conversation stays reusable after another takes the slot); 0: off", c.cache_ram_mib).c_str())
+        ("checkpoint-interval", po::value<std::string>(), with_default("prompt tokens between two checkpoints of a sliding-window or recurrent model's prompt, which later prompts sharing that much resume from (one is also taken at every prompt's end); 0: only at prompts' ends", c.checkpoint_interval).c_str())
+        ("cache-dir", po::value<std::string>(), "folder the prefix cache's entries are written to, and read back from at start for the same model file and settings (unset: memory only)")
         ("chat-template-file", po::value<std::vector<std::string>>(), "Jinja chat template replacing the model's: PATH for every model, or NAME=PATH for one (repeatable)")
         ("tool-parser", po::value<std::vector<std::string>>(), "how replies' reasoning and tool calls are read, instead of the family detected from the chat template: PARSER for every model, or NAME=PARSER for one (repeatable; hermes, llama3, mistral, harmony, ... as /models shows)")
         ("pooling", po::value<std::vector<std::string>>(), "how embeddings are pooled, instead of the model's pooling_type: POOLING for every model, or NAME=POOLING for one (repeatable; none, mean, cls, last, rank)")
@@ -488,6 +491,13 @@ LoadResult load(int argc, const char* const* argv, const std::map<std::string, s
         c.ctx_size = parse_int<int>(*v, "ctx-size", source("ctx-size"), 0, 1 << 24);
     if (auto* v = text("batch-size"))
         c.batch_size = parse_int<int>(*v, "batch-size", source("batch-size"), 1, 1 << 20);
+    if (auto* v = text("cache-ram"))
+        c.cache_ram_mib = parse_int<int>(*v, "cache-ram", source("cache-ram"), 0, 1 << 24);
+    if (auto* v = text("checkpoint-interval")) {
+        c.checkpoint_interval =
+            parse_int<int>(*v, "checkpoint-interval", source("checkpoint-interval"), 0, 1 << 24);
+    }
+    if (auto* v = text("cache-dir")) c.cache_dir = *v;
     if (auto* v = text("queue-size"))
         c.queue_size = parse_int<int>(*v, "queue-size", source("queue-size"), 0, 1 << 20);
     if (auto* v = text("reasoning-budget")) {

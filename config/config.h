@@ -62,6 +62,12 @@ struct Config {
     // KV cache storage of keys and values: f16, q8_0 or q4_0 (as llama-server's names them).
     std::string cache_type_k = "f16";
     std::string cache_type_v = "f16";
+    // The prefix cache beyond the slots, per model: host memory in MiB (0: off), the prompt
+    // tokens between two checkpoints of a sliding-window or recurrent sequence (0: only at
+    // prompts' ends), and a folder its entries are written to and warmed from (empty: none).
+    int cache_ram_mib = defaults::kCacheRamMiB;
+    int checkpoint_interval = defaults::kCheckpointInterval;
+    std::string cache_dir;
     // Chat templates replacing the models' own tokenizer.chat_template: model name -> Jinja
     // source; the key "" applies to every model without an entry of its own.
     std::map<std::string, std::string> chat_templates;

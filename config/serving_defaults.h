@@ -10,5 +10,10 @@ namespace ggufd::config::defaults {
 inline constexpr int kSlots = 4;        // concurrent sequences per model
 inline constexpr int kBatchSize = 512;  // token budget of one engine step
 inline constexpr int kMaxQueue = 64;    // requests waiting for a slot before the queue is full
+// Host memory for prompt prefixes kept beyond the slots (the prefix cache), in MiB; 0: none.
+inline constexpr int kCacheRamMiB = 4096;
+// Prompt tokens between two checkpoints of a sliding-window or recurrent sequence's prefill (a
+// checkpoint is also taken at every prompt's end); 0: only at prompts' ends.
+inline constexpr int kCheckpointInterval = 2048;
 
 }  // namespace ggufd::config::defaults

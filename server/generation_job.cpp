@@ -205,6 +205,7 @@ ReplyTotals GenerationJob::totals() const {
 void GenerationJob::complete() {
     const ReplyTotals t = totals();
     channel_->access().completion_tokens = t.completion_tokens;
+    channel_->access().cached_tokens = t.cached_tokens;
 
     // A failed choice fails the request: an engine error is the server's fault (500); a
     // cancellation the client did not ask for (the scheduler shutting down) is a 503.

@@ -41,6 +41,7 @@ struct AccessInfo {
     std::string adapter;  // the LoRA adapter the request's model named ("base:adapter"), if any
     int64_t prompt_tokens = -1;
     int64_t completion_tokens = -1;
+    int64_t cached_tokens = -1;  // prompt tokens reused from a cached prefix (slot or cache)
     double time_to_first_token_s = -1.0;
     double load_wait_s = -1.0;  // how long the request waited for its model to load; -1: it did not
     // The request's fields the server ignored, as the answer's X-Ggufd-Ignored-Fields header

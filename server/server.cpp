@@ -591,6 +591,7 @@ class Session : public std::enable_shared_from_this<Session>, public ResponseCha
         fields["status"] = status;
         fields["prompt_tokens"] = count_or_null(access_.prompt_tokens);
         fields["completion_tokens"] = count_or_null(access_.completion_tokens);
+        fields["cached_tokens"] = count_or_null(access_.cached_tokens);
         fields["ttft_ms"] = access_.time_to_first_token_s < 0
                                 ? nlohmann::ordered_json()
                                 : nlohmann::ordered_json(ms(access_.time_to_first_token_s));

@@ -1,6 +1,7 @@
 #include "engine/model/kv_cache.h"
 
 #include <algorithm>
+#include <cstring>
 #include <limits>
 #include <new>
 #include <stdexcept>
@@ -154,6 +155,104 @@ kernels::KvView KvCache::v_view(int layer, int seq) const {
     if (v_in_k_) return k_view(layer, seq);
     const Rows& r = rows_.at(static_cast<size_t>(layer));
     return view(v_[static_cast<size_t>(layer)], layer, seq, r.v, r.head_dim_v, types_.v);
+}
+
+size_t KvCache::k_cell_bytes(int layer) const {
+    if (layer_cells(layer) == 0) return 0;
+    return kernels::kv_bytes(types_.k, static_cast<int64_t>(rows_[static_cast<size_t>(layer)].k));
+}
+
+size_t KvCache::v_cell_bytes(int layer) const {
+    // A latent cache's values live in its key rows: nothing of their own to keep.
+    if (layer_cells(layer) == 0 || v_in_k_) return 0;
+    return kernels::kv_bytes(types_.v, static_cast<int64_t>(rows_[static_cast<size_t>(layer)].v));
+}
+
+int32_t KvCache::snapshot_from(int layer, int32_t base, int32_t n) const {
+    const int cells = layer_cells(layer);
+    if (cells == 0) return n;
+    // A ring keeps the positions a query at n or later may still see: from n - n_swa + 1.
+    if (cells < n_ctx_) return std::max<int32_t>(0, n - n_swa_ + 1);
+    return base;
+}
+
+size_t KvCache::snapshot_bytes(int32_t base, int32_t n) const {
+    size_t total = 0;
+    for (int l = 0; l < static_cast<int>(cells_.size()); ++l) {
+        const auto kept = static_cast<size_t>(n - snapshot_from(l, base, n));
+        total += kept * (k_cell_bytes(l) + v_cell_bytes(l));
+    }
+    return total;
+}
+
+void KvCache::copy_cells(int layer, int seq, int32_t from, int32_t to, uint8_t* k_packed,
+                         uint8_t* v_packed, bool to_cells) const {
+    const int cells = layer_cells(layer);
+    const size_t kb = k_cell_bytes(layer), vb = v_cell_bytes(layer);
+    // Runs of consecutive cells: a ring wraps at most once over the kept window.
+    for (int32_t p = from; p < to;) {
+        const int32_t cell = p % cells;
+        const int32_t run = std::min(to - p, cells - cell);
+        const Rows& r = rows_[static_cast<size_t>(layer)];
+        uint8_t* k = k_[static_cast<size_t>(layer)].data() + offset(layer, seq, p, r.k, types_.k);
+        uint8_t* v = v_[static_cast<size_t>(layer)].data() + offset(layer, seq, p, r.v, types_.v);
+        const size_t at = static_cast<size_t>(p - from);
+        if (to_cells) {
+            std::memcpy(k, k_packed + at * kb, static_cast<size_t>(run) * kb);
+            if (vb > 0) std::memcpy(v, v_packed + at * vb, static_cast<size_t>(run) * vb);
+        } else {
+            std::memcpy(k_packed + at * kb, k, static_cast<size_t>(run) * kb);
+            if (vb > 0) std::memcpy(v_packed + at * vb, v, static_cast<size_t>(run) * vb);
+        }
+        p += run;
+    }
+}
+
+void KvCache::save_snapshot(int seq, int32_t base, int32_t n, uint8_t* out) const {
+    if (!can_snapshot(seq, n) || base < 0 || base > n) {
+        throw std::out_of_range("cannot snapshot sequence " + std::to_string(seq) + " at " +
+                                std::to_string(n) + " tokens from " + std::to_string(base));
+    }
+    for (int l = 0; l < static_cast<int>(cells_.size()); ++l) {
+        const int32_t from = snapshot_from(l, base, n);
+        const size_t kept = static_cast<size_t>(n - from);
+        copy_cells(l, seq, from, n, out, out + kept * k_cell_bytes(l), false);
+        out += kept * (k_cell_bytes(l) + v_cell_bytes(l));
+    }
+}
+
+bool KvCache::can_restore(int32_t saved, int32_t m) const {
+    if (m < 0 || m > saved || m > n_ctx_) return false;
+    for (int l = 0; l < static_cast<int>(cells_.size()); ++l) {
+        if (layer_cells(l) > 0 && snapshot_from(l, 0, m) < snapshot_from(l, 0, saved)) return false;
+    }
+    return true;
+}
+
+void KvCache::restore_snapshot(int seq, const uint8_t* in, int32_t base, int32_t saved,
+                               int32_t from, int32_t m, bool windows) {
+    if (seq < 0 || seq >= n_seq_ || from < base || from > m || m > saved ||
+        (windows && !can_restore(saved, m))) {
+        throw std::out_of_range("cannot restore a snapshot of tokens " + std::to_string(base) +
+                                ".." + std::to_string(saved) + " at " + std::to_string(from) +
+                                ".." + std::to_string(m) + " into sequence " + std::to_string(seq));
+    }
+    for (int l = 0; l < static_cast<int>(cells_.size()); ++l) {
+        const int32_t saved_from = snapshot_from(l, base, saved);
+        const size_t kb = k_cell_bytes(l), vb = v_cell_bytes(l);
+        const size_t kept = static_cast<size_t>(saved - saved_from);
+        const bool ring = layer_cells(l) > 0 && layer_cells(l) < n_ctx_;
+        if (layer_cells(l) > 0 && (!ring || windows)) {
+            // A full layer takes [from, m); a ring its window before m.
+            const int32_t first = ring ? snapshot_from(l, base, m) : from;
+            const size_t skip = static_cast<size_t>(first - saved_from);  // kept before `first`
+            // copy_cells only reads the packed rows when it copies into the cells.
+            auto* rows = const_cast<uint8_t*>(in);
+            copy_cells(l, seq, first, m, rows + skip * kb, rows + kept * kb + skip * vb, true);
+        }
+        in += kept * (kb + vb);
+    }
+    lengths_[static_cast<size_t>(seq)] = m;
 }
 
 }  // namespace ggufd::model

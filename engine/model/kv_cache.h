@@ -93,7 +93,40 @@ class KvCache {
     kernels::KvView v_view(int layer, int seq) const;
     void set_length(int seq, int32_t n);
 
+    // Bytes of one cell of a layer's keys and values (0 for a layer without cells).
+    size_t k_cell_bytes(int layer) const;
+    size_t v_cell_bytes(int layer) const;
+
+    // Snapshots (the scheduler's prefix cache): a sequence's state after its first n tokens in a
+    // host buffer, restorable into any sequence. Each layer keeps the positions the tokens after n
+    // read: a full layer [base, n) (base > 0: a partial snapshot, whose first base positions the
+    // restoring sequence holds already or gets from another snapshot), a sliding layer's ring the
+    // window before n whatever the base. Everything goes through the per-layer accessors
+    // (layer_cells, k_cell_bytes, v_cell_bytes), so layers of different shapes each store their
+    // own rows. Layout: per layer with cells, the kept positions' K cells, then their V cells.
+    int32_t snapshot_from(int layer, int32_t base, int32_t n) const;
+    size_t snapshot_bytes(int32_t base, int32_t n) const;
+    // Whether the sequence still holds what a snapshot at n keeps (can_truncate's rule).
+    bool can_snapshot(int seq, int32_t n) const { return can_truncate(seq, n); }
+    // Writes snapshot_bytes(base, n) bytes; std::out_of_range when can_snapshot says no.
+    void save_snapshot(int seq, int32_t base, int32_t n, uint8_t* out) const;
+    // Whether a snapshot taken at `saved` holds every position needed to resume at m <= saved:
+    // any m without a ring; with one, m == saved (or the whole prefix fits in the window).
+    bool can_restore(int32_t saved, int32_t m) const;
+    // Copies a snapshot (of `base`..`saved`) into seq: the full layers' positions [from, m)
+    // (base <= from <= m <= saved; the sequence's cells before `from` must hold the same tokens
+    // already) and, with `windows`, the sliding layers' window before m (can_restore's rule);
+    // the sequence then holds m tokens. std::out_of_range for positions the snapshot lacks.
+    void restore_snapshot(int seq, const uint8_t* in, int32_t base, int32_t saved, int32_t from,
+                          int32_t m, bool windows);
+    // Whether a sliding-window layer keeps a ring (then only some prefixes can be kept).
+    bool has_ring() const { return ring_ > 0; }
+
   private:
+    // Copies positions [from, to) of a layer's sequence between its cells and packed K and V
+    // rows (to_cells: into the cells).
+    void copy_cells(int layer, int seq, int32_t from, int32_t to, uint8_t* k_packed,
+                    uint8_t* v_packed, bool to_cells) const;
     // One layer's row geometry: elements per cell (head_dim * n_head_kv) and per head, of K and V.
     struct Rows {
         size_t k, v;

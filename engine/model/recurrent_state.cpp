@@ -1,6 +1,7 @@
 #include "engine/model/recurrent_state.h"
 
 #include <algorithm>
+#include <cstring>
 #include <limits>
 #include <new>
 #include <stdexcept>
@@ -113,13 +114,61 @@ float* RecurrentState::buffer(int layer, int seq, int index) {
 }
 
 const float* RecurrentState::buffer(int layer, int seq, int index) const {
-    if (layer < 0 || layer >= n_layer_ || index < 0 || index >= n_buffers() ||
-        layer_offset_[static_cast<size_t>(layer)] == std::string::npos) {
+    return at(live(seq), layer, index);
+}
+
+float* RecurrentState::at(float* base, int layer, int index) const {
+    if (!layer_has_state(layer) || index < 0 || index >= n_buffers()) {
         throw std::out_of_range("no recurrent state buffer " + std::to_string(index) +
                                 " in layer " + std::to_string(layer));
     }
-    return live(seq) + layer_offset_[static_cast<size_t>(layer)] +
+    return base + layer_offset_[static_cast<size_t>(layer)] +
            buffer_offset_[static_cast<size_t>(index)];
+}
+
+bool RecurrentState::layer_has_state(int layer) const {
+    return layer >= 0 && layer < n_layer_ &&
+           layer_offset_[static_cast<size_t>(layer)] != std::string::npos;
+}
+
+size_t RecurrentState::snapshot_bytes() const {
+    size_t floats = 0;
+    for (int l = 0; l < n_layer_; ++l) {
+        if (!layer_has_state(l)) continue;
+        for (int i = 0; i < n_buffers(); ++i) floats += buffer_floats(i);
+    }
+    return floats * sizeof(float);
+}
+
+void RecurrentState::save_snapshot(int seq, int32_t n, uint8_t* out) const {
+    if (!can_snapshot(seq, n)) {
+        throw std::out_of_range("cannot snapshot the recurrent state of sequence " +
+                                std::to_string(seq) + " at " + std::to_string(n) + " tokens");
+    }
+    float* base = n == length(seq) ? live(seq) : checkpoint(seq);
+    for (int l = 0; l < n_layer_; ++l) {
+        if (!layer_has_state(l)) continue;
+        for (int i = 0; i < n_buffers(); ++i) {
+            const size_t bytes = buffer_floats(i) * sizeof(float);
+            std::memcpy(out, at(base, l, i), bytes);
+            out += bytes;
+        }
+    }
+}
+
+void RecurrentState::restore_snapshot(int seq, const uint8_t* in, int32_t n) {
+    if (n <= 0) throw std::out_of_range("a recurrent snapshot holds at least one token");
+    float* base = live(seq);
+    for (int l = 0; l < n_layer_; ++l) {
+        if (!layer_has_state(l)) continue;
+        for (int i = 0; i < n_buffers(); ++i) {
+            const size_t bytes = buffer_floats(i) * sizeof(float);
+            std::memcpy(at(base, l, i), in, bytes);
+            in += bytes;
+        }
+    }
+    lengths_.at(static_cast<size_t>(seq)) = n;
+    save_checkpoint(seq);  // the old checkpoint followed other tokens
 }
 
 void RecurrentState::set_length(int seq, int32_t n) {

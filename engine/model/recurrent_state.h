@@ -61,7 +61,24 @@ class RecurrentState {
     size_t buffer_floats(int index) const { return buffer_floats_.at(static_cast<size_t>(index)); }
     void set_length(int seq, int32_t n);
 
+    // Snapshots (the scheduler's prefix cache): a sequence's state after n tokens, where
+    // can_truncate could bring it (its length or its checkpoint), in a host buffer restorable
+    // into any sequence. Walks the layers that hold a state and their buffers through
+    // layer_has_state and buffer_floats, so per-layer shapes compose. Layout: per such layer,
+    // each buffer's floats in ArchDesc::state order.
+    bool layer_has_state(int layer) const;
+    size_t snapshot_bytes() const;
+    bool can_snapshot(int seq, int32_t n) const {
+        return n > 0 && (n == length(seq) || n == checkpoint_length(seq));
+    }
+    // Writes snapshot_bytes() bytes; std::out_of_range when can_snapshot says no.
+    void save_snapshot(int seq, int32_t n, uint8_t* out) const;
+    // Makes seq's live state (and its checkpoint) the snapshot's, n tokens long.
+    void restore_snapshot(int seq, const uint8_t* in, int32_t n);
+
   private:
+    // Buffer `index` of `layer` within one sequence's copy starting at `base`.
+    float* at(float* base, int layer, int index) const;
     float* live(int seq) const;
     float* checkpoint(int seq) const;
 

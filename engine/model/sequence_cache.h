@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 
 #include "engine/model/hparams.h"
@@ -18,6 +19,19 @@
 #include "engine/model/recurrent_state.h"
 
 namespace ggufd::model {
+
+// A sequence's state after its first n_tokens tokens, in host memory: every attention layer's
+// kept cells (KvCache::save_snapshot) followed by the recurrent state (RecurrentState's), as
+// SequenceCache::snapshot lays them out. Restorable into any sequence of a cache of the same
+// model and settings (restore checks the size).
+struct SequenceSnapshot {
+    int32_t n_tokens = 0;
+    // Full attention layers' cells from this position on (0: all; more: a partial snapshot, the
+    // cells before it held by a slot or by another snapshot of the same tokens).
+    int32_t base = 0;
+    size_t size = 0;
+    std::unique_ptr<uint8_t[]> data;  // uninitialised until written: no zeroing of large copies
+};
 
 struct SequenceCacheParams {
     int n_seq = 1;                              // sequences (slots)
@@ -52,6 +66,30 @@ class SequenceCache {
     // Marks the sequence's current length as a point truncate can return to (a recurrent
     // state's checkpoint; a KV cache can return anywhere, so it needs none).
     void save_checkpoint(int seq);
+
+    // Snapshots, for a prefix cache beyond the slots (the scheduler's PrefixCache).
+    // Whether every prefix of a sequence can be kept by truncation (no sliding-window ring, no
+    // recurrent state): then a snapshot resumes at any m <= its length, else only at its end.
+    bool keeps_every_prefix() const { return !state_ && (!kv_ || !kv_->has_ring()); }
+    // Bytes of a snapshot at n whose full layers keep [base, n) (0 without a KV cache: a
+    // recurrent state is whole or nothing, so base counts only with attention layers).
+    size_t snapshot_bytes(int32_t n, int32_t base = 0) const;
+    // Whether snapshot(seq, n) is possible: n > 0 and every store can truncate to n.
+    bool can_snapshot(int seq, int32_t n) const;
+    // std::out_of_range when can_snapshot says no; std::bad_alloc when memory is short. A base
+    // (clamped to [0, n], 0 without a KV cache) leaves the full layers' first cells out.
+    SequenceSnapshot snapshot(int seq, int32_t n, int32_t base = 0) const;
+    // The longest m <= n at which `s` can be restored (0: none), given the cells before its base.
+    int32_t restorable(const SequenceSnapshot& s, int32_t n) const;
+    // Makes seq hold the snapshot's first m tokens (m from restorable), copying the full layers'
+    // cells from max(from, s.base) on: the sequence's cells before that must hold these tokens
+    // already (from its own past or restore_cells). std::invalid_argument for a snapshot of
+    // another size, std::out_of_range for an m it cannot resume at.
+    void restore(int seq, const SequenceSnapshot& s, int32_t m, int32_t from = 0);
+    // Copies only the full layers' cells [from, to) of a snapshot into seq (s.base <= from <= to
+    // <= s.n_tokens), to give a partial snapshot the cells before its base; the sequence is
+    // complete only after the restore that follows.
+    void restore_cells(int seq, const SequenceSnapshot& s, int32_t from, int32_t to);
 
     // The stores themselves, for the forward pass: nullptr when the model has none.
     KvCache* kv() { return kv_ ? &*kv_ : nullptr; }

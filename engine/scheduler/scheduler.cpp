@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <span>
 
 namespace ggufd::scheduler {
 namespace {
@@ -31,8 +32,18 @@ Scheduler::Scheduler(std::shared_ptr<const model::Model> model,
                                     .kv_type = params.kv_types,
                                     .swa_batch = std::max(params.batch_size, 1),
                                     .f16_accumulator = params.f16_accumulator}),
-      n_ctx_(context_.cache().n_ctx()) {
+      n_ctx_(context_.cache().n_ctx()),
+      prefix_cache_(PrefixCacheParams{.budget_bytes = params.cache_ram_bytes,
+                                      .block_tokens = params.cache_block_tokens}),
+      snapshot_cost_(SnapshotCost::of(*model_)) {
     if (params.batch_size < 1) throw std::invalid_argument("batch size must be at least 1");
+    if (params.checkpoint_interval < 0)
+        throw std::invalid_argument("checkpoint interval must be 0 or more");
+    // Interval checkpoints for sliding-window and recurrent sequences alone: a transformer's
+    // slot keeps every prefix and is saved whole when it is overwritten.
+    checkpoints_ = prefix_cache_.enabled() && params.checkpoint_interval > 0 &&
+                   !context_.cache().keeps_every_prefix();
+    open_store();
     slots_.resize(static_cast<size_t>(params.n_slots));
     for (size_t i = 0; i < slots_.size(); ++i) slots_[i].id = static_cast<int>(i);
     slot_views_ = std::make_unique<SlotView[]>(slots_.size());
@@ -256,29 +267,213 @@ bool Scheduler::start(Slot& slot, Pending pending) {
         a.request.sink->on_finish(FinishReason::error, {}, e.what());
         return false;
     }
-    // Another set of adapters clears the slot's cache.
-    if (context_.adapters(slot.id) != pending.adapters) slot.cached.clear();
+    // Reuse the longest cached prefix, from this slot or the prefix cache, but evaluate at least
+    // the last prompt token to get its logits. The slot's cells may keep less than they share
+    // with the prompt: a sliding-window layer's ring no longer holding the window before that
+    // point, or a recurrent state that returns only to its checkpoint (the previous whole
+    // prompt); a cache entry of such a model resumes only at its end. At worst nothing is reused.
+    const std::vector<int32_t>& prompt = a.request.prompt;
+    const auto limit = static_cast<int32_t>(prompt.size() - 1);
+    model::SequenceCache& cache = context_.cache();
+    // A prefix computed with other adapters has other keys and values. The slot's full layers
+    // hold the cells of the `held` tokens it shares with the prompt even where its ring or
+    // recurrent state cannot go back to them (reuse).
+    const bool same_adapters = context_.adapters(slot.id) == pending.adapters;
+    int32_t held = 0, reuse = 0;
+    if (same_adapters) {
+        held = static_cast<int32_t>(
+            std::min<size_t>(common_prefix(slot.cached, prompt), static_cast<size_t>(limit)));
+        reuse = cache.longest_keepable(slot.id, held);
+    }
+    Resume hit;
+    if (reuse < limit) hit = find_resume(prompt, pending.adapters, limit, held);
+    const bool from_cache = hit.entry && hit.length > reuse;
+    // The slot's cells that stay: a restore writes from min(held, its length) on. What is lost
+    // beyond them (and beyond what the cache has already) is copied into the cache.
+    const int32_t kept = from_cache ? std::min(held, hit.length) : reuse;
+    std::optional<SlotCopy> lost;
+    if (static_cast<int64_t>(slot.cached.size()) - kept >= prefix_cache_.block_tokens()) {
+        lost = snapshot_slot(slot, std::max(kept, slot.in_cache));
+    }
     context_.set_adapters(slot.id, std::move(pending.adapters));
-    // Reuse the cached prefix, but evaluate at least the last prompt token to get its logits.
-    // The cache may keep less than that: a sliding-window layer's ring no longer holding the
-    // window before that point, or a recurrent state that returns only to its checkpoint (the
-    // previous whole prompt); then it keeps the longest prefix it can, at worst none.
-    const size_t shared =
-        std::min(common_prefix(slot.cached, a.request.prompt), a.request.prompt.size() - 1);
-    const size_t reuse = static_cast<size_t>(
-        context_.cache().longest_keepable(slot.id, static_cast<int32_t>(shared)));
-    context_.cache().truncate(slot.id, static_cast<int32_t>(reuse));
-    slot.cached.resize(reuse);
-    a.prompt_done = reuse;
+    if (from_cache) {
+        // The cells before the entry's base: the slot's own, then each supplier's after them.
+        int32_t have = kept;
+        for (size_t i = 0; i < hit.suppliers.size(); ++i) {
+            const PrefixCache::Entry* next =
+                i + 1 < hit.suppliers.size() ? hit.suppliers[i + 1] : hit.entry;
+            const int32_t to = next->snapshot.base;
+            if (to > have) cache.restore_cells(slot.id, hit.suppliers[i]->snapshot, have, to);
+            have = std::max(have, to);
+            prefix_cache_.touch(hit.suppliers[i]);
+        }
+        cache.restore(slot.id, hit.entry->snapshot, hit.length, have);
+        slot.cached.assign(prompt.begin(), prompt.begin() + hit.length);
+        // The cache has all of it only if the entry needed none of the slot's own cells.
+        slot.in_cache =
+            base_cells(*hit.entry, 0, nullptr) ? hit.length : std::min(slot.in_cache, held);
+        reuse = hit.length;
+        (hit.entry->origin == CacheTier::disk ? stats_.cached_tokens_disk
+                                              : stats_.cached_tokens_ram) +=
+            static_cast<uint64_t>(reuse);
+    } else {
+        cache.truncate(slot.id, reuse);
+        slot.cached.resize(static_cast<size_t>(reuse));
+        slot.in_cache = std::min(slot.in_cache, reuse);
+        stats_.cached_tokens_slot += static_cast<uint64_t>(reuse);
+    }
+    keep(std::move(lost));
+    a.prompt_done = static_cast<size_t>(reuse);
     a.sampler->accept(std::span<const int32_t>(a.request.prompt));
     a.usage.prompt_tokens = static_cast<int32_t>(a.request.prompt.size());
-    a.usage.cached_prompt_tokens = static_cast<int32_t>(reuse);
+    a.usage.cached_prompt_tokens = reuse;
     a.started = Clock::now();
     a.request.sink->on_started();
     slot.active = std::move(a);
     ++stats_.busy_slots;
     if (slot.active->stop->budget_exhausted()) finish(slot, FinishReason::length);
     return true;
+}
+
+Scheduler::Resume Scheduler::find_resume(const std::vector<int32_t>& prompt,
+                                         const std::vector<model::AdapterUse>& adapters,
+                                         int32_t limit, int32_t held) {
+    const model::SequenceCache& cache = context_.cache();
+    const PrefixCache::Match m = prefix_cache_.find(
+        prompt, adapters, limit, [&](const PrefixCache::Entry& e, int32_t shared) {
+            const int32_t at = cache.restorable(e.snapshot, shared);
+            // A partial entry resumes past its base, with its cells before it to be had.
+            return at > e.snapshot.base && base_cells(e, held, nullptr) ? at : 0;
+        });
+    Resume r;
+    if (!m.entry) return r;
+    r.entry = m.entry;
+    r.length = m.length;
+    base_cells(*m.entry, held, &r.suppliers);
+    return r;
+}
+
+bool Scheduler::base_cells(const PrefixCache::Entry& e, int32_t held,
+                           std::vector<const PrefixCache::Entry*>* chain) const {
+    // Each supplier is an entry of the same tokens with a smaller base; a few suffice (every
+    // overwrite of a slot adds at most one link).
+    constexpr int kMaxLinks = 8;
+    std::vector<const PrefixCache::Entry*> links;
+    for (const PrefixCache::Entry* at = &e; at->snapshot.base > held;) {
+        if (static_cast<int>(links.size()) == kMaxLinks) return false;
+        const auto before =
+            std::span<const int32_t>(at->tokens).first(static_cast<size_t>(at->snapshot.base));
+        const PrefixCache::Entry* s = prefix_cache_.supplier(before, e.adapters);
+        if (!s || s->snapshot.base >= at->snapshot.base) return false;
+        links.push_back(s);
+        at = s;
+    }
+    if (chain) chain->assign(links.rbegin(), links.rend());
+    return true;
+}
+
+std::optional<Scheduler::SlotCopy> Scheduler::snapshot_slot(const Slot& slot, int32_t base) {
+    model::SequenceCache& cache = context_.cache();
+    const auto n = static_cast<int32_t>(slot.cached.size());
+    // A base inside the first block could not be found again by the hash chain: copy it all.
+    base = base < prefix_cache_.block_tokens() ? 0 : std::min(base, n);
+    if (!prefix_cache_.enabled() || n == 0 || cache.length(slot.id) != n ||
+        !cache.can_snapshot(slot.id, n)) {
+        return std::nullopt;
+    }
+    const size_t bytes = cache.snapshot_bytes(n, base);
+    if (!prefix_cache_.worth_keeping(slot.cached.size(), bytes) ||
+        !snapshot_cost_.worth(n - base, bytes)) {
+        return std::nullopt;
+    }
+    const std::vector<model::AdapterUse>& adapters = context_.adapters(slot.id);
+    const bool every_prefix = cache.keeps_every_prefix();
+    if (prefix_cache_.covers(slot.cached, adapters, every_prefix, base)) return std::nullopt;
+    try {
+        return SlotCopy{slot.cached, adapters, cache.snapshot(slot.id, n, base), every_prefix};
+    } catch (const std::bad_alloc&) {
+        spdlog::warn("prefix cache: no memory for a snapshot of {} tokens; not kept", n);
+        return std::nullopt;
+    }
+}
+
+bool Scheduler::keep(std::optional<SlotCopy> copy) {
+    if (!copy) return false;
+    const PrefixCache::Entry* e =
+        prefix_cache_.insert(std::move(copy->tokens), std::move(copy->adapters),
+                             std::move(copy->snapshot), copy->every_prefix);
+    // Only whole snapshots go to disk: a partial one's first cells live in this run alone.
+    if (e && store_ && e->adapters.empty() && e->snapshot.base == 0) {
+        disk_bytes_ += store_->write(e->tokens, e->snapshot);
+    }
+    publish_cache_stats();
+    return e != nullptr;
+}
+
+void Scheduler::keep_prefix(Slot& slot) {
+    const model::SequenceCache& cache = context_.cache();
+    const auto n = static_cast<int32_t>(slot.cached.size());
+    if (slot.in_cache >= n) return;
+    // Covered already: nothing to copy.
+    if (prefix_cache_.enabled() &&
+        prefix_cache_.covers(slot.cached, context_.adapters(slot.id), cache.keeps_every_prefix(),
+                             slot.in_cache)) {
+        slot.in_cache = n;
+        return;
+    }
+    if (keep(snapshot_slot(slot, slot.in_cache))) slot.in_cache = n;
+}
+
+namespace {
+
+// Bytes of an entry's file (PrefixStore's layout: header, tokens, snapshot, checksum).
+uint64_t file_bytes(const PrefixCache::Entry& e) {
+    return 32 + e.tokens.size() * sizeof(int32_t) + e.snapshot.size + 8;
+}
+
+}  // namespace
+
+void Scheduler::open_store() {
+    if (params_.cache_dir.empty() || !prefix_cache_.enabled()) return;
+    try {
+        store_.emplace(params_.cache_dir, PrefixStore::key_of(model_->file(), params_.kv_types));
+    } catch (const std::exception& e) {
+        spdlog::warn("prefix cache: cannot use --cache-dir {}: {}", params_.cache_dir, e.what());
+        return;
+    }
+    prefix_cache_.on_erase = [this](const PrefixCache::Entry& e) {
+        if (!e.adapters.empty() || e.snapshot.base != 0) return;  // never written
+        store_->remove(e.tokens);
+        disk_bytes_ -= std::min(disk_bytes_, file_bytes(e));
+    };
+    const model::SequenceCache& cache = context_.cache();
+    const bool every_prefix = cache.keeps_every_prefix();
+    const size_t loaded = store_->load(
+        [&](int32_t n) { return n <= n_ctx_ ? cache.snapshot_bytes(n) : 0; },
+        [&](std::vector<int32_t> tokens, model::SequenceSnapshot snap) {
+            // Newest first: what no longer fits the budget is an older run's and goes.
+            if (prefix_cache_.bytes() + snap.size > prefix_cache_.budget()) {
+                store_->remove(tokens);
+                return true;
+            }
+            if (const PrefixCache::Entry* e = prefix_cache_.insert(
+                    std::move(tokens), {}, std::move(snap), every_prefix, CacheTier::disk)) {
+                disk_bytes_ += file_bytes(*e);
+            }
+            return true;
+        });
+    if (loaded > 0) {
+        spdlog::info("prefix cache: {} prompt prefixes ({} bytes) read from {}",
+                     prefix_cache_.size(), prefix_cache_.bytes(), store_->folder().string());
+    }
+    publish_cache_stats();
+}
+
+void Scheduler::publish_cache_stats() {
+    stats_.cache_disk_bytes = disk_bytes_;
+    stats_.cache_ram_bytes = prefix_cache_.bytes();
+    stats_.cache_entries = prefix_cache_.size();
+    stats_.cache_evictions = prefix_cache_.evictions();
 }
 
 void Scheduler::drop_cancelled() {
@@ -336,7 +531,12 @@ void Scheduler::step() {
         if (!s.active || s.active->next_token >= 0) continue;
         Active& a = *s.active;
         const size_t left = a.request.prompt.size() - a.prompt_done;
-        const size_t take = std::min(left, static_cast<size_t>(budget));
+        size_t take = std::min(left, static_cast<size_t>(budget));
+        // A chunk ends at the next checkpoint of a sequence that cannot keep every prefix.
+        if (checkpoints_) {
+            const auto every = static_cast<size_t>(params_.checkpoint_interval);
+            take = std::min(take, every - a.prompt_done % every);
+        }
         const int32_t base = context_.cache().length(s.id);
         for (size_t i = 0; i < take; ++i) {
             const bool last = a.prompt_done + i + 1 == a.request.prompt.size();
@@ -383,9 +583,17 @@ void Scheduler::step() {
             a.prompt_done += n;
             stats_.prompt_tokens += n;
             // A recurrent state can come back to this point for a prompt that continues this
-            // one (a KV cache keeps every prefix anyway).
-            if (a.prompt_done == a.request.prompt.size())
-                context_.cache().save_checkpoint(slot->id);
+            // one (a KV cache keeps every prefix anyway). A sequence that cannot keep every
+            // prefix also leaves a snapshot in the prefix cache at its prompt's end and every
+            // checkpoint_interval tokens of it, for later prompts sharing that much.
+            const bool prompt_end = a.prompt_done == a.request.prompt.size();
+            if (prompt_end) context_.cache().save_checkpoint(slot->id);
+            if (!context_.cache().keeps_every_prefix() &&
+                (prompt_end ||
+                 (checkpoints_ &&
+                  a.prompt_done % static_cast<size_t>(params_.checkpoint_interval) == 0))) {
+                keep_prefix(*slot);
+            }
         }
         cursor += n;
     }
@@ -484,6 +692,7 @@ void Scheduler::add_embedding_inputs(int& budget) {
             // An input longer than the budget goes alone, so that it is never left waiting.
             if (!embed_inputs_.empty() && static_cast<int>(ids.size()) > budget) return;
             Slot& slot = *free[next_free++];
+            keep_prefix(slot);
             context_.cache().clear(slot.id);
             context_.set_adapters(slot.id, {});  // embeddings are the base model's
             slot.cached.clear();

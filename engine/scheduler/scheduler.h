@@ -21,6 +21,8 @@
 #include "engine/sampling/stop.h"
 #include "engine/scheduler/embedding.h"
 #include "engine/scheduler/generation.h"
+#include "engine/scheduler/prefix_cache.h"
+#include "engine/scheduler/prefix_store.h"
 #include "engine/scheduler/stats.h"
 #include "engine/tokenizer/tokenizer.h"
 
@@ -31,12 +33,21 @@ struct SchedulerParams {
     int n_ctx = 0;                           // tokens per sequence; 0 = the model's, at most 4096
     int batch_size = config::defaults::kBatchSize;  // token budget of one step
     int max_queue =
-        config::defaults::kMaxQueue;        // waiting for a slot before submit() answers queue_full
-    int n_threads = 0;                      // inference threads; 0 = physical cores
-    int n_threads_batch = 0;                // model::ContextParams::n_threads_batch; 0 = n_threads
-    bool f16_accumulator = false;           // model::ContextParams::f16_accumulator
-    model::KvTypes kv_types{};              // KV cache storage (--cache-type-k / --cache-type-v)
-    std::vector<NamedAdapter> adapters;     // LoRA adapters requests may choose (set_adapters())
+        config::defaults::kMaxQueue;     // waiting for a slot before submit() answers queue_full
+    int n_threads = 0;                   // inference threads; 0 = physical cores
+    int n_threads_batch = 0;             // model::ContextParams::n_threads_batch; 0 = n_threads
+    bool f16_accumulator = false;        // model::ContextParams::f16_accumulator
+    model::KvTypes kv_types{};           // KV cache storage (--cache-type-k / --cache-type-v)
+    std::vector<NamedAdapter> adapters;  // LoRA adapters requests may choose (set_adapters())
+    // The prefix cache beyond the slots (prefix_cache.h): host memory in bytes (0: off), the
+    // hash chain's block in tokens, and the prompt tokens between two checkpoints of a
+    // sliding-window or recurrent sequence (0: only at each prompt's end).
+    size_t cache_ram_bytes = size_t{config::defaults::kCacheRamMiB} << 20;
+    int32_t cache_block_tokens = 16;
+    int checkpoint_interval = config::defaults::kCheckpointInterval;
+    // A folder the prefix cache's entries are written to and read back from at start, keyed by
+    // the model file's identity and the cache settings (empty: memory only).
+    std::string cache_dir;
     SchedulerObserver* observer = nullptr;  // not owned; must outlive the scheduler
 };
 
@@ -89,6 +100,9 @@ class Scheduler final : public Generator, public Embedder {
         int id = 0;
         std::optional<Active> active;
         std::vector<int32_t> cached;  // tokens whose keys/values this slot's cells hold
+        // The first in_cache tokens of `cached` are in prefix cache entries (full layers' cells
+        // included), so a snapshot of this slot copies those layers from there on only.
+        int32_t in_cache = 0;
     };
 
     // An embedding request being worked through, input by input.
@@ -116,6 +130,41 @@ class Scheduler final : public Generator, public Embedder {
     void step();
     void handle_logits(Slot& slot, std::span<const float> logits);
     void finish(Slot& slot, FinishReason reason, const std::string& error = {});
+    // Saves what a slot holds into the prefix cache (unless an entry already covers it), before
+    // its cells are overwritten or at a checkpoint: a copy first (snapshot_slot; nothing when it
+    // would not be kept), then the cache (keep), so a request can restore an entry into the slot
+    // between the two without the insertion evicting that entry under it. The copy leaves out
+    // the full layers' cells before `base` (what stays in the slot or is in the cache already),
+    // and is not taken when re-evaluating the tokens after base costs less (SnapshotCost).
+    struct SlotCopy {
+        std::vector<int32_t> tokens;
+        std::vector<model::AdapterUse> adapters;
+        model::SequenceSnapshot snapshot;
+        bool every_prefix = false;
+    };
+    std::optional<SlotCopy> snapshot_slot(const Slot& slot, int32_t base);
+    // Whether the slot's tokens are in the cache afterwards (kept now or covered already).
+    bool keep(std::optional<SlotCopy> copy);
+    // A checkpoint of the slot (or all of it before it is cleared): from where the cache has it.
+    void keep_prefix(Slot& slot);
+    // A prompt's resume point in the prefix cache given the slot holds its first `held` tokens:
+    // the entry, its length, and the entries that give a partial entry its cells before its
+    // base (root first). Empty when none resumes further than `beyond`.
+    struct Resume {
+        const PrefixCache::Entry* entry = nullptr;
+        int32_t length = 0;
+        std::vector<const PrefixCache::Entry*> suppliers;
+    };
+    Resume find_resume(const std::vector<int32_t>& prompt,
+                       const std::vector<model::AdapterUse>& adapters, int32_t limit, int32_t held);
+    // Whether the cells before e's base are to be had (in the slot's first `held`, or from
+    // entries, listed root first in *chain).
+    bool base_cells(const PrefixCache::Entry& e, int32_t held,
+                    std::vector<const PrefixCache::Entry*>* chain) const;
+    void publish_cache_stats();
+    // --cache-dir: opens the model's folder, mirrors the cache's entries there, and warms the
+    // cache from what an earlier run left.
+    void open_store();
     // Embeddings: inputs of the waiting jobs into free slots within this step's budget; then
     // their pooled rows handed to the jobs, and the jobs that are complete (or failed) answered.
     void add_embedding_inputs(int& budget);
@@ -142,6 +191,11 @@ class Scheduler final : public Generator, public Embedder {
     // The adapters submit() resolves requests against; replaced whole by set_adapters().
     mutable std::mutex adapters_mutex_;
     std::shared_ptr<const std::vector<NamedAdapter>> adapters_;
+    PrefixCache prefix_cache_;  // the scheduler thread's
+    SnapshotCost snapshot_cost_;
+    bool checkpoints_ = false;  // prompts of this model are checkpointed every interval
+    std::optional<PrefixStore> store_;
+    uint64_t disk_bytes_ = 0;  // of the files store_ holds for the cache's entries
 
     std::mutex mutex_;
     std::condition_variable wake_;

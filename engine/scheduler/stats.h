@@ -14,6 +14,16 @@ struct SchedulerStats {
     std::atomic<int> queued{0};
     std::atomic<uint64_t> steps{0};
     std::atomic<uint64_t> prompt_tokens{0};  // evaluated (not reused from the cache)
+    // Prompt tokens reused instead of evaluated, by where they were found: the request's slot,
+    // the prefix cache in host memory, or its entries read from --cache-dir.
+    std::atomic<uint64_t> cached_tokens_slot{0};
+    std::atomic<uint64_t> cached_tokens_ram{0};
+    std::atomic<uint64_t> cached_tokens_disk{0};
+    // The prefix cache: bytes and entries held, entries evicted (least recently used first).
+    std::atomic<uint64_t> cache_ram_bytes{0};
+    std::atomic<uint64_t> cache_entries{0};
+    std::atomic<uint64_t> cache_evictions{0};
+    std::atomic<uint64_t> cache_disk_bytes{0};  // files written to --cache-dir by this process
     std::atomic<uint64_t> generated_tokens{0};
     std::atomic<uint64_t> rejected{0};
     std::atomic<int> last_batch_tokens{0};

@@ -65,6 +65,10 @@ prometheus::Labels model_name_label(const std::string& model) {
     return {{"model_name", model}};
 }
 
+prometheus::Labels tier_label(const std::string& model, const char* tier) {
+    return {{"model", model}, {"tier", tier}};
+}
+
 }  // namespace
 
 BuildInfo BuildInfo::current() {
@@ -106,6 +110,13 @@ ModelMetrics::ModelMetrics(std::string name, Metrics& owner)
       generated_tps_(owner.generated_tps_.Add(model_label(name_))),
       embedded_inputs_(owner.embedded_inputs_.Add(model_label(name_))),
       embedded_tokens_(owner.embedded_tokens_.Add(model_label(name_))),
+      cached_slot_(owner.cached_tokens_.Add(tier_label(name_, "slot"))),
+      cached_ram_(owner.cached_tokens_.Add(tier_label(name_, "ram"))),
+      cached_disk_(owner.cached_tokens_.Add(tier_label(name_, "disk"))),
+      cache_ram_bytes_(owner.cache_bytes_.Add(tier_label(name_, "ram"))),
+      cache_disk_bytes_(owner.cache_bytes_.Add(tier_label(name_, "disk"))),
+      cache_entries_(owner.cache_entries_.Add(model_label(name_))),
+      cache_evictions_(owner.cache_evictions_.Add(model_label(name_))),
       ttft_(owner.ttft_.add(model_label(name_))),
       inter_token_(owner.inter_token_.add(model_label(name_))),
       batch_size_(owner.batch_size_.add(model_label(name_))) {}
@@ -116,6 +127,7 @@ struct Metrics::Watch {
     // The scheduler's cumulative counters as of the previous scrape.
     uint64_t prompt = 0, generated = 0, rejected = 0, steps = 0;
     uint64_t embedded_inputs = 0, embedded_tokens = 0;
+    uint64_t cached_slot = 0, cached_ram = 0, cached_disk = 0, evictions = 0;
 };
 
 Metrics::Metrics() : Metrics(Options{}) {}
@@ -232,6 +244,25 @@ Metrics::Metrics(Options options)
                            .Name("ggufd_embedded_tokens_total")
                            .Help("Tokens of the inputs embedded and pairs scored")
                            .Register(*registry_)),
+      cached_tokens_(prometheus::BuildCounter()
+                         .Name("ggufd_prompt_tokens_cached_total")
+                         .Help("Prompt tokens reused instead of evaluated, by where they were "
+                               "found: the request's slot, the prefix cache in memory (ram), or "
+                               "its entries read from --cache-dir (disk)")
+                         .Register(*registry_)),
+      cache_bytes_(prometheus::BuildGauge()
+                       .Name("ggufd_prefix_cache_bytes")
+                       .Help("Bytes the prefix cache holds in memory (ram) and has written to "
+                             "--cache-dir (disk)")
+                       .Register(*registry_)),
+      cache_entries_(prometheus::BuildGauge()
+                         .Name("ggufd_prefix_cache_entries")
+                         .Help("Prompt prefixes the prefix cache holds in memory")
+                         .Register(*registry_)),
+      cache_evictions_(prometheus::BuildCounter()
+                           .Name("ggufd_prefix_cache_evictions_total")
+                           .Help("Prefix cache entries dropped to stay within --cache-ram")
+                           .Register(*registry_)),
       resident_bytes_(prometheus::BuildGauge()
                           .Name("process_resident_memory_bytes")
                           .Help("Resident memory size in bytes")
@@ -333,6 +364,20 @@ void Metrics::refresh_watches() {
                 stats->embedded_inputs.load(std::memory_order_relaxed));
         advance(m.embedded_tokens_, w->embedded_tokens,
                 stats->embedded_tokens.load(std::memory_order_relaxed));
+        advance(m.cached_slot_, w->cached_slot,
+                stats->cached_tokens_slot.load(std::memory_order_relaxed));
+        advance(m.cached_ram_, w->cached_ram,
+                stats->cached_tokens_ram.load(std::memory_order_relaxed));
+        advance(m.cached_disk_, w->cached_disk,
+                stats->cached_tokens_disk.load(std::memory_order_relaxed));
+        advance(m.cache_evictions_, w->evictions,
+                stats->cache_evictions.load(std::memory_order_relaxed));
+        m.cache_ram_bytes_.Set(
+            static_cast<double>(stats->cache_ram_bytes.load(std::memory_order_relaxed)));
+        m.cache_disk_bytes_.Set(
+            static_cast<double>(stats->cache_disk_bytes.load(std::memory_order_relaxed)));
+        m.cache_entries_.Set(
+            static_cast<double>(stats->cache_entries.load(std::memory_order_relaxed)));
     }
 }
 

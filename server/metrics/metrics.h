@@ -168,6 +168,15 @@ class ModelMetrics final : public scheduler::SchedulerObserver {
     // Embeddings and rank scores (from the watched scheduler).
     prometheus::Counter& embedded_inputs_;
     prometheus::Counter& embedded_tokens_;
+    // The prefix cache (from the watched scheduler): prompt tokens reused by tier, bytes held by
+    // tier, entries, evictions.
+    prometheus::Counter& cached_slot_;
+    prometheus::Counter& cached_ram_;
+    prometheus::Counter& cached_disk_;
+    prometheus::Gauge& cache_ram_bytes_;
+    prometheus::Gauge& cache_disk_bytes_;
+    prometheus::Gauge& cache_entries_;
+    prometheus::Counter& cache_evictions_;
     AtomicHistogram& ttft_;
     AtomicHistogram& inter_token_;
     AtomicHistogram& batch_size_;
@@ -277,6 +286,10 @@ class Metrics {
     prometheus::Family<prometheus::Gauge>& generated_tps_;
     prometheus::Family<prometheus::Counter>& embedded_inputs_;
     prometheus::Family<prometheus::Counter>& embedded_tokens_;
+    prometheus::Family<prometheus::Counter>& cached_tokens_;
+    prometheus::Family<prometheus::Gauge>& cache_bytes_;
+    prometheus::Family<prometheus::Gauge>& cache_entries_;
+    prometheus::Family<prometheus::Counter>& cache_evictions_;
     prometheus::Gauge& resident_bytes_;
     prometheus::Gauge& virtual_bytes_;
 

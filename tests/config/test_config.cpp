@@ -470,4 +470,20 @@ TEST(Config, CacheTypesFromFlagsEnvironmentAndFile) {
     EXPECT_NE(e.find("'q5_1' is not f16, q8_0 or q4_0"), std::string::npos) << e;
 }
 
+TEST(Config, PrefixCacheSettingsFromFlagsEnvironmentAndFile) {
+    const Config d = load({}).config;
+    EXPECT_EQ(d.cache_ram_mib, ggufd::config::defaults::kCacheRamMiB);
+    EXPECT_EQ(d.checkpoint_interval, ggufd::config::defaults::kCheckpointInterval);
+    EXPECT_EQ(d.cache_dir, "");
+    const Config c = load({"--cache-ram", "0", "--checkpoint-interval", "512"}).config;
+    EXPECT_EQ(c.cache_ram_mib, 0);
+    EXPECT_EQ(c.checkpoint_interval, 512);
+    EXPECT_EQ(load({}, {{"GGUFD_CACHE_DIR", "/var/cache/ggufd"}}).config.cache_dir,
+              "/var/cache/ggufd");
+    TempFile file("cache-ram = 256\n");
+    EXPECT_EQ(load({"--config", file.path()}).config.cache_ram_mib, 256);
+    const std::string e = error_of({"--cache-ram", "-1"});
+    EXPECT_NE(e.find("cache-ram"), std::string::npos) << e;
+}
+
 }  // namespace

@@ -290,7 +290,21 @@ TEST(Metrics, WatchedSchedulerFeedsCountersAndGauges) {
     stats->generated_tokens = 10;
     stats->rejected = 1;
     stats->steps = 12;
+    stats->cached_tokens_slot = 7;
+    stats->cached_tokens_ram = 30;
+    stats->cache_ram_bytes = 4096;
+    stats->cache_entries = 3;
+    stats->cache_evictions = 2;
     auto e = scrape(m);
+    EXPECT_EQ(
+        value_of(e, "ggufd_prompt_tokens_cached_total", {{"model", "tiny"}, {"tier", "slot"}}), 7);
+    EXPECT_EQ(value_of(e, "ggufd_prompt_tokens_cached_total", {{"model", "tiny"}, {"tier", "ram"}}),
+              30);
+    EXPECT_EQ(
+        value_of(e, "ggufd_prompt_tokens_cached_total", {{"model", "tiny"}, {"tier", "disk"}}), 0);
+    EXPECT_EQ(value_of(e, "ggufd_prefix_cache_bytes", {{"model", "tiny"}, {"tier", "ram"}}), 4096);
+    EXPECT_EQ(value_of(e, "ggufd_prefix_cache_entries", tiny), 3);
+    EXPECT_EQ(value_of(e, "ggufd_prefix_cache_evictions_total", tiny), 2);
     EXPECT_EQ(value_of(e, "ggufd_queue_depth", tiny), 2);
     EXPECT_EQ(value_of(e, "ggufd_slots_busy", tiny), 4);
     EXPECT_EQ(value_of(e, "ggufd_prompt_tokens_total", tiny), 50);

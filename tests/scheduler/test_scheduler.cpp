@@ -2,14 +2,15 @@
 // runs alone or among others, queueing, cancellation, stop strings and prefix reuse.
 #include <gtest/gtest.h>
 
-#include <thread>
-
+#include <algorithm>
 #include <cmath>
 #include <condition_variable>
+#include <filesystem>
 #include <fstream>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <thread>
 
 #include "engine/grammar/grammar.h"
 #include "engine/grammar/matcher.h"
@@ -576,6 +577,239 @@ TEST(SchedulerSlidingWindow, PrefixReuseFallsBackWhenTheRingMovedOn) {
     const auto second = run(s, early, 6);
     EXPECT_EQ(second->usage.cached_prompt_tokens, static_cast<int32_t>(early.size()) - 1);
     EXPECT_EQ(second->tokens, fresh(early, 6));
+}
+
+// The prefix cache beyond the slots: more sessions than slots, each with a shared system prompt
+// and two turns (the second continuing the first's prompt and reply), and between them unrelated
+// prompts in every slot after the first second turn. Every second turn gets its whole history
+// back from the cache, and every reply equals a fresh scheduler's without a cache. A slot taken
+// over by a session sharing the system prompt leaves only its tail in the cache (a partial entry);
+// once unrelated prompts have taken every slot, such an entry's first cells come from another entry
+// of the same system prompt.
+struct Turn {
+    std::vector<int32_t> prompt;
+    int max_tokens;
+};
+
+std::shared_ptr<RecordingSink> run_turn(scheduler::Scheduler& s, const std::vector<int32_t>& prompt,
+                                        int max_tokens) {
+    auto sink = std::make_shared<RecordingSink>();
+    scheduler::GenerationRequest r;
+    r.prompt = prompt;
+    r.sampling.temperature = 0.0f;
+    r.stop.max_tokens = max_tokens;
+    r.stop.ignore_eos = true;
+    r.sink = sink;
+    EXPECT_EQ(s.submit(std::move(r)).status, scheduler::SubmitStatus::accepted);
+    sink->wait_done();
+    return sink;
+}
+
+// Sessions 0..n-1, interleaved: every first turn, then every second turn. A session's first
+// prompt is system + its own tail; its second is that, the reply, and `more`.
+void check_sessions(std::shared_ptr<const model::Model> model,
+                    std::shared_ptr<const tokenizer::Tokenizer> tok, scheduler::SchedulerParams p,
+                    const std::vector<int32_t>& system,
+                    const std::vector<std::vector<int32_t>>& own, const std::vector<int32_t>& more,
+                    int32_t expect_first_cached) {
+    scheduler::Scheduler s(model, tok, p);
+    scheduler::SchedulerParams plain = p;
+    plain.cache_ram_bytes = 0;
+    plain.n_slots = 1;
+    auto fresh = [&](const std::vector<int32_t>& prompt, int n) {
+        scheduler::Scheduler f(model, tok, plain);
+        return run_turn(f, prompt, n)->tokens;
+    };
+    const int n = 4;
+    std::vector<std::vector<int32_t>> history;
+    for (size_t i = 0; i < own.size(); ++i) {
+        std::vector<int32_t> prompt = system;
+        prompt.insert(prompt.end(), own[i].begin(), own[i].end());
+        const auto sink = run_turn(s, prompt, n);
+        EXPECT_EQ(sink->tokens, fresh(prompt, n)) << "session " << i << ", turn 1";
+        // The first session finds nothing; the others at least the system prompt's checkpoint.
+        if (i > 0) {
+            EXPECT_GE(sink->usage.cached_prompt_tokens, expect_first_cached) << i;
+        }
+        prompt.insert(prompt.end(), sink->tokens.begin(), sink->tokens.end());
+        prompt.insert(prompt.end(), more.begin(), more.end());
+        history.push_back(prompt);
+    }
+    // Unrelated prompts (the system prompt backwards, each rotated by one more) in every slot at
+    // once.
+    auto take_every_slot = [&] {
+        std::vector<std::shared_ptr<RecordingSink>> others;
+        for (int k = 0; k < p.n_slots; ++k) {
+            std::vector<int32_t> other(system.rbegin(), system.rend());
+            std::rotate(other.begin(), other.begin() + k, other.end());
+            auto sink = std::make_shared<RecordingSink>();
+            scheduler::GenerationRequest r;
+            r.prompt = other;
+            r.sampling.temperature = 0.0f;
+            r.stop.max_tokens = 2;
+            r.sink = sink;
+            ASSERT_EQ(s.submit(std::move(r)).status, scheduler::SubmitStatus::accepted);
+            others.push_back(sink);
+        }
+        for (const auto& sink : others) sink->wait_done();
+    };
+    // Costs of the copies the scheduler weighs (SnapshotCost), in a cache of the same model.
+    const auto cost = scheduler::SnapshotCost::of(*model);
+    const model::SequenceCache sizes(model->hparams(), {.n_seq = 1, .n_ctx = p.n_ctx});
+    for (size_t i = 0; i < own.size(); ++i) {
+        // After the first second turn (restored over the system prompt its slot held), other
+        // prompts take every slot: the others' entries need their first cells from entries.
+        if (i == 1) take_every_slot();
+        const auto sink = run_turn(s, history[i], n);
+        EXPECT_EQ(sink->tokens, fresh(history[i], n)) << "session " << i << ", turn 2";
+        // Everything the slot held after turn 1 (its prompt and the replies it fed back), unless
+        // copying the rest after what the cache had would have cost more than re-evaluating it.
+        const auto held = static_cast<int32_t>(history[i].size() - more.size()) - 1;
+        const int32_t got = sink->usage.cached_prompt_tokens;
+        EXPECT_TRUE(got == held || (got > 0 && got < held &&
+                                    !cost.worth(held - got, sizes.snapshot_bytes(held, got))))
+            << "session " << i << ": " << got << " of " << held;
+    }
+    EXPECT_GT(s.stats().cached_tokens_ram.load(), 0u);
+    EXPECT_GT(s.stats().cache_ram_bytes.load(), 0u);
+    EXPECT_LE(s.stats().cache_ram_bytes.load(), p.cache_ram_bytes);
+}
+
+TEST_F(SchedulerTest, MoreSessionsThanSlotsAllGetTheirPrefixBack) {
+    scheduler::SchedulerParams p;
+    p.n_slots = 2;
+    p.n_ctx = 128;
+    p.n_threads = 1;
+    p.cache_block_tokens = 4;
+    p.cache_ram_bytes = 8 << 20;
+    // A shared "system prompt": the first case's prompt and its continuation.
+    std::vector<int32_t> system(cases_[0].prompt);
+    system.insert(system.end(), cases_[0].greedy.begin(), cases_[0].greedy.begin() + 11);
+    std::vector<std::vector<int32_t>> own;
+    for (int i = 0; i < 4; ++i)
+        own.push_back({cases_[1].prompt.begin() + 1 + i, cases_[1].prompt.end()});
+    check_sessions(model_, tokenizer_, p, system, own,
+                   {cases_[2].prompt.begin() + 1, cases_[2].prompt.end()},
+                   static_cast<int32_t>(system.size()));
+}
+
+// The same for the other kinds of memory: a sliding-window model (gemma2; gemma4-e with layers of
+// two shapes and layers reading another's cells), recurrent ones (mamba, rwkv7), hybrids (lfm2;
+// qwen35's gated delta net; granitehybrid's Mamba-2) and a cache of latents alone (deepseek2's
+// MLA, which like any transformer resumes anywhere). The others resume only at snapshots: a
+// slot's history when it is overwritten, the end of each prompt, and every checkpoint_interval
+// tokens of one (here 8: the 12-token system prompt is found at its checkpoint 8).
+class SchedulerKinds : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(SchedulerKinds, MoreSessionsThanSlotsResumeFromCheckpoints) {
+    GGUFD_REQUIRE_CONFORMANCE(dir);
+    auto model = model::Model::load(dir / "arch" / (GetParam() + ".gguf"));
+    auto tok = std::make_shared<const tokenizer::Tokenizer>(
+        tokenizer::Tokenizer(tokenizer::Vocab::from_gguf(model->file())));
+    std::vector<int32_t> ids;
+    std::ifstream in(dir / "arch/prompt_tokens.txt");
+    for (int32_t id; in >> id;) ids.push_back(id);
+    ASSERT_EQ(ids.size(), 24u);
+    scheduler::SchedulerParams p;
+    p.n_slots = 1;
+    p.n_ctx = 64;
+    p.batch_size = 4;  // gemma2's ring: 8 - 1 + 4 cells, wrapped by every prompt
+    p.n_threads = 1;
+    p.cache_block_tokens = 4;
+    p.cache_ram_bytes = 16 << 20;
+    p.checkpoint_interval = 8;
+    const std::vector<int32_t> system(ids.begin(), ids.begin() + 12);
+    std::vector<std::vector<int32_t>> own;
+    for (int i = 0; i < 3; ++i) own.push_back({ids.begin() + 12 + i, ids.end()});
+    check_sessions(model, tok, p, system, own, {ids.begin() + 2, ids.begin() + 6}, 8);
+}
+
+INSTANTIATE_TEST_SUITE_P(Arch, SchedulerKinds,
+                         ::testing::Values("gemma2", "gemma4-e", "mamba", "rwkv7", "lfm2", "qwen35",
+                                           "granitehybrid", "deepseek2"));
+
+// --cache-dir: a second scheduler over the same folder starts with the first one's prefixes (served
+// from the disk tier, replies equal to a fresh scheduler's); truncated, corrupted and foreign
+// files are ignored with a warning and never loaded.
+TEST_F(SchedulerTest, CacheDirWarmsTheNextSchedulerAndIgnoresBadFiles) {
+    const std::filesystem::path dir =
+        std::filesystem::temp_directory_path() /
+        ("ggufd-prefix-" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) + "-" +
+         std::to_string(reinterpret_cast<uintptr_t>(this)));
+    std::filesystem::remove_all(dir);
+    scheduler::SchedulerParams p;
+    p.n_slots = 1;
+    p.n_ctx = 128;
+    p.n_threads = 1;
+    p.cache_block_tokens = 4;
+    p.cache_ram_bytes = 8 << 20;
+    p.cache_dir = dir.string();
+    std::vector<int32_t> first(cases_[0].prompt);
+    first.insert(first.end(), cases_[0].greedy.begin(), cases_[0].greedy.begin() + 20);
+    std::vector<int32_t> second(cases_[1].prompt);
+    second.insert(second.end(), cases_[1].greedy.begin(), cases_[1].greedy.begin() + 20);
+    std::vector<int32_t> again = first;
+    again.insert(again.end(), cases_[2].prompt.begin() + 1, cases_[2].prompt.end());
+    scheduler::SchedulerParams plain = p;
+    plain.cache_ram_bytes = 0;
+    plain.cache_dir.clear();
+    std::vector<int32_t> want;
+    {
+        scheduler::Scheduler fresh(model_, tokenizer_, plain);
+        want = run_turn(fresh, again, 6)->tokens;
+    }
+    {
+        scheduler::Scheduler s(model_, tokenizer_, p);
+        run_turn(s, first, 4);
+        run_turn(s, second, 4);  // takes the slot: `first` and its reply go to the cache and disk
+        EXPECT_GT(s.stats().cache_disk_bytes.load(), 0u);
+    }
+    std::vector<std::filesystem::path> files;
+    for (const auto& e : std::filesystem::recursive_directory_iterator(dir)) {
+        if (e.is_regular_file()) files.push_back(e.path());
+    }
+    ASSERT_EQ(files.size(), 1u);
+    {
+        scheduler::Scheduler s(model_, tokenizer_, p);
+        EXPECT_EQ(s.stats().cache_entries.load(), 1u);
+        const auto sink = run_turn(s, again, 6);
+        EXPECT_EQ(sink->tokens, want);
+        EXPECT_EQ(sink->usage.cached_prompt_tokens, static_cast<int32_t>(first.size()));
+        EXPECT_EQ(s.stats().cached_tokens_disk.load(),
+                  static_cast<uint64_t>(sink->usage.cached_prompt_tokens));
+    }
+    // Damaged copies of the file: none is loaded, and the requests are answered from scratch.
+    std::vector<char> bytes(std::filesystem::file_size(files[0]));
+    std::ifstream(files[0], std::ios::binary)
+        .read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    auto write = [](const std::filesystem::path& path, const std::vector<char>& b) {
+        std::ofstream(path, std::ios::binary)
+            .write(b.data(), static_cast<std::streamsize>(b.size()));
+    };
+    std::vector<char> flipped = bytes;
+    flipped[bytes.size() / 2] ^= 0x40;
+    write(files[0], flipped);
+    std::vector<char> cut(bytes.begin(), bytes.end() - 100);
+    write(files[0].parent_path() / "truncated.bin", cut);
+    std::vector<char> other_key = bytes;
+    other_key[16] ^= 1;  // the header's model key
+    write(files[0].parent_path() / "foreign.bin", other_key);
+    write(files[0].parent_path() / "tiny.bin", {'G', 'G'});
+    {
+        scheduler::Scheduler s(model_, tokenizer_, p);
+        EXPECT_EQ(s.stats().cache_entries.load(), 0u);
+        const auto sink = run_turn(s, again, 6);
+        EXPECT_EQ(sink->tokens, want);
+        EXPECT_EQ(sink->usage.cached_prompt_tokens, 0);
+    }
+    // Other KV storage types make other snapshots: another folder, the good file not read.
+    write(files[0], bytes);
+    p.kv_types = model::KvTypes(kernels::KvType::f32);
+    {
+        scheduler::Scheduler s(model_, tokenizer_, p);
+        EXPECT_EQ(s.stats().cache_entries.load(), 0u);
+    }
+    std::filesystem::remove_all(dir);
 }
 
 }  // namespace

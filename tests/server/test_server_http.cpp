@@ -1051,10 +1051,12 @@ TEST_F(ServerTest, DrainGivesUpAtItsDeadline) {
 TEST_F(ServerTest, AnthropicMessages) {
     std::mutex mutex;
     std::vector<std::string> routes;
+    int64_t cached = -1;
     ServerOptions o;
     o.on_access = [&](const AccessInfo& a, int, double) {
         std::lock_guard lock(mutex);
         routes.push_back(a.route);
+        if (a.route == "/v1/messages" && cached < 0) cached = a.cached_tokens;
     };
     start(o);
     Client c(port);
@@ -1135,6 +1137,7 @@ TEST_F(ServerTest, AnthropicMessages) {
     std::lock_guard lock(mutex);
     EXPECT_EQ(routes, (std::vector<std::string>{"/v1/messages", "/v1/messages/count_tokens",
                                                 "/v1/messages", "/v1/messages", "/v1/messages"}));
+    EXPECT_EQ(cached, 1);  // the first message's access record has its cached prompt token
 }
 
 // Anthropic's clients send the key as x-api-key.

@@ -1,6 +1,7 @@
 // ggufd-bench: how fast the engine and the server are, and how close to this machine's limits.
 //   engine:   ggufd-bench --model M -p 128 -n 32 -t 2 -r 3 [-d 0,2048]  (lists as llama-bench)
 //   roofline: ggufd-bench --roofline [--model M ...]
+//   agent:    ggufd-bench --agent-trace --model M [--trace-system 2048] [--parallel 2] ...
 //   server:   ggufd-bench --server http://127.0.0.1:8080 --concurrency 1,2,4,8,16 --max-tokens 64
 // Each mode lives in its own file; this one only reads options and dispatches.
 #include <boost/program_options.hpp>
@@ -11,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "tools/ggufd-bench/agent_trace.h"
 #include "tools/ggufd-bench/engine_mode.h"
 #include "tools/ggufd-bench/roofline.h"
 #include "tools/ggufd-bench/server_mode.h"
@@ -22,6 +24,8 @@ using namespace ggufd::bench;
 int main(int argc, char** argv) {
     EngineOptions engine;
     RooflineOptions roof;
+    AgentTraceOptions trace;
+    bool agent_trace = false;
     SweepOptions sweep;
     std::string server, concurrency = "1,2,4,8,16", plot;
     std::vector<std::string> n_prompt, n_gen, threads, depth;
@@ -32,6 +36,9 @@ int main(int argc, char** argv) {
         "      engine speed; -p -n -t -d take comma lists and may repeat (-t 1,2 -d 0,2048):\n"
         "      every thread count x depth runs every pp and tg length\n"
         "  ggufd-bench --roofline [--model M ...] [--buffer-mib 512]         ceilings\n"
+        "  ggufd-bench --agent-trace --model M [--trace-sessions 4] [--parallel 2] ...\n"
+        "      sessions sharing a system prompt, turns interleaved: tokens evaluated and TTFT\n"
+        "      per turn with the prefix cache and without\n"
         "  ggufd-bench --server URL [--concurrency 1,2,4] [--max-tokens 64] [--plot out.png]\n"
         "options");
     // clang-format off
@@ -58,6 +65,14 @@ int main(int argc, char** argv) {
         ("prompt", po::value(&sweep.prompt)->default_value(sweep.prompt), "server: prompt text")
         ("api-key", po::value(&sweep.api_key), "server: bearer key")
         ("plot", po::value(&plot), "server: PNG chart of the sweep (needs gnuplot)")
+        ("agent-trace", po::bool_switch(&agent_trace), "agent trace: sessions sharing a system prompt, several turns each, more sessions than slots")
+        ("trace-sessions", po::value(&trace.sessions)->default_value(trace.sessions), "agent trace: sessions")
+        ("trace-turns", po::value(&trace.turns)->default_value(trace.turns), "agent trace: turns per session")
+        ("trace-system", po::value(&trace.system)->default_value(trace.system), "agent trace: tokens of the shared system prompt")
+        ("trace-message", po::value(&trace.message)->default_value(trace.message), "agent trace: tokens of each turn's new message")
+        ("trace-reply", po::value(&trace.reply)->default_value(trace.reply), "agent trace: tokens generated per turn")
+        ("parallel", po::value(&trace.slots)->default_value(trace.slots), "agent trace: slots")
+        ("cache-ram", po::value(&trace.cache_ram_mib)->default_value(trace.cache_ram_mib), "agent trace: prefix cache MiB")
         ("csv", po::bool_switch(&csv), "machine-readable output");
     // clang-format on
     try {
@@ -77,6 +92,14 @@ int main(int argc, char** argv) {
                            ggufd::kernels::parse_kv_type(vm["cache-type-v"].as<std::string>())};
         const std::string model = vm.count("model") ? vm["model"].as<std::string>() : "";
 
+        if (agent_trace) {
+            if (model.empty()) throw std::invalid_argument("--agent-trace needs --model");
+            trace.model_path = model;
+            trace.threads = engine.threads.front();
+            trace.csv = csv;
+            run_agent_trace(trace);
+            return 0;
+        }
         if (!server.empty()) {
             if (roofline) throw std::invalid_argument("--roofline and --server are separate runs");
             sweep.endpoint = parse_url(server);

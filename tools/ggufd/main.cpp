@@ -37,6 +37,9 @@ ggufd::scheduler::SchedulerParams scheduler_params(const ggufd::config::Config& 
     p.f16_accumulator = c.f16_accumulator;
     p.kv_types = {ggufd::kernels::parse_kv_type(c.cache_type_k),
                   ggufd::kernels::parse_kv_type(c.cache_type_v)};
+    p.cache_ram_bytes = static_cast<size_t>(c.cache_ram_mib) << 20;
+    p.checkpoint_interval = c.checkpoint_interval;
+    p.cache_dir = c.cache_dir;
     return p;
 }
 
