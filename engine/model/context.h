@@ -42,6 +42,14 @@ struct BatchToken {
     int32_t token = 0;
     int32_t pos = 0;
     bool logits = false;  // return this position's logits
+    // An input row in place of the token's embedding (an image token: n_embd floats the caller
+    // keeps alive through the call), taken as it is: no embedding scale, no learned positions.
+    // The token id is then ignored. nullptr: the token's embedding.
+    const float* embd = nullptr;
+    // When every token a step brings of a sequence sets it, those tokens attend to each other
+    // both ways (and to the sequence's earlier tokens): a Gemma 3 image, which its caller
+    // evaluates as a step of its own (llama.cpp's non-causal image batch).
+    bool non_causal = false;
 };
 
 class Context {

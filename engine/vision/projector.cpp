@@ -15,6 +15,9 @@ constexpr ProjectorDesc kGemma3{
     .merge = Merge::avg_pool,
     .projection = Projection::soft_emb,
     .swap_ffn_updown = true,
+    .image_begin = "<start_of_image>",
+    .image_end = "<end_of_image>",
+    .non_causal_image = true,
 };
 
 constexpr ProjectorDesc kIdefics3{
@@ -24,6 +27,8 @@ constexpr ProjectorDesc kIdefics3{
     .merge = Merge::pixel_shuffle,
     .projection = Projection::fc,
     .swap_ffn_updown = true,
+    .image_begin = {},  // its tiles' own layout (vision/prompt.cpp)
+    .image_end = {},
 };
 
 constexpr ProjectorDesc kQwen25Vl{
@@ -41,6 +46,8 @@ constexpr ProjectorDesc kQwen25Vl{
     .merge = Merge::merge_2x2,
     .projection = Projection::mlp,
     .swap_ffn_updown = true,
+    .image_begin = "<|vision_start|>",
+    .image_end = "<|vision_end|>",
 };
 
 constexpr ProjectorDesc kQwen3Vl{
@@ -54,6 +61,8 @@ constexpr ProjectorDesc kQwen3Vl{
     .merge = Merge::merge_2x2,
     .projection = Projection::mlp,
     .deepstack = true,
+    .image_begin = "<|vision_start|>",
+    .image_end = "<|vision_end|>",
 };
 
 constexpr const ProjectorDesc* kProjectors[] = {&kGemma3, &kIdefics3, &kQwen25Vl, &kQwen3Vl};

@@ -65,6 +65,12 @@ struct ProjectorDesc {
     Projection projection = Projection::soft_emb;
     bool deepstack = false;       // clip.vision.is_deepstack_layers, v.deepstack.N.*
     bool swap_ffn_updown = false;  // old converters wrote ffn_up and ffn_down swapped
+    // The text model's side: the text libmtmd puts before and after an image's tokens (control
+    // tokens of the text model's vocabulary; Sizing::slices lays its tiles out its own way),
+    // and whether an image's tokens attend to each other both ways.
+    std::string_view image_begin;
+    std::string_view image_end;
+    bool non_causal_image = false;
 };
 
 // The supported projector types; nullptr for any other.

@@ -252,9 +252,11 @@ void AttentionBlock::forward(const Step& step, float* x) {
             cells.pos = s_.cell_positions.data() + win.start;
             cells.count = win.count;
         }
+        kernels::AttentionParams params = params_;
+        if (g.non_causal) params.causal = false;
         kernels::attention(q + g.begin * q_dim, positions + g.begin, g.count,
                            kv_.k_view(kv_layer_, g.seq), kv_.v_view(kv_layer_, g.seq), cells,
-                           params_, att + g.begin * att_dim, pool);
+                           params, att + g.begin * att_dim, pool);
     }
     if (gated_) {
         // Each head's output times sigmoid of its gate rows (value and key heads are one size).

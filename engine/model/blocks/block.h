@@ -63,6 +63,7 @@ namespace ggufd::model {
 struct SeqGroup {
     int32_t seq;
     int64_t begin, count;
+    bool non_causal = false;  // every token of the group set BatchToken::non_causal
 };
 
 // What the blocks of one step read. The rows are the step's tokens in sequence order: each
