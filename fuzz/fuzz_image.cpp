@@ -19,8 +19,7 @@ bool fuzz_image_one(const uint8_t* data, size_t size) {
         return false;
     }
     check(img.width > 0 && img.height > 0, "a decoded picture has pixels");
-    check(img.rgb.size() == static_cast<size_t>(img.width) * img.height * 3,
-          "three bytes a pixel");
+    check(img.rgb.size() == static_cast<size_t>(img.width) * img.height * 3, "three bytes a pixel");
     const vision::Image boxed = vision::fit_padded(img, 24, 16, vision::Resampler::bilinear);
     const vision::Image cubic = vision::fit_padded(img, 16, 24, vision::Resampler::bicubic);
     check(boxed.rgb.size() == 24 * 16 * 3 && cubic.rgb.size() == 16 * 24 * 3,

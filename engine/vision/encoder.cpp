@@ -18,18 +18,19 @@ std::pair<int, int> smart_size(int w, int h, int f) {
     const int64_t min_pixels = 8LL * f * f;
     const int64_t max_pixels = 4096LL * f * f;
     auto nearest = [f](int side) {
-        return std::max(f, static_cast<int>(std::round(static_cast<float>(side) /
-                                                       static_cast<float>(f))) *
-                               f);
+        return std::max(
+            f, static_cast<int>(std::round(static_cast<float>(side) / static_cast<float>(f))) * f);
     };
     int wb = nearest(w), hb = nearest(h);
     if (static_cast<int64_t>(wb) * hb > max_pixels) {
         const float beta = std::sqrt(static_cast<float>(h) * static_cast<float>(w) /
                                      static_cast<float>(max_pixels));
-        hb = std::max(f, static_cast<int>(std::floor(static_cast<float>(h) / beta /
-                                                     static_cast<float>(f))) * f);
-        wb = std::max(f, static_cast<int>(std::floor(static_cast<float>(w) / beta /
-                                                     static_cast<float>(f))) * f);
+        hb = std::max(
+            f,
+            static_cast<int>(std::floor(static_cast<float>(h) / beta / static_cast<float>(f))) * f);
+        wb = std::max(
+            f,
+            static_cast<int>(std::floor(static_cast<float>(w) / beta / static_cast<float>(f))) * f);
     } else if (static_cast<int64_t>(wb) * hb < min_pixels) {
         const float beta = std::sqrt(static_cast<float>(min_pixels) /
                                      (static_cast<float>(h) * static_cast<float>(w)));
@@ -49,8 +50,7 @@ class Tower {
 
   private:
     void linear(const Matrix& m, const Vector& bias, const float* x, int64_t n, float* y);
-    void norm(const Vector& w, const Vector& b, const float* x, float* y, int64_t n,
-              int64_t width);
+    void norm(const Vector& w, const Vector& b, const float* x, float* y, int64_t n, int64_t width);
     void patches(const Planar& px);
     void add_positions();
     void layer(const ProjectorLayer& L, int64_t il);
@@ -68,7 +68,7 @@ class Tower {
     int64_t px_ = 0, py_ = 0, n_ = 0;  // patch grid and patch count
     // Token i of the tower is the patch at (row_[i], col_[i]).
     std::vector<int32_t> row_, col_;
-    std::vector<float> x_;  // [n_][n_embd]
+    std::vector<float> x_;   // [n_][n_embd]
     bool windowed_ = false;  // this block attends within windows
 };
 
@@ -92,8 +92,8 @@ void Tower::norm(const Vector& w, const Vector& b, const float* x, float* y, int
         kernels::rms_norm_rows(x, w.data(), y, n, width, hp_.eps, &pool_);
         if (!b.empty()) kernels::add_bias(y, b.data(), y, n, width, &pool_);
     } else {
-        kernels::layer_norm_rows(x, w.data(), b.empty() ? nullptr : b.data(), y, n, width,
-                                 hp_.eps, &pool_);
+        kernels::layer_norm_rows(x, w.data(), b.empty() ? nullptr : b.data(), y, n, width, hp_.eps,
+                                 &pool_);
     }
 }
 
@@ -253,11 +253,15 @@ void Tower::attend(const float* q, const float* k, const float* v, float* out) {
     std::vector<uint16_t> k16(static_cast<size_t>(n_ * n_embd)), v16(k16.size());
     kernels::f32_to_f16(k, k16.data(), n_ * n_embd, &pool_);
     kernels::f32_to_f16(v, v16.data(), n_ * n_embd, &pool_);
-    const kernels::KvView kv{.data = k16.data(), .type = kernels::KvType::f16, .n_cells = n_,
-                             .cell_stride = n_embd, .head_stride = d};
+    const kernels::KvView kv{.data = k16.data(),
+                             .type = kernels::KvType::f16,
+                             .n_cells = n_,
+                             .cell_stride = n_embd,
+                             .head_stride = d};
     kernels::KvView vv = kv;
     vv.data = v16.data();
-    const kernels::AttentionParams params{.n_head = hp_.n_head, .n_head_kv = hp_.n_head,
+    const kernels::AttentionParams params{.n_head = hp_.n_head,
+                                          .n_head_kv = hp_.n_head,
                                           .head_dim = d,
                                           .scale = 1.0f / std::sqrt(static_cast<float>(d)),
                                           .causal = false};
@@ -332,8 +336,7 @@ void Tower::layer(const ProjectorLayer& L, int64_t il) {
     if (d_.ffn == VisionFfn::swiglu) {
         std::vector<float> gate(up.size());
         linear(L.gate, L.gate_b, h.data(), n_, gate.data());
-        kernels::swiglu(gate.data(), up.data(), up.data(), static_cast<int64_t>(up.size()),
-                        &pool_);
+        kernels::swiglu(gate.data(), up.data(), up.data(), static_cast<int64_t>(up.size()), &pool_);
     } else {
         kernels::gelu(up.data(), up.data(), static_cast<int64_t>(up.size()), &pool_);
     }
@@ -460,8 +463,8 @@ PreparedInputs prepare_slices(const ProjectorHParams& hp, const ProjectorDesc& d
                               const Image& image) {
     const auto S = static_cast<int>(hp.image_size);
     const auto L = static_cast<float>(hp.preproc_image_size);
-    const float s = std::min(L / static_cast<float>(image.width),
-                             L / static_cast<float>(image.height));
+    const float s =
+        std::min(L / static_cast<float>(image.width), L / static_cast<float>(image.height));
     auto up = [S](float v) { return static_cast<int>(std::ceil(v / static_cast<float>(S))) * S; };
     const int rw = std::max(S, up(static_cast<float>(image.width) * s));
     const int rh = std::max(S, up(static_cast<float>(image.height) * s));
@@ -505,8 +508,8 @@ PreparedInputs prepare_image(const Projector& projector, const Image& image) {
             break;
         }
         case Sizing::smart: {
-            const auto [w, h] = smart_size(image.width, image.height,
-                                           static_cast<int>(2 * hp.patch_size));
+            const auto [w, h] =
+                smart_size(image.width, image.height, static_cast<int>(2 * hp.patch_size));
             r.inputs.push_back({normalize(fit_padded(image, w, h, Resampler::bilinear),
                                           hp.mean.data(), hp.std.data())});
             break;

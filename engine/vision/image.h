@@ -34,9 +34,9 @@ struct Image {
 // What a decode may cost. Decoding time is linear in the pixels (and the bytes), so bounding
 // both bounds the time too.
 struct ImageLimits {
-    size_t max_bytes = 20u << 20;           // the encoded file
-    int64_t max_pixels = 50'000'000;        // width * height, checked from the header first
-    int max_side = 16384;                   // either side
+    size_t max_bytes = 20u << 20;     // the encoded file
+    int64_t max_pixels = 50'000'000;  // width * height, checked from the header first
+    int max_side = 16384;             // either side
 };
 
 // Decodes `bytes` to RGB. Throws ImageError naming the format's complaint, or the limit passed.

@@ -7,7 +7,9 @@ namespace ggufd::vision {
 
 namespace {
 
-float lerp(float a, float b, float t) { return a + (b - a) * t; }
+float lerp(float a, float b, float t) {
+    return a + (b - a) * t;
+}
 
 }  // namespace
 
@@ -93,10 +95,10 @@ Image fit_padded(const Image& src, int width, int height, Resampler how) {
     if (src.width == width && src.height == height) return src;
     const float scale = std::min(static_cast<float>(width) / static_cast<float>(src.width),
                                  static_cast<float>(height) / static_cast<float>(src.height));
-    const int w = std::min(
-        static_cast<int>(std::ceil(static_cast<float>(src.width) * scale)), width);
-    const int h = std::min(
-        static_cast<int>(std::ceil(static_cast<float>(src.height) * scale)), height);
+    const int w =
+        std::min(static_cast<int>(std::ceil(static_cast<float>(src.width) * scale)), width);
+    const int h =
+        std::min(static_cast<int>(std::ceil(static_cast<float>(src.height) * scale)), height);
     const Image scaled = resize(src, std::max(w, 1), std::max(h, 1), how);
     Image out(width, height);
     const int x0 = (width - scaled.width) / 2;
@@ -116,7 +118,8 @@ Planar normalize(const Image& img, const float mean[3], const float std[3]) {
     p.data.resize(3 * n);
     for (int c = 0; c < 3; ++c) {
         for (size_t i = 0; i < n; ++i) {
-            p.data[c * n + i] = (static_cast<float>(img.rgb[i * 3 + c]) / 255.0f - mean[c]) / std[c];
+            p.data[c * n + i] =
+                (static_cast<float>(img.rgb[i * 3 + c]) / 255.0f - mean[c]) / std[c];
         }
     }
     return p;

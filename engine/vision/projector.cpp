@@ -103,8 +103,8 @@ class Binder {
         if (!t) return {};
         if (t->ne[0] != cols || t->ne[1] != rows || t->ne[2] != 1 || t->ne[3] != 1) {
             throw gguf::Error("mmproj: tensor '" + name + "' has shape " + t->shape_string() +
-                              ", expected [" + std::to_string(cols) + ", " +
-                              std::to_string(rows) + "]");
+                              ", expected [" + std::to_string(cols) + ", " + std::to_string(rows) +
+                              "]");
         }
         return matrix(*t, name, cols, rows);
     }
@@ -115,9 +115,9 @@ class Binder {
         if (!t) return {};
         if (t->ne != ne) {
             throw gguf::Error("mmproj: tensor '" + name + "' has shape " + t->shape_string() +
-                              " where the hyperparameters make [" + std::to_string(ne[0]) +
-                              ", " + std::to_string(ne[1]) + ", " + std::to_string(ne[2]) +
-                              ", " + std::to_string(ne[3]) + "]");
+                              " where the hyperparameters make [" + std::to_string(ne[0]) + ", " +
+                              std::to_string(ne[1]) + ", " + std::to_string(ne[2]) + ", " +
+                              std::to_string(ne[3]) + "]");
         }
         return matrix(*t, name, ne[0] * ne[1] * ne[2], ne[3]);
     }
@@ -145,7 +145,8 @@ class Binder {
     static void check_type(const gguf::TensorInfo& t, const std::string& name, int64_t cols) {
         if (!kernels::find_kernels(t.type)) {
             throw gguf::Error("mmproj: tensor '" + name + "' has type " +
-                              std::string(gguf::type_name(t.type)) + ", which ggufd cannot compute");
+                              std::string(gguf::type_name(t.type)) +
+                              ", which ggufd cannot compute");
         }
         if (cols % gguf::type_info(t.type).block_size != 0) {
             throw gguf::Error("mmproj: tensor '" + name + "' rows are not whole blocks of " +
@@ -218,8 +219,9 @@ Projector::Projector(gguf::File file) : file_(std::move(file)) {
                           "', a projector file's is 'clip'");
     }
     if (!f.get_or<bool>("clip.has_vision_encoder", false)) {
-        throw gguf::Error("mmproj: clip.has_vision_encoder is not true (only image projectors "
-                          "are supported)");
+        throw gguf::Error(
+            "mmproj: clip.has_vision_encoder is not true (only image projectors "
+            "are supported)");
     }
     const auto type = f.get<std::string>("clip.projector_type");
     desc_ = find_projector(type);
@@ -242,21 +244,24 @@ Projector::Projector(gguf::File file) : file_(std::move(file)) {
     hp.std = get_triple(f, v + "image_std");
     for (int c = 0; c < 3; ++c) {
         if (!(hp.std[c] > 0.0f) || !std::isfinite(hp.mean[c])) {
-            throw gguf::Error("mmproj: clip.vision.image_std must be positive and image_mean "
-                              "finite");
+            throw gguf::Error(
+                "mmproj: clip.vision.image_std must be positive and image_mean "
+                "finite");
         }
     }
     if (hp.n_embd % hp.n_head != 0) {
-        throw gguf::Error("mmproj: clip.vision.embedding_length is not a multiple of "
-                          "clip.vision.attention.head_count");
+        throw gguf::Error(
+            "mmproj: clip.vision.embedding_length is not a multiple of "
+            "clip.vision.attention.head_count");
     }
     const int64_t head_dim = hp.n_embd / hp.n_head;
     if (d.rope_2d && head_dim % 4 != 0) {
         throw gguf::Error("mmproj: the 2-D RoPE needs a head size that is a multiple of 4");
     }
     if (hp.image_size % hp.patch_size != 0) {
-        throw gguf::Error("mmproj: clip.vision.image_size is not a multiple of "
-                          "clip.vision.patch_size");
+        throw gguf::Error(
+            "mmproj: clip.vision.image_size is not a multiple of "
+            "clip.vision.patch_size");
     }
     const int64_t side = hp.image_size / hp.patch_size;
     switch (d.merge) {
@@ -292,8 +297,8 @@ Projector::Projector(gguf::File file) : file_(std::move(file)) {
     const int64_t p = hp.patch_size;
     const int64_t n = hp.n_embd;
     for (int k = 0; k < d.patch_kernels; ++k) {
-        const std::string name = k == 0 ? "v.patch_embd.weight" : "v.patch_embd.weight." +
-                                                                      std::to_string(k);
+        const std::string name =
+            k == 0 ? "v.patch_embd.weight" : "v.patch_embd.weight." + std::to_string(k);
         w.patch.push_back(b.flat(name, {p, p, 3, n}, true));
     }
     w.patch_b = b.vec("v.patch_embd.bias", n, d.patch_bias);
@@ -304,12 +309,11 @@ Projector::Projector(gguf::File file) : file_(std::move(file)) {
         const auto root = static_cast<int64_t>(std::lround(std::sqrt(double(w.n_position))));
         if (t->ne[0] != n || t->ne[1] != want || t->ne[2] != 1 || t->ne[3] != 1 ||
             root * root != w.n_position) {
-            throw gguf::Error("mmproj: tensor 'v.position_embd.weight' has shape " +
-                              t->shape_string() + ", expected [" + std::to_string(n) +
-                              ", a square number of positions" +
-                              (d.positions == Positions::table ? " = " + std::to_string(want)
-                                                               : std::string()) +
-                              "]");
+            throw gguf::Error(
+                "mmproj: tensor 'v.position_embd.weight' has shape " + t->shape_string() +
+                ", expected [" + std::to_string(n) + ", a square number of positions" +
+                (d.positions == Positions::table ? " = " + std::to_string(want) : std::string()) +
+                "]");
         }
         w.position = b.floats(*t, "v.position_embd.weight");
     }
@@ -362,7 +366,8 @@ Projector::Projector(gguf::File file) : file_(std::move(file)) {
             w.input_projection.cols = n;
             w.input_projection.owned.resize(static_cast<size_t>(out * n));
             for (int64_t i = 0; i < n; ++i) {
-                for (int64_t j = 0; j < out; ++j) w.input_projection.owned[j * n + i] = flat[i * out + j];
+                for (int64_t j = 0; j < out; ++j)
+                    w.input_projection.owned[j * n + i] = flat[i * out + j];
             }
             break;
         }

@@ -26,9 +26,9 @@ namespace ggufd::vision {
 
 // How a picture becomes the encoder's inputs.
 enum class Sizing {
-    square,   // fit with black bars into image_size x image_size (Gemma 3)
-    smart,    // each side a multiple of 2 patches, fit with black bars (Qwen-VL)
-    slices,   // llava-uhd tiles of image_size plus an overview (idefics3)
+    square,  // fit with black bars into image_size x image_size (Gemma 3)
+    smart,   // each side a multiple of 2 patches, fit with black bars (Qwen-VL)
+    slices,  // llava-uhd tiles of image_size plus an overview (idefics3)
 };
 enum class VisionNorm { layer, rms };
 enum class VisionFfn { gelu, swiglu };
@@ -58,12 +58,12 @@ struct ProjectorDesc {
     bool norm_bias = true;
     bool fused_qkv = false;
     VisionFfn ffn = VisionFfn::gelu;
-    bool rope_2d = false;           // per head: pairs (k, k + d/2) turned by row then column
-    bool window_attention = false;  // clip.vision.n_wa_pattern
+    bool rope_2d = false;                 // per head: pairs (k, k + d/2) turned by row then column
+    bool window_attention = false;        // clip.vision.n_wa_pattern
     bool patches_in_merge_order = false;  // the tower sees patches grouped by 2 x 2 blocks
     Merge merge = Merge::avg_pool;
     Projection projection = Projection::soft_emb;
-    bool deepstack = false;       // clip.vision.is_deepstack_layers, v.deepstack.N.*
+    bool deepstack = false;        // clip.vision.is_deepstack_layers, v.deepstack.N.*
     bool swap_ffn_updown = false;  // old converters wrote ffn_up and ffn_down swapped
     // The text model's side: the text libmtmd puts before and after an image's tokens (control
     // tokens of the text model's vocabulary; Sizing::slices lays its tiles out its own way),
@@ -87,8 +87,8 @@ struct ProjectorHParams {
     float eps = 1e-6f;
     std::array<float, 3> mean{};
     std::array<float, 3> std{};
-    int64_t projection_dim = 0;  // the text model's input width (per deepstack slice)
-    int64_t merge = 4;           // patches per side merged into a token
+    int64_t projection_dim = 0;      // the text model's input width (per deepstack slice)
+    int64_t merge = 4;               // patches per side merged into a token
     int64_t preproc_image_size = 0;  // idefics3's longest side before slicing
     int64_t n_wa_pattern = 0;
     std::vector<bool> deepstack_layers;  // per block

@@ -69,8 +69,8 @@ std::vector<PromptChunk> layout_prompt(const ProjectorDesc& desc,
         at = m + kMediaMarker.size();
         if (next >= static_cast<int>(images.size())) {
             throw std::invalid_argument("the prompt has more " + std::string(kMediaMarker) +
-                                        " markers than images (" +
-                                        std::to_string(images.size()) + ")");
+                                        " markers than images (" + std::to_string(images.size()) +
+                                        ")");
         }
         const EncodedImage& img = images[static_cast<size_t>(next)];
         if (desc.sizing == Sizing::slices) {
@@ -109,10 +109,10 @@ std::vector<PromptChunk> layout_prompt(const ProjectorDesc& desc,
 int64_t prompt_tokens(std::span<const PromptChunk> chunks, std::span<const EncodedImage> images) {
     int64_t n = 0;
     for (const PromptChunk& c : chunks) {
-        n += c.is_image()
-                 ? images[static_cast<size_t>(c.image)].chunks[static_cast<size_t>(c.chunk)]
-                       .n_tokens()
-                 : static_cast<int64_t>(c.tokens.size());
+        n += c.is_image() ? images[static_cast<size_t>(c.image)]
+                                .chunks[static_cast<size_t>(c.chunk)]
+                                .n_tokens()
+                          : static_cast<int64_t>(c.tokens.size());
     }
     return n;
 }
@@ -139,7 +139,10 @@ std::vector<float> eval_prompt(model::Context& ctx, int32_t seq, const Projector
             const ImageChunk& ic =
                 images[static_cast<size_t>(c.image)].chunks[static_cast<size_t>(c.chunk)];
             for (int64_t t = 0; t < ic.n_tokens(); ++t) {
-                batch.push_back({.seq = seq, .token = 0, .pos = pos++, .logits = false,
+                batch.push_back({.seq = seq,
+                                 .token = 0,
+                                 .pos = pos++,
+                                 .logits = false,
                                  .embd = ic.embd.data() + t * n_embd,
                                  .non_causal = desc.non_causal_image});
             }

@@ -4,8 +4,8 @@
 
 #include <cmath>
 #include <cstring>
-#include <functional>
 #include <fstream>
+#include <functional>
 #include <iterator>
 
 #include "engine/vision/encoder.h"
@@ -80,12 +80,11 @@ TEST_P(ProjectorFamily, EmbeddingsMatchLlamaCpp) {
     }
 }
 
-INSTANTIATE_TEST_SUITE_P(Vision, ProjectorFamily,
-                         ::testing::Values(Family{"gemma3", "gemma3", 16, 16},
-                                           Family{"idefics3", "smolvlm", 80, 80},
-                                           Family{"qwen25vl", "qwen25vl", 12, 18},
-                                           Family{"qwen3vl", "qwen3vl", 12, 15}),
-                         [](const ::testing::TestParamInfo<Family>& p) { return std::string(p.param.file); });
+INSTANTIATE_TEST_SUITE_P(
+    Vision, ProjectorFamily,
+    ::testing::Values(Family{"gemma3", "gemma3", 16, 16}, Family{"idefics3", "smolvlm", 80, 80},
+                      Family{"qwen25vl", "qwen25vl", 12, 18}, Family{"qwen3vl", "qwen3vl", 12, 15}),
+    [](const ::testing::TestParamInfo<Family>& p) { return std::string(p.param.file); });
 
 // The gemma3 mmproj rewritten: `skip` left out, `extra` added, `key` set.
 std::shared_ptr<const Projector> edited(const std::filesystem::path& path, const std::string& skip,
@@ -120,11 +119,13 @@ TEST(ProjectorLoad, RefusesWhatItCannotComputeByName) {
     GGUFD_REQUIRE_CONFORMANCE(conf);
     const auto path = conf / "vision/gemma3-mmproj.gguf";
     EXPECT_NO_THROW(edited(path, "", "", "", gguf::Value(uint32_t{0})));
-    EXPECT_NE(refusal([&] { edited(path, "v.blk.1.attn_k.weight", "", "", uint32_t{0}); })
-                  .find("'v.blk.1.attn_k.weight' is missing"),
+    EXPECT_NE(refusal([&] {
+                  edited(path, "v.blk.1.attn_k.weight", "", "", uint32_t{0});
+              }).find("'v.blk.1.attn_k.weight' is missing"),
               std::string::npos);
-    EXPECT_NE(refusal([&] { edited(path, "", "v.blk.0.extra", "", uint32_t{0}); })
-                  .find("'v.blk.0.extra'"),
+    EXPECT_NE(refusal([&] {
+                  edited(path, "", "v.blk.0.extra", "", uint32_t{0});
+              }).find("'v.blk.0.extra'"),
               std::string::npos);
     EXPECT_NE(refusal([&] {
                   edited(path, "", "", "clip.projector_type", gguf::Value(std::string("pixtral")));

@@ -38,7 +38,8 @@ TEST_P(VisionPrompt, LayoutAndLogitsMatchLlamaCpp) {
     const std::string fam = GetParam();
     const std::filesystem::path dir = conf / "vision";
     const auto projector = Projector::load(dir / (fam + "-mmproj.gguf"));
-    const auto text = model::Model::load(dir / (fam + "-text.gguf"), {.repack = model::Repack::off});
+    const auto text =
+        model::Model::load(dir / (fam + "-text.gguf"), {.repack = model::Repack::off});
     projector->check_fits(text->hparams().n_embd);
     const auto tok = tokenizer::Tokenizer::from_file(dir / (fam + "-text.gguf"));
     const auto ref = nlohmann::json::parse(read_text(dir / (fam + ".json")));

@@ -52,7 +52,8 @@ int logits_with_images(const std::string& model_path, const std::string& mmproj,
             vision::decode_image({reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()}),
             ctx.pool()));
     }
-    const auto chunks = vision::layout_prompt(projector->desc(), tok, read_all(prompt_path), images);
+    const auto chunks =
+        vision::layout_prompt(projector->desc(), tok, read_all(prompt_path), images);
     const int64_t n = vision::prompt_tokens(chunks, images);
     if (n > ctx.cache().n_ctx()) {
         throw std::runtime_error("the prompt's " + std::to_string(n) +
@@ -62,7 +63,8 @@ int logits_with_images(const std::string& model_path, const std::string& mmproj,
     if (!embd_dir.empty()) {
         for (size_t k = 0; k < images.size(); ++k) {
             std::vector<float> rows;
-            for (const auto& c : images[k].chunks) rows.insert(rows.end(), c.embd.begin(), c.embd.end());
+            for (const auto& c : images[k].chunks)
+                rows.insert(rows.end(), c.embd.begin(), c.embd.end());
             write_f32(std::filesystem::path(embd_dir) /
                           (std::filesystem::path(image_paths[k]).stem().string() + ".embd.f32"),
                       rows);
