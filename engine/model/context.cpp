@@ -269,12 +269,29 @@ void Context::eval_step(std::span<const BatchToken> batch_in, std::vector<float>
         if (t.embd) std::copy_n(t.embd, embd, x + i * embd);
     }
 
+    std::vector<std::array<int32_t, 3>> rope;
+    std::vector<const float*> input_rows;
+    if (inputs) {
+        input_rows.resize(batch.size());
+        for (size_t i = 0; i < batch.size(); ++i) input_rows[i] = batch[i].embd;
+    }
+    if (std::any_of(batch.begin(), batch.end(),
+                    [](const BatchToken& t) { return t.rope[0] >= 0; })) {
+        rope.resize(batch.size());
+        for (size_t i = 0; i < batch.size(); ++i) {
+            const BatchToken& t = batch[i];
+            rope[i] = t.rope[0] >= 0 ? t.rope : std::array<int32_t, 3>{t.pos, t.pos, t.pos};
+        }
+    }
+
     const LoraRows lora(row_seqs, seq_adapters_);
     const Step step{.n = n,
                     .positions = positions,
                     .tokens = tokens,
                     .groups = groups,
                     .lora = lora,
+                    .rope = rope,
+                    .inputs = input_rows,
                     .id = ++steps_};
     for (const std::unique_ptr<Block>& block : blocks_) block->forward(step, x);
 

@@ -1,5 +1,6 @@
 #include "engine/vision/prompt.h"
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 
@@ -117,10 +118,27 @@ int64_t prompt_tokens(std::span<const PromptChunk> chunks, std::span<const Encod
     return n;
 }
 
+ChunkPlaces image_places(const ImageChunk& chunk, int32_t p0, bool mrope) {
+    ChunkPlaces out;
+    const int64_t n = chunk.n_tokens();
+    out.rope.resize(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) {
+        const auto r = static_cast<int32_t>(i / chunk.nx), c = static_cast<int32_t>(i % chunk.nx);
+        out.rope[i] = mrope ? std::array<int32_t, 3>{p0, p0 + r, p0 + c}
+                            : std::array<int32_t, 3>{p0 + static_cast<int32_t>(i),
+                                                     p0 + static_cast<int32_t>(i),
+                                                     p0 + static_cast<int32_t>(i)};
+    }
+    out.advance = static_cast<int32_t>(mrope ? std::max(chunk.nx, chunk.ny) : n);
+    return out;
+}
+
 std::vector<float> eval_prompt(model::Context& ctx, int32_t seq, const ProjectorDesc& desc,
                                std::span<const PromptChunk> chunks,
                                std::span<const EncodedImage> images, bool all_logits) {
-    const int64_t n_embd = ctx.model().hparams().n_embd;
+    const model::HParams& hp = ctx.model().hparams();
+    const int64_t n_embd = hp.n_embd_inp();
+    const bool mrope = hp.desc->rope_sections != model::RopeSections::none;
     for (const EncodedImage& img : images) {
         if (img.n_embd != n_embd) {
             throw std::invalid_argument("image rows of " + std::to_string(img.n_embd) +
@@ -130,7 +148,8 @@ std::vector<float> eval_prompt(model::Context& ctx, int32_t seq, const Projector
     }
     const int64_t total = prompt_tokens(chunks, images);
     std::vector<float> out, logits;
-    int32_t pos = 0;
+    int32_t pos = 0;   // the token's place: its cell
+    int32_t rpos = 0;  // its rotary position, behind pos after an M-RoPE image
     int64_t done = 0;
     std::vector<model::BatchToken> batch;
     for (const PromptChunk& c : chunks) {
@@ -138,16 +157,30 @@ std::vector<float> eval_prompt(model::Context& ctx, int32_t seq, const Projector
         if (c.is_image()) {
             const ImageChunk& ic =
                 images[static_cast<size_t>(c.image)].chunks[static_cast<size_t>(c.chunk)];
+            const ChunkPlaces places = image_places(ic, rpos, mrope);
             for (int64_t t = 0; t < ic.n_tokens(); ++t) {
+                batch.push_back(
+                    {.seq = seq,
+                     .token = 0,
+                     .pos = pos++,
+                     .logits = false,
+                     .embd = ic.embd.data() + t * n_embd,
+                     .non_causal = desc.non_causal_image,
+                     .rope = mrope ? places.rope[t] : std::array<int32_t, 3>{-1, -1, -1}});
+            }
+            rpos += places.advance;
+        } else {
+            for (int32_t id : c.tokens) {
                 batch.push_back({.seq = seq,
-                                 .token = 0,
+                                 .token = id,
                                  .pos = pos++,
                                  .logits = false,
-                                 .embd = ic.embd.data() + t * n_embd,
-                                 .non_causal = desc.non_causal_image});
+                                 .embd = nullptr,
+                                 .non_causal = false,
+                                 .rope = mrope ? std::array<int32_t, 3>{rpos, rpos, rpos}
+                                               : std::array<int32_t, 3>{-1, -1, -1}});
+                ++rpos;
             }
-        } else {
-            for (int32_t id : c.tokens) batch.push_back({.seq = seq, .token = id, .pos = pos++});
         }
         for (size_t i = 0; i < batch.size(); ++i) {
             batch[i].logits = all_logits || done + static_cast<int64_t>(i) + 1 == total;

@@ -5,6 +5,7 @@
 // chunk as libmtmd decodes it.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <span>
 #include <string_view>
@@ -37,8 +38,18 @@ std::vector<PromptChunk> layout_prompt(const ProjectorDesc& desc,
 // Tokens (text and image) the chunks make.
 int64_t prompt_tokens(std::span<const PromptChunk> chunks, std::span<const EncodedImage> images);
 
+// Where an image chunk's tokens turn, from rotary position p0: under M-RoPE token i of the
+// nx x ny grid at [p0, p0 + i / nx, p0 + i % nx], the chunk advancing the position by
+// max(nx, ny); otherwise at p0 + i, advancing by its token count.
+struct ChunkPlaces {
+    std::vector<std::array<int32_t, 3>> rope;
+    int32_t advance = 0;
+};
+ChunkPlaces image_places(const ImageChunk& chunk, int32_t p0, bool mrope);
+
 // Evaluates the chunks into sequence `seq` of `ctx` (empty) from position 0, each chunk one
-// eval, image chunks as input rows (non-causal when the description says so). Returns the
+// eval, image chunks as input rows (non-causal when the description says so), with M-RoPE
+// positions when the text model has rope sections. Returns the
 // logits of every token, one n_vocab row each in sequence order, when `all_logits`, else
 // those of the last. std::invalid_argument when the pictures' rows do not fit the text model.
 std::vector<float> eval_prompt(model::Context& ctx, int32_t seq, const ProjectorDesc& desc,

@@ -40,7 +40,7 @@ TEST_P(VisionPrompt, LayoutAndLogitsMatchLlamaCpp) {
     const auto projector = Projector::load(dir / (fam + "-mmproj.gguf"));
     const auto text =
         model::Model::load(dir / (fam + "-text.gguf"), {.repack = model::Repack::off});
-    projector->check_fits(text->hparams().n_embd);
+    projector->check_fits(text->hparams().n_embd_inp());
     const auto tok = tokenizer::Tokenizer::from_file(dir / (fam + "-text.gguf"));
     const auto ref = nlohmann::json::parse(read_text(dir / (fam + ".json")));
 
@@ -70,7 +70,17 @@ TEST_P(VisionPrompt, LayoutAndLogitsMatchLlamaCpp) {
             EXPECT_EQ(chunks[i].image, rc["image"].get<int>());
             const auto& ic = images[chunks[i].image].chunks[chunks[i].chunk];
             EXPECT_EQ(ic.n_tokens(), rc["n_tokens"].get<int64_t>());
-            pos += static_cast<int32_t>(ic.n_tokens());
+            const ChunkPlaces places = image_places(ic, pos, ref["mrope"].get<bool>());
+            EXPECT_EQ(places.advance, rc["n_pos"].get<int32_t>());
+            if (rc.contains("positions")) {
+                ASSERT_EQ(rc["positions"].size(), places.rope.size());
+                for (size_t t = 0; t < places.rope.size(); ++t) {
+                    const auto p = rc["positions"][t].get<std::vector<int32_t>>();
+                    EXPECT_EQ((std::array<int32_t, 3>{p[0], p[1], p[2]}), places.rope[t]);
+                    EXPECT_EQ(p[3], 0);
+                }
+            }
+            pos += places.advance;
         }
     }
     EXPECT_EQ(pos, ref["n_pos"].get<int32_t>());
@@ -122,7 +132,8 @@ TEST_P(VisionPrompt, LayoutAndLogitsMatchLlamaCpp) {
     }
 }
 
-INSTANTIATE_TEST_SUITE_P(Vision, VisionPrompt, ::testing::Values("gemma3", "smolvlm"),
+INSTANTIATE_TEST_SUITE_P(Vision, VisionPrompt,
+                         ::testing::Values("gemma3", "smolvlm", "qwen25vl", "qwen3vl"),
                          [](const ::testing::TestParamInfo<const char*>& p) {
                              return std::string(p.param);
                          });

@@ -40,7 +40,7 @@ int logits_with_images(const std::string& model_path, const std::string& mmproj,
                        const model::ContextParams& base) {
     auto model = model::Model::load(model_path);
     const auto projector = vision::Projector::load(mmproj);
-    projector->check_fits(model->hparams().n_embd);
+    projector->check_fits(model->hparams().n_embd_inp());
     const auto tok = tokenizer::Tokenizer::from_file(model_path);
     model::ContextParams params = base;
     model::Context ctx(model, params);
