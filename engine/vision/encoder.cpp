@@ -274,7 +274,7 @@ void Tower::attend(const float* q, const float* k, const float* v, float* out) {
     }
     // Windows of w x w merged tokens tile the merged grid from the top left; the tower's tokens
     // are in merge order, so a window's tokens are found by their patch's place.
-    const int64_t win = 112 / hp_.patch_size / 2;
+    const int64_t win = std::max<int64_t>(1, 112 / hp_.patch_size / 2);
     const int64_t mx = px_ / 2, my = py_ / 2;
     const int64_t wcols = (mx + win - 1) / win;
     const int64_t wrows = (my + win - 1) / win;

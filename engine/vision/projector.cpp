@@ -264,6 +264,17 @@ Projector::Projector(gguf::File file) : file_(std::move(file)) {
             "clip.vision.patch_size");
     }
     const int64_t side = hp.image_size / hp.patch_size;
+    // What one picture may cost is bounded by the file: real projectors have grids of 16 to 64
+    // patches a side and slice into a few tiles a side.
+    if (hp.image_size > 4096 || hp.patch_size > 256) {
+        throw gguf::Error("mmproj: clip.vision.image_size " + std::to_string(hp.image_size) +
+                          " or patch_size " + std::to_string(hp.patch_size) +
+                          " is beyond what projectors use (4096, 256)");
+    }
+    if (side > 1024) {
+        throw gguf::Error("mmproj: clip.vision.image_size / patch_size = " + std::to_string(side) +
+                          " patches a side, more than 1024");
+    }
     switch (d.merge) {
         case Merge::avg_pool:
             hp.merge = 4;  // clip.cpp's default for Gemma 3: no key carries it
@@ -283,7 +294,13 @@ Projector::Projector(gguf::File file) : file_(std::move(file)) {
         throw gguf::Error("mmproj: the patch grid (" + std::to_string(side) +
                           ") is not a multiple of the merge size " + std::to_string(hp.merge));
     }
-    if (d.sizing == Sizing::slices) hp.preproc_image_size = get_count(f, v + "preproc_image_size");
+    if (d.sizing == Sizing::slices) {
+        hp.preproc_image_size = get_count(f, v + "preproc_image_size");
+        if (hp.preproc_image_size > 16 * hp.image_size) {
+            throw gguf::Error("mmproj: clip.vision.preproc_image_size makes more than 16 tiles a "
+                              "side");
+        }
+    }
     if (d.window_attention) hp.n_wa_pattern = f.get_or<uint32_t>(v + "n_wa_pattern", 0);
     if (d.deepstack) {
         hp.deepstack_layers = f.get_array<bool>(v + "is_deepstack_layers");

@@ -135,6 +135,11 @@ TEST(ProjectorLoad, RefusesWhatItCannotComputeByName) {
                   edited(path, "", "", "clip.vision.embedding_length", gguf::Value(uint32_t{48}));
               }).find("v.patch_embd.weight"),
               std::string::npos);
+    // Sizes no projector has, which would make one picture cost without bound.
+    EXPECT_NE(refusal([&] {
+                  edited(path, "", "", "clip.vision.image_size", gguf::Value(uint32_t{1u << 20}));
+              }).find("image_size"),
+              std::string::npos);
     EXPECT_NE(refusal([&] {
                   edited(path, "", "", "general.architecture", gguf::Value(std::string("llama")));
               }).find("'clip'"),
