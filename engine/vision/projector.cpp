@@ -297,8 +297,9 @@ Projector::Projector(gguf::File file) : file_(std::move(file)) {
     if (d.sizing == Sizing::slices) {
         hp.preproc_image_size = get_count(f, v + "preproc_image_size");
         if (hp.preproc_image_size > 16 * hp.image_size) {
-            throw gguf::Error("mmproj: clip.vision.preproc_image_size makes more than 16 tiles a "
-                              "side");
+            throw gguf::Error(
+                "mmproj: clip.vision.preproc_image_size makes more than 16 tiles a "
+                "side");
         }
     }
     if (d.window_attention) hp.n_wa_pattern = f.get_or<uint32_t>(v + "n_wa_pattern", 0);
