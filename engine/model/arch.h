@@ -155,7 +155,8 @@ enum class DeltaKeyHeads {
 // component the token's position, which makes it the ordering's RoPE on the rotated dims.
 enum class RopeSections {
     none,
-    interleaved,  // IMROPE: the pairs cycle through the sections (Qwen3.5)
+    interleaved,  // IMROPE: the pairs cycle through the sections (Qwen3.5, Qwen3-VL)
+    sectioned,    // MROPE: the first sections[0] pairs read time, the next height, ... (Qwen2-VL)
 };
 
 // A dimension of a recurrent state buffer, resolved from the hyperparameters
@@ -361,6 +362,10 @@ struct ArchDesc {
     // gate rows, and each head's output is multiplied by sigmoid(gate) before attn_output.
     bool attn_output_gate = false;
     RopeSections rope_sections = RopeSections::none;  // rope.dimension_sections required if any
+    // Qwen3-VL's deepstack: n_deepstack_layers N makes an input row (an image token,
+    // BatchToken::embd) N + 1 slices of n_embd, slice k + 1 added to the residual stream after
+    // block k.
+    bool deepstack = false;
 
     // --- mixture of experts, attention sinks, clamped SwiGLU ---
     // Experts: absent (expert_count must be 0), optional (expert_count > 0 replaces every dense

@@ -87,7 +87,7 @@ void Context::validate(std::span<const BatchToken> batch) const {
             throw std::invalid_argument(at + "sequence " + std::to_string(t.seq) +
                                         " does not exist");
         }
-        if (t.token < 0 || t.token >= n_vocab) {
+        if (!t.embd && (t.token < 0 || t.token >= n_vocab)) {
             throw std::invalid_argument(at + "token id " + std::to_string(t.token) +
                                         " is outside the vocabulary (" + std::to_string(n_vocab) +
                                         ")");
@@ -236,10 +236,12 @@ void Context::eval_step(std::span<const BatchToken> batch_in, std::vector<float>
     }
     std::vector<SeqGroup> groups;
     for (int64_t i = 0; i < n; ++i) {
-        if (groups.empty() || groups.back().seq != batch[static_cast<size_t>(i)].seq) {
-            groups.push_back({batch[static_cast<size_t>(i)].seq, i, 0});
+        const BatchToken& t = batch[static_cast<size_t>(i)];
+        if (groups.empty() || groups.back().seq != t.seq) {
+            groups.push_back({t.seq, i, 0, true});
         }
         ++groups.back().count;
+        groups.back().non_causal = groups.back().non_causal && t.non_causal;
     }
     // A prompt's chunk (or a pooled batch) runs on --threads-batch threads, a step of single
     // decode tokens on --threads.
@@ -252,12 +254,35 @@ void Context::eval_step(std::span<const BatchToken> batch_in, std::vector<float>
     float* x = grow(x_, static_cast<size_t>(n * embd));
     const kernels::FormatKernels& emb = kernels::kernels_for(w.tok_embd->type);
     const uint64_t emb_row = w.tok_embd->row_bytes();
+    bool inputs = false;
     for (int64_t i = 0; i < n; ++i) {
-        emb.to_float(
-            w.tok_embd->data + static_cast<uint64_t>(batch[static_cast<size_t>(i)].token) * emb_row,
-            x + i * embd, embd);
+        const BatchToken& t = batch[static_cast<size_t>(i)];
+        inputs = inputs || t.embd;
+        emb.to_float(w.tok_embd->data + static_cast<uint64_t>(t.embd ? 0 : t.token) * emb_row,
+                     x + i * embd, embd);
     }
     prepare_embeddings(x, positions.data(), n);
+    // Input rows replace the prepared embedding: what scales and positions token embeddings is
+    // already in them (llama.cpp's batches of embeddings).
+    for (int64_t i = 0; inputs && i < n; ++i) {
+        const BatchToken& t = batch[static_cast<size_t>(i)];
+        if (t.embd) std::copy_n(t.embd, embd, x + i * embd);
+    }
+
+    std::vector<std::array<int32_t, 3>> rope;
+    std::vector<const float*> input_rows;
+    if (inputs) {
+        input_rows.resize(batch.size());
+        for (size_t i = 0; i < batch.size(); ++i) input_rows[i] = batch[i].embd;
+    }
+    if (std::any_of(batch.begin(), batch.end(),
+                    [](const BatchToken& t) { return t.rope[0] >= 0; })) {
+        rope.resize(batch.size());
+        for (size_t i = 0; i < batch.size(); ++i) {
+            const BatchToken& t = batch[i];
+            rope[i] = t.rope[0] >= 0 ? t.rope : std::array<int32_t, 3>{t.pos, t.pos, t.pos};
+        }
+    }
 
     const LoraRows lora(row_seqs, seq_adapters_);
     const Step step{.n = n,
@@ -265,6 +290,8 @@ void Context::eval_step(std::span<const BatchToken> batch_in, std::vector<float>
                     .tokens = tokens,
                     .groups = groups,
                     .lora = lora,
+                    .rope = rope,
+                    .inputs = input_rows,
                     .id = ++steps_};
     for (const std::unique_ptr<Block>& block : blocks_) block->forward(step, x);
 

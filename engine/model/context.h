@@ -5,6 +5,7 @@
 // (blocks/block.h) over it in turn and applies the output head; the blocks hold the mechanisms.
 #pragma once
 
+#include <array>
 #include <memory>
 #include <span>
 #include <vector>
@@ -42,6 +43,19 @@ struct BatchToken {
     int32_t token = 0;
     int32_t pos = 0;
     bool logits = false;  // return this position's logits
+    // An input row in place of the token's embedding (an image token: HParams::n_embd_inp floats
+    // the caller keeps alive through the call), taken as it is: no embedding scale, no learned
+    // positions. The token id is then ignored. nullptr: the token's embedding.
+    const float* embd = nullptr;
+    // When every token a step brings of a sequence sets it, those tokens attend to each other
+    // both ways (and to the sequence's earlier tokens): a Gemma 3 image, which its caller
+    // evaluates as a step of its own (llama.cpp's non-causal image batch).
+    bool non_causal = false;
+    // M-RoPE models (rope.dimension_sections): the rotary position's time, height and width when
+    // they are not `pos` each (an image's tokens, and the tokens after one, whose rotary position
+    // advances by the image's larger side rather than its token count). rope[0] < 0: `pos`.
+    // `pos` itself stays the token's place in the sequence: its cell and causal order.
+    std::array<int32_t, 3> rope = {-1, -1, -1};
 };
 
 class Context {

@@ -268,9 +268,12 @@ nlohmann::ordered_json describe_hparams(const HParams& hp) {
     describe_layer_shapes(hp, j);
     if (d.attn_output_gate) j["attention"]["output_gate"] = true;
     if (d.rope_sections != RopeSections::none && j.contains("rope")) {
-        j["rope"]["sections"] = {{"kind", "interleaved"}, {"dimension_sections", hp.rope_sections}};
+        j["rope"]["sections"] = {
+            {"kind", d.rope_sections == RopeSections::sectioned ? "sectioned" : "interleaved"},
+            {"dimension_sections", hp.rope_sections}};
     }
     if (hp.n_nextn > 0) j["nextn_predict_layers"] = hp.n_nextn;
+    if (hp.n_deepstack > 0) j["n_deepstack_layers"] = hp.n_deepstack;
     if (hp.is_recurrent()) describe_recurrent_block(hp, j);
     return j;
 }

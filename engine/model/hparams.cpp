@@ -611,6 +611,15 @@ uint32_t HParams::rope_section_of_pair(uint32_t pair) const {
     if (total == 0) return 0;
     // IMROPE: the sectors cycle time, height, width while each of those has pairs left; the
     // rest go to the extra component.
+    if (desc->rope_sections == RopeSections::sectioned) {
+        // MROPE: consecutive runs, the pairs past the three runs to the extra component.
+        uint32_t end = 0;
+        for (uint32_t c = 0; c < 3; ++c) {
+            end += s[c];
+            if (pair < end) return c;
+        }
+        return 3;
+    }
     const uint32_t sector = pair % total;
     for (uint32_t c = 0; c < 3; ++c) {
         if (sector % 3 == c && sector < 3 * s[c]) return c;
@@ -748,6 +757,13 @@ HParams read_hparams(const gguf::File& f) {
                std::to_string(hp.head_dim_k) + ")");
     }
     if (desc->rope_sections != RopeSections::none) read_rope_sections(f, p, hp);
+    if (desc->deepstack) {
+        hp.n_deepstack = f.get_or<uint32_t>(p + "n_deepstack_layers", 0);
+        if (hp.n_deepstack >= hp.n_layer) {
+            refuse(p + "n_deepstack_layers (" + std::to_string(hp.n_deepstack) +
+                   ") must be fewer than the blocks");
+        }
+    }
     hp.rope_freq_base = f.get_or<float>(p + "rope.freq_base", 10000.0f);
     // Finite too: a float64 key beyond float's range arrives here as infinity.
     if (!(hp.rope_freq_base > 0.0f) || !std::isfinite(hp.rope_freq_base)) {

@@ -123,6 +123,9 @@ struct HParams {
     uint32_t full_attn_interval = 0;  // HybridLayers::interval's full_attention_interval
     // rope.dimension_sections (ArchDesc::rope_sections): pairs per position component.
     std::array<uint32_t, 4> rope_sections = {};
+    uint32_t n_deepstack = 0;  // n_deepstack_layers (ArchDesc::deepstack)
+    // Floats of an input row (BatchToken::embd): n_embd, times 1 + the deepstack slices.
+    uint32_t n_embd_inp() const { return n_embd * (1 + n_deepstack); }
     // A hybrid's layers (ArchDesc::hybrid): whether each attends; empty for every other model.
     std::vector<bool> attending_layers;
     // HybridLayers::kv_heads_and_ff: the layers that are an MLP alone; empty for other models.

@@ -268,6 +268,13 @@ gguf::Writer make_random_model(const RandomModelSpec& s) {
     }
     std::set<std::string> wanted;
     if (desc->per_layer_shapes) add_per_layer_shapes(w, s, head_dim, wanted);
+    if (desc->rope_sections == RopeSections::sectioned) {
+        // Every rotated pair in one of the three runs (Qwen2-VL's 64 pairs: 16, 24, 24).
+        const int32_t pairs = static_cast<int32_t>((s.n_rot ? s.n_rot : head_dim) / 2);
+        w.set(p + "rope.dimension_sections",
+              gguf::Array{std::vector<int32_t>{pairs - 2 * (pairs * 3 / 8), pairs * 3 / 8,
+                                               pairs * 3 / 8, 0}});
+    }
     if (desc->rope_sections == RopeSections::interleaved) {
         // As many pairs to time, height and width as the interleaving reaches (Qwen3.5's 64
         // rotated dims: 11, 11, 10).

@@ -109,6 +109,13 @@ TEST(FuzzReplay, GrammarSeeds) {
     EXPECT_GE(replay(kCorpus / "fuzz_grammar", ggufd::fuzz::fuzz_grammar_one), 4u);
 }
 
+TEST(FuzzReplay, ImageSeedsDecode) {
+    // A PNG (RGB and grey), a JPEG, a BMP and a GIF: every decoder path stb_image is built with.
+    const size_t n = files_in(kCorpus / "fuzz_image").size();
+    ASSERT_GE(n, 5u);
+    EXPECT_EQ(replay(kCorpus / "fuzz_image", ggufd::fuzz::fuzz_image_one), n);
+}
+
 TEST(FuzzReplay, FoundInputsStayFixed) {
     replay(kFound / "fuzz_gguf", ggufd::fuzz::fuzz_gguf_one);
     replay(kFound / "fuzz_template", ggufd::fuzz::fuzz_template_one);
@@ -120,6 +127,7 @@ TEST(FuzzReplay, FoundInputsStayFixed) {
     replay(kFound / "fuzz_grammar", ggufd::fuzz::fuzz_grammar_one);
     replay(kFound / "fuzz_json_schema", ggufd::fuzz::fuzz_json_schema_one);
     replay(kFound / "fuzz_chat", ggufd::fuzz::fuzz_chat_one);
+    replay(kFound / "fuzz_image", ggufd::fuzz::fuzz_image_one);
 }
 
 }  // namespace

@@ -162,6 +162,49 @@ def compare_logits(model, tokens, reference):
         assert d <= 0.10 * s, f"position {p}: d={d} s={s}"
 
 
+def read_f32(path):
+    a = array.array("f")
+    with open(path, "rb") as f:
+        a.frombytes(f.read())
+    return a
+
+
+def rows_within(ours, ref, width, bound, what):
+    """Every row's max |ours - ref| within bound x the reference row's standard deviation."""
+    assert len(ours) == len(ref), f"{what}: {len(ours)} values, expected {len(ref)}"
+    for r in range(len(ref) // width):
+        a = ours[r * width:(r + 1) * width]
+        b = ref[r * width:(r + 1) * width]
+        mean = sum(b) / width
+        s = math.sqrt(sum((x - mean) ** 2 for x in b) / width)
+        d = max(abs(x - y) for x, y in zip(a, b))
+        assert d <= bound * s, f"{what} row {r}: d={d} s={s}"
+
+
+def check_vision():
+    """Prompts holding two pictures (ggufd-run logits --mmproj --image): every position's logits
+    and each picture's embeddings against llama.cpp's, for the four projector families."""
+    vdir = os.path.join(conf, "vision")
+    for fam in ("gemma3", "smolvlm", "qwen25vl", "qwen3vl"):
+        with open(os.path.join(vdir, fam + ".json")) as f:
+            ref = json.load(f)
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "logits.f32")
+            cmd = [run, "logits", "--model", os.path.join(vdir, fam + "-text.gguf"),
+                   "--mmproj", os.path.join(vdir, fam + "-mmproj.gguf"),
+                   "--prompt-file", os.path.join(vdir, fam + ".prompt.txt"), "--out", out, "--embd-out", d,
+                   "--threads", "2"]
+            for stem in ref["images"]:
+                cmd += ["--image", os.path.join(vdir, stem + ".png")]
+            subprocess.run(cmd, check=True, capture_output=True)
+            rows_within(read_f32(out), read_f32(os.path.join(vdir, fam + ".logits.f32")), ref["n_vocab"], 0.10,
+                        fam + " logits")
+            for stem in ref["images"]:
+                rows_within(read_f32(os.path.join(d, stem + ".embd.f32")),
+                            read_f32(os.path.join(vdir, f"{fam}.{stem}.embd.f32")), ref["n_embd_inp"], 0.02,
+                            f"{fam} {stem} embeddings")
+
+
 def check_template():
     """ggufd-run template renders real cases exactly, and fails (exit 1) where Jinja2 raised."""
     tdir = os.path.join(conf, "chat_templates")
@@ -214,5 +257,5 @@ def check_template():
 
 
 {"generate_greedy": check_generate_greedy, "generate_sampled_is_english": check_generate_sampled_is_english, "template": check_template, "tokenize": check_tokenize, "logits": check_logits, "moe": check_moe,
- "mkmodel_every_arch": check_mkmodel_every_arch, "mamba": check_mamba}[case]()
+ "mkmodel_every_arch": check_mkmodel_every_arch, "mamba": check_mamba, "vision": check_vision}[case]()
 print("ok")

@@ -44,7 +44,8 @@ std::span<const Command> commands() {
                 cmd_template},
         Command{"logits",
                 "logits --model M --tokens-file F --out OUT.f32 [--threads N] [--threads-batch N] "
-                "[--cache-type-k T --cache-type-v T]",
+                "[--cache-type-k T --cache-type-v T] | logits --model M --mmproj P --prompt-file F "
+                "--image IMG [--image IMG ...] --out OUT.f32 [--embd-out DIR]",
                 cmd_logits},
     };
     return table;

@@ -15,10 +15,11 @@ extern const ArchDesc mamba, rwkv6, rwkv7;                    // recurrent
 extern const ArchDesc lfm2, qwen35, qwen35moe, qwen3next, granitehybrid, nemotron_h;  // hybrids
 extern const ArchDesc gemma4;              // layers of different shapes
 extern const ArchDesc deepseek2, glm4moe;  // latent attention and DeepSeek's routing
+extern const ArchDesc qwen2vl, qwen3vl;    // text models of vision models (M-RoPE)
 }  // namespace arch
 
 namespace {
-const std::array<const ArchDesc*, 38> kArchs = {
+const std::array<const ArchDesc*, 40> kArchs = {
     &arch::llama, &arch::qwen2, &arch::gemma, &arch::phi3, &arch::gpt2, &arch::gptneox,
     &arch::falcon, &arch::smollm3, &arch::mistral3,
     // layout variants
@@ -37,7 +38,9 @@ const std::array<const ArchDesc*, 38> kArchs = {
     // layers of different shapes
     &arch::gemma4,
     // latent attention and DeepSeek's routing
-    &arch::deepseek2, &arch::glm4moe};
+    &arch::deepseek2, &arch::glm4moe,
+    // text models of vision models
+    &arch::qwen2vl, &arch::qwen3vl};
 }  // namespace
 
 const ArchDesc* find_arch(std::string_view name) {

@@ -68,6 +68,10 @@ class AttentionBlock final : public LayerBlock {
     // RMSNorm of Q [n][n_head * head] and K [n][n_head_kv * head] per head or whole, in place
     // (ArchDesc::qk_norm).
     void qk_norm(float* q, float* k, int64_t n);
+    // M-RoPE over x [n][heads * head] (NeoX pairs): pair i turns by the component of the row's
+    // rotary position that HParams::rope_section_of_pair gives it.
+    void rope_sections(float* x, int64_t n, int64_t heads,
+                       std::span<const std::array<int32_t, 3>> pos);
     // Q [n][n_head * head] times each token's attention temperature (ArchDesc::attn_temp_*).
     void temper(float* q, const int32_t* positions, int64_t n);
     // The group's queries attend each over its own chunk's cells (ArchDesc::attn_chunk): a run of
@@ -224,7 +228,10 @@ void AttentionBlock::forward(const Step& step, float* x) {
         kernels::rms_norm_rows(v, nullptr, v, n * kv_heads, shape_.head_dim_v, hp_.norm_eps, pool);
     }
     const int32_t* positions = step.positions.data();
-    if (rotates_) {
+    if (rotates_ && !step.rope.empty()) {
+        rope_sections(q, n, hp_.n_head, step.rope);
+        if (owns_kv_) rope_sections(k, n, kv_heads, step.rope);
+    } else if (rotates_) {
         kernels::rope(q, n, hp_.n_head, head, positions, rope_, pool);
         if (owns_kv_) kernels::rope(k, n, kv_heads, head, positions, rope_, pool);
         if (hp_.qk_norm_rotated) {
@@ -259,9 +266,11 @@ void AttentionBlock::forward(const Step& step, float* x) {
             cells.pos = s_.cell_positions.data() + win.start;
             cells.count = win.count;
         }
+        kernels::AttentionParams params = params_;
+        if (g.non_causal) params.causal = false;
         kernels::attention(q + g.begin * q_dim, positions + g.begin, g.count,
                            kv_.k_view(kv_layer_, g.seq), kv_.v_view(kv_layer_, g.seq), cells,
-                           params_, att + g.begin * att_dim, pool);
+                           params, att + g.begin * att_dim, pool);
     }
     if (gated_) {
         // Each head's output times sigmoid of its gate rows (value and key heads are one size).
@@ -285,6 +294,33 @@ void AttentionBlock::forward(const Step& step, float* x) {
     parallel_ffn_->parallel_branch(step, x, h, ffn_out);
     kernels::add(x, out, x, n * embd, pool);
     kernels::add(x, ffn_out, x, n * embd, pool);
+}
+
+void AttentionBlock::rope_sections(float* x, int64_t n, int64_t heads,
+                                   std::span<const std::array<int32_t, 3>> pos) {
+    const int64_t head = shape_.head_dim_k;
+    const int64_t half = hp_.n_rot / 2;
+    std::vector<float> freq(static_cast<size_t>(half));
+    std::vector<uint32_t> comp(static_cast<size_t>(half));
+    for (int64_t i = 0; i < half; ++i) {
+        freq[i] = rope_.freq_scale * std::pow(rope_.freq_base, -2.0f * static_cast<float>(i) /
+                                                                   static_cast<float>(hp_.n_rot));
+        comp[i] = hp_.rope_section_of_pair(static_cast<uint32_t>(i));
+    }
+    ops_.pool().parallel_for(n, [&](int64_t t0, int64_t t1, int) {
+        for (int64_t t = t0; t < t1; ++t) {
+            for (int64_t i = 0; i < half; ++i) {
+                const float theta = static_cast<float>(pos[t][comp[i]]) * freq[i];
+                const float c = std::cos(theta), s = std::sin(theta);
+                for (int64_t h = 0; h < heads; ++h) {
+                    float* v = x + (t * heads + h) * head;
+                    const float a = v[i], b = v[i + half];
+                    v[i] = a * c - b * s;
+                    v[i + half] = a * s + b * c;
+                }
+            }
+        }
+    });
 }
 
 void AttentionBlock::clamp_qkv(float* q, float* k, float* v, int64_t n) {

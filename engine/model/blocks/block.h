@@ -47,6 +47,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -64,6 +65,7 @@ namespace ggufd::model {
 struct SeqGroup {
     int32_t seq;
     int64_t begin, count;
+    bool non_causal = false;  // every token of the group set BatchToken::non_causal
 };
 
 // What the blocks of one step read. The rows are the step's tokens in sequence order: each
@@ -74,6 +76,11 @@ struct Step {
     std::span<const int32_t> tokens;          // of each row (per-layer embeddings read them)
     std::span<const SeqGroup> groups;         // in increasing sequence order
     const LoraRows& lora = LoraRows::none();  // the adapters of the rows, for their products
+    // M-RoPE models: each row's rotary position (time, height, width), when some row's differs
+    // from its position (BatchToken::rope); empty otherwise.
+    std::span<const std::array<int32_t, 3>> rope;
+    // Each row's input row (BatchToken::embd) or nullptr; empty when no row has one.
+    std::span<const float* const> inputs;
     // Different for every step of a context: the key under which the layers of one kind may
     // share what they derive from the step alone (the sliding windows of attention).
     uint64_t id = 0;
@@ -199,5 +206,8 @@ std::unique_ptr<Block> make_layer_output_block(const BlockEnv& env, int layer);
 std::unique_ptr<Block> make_latent_attention_block(const BlockEnv& env, int layer);
 std::unique_ptr<Block> make_gated_delta_net_block(const BlockEnv& env, int layer);
 std::unique_ptr<Block> make_mamba2_block(const BlockEnv& env, int layer);
+// Deepstack (deepstack.cpp): after block `layer` < n_deepstack_layers, slice layer + 1 of each
+// input row added to its residual row; nullptr for the other layers.
+std::unique_ptr<Block> make_deepstack_block(const BlockEnv& env, int layer);
 
 }  // namespace ggufd::model

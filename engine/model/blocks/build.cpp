@@ -39,6 +39,7 @@ std::vector<std::unique_ptr<Block>> build_blocks(const BlockEnv& env) {
                 }
                 if (auto out = make_layer_output_block(env, layer))
                     blocks.push_back(std::move(out));
+                if (auto deep = make_deepstack_block(env, layer)) blocks.push_back(std::move(deep));
                 continue;
             case BlockKind::mamba:
                 blocks.push_back(make_mamba_block(env, layer));
