@@ -19,10 +19,6 @@ std::shared_ptr<const Model> model_of(const std::vector<uint8_t>& bytes, Repack 
     return Model::from_file(gguf::File::from_bytes(bytes), {.repack = mode});
 }
 
-std::shared_ptr<const Model> model_of(const RandomModelSpec& spec, Repack mode) {
-    return model_of(make_random_model(spec).to_bytes(), mode);
-}
-
 RandomModelSpec small_spec(gguf::TensorType t) {
     RandomModelSpec s;
     s.type = t;
