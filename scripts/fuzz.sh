@@ -7,6 +7,9 @@
 #   scripts/fuzz.sh [SECONDS] [TARGET...]     default: GGUFD_FUZZ_SECONDS or 60 s for each
 #                                             target
 #
+# GGUFD_FUZZ_BUDGET=N (when no SECONDS is given) shares N seconds among the targets instead, at
+# least 10 s each: the test command's bound on the whole phase, which more targets do not lengthen.
+#
 # Targets run GGUFD_FUZZ_JOBS at a time (default: one per core); each is one libFuzzer process on
 # one core, so the wall time is about SECONDS x targets / jobs.
 #
@@ -21,13 +24,18 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-seconds="${1:-${GGUFD_FUZZ_SECONDS:-60}}"
+seconds="${1:-${GGUFD_FUZZ_SECONDS:-}}"
 shift || true
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
     targets=(fuzz_gguf fuzz_model fuzz_lora fuzz_template fuzz_tokenizer fuzz_json_request fuzz_http_request
         fuzz_grammar fuzz_json_schema fuzz_chat fuzz_image)
 fi
+if [ -z "$seconds" ] && [ -n "${GGUFD_FUZZ_BUDGET:-}" ]; then
+    seconds=$((GGUFD_FUZZ_BUDGET / ${#targets[@]}))
+    if [ "$seconds" -lt 10 ]; then seconds=10; fi
+fi
+seconds="${seconds:-60}"
 build=build-fuzz
 
 cxx=""

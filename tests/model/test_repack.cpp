@@ -19,10 +19,6 @@ std::shared_ptr<const Model> model_of(const std::vector<uint8_t>& bytes, Repack 
     return Model::from_file(gguf::File::from_bytes(bytes), {.repack = mode});
 }
 
-std::shared_ptr<const Model> model_of(const RandomModelSpec& spec, Repack mode) {
-    return model_of(make_random_model(spec).to_bytes(), mode);
-}
-
 RandomModelSpec small_spec(gguf::TensorType t) {
     RandomModelSpec s;
     s.type = t;
@@ -86,9 +82,12 @@ INSTANTIATE_TEST_SUITE_P(Types, Repacked,
                                            gguf::TensorType::Q5_K, gguf::TensorType::Q6_K),
                          [](const auto& p) { return std::string(gguf::type_name(p.param)); });
 
+// Each test makes its random model once and loads it in every mode: making a K-quant model (its
+// quantisation) is most of these tests' time, under ASan tens of seconds a model.
 TEST_P(Repacked, ModesDecideWhichMatricesAreRepacked) {
-    const auto off = model_of(small_spec(GetParam()), Repack::off);
-    const auto at_load = model_of(small_spec(GetParam()), Repack::at_load);
+    const std::vector<uint8_t> bytes = make_random_model(small_spec(GetParam())).to_bytes();
+    const auto off = model_of(bytes, Repack::off);
+    const auto at_load = model_of(bytes, Repack::at_load);
     const LayerWeights& l = at_load->weights().layers[0];
     EXPECT_EQ(off->repacked(off->weights().layers[0].wq), nullptr);
     EXPECT_EQ(off->repacked_bytes(), 0u);
@@ -105,13 +104,14 @@ TEST_P(Repacked, ModesDecideWhichMatricesAreRepacked) {
         EXPECT_EQ(reinterpret_cast<uintptr_t>(r->data) % 64, 0u);
     }
     // A small model is repacked at load even when background is asked.
-    const auto small_bg = model_of(small_spec(GetParam()), Repack::background);
+    const auto small_bg = model_of(bytes, Repack::background);
     EXPECT_NE(small_bg->repacked(small_bg->weights().layers[0].wq), nullptr);
 }
 
 TEST_P(Repacked, LogitsAgreeWithTheFileLayout) {
-    expect_close(logits_of(model_of(small_spec(GetParam()), Repack::off)),
-                 logits_of(model_of(small_spec(GetParam()), Repack::at_load)));
+    const std::vector<uint8_t> bytes = make_random_model(small_spec(GetParam())).to_bytes();
+    expect_close(logits_of(model_of(bytes, Repack::off)),
+                 logits_of(model_of(bytes, Repack::at_load)));
 }
 
 // A mixture of experts: each stack of experts is repacked as one matrix (every expert's rows are
@@ -123,7 +123,8 @@ TEST_P(Repacked, ExpertStacksAgreeWithTheFileLayout) {
     s.n_expert = 8;
     s.n_expert_used = 3;
     s.n_ff_expert = 256;
-    const auto at_load = model_of(s, Repack::at_load);
+    const std::vector<uint8_t> bytes = make_random_model(s).to_bytes();
+    const auto at_load = model_of(bytes, Repack::at_load);
     const LayerWeights& l = at_load->weights().layers[0];
     if (cpu_repacks(GetParam())) {
         const ggufd::kernels::RepackedMatrix* r = at_load->repacked(l.ffn_down_exps);
@@ -131,7 +132,7 @@ TEST_P(Repacked, ExpertStacksAgreeWithTheFileLayout) {
         EXPECT_EQ(r->rows, 8 * s.n_embd);
         EXPECT_EQ(at_load->repacked(l.ffn_gate_inp), nullptr) << "F32 router";
     }
-    expect_close(logits_of(model_of(s, Repack::off)), logits_of(at_load),
+    expect_close(logits_of(model_of(bytes, Repack::off)), logits_of(at_load),
                  layout_tolerance(GetParam()));
 }
 

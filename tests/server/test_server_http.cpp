@@ -588,14 +588,11 @@ TEST_F(ServerTest, PipelinedRequestsAreAnsweredInOrder) {
     // The first answer takes a while; the second would be instant if it were answered first.
     gen().set_script(FakeGenerator::pieces({"a", "b", "c"}, 20ms));
     Client c(port);
-    auto first =
-        Client::make(http::verb::post, "/v1/completions", json{{"prompt", "x"}}.dump(), {});
-    auto second = Client::make(http::verb::get, "/health", {}, {});
-    auto third = Client::make(http::verb::post, "/v1/chat/completions",
-                              json{{"messages", chat_messages}, {"stream", true}}.dump(), {});
-    std::ostringstream raw;
-    raw << first << second << third;
-    c.write_raw(raw.str());
+    c.write_raw(
+        Client::raw_request(http::verb::post, "/v1/completions", json{{"prompt", "x"}}.dump(), {}) +
+        Client::raw_request(http::verb::get, "/health", {}, {}) +
+        Client::raw_request(http::verb::post, "/v1/chat/completions",
+                            json{{"messages", chat_messages}, {"stream", true}}.dump(), {}));
     auto r1 = c.read();
     auto r2 = c.read();
     auto r3 = c.read();
