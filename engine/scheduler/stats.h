@@ -16,6 +16,9 @@ struct SchedulerStats {
     std::atomic<uint64_t> prompt_tokens{0};  // evaluated (not reused from the cache)
     std::atomic<uint64_t> generated_tokens{0};
     std::atomic<uint64_t> rejected{0};
+    // Speculative decoding: draft tokens verified, and those the output kept.
+    std::atomic<uint64_t> draft_tokens{0};
+    std::atomic<uint64_t> draft_accepted{0};
     std::atomic<int> last_batch_tokens{0};
     // Embeddings and rank scores.
     std::atomic<uint64_t> embedded_inputs{0};
