@@ -182,6 +182,8 @@ ReplyTotals GenerationJob::totals() const {
             t.cached_tokens += states_[i].usage.cached_prompt_tokens;
         }
         t.completion_tokens += states_[i].usage.completion_tokens;
+        t.draft_tokens += states_[i].usage.draft_tokens;
+        t.draft_accepted += states_[i].usage.draft_accepted;
     }
     t.total_s = seconds_since(start_time_);
     const AccessInfo& access = channel_->access();
@@ -193,6 +195,8 @@ ReplyTotals GenerationJob::totals() const {
 void GenerationJob::complete() {
     const ReplyTotals t = totals();
     channel_->access().completion_tokens = t.completion_tokens;
+    channel_->access().draft_tokens = t.draft_tokens;
+    channel_->access().draft_accepted = t.draft_accepted;
 
     // A failed choice fails the request: an engine error is the server's fault (500); a
     // cancellation the client did not ask for (the scheduler shutting down) is a 503.

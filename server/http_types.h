@@ -41,6 +41,9 @@ struct AccessInfo {
     int64_t completion_tokens = -1;
     double time_to_first_token_s = -1.0;
     double load_wait_s = -1.0;  // how long the request waited for its model to load; -1: it did not
+    // Speculative decoding: draft tokens verified and kept (logged when any were verified).
+    int64_t draft_tokens = 0;
+    int64_t draft_accepted = 0;
 };
 
 // Something still running for a request (a generation). The session keeps it alive until the

@@ -70,7 +70,9 @@ class InfillWriter : public ReplyWriter {
                   {"prompt_per_second", per_second(evaluated, prompt_s)},
                   {"predicted_n", predicted},
                   {"predicted_ms", predict_s * 1e3},
-                  {"predicted_per_second", per_second(predicted, predict_s)}}}};
+                  {"predicted_per_second", per_second(predicted, predict_s)},
+                  {"draft_n", t.draft_tokens},
+                  {"draft_n_accepted", t.draft_accepted}}}};
     }
 
     std::string model_;

@@ -55,6 +55,9 @@ struct ReplyTotals {
     double total_s = 0;         // from the job's start to its end
     double time_to_first_token_s = 0;
     double load_wait_s = 0;  // waiting for the model to load, before the job started
+    // Speculative decoding: draft tokens verified, and those kept (llama-server's timings).
+    int64_t draft_tokens = 0;
+    int64_t draft_accepted = 0;
 };
 
 class ReplyWriter {

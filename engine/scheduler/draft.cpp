@@ -61,6 +61,26 @@ void ngram_draft(std::span<const int32_t> history, int32_t ngram, int32_t max_to
     }
 }
 
+void ReplayDraft::draft(int, std::span<const int32_t> history, int32_t max_tokens,
+                        std::vector<int32_t>& out) {
+    for (const std::vector<int32_t>& t : texts_) {
+        if (t.size() <= history.size() || !std::equal(history.begin(), history.end(), t.begin()))
+            continue;
+        const size_t first = out.size();
+        const size_t take = std::min(t.size() - history.size(), static_cast<size_t>(max_tokens));
+        out.insert(out.end(), t.begin() + static_cast<ptrdiff_t>(history.size()),
+                   t.begin() + static_cast<ptrdiff_t>(history.size() + take));
+        auto spoil = [&](size_t i) { out[i] = (out[i] + 1) % n_vocab_; };
+        ++drafts_;
+        if (spoil_all) {
+            for (size_t i = first; i < out.size(); ++i) spoil(i);
+        } else if (spoil_every > 0 && drafts_ % spoil_every == 0 && out.size() > first + 1) {
+            spoil(first + 1);
+        }
+        return;
+    }
+}
+
 int32_t DraftPolicy::next_length() {
     if (paused_ > 0) {
         --paused_;

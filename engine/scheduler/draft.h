@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace ggufd::scheduler {
@@ -56,6 +57,25 @@ class DraftSource {
     virtual ~DraftSource() = default;
     virtual void draft(int slot, std::span<const int32_t> history, int32_t max_tokens,
                        std::vector<int32_t>& out) = 0;
+};
+
+// Drafts from known texts: a history that is a prefix of one of them gets what follows it there.
+// For measuring the mechanism (the target's own greedy output: a draft that always agrees; with
+// every token spoiled, one that never does) and for tests (every n-th draft spoiled at its
+// second token, so rejections at every place happen). A spoiled token is (token + 1) % n_vocab.
+class ReplayDraft : public DraftSource {
+  public:
+    ReplayDraft(std::vector<std::vector<int32_t>> texts, int32_t n_vocab)
+        : texts_(std::move(texts)), n_vocab_(n_vocab) {}
+    int spoil_every = 0;     // 0: no draft spoiled
+    bool spoil_all = false;  // every token of every draft
+    void draft(int slot, std::span<const int32_t> history, int32_t max_tokens,
+               std::vector<int32_t>& out) override;
+
+  private:
+    std::vector<std::vector<int32_t>> texts_;
+    int32_t n_vocab_;
+    int drafts_ = 0;
 };
 
 // One sequence's draft length, adapted to how its drafts fare: after a draft taken whole the next

@@ -145,6 +145,8 @@ class Generator {
     virtual int32_t context_size() const = 0;  // tokens per sequence
     // The LoRA adapters requests may choose, in the order their ids number them.
     virtual std::span<const NamedAdapter> adapters() const { return {}; }
+    // Speculative decoding's settings for requests that do not choose.
+    virtual SpeculativeParams speculative() const { return {}; }
 };
 
 }  // namespace ggufd::scheduler

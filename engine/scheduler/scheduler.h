@@ -54,6 +54,7 @@ class Scheduler final : public Generator, public Embedder {
     SubmitResult submit(GenerationRequest request) override;
     int32_t context_size() const override { return n_ctx_; }
     std::span<const NamedAdapter> adapters() const override { return params_.adapters; }
+    SpeculativeParams speculative() const override { return params_.speculative; }
 
     // Embeddings (and rank scores) of whole inputs; an input takes a free slot for one step.
     // An encoder (no vocabulary head) takes only these: submit() refuses it generation.

@@ -96,6 +96,8 @@ ModelMetrics::ModelMetrics(std::string name, Metrics& owner)
       generated_tps_(owner.generated_tps_.Add(model_label(name_))),
       embedded_inputs_(owner.embedded_inputs_.Add(model_label(name_))),
       embedded_tokens_(owner.embedded_tokens_.Add(model_label(name_))),
+      draft_tokens_(owner.draft_tokens_.Add(model_label(name_))),
+      draft_accepted_(owner.draft_accepted_.Add(model_label(name_))),
       ttft_(owner.ttft_.add(model_label(name_))),
       inter_token_(owner.inter_token_.add(model_label(name_))),
       batch_size_(owner.batch_size_.add(model_label(name_))) {}
@@ -106,6 +108,7 @@ struct Metrics::Watch {
     // The scheduler's cumulative counters as of the previous scrape.
     uint64_t prompt = 0, generated = 0, rejected = 0, steps = 0;
     uint64_t embedded_inputs = 0, embedded_tokens = 0;
+    uint64_t draft_tokens = 0, draft_accepted = 0;
 };
 
 Metrics::Metrics() : Metrics(Options{}) {}
@@ -201,6 +204,15 @@ Metrics::Metrics(Options options)
                            .Name("ggufd_embedded_tokens_total")
                            .Help("Tokens of the inputs embedded and pairs scored")
                            .Register(*registry_)),
+      draft_tokens_(prometheus::BuildCounter()
+                        .Name("ggufd_draft_tokens_total")
+                        .Help("Speculative draft tokens verified")
+                        .Register(*registry_)),
+      draft_accepted_(prometheus::BuildCounter()
+                          .Name("ggufd_draft_accepted_tokens_total")
+                          .Help("Speculative draft tokens the output kept (their ratio to "
+                                "ggufd_draft_tokens_total is the acceptance rate)")
+                          .Register(*registry_)),
       resident_bytes_(prometheus::BuildGauge()
                           .Name("process_resident_memory_bytes")
                           .Help("Resident memory size in bytes")
@@ -299,6 +311,10 @@ void Metrics::refresh_watches() {
                 stats->embedded_inputs.load(std::memory_order_relaxed));
         advance(m.embedded_tokens_, w->embedded_tokens,
                 stats->embedded_tokens.load(std::memory_order_relaxed));
+        advance(m.draft_tokens_, w->draft_tokens,
+                stats->draft_tokens.load(std::memory_order_relaxed));
+        advance(m.draft_accepted_, w->draft_accepted,
+                stats->draft_accepted.load(std::memory_order_relaxed));
     }
 }
 

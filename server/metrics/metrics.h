@@ -109,6 +109,9 @@ class ModelMetrics final : public scheduler::SchedulerObserver {
     // Embeddings and rank scores (from the watched scheduler).
     prometheus::Counter& embedded_inputs_;
     prometheus::Counter& embedded_tokens_;
+    // Speculative decoding (from the watched scheduler): draft tokens verified and kept.
+    prometheus::Counter& draft_tokens_;
+    prometheus::Counter& draft_accepted_;
     AtomicHistogram& ttft_;
     AtomicHistogram& inter_token_;
     AtomicHistogram& batch_size_;
@@ -209,6 +212,8 @@ class Metrics {
     prometheus::Family<prometheus::Gauge>& generated_tps_;
     prometheus::Family<prometheus::Counter>& embedded_inputs_;
     prometheus::Family<prometheus::Counter>& embedded_tokens_;
+    prometheus::Family<prometheus::Counter>& draft_tokens_;
+    prometheus::Family<prometheus::Counter>& draft_accepted_;
     prometheus::Gauge& resident_bytes_;
     prometheus::Gauge& virtual_bytes_;
 

@@ -54,34 +54,6 @@ class Sink : public scheduler::GenerationSink {
     bool done_ = false;
 };
 
-// Drafts from known continuations: a history that is a prefix of one gets what follows it, every
-// `spoil`-th draft with a wrong token at its second place (0: never), so acceptance, rejection
-// at every place and the cut back after it all happen.
-class ScriptedDraft : public scheduler::DraftSource {
-  public:
-    std::vector<std::vector<int32_t>> texts;
-    int spoil = 0;
-    int32_t n_vocab = 0;
-    int calls = 0;
-
-    void draft(int, std::span<const int32_t> history, int32_t max_tokens,
-               std::vector<int32_t>& out) override {
-        for (const std::vector<int32_t>& t : texts) {
-            if (t.size() <= history.size() ||
-                !std::equal(history.begin(), history.end(), t.begin())) {
-                continue;
-            }
-            const size_t take = std::min(t.size() - history.size(), static_cast<size_t>(max_tokens));
-            const size_t first = out.size();
-            out.insert(out.end(), t.begin() + static_cast<ptrdiff_t>(history.size()),
-                       t.begin() + static_cast<ptrdiff_t>(history.size() + take));
-            if (spoil > 0 && ++calls % spoil == 0 && out.size() > first + 1)
-                out[first + 1] = (out[first + 1] + 1) % n_vocab;
-            return;
-        }
-    }
-};
-
 std::shared_ptr<Sink> run(scheduler::Scheduler& s, scheduler::GenerationRequest r) {
     auto sink = std::make_shared<Sink>();
     r.sink = sink;
@@ -184,10 +156,10 @@ TEST(Speculative, GreedyIdentityAcrossArchitectures) {
         const auto want = run(plain, greedy(prompt, 16))->tokens;
         ASSERT_EQ(want.size(), 16u);
 
-        auto script = std::make_shared<ScriptedDraft>();
-        script->texts = {joined(prompt, want)};
-        script->spoil = 2;
-        script->n_vocab = static_cast<int32_t>(model->hparams().n_vocab);
+        auto script = std::make_shared<scheduler::ReplayDraft>(
+            std::vector<std::vector<int32_t>>{joined(prompt, want)},
+            static_cast<int32_t>(model->hparams().n_vocab));
+        script->spoil_every = 2;
         p.speculative = {.type = DraftType::ngram, .n_max = 4};
         p.draft_source = script;
         scheduler::Scheduler spec(model, tok, p);
@@ -270,9 +242,8 @@ TEST_F(SpeculativeRandom, DraftsOfSeveralSequencesInOneStepAndTheLimits) {
     EXPECT_EQ(none->usage.draft_tokens, 0);
 
     // max_tokens and the context's end.
-    auto script = std::make_shared<ScriptedDraft>();
-    script->texts = {joined(a, want_a)};
-    p.draft_source = script;
+    p.draft_source = std::make_shared<scheduler::ReplayDraft>(
+        std::vector<std::vector<int32_t>>{joined(a, want_a)}, 258);
     scheduler::Scheduler scripted(model_, tokenizer_, p);
     const auto five = run(scripted, greedy(a, 5));
     EXPECT_EQ(five->tokens, std::vector<int32_t>(want_a.begin(), want_a.begin() + 5));
@@ -313,18 +284,20 @@ TEST_F(SpeculativeRandom, SampledOutputIsTheSameForEachSeedThroughTheWholeChain)
         return r;
     };
     scheduler::Scheduler plain(model_, tokenizer_, params(2));
-    auto script = std::make_shared<ScriptedDraft>();
-    script->spoil = 2;
-    script->n_vocab = static_cast<int32_t>(model_->hparams().n_vocab);
     scheduler::SchedulerParams p = params(2);
     p.speculative = {.type = DraftType::ngram, .n_max = 4};
-    p.draft_source = script;
-    scheduler::Scheduler spec(model_, tokenizer_, p);
+    const int32_t n_vocab = static_cast<int32_t>(model_->hparams().n_vocab);
     int accepted = 0;
     for (uint64_t seed = 1; seed <= 12; ++seed) {
         const auto want = run(plain, request(seed))->tokens;
-        // Drafts of this seed's output, and of another seed's (often refused by the grammar).
-        script->texts = {joined(prompt, seed % 3 ? want : std::vector<int32_t>(8, 104 + seed % 2))};
+        // Drafts of this seed's output, and of another text (often refused by the grammar).
+        auto script = std::make_shared<scheduler::ReplayDraft>(
+            std::vector<std::vector<int32_t>>{
+                joined(prompt, seed % 3 ? want : std::vector<int32_t>(8, 104 + seed % 2))},
+            n_vocab);
+        script->spoil_every = 2;
+        p.draft_source = script;
+        scheduler::Scheduler spec(model_, tokenizer_, p);
         const auto got = run(spec, request(seed));
         EXPECT_EQ(got->tokens, want) << "seed " << seed;
         accepted += got->usage.draft_accepted;
@@ -339,11 +312,10 @@ TEST_F(SpeculativeRandom, SampledFrequenciesMatchWithoutDrafts) {
     const std::vector<int32_t> prompt{1, 97, 98, 99};
     scheduler::Scheduler plain(model_, tokenizer_, params(4));
     const auto likely = run(plain, greedy(prompt, 4))->tokens;
-    auto script = std::make_shared<ScriptedDraft>();
-    script->texts = {joined(prompt, likely)};
     scheduler::SchedulerParams p = params(4);
     p.speculative = {.type = DraftType::ngram, .n_max = 3};
-    p.draft_source = script;
+    p.draft_source = std::make_shared<scheduler::ReplayDraft>(
+        std::vector<std::vector<int32_t>>{joined(prompt, likely)}, 258);
     scheduler::Scheduler spec(model_, tokenizer_, p);
 
     constexpr int kRuns = 400;
