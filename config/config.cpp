@@ -539,14 +539,14 @@ LoadResult load(int argc, const char* const* argv, const std::map<std::string, s
               [&](const std::string& name, const std::string& pooling, const std::string&) {
                   return c.poolings.emplace(name, pooling).second;
               });
-    per_model("spec-type", "draft sources",
-              [&](const std::string& name, const std::string& type, const std::string& where) {
-                  if (type != "none" && type != "ngram" && type != "ngram-simple") {
-                      throw ConfigError("invalid " + where + ": '" + type +
-                                        "' is not none or ngram");
-                  }
-                  return c.spec_types.emplace(name, type).second;
-              });
+    per_model(
+        "spec-type", "draft sources",
+        [&](const std::string& name, const std::string& type, const std::string& where) {
+            if (type != "none" && type != "ngram" && type != "ngram-simple") {
+                throw ConfigError("invalid " + where + ": '" + type + "' is not none or ngram");
+            }
+            return c.spec_types.emplace(name, type).second;
+        });
     if (auto* v = text("api-key")) c.api_keys = split_commas(*v);
     if (auto* v = text("api-key-file")) {
         for (std::string& key : read_key_file(*v, source("api-key-file"))) {

@@ -150,8 +150,8 @@ scheduler::SpeculativeChoice parse_speculative(const json& body) {
     }
     scheduler::SpeculativeChoice c;
     if (field(flat, "speculative.type")) {
-        c.type = scheduler::parse_draft_type(get_string(flat, "speculative.type"),
-                                             "speculative.type");
+        c.type =
+            scheduler::parse_draft_type(get_string(flat, "speculative.type"), "speculative.type");
     }
     auto read_int = [&](const char* name, std::optional<int32_t>& out, int64_t lo, int64_t hi) {
         if (field(flat, name)) out = static_cast<int32_t>(get_int(flat, name, 0, lo, hi));

@@ -50,7 +50,8 @@ void ngram_draft(std::span<const int32_t> history, int32_t ngram, int32_t max_to
         // Occurrences ending before the last token, the most recent first: it is the likeliest
         // to go on as the text does now.
         for (size_t start = len - n; start-- > 0;) {
-            if (!std::equal(key.begin(), key.end(), history.begin() + static_cast<ptrdiff_t>(start)))
+            if (!std::equal(key.begin(), key.end(),
+                            history.begin() + static_cast<ptrdiff_t>(start)))
                 continue;
             const size_t from = start + n;
             const size_t take = std::min(len - from, static_cast<size_t>(max_tokens));

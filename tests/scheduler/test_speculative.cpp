@@ -170,7 +170,8 @@ TEST(Speculative, GreedyIdentityAcrossArchitectures) {
         } else {
             EXPECT_GT(got->usage.draft_accepted, 4);
             EXPECT_LT(got->usage.draft_accepted, got->usage.draft_tokens);
-            EXPECT_EQ(spec.stats().draft_accepted, static_cast<uint64_t>(got->usage.draft_accepted));
+            EXPECT_EQ(spec.stats().draft_accepted,
+                      static_cast<uint64_t>(got->usage.draft_accepted));
         }
         // The cache was cut back right: a request continuing the reply reuses it and goes on
         // as it would have.

@@ -23,7 +23,8 @@ GenerationPlan plan(ApiKind kind, int choices, bool stream) {
                    ? openai_chat_writer(answer, static_cast<size_t>(choices))
                    : openai_completion_writer(answer, std::vector<std::string>(choices));
     p.stream = stream;
-    for (int i = 0; i < choices; ++i) p.choices.push_back({0, {{1, 2}, {}, {}, nullptr, {}, {}}});
+    for (int i = 0; i < choices; ++i)
+        p.choices.push_back({0, {{1, 2}, {}, {}, nullptr, {}, {}, {}}});
     return p;
 }
 
