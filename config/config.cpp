@@ -71,6 +71,10 @@ po::options_description settings_description() {
         ("chat-template-file", po::value<std::vector<std::string>>(), "Jinja chat template replacing the model's: PATH for every model, or NAME=PATH for one (repeatable)")
         ("tool-parser", po::value<std::vector<std::string>>(), "how replies' reasoning and tool calls are read, instead of the family detected from the chat template: PARSER for every model, or NAME=PARSER for one (repeatable; hermes, llama3, mistral, harmony, ... as /models shows)")
         ("pooling", po::value<std::vector<std::string>>(), "how embeddings are pooled, instead of the model's pooling_type: POOLING for every model, or NAME=POOLING for one (repeatable; none, mean, cls, last, rank)")
+        ("spec-type", po::value<std::vector<std::string>>(), "speculative decoding's draft source: TYPE for every model, or NAME=TYPE for one (repeatable; none, or ngram: lookup over the prompt and the generated text; default none)")
+        ("draft-max", po::value<std::string>(), with_default("most tokens of one speculative draft (a request's speculative.n_max overrides it)", c.draft_max).c_str())
+        ("draft-min", po::value<std::string>(), with_default("a shorter speculative draft is not verified (speculative.n_min)", c.draft_min).c_str())
+        ("spec-ngram-size-n", po::value<std::string>(), with_default("the longest suffix of the text the n-gram lookup matches (speculative.ngram)", c.spec_ngram_size_n).c_str())
         ("reasoning-budget", po::value<std::string>(), with_default("tokens a thinking model may reason before its reasoning block is closed for it, unless a request sets reasoning_budget_tokens; -1: no budget", c.reasoning_budget).c_str())
         ("api-key", po::value<std::string>(), "require a bearer token on API requests: one key, or several separated by commas")
         ("api-key-file", po::value<std::string>(), "read accepted API keys from this file, one per line (adds to --api-key)")
@@ -301,6 +305,11 @@ void validate(const Config& c, const Sources& sources) {
     check_model_names(c.chat_templates, "chat-template-file");
     check_model_names(c.tool_parsers, "tool-parser");
     check_model_names(c.poolings, "pooling");
+    check_model_names(c.spec_types, "spec-type");
+    if (c.draft_min > c.draft_max) {
+        throw ConfigError("invalid draft-min (from " + from("draft-min") +
+                          "): more than draft-max (" + std::to_string(c.draft_max) + ")");
+    }
     for (size_t i = 0; i < c.loras.size(); ++i) {
         const LoraSpec& l = c.loras[i];
         const std::string where = "invalid lora (from " + from("lora") + "): ";
@@ -384,7 +393,7 @@ LoadResult load(int argc, const char* const* argv, const std::map<std::string, s
     for (const auto& [name, value] : env_options) {
         if (vm.count(name)) continue;  // the command line wins
         if (name == "model" || name == "chat-template-file" || name == "tool-parser" ||
-            name == "pooling" || name == "lora" || name == "lora-scale") {
+            name == "pooling" || name == "spec-type" || name == "lora" || name == "lora-scale") {
             vm.emplace(name, po::variable_value(boost::any(split_commas(value)), false));
         } else {
             vm.emplace(name, po::variable_value(boost::any(value), false));
@@ -500,6 +509,14 @@ LoadResult load(int argc, const char* const* argv, const std::map<std::string, s
     if (auto* v = text("cache-dir")) c.cache_dir = *v;
     if (auto* v = text("queue-size"))
         c.queue_size = parse_int<int>(*v, "queue-size", source("queue-size"), 0, 1 << 20);
+    if (auto* v = text("draft-max"))
+        c.draft_max = parse_int<int>(*v, "draft-max", source("draft-max"), 0, 64);
+    if (auto* v = text("draft-min"))
+        c.draft_min = parse_int<int>(*v, "draft-min", source("draft-min"), 0, 64);
+    if (auto* v = text("spec-ngram-size-n")) {
+        c.spec_ngram_size_n =
+            parse_int<int>(*v, "spec-ngram-size-n", source("spec-ngram-size-n"), 1, 32);
+    }
     if (auto* v = text("reasoning-budget")) {
         c.reasoning_budget = parse_int<int>(*v, "reasoning-budget", source("reasoning-budget"), -1,
                                             std::numeric_limits<int>::max());
@@ -533,6 +550,14 @@ LoadResult load(int argc, const char* const* argv, const std::map<std::string, s
               [&](const std::string& name, const std::string& pooling, const std::string&) {
                   return c.poolings.emplace(name, pooling).second;
               });
+    per_model(
+        "spec-type", "draft sources",
+        [&](const std::string& name, const std::string& type, const std::string& where) {
+            if (type != "none" && type != "ngram" && type != "ngram-simple") {
+                throw ConfigError("invalid " + where + ": '" + type + "' is not none or ngram");
+            }
+            return c.spec_types.emplace(name, type).second;
+        });
     if (auto* v = text("api-key")) c.api_keys = split_commas(*v);
     if (auto* v = text("api-key-file")) {
         for (std::string& key : read_key_file(*v, source("api-key-file"))) {

@@ -78,6 +78,12 @@ struct Config {
     // Embedding pooling (none, mean, cls, last, rank) replacing each model's pooling_type: model
     // name -> pooling, "" for every model. Checked by the daemon.
     std::map<std::string, std::string> poolings;
+    // Speculative decoding: the draft source (none, ngram) per model name, "" for every model;
+    // and the drafts' sizes, which a request may override (speculative.n_max, ...).
+    std::map<std::string, std::string> spec_types;
+    int draft_max = 16;         // most tokens of one draft
+    int draft_min = 0;          // a shorter draft is not verified
+    int spec_ngram_size_n = 3;  // the longest suffix the n-gram lookup matches
     // Reasoning tokens before a thinking model's block is closed for it, when a request does not
     // say (reasoning_budget_tokens); -1: no budget.
     int reasoning_budget = -1;

@@ -42,13 +42,16 @@ void check_generation(const server::GenerationOptions& r, const ApiLimits& limit
     check(r.stop.max_tokens <= limits.max_tokens, "max_tokens within the limit");
     check(!r.lora || r.lora->size() <= static_cast<size_t>(limits.max_lora),
           "lora within the limit");
-    // The engine must accept what the API accepted, but for ids beyond the vocabulary and
-    // adapters this target's model (which has none) lacks.
+    // The engine must accept what the API accepted, but for ids beyond the vocabulary, adapters
+    // this target's model (which has none) lacks, and a speculative n_min above the n_max it
+    // gets from the model's settings.
     const scheduler::SubmitResult verdict = scheduler::validate(
-        {std::move(prompt), r.sampling, r.stop, nullptr, {}, r.lora}, kVocab, 1 << 20);
+        {std::move(prompt), r.sampling, r.stop, nullptr, {}, r.lora, r.speculative}, kVocab,
+        1 << 20);
     check(verdict.accepted() || (verdict.status == scheduler::SubmitStatus::invalid &&
                                  (verdict.param == "logit_bias" || verdict.param == "prompt" ||
-                                  (verdict.param == "lora" && !r.lora->empty()))),
+                                  (verdict.param == "lora" && !r.lora->empty()) ||
+                                  verdict.param == "speculative.n_min")),
           "the engine refuses only ids beyond the vocabulary and adapters the model lacks");
     if (verdict.accepted()) {
         sampling::Sampler sampler(

@@ -331,7 +331,8 @@ void Api::check_request(const scheduler::GenerationRequest& request, ModelBacken
             prompt_param, "context_length_exceeded");
     }
     throw_refusal(scheduler::validate(request, model.vocab_size(), model.generator().context_size(),
-                                      *model.generator().adapters()),
+                                      *model.generator().adapters(),
+                                      model.generator().speculative()),
                   prompt_param, options_.retry_after_s);
 }
 
@@ -528,6 +529,7 @@ void Api::start_completion(ModelRequest<CompletionRequest> parsed,
         engine_request.stop = r.stop;
         engine_request.lora = r.lora;
         apply_model_adapter(engine_request, channel->access().adapter, model);
+        engine_request.speculative = r.speculative;
         if (p.is_tokens) {
             engine_request.prompt = p.tokens;
         } else if (r.suffix) {
@@ -568,6 +570,7 @@ void Api::start_chat(ModelRequest<ChatRequest> parsed,
     engine_request.stop = r.stop;
     engine_request.lora = r.lora;
     apply_model_adapter(engine_request, channel->access().adapter, model);
+    engine_request.speculative = r.speculative;
     ChatPrompt prompt = render_chat_prompt(r, model);
     engine_request.prompt = std::move(prompt.tokens);
     const std::string prompt_text = std::move(prompt.text);

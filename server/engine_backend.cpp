@@ -271,6 +271,14 @@ Json EngineBackend::describe(bool full) const {
     d["embeddings"] = pooling_ != model::Pooling::rank && pooling_ != model::Pooling::none;
     d["rerank"] = pooling_ == model::Pooling::rank;
     d["embedding_length"] = hp.n_embd;
+    // Speculative decoding: the draft source requests get unless they choose; a model whose
+    // state cannot be cut back (recurrent, hybrid) never drafts.
+    const scheduler::SpeculativeParams sp = scheduler_->speculative();
+    const bool drafts = !hp.is_recurrent() && sp.type != scheduler::DraftType::none;
+    d["speculative"] = {{"type", drafts ? scheduler::draft_type_name(sp.type) : "none"},
+                        {"n_max", sp.n_max},
+                        {"n_min", sp.n_min},
+                        {"ngram", sp.ngram}};
     // The adapters requests may choose (lora[].id is the index or the name).
     Json adapters = Json::array();
     const auto list = scheduler_->adapters();

@@ -194,6 +194,8 @@ ReplyTotals GenerationJob::totals() const {
         t.completion_tokens += states_[i].usage.completion_tokens;
         t.prompt_s = std::max(t.prompt_s, states_[i].usage.prompt_s);
         t.generation_s = std::max(t.generation_s, states_[i].usage.generation_s);
+        t.draft_tokens += states_[i].usage.draft_tokens;
+        t.draft_accepted += states_[i].usage.draft_accepted;
     }
     t.total_s = seconds_since(start_time_);
     const AccessInfo& access = channel_->access();
@@ -206,6 +208,8 @@ void GenerationJob::complete() {
     const ReplyTotals t = totals();
     channel_->access().completion_tokens = t.completion_tokens;
     channel_->access().cached_tokens = t.cached_tokens;
+    channel_->access().draft_tokens = t.draft_tokens;
+    channel_->access().draft_accepted = t.draft_accepted;
 
     // A failed choice fails the request: an engine error is the server's fault (500); a
     // cancellation the client did not ask for (the scheduler shutting down) is a 503.

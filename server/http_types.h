@@ -47,6 +47,9 @@ struct AccessInfo {
     // The request's fields the server ignored, as the answer's X-Ggufd-Ignored-Fields header
     // gives them (the session adds it to the head); empty: none.
     std::string ignored_fields;
+    // Speculative decoding: draft tokens verified and kept (logged when any were verified).
+    int64_t draft_tokens = 0;
+    int64_t draft_accepted = 0;
 };
 
 // Something still running for a request (a generation). The session keeps it alive until the

@@ -122,6 +122,48 @@ std::optional<std::vector<scheduler::AdapterChoice>> parse_lora(const json& body
     return out;
 }
 
+// The speculative fields, flat ("speculative.n_max", as llama-server reads them) or nested
+// ({"speculative": {"n_max": ...}}); a flat key wins over the same nested one.
+scheduler::SpeculativeChoice parse_speculative(const json& body) {
+    static constexpr const char* kKeys[] = {"type", "n_max", "n_min", "p_min", "ngram"};
+    json flat = json::object();
+    if (const json* nested = field(body, "speculative")) {
+        if (!nested->is_object()) {
+            throw ApiError::bad_request(
+                "'speculative' must be an object of type, n_max, n_min, p_min and ngram",
+                "speculative");
+        }
+        for (const auto& [key, value] : nested->items()) {
+            if (std::find(std::begin(kKeys), std::end(kKeys), key) == std::end(kKeys)) {
+                throw ApiError::bad_request(
+                    fmt::format("'speculative' has an unknown field '{}' (type, n_max, n_min, "
+                                "p_min, ngram)",
+                                key),
+                    "speculative");
+            }
+            flat["speculative." + key] = value;
+        }
+    }
+    for (const char* key : kKeys) {
+        const std::string name = std::string("speculative.") + key;
+        if (const json* v = field(body, name.c_str())) flat[name] = *v;
+    }
+    scheduler::SpeculativeChoice c;
+    if (field(flat, "speculative.type")) {
+        c.type =
+            scheduler::parse_draft_type(get_string(flat, "speculative.type"), "speculative.type");
+    }
+    auto read_int = [&](const char* name, std::optional<int32_t>& out, int64_t lo, int64_t hi) {
+        if (field(flat, name)) out = static_cast<int32_t>(get_int(flat, name, 0, lo, hi));
+    };
+    read_int("speculative.n_max", c.n_max, 0, scheduler::kMaxDraftTokens);
+    read_int("speculative.n_min", c.n_min, 0, scheduler::kMaxDraftTokens);
+    read_int("speculative.ngram", c.ngram, 1, scheduler::kMaxNgram);
+    if (field(flat, "speculative.p_min"))
+        c.p_min = static_cast<float>(get_number(flat, "speculative.p_min", 0.0, 0.0, 1.0));
+    return c;
+}
+
 }  // namespace
 
 GenerationOptions parse_generation_options(const json& body, const ApiLimits& limits,
@@ -144,6 +186,7 @@ GenerationOptions parse_generation_options(const json& body, const ApiLimits& li
     sampling::read_generation_fields(body, limits, default_max_tokens, out.sampling, out.stop,
                                      &out.json_output_gbnf);
     out.lora = parse_lora(body, limits);
+    out.speculative = parse_speculative(body);
     get_string(body, "user");  // accepted for compatibility, checked, unused
     return out;
 } catch (const sampling::InvalidParam& e) {

@@ -51,6 +51,10 @@ struct GenerationOptions {
     // llama-server's `lora`: [{"id": index or "name", "scale"}], checked against the model by
     // scheduler::validate(); absent: the model's default scales.
     std::optional<std::vector<scheduler::AdapterChoice>> lora;
+    // Speculative decoding: llama-server's `speculative.n_max`, `speculative.n_min`,
+    // `speculative.p_min`, and ggufd's `speculative.type` (none, ngram) and `speculative.ngram`,
+    // as flat keys or as the fields of a `speculative` object; absent: the model's settings.
+    scheduler::SpeculativeChoice speculative;
 };
 
 struct CompletionRequest : GenerationOptions {

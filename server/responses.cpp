@@ -30,20 +30,26 @@ json finish_reason_json(scheduler::FinishReason reason) {
 json timings_json(const Timings& t) {
     auto per_token_ms = [](double s, int64_t n) { return n > 0 ? s * 1e3 / n : 0.0; };
     auto per_second = [](int64_t n, double s) { return s > 0 ? n / s : 0.0; };
-    return {{"prompt_n", t.prompt_n},
-            {"prompt_ms", t.prompt_s * 1e3},
-            {"prompt_per_token_ms", per_token_ms(t.prompt_s, t.prompt_n)},
-            {"prompt_per_second", per_second(t.prompt_n, t.prompt_s)},
-            {"predicted_n", t.predicted_n},
-            {"predicted_ms", t.predicted_s * 1e3},
-            {"predicted_per_token_ms", per_token_ms(t.predicted_s, t.predicted_n)},
-            {"predicted_per_second", per_second(t.predicted_n, t.predicted_s)},
-            {"cache_n", t.cache_n}};
+    json out = {{"prompt_n", t.prompt_n},
+                {"prompt_ms", t.prompt_s * 1e3},
+                {"prompt_per_token_ms", per_token_ms(t.prompt_s, t.prompt_n)},
+                {"prompt_per_second", per_second(t.prompt_n, t.prompt_s)},
+                {"predicted_n", t.predicted_n},
+                {"predicted_ms", t.predicted_s * 1e3},
+                {"predicted_per_token_ms", per_token_ms(t.predicted_s, t.predicted_n)},
+                {"predicted_per_second", per_second(t.predicted_n, t.predicted_s)},
+                {"cache_n", t.cache_n}};
+    // As llama-server: the draft counts only where drafts were verified.
+    if (t.draft_n > 0) {
+        out["draft_n"] = t.draft_n;
+        out["draft_n_accepted"] = t.draft_n_accepted;
+    }
+    return out;
 }
 
 Timings choice_timings(const scheduler::Usage& u) {
     return {u.prompt_tokens - u.cached_prompt_tokens, u.prompt_s, u.completion_tokens,
-            u.generation_s, u.cached_prompt_tokens};
+            u.generation_s, u.cached_prompt_tokens, u.draft_tokens, u.draft_accepted};
 }
 
 json usage_json(int64_t prompt_tokens, int64_t completion_tokens, int64_t cached_tokens) {

@@ -29,7 +29,8 @@ nlohmann::json usage_json(int64_t prompt_tokens, int64_t completion_tokens, int6
 
 // llama-server's `timings` block: prompt_n (prompt tokens evaluated, the cached prefix left
 // out), prompt_ms, prompt_per_token_ms, prompt_per_second, predicted_n, predicted_ms,
-// predicted_per_token_ms, predicted_per_second, cache_n (prompt tokens reused). Per-token and
+// predicted_per_token_ms, predicted_per_second, cache_n (prompt tokens reused), and with
+// speculative decoding draft_n / draft_n_accepted (draft tokens verified, kept). Per-token and
 // per-second figures are 0 where nothing was counted or no time passed.
 struct Timings {
     int64_t prompt_n = 0;
@@ -37,6 +38,8 @@ struct Timings {
     int64_t predicted_n = 0;
     double predicted_s = 0;
     int64_t cache_n = 0;
+    int64_t draft_n = 0;
+    int64_t draft_n_accepted = 0;
 };
 nlohmann::json timings_json(const Timings& t);
 // One choice's timings, from what the scheduler measured of it.

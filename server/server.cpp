@@ -597,6 +597,10 @@ class Session : public std::enable_shared_from_this<Session>, public ResponseCha
                                 : nlohmann::ordered_json(ms(access_.time_to_first_token_s));
         fields["total_ms"] = ms(total);
         if (access_.load_wait_s >= 0) fields["load_wait_ms"] = ms(access_.load_wait_s);
+        if (access_.draft_tokens > 0) {
+            fields["draft_tokens"] = access_.draft_tokens;
+            fields["draft_accepted"] = access_.draft_accepted;
+        }
         if (note) fields["note"] = note;
         config::log_record(*spdlog::default_logger(), spdlog::level::info, "access", fields);
         if (shared_->options.on_access) shared_->options.on_access(access_, status, total);

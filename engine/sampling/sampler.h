@@ -145,6 +145,9 @@ class Sampler {
     // With a grammar: whether the text generated so far is a whole sentence of it (a lazy
     // grammar that no trigger started owes nothing).
     bool grammar_complete() const { return !grammar_active_ || grammar_->complete(); }
+    // Whether the grammar lets `token` come next (any token without one, or while a lazy one
+    // waits): a speculative draft stops before a token it forbids.
+    bool grammar_allows(int32_t token) { return !grammar_active_ || grammar_->allows(token); }
     // Whether the grammar constrains the next token (always, unless it is lazy and waiting).
     bool grammar_active() const { return grammar_active_; }
     // Whether the next token is the reasoning budget's (the block's closing markup, forced).

@@ -71,8 +71,20 @@ std::vector<model::AdapterUse> resolve_adapters(const GenerationRequest& request
     return uses;
 }
 
+SpeculativeParams SpeculativeChoice::over(SpeculativeParams p) const {
+    if (type) p.type = *type;
+    if (n_max) p.n_max = *n_max;
+    if (n_min) p.n_min = *n_min;
+    if (ngram) p.ngram = *ngram;
+    if (p_min) p.p_min = *p_min;
+    // A request that lowers n_max below the model's n_min means a shorter draft, not an error.
+    if (n_max && !n_min) p.n_min = std::min(p.n_min, p.n_max);
+    return p;
+}
+
 SubmitResult validate(const GenerationRequest& request, int32_t n_vocab, int32_t n_ctx,
-                      std::span<const NamedAdapter> adapters) {
+                      std::span<const NamedAdapter> adapters,
+                      const SpeculativeParams& speculative) {
     if (request.prompt.empty()) return {SubmitStatus::invalid, "prompt", "the prompt is empty"};
     // At least one token must fit after the prompt.
     if (request.prompt.size() >= static_cast<size_t>(std::max(n_ctx, 0))) {
@@ -86,6 +98,7 @@ SubmitResult validate(const GenerationRequest& request, int32_t n_vocab, int32_t
         sampling::validate(request.sampling, n_vocab);
         sampling::validate(request.stop);
         resolve_adapters(request, adapters);
+        validate(request.speculative.over(speculative));
     } catch (const sampling::InvalidParam& e) {
         return {SubmitStatus::invalid, e.param(), e.what()};
     }

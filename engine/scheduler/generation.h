@@ -14,6 +14,7 @@
 
 #include "engine/model/lora.h"
 #include "engine/sampling/params.h"
+#include "engine/scheduler/draft.h"
 
 namespace ggufd::scheduler {
 
@@ -46,6 +47,10 @@ struct Usage {
     // The request's stop string that ended the reply (its text is not in the output); empty when
     // something else ended it. Anthropic's and Ollama's answers name it.
     std::string stop_string;
+    // Speculative decoding: draft tokens verified, and how many of them the output kept
+    // (llama-server's timings.draft_n and draft_n_accepted).
+    int32_t draft_tokens = 0;
+    int32_t draft_accepted = 0;
 };
 
 class GenerationSink {
@@ -76,6 +81,15 @@ struct AdapterChoice {
     float scale = 1.0f;
 };
 
+// A request's choices about drafting, each overriding the model's default when present
+// (SchedulerParams::speculative); merged and checked by validate().
+struct SpeculativeChoice {
+    std::optional<DraftType> type;
+    std::optional<int32_t> n_max, n_min, ngram;
+    std::optional<float> p_min;
+    SpeculativeParams over(SpeculativeParams defaults) const;
+};
+
 struct GenerationRequest {
     std::vector<int32_t> prompt;
     sampling::SamplingParams sampling;
@@ -88,6 +102,7 @@ struct GenerationRequest {
     // The LoRA adapters to generate with, exactly these (an adapter not listed is not applied);
     // nullopt: each adapter at its default scale.
     std::optional<std::vector<AdapterChoice>> lora;
+    SpeculativeChoice speculative;
 };
 
 enum class SubmitStatus {
@@ -115,8 +130,10 @@ void check_token_ids(std::span<const int32_t> tokens, int32_t n_vocab, const std
 // token ids, the sampling parameters (ranges, logit_bias ids) and the stop parameters. Cheap
 // (linear in the prompt and logit_bias): callers may run it before anything is sent.
 // and the LoRA adapters the request chooses among the model's `adapters`.
+// The request's speculative choices are checked over `speculative`, the model's defaults.
 SubmitResult validate(const GenerationRequest& request, int32_t n_vocab, int32_t n_ctx,
-                      std::span<const NamedAdapter> adapters = {});
+                      std::span<const NamedAdapter> adapters = {},
+                      const SpeculativeParams& speculative = {});
 
 // The adapter uses of a request (its `lora`, or the defaults), without those of scale 0. Throws
 // sampling::InvalidParam ("lora") for an unknown id or name, an adapter chosen twice or a scale
@@ -155,6 +172,8 @@ class Generator {
     // Each slot's state as of the last step; safe from any thread (a snapshot, never torn per
     // field). Empty when the generator has no slots to show.
     virtual std::vector<SlotState> slot_states() const { return {}; }
+    // Speculative decoding's settings for requests that do not choose.
+    virtual SpeculativeParams speculative() const { return {}; }
 };
 
 }  // namespace ggufd::scheduler

@@ -75,7 +75,8 @@ SubmitResult Scheduler::submit(GenerationRequest request) {
                 "this model is an encoder: it serves embeddings, not text generation"};
     }
     const std::shared_ptr<const std::vector<NamedAdapter>> named = this->adapters();
-    SubmitResult verdict = validate(request, context_.n_vocab(), n_ctx_, *named);
+    SubmitResult verdict =
+        validate(request, context_.n_vocab(), n_ctx_, *named, params_.speculative);
     if (!verdict.accepted()) {
         ++stats_.rejected;
         return verdict;
@@ -325,6 +326,8 @@ bool Scheduler::start(Slot& slot, Pending pending) {
     keep(std::move(lost));
     a.prompt_done = static_cast<size_t>(reuse);
     a.sampler->accept(std::span<const int32_t>(a.request.prompt));
+    a.speculative = a.request.speculative.over(params_.speculative);
+    a.draft_policy = DraftPolicy(a.speculative.n_max);
     a.usage.prompt_tokens = static_cast<int32_t>(a.request.prompt.size());
     a.usage.cached_prompt_tokens = reuse;
     a.started = Clock::now();
@@ -507,21 +510,32 @@ void Scheduler::step() {
     struct Row {
         Slot* slot;
         size_t batch_index;
+        size_t rows;  // 1, or 1 + the draft of a drafting slot
     };
     std::vector<Row> wants_logits;
     std::vector<std::pair<Slot*, size_t>> fed;  // slot and how many tokens it feeds this step
 
-    // Decode tokens first: every generating slot advances by one.
+    // Decode tokens first: every generating slot advances by one, and a drafting slot brings its
+    // draft after it, within what the budget leaves beside the other slots' decode tokens.
+    int draft_room = params_.batch_size;
+    for (const Slot& s : slots_) draft_room -= s.active && s.active->next_token >= 0 ? 1 : 0;
     for (Slot& s : slots_) {
         if (!s.active || s.active->next_token < 0) continue;
+        Active& a = *s.active;
         const int32_t pos = context_.cache().length(s.id);
         if (pos >= n_ctx_) {
             finish(s, FinishReason::length);
             continue;
         }
-        wants_logits.push_back({&s, batch_.size()});
-        batch_.push_back({s.id, s.active->next_token, pos, true});
-        fed.emplace_back(&s, 1);
+        a.draft.clear();
+        make_draft(s, std::min(draft_room, n_ctx_ - pos - 1));
+        draft_room -= static_cast<int>(a.draft.size());
+        wants_logits.push_back({&s, batch_.size(), 1 + a.draft.size()});
+        batch_.push_back({s.id, a.next_token, pos, true});
+        for (size_t i = 0; i < a.draft.size(); ++i) {
+            batch_.push_back({s.id, a.draft[i], pos + 1 + static_cast<int32_t>(i), true});
+        }
+        fed.emplace_back(&s, 1 + a.draft.size());
     }
     // Then embedding inputs and prompt chunks within what is left of the budget.
     int budget = params_.batch_size - static_cast<int>(batch_.size());
@@ -540,7 +554,7 @@ void Scheduler::step() {
         const int32_t base = context_.cache().length(s.id);
         for (size_t i = 0; i < take; ++i) {
             const bool last = a.prompt_done + i + 1 == a.request.prompt.size();
-            if (last) wants_logits.push_back({&s, batch_.size()});
+            if (last) wants_logits.push_back({&s, batch_.size(), 1});
             batch_.push_back(
                 {s.id, a.request.prompt[a.prompt_done + i], base + static_cast<int32_t>(i), last});
         }
@@ -601,17 +615,95 @@ void Scheduler::step() {
     std::sort(wants_logits.begin(), wants_logits.end(),
               [](const Row& x, const Row& y) { return x.batch_index < y.batch_index; });
     const size_t V = static_cast<size_t>(context_.n_vocab());
-    for (size_t r = 0; r < wants_logits.size(); ++r) {
-        Slot& s = *wants_logits[r].slot;
+    size_t r = 0;
+    for (const Row& row : wants_logits) {
+        Slot& s = *row.slot;
+        const std::span<const float> rows(logits_.data() + r * V, row.rows * V);
+        r += row.rows;
         if (!s.active) continue;
         try {
-            handle_logits(s, std::span<const float>(logits_.data() + r * V, V));
+            verify_draft(s, rows);
         } catch (const std::exception& e) {
             // A sampler that cannot choose (no token allowed, a grammar past its limits) ends
             // its request; the others go on.
             if (s.active) finish(s, FinishReason::error, e.what());
         }
     }
+}
+
+void Scheduler::make_draft(Slot& slot, int32_t room) {
+    Active& a = *slot.active;
+    const SpeculativeParams& sp = a.speculative;
+    // A recurrent state cannot be cut back to the accepted prefix (only to its checkpoint, and
+    // the accepted tokens would then be evaluated again): recurrent and hybrid models do not
+    // draft.
+    if (sp.type == DraftType::none || sp.n_max <= 0 || context_.cache().recurrent()) return;
+    // The step gives at most 1 + draft tokens: none beyond max_tokens, nor beyond what one step
+    // may add to a sequence (a sliding-window ring).
+    int32_t len = std::min(room, context_.cache().max_tokens_per_step() - 1);
+    if (a.request.stop.max_tokens >= 0)
+        len = std::min(len, a.request.stop.max_tokens - a.usage.completion_tokens - 1);
+    if (len < std::max(1, sp.n_min)) return;
+    len = std::min(len, a.draft_policy.next_length());
+    if (len < std::max(1, sp.n_min) || a.sampler->forcing_reasoning_end()) return;
+
+    history_.assign(slot.cached.begin(), slot.cached.end());
+    history_.push_back(a.next_token);
+    if (params_.draft_source) {
+        params_.draft_source->draft(slot.id, history_, len, a.draft);
+    } else {
+        ngram_draft(history_, sp.ngram, len, a.draft);
+    }
+    if (a.draft.size() > static_cast<size_t>(len)) a.draft.resize(static_cast<size_t>(len));
+    const auto bad = std::find_if(a.draft.begin(), a.draft.end(),
+                                  [&](int32_t t) { return t < 0 || t >= context_.n_vocab(); });
+    a.draft.erase(bad, a.draft.end());
+    // A first token the grammar forbids would be rejected: not worth its place in the batch.
+    if (!a.draft.empty() && !a.sampler->grammar_allows(a.draft.front())) a.draft.clear();
+    if (a.draft.size() < static_cast<size_t>(sp.n_min)) a.draft.clear();
+}
+
+// Verification samples each position with the request's own sampler, exactly as generation
+// without a draft would (the same chain, state and random draws), and keeps the draft's next
+// token while it is the token sampled. For a draft that proposes one token with certainty (the
+// lookup, a greedy draft model) this is the standard rejection rule: the draft token is kept
+// with probability p(token), and otherwise the token drawn is one from p without it,
+// renormalized: the residual distribution. So the output is the one generation without a draft
+// gives, token for token with the same seed, and in distribution whatever the seed.
+void Scheduler::verify_draft(Slot& slot, std::span<const float> rows) {
+    Active& a = *slot.active;
+    const size_t V = static_cast<size_t>(context_.n_vocab());
+    const size_t drafted = a.draft.size();
+    const int32_t fed_end = context_.cache().length(slot.id);
+    a.usage.draft_tokens += static_cast<int32_t>(drafted);
+    stats_.draft_tokens += drafted;
+    size_t accepted = 0;
+    // The cache keeps the tokens whose successors were sampled: the fed token and the draft's
+    // accepted prefix. What follows the first rejection is cut away.
+    auto cut = [&] {
+        const int32_t keep = fed_end - static_cast<int32_t>(drafted - accepted);
+        if (keep < fed_end) {
+            context_.cache().truncate(slot.id, keep);
+            slot.cached.resize(static_cast<size_t>(keep));
+        }
+    };
+    try {
+        for (size_t j = 0;; ++j) {
+            handle_logits(slot, rows.subspan(j * V, V));
+            if (!slot.active || j == drafted || a.next_token != a.draft[j]) break;
+            ++accepted;
+            ++a.usage.draft_accepted;
+            ++stats_.draft_accepted;
+        }
+    } catch (...) {
+        cut();
+        throw;
+    }
+    cut();
+    if (!slot.active) return;
+    if (drafted > 0)
+        a.draft_policy.record(static_cast<int32_t>(drafted), static_cast<int32_t>(accepted));
+    if (context_.cache().length(slot.id) >= n_ctx_) finish(slot, FinishReason::length);
 }
 
 void Scheduler::handle_logits(Slot& slot, std::span<const float> logits) {
@@ -655,7 +747,6 @@ void Scheduler::handle_logits(Slot& slot, std::span<const float> logits) {
     }
     a.request.sink->on_token(event);
     a.next_token = token;
-    if (context_.cache().length(slot.id) >= n_ctx_) finish(slot, FinishReason::length);
 }
 
 // --- embeddings ---

@@ -49,6 +49,11 @@ struct SchedulerParams {
     // the model file's identity and the cache settings (empty: memory only).
     std::string cache_dir;
     SchedulerObserver* observer = nullptr;  // not owned; must outlive the scheduler
+    // Speculative decoding's defaults for the model's requests (each may override them).
+    SpeculativeParams speculative{};
+    // Drafts for requests that draft, in place of the n-gram lookup (a draft model; tests'
+    // scripted drafts). Called on the scheduler's thread.
+    std::shared_ptr<DraftSource> draft_source;
 };
 
 class Scheduler final : public Generator, public Embedder {
@@ -62,6 +67,7 @@ class Scheduler final : public Generator, public Embedder {
     std::shared_ptr<const std::vector<NamedAdapter>> adapters() const override;
     void set_adapters(std::vector<NamedAdapter> adapters) override;
     std::vector<SlotState> slot_states() const override;
+    SpeculativeParams speculative() const override { return params_.speculative; }
 
     // Embeddings (and rank scores) of whole inputs; an input takes a free slot for one step.
     // An encoder (no vocabulary head) takes only these: submit() refuses it generation.
@@ -90,6 +96,12 @@ class Scheduler final : public Generator, public Embedder {
         std::unique_ptr<tokenizer::StreamDecoder> decoder;
         size_t prompt_done = 0;   // prompt tokens in the KV cache
         int32_t next_token = -1;  // sampled, to be fed at the next step
+        // Speculative decoding: what the request asked, its draft lengths, this step's draft
+        // (fed after next_token), and the cache length before this step.
+        SpeculativeParams speculative;
+        DraftPolicy draft_policy;
+        std::vector<int32_t> draft;
+        int32_t verify_base = 0;
         bool first_token_sent = false;
         Clock::time_point started;         // when the slot took it
         Clock::time_point first_token_at;  // when its first token was sampled
@@ -128,7 +140,13 @@ class Scheduler final : public Generator, public Embedder {
     bool start(Slot& slot, Pending pending);
     void drop_cancelled();
     void step();
+    // The draft to verify after the slot's next token: at most `room` tokens.
+    void make_draft(Slot& slot, int32_t room);
+    // Samples the slot's next token from one row of logits and reports it.
     void handle_logits(Slot& slot, std::span<const float> logits);
+    // The slot's rows of a verified draft: samples through them while the draft agrees, then
+    // cuts its cache back to the tokens the output kept.
+    void verify_draft(Slot& slot, std::span<const float> rows);
     void finish(Slot& slot, FinishReason reason, const std::string& error = {});
     // Saves what a slot holds into the prefix cache (unless an entry already covers it), before
     // its cells are overwritten or at a checkpoint: a copy first (snapshot_slot; nothing when it
@@ -212,6 +230,7 @@ class Scheduler final : public Generator, public Embedder {
 
     std::vector<float> logits_;
     std::vector<model::BatchToken> batch_;
+    std::vector<int32_t> history_;  // scratch: a drafting slot's tokens
     // Every token's bytes in a trie, for grammar-constrained requests: built by the first such
     // request (on this thread), then shared by all.
     std::shared_ptr<const grammar::TokenVocabulary> grammar_vocab_;

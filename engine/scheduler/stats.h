@@ -26,6 +26,9 @@ struct SchedulerStats {
     std::atomic<uint64_t> cache_disk_bytes{0};  // files written to --cache-dir by this process
     std::atomic<uint64_t> generated_tokens{0};
     std::atomic<uint64_t> rejected{0};
+    // Speculative decoding: draft tokens verified, and those the output kept.
+    std::atomic<uint64_t> draft_tokens{0};
+    std::atomic<uint64_t> draft_accepted{0};
     std::atomic<int> last_batch_tokens{0};
     // KV-cache cells (one per token and slot) held by slots serving a request, as of the last
     // step, and all the cells there are (slots x context): the gateways' KV utilisation.

@@ -117,6 +117,8 @@ ModelMetrics::ModelMetrics(std::string name, Metrics& owner)
       cache_disk_bytes_(owner.cache_bytes_.Add(tier_label(name_, "disk"))),
       cache_entries_(owner.cache_entries_.Add(model_label(name_))),
       cache_evictions_(owner.cache_evictions_.Add(model_label(name_))),
+      draft_tokens_(owner.draft_tokens_.Add(model_label(name_))),
+      draft_accepted_(owner.draft_accepted_.Add(model_label(name_))),
       ttft_(owner.ttft_.add(model_label(name_))),
       inter_token_(owner.inter_token_.add(model_label(name_))),
       batch_size_(owner.batch_size_.add(model_label(name_))) {}
@@ -128,6 +130,7 @@ struct Metrics::Watch {
     uint64_t prompt = 0, generated = 0, rejected = 0, steps = 0;
     uint64_t embedded_inputs = 0, embedded_tokens = 0;
     uint64_t cached_slot = 0, cached_ram = 0, cached_disk = 0, evictions = 0;
+    uint64_t draft_tokens = 0, draft_accepted = 0;
 };
 
 Metrics::Metrics() : Metrics(Options{}) {}
@@ -263,6 +266,15 @@ Metrics::Metrics(Options options)
                            .Name("ggufd_prefix_cache_evictions_total")
                            .Help("Prefix cache entries dropped to stay within --cache-ram")
                            .Register(*registry_)),
+      draft_tokens_(prometheus::BuildCounter()
+                        .Name("ggufd_draft_tokens_total")
+                        .Help("Speculative draft tokens verified")
+                        .Register(*registry_)),
+      draft_accepted_(prometheus::BuildCounter()
+                          .Name("ggufd_draft_accepted_tokens_total")
+                          .Help("Speculative draft tokens the output kept (their ratio to "
+                                "ggufd_draft_tokens_total is the acceptance rate)")
+                          .Register(*registry_)),
       resident_bytes_(prometheus::BuildGauge()
                           .Name("process_resident_memory_bytes")
                           .Help("Resident memory size in bytes")
@@ -378,6 +390,10 @@ void Metrics::refresh_watches() {
             static_cast<double>(stats->cache_disk_bytes.load(std::memory_order_relaxed)));
         m.cache_entries_.Set(
             static_cast<double>(stats->cache_entries.load(std::memory_order_relaxed)));
+        advance(m.draft_tokens_, w->draft_tokens,
+                stats->draft_tokens.load(std::memory_order_relaxed));
+        advance(m.draft_accepted_, w->draft_accepted,
+                stats->draft_accepted.load(std::memory_order_relaxed));
     }
 }
 

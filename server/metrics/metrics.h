@@ -177,6 +177,9 @@ class ModelMetrics final : public scheduler::SchedulerObserver {
     prometheus::Gauge& cache_disk_bytes_;
     prometheus::Gauge& cache_entries_;
     prometheus::Counter& cache_evictions_;
+    // Speculative decoding (from the watched scheduler): draft tokens verified and kept.
+    prometheus::Counter& draft_tokens_;
+    prometheus::Counter& draft_accepted_;
     AtomicHistogram& ttft_;
     AtomicHistogram& inter_token_;
     AtomicHistogram& batch_size_;
@@ -290,6 +293,8 @@ class Metrics {
     prometheus::Family<prometheus::Gauge>& cache_bytes_;
     prometheus::Family<prometheus::Gauge>& cache_entries_;
     prometheus::Family<prometheus::Counter>& cache_evictions_;
+    prometheus::Family<prometheus::Counter>& draft_tokens_;
+    prometheus::Family<prometheus::Counter>& draft_accepted_;
     prometheus::Gauge& resident_bytes_;
     prometheus::Gauge& virtual_bytes_;
 

@@ -390,6 +390,20 @@ TEST(Config, ToolParsersForEveryModelOrOne) {
     EXPECT_NE(empty.find("has no value"), std::string::npos) << empty;
 }
 
+TEST(Config, SpeculativeSettings) {
+    const Config c = load({"--model", "a=/x/a.gguf", "--spec-type", "a=ngram", "--draft-max", "8",
+                           "--draft-min", "2", "--spec-ngram-size-n", "4"})
+                         .config;
+    EXPECT_EQ(c.spec_types, (std::map<std::string, std::string>{{"a", "ngram"}}));
+    EXPECT_EQ(c.draft_max, 8);
+    EXPECT_EQ(c.draft_min, 2);
+    EXPECT_EQ(c.spec_ngram_size_n, 4);
+    EXPECT_NE(error_of({"--spec-type", "eagle"}).find("not none or ngram"), std::string::npos);
+    EXPECT_NE(error_of({"--draft-max", "4", "--draft-min", "5"}).find("draft-min"),
+              std::string::npos);
+    EXPECT_NE(error_of({"--draft-max", "65"}).find("draft-max"), std::string::npos);
+}
+
 TEST(Config, PoolingsForEveryModelOrOne) {
     const Config c = load({"--model", "a=/x/a.gguf", "--model", "b=/x/b.gguf", "--pooling", "mean",
                            "--pooling", "b=rank"})

@@ -176,6 +176,39 @@ TEST(ParseCompletion, WrongTypesNameTheField) {
     }
 }
 
+// Speculative fields: llama-server's flat keys, or one object (a flat key wins); a bad value or an
+// unknown key of the object is a 400 naming the field.
+TEST(ParseCompletion, SpeculativeFieldsFlatOrAsAnObject) {
+    const auto none = parse_completion_request(json{{"prompt", "x"}}, limits).speculative;
+    EXPECT_FALSE(none.type || none.n_max || none.n_min || none.p_min || none.ngram);
+    const json body = {{"prompt", "x"},
+                       {"speculative.n_max", 8},
+                       {"speculative.p_min", 0.5},
+                       {"speculative", {{"type", "ngram"}, {"n_max", 4}, {"ngram", 2}}}};
+    const auto s = parse_completion_request(body, limits).speculative;
+    EXPECT_EQ(s.type, scheduler::DraftType::ngram);
+    EXPECT_EQ(s.n_max, 8);
+    EXPECT_EQ(s.ngram, 2);
+    EXPECT_FLOAT_EQ(s.p_min.value_or(0), 0.5f);
+    EXPECT_FALSE(s.n_min.has_value());
+    for (const auto& [name, value] :
+         std::vector<std::pair<std::string, json>>{{"speculative.n_max", 65},
+                                                   {"speculative.n_min", -1},
+                                                   {"speculative.p_min", 2},
+                                                   {"speculative.type", "eagle"},
+                                                   {"speculative.ngram", 0}}) {
+        auto e = error_of([&] {
+            parse_completion_request(json{{"prompt", "x"}, {name, value}}, limits);
+        });
+        EXPECT_EQ(e.status(), 400) << name;
+        EXPECT_EQ(e.param(), name) << e.what();
+    }
+    auto e = error_of([&] {
+        parse_completion_request(json{{"prompt", "x"}, {"speculative", {{"k", 4}}}}, limits);
+    });
+    EXPECT_EQ(e.param(), "speculative");
+}
+
 // llama-server's per-request adapters: an index or a name, scale 1 when absent; absent: nullopt
 // (the model's defaults), [] (none) is kept apart from it. Which ids exist is validate()'s.
 TEST(ParseCompletion, LoraChoicesByIndexOrName) {

@@ -1,14 +1,21 @@
 // ggufd-run generate --model M --prompt TEXT --n-predict N [--temp T --seed S ...]
+//   [--spec-type ngram --draft-max N --draft-min N --spec-ngram-size-n N]
+//   [--draft-replay right|wrong]
+// --draft-replay measures speculative decoding's mechanism: it generates once without drafts,
+// then again with drafts replaying that output (right: a draft that always agrees, as the target
+// drafting for itself greedily would; wrong: every draft token spoiled, one that never agrees).
 //   [--grammar GBNF | --grammar-file F | --json-schema JSON | --json-schema-file F]
 // Prints the prompt (as the model's tokens spell it) followed by the completion, streamed as it
 // is generated, through the same scheduler the server uses. The sampling flags become the
 // request fields they are named after and are read by sampling::read_generation_fields, the
 // reader the HTTP API uses, so they are checked and converted exactly as over HTTP.
 #include <algorithm>
+#include <chrono>
 #include <condition_variable>
 #include <cstdio>
 #include <iterator>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -22,12 +29,15 @@ namespace {
 class PrintingSink : public scheduler::GenerationSink {
   public:
     void on_token(const scheduler::TokenEvent& e) override {
+        if (!first_token_) first_token_ = std::chrono::steady_clock::now();
+        tokens_.push_back(e.token);
         std::fwrite(e.text.data(), 1, e.text.size(), stdout);
         std::fflush(stdout);
     }
     void on_finish(scheduler::FinishReason reason, const scheduler::Usage& usage,
                    const std::string& error) override {
         std::lock_guard lock(mutex_);
+        finished_ = std::chrono::steady_clock::now();
         reason_ = reason;
         usage_ = usage;
         error_ = error;
@@ -39,6 +49,13 @@ class PrintingSink : public scheduler::GenerationSink {
         std::unique_lock lock(mutex_);
         cv_.wait(lock, [this] { return done_; });
     }
+    // Seconds from the first token to the end: what the tokens after the first took.
+    double decode_seconds() const {
+        return first_token_ ? std::chrono::duration<double>(finished_ - *first_token_).count() : 0;
+    }
+    std::vector<int32_t> tokens_;
+    std::optional<std::chrono::steady_clock::time_point> first_token_;
+    std::chrono::steady_clock::time_point finished_;
     scheduler::FinishReason reason_ = scheduler::FinishReason::error;
     scheduler::Usage usage_;
     std::string error_;
@@ -58,6 +75,7 @@ int cmd_generate(Args args) {
     // llama.cpp's defaults where they differ from the API's.
     sampling::RequestJson body = {{"temperature", 0.8}, {"max_tokens", 128}};
     bool verbose = false;
+    std::string replay;
     // Flag -> request field; the value is read as JSON (a number), checked by the field reader.
     const std::pair<std::string_view, const char*> numeric[] = {
         {"--temp", "temperature"},
@@ -148,7 +166,19 @@ int cmd_generate(Args args) {
             params.kv_types.k = kernels::parse_kv_type(value());
         else if (a == "--cache-type-v" || a == "-ctv")
             params.kv_types.v = kernels::parse_kv_type(value());
-        else if (a == "--verbose")
+        else if (a == "--spec-type")
+            params.speculative.type = scheduler::parse_draft_type(value(), "--spec-type");
+        else if (a == "--draft-max")
+            params.speculative.n_max = std::stoi(value());
+        else if (a == "--draft-min")
+            params.speculative.n_min = std::stoi(value());
+        else if (a == "--spec-ngram-size-n")
+            params.speculative.ngram = std::stoi(value());
+        else if (a == "--draft-replay") {
+            replay = value();
+            if (replay != "right" && replay != "wrong")
+                throw std::runtime_error("--draft-replay is right or wrong, not " + replay);
+        } else if (a == "--verbose")
             verbose = true;
         else
             throw std::runtime_error("unknown option " + std::string(a));
@@ -183,19 +213,47 @@ int cmd_generate(Args args) {
     shown += prompt_text.flush();
     std::fwrite(shown.data(), 1, shown.size(), stdout);
 
-    scheduler::Scheduler sched(model, tokenizer, params);
-    auto sink = std::make_shared<PrintingSink>();
-    request.sink = sink;
-    if (const scheduler::SubmitResult r = sched.submit(std::move(request)); !r.accepted())
-        throw std::runtime_error(r.message);
-    sink->wait();
-    std::fputc('\n', stdout);
-    if (sink->reason_ == scheduler::FinishReason::error) throw std::runtime_error(sink->error_);
-    if (verbose) {
-        std::fprintf(stderr, "prompt tokens %d, generated %d, first token after %.3f s\n",
-                     sink->usage_.prompt_tokens, sink->usage_.completion_tokens,
-                     sink->usage_.time_to_first_token_s);
+    auto run_once = [&](const scheduler::SchedulerParams& with) {
+        scheduler::Scheduler sched(model, tokenizer, with);
+        auto sink = std::make_shared<PrintingSink>();
+        scheduler::GenerationRequest r = request;
+        r.sink = sink;
+        if (const scheduler::SubmitResult v = sched.submit(std::move(r)); !v.accepted())
+            throw std::runtime_error(v.message);
+        sink->wait();
+        std::fputc('\n', stdout);
+        if (sink->reason_ == scheduler::FinishReason::error) throw std::runtime_error(sink->error_);
+        if (verbose) {
+            const scheduler::Usage& u = sink->usage_;
+            const double decode_s = sink->decode_seconds();
+            std::fprintf(stderr,
+                         "prompt tokens %d, generated %d, first token after %.3f s, then %.2f "
+                         "tokens/s\n",
+                         u.prompt_tokens, u.completion_tokens, u.time_to_first_token_s,
+                         decode_s > 0 ? (u.completion_tokens - 1) / decode_s : 0.0);
+            if (u.draft_tokens > 0) {
+                std::fprintf(stderr, "draft tokens %d, accepted %d (%.1f%%)\n", u.draft_tokens,
+                             u.draft_accepted, 100.0 * u.draft_accepted / u.draft_tokens);
+            }
+        }
+        return sink->tokens_;
+    };
+    if (replay.empty()) {
+        run_once(params);
+        return 0;
     }
+    scheduler::SchedulerParams plain = params;
+    plain.speculative.type = scheduler::DraftType::none;
+    std::vector<int32_t> text = request.prompt;
+    const std::vector<int32_t> output = run_once(plain);
+    text.insert(text.end(), output.begin(), output.end());
+    auto draft = std::make_shared<scheduler::ReplayDraft>(
+        std::vector<std::vector<int32_t>>{std::move(text)}, tokenizer->n_vocab());
+    draft->spoil_all = replay == "wrong";
+    params.draft_source = std::move(draft);
+    if (params.speculative.type == scheduler::DraftType::none)
+        params.speculative.type = scheduler::DraftType::ngram;
+    if (run_once(params) != output) throw std::runtime_error("the output changed with drafts");
     return 0;
 }
 

@@ -35,6 +35,9 @@ ggufd::scheduler::SchedulerParams scheduler_params(const ggufd::config::Config& 
     p.n_threads_batch = c.threads_batch;
     p.max_queue = c.queue_size;
     p.f16_accumulator = c.f16_accumulator;
+    p.speculative.n_max = c.draft_max;
+    p.speculative.n_min = c.draft_min;
+    p.speculative.ngram = c.spec_ngram_size_n;
     p.kv_types = {ggufd::kernels::parse_kv_type(c.cache_type_k),
                   ggufd::kernels::parse_kv_type(c.cache_type_v)};
     p.cache_ram_bytes = static_cast<size_t>(c.cache_ram_mib) << 20;
@@ -147,6 +150,10 @@ int main(int argc, char** argv) {
         }
         if (auto pooling = value_for(cfg.poolings, name)) {
             options.pooling = model::pooling_from_name(*pooling);
+        }
+        if (auto type = value_for(cfg.spec_types, name)) {
+            options.scheduler.speculative.type =
+                scheduler::parse_draft_type(*type, "spec-type");  // config checked the names
         }
         return options;
     };
