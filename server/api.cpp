@@ -330,10 +330,10 @@ void Api::check_request(const scheduler::GenerationRequest& request, ModelBacken
                         request.prompt.size(), limit),
             prompt_param, "context_length_exceeded");
     }
-    throw_refusal(scheduler::validate(request, model.vocab_size(), model.generator().context_size(),
-                                      *model.generator().adapters(),
-                                      model.generator().speculative()),
-                  prompt_param, options_.retry_after_s);
+    throw_refusal(
+        scheduler::validate(request, model.vocab_size(), model.generator().context_size(),
+                            *model.generator().adapters(), model.generator().speculative()),
+        prompt_param, options_.retry_after_s);
 }
 
 void Api::health(const HttpRequest&, const std::shared_ptr<ResponseChannel>& channel,

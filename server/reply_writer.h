@@ -63,8 +63,12 @@ struct ReplyTotals {
 
     // llama-server's `timings` of the whole request.
     Timings timings() const {
-        return {prompt_tokens - cached_tokens, prompt_s,     completion_tokens,
-                generation_s,                 cached_tokens, draft_tokens,
+        return {prompt_tokens - cached_tokens,
+                prompt_s,
+                completion_tokens,
+                generation_s,
+                cached_tokens,
+                draft_tokens,
                 draft_accepted};
     }
     // Speculative decoding: draft tokens verified, and those kept (llama-server's timings).

@@ -48,8 +48,13 @@ json timings_json(const Timings& t) {
 }
 
 Timings choice_timings(const scheduler::Usage& u) {
-    return {u.prompt_tokens - u.cached_prompt_tokens, u.prompt_s, u.completion_tokens,
-            u.generation_s, u.cached_prompt_tokens, u.draft_tokens, u.draft_accepted};
+    return {u.prompt_tokens - u.cached_prompt_tokens,
+            u.prompt_s,
+            u.completion_tokens,
+            u.generation_s,
+            u.cached_prompt_tokens,
+            u.draft_tokens,
+            u.draft_accepted};
 }
 
 json usage_json(int64_t prompt_tokens, int64_t completion_tokens, int64_t cached_tokens) {
