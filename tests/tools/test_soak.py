@@ -10,7 +10,8 @@ Holds when:
   rejected 503/429 with Retry-After; a reset or a timeout on one is a failure;
 - garbage gets a 4xx or a closed connection, never a 2xx or 5xx;
 - afterwards /metrics shows no busy slot and an empty queue, and the daemon still answers;
-- resident memory is flat after warm-up (see check_rss).
+- resident memory is flat after warm-up (see check_rss). The prefix cache grows to its budget by
+  design, so it gets a small one (--cache-ram 16): full during warm-up, then evicting under load.
 
 Usage: test_soak.py BIN_DIR CONFORMANCE_DIR
 """
@@ -185,7 +186,7 @@ def check_rss(samples):
 
 log = os.path.join(tempfile.gettempdir(), f"ggufd-soak-{os.getpid()}.log")
 proc, port = daemon.start(bin_dir, "--model", f"stories={model}", "--parallel", "4",
-                          "--io-threads", "2", log_path=log)
+                          "--io-threads", "2", "--cache-ram", "16", log_path=log)
 try:
     start = time.monotonic()
     deadline = start + SECONDS
