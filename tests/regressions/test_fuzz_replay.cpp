@@ -110,10 +110,11 @@ TEST(FuzzReplay, GrammarSeeds) {
 }
 
 TEST(FuzzReplay, ImageSeedsDecode) {
-    // A PNG (RGB and grey), a JPEG, a BMP and a GIF: every decoder path stb_image is built with.
+    // A PNG (RGB and grey), a BMP and a GIF: every decoder path stb_image is built with; and a
+    // JPEG, refused until JPEG has a decoder of its own (engine/vision/image.cpp says why).
     const size_t n = files_in(kCorpus / "fuzz_image").size();
     ASSERT_GE(n, 5u);
-    EXPECT_EQ(replay(kCorpus / "fuzz_image", ggufd::fuzz::fuzz_image_one), n);
+    EXPECT_EQ(replay(kCorpus / "fuzz_image", ggufd::fuzz::fuzz_image_one), n - 1);
 }
 
 TEST(FuzzReplay, FoundInputsStayFixed) {
@@ -123,11 +124,12 @@ TEST(FuzzReplay, FoundInputsStayFixed) {
     replay(kFound / "fuzz_json_request", ggufd::fuzz::fuzz_json_request_one);
     replay(kFound / "fuzz_model", ggufd::fuzz::fuzz_model_one);
     replay(kFound / "fuzz_lora", ggufd::fuzz::fuzz_lora_one);
+    // A JPEG whose Huffman table counts sum above 256 (stb_image wrote past its table).
+    EXPECT_EQ(replay(kFound / "fuzz_image", ggufd::fuzz::fuzz_image_one), 0u);
     replay(kFound / "fuzz_http_request", ggufd::fuzz::fuzz_http_request_one);
     replay(kFound / "fuzz_grammar", ggufd::fuzz::fuzz_grammar_one);
     replay(kFound / "fuzz_json_schema", ggufd::fuzz::fuzz_json_schema_one);
     replay(kFound / "fuzz_chat", ggufd::fuzz::fuzz_chat_one);
-    replay(kFound / "fuzz_image", ggufd::fuzz::fuzz_image_one);
 }
 
 }  // namespace
