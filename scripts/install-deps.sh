@@ -11,7 +11,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   clang lld libclang-rt-14-dev clang-format
   libicu-dev
-  libstb-dev
+  libpng-dev libjpeg62-turbo-dev libwebp-dev libgif-dev
   wamerican
   curl python3 python3-jsonschema python3-jinja2
 )

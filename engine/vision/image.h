@@ -1,7 +1,6 @@
-// Pictures as clients send them: encoded bytes (PNG, GIF's first frame, BMP; JPEG refused for
-// now) decoded to 8-bit RGB by stb_image (Debian's libstb-dev, the decoder llama.cpp's libmtmd
-// uses, so a picture's pixels are the reference's), within limits checked before the pixels are
-// allocated. Every failure is an ImageError saying what is wrong, for the server's 400.
+// Pictures as clients send them: encoded bytes (PNG, JPEG, WebP, GIF's first frame) decoded to
+// 8-bit RGB the way llama.cpp's libmtmd reads them, by Debian's libpng, libjpeg-turbo, libwebp
+// and giflib, within limits checked before the pixels are allocated. Every failure is an ImageError saying what is wrong, for the server's 400.
 #pragma once
 
 #include <cstdint>

@@ -110,11 +110,11 @@ TEST(FuzzReplay, GrammarSeeds) {
 }
 
 TEST(FuzzReplay, ImageSeedsDecode) {
-    // A PNG (RGB and grey), a BMP and a GIF: every decoder path stb_image is built with; and a
-    // JPEG, refused until JPEG has a decoder of its own (engine/vision/image.cpp says why).
+    // Every decoder path: PNG (RGB, grey, grey with alpha, palette with tRNS, 16-bit interlaced),
+    // JPEG (baseline, progressive), lossless WebP, GIF (plain; interlaced, offset, transparent).
     const size_t n = files_in(kCorpus / "fuzz_image").size();
-    ASSERT_GE(n, 5u);
-    EXPECT_EQ(replay(kCorpus / "fuzz_image", ggufd::fuzz::fuzz_image_one), n - 1);
+    ASSERT_GE(n, 10u);
+    EXPECT_EQ(replay(kCorpus / "fuzz_image", ggufd::fuzz::fuzz_image_one), n);
 }
 
 TEST(FuzzReplay, FoundInputsStayFixed) {
@@ -124,7 +124,8 @@ TEST(FuzzReplay, FoundInputsStayFixed) {
     replay(kFound / "fuzz_json_request", ggufd::fuzz::fuzz_json_request_one);
     replay(kFound / "fuzz_model", ggufd::fuzz::fuzz_model_one);
     replay(kFound / "fuzz_lora", ggufd::fuzz::fuzz_lora_one);
-    // A JPEG whose Huffman table counts sum above 256 (stb_image wrote past its table).
+    // A JPEG whose Huffman table counts sum above 256 (stb_image wrote past its table;
+    // libjpeg-turbo refuses it).
     EXPECT_EQ(replay(kFound / "fuzz_image", ggufd::fuzz::fuzz_image_one), 0u);
     replay(kFound / "fuzz_http_request", ggufd::fuzz::fuzz_http_request_one);
     replay(kFound / "fuzz_grammar", ggufd::fuzz::fuzz_grammar_one);
