@@ -1,6 +1,7 @@
 // Pictures as clients send them: encoded bytes (PNG, JPEG, WebP, GIF's first frame) decoded to
 // 8-bit RGB the way llama.cpp's libmtmd reads them, by Debian's libpng, libjpeg-turbo, libwebp
-// and giflib, within limits checked before the pixels are allocated. Every failure is an ImageError saying what is wrong, for the server's 400.
+// and giflib, within limits checked before the pixels are allocated. Every failure is an
+// ImageError saying what is wrong, for the server's 400.
 #pragma once
 
 #include <cstdint>
