@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -426,6 +427,178 @@ gguf::Writer make_random_lora(const Model& base, const RandomLoraSpec& spec) {
         ++written;
     }
     if (written == 0) throw gguf::Error("random adapter: no base matrix matches the targets");
+    return w;
+}
+
+}  // namespace ggufd::model
+
+namespace ggufd::model {
+namespace {
+
+// The sizes a projector's tensor shapes are made of.
+struct ProjectorSizes {
+    int64_t n_embd, n_ff, projection, patch, positions, merge_width, fc_width;
+};
+
+ProjectorSizes projector_sizes(const gguf::Metadata& m) {
+    const int64_t n = m.get<uint32_t>("clip.vision.embedding_length");
+    const int64_t patch = m.get<uint32_t>("clip.vision.patch_size");
+    const int64_t side = m.get<uint32_t>("clip.vision.image_size") / patch;
+    const int64_t merge = m.get_or<uint32_t>("clip.vision.spatial_merge_size", 2);
+    const int64_t scale = m.get_or<uint32_t>("clip.vision.projector.scale_factor", 1);
+    return {n,
+            m.get<uint32_t>("clip.vision.feed_forward_length"),
+            m.get<uint32_t>("clip.vision.projection_dim"),
+            patch,
+            side * side,
+            n * merge * merge,
+            n * scale * scale};
+}
+
+// One tensor's shape from the sizes, by what its name says it is.
+std::vector<int64_t> projector_shape(std::string_view name, uint32_t n_dims,
+                                     const ProjectorSizes& z) {
+    const bool bias = name.ends_with(".bias");
+    auto has = [&](std::string_view part) { return name.find(part) != std::string_view::npos; };
+    auto pick = [&](std::vector<int64_t> weight, int64_t bias_len) {
+        return bias ? std::vector<int64_t>{bias_len} : weight;
+    };
+    if (has("patch_embd.weight")) return {z.patch, z.patch, 3, z.n_embd};
+    if (has("position_embd")) return {z.n_embd, z.positions};
+    if (has("ffn_up.") || has("ffn_gate.")) return pick({z.n_embd, z.n_ff}, z.n_ff);
+    if (has("ffn_down.")) return pick({z.n_ff, z.n_embd}, z.n_embd);
+    if (has("attn_qkv.")) return pick({z.n_embd, 3 * z.n_embd}, 3 * z.n_embd);
+    if (name == "mm.input_projection.weight") return {z.projection, z.n_embd};
+    if (name == "mm.model.fc.weight") return {z.fc_width, z.projection};
+    // The 2 x 2 mergers (the output one and deepstack's): a norm, a square layer, then out.
+    const bool merger = name.starts_with("mm.") || name.starts_with("v.deepstack.");
+    if (merger && has(".norm.")) return {z.merge_width};
+    if (merger && (name.starts_with("mm.0.") || has(".fc1.")))
+        return pick({z.merge_width, z.merge_width}, z.merge_width);
+    if (merger && (name.starts_with("mm.2.") || has(".fc2.")))
+        return pick({z.merge_width, z.projection}, z.projection);
+    if (n_dims == 1) return {z.n_embd};
+    return {z.n_embd, z.n_embd};
+}
+
+// "v.blk.7.ln1.weight" -> {"v.blk.", 7, ".ln1.weight"}; nullopt for names without an index.
+struct Indexed {
+    std::string prefix;
+    int index = 0;
+    std::string rest;
+};
+std::optional<Indexed> split_index(const std::string& name) {
+    for (std::string_view prefix : {std::string_view("v.blk."), std::string_view("v.deepstack.")}) {
+        if (!name.starts_with(prefix)) continue;
+        const size_t dot = name.find('.', prefix.size());
+        if (dot == std::string::npos) return std::nullopt;
+        return Indexed{std::string(prefix),
+                       std::stoi(name.substr(prefix.size(), dot - prefix.size())),
+                       name.substr(dot)};
+    }
+    return std::nullopt;
+}
+
+}  // namespace
+
+gguf::Writer make_random_projector(const gguf::File& like, const RandomProjectorSpec& spec) {
+    if (like.get_optional<std::string>("general.architecture").value_or("") != "clip")
+        throw gguf::Error("random projector: " + like.name() + " is not a projector (clip) file");
+    const ProjectorSizes old = projector_sizes(like.metadata());
+    int first_deepstack = -1;
+    for (const gguf::TensorInfo& t : like.tensors()) {
+        const std::vector<int64_t> want = projector_shape(t.name, t.n_dims, old);
+        if (want.size() != t.n_dims || !std::equal(want.begin(), want.end(), t.ne.begin())) {
+            throw gguf::Error("random projector: no size rule gives " + t.name + "'s shape " +
+                              t.shape_string());
+        }
+        const auto idx = split_index(t.name);
+        if (idx && idx->prefix == "v.deepstack." &&
+            (first_deepstack < 0 || idx->index < first_deepstack))
+            first_deepstack = idx->index;
+    }
+    gguf::Writer w;
+    for (const gguf::KeyValue& kv : like.metadata().entries()) w.set(kv.key, kv.value);
+    const uint32_t n_layer =
+        spec.n_layer != 0 ? spec.n_layer : like.get<uint32_t>("clip.vision.block_count");
+    auto set_size = [&](const char* key, uint32_t v) {
+        if (v != 0) w.set(key, v);
+    };
+    set_size("clip.vision.embedding_length", spec.n_embd);
+    set_size("clip.vision.feed_forward_length", spec.n_ff);
+    set_size("clip.vision.block_count", n_layer);
+    set_size("clip.vision.attention.head_count", spec.n_head);
+    set_size("clip.vision.image_size", spec.image_size);
+    set_size("clip.vision.patch_size", spec.patch_size);
+    if (like.metadata().contains("clip.vision.preproc_image_size"))
+        set_size("clip.vision.preproc_image_size", spec.preproc_image_size);
+    if (like.metadata().contains("clip.vision.n_wa_pattern"))
+        set_size("clip.vision.n_wa_pattern", spec.wa_pattern);
+    std::vector<int> deepstack;
+    if (like.metadata().contains("clip.vision.is_deepstack_layers")) {
+        std::vector<bool> marks(n_layer, false);
+        std::vector<uint32_t> chosen = spec.deepstack_layers;
+        if (chosen.empty()) {
+            const auto old_marks =
+                like.metadata().get_array<bool>("clip.vision.is_deepstack_layers");
+            for (size_t l = 0; l < old_marks.size() && l < n_layer; ++l)
+                if (old_marks[l]) chosen.push_back(static_cast<uint32_t>(l));
+        }
+        for (uint32_t l : chosen) {
+            if (l >= n_layer)
+                throw gguf::Error("random projector: deepstack block " + std::to_string(l) +
+                                  " past the last");
+            marks[l] = true;
+        }
+        for (uint32_t l = 0; l < n_layer; ++l)
+            if (marks[l]) deepstack.push_back(static_cast<int>(l));
+        w.set("clip.vision.is_deepstack_layers", gguf::Array{marks});
+    }
+    w.set("general.name", "random " +
+                              like.get_optional<std::string>("clip.projector_type").value_or("") +
+                              " projector");
+    w.set("general.file_type", uint32_t{spec.type == gguf::TensorType::F32 ? 0u : 1u});
+    // The new sizes, read back through the same function that read the template's.
+    gguf::Metadata sized;
+    for (const gguf::KeyValue& kv : w.metadata()) sized.add(kv.key, kv.value);
+    const ProjectorSizes z = projector_sizes(sized);
+    const uint32_t heads = sized.get<uint32_t>("clip.vision.attention.head_count");
+    if (heads == 0 || z.n_embd % heads != 0)
+        throw gguf::Error("random projector: the heads do not divide the width");
+
+    Rng rng(spec.seed);
+    auto add = [&](const std::string& name, uint32_t n_dims) {
+        const std::vector<int64_t> shape = projector_shape(name, n_dims, z);
+        const bool vector = shape.size() == 1;
+        const bool norm =
+            name.find("ln") != std::string::npos || name.find("norm") != std::string::npos;
+        if (vector && norm && name.ends_with(".weight")) {
+            std::vector<float> scale(static_cast<size_t>(shape[0]));
+            for (float& x : scale) x = 1.0f + 0.05f * rng.normal();
+            w.add_tensor(name, shape, scale);
+            return;
+        }
+        // 1/sqrt(fan-in) keeps activations at their size through the blocks.
+        const float stddev = vector ? 0.02f : 1.0f / std::sqrt(static_cast<float>(shape[0]));
+        // Position tables stay F32 as converters leave them: they are added, not multiplied.
+        const bool f32 = vector || name.find("position_embd") != std::string::npos;
+        add_matrix(w, rng, name, f32 ? gguf::TensorType::F32 : spec.type, shape, stddev);
+    };
+    for (const gguf::TensorInfo& t : like.tensors()) {
+        const auto idx = split_index(t.name);
+        if (!idx) {
+            add(t.name, t.n_dims);
+        } else if (idx->prefix == "v.blk.") {
+            // Block 0's tensors stand for every block's.
+            if (idx->index != 0) continue;
+            for (uint32_t l = 0; l < n_layer; ++l)
+                add(idx->prefix + std::to_string(l) + idx->rest, t.n_dims);
+        } else {
+            // Deepstack mergers are named by the block that feeds them.
+            if (idx->index != first_deepstack) continue;
+            for (int l : deepstack) add(idx->prefix + std::to_string(l) + idx->rest, t.n_dims);
+        }
+    }
     return w;
 }
 

@@ -89,6 +89,26 @@ struct RandomLoraSpec {
 class Model;
 gguf::Writer make_random_lora(const Model& base, const RandomLoraSpec& spec);
 
+// A random projector (mmproj, engine/vision) at other sizes in the layout of `like`, a
+// projector file of the same family (the conformance folder's tiny ones): like's keys with the
+// sizes replaced, and its tensors with every shape recomputed from them, block 0's tensors
+// repeated for every block. Each shape rule is first checked to give back like's own shapes,
+// so a family with tensors the rules do not know is refused rather than written wrong.
+struct RandomProjectorSpec {
+    uint32_t n_embd = 0;  // 0 keeps like's value, for each size
+    uint32_t n_ff = 0;
+    uint32_t n_layer = 0;
+    uint32_t n_head = 0;
+    uint32_t image_size = 0;
+    uint32_t patch_size = 0;
+    uint32_t preproc_image_size = 0;  // idefics3: the tiles' canvas
+    uint32_t wa_pattern = 0;          // qwen2.5vl: every n-th block attends to the whole image
+    std::vector<uint32_t> deepstack_layers = {};  // qwen3vl: blocks feeding deepstack mergers
+    gguf::TensorType type = gguf::TensorType::F16;  // of the matrices; vectors stay F32
+    uint64_t seed = 11;
+};
+gguf::Writer make_random_projector(const gguf::File& like, const RandomProjectorSpec& spec);
+
 // The byte-level vocabulary on its own (tokenizer.* keys), as GPT-2's byte-to-unicode mapping
 // with no merges: every byte is one token.
 void add_byte_level_vocab(gguf::Writer& w);

@@ -8,6 +8,7 @@
 #include <functional>
 #include <iterator>
 
+#include "engine/model/random_model.h"
 #include "engine/vision/encoder.h"
 #include "engine/vision/projector.h"
 #include "gguf/writer.h"
@@ -78,6 +79,29 @@ TEST_P(ProjectorFamily, EmbeddingsMatchLlamaCpp) {
         RecordProperty(std::string(img) + "_d", std::to_string(worst));
         std::printf("%s %s: d = %.5f std, cosine >= %.7f\n", f.name, img, worst, worst_cos);
     }
+}
+
+// ggufd-mkmodel --projector-like: the family's layout at other sizes loads, and encodes a
+// picture into as many finite rows as the template does.
+TEST_P(ProjectorFamily, RandomAtOtherSizesLoadsAndEncodes) {
+    GGUFD_REQUIRE_CONFORMANCE(conf);
+    const Family& f = GetParam();
+    const std::filesystem::path dir = conf / "vision";
+    const gguf::File like = gguf::File::open(dir / (std::string(f.file) + "-mmproj.gguf"));
+    const auto projector = Projector::from_file(gguf::File::from_bytes(
+        model::make_random_projector(
+            like, {.n_embd = 64, .n_ff = 96, .n_layer = 3, .n_head = 4, .deepstack_layers = {1}})
+            .to_bytes(),
+        "random"));
+    EXPECT_EQ(projector->hparams().n_embd, 64);
+    EXPECT_EQ(projector->hparams().n_layer, 3);
+    kernels::ThreadPool pool(2);
+    const EncodedImage enc =
+        encode_image(*projector, decode_image(read_bytes(dir / "img-a.png")), pool);
+    EXPECT_EQ(enc.n_tokens(), f.tokens_a);
+    EXPECT_EQ(enc.n_embd, Projector::load(like.name())->hparams().n_embd_out());
+    for (const auto& c : enc.chunks)
+        for (float v : c.embd) ASSERT_TRUE(std::isfinite(v));
 }
 
 INSTANTIATE_TEST_SUITE_P(

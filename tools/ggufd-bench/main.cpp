@@ -2,6 +2,7 @@
 //   engine:   ggufd-bench --model M -p 128 -n 32 -t 2 -r 3 [-d 0,2048]  (lists as llama-bench)
 //   roofline: ggufd-bench --roofline [--model M ...]
 //   agent:    ggufd-bench --agent-trace --model M [--trace-system 2048] [--parallel 2] ...
+//   image:    ggufd-bench --mmproj P --image IMG [-t 2] [-r 3]
 //   server:   ggufd-bench --server http://127.0.0.1:8080 --concurrency 1,2,4,8,16 --max-tokens 64
 // Each mode lives in its own file; this one only reads options and dispatches.
 #include <boost/program_options.hpp>
@@ -14,6 +15,7 @@
 
 #include "tools/ggufd-bench/agent_trace.h"
 #include "tools/ggufd-bench/engine_mode.h"
+#include "tools/ggufd-bench/image_mode.h"
 #include "tools/ggufd-bench/roofline.h"
 #include "tools/ggufd-bench/server_mode.h"
 #include "tools/ggufd-bench/stats.h"
@@ -25,6 +27,7 @@ int main(int argc, char** argv) {
     EngineOptions engine;
     RooflineOptions roof;
     AgentTraceOptions trace;
+    ImageOptions image;
     bool agent_trace = false;
     SweepOptions sweep;
     std::string server, concurrency = "1,2,4,8,16", plot;
@@ -39,6 +42,8 @@ int main(int argc, char** argv) {
         "  ggufd-bench --agent-trace --model M [--trace-sessions 4] [--parallel 2] ...\n"
         "      sessions sharing a system prompt, turns interleaved: tokens evaluated and TTFT\n"
         "      per turn with the prefix cache and without\n"
+        "  ggufd-bench --mmproj P --image IMG [--image IMG] [-t 2] [-r 3]\n"
+        "      milliseconds to encode each picture with a projector (mmproj) model\n"
         "  ggufd-bench --server URL [--concurrency 1,2,4] [--max-tokens 64] [--plot out.png]\n"
         "options");
     // clang-format off
@@ -73,6 +78,8 @@ int main(int argc, char** argv) {
         ("trace-reply", po::value(&trace.reply)->default_value(trace.reply), "agent trace: tokens generated per turn")
         ("parallel", po::value(&trace.slots)->default_value(trace.slots), "agent trace: slots")
         ("cache-ram", po::value(&trace.cache_ram_mib)->default_value(trace.cache_ram_mib), "agent trace: prefix cache MiB")
+        ("mmproj", po::value(&image.mmproj_path), "image: the projector (mmproj) GGUF")
+        ("image", po::value(&image.images)->composing(), "image: a picture to encode (repeatable)")
         ("csv", po::bool_switch(&csv), "machine-readable output");
     // clang-format on
     try {
@@ -92,6 +99,14 @@ int main(int argc, char** argv) {
                            ggufd::kernels::parse_kv_type(vm["cache-type-v"].as<std::string>())};
         const std::string model = vm.count("model") ? vm["model"].as<std::string>() : "";
 
+        if (!image.mmproj_path.empty()) {
+            if (image.images.empty()) throw std::invalid_argument("--mmproj needs --image");
+            image.threads = engine.threads;
+            image.reps = engine.reps;
+            image.csv = csv;
+            run_image(image);
+            return 0;
+        }
         if (agent_trace) {
             if (model.empty()) throw std::invalid_argument("--agent-trace needs --model");
             trace.model_path = model;

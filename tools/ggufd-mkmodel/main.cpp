@@ -27,6 +27,11 @@
 // the type of its A and B matrices), e.g. rank 16 on the attention's Q and V:
 //   ggufd-mkmodel --lora-for tl-q4_k_m.gguf --out tl-lora.gguf --lora-rank 16
 //       --lora-targets attn_q,attn_v
+// With --projector-like it writes a random projector (mmproj) in the layout of a projector of the
+// same family (the conformance folder's tiny ones) at the sizes given (--n-embd, --n-ff, --n-layer,
+// --n-head and the options below; any left out keep the template's). Gemma 3's SigLIP encoder:
+//   ggufd-mkmodel --projector-like gemma3-mmproj.gguf --out g3-mmproj.gguf --n-embd 1152
+//       --n-ff 4304 --n-layer 27 --n-head 16 --image-size 896 --type F16
 #include <boost/program_options.hpp>
 
 #include <algorithm>
@@ -42,7 +47,9 @@ namespace po = boost::program_options;
 int main(int argc, char** argv) {
     ggufd::model::RandomModelSpec spec;
     ggufd::model::RandomLoraSpec lora;
-    std::string out, vocab, type = "F32", output_type, lora_for, lora_targets;
+    ggufd::model::RandomProjectorSpec projector;
+    std::string out, vocab, type = "F32", output_type, lora_for, lora_targets, projector_like,
+                            deepstack;
     po::options_description d("usage: ggufd-mkmodel --out FILE [options]");
     // clang-format off
     d.add_options()
@@ -81,7 +88,13 @@ int main(int argc, char** argv) {
         ("lora-for", po::value(&lora_for), "write a random LoRA adapter for this base model instead of a model")
         ("lora-rank", po::value(&lora.rank)->default_value(lora.rank), "the adapter's rank")
         ("lora-alpha", po::value(&lora.alpha)->default_value(lora.alpha), "adapter.lora.alpha (0: not written)")
-        ("lora-targets", po::value(&lora_targets), "comma-separated parts of the base matrices' names to adapt (attn_q,ffn_down,output...; default: every adaptable matrix)");
+        ("lora-targets", po::value(&lora_targets), "comma-separated parts of the base matrices' names to adapt (attn_q,ffn_down,output...; default: every adaptable matrix)")
+        ("projector-like", po::value(&projector_like), "write a random projector (mmproj) in this projector file's layout instead of a model")
+        ("image-size", po::value(&projector.image_size), "projector: the encoder's image side")
+        ("patch-size", po::value(&projector.patch_size), "projector: the side of one patch")
+        ("preproc-image-size", po::value(&projector.preproc_image_size), "projector (idefics3): the tiles' canvas side")
+        ("wa-pattern", po::value(&projector.wa_pattern), "projector (qwen2.5vl): every n-th block attends to the whole image")
+        ("deepstack-layers", po::value(&deepstack), "projector (qwen3vl): comma-separated blocks feeding deepstack mergers");
     // clang-format on
     try {
         po::variables_map vm;
@@ -104,14 +117,30 @@ int main(int argc, char** argv) {
             spec.vocab = &*vocab_file;
         }
         const auto t0 = std::chrono::steady_clock::now();
-        if (!lora_for.empty()) {
-            lora.type = spec.type;
-            lora.seed = spec.seed;
-            for (size_t at = 0; at < lora_targets.size();) {
-                const size_t comma = std::min(lora_targets.find(',', at), lora_targets.size());
-                if (comma > at) lora.targets.push_back(lora_targets.substr(at, comma - at));
+        auto list = [](const std::string& text) {
+            std::vector<std::string> items;
+            for (size_t at = 0; at < text.size();) {
+                const size_t comma = std::min(text.find(',', at), text.size());
+                if (comma > at) items.push_back(text.substr(at, comma - at));
                 at = comma + 1;
             }
+            return items;
+        };
+        if (!projector_like.empty()) {
+            auto given = [&](const char* opt, uint32_t v) { return vm[opt].defaulted() ? 0u : v; };
+            projector.n_embd = given("n-embd", spec.n_embd);
+            projector.n_ff = given("n-ff", spec.n_ff);
+            projector.n_layer = given("n-layer", spec.n_layer);
+            projector.n_head = given("n-head", spec.n_head);
+            projector.type = vm["type"].defaulted() ? gguf::TensorType::F16 : spec.type;
+            for (const std::string& l : list(deepstack))
+                projector.deepstack_layers.push_back(static_cast<uint32_t>(std::stoul(l)));
+            ggufd::model::make_random_projector(gguf::File::open(projector_like), projector)
+                .write(out);
+        } else if (!lora_for.empty()) {
+            lora.type = spec.type;
+            lora.seed = spec.seed;
+            lora.targets = list(lora_targets);
             const auto base =
                 ggufd::model::Model::load(lora_for, {.repack = ggufd::model::Repack::off});
             ggufd::model::make_random_lora(*base, lora).write(out);
