@@ -450,6 +450,32 @@ TEST_F(SpeculativeRandom, DraftModelOfTheSameWeightsIsAcceptedWhole) {
     EXPECT_EQ(got->usage.draft_accepted, got->usage.draft_tokens);
 }
 
+// The draft model follows whatever history a slot brings: after one text it is cut back to
+// what the next shares with it (a rejected draft, another prompt), so its drafts are the
+// target's greedy continuation (same weights) whatever came before.
+TEST_F(SpeculativeRandom, DraftModelFollowsAHistoryThatChanges) {
+    scheduler::Scheduler plain(model_, tokenizer_, params(1));
+    std::vector<int32_t> one{1, 72, 101, 108}, two = one;
+    for (int32_t i = 0; i < 20; ++i) {
+        one.push_back(100 + i);
+        two.push_back(140 - i);
+    }
+    const auto want = run(plain, greedy(two, 8))->tokens;
+    scheduler::DraftModel draft(model_, {.n_seq = 2, .n_ctx = 96, .n_threads = 1});
+    std::vector<int32_t> out;
+    draft.draft(0, one, 8, out);
+    EXPECT_EQ(out, run(plain, greedy(one, 8))->tokens);
+    out.clear();
+    draft.draft(0, two, 8, out);
+    EXPECT_EQ(out, want);
+    out.clear();
+    draft.draft(0, joined(two, {want.begin(), want.begin() + 3}), 5, out);  // 3 accepted
+    EXPECT_EQ(out, std::vector<int32_t>(want.begin() + 3, want.end()));
+    out.clear();
+    draft.draft(1, two, 8, out);  // another slot, from nothing
+    EXPECT_EQ(out, want);
+}
+
 // A draft model of other weights (smaller) rarely agrees: the output is still the target's, and
 // drafting pauses, so few draft tokens are spent. A request may choose the lookup instead, and a
 // model without a draft model refuses 'draft'.
