@@ -516,6 +516,26 @@ TEST_F(SpeculativeRandom, DraftModelOfOtherWeightsGivesTheSameOutputAndBacksOff)
     EXPECT_EQ(refused.param, "speculative.type");
 }
 
+// A source that is asked and proposes nothing (a draft model below p_min at its first token)
+// has cost its evaluation: it is asked less and less, as a rejected one is.
+TEST_F(SpeculativeRandom, ASourceThatProposesNothingIsAskedLess) {
+    struct Silent : scheduler::DraftSource {
+        int asked = 0;
+        void draft(int, std::span<const int32_t>, int32_t, std::vector<int32_t>&) override {
+            ++asked;
+        }
+    };
+    auto silent = std::make_shared<Silent>();
+    scheduler::SchedulerParams p = params(1);
+    p.speculative = {.type = DraftType::model, .n_max = 4};
+    p.draft_source = silent;
+    scheduler::Scheduler spec(model_, tokenizer_, p);
+    const auto got = run(spec, greedy({1, 72, 101, 108}, 64));
+    EXPECT_EQ(got->tokens.size(), 64u);
+    EXPECT_GT(silent->asked, 0);
+    EXPECT_LT(silent->asked, 64 / 4);
+}
+
 // A draft model must share the target's tokens: a different count, a token's text or a special
 // id is refused when the scheduler starts, naming it.
 TEST_F(SpeculativeRandom, DraftModelOfAnotherVocabularyIsRefused) {
