@@ -298,9 +298,8 @@ Json EngineBackend::describe(bool full) const {
                         {"p_min", sp.p_min},
                         {"ngram", sp.ngram}};
     if (draft_model_) {
-        d["speculative"]["draft_model"] = {
-            {"path", draft_model_->file().name()},
-            {"architecture", draft_model_->hparams().arch}};
+        d["speculative"]["draft_model"] = {{"path", draft_model_->file().name()},
+                                           {"architecture", draft_model_->hparams().arch}};
     }
     // The adapters requests may choose (lora[].id is the index or the name).
     Json adapters = Json::array();

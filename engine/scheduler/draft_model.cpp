@@ -29,13 +29,20 @@ void check_draft_vocabulary(const tokenizer::Vocab& target, int64_t target_n_voc
     const tokenizer::SpecialTokens& t = target.special();
     const tokenizer::SpecialTokens& d = draft.special();
     const std::pair<const char*, int32_t tokenizer::SpecialTokens::*> ids[] = {
-        {"bos", &tokenizer::SpecialTokens::bos},         {"eos", &tokenizer::SpecialTokens::eos},
-        {"eot", &tokenizer::SpecialTokens::eot},         {"eom", &tokenizer::SpecialTokens::eom},
-        {"unk", &tokenizer::SpecialTokens::unk},         {"sep", &tokenizer::SpecialTokens::sep},
-        {"pad", &tokenizer::SpecialTokens::pad},         {"mask", &tokenizer::SpecialTokens::mask},
-        {"fim_pre", &tokenizer::SpecialTokens::fim_pre}, {"fim_suf", &tokenizer::SpecialTokens::fim_suf},
-        {"fim_mid", &tokenizer::SpecialTokens::fim_mid}, {"fim_pad", &tokenizer::SpecialTokens::fim_pad},
-        {"fim_rep", &tokenizer::SpecialTokens::fim_rep}, {"fim_sep", &tokenizer::SpecialTokens::fim_sep},
+        {"bos", &tokenizer::SpecialTokens::bos},
+        {"eos", &tokenizer::SpecialTokens::eos},
+        {"eot", &tokenizer::SpecialTokens::eot},
+        {"eom", &tokenizer::SpecialTokens::eom},
+        {"unk", &tokenizer::SpecialTokens::unk},
+        {"sep", &tokenizer::SpecialTokens::sep},
+        {"pad", &tokenizer::SpecialTokens::pad},
+        {"mask", &tokenizer::SpecialTokens::mask},
+        {"fim_pre", &tokenizer::SpecialTokens::fim_pre},
+        {"fim_suf", &tokenizer::SpecialTokens::fim_suf},
+        {"fim_mid", &tokenizer::SpecialTokens::fim_mid},
+        {"fim_pad", &tokenizer::SpecialTokens::fim_pad},
+        {"fim_rep", &tokenizer::SpecialTokens::fim_rep},
+        {"fim_sep", &tokenizer::SpecialTokens::fim_sep},
     };
     for (const auto& [name, member] : ids) {
         if (t.*member != d.*member) {
@@ -92,8 +99,8 @@ void DraftModel::draft_all(std::span<const DraftJob> jobs) {
         // The last token is fed again when the cells hold it already: its logits are needed.
         keep = std::min(keep, j.history.size() - 1);
         if (keep < held.size()) {
-            const auto n = static_cast<int32_t>(cache.longest_keepable(j.slot,
-                                                                      static_cast<int32_t>(keep)));
+            const auto n =
+                static_cast<int32_t>(cache.longest_keepable(j.slot, static_cast<int32_t>(keep)));
             cache.truncate(j.slot, n);
             held.resize(static_cast<size_t>(n));
         }

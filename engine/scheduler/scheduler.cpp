@@ -582,7 +582,8 @@ void Scheduler::step() {
         // its evaluation all the same: the policy counts it as a rejected draft, so a draft
         // model that never gets past p_min pauses as one that is never accepted does.
         for (const DraftJob& j : draft_jobs_) {
-            if (j.out->empty()) slots_[static_cast<size_t>(j.slot)].active->draft_policy.record(1, 0);
+            if (j.out->empty())
+                slots_[static_cast<size_t>(j.slot)].active->draft_policy.record(1, 0);
         }
     }
     for (auto [slot, len] : decoding) {

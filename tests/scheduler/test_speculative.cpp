@@ -5,8 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <condition_variable>
-#include <functional>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <mutex>
 
