@@ -71,7 +71,9 @@ po::options_description settings_description() {
         ("chat-template-file", po::value<std::vector<std::string>>(), "Jinja chat template replacing the model's: PATH for every model, or NAME=PATH for one (repeatable)")
         ("tool-parser", po::value<std::vector<std::string>>(), "how replies' reasoning and tool calls are read, instead of the family detected from the chat template: PARSER for every model, or NAME=PARSER for one (repeatable; hermes, llama3, mistral, harmony, ... as /models shows)")
         ("pooling", po::value<std::vector<std::string>>(), "how embeddings are pooled, instead of the model's pooling_type: POOLING for every model, or NAME=POOLING for one (repeatable; none, mean, cls, last, rank)")
-        ("spec-type", po::value<std::vector<std::string>>(), "speculative decoding's draft source: TYPE for every model, or NAME=TYPE for one (repeatable; none, or ngram: lookup over the prompt and the generated text; default none)")
+        ("spec-type", po::value<std::vector<std::string>>(), "speculative decoding's draft source: TYPE for every model, or NAME=TYPE for one (repeatable; none, ngram: lookup over the prompt and the generated text, or draft: the model's --model-draft; default none, or draft with a draft model)")
+        ("model-draft", po::value<std::vector<std::string>>(), "a smaller model of the same vocabulary that drafts tokens for speculative decoding, loaded beside its target: PATH for every model, or NAME=PATH for one (repeatable; a name of the models folder too)")
+        ("draft-p-min", po::value<std::string>(), with_default("a draft model stops drafting at a token it gives less probability (speculative.p_min)", c.draft_p_min).c_str())
         ("draft-max", po::value<std::string>(), with_default("most tokens of one speculative draft (a request's speculative.n_max overrides it)", c.draft_max).c_str())
         ("draft-min", po::value<std::string>(), with_default("a shorter speculative draft is not verified (speculative.n_min)", c.draft_min).c_str())
         ("spec-ngram-size-n", po::value<std::string>(), with_default("the longest suffix of the text the n-gram lookup matches (speculative.ngram)", c.spec_ngram_size_n).c_str())
@@ -121,6 +123,19 @@ Int parse_int(const std::string& text, const std::string& setting, const std::st
                           " is out of range " + std::to_string(min) + ".." + std::to_string(max));
     }
     return static_cast<Int>(v);
+}
+
+float parse_float(const std::string& text, const std::string& setting, const std::string& source,
+                  float min, float max) {
+    float v = 0;
+    const char* end = text.data() + text.size();
+    auto [p, ec] = std::from_chars(text.data(), end, v);
+    if (ec != std::errc() || p != end || text.empty() || !(v >= min && v <= max)) {
+        throw ConfigError("invalid " + setting + " (from " + source + "): '" + text +
+                          "' is not a number in " + std::to_string(min) + ".." +
+                          std::to_string(max));
+    }
+    return v;
 }
 
 // Bytes, with an optional K, M, G or T suffix (powers of 1024; "KiB", "MB" and the like too).
@@ -306,6 +321,8 @@ void validate(const Config& c, const Sources& sources) {
     check_model_names(c.tool_parsers, "tool-parser");
     check_model_names(c.poolings, "pooling");
     check_model_names(c.spec_types, "spec-type");
+    // A draft model may pair with a model of the models folder, whose names are known later.
+    if (c.models_dir.empty()) check_model_names(c.model_drafts, "model-draft");
     if (c.draft_min > c.draft_max) {
         throw ConfigError("invalid draft-min (from " + from("draft-min") +
                           "): more than draft-max (" + std::to_string(c.draft_max) + ")");
@@ -393,7 +410,8 @@ LoadResult load(int argc, const char* const* argv, const std::map<std::string, s
     for (const auto& [name, value] : env_options) {
         if (vm.count(name)) continue;  // the command line wins
         if (name == "model" || name == "chat-template-file" || name == "tool-parser" ||
-            name == "pooling" || name == "spec-type" || name == "lora" || name == "lora-scale") {
+            name == "pooling" || name == "spec-type" || name == "model-draft" || name == "lora" ||
+            name == "lora-scale") {
             vm.emplace(name, po::variable_value(boost::any(split_commas(value)), false));
         } else {
             vm.emplace(name, po::variable_value(boost::any(value), false));
@@ -511,6 +529,8 @@ LoadResult load(int argc, const char* const* argv, const std::map<std::string, s
         c.queue_size = parse_int<int>(*v, "queue-size", source("queue-size"), 0, 1 << 20);
     if (auto* v = text("draft-max"))
         c.draft_max = parse_int<int>(*v, "draft-max", source("draft-max"), 0, 64);
+    if (auto* v = text("draft-p-min"))
+        c.draft_p_min = parse_float(*v, "draft-p-min", source("draft-p-min"), 0.0f, 1.0f);
     if (auto* v = text("draft-min"))
         c.draft_min = parse_int<int>(*v, "draft-min", source("draft-min"), 0, 64);
     if (auto* v = text("spec-ngram-size-n")) {
@@ -553,11 +573,16 @@ LoadResult load(int argc, const char* const* argv, const std::map<std::string, s
     per_model(
         "spec-type", "draft sources",
         [&](const std::string& name, const std::string& type, const std::string& where) {
-            if (type != "none" && type != "ngram" && type != "ngram-simple") {
-                throw ConfigError("invalid " + where + ": '" + type + "' is not none or ngram");
+            if (type != "none" && type != "ngram" && type != "ngram-simple" && type != "draft") {
+                throw ConfigError("invalid " + where + ": '" + type +
+                                  "' is not none, ngram or draft");
             }
             return c.spec_types.emplace(name, type).second;
         });
+    per_model("model-draft", "draft models",
+              [&](const std::string& name, const std::string& path, const std::string&) {
+                  return c.model_drafts.emplace(name, path).second;
+              });
     if (auto* v = text("api-key")) c.api_keys = split_commas(*v);
     if (auto* v = text("api-key-file")) {
         for (std::string& key : read_key_file(*v, source("api-key-file"))) {

@@ -81,6 +81,9 @@ struct Config {
     // Speculative decoding: the draft source (none, ngram) per model name, "" for every model;
     // and the drafts' sizes, which a request may override (speculative.n_max, ...).
     std::map<std::string, std::string> spec_types;
+    // Draft models (--model-draft): model name -> path, "" for every model.
+    std::map<std::string, std::string> model_drafts;
+    float draft_p_min = 0.75f;  // a draft model stops at a token it gives less probability
     int draft_max = 16;         // most tokens of one draft
     int draft_min = 0;          // a shorter draft is not verified
     int spec_ngram_size_n = 3;  // the longest suffix the n-gram lookup matches

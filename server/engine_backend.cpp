@@ -132,9 +132,18 @@ std::shared_ptr<EngineBackend> EngineBackend::load(const std::string& path,
     // by a model thread meanwhile.
     auto model = model::Model::load(path, {.repack = model::Repack::background});
     check_cache_memory(*model, options.scheduler);
+    EngineBackendOptions with = options;
+    if (!options.draft_model.empty()) {
+        try {
+            with.scheduler.draft_model =
+                model::Model::load(options.draft_model, {.repack = model::Repack::background});
+        } catch (const std::exception& e) {
+            throw std::runtime_error("draft model " + options.draft_model + ": " + e.what());
+        }
+    }
     const double secs =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    return from_model(std::move(model), options, secs);
+    return from_model(std::move(model), with, secs);
 }
 
 std::shared_ptr<EngineBackend> EngineBackend::from_model(std::shared_ptr<const model::Model> model,
@@ -144,6 +153,7 @@ std::shared_ptr<EngineBackend> EngineBackend::from_model(std::shared_ptr<const m
     b->name_ = options.name;
     b->model_ = std::move(model);
     b->load_seconds_ = load_seconds;
+    b->draft_model_ = options.scheduler.draft_model;
     b->tokenizer_ = std::make_shared<const tokenizer::Tokenizer>(
         tokenizer::Vocab::from_gguf(b->model_->file()));
     const auto shipped = b->model_->file().get_optional<std::string>("tokenizer.chat_template");
@@ -174,6 +184,13 @@ std::shared_ptr<EngineBackend> EngineBackend::from_model(std::shared_ptr<const m
     b->scheduler_ = std::make_unique<scheduler::Scheduler>(b->model_, b->tokenizer_, params);
     b->pooling_ = options.pooling.value_or(b->model_->hparams().pooling);
     b->kv_bytes_ = cache_bytes(b->model_->hparams(), options.scheduler);
+    if (b->draft_model_) {
+        // The draft's cache: f16 cells, as many slots and tokens as the target's.
+        scheduler::SchedulerParams draft_cells = options.scheduler;
+        draft_cells.n_ctx = b->scheduler_->context_size();
+        draft_cells.kv_types = {};
+        b->draft_kv_bytes_ = cache_bytes(b->draft_model_->hparams(), draft_cells);
+    }
     if (b->pooling_ == model::Pooling::rank && !b->model_->weights().cls_out) {
         throw std::runtime_error(
             "rank pooling needs a classifier head (cls.output), which this model lacks");
@@ -278,7 +295,12 @@ Json EngineBackend::describe(bool full) const {
     d["speculative"] = {{"type", drafts ? scheduler::draft_type_name(sp.type) : "none"},
                         {"n_max", sp.n_max},
                         {"n_min", sp.n_min},
+                        {"p_min", sp.p_min},
                         {"ngram", sp.ngram}};
+    if (draft_model_) {
+        d["speculative"]["draft_model"] = {{"path", draft_model_->file().name()},
+                                           {"architecture", draft_model_->hparams().arch}};
+    }
     // The adapters requests may choose (lora[].id is the index or the name).
     Json adapters = Json::array();
     const auto list = scheduler_->adapters();
@@ -302,12 +324,17 @@ Json EngineBackend::describe(bool full) const {
 
 uint64_t EngineBackend::memory_bytes() const {
     // The mapped files, less the matrices whose pages were released for their repacked copies,
-    // plus those copies and the KV cache.
-    const gguf::File& f = model_->file();
-    uint64_t bytes = mapped_bytes(f) + model_->repacked_bytes() + kv_bytes_;
-    for (const gguf::TensorInfo& t : f.tensors()) {
-        if (model_->repacked(&t)) bytes -= std::min<uint64_t>(bytes, t.n_bytes);
-    }
+    // plus those copies and the KV cache; and the same of the draft model.
+    auto weights = [](const model::Model& m) {
+        const gguf::File& f = m.file();
+        uint64_t bytes = mapped_bytes(f) + m.repacked_bytes();
+        for (const gguf::TensorInfo& t : f.tensors()) {
+            if (m.repacked(&t)) bytes -= std::min<uint64_t>(bytes, t.n_bytes);
+        }
+        return bytes;
+    };
+    uint64_t bytes = weights(*model_) + kv_bytes_;
+    if (draft_model_) bytes += weights(*draft_model_) + draft_kv_bytes_;
     return bytes;
 }
 

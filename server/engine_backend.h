@@ -31,6 +31,9 @@ struct EngineBackendOptions {
     std::optional<std::string> chat_template;  // overrides the model's tokenizer.chat_template
     std::optional<chat::Family> tool_parser;   // overrides the family detected from the template
     std::optional<model::Pooling> pooling;     // overrides the model's pooling_type
+    // A draft model's file (--model-draft), loaded beside the model for speculative decoding;
+    // the scheduler refuses one whose vocabulary differs. Empty: none.
+    std::string draft_model;
 };
 
 class EngineBackend final : public ModelBackend,
@@ -89,8 +92,10 @@ class EngineBackend final : public ModelBackend,
     std::optional<std::string> bos_text_, eos_text_;
     std::unique_ptr<scheduler::Scheduler> scheduler_;
     double load_seconds_ = 0;
+    std::shared_ptr<const model::Model> draft_model_;  // --model-draft's, or none
     model::Pooling pooling_ = model::Pooling::last;
     uint64_t kv_bytes_ = 0;
+    uint64_t draft_kv_bytes_ = 0;
 };
 
 // Loads a models folder's files for the registry, each with the options `options_for` gives its

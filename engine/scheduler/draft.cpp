@@ -13,6 +13,8 @@ const char* draft_type_name(DraftType type) {
             return "none";
         case DraftType::ngram:
             return "ngram";
+        case DraftType::model:
+            return "draft";
     }
     return "none";
 }
@@ -20,8 +22,9 @@ const char* draft_type_name(DraftType type) {
 DraftType parse_draft_type(const std::string& name, const std::string& param) {
     if (name == "none") return DraftType::none;
     if (name == "ngram" || name == "ngram-simple") return DraftType::ngram;
-    throw sampling::InvalidParam(
-        param, "'" + param + "' is '" + name + "'; the draft sources are 'none' and 'ngram'");
+    if (name == "draft") return DraftType::model;
+    throw sampling::InvalidParam(param, "'" + param + "' is '" + name +
+                                            "'; the draft sources are 'none', 'ngram' and 'draft'");
 }
 
 void validate(const SpeculativeParams& p) {

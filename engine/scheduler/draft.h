@@ -17,9 +17,10 @@ namespace ggufd::scheduler {
 enum class DraftType {
     none,   // no drafts
     ngram,  // n-gram lookup over the prompt and the generated text
+    model,  // the model's DraftSource (a draft model: draft_model.h)
 };
 
-// "none", "ngram"; parse_draft_type accepts llama-server's "ngram-simple" too and throws
+// "none", "ngram", "draft"; parse_draft_type accepts llama-server's "ngram-simple" too and throws
 // sampling::InvalidParam naming `param` for anything else.
 const char* draft_type_name(DraftType type);
 DraftType parse_draft_type(const std::string& name, const std::string& param);
@@ -48,15 +49,31 @@ void validate(const SpeculativeParams& params);
 void ngram_draft(std::span<const int32_t> history, int32_t ngram, int32_t max_tokens,
                  std::vector<int32_t>& out);
 
-// A source of drafts other than the lookup (a draft model; tests' scripted drafts). Called on the
-// scheduler's thread with a slot's whole history (prompt, generated tokens, and last the token
-// the step feeds); appends at most max_tokens guesses of what follows. `slot` lets a source keep
-// per-sequence state; it must tolerate a history that is not a continuation of the last one.
+// One sequence's draft request of a step: its slot, its whole history (prompt, generated tokens,
+// and last the token the step feeds), the most tokens to guess, the draft model's confidence
+// below which it stops (SpeculativeParams::p_min), and where the guesses go (appended).
+struct DraftJob {
+    int slot = 0;
+    std::span<const int32_t> history;
+    int32_t max_tokens = 0;
+    float p_min = 0.0f;
+    std::vector<int32_t>* out = nullptr;
+};
+
+// A source of drafts other than the lookup (a draft model; tests' scripted drafts), for requests
+// of DraftType::model. Called on the scheduler's thread; draft appends at most max_tokens
+// guesses of what follows the history. `slot` lets a source keep per-sequence state; it must
+// tolerate a history that is not a continuation of the last one. draft_all takes a step's
+// drafting sequences together (a draft model evaluates them in one batch); by default one by
+// one.
 class DraftSource {
   public:
     virtual ~DraftSource() = default;
     virtual void draft(int slot, std::span<const int32_t> history, int32_t max_tokens,
                        std::vector<int32_t>& out) = 0;
+    virtual void draft_all(std::span<const DraftJob> jobs) {
+        for (const DraftJob& j : jobs) draft(j.slot, j.history, j.max_tokens, *j.out);
+    }
 };
 
 // Drafts from known texts: a history that is a prefix of one of them gets what follows it there.

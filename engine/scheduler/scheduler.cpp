@@ -1,5 +1,7 @@
 #include "engine/scheduler/scheduler.h"
 
+#include "engine/scheduler/draft_model.h"
+
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -48,6 +50,19 @@ Scheduler::Scheduler(std::shared_ptr<const model::Model> model,
     for (size_t i = 0; i < slots_.size(); ++i) slots_[i].id = static_cast<int>(i);
     slot_views_ = std::make_unique<SlotView[]>(slots_.size());
     adapters_ = std::make_shared<const std::vector<NamedAdapter>>(params_.adapters);
+    if (params_.draft_model) {
+        const model::Model& d = *params_.draft_model;
+        check_draft_vocabulary(tokenizer_->vocab(), context_.n_vocab(),
+                               tokenizer::Vocab::from_gguf(d.file()),
+                               static_cast<int64_t>(d.hparams().n_vocab));
+        params_.draft_source = std::make_shared<DraftModel>(
+            params_.draft_model, model::ContextParams{.n_seq = params.n_slots,
+                                                      .n_ctx = n_ctx_,
+                                                      .n_threads = params.n_threads,
+                                                      .n_threads_batch = params.n_threads_batch,
+                                                      .swa_batch = std::max(params.batch_size, 1)});
+    }
+    histories_.resize(slots_.size());
     stats_.kv_cells_capacity = static_cast<int64_t>(slots_.size()) * n_ctx_;
     thread_ = std::thread([this] { loop(); });
 }
@@ -77,6 +92,11 @@ SubmitResult Scheduler::submit(GenerationRequest request) {
     const std::shared_ptr<const std::vector<NamedAdapter>> named = this->adapters();
     SubmitResult verdict =
         validate(request, context_.n_vocab(), n_ctx_, *named, params_.speculative);
+    if (verdict.accepted() && !params_.draft_source &&
+        request.speculative.over(params_.speculative).type == DraftType::model) {
+        verdict = {SubmitStatus::invalid, "speculative.type",
+                   "'speculative.type' is 'draft', but this model has no draft model"};
+    }
     if (!verdict.accepted()) {
         ++stats_.rejected;
         return verdict;
@@ -516,9 +536,12 @@ void Scheduler::step() {
     std::vector<std::pair<Slot*, size_t>> fed;  // slot and how many tokens it feeds this step
 
     // Decode tokens first: every generating slot advances by one, and a drafting slot brings its
-    // draft after it, within what the budget leaves beside the other slots' decode tokens.
+    // draft after it, within what the budget leaves beside the other slots' decode tokens. A
+    // draft source's drafts are made for all its sequences at once (a draft model's batch).
     int draft_room = params_.batch_size;
     for (const Slot& s : slots_) draft_room -= s.active && s.active->next_token >= 0 ? 1 : 0;
+    std::vector<std::pair<Slot*, int32_t>> decoding;  // slot and its draft's most tokens
+    draft_jobs_.clear();
     for (Slot& s : slots_) {
         if (!s.active || s.active->next_token < 0) continue;
         Active& a = *s.active;
@@ -528,8 +551,46 @@ void Scheduler::step() {
             continue;
         }
         a.draft.clear();
-        make_draft(s, std::min(draft_room, n_ctx_ - pos - 1));
-        draft_room -= static_cast<int>(a.draft.size());
+        const int32_t len = draft_length(s, std::min(draft_room, n_ctx_ - pos - 1));
+        if (len > 0) {
+            std::vector<int32_t>& history = histories_[static_cast<size_t>(s.id)];
+            history.assign(s.cached.begin(), s.cached.end());
+            history.push_back(a.next_token);
+            if (a.speculative.type == DraftType::model) {
+                draft_jobs_.push_back({.slot = s.id,
+                                       .history = history,
+                                       .max_tokens = len,
+                                       .p_min = a.speculative.p_min,
+                                       .out = &a.draft});
+                draft_room -= len;
+            } else {
+                ngram_draft(history, a.speculative.ngram, len, a.draft);
+                draft_room -= static_cast<int>(a.draft.size());
+            }
+        }
+        decoding.emplace_back(&s, len);
+    }
+    if (!draft_jobs_.empty()) {
+        try {
+            params_.draft_source->draft_all(draft_jobs_);
+        } catch (const std::exception& e) {
+            // Drafts are guesses: without them the step decodes as it would anyway.
+            spdlog::warn("drafting failed: {}", e.what());
+            for (const DraftJob& j : draft_jobs_) j.out->clear();
+        }
+        // A source that ran and proposed nothing (a draft model unsure of its first token) cost
+        // its evaluation all the same: the policy counts it as a rejected draft, so a draft
+        // model that never gets past p_min pauses as one that is never accepted does.
+        for (const DraftJob& j : draft_jobs_) {
+            if (j.out->empty())
+                slots_[static_cast<size_t>(j.slot)].active->draft_policy.record(1, 0);
+        }
+    }
+    for (auto [slot, len] : decoding) {
+        Slot& s = *slot;
+        Active& a = *s.active;
+        const int32_t pos = context_.cache().length(s.id);
+        trim_draft(s, len);
         wants_logits.push_back({&s, batch_.size(), 1 + a.draft.size()});
         batch_.push_back({s.id, a.next_token, pos, true});
         for (size_t i = 0; i < a.draft.size(); ++i) {
@@ -631,36 +692,34 @@ void Scheduler::step() {
     }
 }
 
-void Scheduler::make_draft(Slot& slot, int32_t room) {
+int32_t Scheduler::draft_length(Slot& slot, int32_t room) {
     Active& a = *slot.active;
     const SpeculativeParams& sp = a.speculative;
     // A recurrent state cannot be cut back to the accepted prefix (only to its checkpoint, and
     // the accepted tokens would then be evaluated again): recurrent and hybrid models do not
     // draft.
-    if (sp.type == DraftType::none || sp.n_max <= 0 || context_.cache().recurrent()) return;
+    if (sp.type == DraftType::none || sp.n_max <= 0 || context_.cache().recurrent()) return 0;
+    if (sp.type == DraftType::model && !params_.draft_source) return 0;
     // The step gives at most 1 + draft tokens: none beyond max_tokens, nor beyond what one step
     // may add to a sequence (a sliding-window ring).
     int32_t len = std::min(room, context_.cache().max_tokens_per_step() - 1);
     if (a.request.stop.max_tokens >= 0)
         len = std::min(len, a.request.stop.max_tokens - a.usage.completion_tokens - 1);
-    if (len < std::max(1, sp.n_min)) return;
+    if (len < std::max(1, sp.n_min)) return 0;
     len = std::min(len, a.draft_policy.next_length());
-    if (len < std::max(1, sp.n_min) || a.sampler->forcing_reasoning_end()) return;
+    if (len < std::max(1, sp.n_min) || a.sampler->forcing_reasoning_end()) return 0;
+    return len;
+}
 
-    history_.assign(slot.cached.begin(), slot.cached.end());
-    history_.push_back(a.next_token);
-    if (params_.draft_source) {
-        params_.draft_source->draft(slot.id, history_, len, a.draft);
-    } else {
-        ngram_draft(history_, sp.ngram, len, a.draft);
-    }
+void Scheduler::trim_draft(Slot& slot, int32_t len) {
+    Active& a = *slot.active;
     if (a.draft.size() > static_cast<size_t>(len)) a.draft.resize(static_cast<size_t>(len));
     const auto bad = std::find_if(a.draft.begin(), a.draft.end(),
                                   [&](int32_t t) { return t < 0 || t >= context_.n_vocab(); });
     a.draft.erase(bad, a.draft.end());
     // A first token the grammar forbids would be rejected: not worth its place in the batch.
     if (!a.draft.empty() && !a.sampler->grammar_allows(a.draft.front())) a.draft.clear();
-    if (a.draft.size() < static_cast<size_t>(sp.n_min)) a.draft.clear();
+    if (a.draft.size() < static_cast<size_t>(a.speculative.n_min)) a.draft.clear();
 }
 
 // Verification samples each position with the request's own sampler, exactly as generation

@@ -51,9 +51,13 @@ struct SchedulerParams {
     SchedulerObserver* observer = nullptr;  // not owned; must outlive the scheduler
     // Speculative decoding's defaults for the model's requests (each may override them).
     SpeculativeParams speculative{};
-    // Drafts for requests that draft, in place of the n-gram lookup (a draft model; tests'
-    // scripted drafts). Called on the scheduler's thread.
+    // Drafts for requests of DraftType::model (tests' scripted drafts). Called on the
+    // scheduler's thread.
     std::shared_ptr<DraftSource> draft_source;
+    // A draft model (draft_model.h) of the same vocabulary, loaded beside the model: the
+    // scheduler checks the vocabulary (std::invalid_argument naming what differs) and makes it
+    // the draft_source, with a cache of its own for each slot.
+    std::shared_ptr<const model::Model> draft_model;
 };
 
 class Scheduler final : public Generator, public Embedder {
@@ -140,8 +144,10 @@ class Scheduler final : public Generator, public Embedder {
     bool start(Slot& slot, Pending pending);
     void drop_cancelled();
     void step();
-    // The draft to verify after the slot's next token: at most `room` tokens.
-    void make_draft(Slot& slot, int32_t room);
+    // The most tokens of the draft to verify after the slot's next token (0: none), given room
+    // for `room`; and, once made, the draft cut to what is worth verifying.
+    int32_t draft_length(Slot& slot, int32_t room);
+    void trim_draft(Slot& slot, int32_t len);
     // Samples the slot's next token from one row of logits and reports it.
     void handle_logits(Slot& slot, std::span<const float> logits);
     // The slot's rows of a verified draft: samples through them while the draft agrees, then
@@ -230,7 +236,8 @@ class Scheduler final : public Generator, public Embedder {
 
     std::vector<float> logits_;
     std::vector<model::BatchToken> batch_;
-    std::vector<int32_t> history_;  // scratch: a drafting slot's tokens
+    std::vector<std::vector<int32_t>> histories_;  // scratch per slot: a drafting slot's tokens
+    std::vector<DraftJob> draft_jobs_;             // scratch: the step's drafts of draft_source
     // Every token's bytes in a trie, for grammar-constrained requests: built by the first such
     // request (on this thread), then shared by all.
     std::shared_ptr<const grammar::TokenVocabulary> grammar_vocab_;

@@ -398,10 +398,29 @@ TEST(Config, SpeculativeSettings) {
     EXPECT_EQ(c.draft_max, 8);
     EXPECT_EQ(c.draft_min, 2);
     EXPECT_EQ(c.spec_ngram_size_n, 4);
-    EXPECT_NE(error_of({"--spec-type", "eagle"}).find("not none or ngram"), std::string::npos);
+    EXPECT_NE(error_of({"--spec-type", "eagle"}).find("not none, ngram or draft"),
+              std::string::npos);
     EXPECT_NE(error_of({"--draft-max", "4", "--draft-min", "5"}).find("draft-min"),
               std::string::npos);
     EXPECT_NE(error_of({"--draft-max", "65"}).find("draft-max"), std::string::npos);
+}
+
+TEST(Config, DraftModelsForEveryModelOrOne) {
+    const Config c =
+        load({"--model", "a=/x/a.gguf", "--model", "b=/x/b.gguf", "--model-draft", "/x/small.gguf",
+              "--model-draft", "b=/x/tiny.gguf", "--draft-p-min", "0.5", "--spec-type", "a=draft"})
+            .config;
+    EXPECT_EQ(c.model_drafts,
+              (std::map<std::string, std::string>{{"", "/x/small.gguf"}, {"b", "/x/tiny.gguf"}}));
+    EXPECT_FLOAT_EQ(c.draft_p_min, 0.5f);
+    const std::string unknown =
+        error_of({"--model", "a=/x/a.gguf", "--model-draft", "z=/x/t.gguf"});
+    EXPECT_NE(unknown.find("no model is named 'z'"), std::string::npos) << unknown;
+    // A name of the models folder is known only when the folder is read.
+    EXPECT_EQ(
+        load({"--models-dir", "/x", "--model-draft", "z=/x/t.gguf"}).config.model_drafts.at("z"),
+        "/x/t.gguf");
+    EXPECT_NE(error_of({"--draft-p-min", "1.5"}).find("draft-p-min"), std::string::npos);
 }
 
 TEST(Config, PoolingsForEveryModelOrOne) {

@@ -6,11 +6,13 @@
 
 #include <condition_variable>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <mutex>
 
 #include "engine/grammar/grammar.h"
 #include "engine/model/random_model.h"
+#include "engine/scheduler/draft_model.h"
 #include "engine/scheduler/scheduler.h"
 #include "tests/support/conformance.h"
 
@@ -160,7 +162,7 @@ TEST(Speculative, GreedyIdentityAcrossArchitectures) {
             std::vector<std::vector<int32_t>>{joined(prompt, want)},
             static_cast<int32_t>(model->hparams().n_vocab));
         script->spoil_every = 2;
-        p.speculative = {.type = DraftType::ngram, .n_max = 4};
+        p.speculative = {.type = DraftType::model, .n_max = 4};
         p.draft_source = script;
         scheduler::Scheduler spec(model, tok, p);
         const auto got = run(spec, greedy(prompt, 16));
@@ -177,6 +179,19 @@ TEST(Speculative, GreedyIdentityAcrossArchitectures) {
         // as it would have.
         const auto more = run(spec, greedy(joined(prompt, want), 4));
         EXPECT_EQ(more->tokens, run(plain, greedy(joined(prompt, want), 4))->tokens);
+        // A draft model (the target's own weights) in place of the script; a hybrid cannot
+        // draft for itself (its state cannot be cut back) and is refused as a draft model.
+        p.draft_source.reset();
+        p.draft_model = model;
+        p.speculative.p_min = 0.0f;
+        if (std::string(arch) == "granitehybrid") {
+            EXPECT_THROW(scheduler::Scheduler(model, tok, p), std::invalid_argument);
+            continue;
+        }
+        scheduler::Scheduler drafted(model, tok, p);
+        const auto by_model = run(drafted, greedy(prompt, 16));
+        EXPECT_EQ(by_model->tokens, want);
+        EXPECT_GT(by_model->usage.draft_accepted, 8);
     }
 }
 
@@ -194,6 +209,23 @@ class SpeculativeRandom : public ::testing::Test {
             gguf::File::from_bytes(model::make_random_model(spec).to_bytes()),
             {.repack = model::Repack::off});
         tokenizer_ = tokenizer_of(*model_);
+    }
+    // A random model of the fixture's vocabulary (another seed, or smaller: a draft model).
+    static std::shared_ptr<const model::Model> random_model(
+        uint64_t seed, uint32_t n_embd = 64,
+        const std::function<void(gguf::Writer&)>& edit = nullptr) {
+        model::RandomModelSpec spec;
+        spec.n_embd = n_embd;
+        spec.n_layer = 1;
+        spec.n_head = 2;
+        spec.n_head_kv = 1;
+        spec.n_ff = 2 * n_embd;
+        spec.n_ctx = 256;
+        spec.seed = seed;
+        gguf::Writer w = model::make_random_model(spec);
+        if (edit) edit(w);
+        return model::Model::from_file(gguf::File::from_bytes(w.to_bytes()),
+                                       {.repack = model::Repack::off});
     }
     scheduler::SchedulerParams params(int slots) const {
         scheduler::SchedulerParams p;
@@ -243,6 +275,7 @@ TEST_F(SpeculativeRandom, DraftsOfSeveralSequencesInOneStepAndTheLimits) {
     EXPECT_EQ(none->usage.draft_tokens, 0);
 
     // max_tokens and the context's end.
+    p.speculative.type = DraftType::model;
     p.draft_source = std::make_shared<scheduler::ReplayDraft>(
         std::vector<std::vector<int32_t>>{joined(a, want_a)}, 258);
     scheduler::Scheduler scripted(model_, tokenizer_, p);
@@ -286,7 +319,7 @@ TEST_F(SpeculativeRandom, SampledOutputIsTheSameForEachSeedThroughTheWholeChain)
     };
     scheduler::Scheduler plain(model_, tokenizer_, params(2));
     scheduler::SchedulerParams p = params(2);
-    p.speculative = {.type = DraftType::ngram, .n_max = 4};
+    p.speculative = {.type = DraftType::model, .n_max = 4};
     const int32_t n_vocab = static_cast<int32_t>(model_->hparams().n_vocab);
     int accepted = 0;
     for (uint64_t seed = 1; seed <= 12; ++seed) {
@@ -308,16 +341,10 @@ TEST_F(SpeculativeRandom, SampledOutputIsTheSameForEachSeedThroughTheWholeChain)
 
 // Across seeds, the frequencies of the tokens sampled at each place with drafts (which a target
 // accepts often) match those without, seeds of the two runs apart: a chi-square test over the
-// few tokens a top-k of 6 leaves.
-TEST_F(SpeculativeRandom, SampledFrequenciesMatchWithoutDrafts) {
+// few tokens a top-k of 6 leaves. Drafts replaying the greedy output, and a draft model (the
+// target's own weights: greedy drafts that sampling often takes).
+void expect_same_frequencies(scheduler::Scheduler& plain, scheduler::Scheduler& spec) {
     const std::vector<int32_t> prompt{1, 97, 98, 99};
-    scheduler::Scheduler plain(model_, tokenizer_, params(4));
-    const auto likely = run(plain, greedy(prompt, 4))->tokens;
-    scheduler::SchedulerParams p = params(4);
-    p.speculative = {.type = DraftType::ngram, .n_max = 3};
-    p.draft_source = std::make_shared<scheduler::ReplayDraft>(
-        std::vector<std::vector<int32_t>>{joined(prompt, likely)}, 258);
-    scheduler::Scheduler spec(model_, tokenizer_, p);
 
     constexpr int kRuns = 400;
     constexpr float kTemperature = 0.3f;  // the likeliest tokens often, the others now and then
@@ -370,6 +397,170 @@ TEST_F(SpeculativeRandom, SampledFrequenciesMatchWithoutDrafts) {
         EXPECT_LT(chi2, 3.3 * dof + 11.0) << "place " << place << ", " << dof << " dof";
         EXPECT_GE(dof, 1) << "place " << place;
     }
+}
+
+TEST_F(SpeculativeRandom, SampledFrequenciesMatchWithoutDrafts) {
+    const std::vector<int32_t> prompt{1, 97, 98, 99};
+    scheduler::Scheduler plain(model_, tokenizer_, params(4));
+    const auto likely = run(plain, greedy(prompt, 4))->tokens;
+    scheduler::SchedulerParams p = params(4);
+    p.speculative = {.type = DraftType::model, .n_max = 3};
+    p.draft_source = std::make_shared<scheduler::ReplayDraft>(
+        std::vector<std::vector<int32_t>>{joined(prompt, likely)}, 258);
+    scheduler::Scheduler spec(model_, tokenizer_, p);
+    expect_same_frequencies(plain, spec);
+}
+
+TEST_F(SpeculativeRandom, SampledFrequenciesMatchWithADraftModel) {
+    scheduler::Scheduler plain(model_, tokenizer_, params(4));
+    scheduler::SchedulerParams p = params(4);
+    p.speculative = {.type = DraftType::model, .n_max = 3, .p_min = 0.0f};
+    p.draft_model = model_;
+    scheduler::Scheduler spec(model_, tokenizer_, p);
+    expect_same_frequencies(plain, spec);
+}
+
+// A draft model of the target's own weights proposes what greedy decoding picks: every draft is
+// taken whole, several sequences drafting in the same steps.
+TEST_F(SpeculativeRandom, DraftModelOfTheSameWeightsIsAcceptedWhole) {
+    const std::vector<std::vector<int32_t>> prompts{{1, 72, 101, 108}, {1, 40, 41}, {1, 99, 98}};
+    scheduler::Scheduler plain(model_, tokenizer_, params(3));
+    scheduler::SchedulerParams p = params(3);
+    p.speculative = {.type = DraftType::model, .n_max = 4, .p_min = 0.0f};
+    p.draft_model = random_model(42);  // the fixture's weights, loaded again
+    scheduler::Scheduler spec(model_, tokenizer_, p);
+    std::vector<std::shared_ptr<Sink>> sinks;
+    for (const auto& prompt : prompts) {
+        sinks.push_back(std::make_shared<Sink>());
+        scheduler::GenerationRequest r = greedy(prompt, 24);
+        r.sink = sinks.back();
+        ASSERT_TRUE(spec.submit(std::move(r)).accepted());
+    }
+    for (size_t i = 0; i < prompts.size(); ++i) {
+        sinks[i]->wait();
+        EXPECT_EQ(sinks[i]->tokens, run(plain, greedy(prompts[i], 24))->tokens) << i;
+        EXPECT_GT(sinks[i]->usage.draft_tokens, 12) << i;
+        EXPECT_EQ(sinks[i]->usage.draft_accepted, sinks[i]->usage.draft_tokens) << i;
+    }
+    EXPECT_LT(spec.stats().steps, plain.stats().steps / 2);
+    // A request continuing a reply (the draft's cache rolled forward, then cut back).
+    const std::vector<int32_t> more = joined(prompts[0], sinks[0]->tokens);
+    const auto got = run(spec, greedy({more.begin(), more.end() - 5}, 8));
+    EXPECT_EQ(got->tokens, run(plain, greedy({more.begin(), more.end() - 5}, 8))->tokens);
+    EXPECT_EQ(got->usage.draft_accepted, got->usage.draft_tokens);
+}
+
+// The draft model follows whatever history a slot brings: after one text it is cut back to
+// what the next shares with it (a rejected draft, another prompt), so its drafts are the
+// target's greedy continuation (same weights) whatever came before.
+TEST_F(SpeculativeRandom, DraftModelFollowsAHistoryThatChanges) {
+    scheduler::Scheduler plain(model_, tokenizer_, params(1));
+    std::vector<int32_t> one{1, 72, 101, 108}, two = one;
+    for (int32_t i = 0; i < 20; ++i) {
+        one.push_back(100 + i);
+        two.push_back(140 - i);
+    }
+    const auto want = run(plain, greedy(two, 8))->tokens;
+    scheduler::DraftModel draft(model_, {.n_seq = 2, .n_ctx = 96, .n_threads = 1});
+    std::vector<int32_t> out;
+    draft.draft(0, one, 8, out);
+    EXPECT_EQ(out, run(plain, greedy(one, 8))->tokens);
+    out.clear();
+    draft.draft(0, two, 8, out);
+    EXPECT_EQ(out, want);
+    out.clear();
+    draft.draft(0, joined(two, {want.begin(), want.begin() + 3}), 5, out);  // 3 accepted
+    EXPECT_EQ(out, std::vector<int32_t>(want.begin() + 3, want.end()));
+    out.clear();
+    draft.draft(1, two, 8, out);  // another slot, from nothing
+    EXPECT_EQ(out, want);
+}
+
+// A draft model of other weights (smaller) rarely agrees: the output is still the target's, and
+// drafting pauses, so few draft tokens are spent. A request may choose the lookup instead, and a
+// model without a draft model refuses 'draft'.
+TEST_F(SpeculativeRandom, DraftModelOfOtherWeightsGivesTheSameOutputAndBacksOff) {
+    const std::vector<int32_t> a{1, 72, 101, 108}, b{1, 40, 41};
+    scheduler::Scheduler plain(model_, tokenizer_, params(2));
+    const auto want_a = run(plain, greedy(a, 48))->tokens;
+    const auto want_b = run(plain, greedy(b, 48))->tokens;
+    scheduler::SchedulerParams p = params(2);
+    p.speculative = {.type = DraftType::model, .n_max = 4, .p_min = 0.0f};
+    p.draft_model = random_model(7, 32);
+    scheduler::Scheduler spec(model_, tokenizer_, p);
+    auto sa = std::make_shared<Sink>(), sb = std::make_shared<Sink>();
+    scheduler::GenerationRequest ra = greedy(a, 48), rb = greedy(b, 48);
+    ra.sink = sa;
+    rb.sink = sb;
+    ASSERT_TRUE(spec.submit(std::move(ra)).accepted());
+    ASSERT_TRUE(spec.submit(std::move(rb)).accepted());
+    sa->wait();
+    sb->wait();
+    EXPECT_EQ(sa->tokens, want_a);
+    EXPECT_EQ(sb->tokens, want_b);
+    for (const auto& s : {sa, sb}) {
+        EXPECT_GT(s->usage.draft_tokens, 0);
+        // Without the pauses it would be 4 a step.
+        EXPECT_LT(s->usage.draft_tokens - s->usage.draft_accepted, 48 / 2);
+    }
+    scheduler::GenerationRequest lookup = greedy(a, 48);
+    lookup.speculative.type = DraftType::ngram;
+    const auto by_lookup = run(spec, std::move(lookup));
+    EXPECT_EQ(by_lookup->tokens, want_a);
+
+    scheduler::GenerationRequest wants_draft = greedy(a, 4);
+    wants_draft.speculative.type = DraftType::model;
+    wants_draft.sink = std::make_shared<Sink>();
+    const scheduler::SubmitResult refused = plain.submit(std::move(wants_draft));
+    EXPECT_EQ(refused.status, scheduler::SubmitStatus::invalid);
+    EXPECT_EQ(refused.param, "speculative.type");
+}
+
+// A source that is asked and proposes nothing (a draft model below p_min at its first token)
+// has cost its evaluation: it is asked less and less, as a rejected one is.
+TEST_F(SpeculativeRandom, ASourceThatProposesNothingIsAskedLess) {
+    struct Silent : scheduler::DraftSource {
+        int asked = 0;
+        void draft(int, std::span<const int32_t>, int32_t, std::vector<int32_t>&) override {
+            ++asked;
+        }
+    };
+    auto silent = std::make_shared<Silent>();
+    scheduler::SchedulerParams p = params(1);
+    p.speculative = {.type = DraftType::model, .n_max = 4};
+    p.draft_source = silent;
+    scheduler::Scheduler spec(model_, tokenizer_, p);
+    const auto got = run(spec, greedy({1, 72, 101, 108}, 64));
+    EXPECT_EQ(got->tokens.size(), 64u);
+    EXPECT_GT(silent->asked, 0);
+    EXPECT_LT(silent->asked, 64 / 4);
+}
+
+// A draft model must share the target's tokens: a different count, a token's text or a special
+// id is refused when the scheduler starts, naming it.
+TEST_F(SpeculativeRandom, DraftModelOfAnotherVocabularyIsRefused) {
+    auto refusal = [&](const std::function<void(gguf::Writer&)>& edit) -> std::string {
+        scheduler::SchedulerParams p = params(1);
+        p.draft_model = random_model(7, 32, edit);
+        try {
+            scheduler::Scheduler s(model_, tokenizer_, p);
+        } catch (const std::invalid_argument& e) {
+            return e.what();
+        }
+        return "accepted";
+    };
+    EXPECT_EQ(refusal(nullptr), "accepted");
+    EXPECT_NE(refusal([](gguf::Writer& w) {
+                  std::vector<std::string> tokens;
+                  for (int i = 0; i < 260; ++i) tokens.push_back("t" + std::to_string(i));
+                  tokens[99] = "c";  // keeps a byte-level vocabulary's rule
+                  w.set("tokenizer.ggml.tokens", gguf::Array{tokens});
+              }).find("token 0 is 't0'"),
+              std::string::npos);
+    EXPECT_NE(refusal([](gguf::Writer& w) {
+                  w.set("tokenizer.ggml.eos_token_id", uint32_t{259});
+              }).find("its eos token is 259, the target's 257"),
+              std::string::npos);
 }
 
 }  // namespace

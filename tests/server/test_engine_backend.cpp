@@ -236,4 +236,48 @@ TEST(EngineBackend, ControlTokensOfTheFamilysMarkupReachTheReply) {
     EXPECT_EQ(reply(bos), "");
 }
 
+// A draft model loaded beside its target: /models names it and the model's memory counts it; one
+// of another vocabulary stops the load naming the first differing token.
+TEST(EngineBackend, DraftModelIsDescribedAndItsVocabularyChecked) {
+    ggufd::model::RandomModelSpec spec;
+    spec.n_embd = 64;
+    spec.n_layer = 1;
+    spec.n_head = 2;
+    spec.n_head_kv = 1;
+    spec.n_ff = 128;
+    auto model = [&](uint32_t n_embd, bool other_vocab) {
+        spec.n_embd = n_embd;
+        gguf::Writer w = ggufd::model::make_random_model(spec);
+        if (other_vocab) {
+            std::vector<std::string> tokens = gguf::File::from_bytes(w.to_bytes())
+                                                  .get_array<std::string>("tokenizer.ggml.tokens");
+            tokens[258] = "[TOOL_CALLS]";
+            w.set("tokenizer.ggml.tokens", gguf::Array{tokens});
+        }
+        return ggufd::model::Model::from_file(gguf::File::from_bytes(w.to_bytes(), "m"));
+    };
+    ggufd::server::EngineBackendOptions options;
+    options.name = "target";
+    options.scheduler.n_slots = 1;
+    options.scheduler.n_threads = 1;
+    options.scheduler.n_ctx = 64;
+    const uint64_t alone = EngineBackend::from_model(model(64, false), options)->memory_bytes();
+    options.scheduler.speculative.type = ggufd::scheduler::DraftType::model;
+    options.scheduler.draft_model = model(32, false);
+    const auto b = EngineBackend::from_model(model(64, false), options);
+    const json s = b->describe(false).at("speculative");
+    EXPECT_EQ(s.at("type"), "draft");
+    EXPECT_EQ(s.at("draft_model").at("architecture"), "llama");
+    EXPECT_GT(b->memory_bytes(), alone);
+
+    options.scheduler.draft_model = model(32, true);
+    try {
+        EngineBackend::from_model(model(64, false), options);
+        ADD_FAILURE() << "a draft model of another vocabulary was taken";
+    } catch (const std::invalid_argument& e) {
+        EXPECT_NE(std::string(e.what()).find("token 258 is '[TOOL_CALLS]'"), std::string::npos)
+            << e.what();
+    }
+}
+
 }  // namespace

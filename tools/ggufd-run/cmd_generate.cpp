@@ -1,6 +1,8 @@
 // ggufd-run generate --model M --prompt TEXT --n-predict N [--temp T --seed S ...]
-//   [--spec-type ngram --draft-max N --draft-min N --spec-ngram-size-n N]
-//   [--draft-replay right|wrong]
+//   [--spec-type ngram|draft --draft-max N --draft-min N --draft-p-min P --spec-ngram-size-n N]
+//   [--model-draft PATH] [--draft-replay right|wrong]
+// --model-draft loads a draft model of the same vocabulary beside the model (and drafts with it
+// unless --spec-type says otherwise).
 // --draft-replay measures speculative decoding's mechanism: it generates once without drafts,
 // then again with drafts replaying that output (right: a draft that always agrees, as the target
 // drafting for itself greedily would; wrong: every draft token spoiled, one that never agrees).
@@ -69,7 +71,7 @@ class PrintingSink : public scheduler::GenerationSink {
 }  // namespace
 
 int cmd_generate(Args args) {
-    std::string model_path, prompt;
+    std::string model_path, draft_path, prompt;
     scheduler::SchedulerParams params;
     params.n_slots = 1;
     // llama.cpp's defaults where they differ from the API's.
@@ -172,6 +174,10 @@ int cmd_generate(Args args) {
             params.speculative.n_max = std::stoi(value());
         else if (a == "--draft-min")
             params.speculative.n_min = std::stoi(value());
+        else if (a == "--draft-p-min")
+            params.speculative.p_min = std::stof(value());
+        else if (a == "--model-draft" || a == "-md")
+            draft_path = value();
         else if (a == "--spec-ngram-size-n")
             params.speculative.ngram = std::stoi(value());
         else if (a == "--draft-replay") {
@@ -194,6 +200,11 @@ int cmd_generate(Args args) {
     }
 
     auto model = model::Model::load(model_path);
+    if (!draft_path.empty()) {
+        params.draft_model = model::Model::load(draft_path);
+        if (params.speculative.type == scheduler::DraftType::none)
+            params.speculative.type = scheduler::DraftType::model;
+    }
     auto tokenizer =
         std::make_shared<const tokenizer::Tokenizer>(tokenizer::Vocab::from_gguf(model->file()));
     request.prompt = tokenizer->encode(prompt);
@@ -251,8 +262,8 @@ int cmd_generate(Args args) {
         std::vector<std::vector<int32_t>>{std::move(text)}, tokenizer->n_vocab());
     draft->spoil_all = replay == "wrong";
     params.draft_source = std::move(draft);
-    if (params.speculative.type == scheduler::DraftType::none)
-        params.speculative.type = scheduler::DraftType::ngram;
+    params.draft_model.reset();
+    params.speculative.type = scheduler::DraftType::model;
     if (run_once(params) != output) throw std::runtime_error("the output changed with drafts");
     return 0;
 }

@@ -38,6 +38,7 @@ ggufd::scheduler::SchedulerParams scheduler_params(const ggufd::config::Config& 
     p.speculative.n_max = c.draft_max;
     p.speculative.n_min = c.draft_min;
     p.speculative.ngram = c.spec_ngram_size_n;
+    p.speculative.p_min = c.draft_p_min;
     p.kv_types = {ggufd::kernels::parse_kv_type(c.cache_type_k),
                   ggufd::kernels::parse_kv_type(c.cache_type_v)};
     p.cache_ram_bytes = static_cast<size_t>(c.cache_ram_mib) << 20;
@@ -150,6 +151,11 @@ int main(int argc, char** argv) {
         }
         if (auto pooling = value_for(cfg.poolings, name)) {
             options.pooling = model::pooling_from_name(*pooling);
+        }
+        // A model with a draft model drafts with it unless --spec-type says otherwise.
+        if (auto draft = value_for(cfg.model_drafts, name)) {
+            options.draft_model = *draft;
+            options.scheduler.speculative.type = scheduler::DraftType::model;
         }
         if (auto type = value_for(cfg.spec_types, name)) {
             options.scheduler.speculative.type =
