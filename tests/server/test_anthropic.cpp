@@ -208,7 +208,7 @@ GenerationPlan anthropic_plan(bool stream) {
     GenerationPlan p;
     p.writer = anthropic_writer("msg_1", "m");
     p.stream = stream;
-    p.choices.push_back({0, {{1, 2, 3}, {}, {}, nullptr, {}, {}, {}}, {}});
+    p.choices.push_back({0, {{1, 2, 3}, {}, {}, nullptr, {}, {}, {}, {}}, {}});
     chat::ParserOptions o;
     o.family = chat::Family::hermes;
     o.tools = json::parse(R"([{"type": "function", "function": {"name": "get"}}])");
