@@ -308,8 +308,7 @@ void validate(const Config& c, const Sources& sources) {
     if (c.models_dir.empty()) check_model_names(c.mmprojs, "mmproj");
     if (c.mmprojs.count("") && c.models.size() != 1) {
         throw ConfigError("invalid mmproj (from " + from("mmproj") + "): a projector for " +
-                          (c.models.empty() ? std::string("no --model")
-                                            : "one of several models") +
+                          (c.models.empty() ? std::string("no --model") : "one of several models") +
                           "; say which as NAME=PATH");
     }
     check_model_names(c.poolings, "pooling");

@@ -234,7 +234,7 @@ std::vector<int32_t> EngineBackend::tokenize_chat_prompt(const jinja::Rendered& 
 }
 
 ChatTokens EngineBackend::tokenize_chat_prompt(const jinja::Rendered& prompt,
-                                              const std::vector<std::string>& images) const {
+                                               const std::vector<std::string>& images) const {
     if (!projector_) throw ImageRefused("the model '" + name_ + "' does not take images");
     std::vector<vision::Image> pictures;
     pictures.reserve(images.size());
@@ -249,9 +249,9 @@ ChatTokens EngineBackend::tokenize_chat_prompt(const jinja::Rendered& prompt,
     }
     const bool mrope = model_->hparams().desc->rope_sections != model::RopeSections::none;
     try {
-        vision::MediaPrompt p = vision::media_prompt(
-            projector_, mrope, *tokenizer_, prompt.text, pictures,
-            {.add_bos = false, .plain_ranges = prompt.content_ranges});
+        vision::MediaPrompt p =
+            vision::media_prompt(projector_, mrope, *tokenizer_, prompt.text, pictures,
+                                 {.add_bos = false, .plain_ranges = prompt.content_ranges});
         return {std::move(p.tokens), std::move(p.media)};
     } catch (const vision::ImageError& e) {
         throw ImageRefused(e.what());
@@ -431,9 +431,8 @@ bool is_mmproj_name(const std::filesystem::path& path) {
 
 std::optional<std::filesystem::path> mmproj_for(const std::filesystem::path& model_path) {
     std::error_code ec;
-    const std::filesystem::path dir = model_path.parent_path().empty()
-                                          ? std::filesystem::path(".")
-                                          : model_path.parent_path();
+    const std::filesystem::path dir =
+        model_path.parent_path().empty() ? std::filesystem::path(".") : model_path.parent_path();
     const std::string model_name = lower(model_path.filename().string());
     std::vector<std::filesystem::path> projectors;
     size_t models = 0;

@@ -107,8 +107,9 @@ std::optional<RequestJson> with_images(const RequestJson& holder, const RequestJ
             throw ApiError::bad_request(fmt::format("'{}[{}]' must be a base64 string", where, k),
                                         param);
         }
-        parts.push_back({{"type", "image_url"},
-                         {"image_url", {{"url", data_url({}, b64.get_ref<const std::string&>())}}}});
+        parts.push_back(
+            {{"type", "image_url"},
+             {"image_url", {{"url", data_url({}, b64.get_ref<const std::string&>())}}}});
     }
     if (content.is_string() && !content.get_ref<const std::string&>().empty())
         parts.push_back({{"type", "text"}, {"text", content}});
@@ -135,8 +136,8 @@ RequestJson translate_messages(const RequestJson& messages) {
         RequestJson msg = m;
         msg.erase("images");
         if (!field(m, "content")) msg["content"] = "";
-        if (auto parts = with_images(m, msg["content"], fmt::format("messages[{}].images", i),
-                                     "messages"))
+        if (auto parts =
+                with_images(m, msg["content"], fmt::format("messages[{}].images", i), "messages"))
             msg["content"] = std::move(*parts);
         const RequestJson* role = field(m, "role");
         if (role && *role == "assistant") {

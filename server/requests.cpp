@@ -467,8 +467,7 @@ json parse_messages(const json& body, const ApiLimits& limits, std::vector<std::
                     const json* url = image && image->is_object() ? field(*image, "url") : image;
                     if (!url || !url->is_string()) {
                         throw ApiError::bad_request(
-                            fmt::format("'{}.image_url.url' must be a string", pwhere),
-                            "messages");
+                            fmt::format("'{}.image_url.url' must be a string", pwhere), "messages");
                     }
                     images.push_back(image_from_url(url->get_ref<const std::string&>(),
                                                     pwhere + ".image_url.url", "messages"));
@@ -478,10 +477,9 @@ json parse_messages(const json& body, const ApiLimits& limits, std::vector<std::
                 }
                 if (type != "text") {
                     throw ApiError::bad_request(
-                        fmt::format(
-                            "'{}.type' '{}' is not supported: content parts are text or "
-                            "image_url",
-                            pwhere, type),
+                        fmt::format("'{}.type' '{}' is not supported: content parts are text or "
+                                    "image_url",
+                                    pwhere, type),
                         "messages");
                 }
                 if (!part.contains("text") || !part["text"].is_string()) {

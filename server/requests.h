@@ -70,7 +70,7 @@ using chat::ToolChoice;
 // The chat fields that decide the reply's generation (tools, tool_choice, reasoning) are
 // chat::ReplyRequest's; `tools` also goes to the template.
 struct ChatRequest : GenerationOptions, chat::ReplyRequest {
-    RequestJson messages;       // array of {"role", "content": string|null, ...}
+    RequestJson messages;  // array of {"role", "content": string|null, ...}
     // The pictures of image content parts, encoded bytes in order; each left the marker
     // vision::kMediaMarker in its message's content (server/images.h).
     std::vector<std::string> images;

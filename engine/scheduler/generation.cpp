@@ -103,8 +103,8 @@ SubmitResult validate(const GenerationRequest& request, int32_t n_vocab, int32_t
                 const size_t begin = std::min(s.begin, request.prompt.size());
                 text.insert(text.end(), request.prompt.begin() + static_cast<std::ptrdiff_t>(at),
                             request.prompt.begin() + static_cast<std::ptrdiff_t>(begin));
-                at = std::max(at, std::min(begin + static_cast<size_t>(s.n_tokens),
-                                           request.prompt.size()));
+                at = std::max(
+                    at, std::min(begin + static_cast<size_t>(s.n_tokens), request.prompt.size()));
             }
             text.insert(text.end(), request.prompt.begin() + static_cast<std::ptrdiff_t>(at),
                         request.prompt.end());

@@ -22,7 +22,8 @@ std::string check_media(const PromptMedia& media, std::span<const int32_t> promp
     }
     size_t end = 0;
     for (const MediaSpan& s : media.spans) {
-        if (s.n_tokens <= 0 || s.begin < end || s.begin + static_cast<size_t>(s.n_tokens) > prompt.size())
+        if (s.n_tokens <= 0 || s.begin < end ||
+            s.begin + static_cast<size_t>(s.n_tokens) > prompt.size())
             return "a picture's tokens lie outside the prompt";
         if (s.n_tokens > max_span) {
             return "a picture of " + std::to_string(s.n_tokens) +

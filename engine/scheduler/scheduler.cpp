@@ -83,9 +83,9 @@ SubmitResult Scheduler::submit(GenerationRequest request) {
         return verdict;
     }
     if (request.media) {
-        const std::string why = check_media(
-            *request.media, request.prompt, model_->hparams().n_embd_inp(),
-            std::min(n_ctx_, context_.cache().max_tokens_per_step()));
+        const std::string why =
+            check_media(*request.media, request.prompt, model_->hparams().n_embd_inp(),
+                        std::min(n_ctx_, context_.cache().max_tokens_per_step()));
         if (!why.empty()) {
             ++stats_.rejected;
             return {SubmitStatus::invalid, "prompt", why};
@@ -590,8 +590,8 @@ void Scheduler::step() {
         const float* rows = nullptr;
         if (span) {
             try {
-                rows = media->rows(static_cast<size_t>(span - media->spans.data()),
-                                   context_.pool());
+                rows =
+                    media->rows(static_cast<size_t>(span - media->spans.data()), context_.pool());
             } catch (const std::exception& e) {
                 finish(s, FinishReason::error, e.what());
                 continue;

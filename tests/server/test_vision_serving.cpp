@@ -6,6 +6,7 @@
 // forms; and the 400s.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
 #include <algorithm>
 #include <cmath>
 #include <fstream>
@@ -15,6 +16,7 @@
 
 #include "engine/model/context.h"
 #include "engine/vision/prompt.h"
+#include "server/model_registry.h"
 #include "tests/server/serving_fixture.h"
 #include "tests/support/conformance.h"
 
@@ -105,8 +107,9 @@ class VisionServing : public testing::ServingTest {
     json chat(const std::string& model, bool stream) const {
         json body = {{"model", model},
                      {"messages", json::array({{{"role", "user"}, {"content", content()}}})},
-                     {"max_tokens", 1},
+                     {"max_tokens", 2},
                      {"temperature", 0},
+                     {"ignore_eos", true},
                      {"logprobs", true},
                      {"top_logprobs", 3},
                      {"stream", stream}};
@@ -114,9 +117,21 @@ class VisionServing : public testing::ServingTest {
         return body;
     }
 
-    // The ggufd-run logits path on the prompt the server renders: the first token's top
-    // log-probabilities, best first.
-    std::vector<float> reference(const Family& f) {
+    // The top log-probabilities of logits, best first.
+    static std::vector<float> top3(std::vector<float> logits) {
+        const float mx = *std::max_element(logits.begin(), logits.end());
+        double sum = 0;
+        for (float v : logits) sum += std::exp(double(v) - mx);
+        for (float& v : logits) v = static_cast<float>(double(v) - mx - std::log(sum));
+        std::sort(logits.begin(), logits.end(), std::greater<>());
+        logits.resize(3);
+        return logits;
+    }
+
+    // The ggufd-run logits path on the prompt the server renders: the first two generated
+    // tokens' top log-probabilities (greedy), the second at the rotary position the pictures
+    // leave under M-RoPE.
+    std::pair<std::vector<float>, std::vector<float>> reference(const Family& f) {
         const std::string fam = f.name;
         const auto projector = vision::Projector::load(dir_ / (fam + "-mmproj.gguf"));
         const auto text =
@@ -126,9 +141,8 @@ class VisionServing : public testing::ServingTest {
         const std::string body = "Compare the first picture\n" + m + "\nwith this one:\n" + m +
                                  "\nWhat is the difference?";
         const std::string prompt =
-            fam == "gemma3"
-                ? "<start_of_turn>user\n" + body + "<end_of_turn>\n<start_of_turn>model"
-                : "<|im_start|>user\n" + body + "<|im_end|>\n<|im_start|>assistant";
+            fam == "gemma3" ? "<start_of_turn>user\n" + body + "<end_of_turn>\n<start_of_turn>model"
+                            : "<|im_start|>user\n" + body + "<|im_end|>\n<|im_start|>assistant";
         kernels::ThreadPool pool(2);
         std::vector<vision::EncodedImage> images;
         for (const std::string* bytes : {&img_a_, &img_b_}) {
@@ -141,15 +155,24 @@ class VisionServing : public testing::ServingTest {
         // The template writes gemma3's BOS; layout_prompt adds it where the vocabulary does.
         const auto chunks = vision::layout_prompt(projector->desc(), tok, prompt, images);
         model::Context ctx(text, {.n_seq = 1, .n_ctx = 512, .n_threads = 2});
-        std::vector<float> logits =
+        const std::vector<float> first =
             vision::eval_prompt(ctx, 0, projector->desc(), chunks, images, false);
-        const float mx = *std::max_element(logits.begin(), logits.end());
-        double sum = 0;
-        for (float v : logits) sum += std::exp(double(v) - mx);
-        for (float& v : logits) v = static_cast<float>(double(v) - mx - std::log(sum));
-        std::sort(logits.begin(), logits.end(), std::greater<>());
-        logits.resize(3);
-        return logits;
+        const auto greedy =
+            static_cast<int32_t>(std::max_element(first.begin(), first.end()) - first.begin());
+        const bool mrope = text->hparams().desc->rope_sections != model::RopeSections::none;
+        const auto n = static_cast<int32_t>(vision::prompt_tokens(chunks, images));
+        int32_t shift = 0;
+        for (const vision::PromptChunk& c : chunks) {
+            if (!c.is_image()) continue;
+            const auto& ic = images[size_t(c.image)].chunks[size_t(c.chunk)];
+            shift +=
+                static_cast<int32_t>(ic.n_tokens()) - vision::image_places(ic, 0, mrope).advance;
+        }
+        model::BatchToken next{0, greedy, n, true};
+        if (mrope) next.rope = {n - shift, n - shift, n - shift};
+        std::vector<float> second;
+        ctx.eval(std::span<const model::BatchToken>(&next, 1), second);
+        return {top3(first), top3(second)};
     }
 
     static std::vector<float> top_of(const json& content0) {
@@ -165,15 +188,20 @@ class VisionServing : public testing::ServingTest {
 TEST_F(VisionServing, ChatWithImagesGivesTheLogitsPathsFirstToken) {
     for (const Family& f : {kGemma3, kQwen25, kQwen3}) {
         SCOPED_TRACE(f.name);
-        const std::vector<float> want = reference(f);
+        const auto [want, want2] = reference(f);
         Client c(port_);
         const auto r = c.post("/v1/chat/completions", chat(f.name, false));
         ASSERT_EQ(r.result_int(), 200) << r.body();
         const json body = json::parse(r.body());
-        const json& lp = body["choices"][0]["logprobs"]["content"][0];
-        const std::vector<float> got = top_of(lp);
+        const json& lp = body["choices"][0]["logprobs"]["content"];
+        ASSERT_EQ(lp.size(), 2u) << body.dump();
+        const std::vector<float> got = top_of(lp[0]), got_next = top_of(lp[1]);
         ASSERT_EQ(got.size(), want.size());
-        for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 2e-3) << i;
+        ASSERT_EQ(got_next.size(), want2.size());
+        for (size_t i = 0; i < want.size(); ++i) {
+            EXPECT_NEAR(got[i], want[i], 2e-3) << i;
+            EXPECT_NEAR(got_next[i], want2[i], 2e-3) << "generated token, " << i;
+        }
         const int64_t prompt_tokens = body["usage"]["prompt_tokens"];
         EXPECT_GT(prompt_tokens, 30);
 
@@ -197,14 +225,14 @@ TEST_F(VisionServing, ChatWithImagesGivesTheLogitsPathsFirstToken) {
 TEST_F(VisionServing, AnthropicAndOllamaImagesAnswerAsOpenAIs) {
     Client c(port_);
     // One picture before a question, in each dialect.
-    json openai = {{"model", "qwen25vl"},
-                   {"max_tokens", 3},
-                   {"temperature", 0},
-                   {"messages",
-                    json::array({{{"role", "user"},
-                                  {"content", json::array({image_part(img_b_),
-                                                           {{"type", "text"},
-                                                            {"text", "What is it?"}}})}}})}};
+    json openai = {
+        {"model", "qwen25vl"},
+        {"max_tokens", 3},
+        {"temperature", 0},
+        {"messages",
+         json::array({{{"role", "user"},
+                       {"content", json::array({image_part(img_b_),
+                                                {{"type", "text"}, {"text", "What is it?"}}})}}})}};
     const auto o = c.post("/v1/chat/completions", openai);
     ASSERT_EQ(o.result_int(), 200) << o.body();
     const std::string want = json::parse(o.body())["choices"][0]["message"]["content"];
@@ -215,13 +243,12 @@ TEST_F(VisionServing, AnthropicAndOllamaImagesAnswerAsOpenAIs) {
         {"temperature", 0},
         {"messages",
          json::array({{{"role", "user"},
-                       {"content",
-                        json::array({{{"type", "image"},
-                                      {"source",
-                                       {{"type", "base64"},
-                                        {"media_type", "image/png"},
-                                        {"data", base64(img_b_)}}}},
-                                     {{"type", "text"}, {"text", "What is it?"}}})}}})}};
+                       {"content", json::array({{{"type", "image"},
+                                                 {"source",
+                                                  {{"type", "base64"},
+                                                   {"media_type", "image/png"},
+                                                   {"data", base64(img_b_)}}}},
+                                                {{"type", "text"}, {"text", "What is it?"}}})}}})}};
     const auto a = c.post("/v1/messages", anthropic);
     ASSERT_EQ(a.result_int(), 200) << a.body();
     const json ab = json::parse(a.body());
@@ -232,10 +259,9 @@ TEST_F(VisionServing, AnthropicAndOllamaImagesAnswerAsOpenAIs) {
     json ollama = {{"model", "qwen25vl"},
                    {"stream", false},
                    {"options", {{"temperature", 0}, {"num_predict", 3}}},
-                   {"messages",
-                    json::array({{{"role", "user"},
-                                  {"content", "What is it?"},
-                                  {"images", json::array({base64(img_b_)})}}})}};
+                   {"messages", json::array({{{"role", "user"},
+                                              {"content", "What is it?"},
+                                              {"images", json::array({base64(img_b_)})}}})}};
     const auto ol = c.post("/api/chat", ollama);
     ASSERT_EQ(ol.result_int(), 200) << ol.body();
     EXPECT_EQ(json::parse(ol.body())["message"]["content"], want);
@@ -278,14 +304,15 @@ TEST_F(VisionServing, BadImagesAre400s) {
                     {"max_tokens", 1},
                     {"messages",
                      json::array({{{"role", "user"},
-                                   {"content", json::array({part, {{"type", "text"},
-                                                                   {"text", "hi"}}})}}})}};
+                                   {"content",
+                                    json::array({part, {{"type", "text"}, {"text", "hi"}}})}}})}};
     };
     refused(with("text-only", image_part(img_a_)), "does not take images");
-    refused(with("gemma3", {{"type", "image_url"},
-                            {"image_url", {{"url", "https://example.com/a.png"}}}}),
+    refused(with("gemma3",
+                 {{"type", "image_url"}, {"image_url", {{"url", "https://example.com/a.png"}}}}),
             "does not fetch images");
-    refused(with("gemma3", {{"type", "image_url"}, {"image_url", {{"url", "data:image/png;base64,@@"}}}}),
+    refused(with("gemma3",
+                 {{"type", "image_url"}, {"image_url", {{"url", "data:image/png;base64,@@"}}}}),
             "not valid base64");
     // Bytes that are no picture: the decoder's reason.
     refused(with("gemma3", image_part("this is not an image")), "image 1");
@@ -293,6 +320,44 @@ TEST_F(VisionServing, BadImagesAre400s) {
     json two = with("gemma3", image_part(img_a_));
     two["messages"][0]["content"][1]["text"] = std::string(vision::kMediaMarker);
     refused(two, "markers");
+}
+
+TEST(VisionModels, AProjectorThatDoesNotFitIsRefusedNamingTheKey) {
+    GGUFD_REQUIRE_CONFORMANCE(conf);
+    EngineBackendOptions o;
+    o.name = "mixed";
+    o.scheduler.n_slots = 1;
+    o.scheduler.n_ctx = 64;
+    // Qwen3-VL's rows carry a deepstack slice: 128 values for gemma3's 64.
+    o.mmproj = (conf / "vision" / "qwen3vl-mmproj.gguf").string();
+    try {
+        EngineBackend::load((conf / "vision" / "gemma3-text.gguf").string(), o);
+        FAIL() << "loaded";
+    } catch (const std::exception& e) {
+        EXPECT_NE(std::string(e.what()).find("clip.vision.projection_dim"), std::string::npos)
+            << e.what();
+    }
+}
+
+TEST(VisionModels, TheFolderPairsProjectorsByName) {
+    const std::filesystem::path dir =
+        std::filesystem::temp_directory_path() / ("ggufd-mmproj-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir);
+    for (const char* f :
+         {"gemma-3-4b-it-Q4_K_M.gguf", "mmproj-gemma-3-4b-it-f16.gguf",
+          "Qwen2.5-VL-7B-Instruct-Q8_0.gguf", "mmproj-Qwen2.5-VL-7B-Instruct-Q8_0.gguf",
+          "mmproj-gemma-3.gguf", "llama-3.2-1b.gguf"}) {
+        std::ofstream(dir / f) << "x";
+    }
+    EXPECT_EQ(mmproj_for(dir / "gemma-3-4b-it-Q4_K_M.gguf"),
+              dir / "mmproj-gemma-3-4b-it-f16.gguf");  // the longest name that fits
+    EXPECT_EQ(mmproj_for(dir / "Qwen2.5-VL-7B-Instruct-Q8_0.gguf"),
+              dir / "mmproj-Qwen2.5-VL-7B-Instruct-Q8_0.gguf");
+    EXPECT_EQ(mmproj_for(dir / "llama-3.2-1b.gguf"), std::nullopt);
+    const auto models = models_in_dir(dir);
+    EXPECT_EQ(models.size(), 3u);
+    for (const auto& [name, path] : models) EXPECT_FALSE(is_mmproj_name(path)) << name;
+    std::filesystem::remove_all(dir);
 }
 
 }  // namespace
