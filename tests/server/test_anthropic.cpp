@@ -130,7 +130,7 @@ TEST(AnthropicRequest, RefusalsNameAnthropicsFields) {
     };
     const Case cases[] = {
         {R"("messages": [{"role": "user", "content": [{"type": "image", "source": {}}]}])",
-         "messages", "'messages[0].content[0]' is an image: images are not served yet"},
+         "messages", "'messages[0].content[0].source.type' must be a string"},
         {R"("messages": [{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t",
             "content": [{"type": "image"}]}]}])",
          "messages", "'messages[0].content[0].content[0]' is an image"},
