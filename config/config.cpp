@@ -69,6 +69,7 @@ po::options_description settings_description() {
         ("checkpoint-interval", po::value<std::string>(), with_default("prompt tokens between two checkpoints of a sliding-window or recurrent model's prompt, which later prompts sharing that much resume from (one is also taken at every prompt's end); 0: only at prompts' ends", c.checkpoint_interval).c_str())
         ("cache-dir", po::value<std::string>(), "folder the prefix cache's entries are written to, and read back from at start for the same model file and settings (unset: memory only)")
         ("chat-template-file", po::value<std::vector<std::string>>(), "Jinja chat template replacing the model's: PATH for every model, or NAME=PATH for one (repeatable)")
+        ("mmproj", po::value<std::vector<std::string>>(), "projector (mmproj) GGUF that lets a model take images: PATH for the only model, or NAME=PATH for one (repeatable; a models folder pairs mmproj-*.gguf files by name)")
         ("tool-parser", po::value<std::vector<std::string>>(), "how replies' reasoning and tool calls are read, instead of the family detected from the chat template: PARSER for every model, or NAME=PARSER for one (repeatable; hermes, llama3, mistral, harmony, ... as /models shows)")
         ("pooling", po::value<std::vector<std::string>>(), "how embeddings are pooled, instead of the model's pooling_type: POOLING for every model, or NAME=POOLING for one (repeatable; none, mean, cls, last, rank)")
         ("spec-type", po::value<std::vector<std::string>>(), "speculative decoding's draft source: TYPE for every model, or NAME=TYPE for one (repeatable; none, ngram: lookup over the prompt and the generated text, or draft: the model's --model-draft; default none, or draft with a draft model)")
@@ -319,6 +320,12 @@ void validate(const Config& c, const Sources& sources) {
     };
     check_model_names(c.chat_templates, "chat-template-file");
     check_model_names(c.tool_parsers, "tool-parser");
+    if (c.models_dir.empty()) check_model_names(c.mmprojs, "mmproj");
+    if (c.mmprojs.count("") && c.models.size() != 1) {
+        throw ConfigError("invalid mmproj (from " + from("mmproj") + "): a projector for " +
+                          (c.models.empty() ? std::string("no --model") : "one of several models") +
+                          "; say which as NAME=PATH");
+    }
     check_model_names(c.poolings, "pooling");
     check_model_names(c.spec_types, "spec-type");
     // A draft model may pair with a model of the models folder, whose names are known later.
@@ -411,7 +418,7 @@ LoadResult load(int argc, const char* const* argv, const std::map<std::string, s
         if (vm.count(name)) continue;  // the command line wins
         if (name == "model" || name == "chat-template-file" || name == "tool-parser" ||
             name == "pooling" || name == "spec-type" || name == "model-draft" || name == "lora" ||
-            name == "lora-scale") {
+            name == "lora-scale" || name == "mmproj") {
             vm.emplace(name, po::variable_value(boost::any(split_commas(value)), false));
         } else {
             vm.emplace(name, po::variable_value(boost::any(value), false));
@@ -561,6 +568,10 @@ LoadResult load(int argc, const char* const* argv, const std::map<std::string, s
     per_model("chat-template-file", "templates",
               [&](const std::string& name, const std::string& path, const std::string& where) {
                   return c.chat_templates.emplace(name, read_text_file(path, where)).second;
+              });
+    per_model("mmproj", "projectors",
+              [&](const std::string& name, const std::string& path, const std::string&) {
+                  return c.mmprojs.emplace(name, path).second;
               });
     per_model("tool-parser", "parsers",
               [&](const std::string& name, const std::string& parser, const std::string&) {

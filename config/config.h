@@ -71,6 +71,9 @@ struct Config {
     // Chat templates replacing the models' own tokenizer.chat_template: model name -> Jinja
     // source; the key "" applies to every model without an entry of its own.
     std::map<std::string, std::string> chat_templates;
+    // Projector (mmproj) files letting a model take images: model name -> path, "" for the only
+    // --model.
+    std::map<std::string, std::string> mmprojs;
     // Output parsers (chat::family_names()) replacing the family detected from each model's
     // template: model name -> parser name, "" for every model. Checked by the daemon, which knows
     // the names.

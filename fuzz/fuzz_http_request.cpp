@@ -46,8 +46,8 @@ void check_generation(const server::GenerationOptions& r, const ApiLimits& limit
     // this target's model (which has none) lacks, and a speculative n_min above the n_max it
     // gets from the model's settings.
     const scheduler::SubmitResult verdict = scheduler::validate(
-        {std::move(prompt), r.sampling, r.stop, nullptr, {}, r.lora, r.speculative}, kVocab,
-        1 << 20);
+        {std::move(prompt), r.sampling, r.stop, nullptr, {}, r.lora, r.speculative, nullptr},
+        kVocab, 1 << 20);
     check(verdict.accepted() || (verdict.status == scheduler::SubmitStatus::invalid &&
                                  (verdict.param == "logit_bias" || verdict.param == "prompt" ||
                                   (verdict.param == "lora" && !r.lora->empty()) ||

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "chat/common.h"
+#include "server/images.h"
 
 namespace ggufd::server {
 
@@ -51,7 +52,7 @@ std::string string_at(const RequestJson& block, const char* key, const std::stri
                                const char* allowed) {
     if (type == "image") {
         throw ApiError::bad_request(
-            fmt::format("'{}' is an image: images are not served yet (text only)", where), param);
+            fmt::format("'{}' is an image: images are read in user turns only", where), param);
     }
     throw ApiError::bad_request(
         fmt::format("'{}.type' '{}' is not supported: {}", where, type, allowed), param);
@@ -108,21 +109,60 @@ void user_turn(const RequestJson& content, const std::string& where, const CallN
     }
     std::string text;
     bool has_text = false, has_results = false;
+    // With images, the turn's blocks become OpenAI content parts in order (text joined as there).
+    RequestJson parts = RequestJson::array();
+    bool has_images = false;
     for (size_t j = 0; j < content.size(); ++j) {
         const std::string bwhere = fmt::format("{}.content[{}]", where, j);
         const std::string type = block_type(content[j], bwhere, "messages");
         if (type == "text") {
             if (has_text) text += "\n";
-            text += string_at(content[j], "text", bwhere, "messages");
+            const std::string t = string_at(content[j], "text", bwhere, "messages");
+            text += t;
+            parts.push_back({{"type", "text"}, {"text", t}});
             has_text = true;
+        } else if (type == "image") {
+            const RequestJson* source = field(content[j], "source");
+            const std::string swhere = bwhere + ".source";
+            if (!source || !source->is_object()) {
+                throw ApiError::bad_request(fmt::format("'{}' must be an object", swhere),
+                                            "messages");
+            }
+            const std::string stype = string_at(*source, "type", swhere, "messages");
+            if (stype == "url") {
+                throw ApiError::bad_request(
+                    fmt::format("'{}' is a URL: this server does not fetch images; send the "
+                                "image as a base64 source",
+                                swhere),
+                    "messages");
+            }
+            if (stype != "base64") {
+                throw ApiError::bad_request(
+                    fmt::format("'{}.type' '{}' is not supported: base64 only", swhere, stype),
+                    "messages");
+            }
+            const RequestJson* media_type = field(*source, "media_type");
+            parts.push_back(
+                {{"type", "image_url"},
+                 {"image_url",
+                  {{"url", data_url(media_type && media_type->is_string()
+                                        ? media_type->get_ref<const std::string&>()
+                                        : std::string(),
+                                    string_at(*source, "data", swhere, "messages"))}}}});
+            has_images = true;
         } else if (type == "tool_result") {
             out.push_back(tool_message(content[j], bwhere, names));
             has_results = true;
         } else {
-            refuse_block(type, bwhere, "messages", "a user turn holds text and tool_result blocks");
+            refuse_block(type, bwhere, "messages",
+                         "a user turn holds text, image and tool_result blocks");
         }
     }
-    if (has_text || !has_results) out.push_back({{"role", "user"}, {"content", text}});
+    if (has_images) {
+        out.push_back({{"role", "user"}, {"content", std::move(parts)}});
+    } else if (has_text || !has_results) {
+        out.push_back({{"role", "user"}, {"content", text}});
+    }
 }
 
 // An assistant turn: text blocks are its content, thinking its reasoning_content (redacted

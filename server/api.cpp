@@ -366,6 +366,9 @@ void Api::list_models_openai(const HttpRequest&, const std::shared_ptr<ResponseC
                         {"object", "model"},
                         {"created", registry_.created(name)},
                         {"owned_by", "ggufd"}});
+        // A model with a projector takes images, as clients (Open WebUI) ask.
+        if (const auto v = registry_.describe(name, false); v && v->value("vision", false))
+            data.back()["capabilities"] = {"completion", "vision"};
         // A loaded model's LoRA adapters are models too ("base:adapter"), as vLLM lists them.
         if (registry_.state(name) != ModelState::loaded) continue;
         const auto d = registry_.describe(name, false);
@@ -573,6 +576,7 @@ void Api::start_chat(ModelRequest<ChatRequest> parsed,
     engine_request.speculative = r.speculative;
     ChatPrompt prompt = render_chat_prompt(r, model);
     engine_request.prompt = std::move(prompt.tokens);
+    engine_request.media = std::move(prompt.media);
     const std::string prompt_text = std::move(prompt.text);
     check_request(engine_request, model, "messages");
 
@@ -601,9 +605,22 @@ void Api::start_chat(ModelRequest<ChatRequest> parsed,
 
 ChatPrompt render_chat_prompt(const ChatRequest& r, const ModelBackend& model) {
     try {
+        if (!r.images.empty() && !model.takes_images()) {
+            throw ApiError::bad_request(
+                fmt::format("the model '{}' does not take images: it was loaded without a "
+                            "projector (mmproj)",
+                            model.name()),
+                "messages");
+        }
         const jinja::Rendered prompt =
             model.render_chat(r.messages, r.tools, /*add_generation_prompt=*/true, r.extra_context);
-        return {model.tokenize_chat_prompt(prompt), prompt.text};
+        if (r.images.empty()) return {model.tokenize_chat_prompt(prompt), prompt.text, nullptr};
+        try {
+            ChatTokens t = model.tokenize_chat_prompt(prompt, r.images);
+            return {std::move(t.tokens), prompt.text, std::move(t.media)};
+        } catch (const ImageRefused& e) {
+            throw ApiError::bad_request(e.what(), "messages");
+        }
     } catch (const ChatTemplateError& e) {
         throw ApiError::bad_request(
             std::string("the chat template refused the messages: ") + e.what(), "messages");

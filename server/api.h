@@ -256,10 +256,12 @@ class Api {
 void throw_refusal(const scheduler::SubmitResult& r, const char* prompt_param, int retry_after_s);
 
 // A chat request's prompt: rendered by the model's template (a refusal is a 400 naming
-// `messages`) and tokenized as the engine reads it.
+// `messages`) and tokenized as the engine reads it; with the request's images laid out at their
+// markers (a 400 for a model without a projector, or an image the decoder refuses).
 struct ChatPrompt {
     std::vector<int32_t> tokens;
     std::string text;
+    std::shared_ptr<scheduler::PromptMedia> media;
 };
 ChatPrompt render_chat_prompt(const ChatRequest& r, const ModelBackend& model);
 

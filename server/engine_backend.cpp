@@ -1,6 +1,7 @@
 #include "server/engine_backend.h"
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <fstream>
 #include <sstream>
@@ -11,6 +12,8 @@
 #include "engine/model/context.h"
 #include "engine/model/describe.h"
 #include "engine/model/random_model.h"
+#include "engine/vision/image.h"
+#include "engine/vision/media.h"
 #include "gguf/inspect.h"
 #include "gguf/naming.h"
 
@@ -181,6 +184,11 @@ std::shared_ptr<EngineBackend> EngineBackend::from_model(std::shared_ptr<const m
     for (const LoraFile& l : options.loras) {
         params.adapters.push_back({l.name, model::LoraAdapter::load(l.path, b->model_), l.scale});
     }
+    if (!options.mmproj.empty()) {
+        // Refused (naming the key) unless its rows are the text model's input rows.
+        b->projector_ = vision::Projector::load(options.mmproj);
+        b->projector_->check_fits(b->model_->hparams().n_embd_inp());
+    }
     b->scheduler_ = std::make_unique<scheduler::Scheduler>(b->model_, b->tokenizer_, params);
     b->pooling_ = options.pooling.value_or(b->model_->hparams().pooling);
     b->kv_bytes_ = cache_bytes(b->model_->hparams(), options.scheduler);
@@ -240,6 +248,33 @@ std::vector<int32_t> EngineBackend::tokenize_chat_prompt(const jinja::Rendered& 
     o.parse_special = true;
     o.plain_ranges = prompt.content_ranges;
     return tokenizer_->encode(prompt.text, o);
+}
+
+ChatTokens EngineBackend::tokenize_chat_prompt(const jinja::Rendered& prompt,
+                                               const std::vector<std::string>& images) const {
+    if (!projector_) throw ImageRefused("the model '" + name_ + "' does not take images");
+    std::vector<vision::Image> pictures;
+    pictures.reserve(images.size());
+    for (size_t i = 0; i < images.size(); ++i) {
+        const std::string& bytes = images[i];
+        try {
+            pictures.push_back(vision::decode_image(std::span<const uint8_t>(
+                reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size())));
+        } catch (const vision::ImageError& e) {
+            throw ImageRefused(fmt::format("image {} of the request: {}", i + 1, e.what()));
+        }
+    }
+    const bool mrope = model_->hparams().desc->rope_sections != model::RopeSections::none;
+    try {
+        vision::MediaPrompt p =
+            vision::media_prompt(projector_, mrope, *tokenizer_, prompt.text, pictures,
+                                 {.add_bos = false, .plain_ranges = prompt.content_ranges});
+        return {std::move(p.tokens), std::move(p.media)};
+    } catch (const vision::ImageError& e) {
+        throw ImageRefused(e.what());
+    } catch (const std::invalid_argument& e) {
+        throw ImageRefused(e.what());
+    }
 }
 
 jinja::Rendered EngineBackend::render_chat(const OrderedJson& messages, const OrderedJson& tools,
@@ -318,6 +353,11 @@ Json EngineBackend::describe(bool full) const {
                             {"matrices", a.weights().size()}});
     }
     d["lora_adapters"] = std::move(adapters);
+    d["vision"] = projector_ != nullptr;
+    if (projector_) {
+        d["mmproj"] = {{"path", projector_->file().name()},
+                       {"projector_type", std::string(projector_->desc().name)}};
+    }
     describe_metadata(f, full, d);
     return d;
 }
@@ -371,13 +411,77 @@ ModelLoader::Header EngineLoader::inspect(const std::string& name,
         throw std::runtime_error(support.value("reason", std::string("not supported")));
     }
     const model::HParams hp = model::read_hparams(f);
-    h.bytes = mapped_bytes(f) + cache_bytes(hp, options_for_(name).scheduler);
+    const EngineBackendOptions options = options_for_(name);
+    h.bytes = mapped_bytes(f) + cache_bytes(hp, options.scheduler);
+    h.description["vision"] = !options.mmproj.empty() || mmproj_for(path).has_value();
     return h;
 }
 
 std::shared_ptr<ModelBackend> EngineLoader::load(const std::string& name,
                                                  const std::filesystem::path& path) {
-    return EngineBackend::load(path.string(), options_for_(name));
+    EngineBackendOptions options = options_for_(name);
+    if (options.mmproj.empty()) {
+        if (auto paired = mmproj_for(path)) options.mmproj = paired->string();
+    }
+    return EngineBackend::load(path.string(), options);
+}
+
+namespace {
+
+std::string lower(std::string s) {
+    for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return s;
+}
+
+// The part of an mmproj file's name that names its model: less "mmproj-", ".gguf" and a
+// trailing encoding ("-f16", "-q8_0", ...).
+std::string mmproj_stem(const std::filesystem::path& path) {
+    std::string stem = lower(path.stem().string()).substr(7);
+    const size_t dash = stem.rfind('-');
+    if (dash != std::string::npos) {
+        const std::string tail = stem.substr(dash + 1);
+        for (const char* enc : {"f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1"}) {
+            if (tail == enc) {
+                stem.resize(dash);
+                break;
+            }
+        }
+    }
+    return stem;
+}
+
+}  // namespace
+
+bool is_mmproj_name(const std::filesystem::path& path) {
+    return path.filename().string().starts_with("mmproj-") && path.extension() == ".gguf";
+}
+
+std::optional<std::filesystem::path> mmproj_for(const std::filesystem::path& model_path) {
+    std::error_code ec;
+    const std::filesystem::path dir =
+        model_path.parent_path().empty() ? std::filesystem::path(".") : model_path.parent_path();
+    const std::string model_name = lower(model_path.filename().string());
+    std::vector<std::filesystem::path> projectors;
+    size_t models = 0;
+    for (const auto& item : std::filesystem::directory_iterator(dir, ec)) {
+        if (!item.is_regular_file(ec) || item.path().extension() != ".gguf") continue;
+        if (is_mmproj_name(item.path())) {
+            projectors.push_back(item.path());
+        } else {
+            ++models;
+        }
+    }
+    std::optional<std::filesystem::path> best;
+    size_t best_len = 0;
+    for (const auto& p : projectors) {
+        const std::string stem = mmproj_stem(p);
+        if (!stem.empty() && model_name.starts_with(stem) && stem.size() > best_len) {
+            best = p;
+            best_len = stem.size();
+        }
+    }
+    if (!best && projectors.size() == 1 && models == 1) best = projectors.front();
+    return best;
 }
 
 std::shared_ptr<EngineBackend> make_demo_backend(const scheduler::SchedulerParams& params,

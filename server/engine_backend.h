@@ -12,6 +12,7 @@
 #include "engine/model/model.h"
 #include "engine/scheduler/scheduler.h"
 #include "engine/tokenizer/tokenizer.h"
+#include "engine/vision/projector.h"
 #include "jinja/chat_template.h"
 #include "server/model_registry.h"
 
@@ -34,6 +35,9 @@ struct EngineBackendOptions {
     // A draft model's file (--model-draft), loaded beside the model for speculative decoding;
     // the scheduler refuses one whose vocabulary differs. Empty: none.
     std::string draft_model;
+    // A projector (mmproj) file: the model takes images. Empty: none (a models folder's model
+    // gets the mmproj-*.gguf file paired with it, mmproj_for).
+    std::string mmproj;
 };
 
 class EngineBackend final : public ModelBackend,
@@ -63,6 +67,9 @@ class EngineBackend final : public ModelBackend,
                                 const nlohmann::ordered_json& tools, bool add_generation_prompt,
                                 const nlohmann::ordered_json& extra_context) const override;
     std::vector<int32_t> tokenize_chat_prompt(const jinja::Rendered& prompt) const override;
+    bool takes_images() const override { return projector_ != nullptr; }
+    ChatTokens tokenize_chat_prompt(const jinja::Rendered& prompt,
+                                    const std::vector<std::string>& images) const override;
     uint64_t memory_bytes() const override;
     scheduler::Generator& generator() override { return *scheduler_; }
     std::shared_ptr<const model::LoraAdapter> read_adapter(
@@ -91,6 +98,7 @@ class EngineBackend final : public ModelBackend,
     std::vector<int32_t> chat_markup_tokens_;  // sorted
     std::optional<std::string> bos_text_, eos_text_;
     std::unique_ptr<scheduler::Scheduler> scheduler_;
+    std::shared_ptr<const vision::Projector> projector_;  // null: text only
     double load_seconds_ = 0;
     std::shared_ptr<const model::Model> draft_model_;  // --model-draft's, or none
     model::Pooling pooling_ = model::Pooling::last;
@@ -111,6 +119,13 @@ class EngineLoader final : public ModelLoader {
   private:
     std::function<EngineBackendOptions(const std::string& name)> options_for_;
 };
+
+// The projector file a models folder pairs with the model at `model_path`: an mmproj-*.gguf file
+// beside it whose name, less "mmproj-" and its encoding, starts the model's file name (the
+// longest such), or the folder's only mmproj file when the folder holds one model. nullopt: none.
+std::optional<std::filesystem::path> mmproj_for(const std::filesystem::path& model_path);
+// Whether a folder's file is a projector rather than a model (by its mmproj- name).
+bool is_mmproj_name(const std::filesystem::path& path);
 
 // What /models says of a file before it is loaded: architecture, parameters, encoding, size,
 // trained context, general.* (and every key as "metadata"), the hyperparameters as read.

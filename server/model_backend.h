@@ -31,6 +31,17 @@ class ChatTemplateError : public std::runtime_error {
     using std::runtime_error::runtime_error;
 };
 
+// A request's images cannot be used (the decoder's or the layout's reason): the client's fault.
+class ImageRefused : public std::runtime_error {
+  public:
+    using std::runtime_error::runtime_error;
+};
+
+struct ChatTokens {
+    std::vector<int32_t> tokens;
+    std::shared_ptr<scheduler::PromptMedia> media;
+};
+
 // Every method is called from the I/O threads, several at once: implementations must be
 // thread-safe and quick (tokenizing and rendering a template are fine; inference is not).
 class ModelBackend {
@@ -79,6 +90,18 @@ class ModelBackend {
     // doubles).
     virtual std::vector<int32_t> tokenize_chat_prompt(const jinja::Rendered& prompt) const {
         return tokenize(prompt.text, /*add_special=*/false, /*parse_special=*/true);
+    }
+
+    // Whether the model takes images (it has a projector, --mmproj): /models and /api/show say
+    // "vision".
+    virtual bool takes_images() const { return false; }
+    // A chat prompt holding `images` (encoded bytes, ChatRequest::images) at its image markers:
+    // the tokens, with each picture's place holding placeholders, and the pictures for the
+    // scheduler. Throws ImageRefused (a 400) for a picture the decoder refuses, or markers and
+    // pictures that differ in number. Only called when takes_images().
+    virtual ChatTokens tokenize_chat_prompt(const jinja::Rendered& /*prompt*/,
+                                            const std::vector<std::string>& /*images*/) const {
+        throw ImageRefused("this model does not take images");
     }
 
     // How the model writes reasoning and tool calls (detected from its chat template, or set by

@@ -606,6 +606,8 @@ std::map<std::string, std::filesystem::path> models_in_dir(const std::filesystem
     for (const auto& item : std::filesystem::directory_iterator(dir)) {
         std::error_code ec;
         if (!item.is_regular_file(ec) || item.path().extension() != ".gguf") continue;
+        // A projector is its model's (EngineLoader pairs it), not a model of its own.
+        if (item.path().filename().string().starts_with("mmproj-")) continue;
         const auto split = gguf::parse_split_name(item.path());
         if (split && split->no != 0) continue;  // a later file of a set: the first names it
         Candidate c{item.path(),

@@ -2,9 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <utility>
 
 #include <fmt/format.h>
+
+#include "server/images.h"
 
 namespace ggufd::server {
 
@@ -87,13 +90,30 @@ RequestJson translate_common(const RequestJson& body, OllamaGeneration& g) {
     return t;
 }
 
-void refuse_images(const RequestJson& holder, const std::string& where, const char* param) {
+// Ollama's `images` (base64 strings) as OpenAI content parts before the text, as Ollama puts a
+// message's images before its content; nullopt without images.
+std::optional<RequestJson> with_images(const RequestJson& holder, const RequestJson& content,
+                                       const std::string& where, const char* param) {
     const RequestJson* images = field(holder, "images");
-    if (images && !(images->is_array() && images->empty())) {
-        throw ApiError::bad_request(
-            fmt::format("'{}' is not supported: this server serves text models only", where),
-            param);
+    if (!images || (images->is_array() && images->empty())) return std::nullopt;
+    if (!images->is_array()) {
+        throw ApiError::bad_request(fmt::format("'{}' must be an array of base64 strings", where),
+                                    param);
     }
+    RequestJson parts = RequestJson::array();
+    for (size_t k = 0; k < images->size(); ++k) {
+        const RequestJson& b64 = (*images)[k];
+        if (!b64.is_string()) {
+            throw ApiError::bad_request(fmt::format("'{}[{}]' must be a base64 string", where, k),
+                                        param);
+        }
+        parts.push_back(
+            {{"type", "image_url"},
+             {"image_url", {{"url", data_url({}, b64.get_ref<const std::string&>())}}}});
+    }
+    if (content.is_string() && !content.get_ref<const std::string&>().empty())
+        parts.push_back({{"type", "text"}, {"text", content}});
+    return parts;
 }
 
 // Ollama's messages as OpenAI's: thinking -> reasoning_content; each call gets an id, and a tool
@@ -113,10 +133,12 @@ RequestJson translate_messages(const RequestJson& messages) {
             out.push_back(m);  // refused by the chat parser, naming it
             continue;
         }
-        refuse_images(m, fmt::format("messages[{}].images", i), "messages");
         RequestJson msg = m;
         msg.erase("images");
         if (!field(m, "content")) msg["content"] = "";
+        if (auto parts =
+                with_images(m, msg["content"], fmt::format("messages[{}].images", i), "messages"))
+            msg["content"] = std::move(*parts);
         const RequestJson* role = field(m, "role");
         if (role && *role == "assistant") {
             if (const RequestJson* thinking = field(m, "thinking")) {
@@ -200,7 +222,6 @@ OllamaGeneration parse_ollama_chat(const RequestJson& body, const ApiLimits& lim
 OllamaGeneration parse_ollama_generate(const RequestJson& body, const ApiLimits& limits) try {
     OllamaGeneration g = named_model(body);
     g.generate = true;
-    refuse_images(body, "images", "images");
     const RequestJson* context = field(body, "context");
     if (context && !(context->is_array() && context->empty())) {
         throw ApiError::bad_request(
@@ -215,6 +236,12 @@ OllamaGeneration parse_ollama_generate(const RequestJson& body, const ApiLimits&
         return g;
     }
     RequestJson t = translate_common(body, g);
+    const RequestJson* images = field(body, "images");
+    const bool has_images = images && !(images->is_array() && images->empty());
+    if (has_images && (get_bool(body, "raw", false) || suffix)) {
+        throw ApiError::bad_request(
+            "'images' are read through the chat template: not with raw or suffix", "images");
+    }
     if (get_bool(body, "raw", false) || suffix) {
         // Fill-in-the-middle is a completion whose prompt is the prefix.
         t["prompt"] = prompt;
@@ -228,7 +255,10 @@ OllamaGeneration parse_ollama_generate(const RequestJson& body, const ApiLimits&
     RequestJson messages = RequestJson::array();
     if (const std::string system = get_string(body, "system"); !system.empty())
         messages.push_back({{"role", "system"}, {"content", system}});
-    messages.push_back({{"role", "user"}, {"content", prompt}});
+    RequestJson user = {{"role", "user"}, {"content", prompt}};
+    if (auto parts = with_images(body, user["content"], "images", "images"))
+        user["content"] = std::move(*parts);
+    messages.push_back(std::move(user));
     t["messages"] = std::move(messages);
     g.chat = parse_in_dialect(ollama_field_names(), [&] { return parse_chat_request(t, limits); });
     return g;

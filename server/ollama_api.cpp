@@ -169,6 +169,7 @@ void Api::ollama_show(const HttpRequest&, const std::shared_ptr<ResponseChannel>
         capabilities.push_back("embedding");
     }
     if (inserts(model.special_tokens())) capabilities.push_back("insert");
+    if (model.takes_images()) capabilities.push_back("vision");
 
     json out = {{"modelfile", ""},
                 {"parameters", fmt::format("num_ctx {}", context)},

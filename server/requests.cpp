@@ -11,6 +11,8 @@
 #include <fmt/format.h>
 
 #include "chat/common.h"
+#include "engine/vision/prompt.h"
+#include "server/images.h"
 
 namespace ggufd::server {
 
@@ -408,7 +410,7 @@ void normalise_tool_calls(json& msg, const std::string& where) {
     }
 }
 
-json parse_messages(const json& body, const ApiLimits& limits) {
+json parse_messages(const json& body, const ApiLimits& limits, std::vector<std::string>& images) {
     const json* v = &required(body, "messages");
     if (!v->is_array() || v->empty()) {
         throw ApiError::bad_request("'messages' must be a non-empty array", "messages");
@@ -458,11 +460,26 @@ json parse_messages(const json& body, const ApiLimits& limits) {
                         fmt::format("'{}' must be an object with a 'type'", pwhere), "messages");
                 }
                 std::string type = part["type"].get<std::string>();
+                if (type == "image_url") {
+                    // The picture's bytes are the request's; its place in the text is the
+                    // marker the model's layout puts its tokens at.
+                    const json* image = field(part, "image_url");
+                    const json* url = image && image->is_object() ? field(*image, "url") : image;
+                    if (!url || !url->is_string()) {
+                        throw ApiError::bad_request(
+                            fmt::format("'{}.image_url.url' must be a string", pwhere), "messages");
+                    }
+                    images.push_back(image_from_url(url->get_ref<const std::string&>(),
+                                                    pwhere + ".image_url.url", "messages"));
+                    if (j > 0) joined += "\n";
+                    joined += vision::kMediaMarker;
+                    continue;
+                }
                 if (type != "text") {
                     throw ApiError::bad_request(
-                        fmt::format(
-                            "'{}.type' '{}' is not supported: this server handles text only",
-                            pwhere, type),
+                        fmt::format("'{}.type' '{}' is not supported: content parts are text or "
+                                    "image_url",
+                                    pwhere, type),
                         "messages");
                 }
                 if (!part.contains("text") || !part["text"].is_string()) {
@@ -617,7 +634,7 @@ void parse_reasoning_budget(const json& body, ChatRequest& r) {
 
 ChatRequest parse_chat_request(const json& body, const ApiLimits& limits) try {
     ChatRequest r;
-    r.messages = parse_messages(body, limits);
+    r.messages = parse_messages(body, limits, r.images);
     static_cast<GenerationOptions&>(r) = parse_generation_options(body, limits, -1);
     r.stop.max_tokens = static_cast<int32_t>(
         get_int(body, "max_completion_tokens", r.stop.max_tokens, 1, limits.max_tokens));

@@ -70,7 +70,10 @@ using chat::ToolChoice;
 // The chat fields that decide the reply's generation (tools, tool_choice, reasoning) are
 // chat::ReplyRequest's; `tools` also goes to the template.
 struct ChatRequest : GenerationOptions, chat::ReplyRequest {
-    RequestJson messages;       // array of {"role", "content": string|null, ...}
+    RequestJson messages;  // array of {"role", "content": string|null, ...}
+    // The pictures of image content parts, encoded bytes in order; each left the marker
+    // vision::kMediaMarker in its message's content (server/images.h).
+    std::vector<std::string> images;
     RequestJson extra_context;  // object: chat_template_kwargs, enable_thinking, reasoning_effort
 };
 
@@ -131,7 +134,8 @@ GenerationOptions parse_generation_options(const RequestJson& body, const ApiLim
 CompletionRequest parse_completion_request(const RequestJson& body, const ApiLimits& limits);
 
 // POST /v1/chat/completions. max_tokens defaults to unlimited (the context bounds it).
-// Text content parts are joined with "\n"; other part types (images, audio) are rejected.
+// Text content parts are joined with "\n"; an image_url part (a base64 data URL; http(s) URLs are
+// refused) joins as the image marker, its bytes in `images`; other part types are rejected.
 // Role "developer" is passed to the template as "system". Messages are normalised into what
 // templates expect: an assistant turn with `tool_calls` and a null content gets content "", and
 // a call's `function.arguments` given as a JSON text is parsed into its object (kept as the string

@@ -94,7 +94,24 @@ SubmitResult validate(const GenerationRequest& request, int32_t n_vocab, int32_t
                     " tokens"};
     }
     try {
-        check_token_ids(request.prompt, n_vocab, "prompt");
+        if (request.media && !request.media->spans.empty()) {
+            // The pictures' places hold placeholders (check_media); every other id is the
+            // vocabulary's.
+            std::vector<int32_t> text;
+            size_t at = 0;
+            for (const MediaSpan& s : request.media->spans) {
+                const size_t begin = std::min(s.begin, request.prompt.size());
+                text.insert(text.end(), request.prompt.begin() + static_cast<std::ptrdiff_t>(at),
+                            request.prompt.begin() + static_cast<std::ptrdiff_t>(begin));
+                at = std::max(
+                    at, std::min(begin + static_cast<size_t>(s.n_tokens), request.prompt.size()));
+            }
+            text.insert(text.end(), request.prompt.begin() + static_cast<std::ptrdiff_t>(at),
+                        request.prompt.end());
+            check_token_ids(text, n_vocab, "prompt");
+        } else {
+            check_token_ids(request.prompt, n_vocab, "prompt");
+        }
         sampling::validate(request.sampling, n_vocab);
         sampling::validate(request.stop);
         resolve_adapters(request, adapters);

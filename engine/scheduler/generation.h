@@ -15,6 +15,7 @@
 #include "engine/model/lora.h"
 #include "engine/sampling/params.h"
 #include "engine/scheduler/draft.h"
+#include "engine/scheduler/media.h"
 
 namespace ggufd::scheduler {
 
@@ -103,6 +104,9 @@ struct GenerationRequest {
     // nullopt: each adapter at its default scale.
     std::optional<std::vector<AdapterChoice>> lora;
     SpeculativeChoice speculative;
+    // The prompt's pictures (media.h): their spans hold placeholder ids. Shared by a request's
+    // choices, so each picture is encoded once.
+    std::shared_ptr<PromptMedia> media;
 };
 
 enum class SubmitStatus {

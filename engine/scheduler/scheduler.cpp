@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <iterator>
 #include <span>
 
 namespace ggufd::scheduler {
@@ -100,6 +101,15 @@ SubmitResult Scheduler::submit(GenerationRequest request) {
     if (!verdict.accepted()) {
         ++stats_.rejected;
         return verdict;
+    }
+    if (request.media) {
+        const std::string why =
+            check_media(*request.media, request.prompt, model_->hparams().n_embd_inp(),
+                        std::min(n_ctx_, context_.cache().max_tokens_per_step()));
+        if (!why.empty()) {
+            ++stats_.rejected;
+            return {SubmitStatus::invalid, "prompt", why};
+        }
     }
     std::vector<model::AdapterUse> adapters = resolve_adapters(request, *named);
     return enqueue(queue_, Pending{std::move(request), Clock::now(), std::move(adapters)},
@@ -294,7 +304,9 @@ bool Scheduler::start(Slot& slot, Pending pending) {
     // point, or a recurrent state that returns only to its checkpoint (the previous whole
     // prompt); a cache entry of such a model resumes only at its end. At worst nothing is reused.
     const std::vector<int32_t>& prompt = a.request.prompt;
-    const auto limit = static_cast<int32_t>(prompt.size() - 1);
+    // A prefix never ends inside a picture: its tokens are evaluated together.
+    const PromptMedia* media = a.request.media.get();
+    const auto limit = static_cast<int32_t>(media_floor(media, prompt.size() - 1));
     model::SequenceCache& cache = context_.cache();
     // A prefix computed with other adapters has other keys and values. The slot's full layers
     // hold the cells of the `held` tokens it shares with the prompt even where its ring or
@@ -302,8 +314,9 @@ bool Scheduler::start(Slot& slot, Pending pending) {
     const bool same_adapters = context_.adapters(slot.id) == pending.adapters;
     int32_t held = 0, reuse = 0;
     if (same_adapters) {
-        held = static_cast<int32_t>(
-            std::min<size_t>(common_prefix(slot.cached, prompt), static_cast<size_t>(limit)));
+        held = static_cast<int32_t>(media_floor(
+            media,
+            std::min<size_t>(common_prefix(slot.cached, prompt), static_cast<size_t>(limit))));
         reuse = cache.longest_keepable(slot.id, held);
     }
     Resume hit;
@@ -345,8 +358,19 @@ bool Scheduler::start(Slot& slot, Pending pending) {
     }
     keep(std::move(lost));
     a.prompt_done = static_cast<size_t>(reuse);
-    a.sampler->accept(std::span<const int32_t>(a.request.prompt));
+    if (media && !media->spans.empty()) {
+        // Penalties see the prompt's text; a picture's placeholders are no tokens.
+        std::vector<int32_t> text;
+        std::copy_if(prompt.begin(), prompt.end(), std::back_inserter(text),
+                     [](int32_t id) { return !is_media_token(id); });
+        a.sampler->accept(std::span<const int32_t>(text));
+    } else {
+        a.sampler->accept(std::span<const int32_t>(a.request.prompt));
+    }
+    a.rope_shift = rope_shift(media, prompt.size());
     a.speculative = a.request.speculative.over(params_.speculative);
+    // Drafts come from the text's tokens, which a picture's placeholders are not.
+    if (media && !media->spans.empty()) a.speculative.type = DraftType::none;
     a.draft_policy = DraftPolicy(a.speculative.n_max);
     a.usage.prompt_tokens = static_cast<int32_t>(a.request.prompt.size());
     a.usage.cached_prompt_tokens = reuse;
@@ -596,28 +620,65 @@ void Scheduler::step() {
         for (size_t i = 0; i < a.draft.size(); ++i) {
             batch_.push_back({s.id, a.draft[i], pos + 1 + static_cast<int32_t>(i), true});
         }
+        if (a.rope_shift != 0) {
+            for (size_t i = batch_.size() - 1 - a.draft.size(); i < batch_.size(); ++i) {
+                const int32_t r = batch_[i].pos - a.rope_shift;
+                batch_[i].rope = {r, r, r};
+            }
+        }
         fed.emplace_back(&s, 1 + a.draft.size());
     }
     // Then embedding inputs and prompt chunks within what is left of the budget.
     int budget = params_.batch_size - static_cast<int>(batch_.size());
     add_embedding_inputs(budget);
+    bool first_chunk = true;
     for (Slot& s : slots_) {
         if (budget <= 0) break;
         if (!s.active || s.active->next_token >= 0) continue;
         Active& a = *s.active;
         const size_t left = a.request.prompt.size() - a.prompt_done;
         size_t take = std::min(left, static_cast<size_t>(budget));
+        PromptMedia* media = a.request.media.get();
+        const MediaSpan* span = span_at(media, a.prompt_done);
         // A chunk ends at the next checkpoint of a sequence that cannot keep every prefix.
-        if (checkpoints_) {
+        if (checkpoints_ && !span) {
             const auto every = static_cast<size_t>(params_.checkpoint_interval);
             take = std::min(take, every - a.prompt_done % every);
         }
+        // A picture is a chunk of its own, whole; text stops before it.
+        take = media_take(media, a.prompt_done, take, first_chunk);
+        if (take == 0) continue;
+        const float* rows = nullptr;
+        if (span) {
+            try {
+                rows =
+                    media->rows(static_cast<size_t>(span - media->spans.data()), context_.pool());
+            } catch (const std::exception& e) {
+                finish(s, FinishReason::error, e.what());
+                continue;
+            }
+        }
+        first_chunk = false;
         const int32_t base = context_.cache().length(s.id);
+        const int32_t shift = rope_shift(media, a.prompt_done);
         for (size_t i = 0; i < take; ++i) {
             const bool last = a.prompt_done + i + 1 == a.request.prompt.size();
             if (last) wants_logits.push_back({&s, batch_.size(), 1});
-            batch_.push_back(
-                {s.id, a.request.prompt[a.prompt_done + i], base + static_cast<int32_t>(i), last});
+            const int32_t pos = base + static_cast<int32_t>(i);
+            model::BatchToken t{s.id, a.request.prompt[a.prompt_done + i], pos, last};
+            if (rows) {
+                t.token = 0;
+                t.embd = rows + static_cast<int64_t>(i) * media->row_width;
+                t.non_causal = span->non_causal;
+                if (!span->rope.empty()) {
+                    // The picture's rotary positions start at its first cell's.
+                    const std::array<int32_t, 3>& r = span->rope[i];
+                    t.rope = {r[0] + base - shift, r[1] + base - shift, r[2] + base - shift};
+                }
+            } else if (shift != 0) {
+                t.rope = {pos - shift, pos - shift, pos - shift};
+            }
+            batch_.push_back(t);
         }
         fed.emplace_back(&s, take);
         budget -= static_cast<int>(take);
@@ -653,7 +714,11 @@ void Scheduler::step() {
     size_t cursor = 0;
     for (auto& [slot, n] : fed) {
         Active& a = *slot->active;
-        for (size_t i = 0; i < n; ++i) slot->cached.push_back(batch_[cursor + i].token);
+        // A picture's tokens are kept as their placeholders, which tell pictures apart.
+        for (size_t i = 0; i < n; ++i) {
+            const model::BatchToken& t = batch_[cursor + i];
+            slot->cached.push_back(t.embd ? a.request.prompt[a.prompt_done + i] : t.token);
+        }
         if (a.next_token < 0) {
             a.prompt_done += n;
             stats_.prompt_tokens += n;

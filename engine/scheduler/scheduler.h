@@ -107,6 +107,8 @@ class Scheduler final : public Generator, public Embedder {
         std::vector<int32_t> draft;
         int32_t verify_base = 0;
         bool first_token_sent = false;
+        // Positions minus rotary positions after the prompt (its M-RoPE pictures, media.h).
+        int32_t rope_shift = 0;
         Clock::time_point started;         // when the slot took it
         Clock::time_point first_token_at;  // when its first token was sampled
         Clock::time_point last_token_at;

@@ -440,10 +440,10 @@ ImageChunk Tower::run(const Planar& px) {
     }
     norm(w_.post_ln, w_.post_ln_b, x_.data(), x_.data(), n_, n_embd);
     const std::vector<float> main = project(merged(x_.data(), n_embd));
-    const int64_t k = d_.merge == Merge::merge_2x2 ? 2 : hp_.merge;
     ImageChunk chunk;
-    chunk.nx = px_ / k;
-    chunk.ny = py_ / k;
+    const TokenGrid grid = token_grid(d_, hp_, px);
+    chunk.nx = grid.nx;
+    chunk.ny = grid.ny;
     const int64_t n_tok = chunk.n_tokens();
     const int64_t dim = hp_.projection_dim;
     const int64_t width = hp_.n_embd_out();
@@ -488,6 +488,11 @@ PreparedInputs prepare_slices(const ProjectorHParams& hp, const ProjectorDesc& d
 }
 
 }  // namespace
+
+TokenGrid token_grid(const ProjectorDesc& desc, const ProjectorHParams& hp, const Planar& pixels) {
+    const int64_t k = desc.merge == Merge::merge_2x2 ? 2 : hp.merge;
+    return {pixels.width / hp.patch_size / k, pixels.height / hp.patch_size / k};
+}
 
 int64_t EncodedImage::n_tokens() const {
     int64_t n = 0;

@@ -42,6 +42,14 @@ struct EncodedImage {
     int64_t n_tokens() const;
 };
 
+// The merged tokens an input becomes: nx x ny, known before the tower runs (so a prompt can be
+// laid out before its pictures are encoded).
+struct TokenGrid {
+    int64_t nx = 0;
+    int64_t ny = 0;
+};
+TokenGrid token_grid(const ProjectorDesc& desc, const ProjectorHParams& hp, const Planar& pixels);
+
 // The tower and projection of one prepared input.
 ImageChunk encode_input(const Projector& projector, const PreparedImage& input,
                         kernels::ThreadPool& pool);

@@ -10,14 +10,23 @@ namespace {
 
 class Builder {
   public:
-    explicit Builder(const tokenizer::Tokenizer& tok) : tok_(tok) {}
+    Builder(const tokenizer::Tokenizer& tok, const LayoutOptions& options)
+        : tok_(tok), options_(options) {}
 
-    void text(std::string_view piece) {
+    // A piece of the prompt at byte `at` (npos: text of the layout's own).
+    void text(std::string_view piece, size_t at = std::string_view::npos) {
         tokenizer::EncodeOptions opt;
         opt.add_eos = false;
         opt.parse_special = true;
-        if (!first_) opt.add_bos = false;
+        if (!first_ || !options_.add_bos) opt.add_bos = false;
         first_ = false;
+        if (at != std::string_view::npos) {
+            // The client's bytes within this piece, relative to it.
+            for (const auto& [b, e] : options_.plain_ranges) {
+                const size_t lo = std::max(b, at), hi = std::min(e, at + piece.size());
+                if (lo < hi) opt.plain_ranges.emplace_back(lo - at, hi - at);
+            }
+        }
         append(tok_.encode(piece, opt));
     }
     // A delimiter: one control token, by its text.
@@ -48,6 +57,7 @@ class Builder {
     }
 
     const tokenizer::Tokenizer& tok_;
+    const LayoutOptions& options_;
     std::vector<PromptChunk> out_;
     bool first_ = true;
 };
@@ -58,14 +68,22 @@ std::vector<PromptChunk> layout_prompt(const ProjectorDesc& desc,
                                        const tokenizer::Tokenizer& tokenizer,
                                        std::string_view prompt,
                                        std::span<const EncodedImage> images) {
-    Builder b(tokenizer);
+    return layout_prompt(desc, tokenizer, prompt, images, LayoutOptions{});
+}
+
+std::vector<PromptChunk> layout_prompt(const ProjectorDesc& desc,
+                                       const tokenizer::Tokenizer& tokenizer,
+                                       std::string_view prompt,
+                                       std::span<const EncodedImage> images,
+                                       const LayoutOptions& options) {
+    Builder b(tokenizer, options);
     size_t at = 0;
     int next = 0;
     while (true) {
         const size_t m = prompt.find(kMediaMarker, at);
         const std::string_view piece =
             prompt.substr(at, m == std::string_view::npos ? std::string_view::npos : m - at);
-        if (!piece.empty() || at == 0) b.text(piece);
+        if (!piece.empty() || at == 0) b.text(piece, at);
         if (m == std::string_view::npos) break;
         at = m + kMediaMarker.size();
         if (next >= static_cast<int>(images.size())) {

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <span>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "engine/model/context.h"
@@ -34,6 +35,18 @@ std::vector<PromptChunk> layout_prompt(const ProjectorDesc& desc,
                                        const tokenizer::Tokenizer& tokenizer,
                                        std::string_view prompt,
                                        std::span<const EncodedImage> images);
+
+// A rendered chat template's layout: no BOS added (templates write it), and control-token text
+// in `plain_ranges` (the client's bytes of the prompt) kept plain, as the server tokenizes a chat.
+struct LayoutOptions {
+    bool add_bos = true;
+    std::span<const std::pair<size_t, size_t>> plain_ranges;
+};
+std::vector<PromptChunk> layout_prompt(const ProjectorDesc& desc,
+                                       const tokenizer::Tokenizer& tokenizer,
+                                       std::string_view prompt,
+                                       std::span<const EncodedImage> images,
+                                       const LayoutOptions& options);
 
 // Tokens (text and image) the chunks make.
 int64_t prompt_tokens(std::span<const PromptChunk> chunks, std::span<const EncodedImage> images);

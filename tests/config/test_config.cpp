@@ -390,6 +390,24 @@ TEST(Config, ToolParsersForEveryModelOrOne) {
     EXPECT_NE(empty.find("has no value"), std::string::npos) << empty;
 }
 
+TEST(Config, ProjectorsForTheOnlyModelOrByName) {
+    EXPECT_EQ(load({"--model", "a=/x/a.gguf", "--mmproj", "/x/mmproj-a.gguf"}).config.mmprojs,
+              (std::map<std::string, std::string>{{"", "/x/mmproj-a.gguf"}}));
+    EXPECT_EQ(
+        load({"--model", "a=/x/a.gguf", "--model", "b=/x/b.gguf", "--mmproj", "b=/x/mmproj-b.gguf"})
+            .config.mmprojs,
+        (std::map<std::string, std::string>{{"b", "/x/mmproj-b.gguf"}}));
+    // Unnamed among several models: which one?
+    const std::string which =
+        error_of({"--model", "a=/x/a.gguf", "--model", "b=/x/b.gguf", "--mmproj", "/x/m.gguf"});
+    EXPECT_NE(which.find("say which as NAME=PATH"), std::string::npos) << which;
+    const std::string unknown = error_of({"--model", "a=/x/a.gguf", "--mmproj", "zz=/x/m.gguf"});
+    EXPECT_NE(unknown.find("no model is named 'zz'"), std::string::npos) << unknown;
+    // A models folder's model may be named before it is listed.
+    EXPECT_EQ(load({"--models-dir", "/tmp", "--mmproj", "zz=/x/m.gguf"}).config.mmprojs.at("zz"),
+              "/x/m.gguf");
+}
+
 TEST(Config, SpeculativeSettings) {
     const Config c = load({"--model", "a=/x/a.gguf", "--spec-type", "a=ngram", "--draft-max", "8",
                            "--draft-min", "2", "--spec-ngram-size-n", "4"})

@@ -130,7 +130,7 @@ TEST(AnthropicRequest, RefusalsNameAnthropicsFields) {
     };
     const Case cases[] = {
         {R"("messages": [{"role": "user", "content": [{"type": "image", "source": {}}]}])",
-         "messages", "'messages[0].content[0]' is an image: images are not served yet"},
+         "messages", "'messages[0].content[0].source.type' must be a string"},
         {R"("messages": [{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t",
             "content": [{"type": "image"}]}]}])",
          "messages", "'messages[0].content[0].content[0]' is an image"},
@@ -208,7 +208,7 @@ GenerationPlan anthropic_plan(bool stream) {
     GenerationPlan p;
     p.writer = anthropic_writer("msg_1", "m");
     p.stream = stream;
-    p.choices.push_back({0, {{1, 2, 3}, {}, {}, nullptr, {}, {}, {}}, {}});
+    p.choices.push_back({0, {{1, 2, 3}, {}, {}, nullptr, {}, {}, {}, {}}, {}});
     chat::ParserOptions o;
     o.family = chat::Family::hermes;
     o.tools = json::parse(R"([{"type": "function", "function": {"name": "get"}}])");

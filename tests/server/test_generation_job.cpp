@@ -24,7 +24,7 @@ GenerationPlan plan(ApiKind kind, int choices, bool stream) {
                    : openai_completion_writer(answer, std::vector<std::string>(choices));
     p.stream = stream;
     for (int i = 0; i < choices; ++i)
-        p.choices.push_back({0, {{1, 2}, {}, {}, nullptr, {}, {}, {}}, {}});
+        p.choices.push_back({0, {{1, 2}, {}, {}, nullptr, {}, {}, {}, {}}, {}});
     return p;
 }
 

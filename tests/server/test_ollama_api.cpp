@@ -152,7 +152,7 @@ TEST(OllamaChatTranslation, RefusalsNameOllamasFields) {
         {R"({"messages": [{"role": "user", "content": "x"}], "options": 3})", "options"},
         {R"({"messages": [{"role": "user", "content": "x"}], "format": "xml"})", "format"},
         {R"({"messages": [{"role": "user", "content": "x"}], "think": "max"})", "think"},
-        {R"({"messages": [{"role": "user", "content": "x", "images": ["aGk="]}]})", "messages"},
+        {R"({"messages": [{"role": "user", "content": "x", "images": [3]}]})", "messages"},
         {R"({"messages": [{"role": "robot", "content": "x"}]})", "messages"},
         {R"({"messages": "hi"})", "messages"},
         {R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "web"}]})",
@@ -203,7 +203,8 @@ TEST(OllamaGenerateTranslation, TemplatedRawLoadAndRefusals) {
     EXPECT_TRUE(g.unload);
 
     EXPECT_EQ(refusal([&] {
-                  parse_ollama_generate(body(R"({"prompt": "x", "images": ["aGk="]})"), limits);
+                  parse_ollama_generate(body(R"({"prompt": "x", "raw": true, "images": ["aGk="]})"),
+                                        limits);
               }).param(),
               "images");
     EXPECT_EQ(refusal([&] {

@@ -146,6 +146,14 @@ int main(int argc, char** argv) {
             }
         }
         options.chat_template = value_for(cfg.chat_templates, name);
+        // A projector without a name is the only --model's (config checks there is one).
+        if (auto it = cfg.mmprojs.find(name); it != cfg.mmprojs.end()) {
+            options.mmproj = it->second;
+        } else if (auto only = cfg.mmprojs.find(""); only != cfg.mmprojs.end() &&
+                                                     !cfg.models.empty() &&
+                                                     cfg.models.front().name == name) {
+            options.mmproj = only->second;
+        }
         if (auto parser = value_for(cfg.tool_parsers, name)) {
             options.tool_parser = chat::family_from_name(*parser);
         }
