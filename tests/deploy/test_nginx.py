@@ -161,8 +161,8 @@ try:
     assert "story" not in json.dumps(lines), "the prompt reached nginx's log"
 
     proxy = start_nginx()
-    # Bodies over 4 MiB stop at nginx (its HTML 413, not ggufd's JSON); smaller ones reach ggufd.
-    status, payload, _ = request(nginx_port, "POST", "/v1/completions", raw="x" * (5 << 20))
+    # Bodies over 32 MiB stop at nginx (its HTML 413, not ggufd's JSON); smaller ones reach ggufd.
+    status, payload, _ = request(nginx_port, "POST", "/v1/completions", raw="x" * (33 << 20))
     assert status == 413 and payload.lstrip().startswith("<html>"), (status, payload[:200])
     status, payload, _ = request(nginx_port, "POST", "/v1/completions", raw="x" * (3 << 20))
     assert status == 400 and json.loads(payload)["error"]["message"], (status, payload[:200])

@@ -218,7 +218,7 @@ def limits(tmp):
         rejected({"prompt": "Once upon a time " * 100}, "prompt")  # > 256 tokens of context
         rejected({"messages": [{"role": "user", "content": "hi"}] * 4097}, "messages",
                  "/v1/chat/completions")
-        status, _, _ = request(port, "POST", "/v1/completions", raw="x" * (4 * 1024 * 1024 + 1))
+        status, _, _ = request(port, "POST", "/v1/completions", raw="x" * (32 * 1024 * 1024 + 1))
         assert status == 413, status
         status, _, _ = request(port, "GET", "/v1/models", headers={"X-Big": "y" * 20000})
         assert status == 431, status

@@ -75,7 +75,7 @@ try:
     assert request(port, "POST", "/v1/completions", {"model": "nope", "prompt": "x"})[0] == 404
     assert request(port, "GET", "/no/such/route")[0] == 404
     assert request(port, "GET", "/v1/completions")[0] == 405
-    assert request(port, "POST", "/v1/completions", raw="x" * (8 << 20))[0] == 413
+    assert request(port, "POST", "/v1/completions", raw="x" * (33 << 20))[0] == 413
     too_long = {"prompt": "Once upon a time " * 2000, "max_tokens": 1}
     status, payload, _ = request(port, "POST", "/v1/completions", too_long)
     assert status == 400, (status, payload)
