@@ -407,6 +407,10 @@ TEST_F(SchedulerTest, RepeatedPromptReusesTheCachedPrefix) {
         EXPECT_EQ(sink->usage.cached_prompt_tokens,
                   i == 0 ? 0 : 8);  // all but the last prompt token
     }
+    // What /metrics reads as vLLM's prefix-cache queries and hits: both prompts looked up, the
+    // second one's reused tokens.
+    EXPECT_EQ(s->stats().prompt_tokens_looked_up.load(), 2 * cases_[1].prompt.size());
+    EXPECT_EQ(s->stats().cached_tokens_slot + s->stats().cached_tokens_ram, 8u);
 }
 
 TEST_F(SchedulerTest, SampledGenerationIsReproducibleWithASeed) {
