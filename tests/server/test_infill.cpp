@@ -3,7 +3,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <condition_variable>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -15,6 +14,7 @@
 #include "tests/server/fake_model.h"
 #include "tests/server/http_client.h"
 #include "tests/support/conformance.h"
+#include "tests/support/recording_sink.h"
 
 namespace ggufd::server {
 namespace {
@@ -214,36 +214,6 @@ TEST(FimPrompt, BudgetLeavesRoomForTheReply) {
 
 // --- a real vocabulary: Qwen 2's FIM tokens, found by their text ---
 
-class GenerationEnd : public scheduler::GenerationSink {
-  public:
-    void on_token(const scheduler::TokenEvent& e) override {
-        std::lock_guard lock(mutex_);
-        text += e.text;
-    }
-    void on_finish(scheduler::FinishReason r, const scheduler::Usage& u,
-                   const std::string&) override {
-        std::lock_guard lock(mutex_);
-        reason = r;
-        usage = u;
-        done_ = true;
-        changed_.notify_all();
-    }
-    bool cancelled() const override { return false; }
-    void wait() {
-        std::unique_lock lock(mutex_);
-        changed_.wait(lock, [this] { return done_; });
-    }
-
-    std::string text;
-    scheduler::FinishReason reason = scheduler::FinishReason::error;
-    scheduler::Usage usage;
-
-  private:
-    std::mutex mutex_;
-    std::condition_variable changed_;
-    bool done_ = false;
-};
-
 TEST(FimPrompt, RealVocabularyLayoutAndEndOfGeneration) {
     GGUFD_REQUIRE_CONFORMANCE(dir);
     const gguf::File vocab = gguf::File::open(dir / "tokenizer" / "ggml-vocab-qwen2.gguf");
@@ -301,7 +271,7 @@ TEST(FimPrompt, RealVocabularyLayoutAndEndOfGeneration) {
         r.sampling.temperature = 0.0f;
         r.sampling.logit_bias = {{end, 100.0f}};
         r.stop.max_tokens = 5;
-        auto sink = std::make_shared<GenerationEnd>();
+        auto sink = std::make_shared<ggufd::testing::RecordingSink>();
         r.sink = sink;
         ASSERT_TRUE(b->generator().submit(std::move(r)).accepted());
         sink->wait();
