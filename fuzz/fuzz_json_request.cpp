@@ -248,7 +248,8 @@ void check_fim_prompt(const server::FimParts& parts, int64_t budget) {
     }
 }
 
-// The body as /v1/completions and as /infill: a 400, or a request whose FIM prompt holds.
+// The body as /v1/completions, /completion and /infill: a 400, or a request whose FIM prompt
+// holds.
 void run_infill_parsers(const json& body) {
     const server::ApiLimits limits;
     try {
@@ -256,6 +257,14 @@ void run_infill_parsers(const json& body) {
         for (const auto& p : r.prompts) check(!r.suffix || !p.is_tokens, "suffix with text only");
     } catch (const server::ApiError& e) {
         check(e.status() == 400, "a refused completions body is a 400");
+    }
+    try {
+        const auto r = server::parse_llama_completion_request(body, limits);
+        check(r.n == 1 && r.prompts.size() == 1, "one /completion");
+        check(r.n_probs == 0 || r.sampling.top_logprobs == r.n_probs,
+              "n_probs asks for its alternatives");
+    } catch (const server::ApiError& e) {
+        check(e.status() == 400, "a refused /completion body is a 400");
     }
     server::InfillRequest r;
     try {

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "server/api.h"
+#include "server/json_response.h"
 #include "server/responses.h"
 
 namespace ggufd::server {
@@ -205,9 +206,8 @@ void Api::anthropic_count_tokens(const HttpRequest&,
                                  const std::shared_ptr<ResponseChannel>& channel,
                                  ModelRequest<ChatRequest> parsed) {
     auto [r, lease, model] = std::move(parsed);
-    HttpResponse response;
-    response.body = dump_json({{"input_tokens", render_chat_prompt(r, model).tokens.size()}});
-    channel->respond(std::move(response));
+    channel->respond(
+        json_response(200, {{"input_tokens", render_chat_prompt(r, model).tokens.size()}}));
 }
 
 }  // namespace ggufd::server

@@ -11,6 +11,7 @@
 #include "engine/grammar/grammar.h"
 #include "server/auth.h"
 #include "server/generation_job.h"
+#include "server/json_response.h"
 #include "server/openai_writer.h"
 #include "server/requests.h"
 #include "server/responses.h"
@@ -20,13 +21,6 @@ namespace ggufd::server {
 using nlohmann::json;
 
 namespace {
-
-HttpResponse json_response(int status, const json& body) {
-    HttpResponse r;
-    r.status = status;
-    r.body = dump_json(body);
-    return r;
-}
 
 bool truthy(const std::optional<std::string>& v) {
     return v && (*v == "1" || *v == "true" || *v == "yes" || v->empty());

@@ -222,8 +222,10 @@ class Api {
     void ollama_embed(const HttpRequest&, const std::shared_ptr<ResponseChannel>&,
                       ModelRequest<OllamaEmbed>);
 
-    // Fill-in-the-middle (infill.cpp).
+    // Fill-in-the-middle and llama-server's /completion (infill_api.cpp).
     void add_infill_routes();
+    void llama_completion(const HttpRequest&, const std::shared_ptr<ResponseChannel>&,
+                          ModelRequest<LlamaCompletionRequest>);
     void infill(const HttpRequest&, const std::shared_ptr<ResponseChannel>&,
                 ModelRequest<InfillRequest>);
     // Anthropic's Messages API (anthropic.cpp).

@@ -14,6 +14,7 @@
 
 #include "server/api.h"
 #include "server/job_sink.h"
+#include "server/json_response.h"
 #include "server/requests.h"
 #include "server/responses.h"
 
@@ -85,9 +86,7 @@ void EmbeddingJob::finish(const scheduler::EmbeddingResult& result, FinishReason
                           const std::string& error) {
     ApiError failure = ApiError::internal("embedding failed: " + error);
     if (reason == FinishReason::stop) {
-        HttpResponse r;
-        r.body = dump_json(answer_(result));
-        channel_->respond(std::move(r));
+        channel_->respond(json_response(200, answer_(result)));
         return;
     }
     // Cancelled: the client left (nobody reads this) or the server is stopping.

@@ -116,6 +116,74 @@ int64_t fim_prompt_budget(ModelBackend& model, const ApiLimits& limits, int32_t 
     return std::max<int64_t>(0, budget);
 }
 
+namespace {
+
+// `completion`, a copy of `body` that a route may have changed, read as /completion reads it,
+// n_predict for max_tokens.
+LlamaCompletionRequest parse_llama_completion(const json& body, json& completion,
+                                              const ApiLimits& limits) {
+    LlamaCompletionRequest r;
+    // The completion parser's lookups of the client's own fields are the client's.
+    const sampling::fields::FieldAlias same_fields(completion, body);
+    // llama.vscode always lists llama.cpp's FIM-only `infill` sampler, which ggufd does not have:
+    // on these routes it is left out of the order (name or one-letter code) rather than refused,
+    // and the other listed steps apply.
+    if (json* order = completion.contains("samplers") ? &completion["samplers"] : nullptr) {
+        if (order->is_array()) {
+            json kept = json::array();
+            for (const json& step : *order) {
+                if (step != "infill") kept.push_back(step);
+            }
+            *order = std::move(kept);
+        } else if (order->is_string()) {
+            std::string codes = order->get<std::string>();
+            std::erase(codes, 'i');
+            *order = codes;
+        }
+    }
+    FieldNames names;
+    if (const json* n = field(body, "n_predict")) {
+        int64_t value = 0;
+        const bool integer = as_integer(*n, value);
+        if (integer && value == 0) {
+            r.predict = false;
+            completion["max_tokens"] = 1;
+        } else if (integer && value == -1) {  // llama-server's "until the model ends"
+            completion["max_tokens"] = limits.max_tokens;
+        } else {
+            completion["max_tokens"] = *n;
+        }
+        names.emplace_back("max_tokens", "n_predict");
+    } else if (!field(body, "max_tokens")) {
+        completion["max_tokens"] = limits.max_tokens;  // as llama-server: the context bounds it
+    }
+    static_cast<CompletionRequest&>(r) =
+        parse_in_dialect(names, [&] { return parse_completion_request(completion, limits); });
+    if (r.n != 1) throw ApiError::bad_request("'n' must be 1: the answer is one completion", "n");
+    if (r.prompts.size() != 1) {
+        throw ApiError::bad_request("'prompt' must be one prompt: the answer is one completion",
+                                    "prompt");
+    }
+    // The alternatives `logprobs` asks for, before sampling, in llama-server's shape (the
+    // writer's).
+    try {
+        r.n_probs = static_cast<int32_t>(get_int(body, "n_probs", 0, 0, limits.max_top_logprobs));
+        r.sampling.post_sampling_logprobs = get_bool(body, "post_sampling_probs", false);
+    } catch (const sampling::InvalidParam& e) {
+        throw ApiError::invalid_param(e);
+    }
+    if (r.n_probs > 0) r.sampling.top_logprobs = r.n_probs;
+    return r;
+}
+
+}  // namespace
+
+LlamaCompletionRequest parse_llama_completion_request(const json& body, const ApiLimits& limits) {
+    json completion = body;
+    completion.erase("suffix");  // /v1/completions' fill-in-the-middle; /infill has its own
+    return parse_llama_completion(body, completion, limits);
+}
+
 InfillRequest parse_infill_request(const RequestJson& body, const ApiLimits& limits) {
     InfillRequest r;
     const auto text_field = [&](const char* name) {
@@ -152,49 +220,11 @@ InfillRequest parse_infill_request(const RequestJson& body, const ApiLimits& lim
     }
 
     // The rest is a completion request: the prefix stands in for its prompt (the FIM prompt is
-    // built once the model is known), n_predict for max_tokens.
+    // built once the model is known).
     json completion = body;
     completion["prompt"] = r.fim.prefix;
     completion.erase("suffix");
-    // The completion parser's lookups of the client's own fields are the client's.
-    const sampling::fields::FieldAlias same_fields(completion, body);
-    // llama.vscode always lists llama.cpp's FIM-only `infill` sampler, which ggufd does not have:
-    // on this route it is left out of the order (name or one-letter code) rather than refused,
-    // and the other listed steps apply.
-    if (json* order = completion.contains("samplers") ? &completion["samplers"] : nullptr) {
-        if (order->is_array()) {
-            json kept = json::array();
-            for (const json& step : *order) {
-                if (step != "infill") kept.push_back(step);
-            }
-            *order = std::move(kept);
-        } else if (order->is_string()) {
-            std::string codes = order->get<std::string>();
-            std::erase(codes, 'i');
-            *order = codes;
-        }
-    }
-    FieldNames names;
-    if (const json* n = field(body, "n_predict")) {
-        int64_t value = 0;
-        const bool integer = as_integer(*n, value);
-        if (integer && value == 0) {
-            r.predict = false;
-            completion["max_tokens"] = 1;
-        } else if (integer && value == -1) {  // llama-server's "until the model ends"
-            completion["max_tokens"] = limits.max_tokens;
-        } else {
-            completion["max_tokens"] = *n;
-        }
-        names.emplace_back("max_tokens", "n_predict");
-    } else if (!field(body, "max_tokens")) {
-        completion["max_tokens"] = limits.max_tokens;  // as llama-server: the context bounds it
-    }
-    static_cast<CompletionRequest&>(r) =
-        parse_in_dialect(names, [&] { return parse_completion_request(completion, limits); });
-    if (r.n != 1) {
-        throw ApiError::bad_request("'n' must be 1: /infill answers one completion", "n");
-    }
+    static_cast<LlamaCompletionRequest&>(r) = parse_llama_completion(body, completion, limits);
     return r;
 }
 

@@ -1,7 +1,8 @@
 // Fill-in-the-middle (code infill): the prompt a FIM-trained model reads, built from its FIM
-// tokens and the code around the cursor, trimmed to fit the context, and the request of
-// llama-server's POST /infill (its route and answer: infill_api.cpp). /v1/completions with
-// `suffix` (and any dialect that sets CompletionRequest::suffix) builds its prompt here too.
+// tokens and the code around the cursor, trimmed to fit the context, and the requests of
+// llama-server's POST /infill and /completion (their routes and answer: infill_api.cpp).
+// /v1/completions with `suffix` (and any dialect that sets CompletionRequest::suffix) builds its
+// prompt here too.
 #pragma once
 
 #include <cstdint>
@@ -52,14 +53,26 @@ FimPrompt fim_prompt(const ModelBackend& model, const FimParts& parts, int64_t b
 // the reply (max_tokens, at most a quarter of the context), within the server's prompt cap.
 int64_t fim_prompt_budget(ModelBackend& model, const ApiLimits& limits, int32_t max_tokens);
 
-// POST /infill: llama-server's fields (`input_prefix`, `input_suffix`, `input_extra`, `prompt`,
-// `n_predict`) onto a completion request, every generation field of /v1/completions checked
-// there; a refusal names the client's field.
-struct InfillRequest : CompletionRequest {
-    FimParts fim;
+// llama-server's own completion request (POST /completion, and the generation fields of
+// /infill): its names (`n_predict`, `n_probs`) onto a completion request, every generation field
+// of /v1/completions checked there; a refusal names the client's field. One prompt, one choice.
+struct LlamaCompletionRequest : CompletionRequest {
     // llama.vscode's `n_predict: 0` asks only to evaluate (and cache) the prompt: one token is
     // generated and not answered.
     bool predict = true;
+    // `n_probs`: each generated token's `completion_probabilities`, the top n of the model's
+    // distribution before sampling (sampling.top_logprobs = n); 0: none. With
+    // `post_sampling_probs` (sampling.post_sampling_logprobs), of the distribution the token was
+    // drawn from, as probabilities (`prob`, `top_probs`).
+    int32_t n_probs = 0;
+};
+LlamaCompletionRequest parse_llama_completion_request(const RequestJson& body,
+                                                      const ApiLimits& limits);
+
+// POST /infill: llama-server's FIM fields (`input_prefix`, `input_suffix`, `input_extra`,
+// `prompt`) beside /completion's.
+struct InfillRequest : LlamaCompletionRequest {
+    FimParts fim;
 };
 InfillRequest parse_infill_request(const RequestJson& body, const ApiLimits& limits);
 

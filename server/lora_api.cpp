@@ -11,6 +11,7 @@
 
 #include "engine/sampling/request_fields.h"
 #include "server/api.h"
+#include "server/json_response.h"
 #include "server/responses.h"
 
 namespace ggufd::server {
@@ -23,13 +24,6 @@ namespace {
 
 // One change of an adapter list at a time, so two loads never drop each other's adapter.
 std::mutex adapter_changes;
-
-HttpResponse json_answer(int status, const json& body) {
-    HttpResponse r;
-    r.status = status;
-    r.body = dump_json(body);
-    return r;
-}
 
 json adapter_json(size_t id, const NamedAdapter& a, const std::string& model) {
     return {{"id", id},
@@ -161,11 +155,11 @@ void Api::load_lora_adapter(const HttpRequest& request,
             publish_adapters(model);
             spdlog::info("model '{}': LoRA adapter '{}' loaded from {}", model.name(), name, path);
             to->access().adapter = name;
-            to->respond(json_answer(200, {{"object", "lora_adapter"},
-                                          {"status", "loaded"},
-                                          {"model", model.name() + ":" + name},
-                                          {"path", path},
-                                          {"scale", scale}}));
+            to->respond(json_response(200, {{"object", "lora_adapter"},
+                                            {"status", "loaded"},
+                                            {"model", model.name() + ":" + name},
+                                            {"path", path},
+                                            {"scale", scale}}));
         });
 }
 
@@ -202,9 +196,9 @@ void Api::unload_lora_adapter(const HttpRequest& request,
             publish_adapters(model);
             spdlog::info("model '{}': LoRA adapter '{}' unloaded", model.name(), name);
             to->access().adapter = name;
-            to->respond(json_answer(200, {{"object", "lora_adapter"},
-                                          {"status", "unloaded"},
-                                          {"model", model.name() + ":" + name}}));
+            to->respond(json_response(200, {{"object", "lora_adapter"},
+                                            {"status", "unloaded"},
+                                            {"model", model.name() + ":" + name}}));
         });
 }
 
@@ -219,7 +213,7 @@ void Api::list_lora_adapters(const HttpRequest& request,
                    json out = json::array();
                    for (size_t i = 0; i < list->size(); ++i)
                        out.push_back(adapter_json(i, (*list)[i], model.name()));
-                   to->respond(json_answer(200, out));
+                   to->respond(json_response(200, out));
                });
 }
 
@@ -267,7 +261,7 @@ void Api::set_lora_scales(const HttpRequest& request,
                    json out = json::array();
                    for (size_t i = 0; i < list.size(); ++i)
                        out.push_back(adapter_json(i, list[i], model.name()));
-                   to->respond(json_answer(200, out));
+                   to->respond(json_response(200, out));
                });
 }
 

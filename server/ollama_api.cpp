@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "server/api.h"
+#include "server/json_response.h"
 #include "server/ollama.h"
 #include "server/responses.h"
 
@@ -18,12 +19,6 @@ using nlohmann::json;
 using namespace sampling::fields;
 
 namespace {
-
-HttpResponse json_answer(const json& body) {
-    HttpResponse r;
-    r.body = dump_json(body);
-    return r;
-}
 
 // When the model's file last changed; else when the registry added it.
 std::time_t modified_time(const json& description, std::time_t added) {
@@ -76,7 +71,7 @@ void Api::add_ollama_routes() {
 
 void Api::ollama_version(const HttpRequest&, const std::shared_ptr<ResponseChannel>& channel,
                          const std::string&) {
-    channel->respond(json_answer({{"version", kOllamaVersion}}));
+    channel->respond(json_response(200, {{"version", kOllamaVersion}}));
 }
 
 void Api::ollama_unsupported(const HttpRequest& request, const std::shared_ptr<ResponseChannel>&,
@@ -102,7 +97,7 @@ void Api::ollama_tags(const HttpRequest&, const std::shared_ptr<ResponseChannel>
         if (!d || d->value("state", std::string()) == "failed") continue;
         models.push_back(ollama_model_entry(name, *d, modified_time(*d, registry_.created(name))));
     }
-    channel->respond(json_answer({{"models", std::move(models)}}));
+    channel->respond(json_response(200, {{"models", std::move(models)}}));
 }
 
 void Api::ollama_ps(const HttpRequest&, const std::shared_ptr<ResponseChannel>& channel,
@@ -121,7 +116,7 @@ void Api::ollama_ps(const HttpRequest&, const std::shared_ptr<ResponseChannel>& 
         entry["context_length"] = d->value("context_length", int64_t{0});
         models.push_back(std::move(entry));
     }
-    channel->respond(json_answer({{"models", std::move(models)}}));
+    channel->respond(json_response(200, {{"models", std::move(models)}}));
 }
 
 Api::OllamaShow Api::parse_ollama_show(const RequestJson& body) try {
@@ -181,7 +176,7 @@ void Api::ollama_show(const HttpRequest&, const std::shared_ptr<ResponseChannel>
                                     modified_time(d, registry_.created(r.model))))}};
     if (const std::string path = d.value("path", std::string()); !path.empty())
         out["modelfile"] = fmt::format("# served by ggufd\nFROM {}\n", path);
-    channel->respond(json_answer(out));
+    channel->respond(json_response(200, out));
 }
 
 void Api::ollama_chat(const HttpRequest& request, const std::shared_ptr<ResponseChannel>& channel,
@@ -217,7 +212,7 @@ void Api::ollama_generation(const HttpRequest& request,
         }
         out["done"] = true;
         out["done_reason"] = reason;
-        return json_answer(out);
+        return json_response(200, out);
     };
     if (g.unload) {
         if (!registry_.unload(g.model)) {

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "server/api.h"
+#include "server/json_response.h"
 #include "server/response_store.h"
 #include "server/responses.h"
 
@@ -347,12 +348,6 @@ void Api::create_response(const HttpRequest& request,
 
 namespace {
 
-HttpResponse json_answer(const json& body) {
-    HttpResponse r;
-    r.body = dump_json(body);
-    return r;
-}
-
 ApiError response_not_found(const std::string& id) {
     return ApiError::not_found(fmt::format("Response with id '{}' not found", id));
 }
@@ -363,13 +358,13 @@ void Api::get_response(const HttpRequest&, const std::shared_ptr<ResponseChannel
                        const std::string& id) {
     std::optional<json> r = response_store_->get(id);
     if (!r) throw response_not_found(id);
-    channel->respond(json_answer(*r));
+    channel->respond(json_response(200, *r));
 }
 
 void Api::delete_response(const HttpRequest&, const std::shared_ptr<ResponseChannel>& channel,
                           const std::string& id) {
     if (!response_store_->erase(id)) throw response_not_found(id);
-    channel->respond(json_answer({{"id", id}, {"object", "response"}, {"deleted", true}}));
+    channel->respond(json_response(200, {{"id", id}, {"object", "response"}, {"deleted", true}}));
 }
 
 void Api::list_input_items(const HttpRequest& request,
@@ -390,7 +385,7 @@ void Api::list_input_items(const HttpRequest& request,
     json body = {{"object", "list"}, {"data", data}, {"has_more", false}};
     body["first_id"] = data.empty() ? json(nullptr) : data.front()["id"];
     body["last_id"] = data.empty() ? json(nullptr) : data.back()["id"];
-    channel->respond(json_answer(body));
+    channel->respond(json_response(200, body));
 }
 
 }  // namespace ggufd::server

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "server/api.h"
+#include "server/json_response.h"
 #include "server/metrics/metrics.h"
 #include "server/responses.h"
 
@@ -13,13 +14,6 @@ namespace ggufd::server {
 using nlohmann::json;
 
 namespace {
-
-HttpResponse json_answer(int status, const json& body) {
-    HttpResponse r;
-    r.status = status;
-    r.body = dump_json(body);
-    return r;
-}
 
 // llama-server's name for each sampler step, in the order ggufd runs them.
 json sampler_order() {
@@ -116,16 +110,16 @@ void Api::props(const HttpRequest& request, const std::shared_ptr<ResponseChanne
             const json described = registry_.describe(model.name(), false).value_or(json());
             const tokenizer::SpecialTokens special = model.special_tokens();
             const metrics::BuildInfo build = metrics::BuildInfo::current();
-            to->respond(json_answer(200, {{"default_generation_settings", std::move(settings)},
-                                          {"total_slots", slots.size()},
-                                          {"model_alias", model.name()},
-                                          {"model_path", described.value("path", "")},
-                                          {"chat_template", model.chat_template()},
-                                          {"modalities", {{"vision", false}, {"audio", false}}},
-                                          {"bos_token", token_text(model, special.bos)},
-                                          {"eos_token", token_text(model, special.eos)},
-                                          {"build_info", fmt::format("ggufd {}", build.version)},
-                                          {"is_sleeping", false}}));
+            to->respond(json_response(200, {{"default_generation_settings", std::move(settings)},
+                                            {"total_slots", slots.size()},
+                                            {"model_alias", model.name()},
+                                            {"model_path", described.value("path", "")},
+                                            {"chat_template", model.chat_template()},
+                                            {"modalities", {{"vision", false}, {"audio", false}}},
+                                            {"bos_token", token_text(model, special.bos)},
+                                            {"eos_token", token_text(model, special.eos)},
+                                            {"build_info", fmt::format("ggufd {}", build.version)},
+                                            {"is_sleeping", false}}));
         });
 }
 
@@ -148,7 +142,7 @@ void Api::slots(const HttpRequest& request, const std::shared_ptr<ResponseChanne
                 throw ApiError::unavailable("no slot is free", "no_slot_available",
                                             options_.retry_after_s);
             }
-            to->respond(json_answer(200, out));
+            to->respond(json_response(200, out));
         });
 }
 

@@ -87,19 +87,18 @@ void CompletionLogprobs::add(const scheduler::TokenEvent& event, size_t text_off
     value_["text_offset"].push_back(text_offset);
 }
 
-json chat_logprob_entry(const scheduler::TokenEvent& event) {
+json chat_logprob_entry(const scheduler::TokenEvent& event, bool with_ids) {
     if (event.logprobs.empty()) return nullptr;
-    const auto& chosen = event.logprobs.front();
+    auto entry = [with_ids](const scheduler::TokenLogprob& t) {
+        json e = {{"token", t.text}, {"logprob", t.logprob}, {"bytes", byte_values(t.text)}};
+        if (with_ids) e["id"] = t.token;
+        return e;
+    };
     json top = json::array();
-    for (size_t i = 1; i < event.logprobs.size(); ++i) {
-        const auto& alt = event.logprobs[i];
-        top.push_back(
-            {{"token", alt.text}, {"logprob", alt.logprob}, {"bytes", byte_values(alt.text)}});
-    }
-    return {{"token", chosen.text},
-            {"logprob", chosen.logprob},
-            {"bytes", byte_values(chosen.text)},
-            {"top_logprobs", std::move(top)}};
+    for (size_t i = 1; i < event.logprobs.size(); ++i) top.push_back(entry(event.logprobs[i]));
+    json out = entry(event.logprobs.front());
+    out["top_logprobs"] = std::move(top);
+    return out;
 }
 
 json response_json(const ResponseMeta& meta, const char* object, json choices) {

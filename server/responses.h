@@ -68,8 +68,9 @@ class CompletionLogprobs {
 };
 
 // Chat's {"token", "logprob", "bytes", "top_logprobs": [...]} for one token (the event's first
-// entry is the chosen token, the rest the alternatives).
-nlohmann::json chat_logprob_entry(const scheduler::TokenEvent& event);
+// entry is the chosen token, the rest the alternatives); `with_ids` adds each token's "id", which
+// makes it an entry of llama-server's `completion_probabilities`.
+nlohmann::json chat_logprob_entry(const scheduler::TokenEvent& event, bool with_ids = false);
 
 // What every completion answer and chunk is: {"id", "object", "created", "model", "choices"}.
 nlohmann::json response_json(const ResponseMeta& meta, const char* object, nlohmann::json choices);

@@ -29,6 +29,18 @@ class InvalidParam : public std::invalid_argument {
     std::string param_;
 };
 
+// The steps of the chain after the logit changes (sampler.h), which llama-server's `samplers`
+// list may put in another order.
+enum class SamplerStep : unsigned char {
+    top_n_sigma,
+    top_k,
+    typical_p,
+    top_p,
+    min_p,
+    xtc,
+    temperature
+};
+
 struct SamplingParams {
     float temperature = 1.0f;        // 0 = greedy (argmax)
     int32_t top_k = 0;               // 0 = off
@@ -69,8 +81,14 @@ struct SamplingParams {
     int32_t mirostat = 0;  // 0 = off
     float mirostat_tau = 5.0f;
     float mirostat_eta = 0.1f;
+    // These steps in this order instead of the chain's own (sampler.h), each once; empty: the
+    // chain's order. Mirostat and greedy decoding ignore it.
+    std::vector<SamplerStep> order;
     std::optional<uint64_t> seed;  // same seed + same request = same output
     int32_t top_logprobs = -1;  // -1 = no logprobs; N >= 0 = chosen token's and top N alternatives'
+    // Logprobs of the distribution the draw used (after truncation and temperature: llama-server's
+    // post_sampling_probs) rather than of the model's raw logits.
+    bool post_sampling_logprobs = false;
     // Constrained sampling: only tokens that keep the generated text a prefix of a sentence of
     // this grammar, and end-of-generation only once it is a whole one. Null: unconstrained.
     std::shared_ptr<const grammar::Grammar> grammar;

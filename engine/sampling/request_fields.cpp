@@ -342,9 +342,11 @@ std::vector<std::string> parse_dry_breakers(const RequestJson& body, const Field
     return out;
 }
 
-// The steps llama-server's `samplers` list may name, in the one order ggufd runs them
-// (sampler.h's chain), with llama-server's names, aliases and one-letter codes.
+// The steps llama-server's `samplers` list may name, in the chain's own order (sampler.h), with
+// llama-server's names, aliases and one-letter codes.
 enum class Step { penalties, dry, top_n_sigma, top_k, typical_p, top_p, min_p, xtc, temperature };
+static_assert(static_cast<int>(Step::temperature) - static_cast<int>(Step::top_n_sigma) ==
+              static_cast<int>(SamplerStep::temperature));
 struct StepName {
     std::string_view name;
     char code;  // 0: a name only
@@ -376,8 +378,9 @@ constexpr std::string_view kOrder =
     "penalties, dry, top_n_sigma, top_k, typ_p, top_p, min_p, xtc, temperature";
 
 // `samplers`: an array of names or a string of one-letter codes (as llama-server reads it). A
-// step the list leaves out is turned off, as llama-server runs only the listed ones; mirostat
-// has its own steps and ignores the list, as llama-server's does.
+// step the list leaves out is turned off, as llama-server runs only the listed ones; the steps
+// after the logit changes run in the list's order (SamplingParams::order, when it is not the
+// chain's own); mirostat has its own steps and ignores the list, as llama-server's does.
 void apply_sampler_order(const RequestJson& body, SamplingParams& s) {
     const RequestJson* v = field(body, "samplers");
     if (!v) return;
@@ -393,8 +396,8 @@ void apply_sampler_order(const RequestJson& body, SamplingParams& s) {
             "samplers");
     }
     bool listed[static_cast<size_t>(Step::temperature) + 1] = {};
-    int last = -1;
-    std::string_view last_entry;
+    std::vector<Step> order;
+    std::string_view first_step;  // the first entry past the logit changes
     for (const std::string& entry : entries) {
         const auto* known =
             std::find_if(std::begin(kStepNames), std::end(kStepNames), [&](const StepName& n) {
@@ -410,18 +413,28 @@ void apply_sampler_order(const RequestJson& body, SamplingParams& s) {
         if (listed[at]) {
             throw bad_request(fmt::format("'samplers' lists '{}' twice", entry), "samplers");
         }
-        if (at < last) {
-            throw bad_request(fmt::format("'samplers' entry '{}' comes after '{}': ggufd runs its "
-                                          "samplers in the order {} (a list may leave some out, "
-                                          "not reorder them)",
-                                          entry, last_entry, kOrder),
-                              "samplers");
+        if (known->step == Step::penalties || known->step == Step::dry) {
+            if (!first_step.empty()) {
+                throw bad_request(fmt::format("'samplers' entry '{}' comes after '{}': penalties "
+                                              "and DRY change the logits every other step reads, "
+                                              "so ggufd runs them first",
+                                              entry, first_step),
+                                  "samplers");
+            }
+        } else {
+            if (first_step.empty()) first_step = known->name;
+            order.push_back(known->step);
         }
         listed[at] = true;
-        last = at;
-        last_entry = entry;
     }
     if (s.mirostat != 0) return;
+    if (!std::is_sorted(order.begin(), order.end())) {
+        // Step and SamplerStep name the steps after the logit changes in the same order.
+        for (Step step : order) {
+            s.order.push_back(static_cast<SamplerStep>(static_cast<int>(step) -
+                                                       static_cast<int>(Step::top_n_sigma)));
+        }
+    }
     auto off = [&](Step step) { return !listed[static_cast<size_t>(step)]; };
     if (off(Step::penalties)) {
         s.repeat_penalty = 1.0f;
@@ -453,16 +466,6 @@ void refuse_unsupported(const RequestJson& body) {
             "'min_keep' above 1 is not supported: each of ggufd's filters keeps at "
             "least one token",
             "min_keep");
-    }
-    if (get_int(body, "n_probs", 0, 0, std::numeric_limits<int32_t>::max()) > 0) {
-        throw bad_request("'n_probs' is not supported: ask for 'logprobs' (and 'top_logprobs')",
-                          "n_probs");
-    }
-    if (get_bool(body, "post_sampling_probs", false)) {
-        throw bad_request(
-            "'post_sampling_probs' is not supported: logprobs are the model's, "
-            "before sampling",
-            "post_sampling_probs");
     }
     if (get_bool(body, "grammar_lazy", false)) {
         throw bad_request(

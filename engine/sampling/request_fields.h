@@ -49,7 +49,8 @@ struct FieldLimits {
 // body leaves out keeps its default. `json_gbnf`, when given, receives the grammar's text when it
 // is a JSON reply's (response_format, json_schema), which a chat reply's reasoning may precede.
 // llama-server's sampling fields that ask for what ggufd does not do (min_keep above 1,
-// n_probs, post_sampling_probs, grammar_lazy) are refused naming them, rather than ignored.
+// grammar_lazy) are refused naming them, rather than ignored. (`n_probs` is an answer's field:
+// llama-server's own routes read it, server/infill.h.)
 void read_generation_fields(const RequestJson& body, const FieldLimits& limits,
                             int32_t default_max_tokens, SamplingParams& sampling, StopParams& stop,
                             std::string* json_gbnf = nullptr);

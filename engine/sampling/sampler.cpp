@@ -627,7 +627,50 @@ void Sampler::accept(std::span<const int32_t> tokens) {
 
 std::vector<Logprob> Sampler::logprobs(std::span<const float> logits, int32_t chosen) {
     if (params_.top_logprobs < 0) return {};
+    if (params_.post_sampling_logprobs) return drawn_logprobs(chosen, params_.top_logprobs);
     return logprobs_with(logits, chosen, params_.top_logprobs, weights_);
+}
+
+std::vector<Logprob> Sampler::drawn_logprobs(int32_t chosen, int32_t top_n) {
+    if (chosen < 0 || chosen >= n_vocab_)
+        invalid("logprobs: chosen token", "a valid token id", chosen);
+    std::vector<Logprob> out;
+    if (drawn_ == Drawn::one) {
+        out.push_back({chosen, 0.0f});
+        if (top_n > 0) out.push_back({chosen, 0.0f});
+        return out;
+    }
+    struct Weighed {
+        int32_t id;
+        float logit;  // the token's weight: BestK ranks by this field
+    };
+    std::vector<Weighed> best;
+    BestK<Weighed> heap(best, static_cast<size_t>(std::max(top_n, 0)));
+    double sum = 0.0;
+    float chosen_weight = 0.0f;
+    if (drawn_ == Drawn::vocabulary) {
+        sum = sum_of(weights_.data(), weights_.size());
+        chosen_weight = weights_[static_cast<size_t>(chosen)];
+        if (top_n > 0) {
+            heap.offer_range(weights_, 0, weights_.size(), [](int32_t id, float w) {
+                return Weighed{id, w};
+            });
+        }
+    } else {
+        for (const Candidate& c : cand_) {
+            sum += c.prob;
+            if (c.id == chosen) chosen_weight = c.prob;
+            if (top_n > 0) heap.offer({c.id, c.prob});
+        }
+    }
+    heap.sort_best_first();
+    auto logprob_of = [sum](float weight) {
+        return weight > 0.0f ? static_cast<float>(std::min(0.0, std::log(weight / sum))) : kNegInf;
+    };
+    out.push_back({chosen, logprob_of(chosen_weight)});
+    for (const Weighed& w : best)
+        if (w.logit > 0.0f) out.push_back({w.id, logprob_of(w.logit)});
+    return out;
 }
 
 // The few tokens whose logit the bias or the penalties change, with their new logits.
@@ -815,6 +858,71 @@ void Sampler::apply_top_n_sigma(std::span<const float> logits) {
     std::erase_if(cand_, [floor](const Candidate& c) { return c.logit < floor; });
 }
 
+// Top-n-sigma over the candidates left by the steps before it (a reordered chain).
+void Sampler::apply_top_n_sigma_to_candidates() {
+    if (params_.top_n_sigma <= 0.0f) return;
+    double count = 0.0, mean = 0.0;
+    float max = kNegInf;
+    for (const Candidate& c : cand_) {
+        if (c.logit == kNegInf) continue;
+        count += 1.0;
+        mean += c.logit;
+        max = std::max(max, c.logit);
+    }
+    if (count == 0.0) return;
+    mean /= count;
+    double var = 0.0;
+    for (const Candidate& c : cand_)
+        if (c.logit != kNegInf) var += (c.logit - mean) * (c.logit - mean);
+    const auto floor = static_cast<float>(max - params_.top_n_sigma * std::sqrt(var / count));
+    std::erase_if(cand_, [floor](const Candidate& c) { return c.logit < floor; });
+}
+
+void Sampler::run_in_order(std::span<const float> logits) {
+    gather_all(logits);
+    float max = kNegInf;
+    for (const Candidate& c : cand_) max = std::max(max, c.logit);
+    if (max == kNegInf)
+        throw std::runtime_error("sampling: every logit is NaN or -inf, no token can be chosen");
+    for (SamplerStep step : params_.order) {
+        switch (step) {
+            case SamplerStep::top_n_sigma:
+                apply_top_n_sigma_to_candidates();
+                break;
+            case SamplerStep::top_k:
+                if (params_.top_k > 0 && static_cast<size_t>(params_.top_k) < cand_.size()) {
+                    const auto k = static_cast<size_t>(params_.top_k);
+                    select_front(cand_.begin(), cand_.end(), k, better);
+                    cand_.resize(k);
+                    sorted_desc_ = false;
+                }
+                break;
+            case SamplerStep::typical_p:
+                apply_typical();
+                break;
+            case SamplerStep::top_p:
+                apply_top_p();
+                break;
+            case SamplerStep::min_p:
+                apply_min_p();
+                break;
+            case SamplerStep::xtc:
+                apply_xtc();
+                break;
+            case SamplerStep::temperature: {
+                const float temp = dynamic_temperature();
+                if (temp <= 0.0f) {  // a dynamic temperature of 0: the best candidate alone
+                    const auto best = std::min_element(cand_.begin(), cand_.end(), better);
+                    cand_ = {*best};
+                } else {
+                    for (Candidate& c : cand_) c.logit /= temp;
+                }
+                break;
+            }
+        }
+    }
+}
+
 void Sampler::apply_xtc() {
     if (params_.xtc_probability <= 0.0f || params_.xtc_threshold > 0.5f) return;
     // The coin is tossed whatever the candidates, so that the draws a request consumes do not
@@ -943,6 +1051,8 @@ size_t Sampler::draw_from(float temp, double& prob) {
     for (size_t i = 1; i < cand_.size(); ++i)
         if (better(cand_[i], cand_[best])) best = i;
     if (temp <= 0.0f) {  // a dynamic temperature of 0
+        for (Candidate& c : cand_) c.prob = 0.0f;
+        cand_[best].prob = 1.0f;
         prob = 1.0;
         return best;
     }
@@ -1098,6 +1208,7 @@ std::span<const float> Sampler::constrain(std::span<const float> logits) {
 }
 
 int32_t Sampler::sample(std::span<const float> logits) {
+    drawn_ = Drawn::one;
     if (budget_ == Budget::forcing) {
         check_size(logits);
         return params_.reasoning_budget.close[budget_forced_];
@@ -1105,11 +1216,20 @@ int32_t Sampler::sample(std::span<const float> logits) {
     logits = constrain(logits);
     collect_adjusted(logits);
     if (params_.temperature == 0.0f) return greedy(logits);
+    drawn_ = Drawn::candidates;
     if (params_.mirostat != 0) {
         mirostat_keep(logits);
         return mirostat_draw();
     }
-    if (!needs_candidates()) return draw_all(logits);
+    if (!params_.order.empty()) {
+        run_in_order(logits);
+        double prob = 0.0;
+        return cand_[draw_from(1.0f, prob)].id;  // the temperature step, when listed, is done
+    }
+    if (!needs_candidates()) {
+        drawn_ = Drawn::vocabulary;
+        return draw_all(logits);
+    }
     run_filters(logits);
     return draw();
 }
@@ -1131,7 +1251,10 @@ std::vector<int32_t> Sampler::candidates(std::span<const float> logits) {
         mirostat_keep(logits);
     } else {
         const std::mt19937_64 saved = rng_;  // XTC's coin, as the next sample() will toss it
-        run_filters(logits);
+        if (params_.order.empty())
+            run_filters(logits);
+        else
+            run_in_order(logits);
         rng_ = saved;
     }
     std::vector<int32_t> ids;

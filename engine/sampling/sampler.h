@@ -51,7 +51,12 @@
 // p the chosen token's renormalized probability.
 //
 // llama-server's `samplers` order list is read into these steps by the request reader
-// (request_fields.h): the order here is fixed, so a list may leave steps out but not reorder them.
+// (request_fields.h): a step left out is off, and steps 4-10 may come in another order
+// (SamplingParams::order). Then every step works on what the steps before it left: top-k keeps
+// the k best of the candidates, top-n-sigma's sigma is theirs, and temperature (fixed or
+// dynamic) divides their logits, so the steps after it measure probabilities at that temperature
+// (llama.cpp's chain in that order); the draw is then at temperature 1. Bias, penalties and DRY
+// always come first: they change the logits every other step reads.
 //
 // temperature == 0 is greedy decoding: argmax of the logits after steps 1-3, computed in one pass
 // without copying the vocabulary. Steps 4-11 and mirostat are skipped: top-n-sigma, top-k, top-p
@@ -162,7 +167,11 @@ class Sampler {
     std::vector<int32_t> candidates(std::span<const float> logits);
 
     // compute_logprobs() with params.top_logprobs alternatives; empty when top_logprobs < 0.
-    // Reuses the sampler's scratch memory, hence not const.
+    // With params.post_sampling_logprobs, of the distribution the last sample() drew from instead
+    // (call it right after that sample(), with its token): the candidates the chain kept, at its
+    // temperature, the chosen token first, then at most top_logprobs alternatives with a chance
+    // (fewer when fewer are left); greedy decoding and a forced token are the chosen one alone,
+    // at log 1 = 0. Reuses the sampler's scratch memory, hence not const.
     std::vector<Logprob> logprobs(std::span<const float> logits, int32_t chosen);
 
     const SamplingParams& params() const { return params_; }
@@ -196,10 +205,12 @@ class Sampler {
     void gather_all(std::span<const float> logits);
     float sigma_floor(std::span<const float> logits);  // step 4's threshold
     void apply_top_n_sigma(std::span<const float> logits);
+    void apply_top_n_sigma_to_candidates();
     void apply_typical();
     void apply_top_p();
     void apply_min_p();
     void apply_xtc();
+    void run_in_order(std::span<const float> logits);  // steps 4-10 in params.order
     float dynamic_temperature() const;
     int32_t draw();
     // One draw among cand_ at temperature `temp`: the chosen index, and its probability in `prob`.
@@ -231,6 +242,12 @@ class Sampler {
     std::vector<std::pair<int32_t, int32_t>> dry_repeat_;  // token -> repetition, sorted by id
 
     double mirostat_mu_ = 0.0;  // mirostat's target surprise, learned across tokens
+
+    // What the last sample() drew from, for the logprobs after the chain: one token, the whole
+    // vocabulary (weights_, at the temperature) or cand_ (each one's weight in `prob`).
+    enum class Drawn : unsigned char { one, vocabulary, candidates };
+    Drawn drawn_ = Drawn::one;
+    std::vector<Logprob> drawn_logprobs(int32_t chosen, int32_t top_n);
 
     // Scratch reused across calls so sampling does not allocate per token.
     std::vector<Adjusted> adjusted_;  // sorted by id

@@ -356,6 +356,7 @@ bool Scheduler::start(Slot& slot, Pending pending) {
         slot.in_cache = std::min(slot.in_cache, reuse);
         stats_.cached_tokens_slot += static_cast<uint64_t>(reuse);
     }
+    stats_.prompt_tokens_looked_up += prompt.size();
     keep(std::move(lost));
     a.prompt_done = static_cast<size_t>(reuse);
     if (media && !media->spans.empty()) {

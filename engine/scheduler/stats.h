@@ -19,6 +19,9 @@ struct SchedulerStats {
     std::atomic<uint64_t> cached_tokens_slot{0};
     std::atomic<uint64_t> cached_tokens_ram{0};
     std::atomic<uint64_t> cached_tokens_disk{0};
+    // Prompt tokens of the requests admitted, which each looked the cache up: what the cached
+    // tokens are a share of (vLLM's prefix-cache queries).
+    std::atomic<uint64_t> prompt_tokens_looked_up{0};
     // The prefix cache: bytes and entries held, entries evicted (least recently used first).
     std::atomic<uint64_t> cache_ram_bytes{0};
     std::atomic<uint64_t> cache_entries{0};

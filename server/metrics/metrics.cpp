@@ -116,6 +116,8 @@ ModelMetrics::ModelMetrics(std::string name, Metrics& owner)
       cache_ram_bytes_(owner.cache_bytes_.Add(tier_label(name_, "ram"))),
       cache_disk_bytes_(owner.cache_bytes_.Add(tier_label(name_, "disk"))),
       cache_entries_(owner.cache_entries_.Add(model_label(name_))),
+      vllm_cache_queries_(owner.vllm_cache_queries_.Add(model_name_label(name_))),
+      vllm_cache_hits_(owner.vllm_cache_hits_.Add(model_name_label(name_))),
       cache_evictions_(owner.cache_evictions_.Add(model_label(name_))),
       draft_tokens_(owner.draft_tokens_.Add(model_label(name_))),
       draft_accepted_(owner.draft_accepted_.Add(model_label(name_))),
@@ -130,6 +132,7 @@ struct Metrics::Watch {
     uint64_t prompt = 0, generated = 0, rejected = 0, steps = 0;
     uint64_t embedded_inputs = 0, embedded_tokens = 0;
     uint64_t cached_slot = 0, cached_ram = 0, cached_disk = 0, evictions = 0;
+    uint64_t looked_up = 0, cached_all = 0;
     uint64_t draft_tokens = 0, draft_accepted = 0;
 };
 
@@ -262,6 +265,16 @@ Metrics::Metrics(Options options)
                          .Name("ggufd_prefix_cache_entries")
                          .Help("Prompt prefixes the prefix cache holds in memory")
                          .Register(*registry_)),
+      vllm_cache_queries_(prometheus::BuildCounter()
+                              .Name("vllm:prefix_cache_queries_total")
+                              .Help("Prefix cache queries, in prompt tokens looked up (vLLM's "
+                                    "name; every admitted prompt's tokens)")
+                              .Register(*registry_)),
+      vllm_cache_hits_(prometheus::BuildCounter()
+                           .Name("vllm:prefix_cache_hits_total")
+                           .Help("Prefix cache hits, in prompt tokens reused (vLLM's name; "
+                                 "ggufd_prompt_tokens_cached_total of every tier)")
+                           .Register(*registry_)),
       cache_evictions_(prometheus::BuildCounter()
                            .Name("ggufd_prefix_cache_evictions_total")
                            .Help("Prefix cache entries dropped to stay within --cache-ram")
@@ -382,6 +395,13 @@ void Metrics::refresh_watches() {
                 stats->cached_tokens_ram.load(std::memory_order_relaxed));
         advance(m.cached_disk_, w->cached_disk,
                 stats->cached_tokens_disk.load(std::memory_order_relaxed));
+        const auto load = [](const std::atomic<uint64_t>& v) {
+            return v.load(std::memory_order_relaxed);
+        };
+        advance(m.vllm_cache_queries_, w->looked_up, load(stats->prompt_tokens_looked_up));
+        advance(m.vllm_cache_hits_, w->cached_all,
+                load(stats->cached_tokens_slot) + load(stats->cached_tokens_ram) +
+                    load(stats->cached_tokens_disk));
         advance(m.cache_evictions_, w->evictions,
                 stats->cache_evictions.load(std::memory_order_relaxed));
         m.cache_ram_bytes_.Set(

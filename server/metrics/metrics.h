@@ -176,6 +176,9 @@ class ModelMetrics final : public scheduler::SchedulerObserver {
     prometheus::Gauge& cache_ram_bytes_;
     prometheus::Gauge& cache_disk_bytes_;
     prometheus::Gauge& cache_entries_;
+    // vLLM's prefix-cache counters, from the same scheduler figures: tokens looked up, reused.
+    prometheus::Counter& vllm_cache_queries_;
+    prometheus::Counter& vllm_cache_hits_;
     prometheus::Counter& cache_evictions_;
     // Speculative decoding (from the watched scheduler): draft tokens verified and kept.
     prometheus::Counter& draft_tokens_;
@@ -292,6 +295,8 @@ class Metrics {
     prometheus::Family<prometheus::Counter>& cached_tokens_;
     prometheus::Family<prometheus::Gauge>& cache_bytes_;
     prometheus::Family<prometheus::Gauge>& cache_entries_;
+    prometheus::Family<prometheus::Counter>& vllm_cache_queries_;
+    prometheus::Family<prometheus::Counter>& vllm_cache_hits_;
     prometheus::Family<prometheus::Counter>& cache_evictions_;
     prometheus::Family<prometheus::Counter>& draft_tokens_;
     prometheus::Family<prometheus::Counter>& draft_accepted_;

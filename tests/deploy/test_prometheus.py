@@ -145,7 +145,8 @@ try:
     # What a Kubernetes inference gateway reads, in vLLM's names: one series per replica and
     # model, the KV-cache usage a fraction.
     for name in ("vllm:num_requests_waiting", "vllm:num_requests_running",
-                 "vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"):
+                 "vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc",
+                 "vllm:prefix_cache_queries_total", "vllm:prefix_cache_hits_total"):
         wait_for(f"{name} from every replica", has_samples(f'count({name}{{model_name!=""}}) == 2'))
     wait_for("KV-cache usage within 0..1",
              has_samples("count(vllm:kv_cache_usage_perc >= 0 <= 1) == 2"))

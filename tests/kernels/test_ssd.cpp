@@ -17,7 +17,11 @@ namespace ggufd::kernels {
 namespace {
 
 using testing_util::all_close;
+using testing_util::chunk_label;
 using testing_util::fast_levels;
+using testing_util::for_each_channel_range;
+using testing_util::in_chunks;
+using testing_util::kChunks;
 using testing_util::random_floats;
 
 // One sequence's inputs, rows padded beyond what they hold (strided as the forward pass reads
@@ -159,18 +163,15 @@ TEST(SsdSimd, EveryLevelMatchesScalar) {
         const OpKernels& fast = op_kernels(level);
         for (const auto& s : kShapes) {
             const Case c(s[0], s[1], s[2], s[3], s[4], 31);
-            for (int64_t c0 : {int64_t{0}, std::min<int64_t>(3, c.channels)}) {
-                const int64_t c1 = std::max(c0, c.channels - (c.channels > 20 ? 5 : 0));
-                const std::string at = std::string(simd_level_name(level)) + " " +
-                                       std::to_string(s[1]) + "x" + std::to_string(s[2]) + " [" +
-                                       std::to_string(c0) + "," + std::to_string(c1) + ")";
-                std::vector<float> h_ref = c.state, h_fast = c.state;
-                std::vector<float> y_ref(c.x.size(), 0.0f), y_fast(c.x.size(), 0.0f);
-                ssd_scan_with(ref, c.scan(h_ref, y_ref), c0, c1);
-                ssd_scan_with(fast, c.scan(h_fast, y_fast), c0, c1);
-                EXPECT_TRUE(all_close(y_fast, y_ref, 2e-5, 2e-6)) << at << " y";
-                EXPECT_TRUE(all_close(h_fast, h_ref, 2e-5, 2e-6)) << at << " state";
-            }
+            for_each_channel_range(
+                level, s[1], s[2], c.channels, [&](int64_t c0, int64_t c1, const std::string& at) {
+                    std::vector<float> h_ref = c.state, h_fast = c.state;
+                    std::vector<float> y_ref(c.x.size(), 0.0f), y_fast(c.x.size(), 0.0f);
+                    ssd_scan_with(ref, c.scan(h_ref, y_ref), c0, c1);
+                    ssd_scan_with(fast, c.scan(h_fast, y_fast), c0, c1);
+                    EXPECT_TRUE(all_close(y_fast, y_ref, 2e-5, 2e-6)) << at << " y";
+                    EXPECT_TRUE(all_close(h_fast, h_ref, 2e-5, 2e-6)) << at << " state";
+                });
         }
     }
 }
@@ -183,14 +184,12 @@ TEST(SsdSimd, ChunksContinueThroughTheState) {
         const Case c(29, 6, 20, 2, 16, 41);
         std::vector<float> whole = c.state, y_whole(c.x.size(), 0.0f);
         ssd_scan_with(k, c.scan(whole, y_whole), 0, c.channels);
-        for (int64_t chunk : {int64_t{1}, int64_t{2}, int64_t{5}}) {
+        for (int64_t chunk : kChunks) {
             std::vector<float> state = c.state, y(c.x.size(), 0.0f);
-            for (int64_t t0 = 0; t0 < c.tokens; t0 += chunk) {
-                ssd_scan_with(k, c.scan(state, y, t0, std::min(chunk, c.tokens - t0)), 0,
-                              c.channels);
-            }
-            const std::string at =
-                std::string(simd_level_name(level)) + " chunk " + std::to_string(chunk);
+            in_chunks(c.tokens, chunk, [&](int64_t t0, int64_t n) {
+                ssd_scan_with(k, c.scan(state, y, t0, n), 0, c.channels);
+            });
+            const std::string at = chunk_label(level, chunk);
             EXPECT_TRUE(all_close(y, y_whole, 0.0, 0.0)) << at;
             EXPECT_TRUE(all_close(state, whole, 0.0, 0.0)) << at;
         }

@@ -18,7 +18,11 @@ namespace ggufd::kernels {
 namespace {
 
 using testing_util::all_close;
+using testing_util::chunk_label;
 using testing_util::fast_levels;
+using testing_util::for_each_channel_range;
+using testing_util::in_chunks;
+using testing_util::kChunks;
 using testing_util::random_floats;
 
 // One sequence's inputs for both operations, rows padded beyond the channels (strided as the
@@ -178,32 +182,29 @@ TEST(SsmSimd, EveryLevelMatchesScalar) {
         const OpKernels& fast = op_kernels(level);
         for (const auto& s : kShapes) {
             const Case c(s[0], s[1], s[2], s[3], 31);
-            for (int64_t c0 : {int64_t{0}, std::min<int64_t>(3, c.channels)}) {
-                const int64_t c1 = std::max(c0, c.channels - (c.channels > 20 ? 5 : 0));
-                const std::string at = std::string(simd_level_name(level)) + " " +
-                                       std::to_string(s[0]) + "x" + std::to_string(s[1]) + " [" +
-                                       std::to_string(c0) + "," + std::to_string(c1) + ")";
-                std::vector<float> st_ref = c.conv_state, st_fast = c.conv_state;
-                std::vector<float> y_ref(c.x.size(), 0.0f), y_fast(c.x.size(), 0.0f);
-                ssm_conv_with(ref, c.conv(st_ref, y_ref), c0, c1);
-                ssm_conv_with(fast, c.conv(st_fast, y_fast), c0, c1);
-                EXPECT_TRUE(all_close(y_fast, y_ref, 1e-5, 1e-6)) << at << " conv";
-                EXPECT_TRUE(all_close(st_fast, st_ref, 0.0, 0.0)) << at << " conv state";
-                Case plain = c;
-                plain.short_conv = true;
-                std::vector<float> sp_ref = c.conv_state, sp_fast = c.conv_state;
-                ssm_conv_with(ref, plain.conv(sp_ref, y_ref), c0, c1);
-                ssm_conv_with(fast, plain.conv(sp_fast, y_fast), c0, c1);
-                EXPECT_TRUE(all_close(y_fast, y_ref, 1e-5, 1e-6)) << at << " short conv";
+            for_each_channel_range(
+                level, s[0], s[1], c.channels, [&](int64_t c0, int64_t c1, const std::string& at) {
+                    std::vector<float> st_ref = c.conv_state, st_fast = c.conv_state;
+                    std::vector<float> y_ref(c.x.size(), 0.0f), y_fast(c.x.size(), 0.0f);
+                    ssm_conv_with(ref, c.conv(st_ref, y_ref), c0, c1);
+                    ssm_conv_with(fast, c.conv(st_fast, y_fast), c0, c1);
+                    EXPECT_TRUE(all_close(y_fast, y_ref, 1e-5, 1e-6)) << at << " conv";
+                    EXPECT_TRUE(all_close(st_fast, st_ref, 0.0, 0.0)) << at << " conv state";
+                    Case plain = c;
+                    plain.short_conv = true;
+                    std::vector<float> sp_ref = c.conv_state, sp_fast = c.conv_state;
+                    ssm_conv_with(ref, plain.conv(sp_ref, y_ref), c0, c1);
+                    ssm_conv_with(fast, plain.conv(sp_fast, y_fast), c0, c1);
+                    EXPECT_TRUE(all_close(y_fast, y_ref, 1e-5, 1e-6)) << at << " short conv";
 
-                std::vector<float> h_ref = c.ssm_state, h_fast = c.ssm_state;
-                std::fill(y_ref.begin(), y_ref.end(), 0.0f);
-                std::fill(y_fast.begin(), y_fast.end(), 0.0f);
-                ssm_scan_with(ref, c.scan(h_ref, y_ref), c0, c1);
-                ssm_scan_with(fast, c.scan(h_fast, y_fast), c0, c1);
-                EXPECT_TRUE(all_close(y_fast, y_ref, 2e-5, 2e-6)) << at << " scan";
-                EXPECT_TRUE(all_close(h_fast, h_ref, 2e-5, 2e-6)) << at << " scan state";
-            }
+                    std::vector<float> h_ref = c.ssm_state, h_fast = c.ssm_state;
+                    std::fill(y_ref.begin(), y_ref.end(), 0.0f);
+                    std::fill(y_fast.begin(), y_fast.end(), 0.0f);
+                    ssm_scan_with(ref, c.scan(h_ref, y_ref), c0, c1);
+                    ssm_scan_with(fast, c.scan(h_fast, y_fast), c0, c1);
+                    EXPECT_TRUE(all_close(y_fast, y_ref, 2e-5, 2e-6)) << at << " scan";
+                    EXPECT_TRUE(all_close(h_fast, h_ref, 2e-5, 2e-6)) << at << " scan state";
+                });
         }
     }
 }
@@ -218,16 +219,14 @@ TEST(SsmSimd, ChunksContinueThroughTheState) {
         std::vector<float> yc_whole(c.x.size(), 0.0f), ys_whole(c.x.size(), 0.0f);
         ssm_conv_with(k, c.conv(conv_whole, yc_whole), 0, c.channels);
         ssm_scan_with(k, c.scan(scan_whole, ys_whole), 0, c.channels);
-        for (int64_t chunk : {int64_t{1}, int64_t{2}, int64_t{5}}) {
+        for (int64_t chunk : kChunks) {
             std::vector<float> conv_state = c.conv_state, scan_state = c.ssm_state;
             std::vector<float> yc(c.x.size(), 0.0f), ys(c.x.size(), 0.0f);
-            for (int64_t t0 = 0; t0 < c.tokens; t0 += chunk) {
-                const int64_t n = std::min(chunk, c.tokens - t0);
+            in_chunks(c.tokens, chunk, [&](int64_t t0, int64_t n) {
                 ssm_conv_with(k, c.conv(conv_state, yc, t0, n), 0, c.channels);
                 ssm_scan_with(k, c.scan(scan_state, ys, t0, n), 0, c.channels);
-            }
-            const std::string at =
-                std::string(simd_level_name(level)) + " chunk " + std::to_string(chunk);
+            });
+            const std::string at = chunk_label(level, chunk);
             EXPECT_TRUE(all_close(yc, yc_whole, 0.0, 0.0)) << at;
             EXPECT_TRUE(all_close(ys, ys_whole, 0.0, 0.0)) << at;
             EXPECT_TRUE(all_close(scan_state, scan_whole, 0.0, 0.0)) << at;

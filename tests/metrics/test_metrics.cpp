@@ -363,6 +363,37 @@ TEST(Metrics, GatewayMetricsInVllmNames) {
     EXPECT_EQ(value_of(e, "vllm:num_requests_running", tiny), 0);
 }
 
+// vLLM's prefix-cache counters, in tokens: the prompt tokens admitted requests looked up, and
+// those reused (every tier of ggufd_prompt_tokens_cached_total together); hits / queries is the
+// hit rate a gateway computes.
+TEST(Metrics, PrefixCacheCountersInVllmNames) {
+    Metrics m;
+    auto stats = std::make_shared<scheduler::SchedulerStats>();
+    m.watch_scheduler("tiny", stats);
+    const LabelSet tiny = {{"model_name", "tiny"}};
+    stats->prompt_tokens_looked_up = 100;
+    stats->cached_tokens_slot = 10;
+    stats->cached_tokens_ram = 20;
+    stats->cached_tokens_disk = 5;
+    auto e = scrape(m);
+    EXPECT_EQ(value_of(e, "vllm:prefix_cache_queries_total", tiny), 100);
+    EXPECT_EQ(value_of(e, "vllm:prefix_cache_hits_total", tiny), 35);
+    EXPECT_EQ(e.type.at("vllm:prefix_cache_hits_total"), "counter");
+    stats->prompt_tokens_looked_up = 140;
+    stats->cached_tokens_ram = 50;
+    e = scrape(m);
+    EXPECT_EQ(value_of(e, "vllm:prefix_cache_queries_total", tiny), 140);
+    EXPECT_EQ(value_of(e, "vllm:prefix_cache_hits_total", tiny), 65);
+    // A reloaded model's scheduler counts from zero; the exported counters continue.
+    auto reloaded = std::make_shared<scheduler::SchedulerStats>();
+    reloaded->prompt_tokens_looked_up = 8;
+    reloaded->cached_tokens_slot = 4;
+    m.watch_scheduler("tiny", reloaded);
+    e = scrape(m);
+    EXPECT_EQ(value_of(e, "vllm:prefix_cache_queries_total", tiny), 148);
+    EXPECT_EQ(value_of(e, "vllm:prefix_cache_hits_total", tiny), 69);
+}
+
 // Adapters as vLLM's lora_requests_info has them (the labels list adapters with running and
 // waiting requests; the value is the time of the reading) and per adapter in ggufd's gauges.
 TEST(Metrics, LoraAdaptersWithRunningAndWaitingRequests) {

@@ -22,6 +22,7 @@ namespace {
 using ggufd::sampling::compute_logprobs;
 using ggufd::sampling::Logprob;
 using ggufd::sampling::Sampler;
+using ggufd::sampling::SamplerStep;
 using ggufd::sampling::SamplingParams;
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
@@ -532,6 +533,54 @@ TEST(Seed, RandomSeedIsReportedAndReproduces) {
     EXPECT_EQ(a, b);
 }
 
+// llama-server's `samplers` in another order: each step works on what the ones before it left,
+// and a temperature before top-p makes top-p measure the sharper distribution (llama.cpp's chain
+// in that order). Logits 4..0: at temperature 1 the three best carry 0.956 of the mass, at
+// temperature 0.25 the best alone 0.982.
+TEST(SamplerOrder, StepsRunInTheListedOrder) {
+    const std::vector<float> logits{4.0f, 3.0f, 2.0f, 1.0f, 0.0f};
+    SamplingParams p = plain(0.25f);
+    p.top_p = 0.9f;
+    Sampler chain(p, 5);
+    EXPECT_EQ(chain.candidates(logits), (std::vector<int32_t>{0, 1, 2}));
+    p.order = {SamplerStep::top_p, SamplerStep::temperature};
+    Sampler same(p, 5);
+    EXPECT_EQ(same.candidates(logits), (std::vector<int32_t>{0, 1, 2}));
+    p.order = {SamplerStep::temperature, SamplerStep::top_p};
+    Sampler sharper(p, 5);
+    EXPECT_EQ(sharper.candidates(logits), (std::vector<int32_t>{0}));
+    EXPECT_EQ(sharper.sample(logits), 0);
+
+    // Top-k after the temperature: the draw's distribution is softmax(logit / T) of the k kept.
+    p = plain(0.5f);
+    p.top_k = 2;
+    p.top_logprobs = 2;
+    p.post_sampling_logprobs = true;
+    p.order = {SamplerStep::temperature, SamplerStep::top_k};
+    Sampler two(p, 5);
+    const int32_t tok = two.sample(logits);
+    const auto lp = two.logprobs(logits, tok);
+    const auto kept = softmax({4.0f, 3.0f}, 0.5);
+    ASSERT_EQ(lp.size(), 3u);
+    EXPECT_EQ(lp[1].token, 0);
+    EXPECT_NEAR(lp[1].logprob, std::log(kept[0]), 1e-5);
+    EXPECT_EQ(lp[2].token, 1);
+    EXPECT_NEAR(lp[2].logprob, std::log(kept[1]), 1e-5);
+
+    // Top-n-sigma measures the spread of what the steps before it left: over 9, 8, 0, 0, 0
+    // (sigma 4.18) one sigma keeps 9 and 8; over top-k's 9 and 8 (sigma 0.5), 9 alone.
+    const std::vector<float> spread{9.0f, 8.0f, 0.0f, 0.0f, 0.0f};
+    p = plain(1.0f);
+    p.top_k = 2;
+    p.top_n_sigma = 1.0f;
+    p.order = {SamplerStep::top_k, SamplerStep::top_n_sigma};
+    Sampler sigma_of_two(p, 5);
+    EXPECT_EQ(sigma_of_two.candidates(spread), (std::vector<int32_t>{0}));
+    p.order = {SamplerStep::top_n_sigma, SamplerStep::top_k};
+    Sampler sigma_of_all(p, 5);
+    EXPECT_EQ(sigma_of_all.candidates(spread), (std::vector<int32_t>{0, 1}));
+}
+
 // ---- log-probabilities ----
 
 TEST(Logprobs, AreTheRawLogSoftmax) {
@@ -585,6 +634,52 @@ TEST(Logprobs, IgnoreTheSamplersAdjustments) {
     p.top_logprobs = -1;
     Sampler off(p, 64);
     EXPECT_TRUE(off.logprobs(logits, tok).empty());
+}
+
+// llama-server's post_sampling_probs: the distribution the draw used, its definition computed
+// here directly: top-k keeps the k best, temperature T makes softmax(logit / T) of them.
+TEST(Logprobs, PostSamplingAreTheDrawsDistribution) {
+    const std::vector<float> logits{0.5f, 3.0f, -1.0f, 2.0f, 2.5f, 1.0f};
+    SamplingParams p = plain(0.5f);
+    p.top_logprobs = 5;
+    p.post_sampling_logprobs = true;
+    p.top_k = 3;  // keeps 1, 4, 3
+    Sampler s(p, 6);
+    const int32_t tok = s.sample(logits);
+    const auto lp = s.logprobs(logits, tok);
+    const auto kept = softmax({3.0f, 2.5f, 2.0f}, 0.5);
+    ASSERT_EQ(lp.size(), 4u);  // fewer alternatives than asked: only three were left
+    EXPECT_EQ(lp[0].token, tok);
+    const std::vector<int32_t> order{1, 4, 3};
+    for (size_t i = 0; i < 3; ++i) {
+        EXPECT_EQ(lp[i + 1].token, order[i]);
+        EXPECT_NEAR(lp[i + 1].logprob, std::log(kept[i]), 1e-5);
+        if (order[i] == tok) {
+            EXPECT_EQ(lp[0].logprob, lp[i + 1].logprob);
+        }
+    }
+
+    // Temperature alone (the whole vocabulary's path): softmax(logits / T) of every token.
+    p.top_k = 0;
+    p.top_logprobs = 2;
+    Sampler all(p, 6);
+    const int32_t any = all.sample(logits);
+    const auto whole = softmax(logits, 0.5);
+    const auto lp_all = all.logprobs(logits, any);
+    ASSERT_EQ(lp_all.size(), 3u);
+    EXPECT_NEAR(lp_all[0].logprob, std::log(whole[static_cast<size_t>(any)]), 1e-5);
+    EXPECT_EQ(lp_all[1].token, 1);
+    EXPECT_NEAR(lp_all[1].logprob, std::log(whole[1]), 1e-5);
+    EXPECT_EQ(lp_all[2].token, 4);
+
+    // Greedy: the chosen token alone, certain.
+    p.temperature = 0.0f;
+    Sampler greedy(p, 6);
+    const auto lp_greedy = greedy.logprobs(logits, greedy.sample(logits));
+    ASSERT_EQ(lp_greedy.size(), 2u);
+    EXPECT_EQ(lp_greedy[0].token, 1);
+    EXPECT_EQ(lp_greedy[0].logprob, 0.0f);
+    EXPECT_EQ(lp_greedy[1].token, 1);
 }
 
 TEST(Logprobs, NonFiniteLogits) {

@@ -17,45 +17,24 @@
 #include "engine/model/random_model.h"
 #include "engine/scheduler/scheduler.h"
 #include "tests/support/conformance.h"
+#include "tests/support/recording_sink.h"
 
 namespace {
 
 using namespace ggufd;
 using scheduler::FinishReason;
 
-// Collects what the scheduler reports; optionally cancels after N tokens or blocks on the first.
-class RecordingSink : public scheduler::GenerationSink {
+// What the scheduler reports; optionally cancels after N tokens or blocks on the first.
+class RecordingSink : public ggufd::testing::RecordingSink {
   public:
     int cancel_after = -1;
     bool block_first_token = false;
 
-    void on_token(const scheduler::TokenEvent& e) override {
-        std::unique_lock lock(mutex_);
-        tokens.push_back(e.token);
-        text += e.text;
-        if (block_first_token) {
-            blocked_ = true;
-            changed_.notify_all();
-            changed_.wait(lock, [this] { return released_; });
-            block_first_token = false;
-        }
-    }
-    void on_finish(FinishReason r, const scheduler::Usage& u, const std::string& err) override {
-        std::lock_guard lock(mutex_);
-        reason = r;
-        usage = u;
-        error = err;
-        done_ = true;
-        changed_.notify_all();
-    }
     bool cancelled() const override {
         std::lock_guard lock(mutex_);
         return cancel_after >= 0 && static_cast<int>(tokens.size()) >= cancel_after;
     }
-    void wait_done() {
-        std::unique_lock lock(mutex_);
-        ASSERT_TRUE(changed_.wait_for(lock, std::chrono::seconds(60), [this] { return done_; }));
-    }
+    void wait_done() { ASSERT_TRUE(wait_for(std::chrono::seconds(60))); }
     void wait_blocked() {
         std::unique_lock lock(mutex_);
         changed_.wait(lock, [this] { return blocked_; });
@@ -66,16 +45,16 @@ class RecordingSink : public scheduler::GenerationSink {
         changed_.notify_all();
     }
 
-    std::vector<int32_t> tokens;
-    std::string text;
-    FinishReason reason = FinishReason::error;
-    scheduler::Usage usage;
-    std::string error;
-
   private:
-    mutable std::mutex mutex_;
-    std::condition_variable changed_;
-    bool done_ = false, blocked_ = false, released_ = false;
+    void recorded(const scheduler::TokenEvent&, std::unique_lock<std::mutex>& lock) override {
+        if (!block_first_token) return;
+        blocked_ = true;
+        changed_.notify_all();
+        changed_.wait(lock, [this] { return released_; });
+        block_first_token = false;
+    }
+
+    bool blocked_ = false, released_ = false;
 };
 
 struct Case {
@@ -407,6 +386,10 @@ TEST_F(SchedulerTest, RepeatedPromptReusesTheCachedPrefix) {
         EXPECT_EQ(sink->usage.cached_prompt_tokens,
                   i == 0 ? 0 : 8);  // all but the last prompt token
     }
+    // What /metrics reads as vLLM's prefix-cache queries and hits: both prompts looked up, the
+    // second one's reused tokens.
+    EXPECT_EQ(s->stats().prompt_tokens_looked_up.load(), 2 * cases_[1].prompt.size());
+    EXPECT_EQ(s->stats().cached_tokens_slot + s->stats().cached_tokens_ram, 8u);
 }
 
 TEST_F(SchedulerTest, SampledGenerationIsReproducibleWithASeed) {

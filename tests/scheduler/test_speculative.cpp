@@ -4,17 +4,16 @@
 // same frequencies across seeds); the n-gram lookup and the draft-length policy.
 #include <gtest/gtest.h>
 
-#include <condition_variable>
 #include <fstream>
 #include <functional>
 #include <map>
-#include <mutex>
 
 #include "engine/grammar/grammar.h"
 #include "engine/model/random_model.h"
 #include "engine/scheduler/draft_model.h"
 #include "engine/scheduler/scheduler.h"
 #include "tests/support/conformance.h"
+#include "tests/support/recording_sink.h"
 
 namespace {
 
@@ -22,46 +21,16 @@ using namespace ggufd;
 using scheduler::DraftPolicy;
 using scheduler::DraftType;
 
-class Sink : public scheduler::GenerationSink {
-  public:
-    void on_token(const scheduler::TokenEvent& e) override {
-        std::lock_guard lock(mutex_);
-        tokens.push_back(e.token);
-        text += e.text;
-    }
-    void on_finish(scheduler::FinishReason r, const scheduler::Usage& u,
-                   const std::string& err) override {
-        std::lock_guard lock(mutex_);
-        reason = r;
-        usage = u;
-        error = err;
-        done_ = true;
-        changed_.notify_all();
-    }
-    bool cancelled() const override { return false; }
-    void wait() {
-        std::unique_lock lock(mutex_);
-        ASSERT_TRUE(changed_.wait_for(lock, std::chrono::seconds(60), [this] { return done_; }));
-    }
-
-    std::vector<int32_t> tokens;
-    std::string text;
-    scheduler::FinishReason reason = scheduler::FinishReason::error;
-    scheduler::Usage usage;
-    std::string error;
-
-  private:
-    std::mutex mutex_;
-    std::condition_variable changed_;
-    bool done_ = false;
-};
+using Sink = ggufd::testing::RecordingSink;
 
 std::shared_ptr<Sink> run(scheduler::Scheduler& s, scheduler::GenerationRequest r) {
     auto sink = std::make_shared<Sink>();
     r.sink = sink;
     const scheduler::SubmitResult v = s.submit(std::move(r));
     EXPECT_TRUE(v.accepted()) << v.message;
-    if (v.accepted()) sink->wait();
+    if (v.accepted()) {
+        EXPECT_TRUE(sink->wait_for(std::chrono::seconds(60)));
+    }
     return sink;
 }
 
@@ -260,7 +229,7 @@ TEST_F(SpeculativeRandom, DraftsOfSeveralSequencesInOneStepAndTheLimits) {
         r.sink = sinks.back();
         ASSERT_TRUE(spec.submit(std::move(r)).accepted());
     }
-    for (auto& s : sinks) s->wait();
+    for (auto& s : sinks) ASSERT_TRUE(s->wait_for(std::chrono::seconds(60)));
     EXPECT_EQ(sinks[0]->tokens, want_a);
     EXPECT_EQ(sinks[1]->tokens, want_b);
     EXPECT_EQ(sinks[2]->tokens, want_c);
@@ -359,7 +328,7 @@ void expect_same_frequencies(scheduler::Scheduler& plain, scheduler::Scheduler& 
             EXPECT_TRUE(s.submit(std::move(r)).accepted());
             if (sinks.size() == 4) {
                 for (auto& k : sinks) {
-                    k->wait();
+                    EXPECT_TRUE(k->wait_for(std::chrono::seconds(60)));
                     for (size_t j = 0; j < k->tokens.size(); ++j) ++counts[j][k->tokens[j]];
                 }
                 sinks.clear();

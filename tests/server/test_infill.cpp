@@ -3,7 +3,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <condition_variable>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -15,6 +14,7 @@
 #include "tests/server/fake_model.h"
 #include "tests/server/http_client.h"
 #include "tests/support/conformance.h"
+#include "tests/support/recording_sink.h"
 
 namespace ggufd::server {
 namespace {
@@ -214,36 +214,6 @@ TEST(FimPrompt, BudgetLeavesRoomForTheReply) {
 
 // --- a real vocabulary: Qwen 2's FIM tokens, found by their text ---
 
-class GenerationEnd : public scheduler::GenerationSink {
-  public:
-    void on_token(const scheduler::TokenEvent& e) override {
-        std::lock_guard lock(mutex_);
-        text += e.text;
-    }
-    void on_finish(scheduler::FinishReason r, const scheduler::Usage& u,
-                   const std::string&) override {
-        std::lock_guard lock(mutex_);
-        reason = r;
-        usage = u;
-        done_ = true;
-        changed_.notify_all();
-    }
-    bool cancelled() const override { return false; }
-    void wait() {
-        std::unique_lock lock(mutex_);
-        changed_.wait(lock, [this] { return done_; });
-    }
-
-    std::string text;
-    scheduler::FinishReason reason = scheduler::FinishReason::error;
-    scheduler::Usage usage;
-
-  private:
-    std::mutex mutex_;
-    std::condition_variable changed_;
-    bool done_ = false;
-};
-
 TEST(FimPrompt, RealVocabularyLayoutAndEndOfGeneration) {
     GGUFD_REQUIRE_CONFORMANCE(dir);
     const gguf::File vocab = gguf::File::open(dir / "tokenizer" / "ggml-vocab-qwen2.gguf");
@@ -301,7 +271,7 @@ TEST(FimPrompt, RealVocabularyLayoutAndEndOfGeneration) {
         r.sampling.temperature = 0.0f;
         r.sampling.logit_bias = {{end, 100.0f}};
         r.stop.max_tokens = 5;
-        auto sink = std::make_shared<GenerationEnd>();
+        auto sink = std::make_shared<ggufd::testing::RecordingSink>();
         r.sink = sink;
         ASSERT_TRUE(b->generator().submit(std::move(r)).accepted());
         sink->wait();
@@ -392,6 +362,54 @@ TEST(InfillRequest, RefusalsNameTheClientsField) {
     EXPECT_EQ(param({{"max_tokens", 0}}), "max_tokens");
     EXPECT_EQ(param({{"n", 2}}), "n");
     EXPECT_EQ(param({{"temperature", 9}}), "temperature");
+}
+
+// llama-server's /completion: n_predict and n_probs by its names; n_probs asks the engine for the
+// same alternatives as `logprobs`, and only llama-server's routes read it.
+TEST(LlamaCompletionRequest, ReadsNPredictAndNProbs) {
+    const ApiLimits limits;
+    LlamaCompletionRequest r = parse_llama_completion_request(
+        json{{"prompt", "x"}, {"n_predict", 5}, {"n_probs", 3}, {"post_sampling_probs", false}},
+        limits);
+    EXPECT_EQ(r.stop.max_tokens, 5);
+    EXPECT_EQ(r.n_probs, 3);
+    EXPECT_EQ(r.sampling.top_logprobs, 3);
+    EXPECT_FALSE(r.sampling.post_sampling_logprobs);
+    r = parse_llama_completion_request(
+        json{{"prompt", "x"}, {"n_probs", 1}, {"post_sampling_probs", true}}, limits);
+    EXPECT_TRUE(r.sampling.post_sampling_logprobs);
+    r = parse_llama_completion_request(json{{"prompt", {1, 2}}}, limits);
+    EXPECT_EQ(r.n_probs, 0);
+    EXPECT_EQ(r.sampling.top_logprobs, -1);
+    EXPECT_EQ(r.prompts.at(0).tokens, (std::vector<int32_t>{1, 2}));
+
+    const RequestJson body = {{"prompt", "x"}, {"n_probs", 2}, {"post_sampling_probs", false}};
+    {
+        const sampling::fields::FieldReads reads(body);
+        parse_llama_completion_request(body, limits);
+        EXPECT_TRUE(reads.unread().empty());
+    }
+    {  // OpenAI's completions have their `logprobs`: these are not theirs
+        const sampling::fields::FieldReads reads(body);
+        parse_completion_request(body, limits);
+        EXPECT_EQ(reads.unread(), (std::vector<std::string>{"n_probs", "post_sampling_probs"}));
+    }
+
+    for (const auto& [name, value] :
+         std::vector<std::pair<std::string, json>>{{"n_probs", limits.max_top_logprobs + 1},
+                                                   {"n_probs", -1},
+                                                   {"post_sampling_probs", 1},
+                                                   {"n_predict", "x"}}) {
+        const ApiError e = refusal([&] {
+            parse_llama_completion_request(json{{"prompt", "x"}, {name, value}}, limits);
+        });
+        EXPECT_EQ(e.status(), 400) << name;
+        EXPECT_EQ(e.param(), name) << name;
+    }
+    const ApiError two = refusal([&] {
+        parse_llama_completion_request(json{{"prompt", {"a", "b"}}}, limits);
+    });
+    EXPECT_EQ(two.param(), "prompt");
 }
 
 TEST(CompletionRequest, SuffixMakesAFillInTheMiddlePromptOfTextOnly) {
@@ -488,6 +506,68 @@ TEST_F(InfillServerTest, InfillAnswersInLlamaServersShape) {
     for (int i = 0; i < 500 && access_records() < 3; ++i) std::this_thread::sleep_for(10ms);
     std::lock_guard lock(mutex);
     EXPECT_EQ(routes, (std::vector<std::string>(3, "/infill")));
+}
+
+// llama-server's /completion: its answer's shape, and with n_probs each token's
+// completion_probabilities: {id, token, bytes, logprob, top_logprobs: n entries alike}.
+TEST_F(InfillServerTest, CompletionWithNProbsAnswersEachTokensProbabilities) {
+    start();
+    Client c(port);
+    auto r = c.post("/completion", {{"prompt", "ab"}, {"n_predict", 3}, {"n_probs", 2}});
+    ASSERT_EQ(r.result_int(), 200) << r.body();
+    json b = body_of(r);
+    EXPECT_EQ(b["content"], "Hello, world");
+    EXPECT_EQ(b["stop_type"], "limit");
+    EXPECT_EQ(b["tokens_predicted"], 3);
+    EXPECT_EQ(backend->gen.requests().back().sampling.top_logprobs, 2);
+    const json& probs = b["completion_probabilities"];
+    ASSERT_EQ(probs.size(), 3u) << b.dump();
+    EXPECT_EQ(probs[1]["id"], 1);
+    EXPECT_EQ(probs[1]["token"], ",");
+    EXPECT_EQ(probs[1]["bytes"], json::array({',' + 0}));
+    EXPECT_FLOAT_EQ(probs[1]["logprob"].get<float>(), -0.25f);
+    ASSERT_EQ(probs[1]["top_logprobs"].size(), 2u);
+    EXPECT_EQ(probs[1]["top_logprobs"][1]["id"], 101);
+    EXPECT_EQ(probs[1]["top_logprobs"][1]["token"], "alt1");
+    EXPECT_FLOAT_EQ(probs[1]["top_logprobs"][1]["logprob"].get<float>(), -2.0f);
+
+    // Without n_probs none; the other name of the route.
+    r = c.post("/completions", {{"prompt", "ab"}, {"n_predict", 3}});
+    ASSERT_EQ(r.result_int(), 200) << r.body();
+    EXPECT_FALSE(body_of(r).contains("completion_probabilities"));
+    EXPECT_EQ(backend->gen.requests().back().sampling.top_logprobs, -1);
+
+    // Streamed: each chunk carries its tokens' probabilities.
+    r = c.post("/completion", {{"prompt", "ab"}, {"n_probs", 1}, {"stream", true}});
+    ASSERT_EQ(r.result_int(), 200) << r.body();
+    const testing::Sse sse = parse_sse(r.body());
+    ASSERT_EQ(sse.events.size(), 5u) << r.body();
+    for (size_t i = 0; i + 1 < sse.events.size(); ++i) {
+        const json& e = sse.events[i];
+        ASSERT_EQ(e["completion_probabilities"].size(), 1u) << e.dump();
+        EXPECT_EQ(e["completion_probabilities"][0]["token"], e["content"]);
+        EXPECT_EQ(e["completion_probabilities"][0]["top_logprobs"].size(), 1u);
+    }
+    EXPECT_EQ(sse.events.back()["stop"], true);
+    EXPECT_EQ(sse.events.back()["completion_probabilities"], json::array());
+
+    // post_sampling_probs: probabilities of what the draw chose from (the fake's logprobs here).
+    r = c.post("/completion",
+               {{"prompt", "ab"}, {"n_predict", 1}, {"n_probs", 1}, {"post_sampling_probs", true}});
+    ASSERT_EQ(r.result_int(), 200) << r.body();
+    EXPECT_TRUE(backend->gen.requests().back().sampling.post_sampling_logprobs);
+    const json entry = body_of(r)["completion_probabilities"].at(0);
+    EXPECT_FALSE(entry.contains("logprob"));
+    EXPECT_FALSE(entry.contains("top_logprobs"));
+    EXPECT_NEAR(entry["prob"].get<double>(), std::exp(-0.25), 1e-6);
+    EXPECT_NEAR(entry["top_probs"].at(0)["prob"].get<double>(), std::exp(-1.0), 1e-6);
+    EXPECT_EQ(entry["top_probs"].at(0)["id"], 100);
+
+    // On /infill too.
+    give_fim_tokens(*backend, false);
+    r = c.post("/infill", {{"input_prefix", "ab"}, {"n_predict", 2}, {"n_probs", 1}});
+    ASSERT_EQ(r.result_int(), 200) << r.body();
+    EXPECT_EQ(body_of(r)["completion_probabilities"].size(), 2u);
 }
 
 TEST_F(InfillServerTest, InfillStreamsContentThenTheEnd) {

@@ -57,8 +57,8 @@ TEST(RequestFields, EveryFieldOfTheSharedMappingIsRead) {
         "dry_base": 1.75, "dry_allowed_length": 2, "dry_penalty_last_n": -1,
         "dry_sequence_breakers": ["\n"], "xtc_probability": 0, "xtc_threshold": 0.1,
         "top_n_sigma": -1, "dynatemp_range": 0, "dynatemp_exponent": 1, "mirostat": 0,
-        "mirostat_tau": 5, "mirostat_eta": 0.1, "samplers": "kt", "min_keep": 0, "n_probs": 0,
-        "post_sampling_probs": false, "grammar_lazy": false, "seed": 1, "stop": "x",
+        "mirostat_tau": 5, "mirostat_eta": 0.1, "samplers": "kt", "min_keep": 0,
+        "grammar_lazy": false, "seed": 1, "stop": "x",
         "ignore_eos": false, "max_tokens": 4, "lora": [], "user": "u", "echo": false,
         "logprobs": 0, "keep_alive": "5m", "response_format": {"type": "json_object"}
     })");

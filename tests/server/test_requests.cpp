@@ -280,8 +280,6 @@ TEST(ParseCompletion, OutOfRangeValues) {
         {"mirostat_eta", -1},
         {"samplers", 5},
         {"min_keep", 2},
-        {"n_probs", 1},
-        {"post_sampling_probs", true},
         {"grammar_lazy", true},
     };
     for (const auto& [name, value] : cases) {
@@ -337,7 +335,6 @@ TEST(ParseCompletion, RangeEdgesAreValidForTheEngine) {
         {"mirostat_tau", 0},
         {"mirostat_eta", 10},
         {"min_keep", 1},
-        {"n_probs", 0},
     };
     // Ten one-byte tokens, for the settings that read token bytes (DRY's breakers).
     std::vector<std::string> pieces;
@@ -574,7 +571,6 @@ TEST(ParseGeneration, LlamaServerSamplers) {
                          {"mirostat_tau", 4},
                          {"mirostat_eta", 0.2},
                          {"min_keep", 0},
-                         {"n_probs", 0},
                          {"cache_prompt", true}};
     for (const sampling::SamplingParams& s : sampling_on_both_endpoints(fields)) {
         EXPECT_FLOAT_EQ(s.dry_multiplier, 0.8f);
@@ -608,7 +604,7 @@ TEST(ParseGeneration, LlamaServerSamplers) {
     EXPECT_NE(std::string(e.what()).find("at least one token"), std::string::npos) << e.what();
 }
 
-// `samplers` may leave steps of ggufd's order out (turning them off) but not reorder them.
+// `samplers` may leave steps out (turning them off) and reorder those after the logit changes.
 TEST(ParseGeneration, SamplerOrder) {
     const json asked = {{"prompt", "x"},
                         {"top_k", 40},
@@ -642,6 +638,18 @@ TEST(ParseGeneration, SamplerOrder) {
         EXPECT_FLOAT_EQ(s.dry_multiplier, 0.0f) << list;
         EXPECT_FLOAT_EQ(s.xtc_probability, 0.0f) << list;
         EXPECT_LE(s.top_n_sigma, 0.0f) << list;
+        EXPECT_TRUE(s.order.empty()) << list;  // the chain's own order: its fast paths
+    }
+    // Another order of the steps after the logit changes is kept as it was asked.
+    using sampling::SamplerStep;
+    for (const json& list :
+         {json::array({"penalties", "temperature", "top_p", "top_k"}), json("etpk")}) {
+        const auto s = parse(list);
+        EXPECT_EQ(s.order, (std::vector<SamplerStep>{SamplerStep::temperature, SamplerStep::top_p,
+                                                     SamplerStep::top_k}))
+            << list;
+        EXPECT_FLOAT_EQ(s.repeat_penalty, 1.2f) << list;
+        EXPECT_FLOAT_EQ(s.min_p, 0.0f) << list;
     }
     // Without "temperature" the draw is at temperature 1, as llama-server's.
     const auto untempered = parse(json::array({"penalties", "dry", "top_n_sigma", "top_k"}));
@@ -661,7 +669,8 @@ TEST(ParseGeneration, SamplerOrder) {
     EXPECT_FLOAT_EQ(parse_completion_request(miro, limits).sampling.temperature, 0.5f);
     // Refused, naming the entry.
     const std::pair<json, const char*> refused[] = {
-        {json::array({"top_k", "temperature", "min_p"}), "'min_p' comes after 'temperature'"},
+        {json::array({"top_k", "penalties"}), "'penalties' comes after 'top_k'"},
+        {json("tkd"), "'d' comes after 'temperature'"},
         {json::array({"top_k", "top-k"}), "'top-k' twice"},
         {json::array({"infill"}), "'infill' is not a sampler"},
         {json::array({"adaptive_p"}), "'adaptive_p' is not a sampler"},

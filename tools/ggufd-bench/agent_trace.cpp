@@ -1,6 +1,5 @@
 #include "tools/ggufd-bench/agent_trace.h"
 
-#include <condition_variable>
 #include <cstdio>
 #include <ctime>
 #include <mutex>
@@ -10,6 +9,7 @@
 #include "engine/model/model.h"
 #include "engine/scheduler/scheduler.h"
 #include "engine/tokenizer/tokenizer.h"
+#include "tests/support/recording_sink.h"
 
 namespace ggufd::bench {
 namespace {
@@ -22,36 +22,15 @@ double process_cpu_s() {
     return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
 }
 
-// Waits for one request and keeps what the trace prints.
-class TraceSink : public scheduler::GenerationSink {
+// Waits for one request and keeps what the trace prints, with the CPU time of its first token.
+class TraceSink : public ggufd::testing::RecordingSink {
   public:
-    void on_token(const scheduler::TokenEvent& e) override {
-        std::lock_guard lock(mutex_);
-        if (tokens.empty()) first_token_cpu_s = process_cpu_s();
-        tokens.push_back(e.token);
-    }
-    void on_finish(scheduler::FinishReason, const scheduler::Usage& u,
-                   const std::string& error) override {
-        std::lock_guard lock(mutex_);
-        usage = u;
-        failed = error;
-        done_ = true;
-        changed_.notify_all();
-    }
-    bool cancelled() const override { return false; }
-    void wait() {
-        std::unique_lock lock(mutex_);
-        changed_.wait(lock, [this] { return done_; });
-    }
-    std::vector<int32_t> tokens;
-    scheduler::Usage usage;
-    std::string failed;
     double first_token_cpu_s = 0;
 
   private:
-    std::mutex mutex_;
-    std::condition_variable changed_;
-    bool done_ = false;
+    void recorded(const scheduler::TokenEvent&, std::unique_lock<std::mutex>&) override {
+        if (tokens.size() == 1) first_token_cpu_s = process_cpu_s();
+    }
 };
 
 struct TurnResult {
@@ -100,7 +79,7 @@ std::vector<TurnResult> run_trace(std::shared_ptr<const model::Model> model,
             const scheduler::SubmitResult v = s.submit(std::move(r));
             if (!v.accepted()) throw std::runtime_error("trace request refused: " + v.message);
             sink->wait();
-            if (!sink->failed.empty()) throw std::runtime_error(sink->failed);
+            if (!sink->error.empty()) throw std::runtime_error(sink->error);
             out.push_back({session, turn, sink->usage.prompt_tokens,
                            sink->usage.cached_prompt_tokens, sink->usage.time_to_first_token_s,
                            sink->first_token_cpu_s - cpu_before});
