@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include "engine/model/context.h"
 #include "engine/model/describe.h"
@@ -88,8 +89,8 @@ uint64_t cache_bytes(const model::HParams& hp, const scheduler::SchedulerParams&
 // the pool holds (--ctx-size, when given, is kept and the pool holds at least it); the pool is at
 // most every slot's whole context at once. Logged, since it decides what requests fit.
 scheduler::SchedulerParams resolve_kv_pool(const model::HParams& hp,
-                                           scheduler::SchedulerParams params,
-                                           uint64_t budget_bytes, const std::string& name) {
+                                           scheduler::SchedulerParams params, uint64_t budget_bytes,
+                                           const std::string& name) {
     const size_t cell = model::KvCache::pool_cell_bytes(hp, params.kv_types);
     if (params.kv_pool_cells > 0 || !hp.has_attention() || cell == 0) return params;
     if (budget_bytes == 0) budget_bytes = available_memory() / 2;

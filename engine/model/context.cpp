@@ -40,12 +40,12 @@ Context::Context(std::shared_ptr<const Model> model, const ContextParams& params
       threads_(thread_count(params.n_threads, kernels::physical_core_count(), "n_threads")),
       threads_batch_(thread_count(params.n_threads_batch, threads_, "n_threads_batch")),
       pool_(std::max(threads_, threads_batch_)),
-      cache_(model_->hparams(), {.n_seq = params.n_seq,
-                                 .n_ctx = default_context_size(model_->hparams(), params.n_ctx,
-                                                               params.kv_pool_cells),
-                                 .kv_types = params.kv_type,
-                                 .swa_batch = params.swa_batch,
-                                 .pool_cells = params.kv_pool_cells}),
+      cache_(model_->hparams(),
+             {.n_seq = params.n_seq,
+              .n_ctx = default_context_size(model_->hparams(), params.n_ctx, params.kv_pool_cells),
+              .kv_types = params.kv_type,
+              .swa_batch = params.swa_batch,
+              .pool_cells = params.kv_pool_cells}),
       kv_(cache_.kv()),
       seq_adapters_(static_cast<size_t>(cache_.n_seq())),
       ops_(*model_, pool_) {
@@ -119,7 +119,8 @@ void Context::validate(std::span<const BatchToken> batch) const {
         ++expect;
     }
     int64_t growth = 0;
-    for (int s = 0; s < cache_.n_seq(); ++s) growth += cache_.growth(s, next[static_cast<size_t>(s)]);
+    for (int s = 0; s < cache_.n_seq(); ++s)
+        growth += cache_.growth(s, next[static_cast<size_t>(s)]);
     if (growth > cache_.pool_room()) {
         throw std::length_error("the batch needs " + std::to_string(growth) +
                                 " more KV cells; the pool has " +

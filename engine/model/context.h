@@ -22,7 +22,7 @@ namespace ggufd::model {
 
 struct ContextParams {
     int n_seq = 1;      // sequences (slots) the caches hold
-    int n_ctx = 0;  // most tokens of a sequence; 0 = default_context_size (with kv_pool_cells)
+    int n_ctx = 0;      // most tokens of a sequence; 0 = default_context_size (with kv_pool_cells)
     int n_threads = 0;  // 0 = physical cores
     // Threads of a step that brings several tokens of one sequence (a prompt's chunk) or pools
     // embeddings; n_threads then serves the steps of single decode tokens. 0 = n_threads.

@@ -97,8 +97,8 @@ KvCache::KvCache(const HParams& hp, int n_seq, int n_ctx, KvTypes types, int swa
     held_.assign(static_cast<size_t>(n_seq), 0);
 }
 
-size_t KvCache::bytes_needed(const HParams& hp, int n_seq, int n_ctx, KvTypes types,
-                             int swa_batch, int64_t pool_cells) {
+size_t KvCache::bytes_needed(const HParams& hp, int n_seq, int n_ctx, KvTypes types, int swa_batch,
+                             int64_t pool_cells) {
     const int64_t all = int64_t{n_seq} * n_ctx;
     const auto pooled = static_cast<size_t>(pool_cells == 0 ? all : std::min(pool_cells, all));
     size_t bytes = 0;
@@ -167,10 +167,10 @@ void KvCache::hold(int seq, int32_t n) {
     const int64_t more = growth(seq, n);
     if (more == 0) return;
     if (more > pool_room()) {
-        throw std::length_error("the KV pool is full: sequence " + std::to_string(seq) +
-                                " needs " + std::to_string(more) + " more cells, " +
-                                std::to_string(pool_room()) + " of " +
-                                std::to_string(pool_cells_) + " are free");
+        throw std::length_error("the KV pool is full: sequence " + std::to_string(seq) + " needs " +
+                                std::to_string(more) + " more cells, " +
+                                std::to_string(pool_room()) + " of " + std::to_string(pool_cells_) +
+                                " are free");
     }
     held_[static_cast<size_t>(seq)] = n;
     pool_used_ += more;

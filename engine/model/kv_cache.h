@@ -187,7 +187,7 @@ class KvCache {
     int32_t n_swa_ = 0;
     std::vector<int32_t> lengths_;
     int64_t pool_cells_ = 0;
-    int64_t pool_used_ = 0;       // sum of held_
+    int64_t pool_used_ = 0;      // sum of held_
     std::vector<int32_t> held_;  // per sequence
 };
 

@@ -49,8 +49,8 @@ Scheduler::Scheduler(std::shared_ptr<const model::Model> model,
     for (size_t i = 0; i < slots_.size(); ++i) slots_[i].id = static_cast<int>(i);
     slot_views_ = std::make_unique<SlotView[]>(slots_.size());
     adapters_ = std::make_shared<const std::vector<NamedAdapter>>(params_.adapters);
-    stats_.kv_cells_capacity = std::min(static_cast<int64_t>(slots_.size()) * n_ctx_,
-                                        context_.cache().pool_cells());
+    stats_.kv_cells_capacity =
+        std::min(static_cast<int64_t>(slots_.size()) * n_ctx_, context_.cache().pool_cells());
     thread_ = std::thread([this] { loop(); });
 }
 
@@ -139,6 +139,7 @@ SubmitResult Scheduler::submit_embedding(EmbeddingRequest request) {
 
 void Scheduler::loop() {
     while (true) {
+        step_taken_ = 0;  // admissions come before the step, with the whole pool's room
         resume_preempted();
         std::deque<Pending> incoming;
         {
@@ -419,20 +420,22 @@ void Scheduler::preempt(Slot& slot) {
     spdlog::debug("KV pool full: request submitted {} preempted ({} tokens to resume)",
                   a.submitted.time_since_epoch().count(),
                   a.next_token >= 0 ? a.replay.size() : a.request.prompt.size());
-    const auto at = std::find_if(preempted_.begin(), preempted_.end(), [&](const Active& p) {
-        return p.submitted > a.submitted;
-    });
+    const auto at = std::find_if(preempted_.begin(), preempted_.end(),
+                                 [&](const Active& p) { return p.submitted > a.submitted; });
     preempted_.insert(at, std::move(a));
 }
 
 void Scheduler::resume_preempted() {
+    for (auto it = preempted_.begin(); it != preempted_.end();) {
+        if (it->request.sink->cancelled()) {
+            it->request.sink->on_finish(FinishReason::cancelled, it->usage, {});
+            it = preempted_.erase(it);
+        } else {
+            ++it;
+        }
+    }
     while (!preempted_.empty()) {
         Active& a = preempted_.front();
-        if (a.request.sink->cancelled()) {
-            a.request.sink->on_finish(FinishReason::cancelled, a.usage, {});
-            preempted_.pop_front();
-            continue;
-        }
         Slot* slot = nullptr;
         for (Slot& s : slots_) {
             if (!s.active) slot = &s;

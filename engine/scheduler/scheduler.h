@@ -232,7 +232,7 @@ class Scheduler final : public Generator, public Embedder {
     std::unique_ptr<SlotView[]> slot_views_;
     // Requests preempted when the pool was full, oldest first (the scheduler thread's).
     std::deque<Active> preempted_;
-    int64_t step_taken_ = 0;  // pool cells this step's batch takes, counted as it is built
+    int64_t step_taken_ = 0;   // pool cells this step's batch takes, counted as it is built
     Slot* starved_ = nullptr;  // the oldest prompt the last step gave no cells
     // The adapters submit() resolves requests against; replaced whole by set_adapters().
     mutable std::mutex adapters_mutex_;
