@@ -86,13 +86,17 @@ uint64_t cache_bytes(const model::HParams& hp, const scheduler::SchedulerParams&
 
 // The KV pool every slot draws from, from a memory budget (0: half of what is available now):
 // the context a request may use is the model's trained one when the pool holds it, else what
-// the pool holds (--ctx-size, when given, is kept and the pool holds at least it); the pool is at
-// most every slot's whole context at once. Logged, since it decides what requests fit.
+// the pool holds (--ctx-size, when given with a budget, is kept and the pool holds at least it);
+// the pool is at most every slot's whole context at once. Logged, since it decides what requests
+// fit.
 scheduler::SchedulerParams resolve_kv_pool(const model::HParams& hp,
                                            scheduler::SchedulerParams params, uint64_t budget_bytes,
                                            const std::string& name) {
     const size_t cell = model::KvCache::pool_cell_bytes(hp, params.kv_types);
     if (params.kv_pool_cells > 0 || !hp.has_attention() || cell == 0) return params;
+    // --ctx-size without --kv-memory sizes every slot for its whole context, as before the pool
+    // (and the memory check refuses what does not fit).
+    if (params.n_ctx > 0 && budget_bytes == 0) return params;
     if (budget_bytes == 0) budget_bytes = available_memory() / 2;
     if (budget_bytes == 0) return params;  // memory unknown: every slot its default context
     const auto cells = static_cast<int64_t>(std::min<uint64_t>(budget_bytes / cell, 1u << 30));

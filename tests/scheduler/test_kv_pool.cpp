@@ -89,8 +89,20 @@ TEST(KvPool, ReleasedCellsLeaveResidentMemory) {
 class Sink : public scheduler::GenerationSink {
   public:
     void on_token(const scheduler::TokenEvent& e) override {
-        std::lock_guard lock(mutex_);
+        std::unique_lock lock(mutex_);
         tokens.push_back(e.token);
+        // Holds the scheduler's thread at the first token until release(): requests submitted
+        // meanwhile run beside this one.
+        changed_.wait(lock, [this] { return !hold_; });
+    }
+    void hold() {
+        std::lock_guard lock(mutex_);
+        hold_ = true;
+    }
+    void release() {
+        std::lock_guard lock(mutex_);
+        hold_ = false;
+        changed_.notify_all();
     }
     void on_finish(scheduler::FinishReason r, const scheduler::Usage&,
                    const std::string& err) override {
@@ -112,7 +124,7 @@ class Sink : public scheduler::GenerationSink {
   private:
     mutable std::mutex mutex_;
     std::condition_variable changed_;
-    bool done_ = false;
+    bool done_ = false, hold_ = false;
 };
 
 class KvPoolScheduler : public ::testing::Test {
@@ -143,8 +155,8 @@ class KvPoolScheduler : public ::testing::Test {
         return std::make_unique<scheduler::Scheduler>(model_, tokenizer_, p);
     }
 
-    std::shared_ptr<Sink> submit(scheduler::Scheduler& s, size_t c, int max_tokens) {
-        auto sink = std::make_shared<Sink>();
+    std::shared_ptr<Sink> submit(scheduler::Scheduler& s, size_t c, int max_tokens,
+                                 std::shared_ptr<Sink> sink = std::make_shared<Sink>()) {
         scheduler::GenerationRequest r;
         r.prompt = prompts_[c];
         r.sampling.temperature = 0.0f;
@@ -225,8 +237,11 @@ class KvPoolPreemption : public KvPoolScheduler, public ::testing::WithParamInte
 
 TEST_P(KvPoolPreemption, ResumesWithTheSameGreedyOutput) {
     auto s = make(2, GetParam());
-    auto older = submit(*s, 0, 128);
+    auto older = std::make_shared<Sink>();
+    older->hold();  // the younger one is submitted while the older one runs
+    submit(*s, 0, 128, older);
     auto younger = submit(*s, 1, 128);
+    older->release();
     older->wait_done();
     younger->wait_done();
     EXPECT_EQ(older->tokens, greedy(0, 128));
@@ -278,6 +293,7 @@ TEST_P(KvPoolKinds, PreemptedRequestsGetTheirSoloOutput) {
         std::vector<std::shared_ptr<Sink>> sinks;
         for (const auto& prompt : prompts) {
             auto sink = std::make_shared<Sink>();
+            if (sinks.empty()) sink->hold();
             scheduler::GenerationRequest r;
             r.prompt = prompt;
             r.sampling.temperature = 0.0f;
@@ -287,6 +303,7 @@ TEST_P(KvPoolKinds, PreemptedRequestsGetTheirSoloOutput) {
             EXPECT_EQ(s.submit(std::move(r)).status, scheduler::SubmitStatus::accepted);
             sinks.push_back(sink);
         }
+        sinks.front()->release();
         std::vector<std::vector<int32_t>> out;
         for (const auto& sink : sinks) {
             sink->wait_done();
