@@ -59,7 +59,8 @@ po::options_description settings_description() {
         ("threads,t", po::value<std::string>(), "inference threads (default: physical cores)")
         ("threads-batch", po::value<std::string>(), "threads of the steps that process prompt tokens (or embeddings); --threads then serves the steps of single decode tokens (default: --threads)")
         ("parallel", po::value<std::string>(), with_default("concurrent sequences per model", c.parallel).c_str())
-        ("ctx-size,c", po::value<std::string>(), "context tokens per sequence (default: the model's, at most 4096)")
+        ("ctx-size,c", po::value<std::string>(), "most tokens of one request (default: the model's trained context, as far as the KV pool holds it)")
+        ("kv-memory", po::value<std::string>(), with_default("MiB of memory per model for the KV pool its slots share (one long conversation may use most of it, many short ones share it; the youngest request waits when it is full); 0: half the memory available when the model loads", c.kv_memory_mib).c_str())
         ("batch-size,b", po::value<std::string>(), with_default("token budget of one engine step", c.batch_size).c_str())
         ("queue-size", po::value<std::string>(), with_default("requests per model waiting for a slot before 503", c.queue_size).c_str())
         ("attention-accumulator", po::value<std::string>(), with_default("f32, or f16 to accumulate attention as llama.cpp's CPU flash attention does (its greedy text where logits nearly tie; attention 2-3x slower)", std::string(c.f16_accumulator ? "f16" : "f32")).c_str())
@@ -525,6 +526,8 @@ LoadResult load(int argc, const char* const* argv, const std::map<std::string, s
         c.ctx_size = parse_int<int>(*v, "ctx-size", source("ctx-size"), 0, 1 << 24);
     if (auto* v = text("batch-size"))
         c.batch_size = parse_int<int>(*v, "batch-size", source("batch-size"), 1, 1 << 20);
+    if (auto* v = text("kv-memory"))
+        c.kv_memory_mib = parse_int<int>(*v, "kv-memory", source("kv-memory"), 0, 1 << 30);
     if (auto* v = text("cache-ram"))
         c.cache_ram_mib = parse_int<int>(*v, "cache-ram", source("cache-ram"), 0, 1 << 24);
     if (auto* v = text("checkpoint-interval")) {

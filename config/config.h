@@ -52,7 +52,9 @@ struct Config {
     int threads = 0;                  // inference threads; 0 = one per physical core
     int threads_batch = 0;            // threads of steps with prompt tokens; 0 = threads
     int parallel = defaults::kSlots;  // concurrent sequences (slots) per model
-    int ctx_size = 0;                 // tokens of context per slot; 0 = the model's, capped at 4096
+    int ctx_size = 0;  // most tokens of one request; 0 = the model's, as far as the KV pool holds
+    // The KV pool per model, shared by its slots, in MiB (0: half the memory available at load).
+    int kv_memory_mib = defaults::kKvMemoryMiB;
     int batch_size = defaults::kBatchSize;  // token budget of one engine step
     int queue_size = defaults::kMaxQueue;   // waiting for a slot; beyond it 503
     // Attention's output accumulated in fp16, cell by cell, as llama.cpp's CPU flash attention

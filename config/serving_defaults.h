@@ -10,6 +10,9 @@ namespace ggufd::config::defaults {
 inline constexpr int kSlots = 4;        // concurrent sequences per model
 inline constexpr int kBatchSize = 512;  // token budget of one engine step
 inline constexpr int kMaxQueue = 64;    // requests waiting for a slot before the queue is full
+// The KV pool's memory per model in MiB, which sizes the default context (the model's trained
+// one when the pool holds it); 0: half the memory available when the model loads.
+inline constexpr int kKvMemoryMiB = 0;
 // Host memory for prompt prefixes kept beyond the slots (the prefix cache), in MiB; 0: none.
 inline constexpr int kCacheRamMiB = 4096;
 // Prompt tokens between two checkpoints of a sliding-window or recurrent sequence's prefill (a

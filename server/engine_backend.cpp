@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include "engine/model/context.h"
 #include "engine/model/describe.h"
@@ -80,9 +81,41 @@ uint64_t available_memory() {
 uint64_t cache_bytes(const model::HParams& hp, const scheduler::SchedulerParams& params) {
     return model::SequenceCache::bytes_needed(
         hp, {.n_seq = params.n_slots,
-             .n_ctx = model::default_context_size(hp, params.n_ctx),
+             .n_ctx = model::default_context_size(hp, params.n_ctx, params.kv_pool_cells),
              .kv_types = params.kv_types,
-             .swa_batch = std::max(params.batch_size, 1)});
+             .swa_batch = std::max(params.batch_size, 1),
+             .pool_cells = params.kv_pool_cells});
+}
+
+// The KV pool every slot draws from, from a memory budget (0: half of what is available now):
+// the context a request may use is the model's trained one when the pool holds it, else what
+// the pool holds (--ctx-size, when given with a budget, is kept and the pool holds at least it);
+// the pool is at most every slot's whole context at once. Logged, since it decides what requests
+// fit.
+scheduler::SchedulerParams resolve_kv_pool(const model::HParams& hp,
+                                           scheduler::SchedulerParams params, uint64_t budget_bytes,
+                                           const std::string& name) {
+    const size_t cell = model::KvCache::pool_cell_bytes(hp, params.kv_types);
+    if (params.kv_pool_cells > 0 || !hp.has_attention() || cell == 0) return params;
+    // --ctx-size without --kv-memory sizes every slot for its whole context, as before the pool
+    // (and the memory check refuses what does not fit).
+    if (params.n_ctx > 0 && budget_bytes == 0) return params;
+    if (budget_bytes == 0) budget_bytes = available_memory() / 2;
+    if (budget_bytes == 0) return params;  // memory unknown: every slot its default context
+    const auto cells = static_cast<int64_t>(std::min<uint64_t>(budget_bytes / cell, 1u << 30));
+    const int train = model::default_context_size(hp, 0, int64_t{1} << 30);
+    const int n_ctx =
+        params.n_ctx > 0 ? params.n_ctx : static_cast<int>(std::clamp<int64_t>(cells, 1, train));
+    params.n_ctx = n_ctx;
+    params.kv_pool_cells =
+        std::clamp<int64_t>(cells, n_ctx, int64_t{std::max(params.n_slots, 1)} * n_ctx);
+    spdlog::info("{}: KV pool of {} tokens ({}) shared by {} slots; a request may use {} tokens{}",
+                 name, params.kv_pool_cells,
+                 gguf::human_bytes(static_cast<uint64_t>(params.kv_pool_cells) * cell),
+                 params.n_slots, n_ctx,
+                 n_ctx < train ? fmt::format(" (trained for {}; --kv-memory sizes the pool)", train)
+                               : std::string());
+    return params;
 }
 
 // The general.* keys, and with `full` every key as "metadata" (long arrays summarised).
@@ -108,7 +141,8 @@ uint64_t mapped_bytes(const gguf::File& f) {
 // than the memory left would get the process killed by the kernel rather than throw, so they are
 // refused before allocating.
 void check_cache_memory(const model::Model& model, const scheduler::SchedulerParams& params) {
-    const int n_ctx = model::default_context_size(model.hparams(), params.n_ctx);
+    const int n_ctx =
+        model::default_context_size(model.hparams(), params.n_ctx, params.kv_pool_cells);
     const uint64_t needed = cache_bytes(model.hparams(), params);
     const uint64_t available = available_memory();
     if (available == 0 || needed <= available) return;
@@ -134,11 +168,13 @@ std::shared_ptr<EngineBackend> EngineBackend::load(const std::string& path,
     // Ready to serve at once; the weights the fast kernels read better repacked are rearranged
     // by a model thread meanwhile.
     auto model = model::Model::load(path, {.repack = model::Repack::background});
-    check_cache_memory(*model, options.scheduler);
-    EngineBackendOptions with = options;
+    EngineBackendOptions resolved = options;
+    resolved.scheduler =
+        resolve_kv_pool(model->hparams(), options.scheduler, options.kv_memory_bytes, options.name);
+    check_cache_memory(*model, resolved.scheduler);
     if (!options.draft_model.empty()) {
         try {
-            with.scheduler.draft_model =
+            resolved.scheduler.draft_model =
                 model::Model::load(options.draft_model, {.repack = model::Repack::background});
         } catch (const std::exception& e) {
             throw std::runtime_error("draft model " + options.draft_model + ": " + e.what());
@@ -146,7 +182,7 @@ std::shared_ptr<EngineBackend> EngineBackend::load(const std::string& path,
     }
     const double secs =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    return from_model(std::move(model), with, secs);
+    return from_model(std::move(model), resolved, secs);
 }
 
 std::shared_ptr<EngineBackend> EngineBackend::from_model(std::shared_ptr<const model::Model> model,

@@ -29,6 +29,10 @@ struct EngineBackendOptions {
     std::string name;
     std::vector<LoraFile> loras;  // ids in this order
     scheduler::SchedulerParams scheduler;
+    // The KV pool's memory budget (--kv-memory) when scheduler.kv_pool_cells is 0: load() sizes
+    // the pool and the default context from it (resolve_kv_pool). 0: half the memory available
+    // at load.
+    uint64_t kv_memory_bytes = 0;
     std::optional<std::string> chat_template;  // overrides the model's tokenizer.chat_template
     std::optional<chat::Family> tool_parser;   // overrides the family detected from the template
     std::optional<model::Pooling> pooling;     // overrides the model's pooling_type

@@ -26,11 +26,12 @@ int thread_count(int requested, int fallback, const char* what) {
 
 }  // namespace
 
-int default_context_size(const HParams& hp, int requested) {
+int default_context_size(const HParams& hp, int requested, int64_t pool_cells) {
     if (requested > 0) return requested;
     const int train = hp.n_ctx_train > 0
                           ? static_cast<int>(std::min<uint32_t>(hp.n_ctx_train, 1u << 30))
                           : kDefaultContextCap;
+    if (pool_cells > 0) return static_cast<int>(std::min<int64_t>(train, pool_cells));
     return std::min(train, kDefaultContextCap);
 }
 
@@ -39,10 +40,12 @@ Context::Context(std::shared_ptr<const Model> model, const ContextParams& params
       threads_(thread_count(params.n_threads, kernels::physical_core_count(), "n_threads")),
       threads_batch_(thread_count(params.n_threads_batch, threads_, "n_threads_batch")),
       pool_(std::max(threads_, threads_batch_)),
-      cache_(model_->hparams(), {.n_seq = params.n_seq,
-                                 .n_ctx = default_context_size(model_->hparams(), params.n_ctx),
-                                 .kv_types = params.kv_type,
-                                 .swa_batch = params.swa_batch}),
+      cache_(model_->hparams(),
+             {.n_seq = params.n_seq,
+              .n_ctx = default_context_size(model_->hparams(), params.n_ctx, params.kv_pool_cells),
+              .kv_types = params.kv_type,
+              .swa_batch = params.swa_batch,
+              .pool_cells = params.kv_pool_cells}),
       kv_(cache_.kv()),
       seq_adapters_(static_cast<size_t>(cache_.n_seq())),
       ops_(*model_, pool_) {
@@ -114,6 +117,15 @@ void Context::validate(std::span<const BatchToken> batch) const {
                                         ")");
         }
         ++expect;
+    }
+    int64_t growth = 0;
+    for (int s = 0; s < cache_.n_seq(); ++s)
+        growth += cache_.growth(s, next[static_cast<size_t>(s)]);
+    if (growth > cache_.pool_room()) {
+        throw std::length_error("the batch needs " + std::to_string(growth) +
+                                " more KV cells; the pool has " +
+                                std::to_string(cache_.pool_room()) + " of " +
+                                std::to_string(cache_.pool_cells()) + " free");
     }
 }
 

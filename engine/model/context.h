@@ -22,7 +22,7 @@ namespace ggufd::model {
 
 struct ContextParams {
     int n_seq = 1;      // sequences (slots) the caches hold
-    int n_ctx = 0;      // cells per sequence; 0 = the model's training context, at most 4096
+    int n_ctx = 0;      // most tokens of a sequence; 0 = default_context_size (with kv_pool_cells)
     int n_threads = 0;  // 0 = physical cores
     // Threads of a step that brings several tokens of one sequence (a prompt's chunk) or pools
     // embeddings; n_threads then serves the steps of single decode tokens. 0 = n_threads.
@@ -31,6 +31,9 @@ struct ContextParams {
     // Sliding-window layers: tokens of one sequence a step adds beyond the window (the ring's
     // slack, see KvCache); eval splits a batch that brings more.
     int swa_batch = KvCache::kDefaultSwaBatch;
+    // The KV pool: full attention layers' cells all sequences hold at once (KvCache; 0: n_seq x
+    // n_ctx, each sequence its whole context).
+    int64_t kv_pool_cells = 0;
     // F16 cache: accumulate attention as llama.cpp does, to follow its greedy decoding where two
     // logits nearly tie (kernels::AttentionParams::f16_accumulator; attention takes 2-3x as long).
     bool f16_accumulator = false;
@@ -79,7 +82,8 @@ class Context {
     // Evaluates the batch, appends its tokens to their sequences, and fills `logits` with one row
     // of n_vocab floats per token that asked for logits, in batch order. Throws
     // std::invalid_argument (and changes nothing) for an invalid token id, sequence, position or
-    // a sequence that would outgrow its context.
+    // a sequence that would outgrow its context, and std::length_error (changing nothing) when
+    // the batch needs more KV cells than the pool has free.
     void eval(std::span<const BatchToken> batch, std::vector<float>& logits);
 
     // --- embeddings ---
@@ -142,7 +146,9 @@ class Context {
     std::vector<float> x_, xn_, tmp_;
 };
 
-// The context size a model gets when the caller asks for `requested` (0 = default).
-int default_context_size(const HParams& hp, int requested);
+// The context size a model gets when the caller asks for `requested` (0 = default): the
+// model's training context, at most what a KV pool of pool_cells holds, or at most 4096 without
+// a pool (pool_cells 0: every sequence sized for its whole context).
+int default_context_size(const HParams& hp, int requested, int64_t pool_cells = 0);
 
 }  // namespace ggufd::model

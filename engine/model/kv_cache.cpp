@@ -1,5 +1,8 @@
 #include "engine/model/kv_cache.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstring>
 #include <limits>
@@ -34,17 +37,42 @@ void check_block_fit(kernels::KvType type, int64_t head_dim, const char* what) {
 
 }  // namespace
 
-LazyZeroBuffer::LazyZeroBuffer(size_t bytes)
-    : p_(static_cast<uint8_t*>(std::calloc(bytes == 0 ? 1 : bytes, 1))), size_(bytes) {
-    if (!p_) throw std::bad_alloc();
+// Address space without a commitment (MAP_NORESERVE): a pool that lets any one sequence reach
+// its whole context reserves every sequence's region, far more than the pool's memory.
+LazyZeroBuffer::LazyZeroBuffer(size_t bytes) : size_(bytes) {
+    const size_t mapped = std::max<size_t>(bytes, 1);
+    void* p = mmap(nullptr, mapped, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) throw std::bad_alloc();
+    p_ = std::unique_ptr<uint8_t, Unmap>(static_cast<uint8_t*>(p), Unmap{mapped});
 }
 
-KvCache::KvCache(const HParams& hp, int n_seq, int n_ctx, KvTypes types, int swa_batch)
+void LazyZeroBuffer::Unmap::operator()(uint8_t* p) const {
+    munmap(p, bytes);
+}
+
+void LazyZeroBuffer::release(size_t from, size_t to) {
+    static const auto page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    to = std::min(to, size_);
+    const size_t first = (from + page - 1) / page * page, last = to / page * page;
+    if (!p_ || first >= last) return;
+    madvise(p_.get() + first, last - first, MADV_DONTNEED);
+}
+
+KvCache::KvCache(const HParams& hp, int n_seq, int n_ctx, KvTypes types, int swa_batch,
+                 int64_t pool_cells)
     : n_seq_(n_seq), n_ctx_(n_ctx), types_(types), v_in_k_(hp.v_in_k) {
     if (n_seq <= 0 || n_ctx <= 0) {
         throw std::invalid_argument(
             "KV cache needs at least one sequence and one cell (n_seq=" + std::to_string(n_seq) +
             ", n_ctx=" + std::to_string(n_ctx) + ")");
+    }
+    const int64_t all = int64_t{n_seq} * n_ctx;
+    pool_cells_ = pool_cells == 0 ? all : std::min(pool_cells, all);
+    if (pool_cells_ < n_ctx) {
+        throw std::invalid_argument("a KV pool of " + std::to_string(pool_cells) +
+                                    " cells cannot hold one sequence's context of " +
+                                    std::to_string(n_ctx) + " tokens");
     }
     k_.reserve(hp.n_layer);
     v_.reserve(hp.n_layer);
@@ -66,19 +94,36 @@ KvCache::KvCache(const HParams& hp, int n_seq, int n_ctx, KvTypes types, int swa
         v_.emplace_back(cells * kernels::kv_bytes(types.v, static_cast<int64_t>(rows_[l].v)));
     }
     lengths_.assign(static_cast<size_t>(n_seq), 0);
+    held_.assign(static_cast<size_t>(n_seq), 0);
 }
 
-size_t KvCache::bytes_needed(const HParams& hp, int n_seq, int n_ctx, KvTypes types,
-                             int swa_batch) {
+size_t KvCache::bytes_needed(const HParams& hp, int n_seq, int n_ctx, KvTypes types, int swa_batch,
+                             int64_t pool_cells) {
+    const int64_t all = int64_t{n_seq} * n_ctx;
+    const auto pooled = static_cast<size_t>(pool_cells == 0 ? all : std::min(pool_cells, all));
     size_t bytes = 0;
     for (uint32_t l = 0; l < hp.n_layer; ++l) {
         const HParams::LayerShape shape = hp.layer_shape(l);
         const size_t cell_bytes =
             kernels::kv_bytes(types.k, shape.n_embd_k_gqa()) +
             (hp.v_in_k ? 0 : kernels::kv_bytes(types.v, shape.n_embd_v_gqa()));
-        bytes += static_cast<size_t>(layer_cells_of(hp, l, n_ctx, swa_batch)) * cell_bytes;
+        const int cells = layer_cells_of(hp, l, n_ctx, swa_batch);
+        // A ring is each sequence's own; full layers' cells come from the pool.
+        bytes += cell_bytes * (cells < n_ctx ? static_cast<size_t>(cells) * n_seq : pooled);
     }
-    return bytes * static_cast<size_t>(n_seq);
+    return bytes;
+}
+
+size_t KvCache::pool_cell_bytes(const HParams& hp, KvTypes types) {
+    size_t bytes = 0;
+    for (uint32_t l = 0; l < hp.n_layer; ++l) {
+        if (hp.layer_block(l) != BlockKind::attention || hp.kv_layer(l) != l || hp.is_swa_layer(l))
+            continue;
+        const HParams::LayerShape shape = hp.layer_shape(l);
+        bytes += kernels::kv_bytes(types.k, shape.n_embd_k_gqa()) +
+                 (hp.v_in_k ? 0 : kernels::kv_bytes(types.v, shape.n_embd_v_gqa()));
+    }
+    return bytes;
 }
 
 int32_t KvCache::max_tokens_per_step() const {
@@ -114,7 +159,41 @@ void KvCache::truncate(int seq, int32_t n) {
 
 void KvCache::set_length(int seq, int32_t n) {
     if (n < 0 || n > n_ctx_) throw std::out_of_range("sequence length beyond the context");
+    hold(seq, n);
     lengths_.at(static_cast<size_t>(seq)) = n;
+}
+
+void KvCache::hold(int seq, int32_t n) {
+    const int64_t more = growth(seq, n);
+    if (more == 0) return;
+    if (more > pool_room()) {
+        throw std::length_error("the KV pool is full: sequence " + std::to_string(seq) + " needs " +
+                                std::to_string(more) + " more cells, " +
+                                std::to_string(pool_room()) + " of " + std::to_string(pool_cells_) +
+                                " are free");
+    }
+    held_[static_cast<size_t>(seq)] = n;
+    pool_used_ += more;
+}
+
+void KvCache::release(int seq) {
+    const int32_t len = length(seq);
+    int32_t& held = held_.at(static_cast<size_t>(seq));
+    if (held <= len) return;
+    for (size_t l = 0; l < rows_.size(); ++l) {
+        const int cells = cells_[l];
+        // A ring is the sequence's own and small: it stays.
+        if (cells == 0 || cells < n_ctx_) continue;
+        const auto layer = static_cast<int>(l);
+        const auto from = offset(layer, seq, len, rows_[l].k, types_.k);
+        k_[l].release(from, from + (held - len) * k_cell_bytes(layer));
+        if (v_cell_bytes(layer) > 0) {
+            const auto vfrom = offset(layer, seq, len, rows_[l].v, types_.v);
+            v_[l].release(vfrom, vfrom + (held - len) * v_cell_bytes(layer));
+        }
+    }
+    pool_used_ -= held - len;
+    held = len;
 }
 
 size_t KvCache::offset(int layer, int seq, int32_t pos, size_t row, kernels::KvType type) const {
@@ -237,6 +316,7 @@ void KvCache::restore_snapshot(int seq, const uint8_t* in, int32_t base, int32_t
                                 ".." + std::to_string(saved) + " at " + std::to_string(from) +
                                 ".." + std::to_string(m) + " into sequence " + std::to_string(seq));
     }
+    hold(seq, m);
     for (int l = 0; l < static_cast<int>(cells_.size()); ++l) {
         const int32_t saved_from = snapshot_from(l, base, saved);
         const size_t kb = k_cell_bytes(l), vb = v_cell_bytes(l);

@@ -16,8 +16,19 @@
 // model whose heads differ between sliding and global layers each store what they need.
 // Multi-head latent attention (HParams::v_in_k) stores no V: a value is the first head_dim_v
 // elements of its key row (the compressed latent), so v_view is the K view and only K is sized.
+//
+// The pool: the full layers' cells of all sequences are one budget of pool_cells (fewer than
+// n_seq x n_ctx when the sequences share memory). Each sequence's region is address space only
+// (LazyZeroBuffer); its cells become memory when written and go back to the system when the
+// sequence lets them go (release, clear). A sequence holds cells up to its high-water mark
+// (held: written and not released), and the held cells of all sequences stay within the pool:
+// growth(seq, n) says what a sequence reaching n tokens takes from pool_room(), and set_length or
+// a restore beyond the room throws std::length_error. So one sequence may use its whole context
+// while many short ones share the same memory, with no page table: a position's cell is where it
+// always was, and the attention kernels read a sequence's cells as one range.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
@@ -38,12 +49,16 @@ class LazyZeroBuffer {
     explicit LazyZeroBuffer(size_t bytes);
     uint8_t* data() const { return p_.get(); }
     size_t size() const { return size_; }
+    // Gives the whole memory pages inside [from, to) back to the system; they read as zeros
+    // when touched again. Parts of pages at either end stay.
+    void release(size_t from, size_t to);
 
   private:
-    struct Free {
-        void operator()(uint8_t* p) const { std::free(p); }
+    struct Unmap {
+        size_t bytes;  // no initialiser: one would keep unique_ptr from default-constructing
+        void operator()(uint8_t* p) const;
     };
-    std::unique_ptr<uint8_t, Free> p_;
+    std::unique_ptr<uint8_t, Unmap> p_;
     size_t size_ = 0;
 };
 
@@ -62,16 +77,35 @@ class KvCache {
     // Throws std::invalid_argument for non-positive sizes and std::bad_alloc when memory is short.
     static constexpr int kDefaultSwaBatch = 512;  // the scheduler's default step budget
     // std::invalid_argument also when a quantised type does not divide a head dimension.
+    // pool_cells: the full layers' cells all sequences may hold at once (0: n_seq x n_ctx, each
+    // sequence its whole context); std::invalid_argument when fewer than n_ctx.
     KvCache(const HParams& hp, int n_seq, int n_ctx, KvTypes types = {},
-            int swa_batch = kDefaultSwaBatch);
+            int swa_batch = kDefaultSwaBatch, int64_t pool_cells = 0);
 
     int n_seq() const { return n_seq_; }
     int n_ctx() const { return n_ctx_; }
     KvTypes types() const { return types_; }
     size_t bytes() const;
-    // Bytes a cache of these sizes needs, to check memory before allocating.
+    // Bytes a cache of these sizes needs at most (its pool full), to check memory before
+    // allocating; pool_cells as the constructor's.
     static size_t bytes_needed(const HParams& hp, int n_seq, int n_ctx, KvTypes types,
-                               int swa_batch = kDefaultSwaBatch);
+                               int swa_batch = kDefaultSwaBatch, int64_t pool_cells = 0);
+    // Bytes of one token's cells in the full layers: what one pool cell costs.
+    static size_t pool_cell_bytes(const HParams& hp, KvTypes types);
+
+    // --- the pool ---
+    int64_t pool_cells() const { return pool_cells_; }
+    int64_t pool_used() const { return pool_used_; }
+    int64_t pool_room() const { return pool_cells_ - pool_used_; }
+    // Cells a sequence holds in the pool: its high-water mark since it last released.
+    int32_t held(int seq) const { return held_.at(static_cast<size_t>(seq)); }
+    // Pool cells the sequence takes when it reaches n tokens.
+    int64_t growth(int seq, int32_t n) const {
+        return std::max<int64_t>(0, int64_t{n} - held(seq));
+    }
+    // Gives the sequence's cells past its length back to the pool (and their memory back to
+    // the system).
+    void release(int seq);
     // Cells per sequence of a layer: n_ctx, or the ring of a sliding-window layer.
     int layer_cells(int layer) const { return cells_.at(static_cast<size_t>(layer)); }
     // Most tokens one step may add to one sequence (INT32_MAX without a ring).
@@ -81,9 +115,13 @@ class KvCache {
     // Tokens a sequence holds: positions 0 .. length-1.
     int32_t length(int seq) const { return lengths_.at(static_cast<size_t>(seq)); }
     bool can_truncate(int seq, int32_t n) const;
-    void clear(int seq) { truncate(seq, 0); }
+    // Empties a sequence and releases its cells.
+    void clear(int seq) {
+        truncate(seq, 0);
+        release(seq);
+    }
     // Keeps the first n tokens of a sequence (n <= length); std::out_of_range when n is beyond
-    // its length or can_truncate says no.
+    // its length or can_truncate says no. The cells past n stay held until release.
     void truncate(int seq, int32_t n);
 
     // For the forward pass: where token `pos` of `seq` goes in `layer`, and one sequence's view.
@@ -91,6 +129,7 @@ class KvCache {
     void* v_cell(int layer, int seq, int32_t pos);
     kernels::KvView k_view(int layer, int seq) const;
     kernels::KvView v_view(int layer, int seq) const;
+    // std::length_error when growth(seq, n) is beyond pool_room().
     void set_length(int seq, int32_t n);
 
     // Bytes of one cell of a layer's keys and values (0 for a layer without cells).
@@ -133,6 +172,8 @@ class KvCache {
         int64_t head_dim_k, head_dim_v;
     };
     size_t offset(int layer, int seq, int32_t pos, size_t row, kernels::KvType type) const;
+    // Takes the pool cells for the sequence to hold n tokens (std::length_error beyond the room).
+    void hold(int seq, int32_t n);
     kernels::KvView view(const LazyZeroBuffer& store, int layer, int seq, size_t row,
                          int64_t head_dim, kernels::KvType type) const;
 
@@ -145,6 +186,9 @@ class KvCache {
     int ring_ = 0;                       // cells of the sliding layers (0: none)
     int32_t n_swa_ = 0;
     std::vector<int32_t> lengths_;
+    int64_t pool_cells_ = 0;
+    int64_t pool_used_ = 0;      // sum of held_
+    std::vector<int32_t> held_;  // per sequence
 };
 
 }  // namespace ggufd::model

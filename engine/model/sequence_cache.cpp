@@ -15,7 +15,8 @@ SequenceCache::SequenceCache(const HParams& hp, const SequenceCacheParams& param
             std::to_string(params.n_seq) + ", n_ctx=" + std::to_string(params.n_ctx) + ")");
     }
     if (hp.has_attention()) {
-        kv_.emplace(hp, params.n_seq, params.n_ctx, params.kv_types, params.swa_batch);
+        kv_.emplace(hp, params.n_seq, params.n_ctx, params.kv_types, params.swa_batch,
+                    params.pool_cells);
     }
     if (hp.is_recurrent()) state_.emplace(hp, params.n_seq);
 }
@@ -24,7 +25,7 @@ size_t SequenceCache::bytes_needed(const HParams& hp, const SequenceCacheParams&
     size_t total = 0;
     if (hp.has_attention()) {
         total += KvCache::bytes_needed(hp, params.n_seq, params.n_ctx, params.kv_types,
-                                       params.swa_batch);
+                                       params.swa_batch, params.pool_cells);
     }
     if (hp.is_recurrent()) total += RecurrentState::bytes_needed(hp, params.n_seq);
     return total;
@@ -59,6 +60,15 @@ void SequenceCache::truncate(int seq, int32_t n) {
     if (state_ && !state_->can_truncate(seq, n)) state_->truncate(seq, n);
     if (kv_) kv_->truncate(seq, n);
     if (state_) state_->truncate(seq, n);
+}
+
+void SequenceCache::clear(int seq) {
+    truncate(seq, 0);
+    release(seq);
+}
+
+int64_t SequenceCache::pool_cells() const {
+    return kv_ ? kv_->pool_cells() : std::numeric_limits<int64_t>::max();
 }
 
 void SequenceCache::save_checkpoint(int seq) {

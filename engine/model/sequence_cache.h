@@ -38,6 +38,7 @@ struct SequenceCacheParams {
     int n_ctx = 1;                              // most tokens of one sequence
     KvTypes kv_types = {};                      // K and V storage (attention)
     int swa_batch = KvCache::kDefaultSwaBatch;  // sliding-window ring slack (KvCache)
+    int64_t pool_cells = 0;  // full attention layers' cells of all sequences (KvCache; 0: all)
 };
 
 class SequenceCache {
@@ -62,7 +63,8 @@ class SequenceCache {
     int32_t longest_keepable(int seq, int32_t n) const;
     // Keeps the first n tokens of the sequence; std::out_of_range when can_truncate says no.
     void truncate(int seq, int32_t n);
-    void clear(int seq) { truncate(seq, 0); }
+    // Empties the sequence and gives its KV cells back to the pool.
+    void clear(int seq);
     // Marks the sequence's current length as a point truncate can return to (a recurrent
     // state's checkpoint; a KV cache can return anywhere, so it needs none).
     void save_checkpoint(int seq);
@@ -98,6 +100,18 @@ class SequenceCache {
     const RecurrentState* recurrent() const { return state_ ? &*state_ : nullptr; }
     // After a step: the sequence holds n tokens in every store.
     void set_length(int seq, int32_t n);
+
+    // The KV pool (KvCache): a recurrent state is fixed per sequence, outside it, so a model
+    // without attention layers has an unbounded pool (INT64_MAX cells and room, no growth).
+    int64_t pool_cells() const;
+    int64_t pool_used() const { return kv_ ? kv_->pool_used() : 0; }
+    int64_t pool_room() const { return pool_cells() - pool_used(); }
+    int32_t held(int seq) const { return kv_ ? kv_->held(seq) : 0; }
+    int64_t growth(int seq, int32_t n) const { return kv_ ? kv_->growth(seq, n) : 0; }
+    // Gives the cells past the sequence's length back to the pool.
+    void release(int seq) {
+        if (kv_) kv_->release(seq);
+    }
 
   private:
     int n_seq_, n_ctx_;

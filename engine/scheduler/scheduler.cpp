@@ -34,6 +34,7 @@ Scheduler::Scheduler(std::shared_ptr<const model::Model> model,
                                     .n_threads_batch = params.n_threads_batch,
                                     .kv_type = params.kv_types,
                                     .swa_batch = std::max(params.batch_size, 1),
+                                    .kv_pool_cells = params.kv_pool_cells,
                                     .f16_accumulator = params.f16_accumulator}),
       n_ctx_(context_.cache().n_ctx()),
       prefix_cache_(PrefixCacheParams{.budget_bytes = params.cache_ram_bytes,
@@ -64,7 +65,8 @@ Scheduler::Scheduler(std::shared_ptr<const model::Model> model,
                                                       .swa_batch = std::max(params.batch_size, 1)});
     }
     histories_.resize(slots_.size());
-    stats_.kv_cells_capacity = static_cast<int64_t>(slots_.size()) * n_ctx_;
+    stats_.kv_cells_capacity =
+        std::min(static_cast<int64_t>(slots_.size()) * n_ctx_, context_.cache().pool_cells());
     thread_ = std::thread([this] { loop(); });
 }
 
@@ -167,10 +169,12 @@ SubmitResult Scheduler::submit_embedding(EmbeddingRequest request) {
 
 void Scheduler::loop() {
     while (true) {
+        step_taken_ = 0;  // admissions come before the step, with the whole pool's room
+        resume_preempted();
         std::deque<Pending> incoming;
         {
             std::unique_lock lock(mutex_);
-            const bool busy = !embed_jobs_.empty() ||
+            const bool busy = !embed_jobs_.empty() || !preempted_.empty() ||
                               std::any_of(slots_.begin(), slots_.end(),
                                           [](const Slot& s) { return s.active.has_value(); });
             if (!busy) {
@@ -192,6 +196,9 @@ void Scheduler::loop() {
                 for (Slot& s : slots_) {
                     if (s.active) finish(s, FinishReason::cancelled);
                 }
+                for (Active& a : preempted_)
+                    a.request.sink->on_finish(FinishReason::cancelled, a.usage, {});
+                preempted_.clear();
                 return;
             }
             // Take as many waiting requests as there are free slots; the rest keep their place.
@@ -199,6 +206,8 @@ void Scheduler::loop() {
             for (const Slot& s : slots_) free += s.active ? 0 : 1;
             // Waiting embeddings keep one free slot, so generation cannot starve them.
             if (!embed_jobs_.empty() && free > 0) --free;
+            // Preempted requests are older than any waiting one: they go first.
+            if (!preempted_.empty()) free = 0;
             while (free-- > 0 && !queue_.empty()) {
                 incoming.push_back(std::move(queue_.front()));
                 queue_.pop_front();
@@ -227,6 +236,7 @@ void Scheduler::publish_slots() {
                         std::memory_order_relaxed);
     }
     stats_.kv_cells_used.store(used, std::memory_order_relaxed);
+    stats_.kv_pool_used.store(context_.cache().pool_used(), std::memory_order_relaxed);
 }
 
 std::vector<SlotState> Scheduler::slot_states() const {
@@ -298,20 +308,56 @@ bool Scheduler::start(Slot& slot, Pending pending) {
         a.request.sink->on_finish(FinishReason::error, {}, e.what());
         return false;
     }
+    a.adapters = std::move(pending.adapters);
+    const int32_t reuse = place(slot, a);
+    a.prompt_done = static_cast<size_t>(reuse);
+    const std::vector<int32_t>& prompt = a.request.prompt;
+    const PromptMedia* media = a.request.media.get();
+    if (media && !media->spans.empty()) {
+        // Penalties see the prompt's text; a picture's placeholders are no tokens.
+        std::vector<int32_t> text;
+        std::copy_if(prompt.begin(), prompt.end(), std::back_inserter(text),
+                     [](int32_t id) { return !is_media_token(id); });
+        a.sampler->accept(std::span<const int32_t>(text));
+    } else {
+        a.sampler->accept(std::span<const int32_t>(prompt));
+    }
+    a.rope_shift = rope_shift(media, prompt.size());
+    a.speculative = a.request.speculative.over(params_.speculative);
+    // Drafts come from the text's tokens, which a picture's placeholders are not.
+    if (media && !media->spans.empty()) a.speculative.type = DraftType::none;
+    a.draft_policy = DraftPolicy(a.speculative.n_max);
+    a.usage.prompt_tokens = static_cast<int32_t>(a.request.prompt.size());
+    a.usage.cached_prompt_tokens = reuse;
+    a.started = Clock::now();
+    a.request.sink->on_started();
+    slot.active = std::move(a);
+    ++stats_.busy_slots;
+    if (slot.active->stop->budget_exhausted()) finish(slot, FinishReason::length);
+    return true;
+}
+
+int32_t Scheduler::place(Slot& slot, const Active& a) {
     // Reuse the longest cached prefix, from this slot or the prefix cache, but evaluate at least
     // the last prompt token to get its logits. The slot's cells may keep less than they share
     // with the prompt: a sliding-window layer's ring no longer holding the window before that
     // point, or a recurrent state that returns only to its checkpoint (the previous whole
     // prompt); a cache entry of such a model resumes only at its end. At worst nothing is reused.
-    const std::vector<int32_t>& prompt = a.request.prompt;
-    // A prefix never ends inside a picture: its tokens are evaluated together.
+    // A preempted request that was generating feeds its next token after the replay: all of the
+    // replay may come from the caches. A prefix never ends inside a picture: its tokens are
+    // evaluated together (a replay begins with the prompt, so its pictures sit where they did).
+    const bool replay = a.next_token >= 0;
+    const std::vector<int32_t>& prompt = replay ? a.replay : a.request.prompt;
     const PromptMedia* media = a.request.media.get();
-    const auto limit = static_cast<int32_t>(media_floor(media, prompt.size() - 1));
+    const auto limit = static_cast<int32_t>(media_floor(media, prompt.size() - (replay ? 0 : 1)));
     model::SequenceCache& cache = context_.cache();
+    // The pool's room for the whole prompt, where idle slots' cells can give it: what a restore
+    // copies and the prefill after it need it anyway.
+    make_room(cache.growth(slot.id, static_cast<int32_t>(prompt.size()) + 1), &slot, false);
     // A prefix computed with other adapters has other keys and values. The slot's full layers
     // hold the cells of the `held` tokens it shares with the prompt even where its ring or
     // recurrent state cannot go back to them (reuse).
-    const bool same_adapters = context_.adapters(slot.id) == pending.adapters;
+    const bool same_adapters = context_.adapters(slot.id) == a.adapters;
     int32_t held = 0, reuse = 0;
     if (same_adapters) {
         held = static_cast<int32_t>(media_floor(
@@ -320,8 +366,10 @@ bool Scheduler::start(Slot& slot, Pending pending) {
         reuse = cache.longest_keepable(slot.id, held);
     }
     Resume hit;
-    if (reuse < limit) hit = find_resume(prompt, pending.adapters, limit, held);
-    const bool from_cache = hit.entry && hit.length > reuse;
+    if (reuse < limit) hit = find_resume(prompt, a.adapters, limit, held);
+    // A restore beyond the pool's room is not taken: the prompt is evaluated as it gets cells.
+    const bool from_cache = hit.entry && hit.length > reuse &&
+                            cache.growth(slot.id, hit.length) <= cache.pool_room() - step_taken_;
     // The slot's cells that stay: a restore writes from min(held, its length) on. What is lost
     // beyond them (and beyond what the cache has already) is copied into the cache.
     const int32_t kept = from_cache ? std::min(held, hit.length) : reuse;
@@ -329,7 +377,7 @@ bool Scheduler::start(Slot& slot, Pending pending) {
     if (static_cast<int64_t>(slot.cached.size()) - kept >= prefix_cache_.block_tokens()) {
         lost = snapshot_slot(slot, std::max(kept, slot.in_cache));
     }
-    context_.set_adapters(slot.id, std::move(pending.adapters));
+    context_.set_adapters(slot.id, a.adapters);
     if (from_cache) {
         // The cells before the entry's base: the slot's own, then each supplier's after them.
         int32_t have = kept;
@@ -358,29 +406,99 @@ bool Scheduler::start(Slot& slot, Pending pending) {
     }
     stats_.prompt_tokens_looked_up += prompt.size();
     keep(std::move(lost));
-    a.prompt_done = static_cast<size_t>(reuse);
-    if (media && !media->spans.empty()) {
-        // Penalties see the prompt's text; a picture's placeholders are no tokens.
-        std::vector<int32_t> text;
-        std::copy_if(prompt.begin(), prompt.end(), std::back_inserter(text),
-                     [](int32_t id) { return !is_media_token(id); });
-        a.sampler->accept(std::span<const int32_t>(text));
-    } else {
-        a.sampler->accept(std::span<const int32_t>(a.request.prompt));
+    return reuse;
+}
+
+Scheduler::Slot* Scheduler::youngest(const Slot* than) {
+    Slot* found = nullptr;
+    for (Slot& s : slots_) {
+        if (!s.active || &s == than) continue;
+        if (than && s.active->submitted <= than->active->submitted) continue;
+        if (!found || s.active->submitted > found->active->submitted) found = &s;
     }
-    a.rope_shift = rope_shift(media, prompt.size());
-    a.speculative = a.request.speculative.over(params_.speculative);
-    // Drafts come from the text's tokens, which a picture's placeholders are not.
-    if (media && !media->spans.empty()) a.speculative.type = DraftType::none;
-    a.draft_policy = DraftPolicy(a.speculative.n_max);
-    a.usage.prompt_tokens = static_cast<int32_t>(a.request.prompt.size());
-    a.usage.cached_prompt_tokens = reuse;
-    a.started = Clock::now();
-    a.request.sink->on_started();
-    slot.active = std::move(a);
-    ++stats_.busy_slots;
-    if (slot.active->stop->budget_exhausted()) finish(slot, FinishReason::length);
+    return found;
+}
+
+bool Scheduler::make_room(int64_t cells, const Slot* for_slot, bool may_preempt) {
+    model::SequenceCache& cache = context_.cache();
+    auto enough = [&] { return cache.pool_room() - step_taken_ >= cells; };
+    if (enough()) return true;
+    for (const Slot& s : slots_) cache.release(s.id);
+    if (enough()) return true;
+    // Idle slots' prefixes: kept in the prefix cache (while its budget holds them), their cells
+    // freed; the longest first, which frees the most for one copy.
+    std::vector<Slot*> idle;
+    for (Slot& s : slots_) {
+        if (!s.active && &s != for_slot && cache.held(s.id) > 0) idle.push_back(&s);
+    }
+    std::sort(idle.begin(), idle.end(),
+              [&](const Slot* x, const Slot* y) { return cache.held(x->id) > cache.held(y->id); });
+    for (Slot* s : idle) {
+        keep_prefix(*s);
+        cache.clear(s->id);
+        s->cached.clear();
+        s->in_cache = 0;
+        if (enough()) return true;
+    }
+    if (!may_preempt) return false;
+    while (!enough()) {
+        Slot* victim = youngest(for_slot);
+        if (!victim) return false;
+        preempt(*victim);
+    }
     return true;
+}
+
+void Scheduler::preempt(Slot& slot) {
+    Active a = std::move(*slot.active);
+    slot.active.reset();
+    --stats_.busy_slots;
+    ++stats_.preemptions;
+    a.draft.clear();
+    // A request preempted again while replaying keeps its whole replay; one that was still
+    // evaluating its prompt starts over from the prompt (place() finds what the caches hold).
+    if (a.next_token >= 0 && slot.cached.size() >= a.replay.size()) a.replay = slot.cached;
+    a.replay_done = 0;
+    if (a.next_token < 0) a.prompt_done = 0;
+    keep_prefix(slot);
+    context_.cache().clear(slot.id);
+    slot.cached.clear();
+    slot.in_cache = 0;
+    spdlog::debug("KV pool full: request submitted {} preempted ({} tokens to resume)",
+                  a.submitted.time_since_epoch().count(),
+                  a.next_token >= 0 ? a.replay.size() : a.request.prompt.size());
+    const auto at = std::find_if(preempted_.begin(), preempted_.end(),
+                                 [&](const Active& p) { return p.submitted > a.submitted; });
+    preempted_.insert(at, std::move(a));
+}
+
+void Scheduler::resume_preempted() {
+    for (auto it = preempted_.begin(); it != preempted_.end();) {
+        if (it->request.sink->cancelled()) {
+            it->request.sink->on_finish(FinishReason::cancelled, it->usage, {});
+            it = preempted_.erase(it);
+        } else {
+            ++it;
+        }
+    }
+    while (!preempted_.empty()) {
+        Active& a = preempted_.front();
+        Slot* slot = nullptr;
+        for (Slot& s : slots_) {
+            if (!s.active) slot = &s;
+        }
+        if (!slot) return;
+        // Room for all of its tokens and the next: otherwise it would only be preempted again.
+        const bool replay = a.next_token >= 0;
+        const auto tokens =
+            static_cast<int64_t>(replay ? a.replay.size() : a.request.prompt.size()) + 1;
+        if (!make_room(tokens, nullptr, false)) return;
+        const int32_t reuse = place(*slot, a);
+        (replay ? a.replay_done : a.prompt_done) = static_cast<size_t>(reuse);
+        slot->active = std::move(a);
+        preempted_.pop_front();
+        ++stats_.busy_slots;
+    }
 }
 
 Scheduler::Resume Scheduler::find_resume(const std::vector<int32_t>& prompt,
@@ -560,23 +678,58 @@ void Scheduler::step() {
     std::vector<Row> wants_logits;
     std::vector<std::pair<Slot*, size_t>> fed;  // slot and how many tokens it feeds this step
 
+    model::SequenceCache& cache = context_.cache();
+    step_taken_ = 0;
+    // The oldest prompt that got no cells last step gets those of the youngest request now, so
+    // that the pool never holds requests that all wait for each other.
+    if (starved_ && starved_->active) {
+        if (Slot* victim = youngest(starved_)) preempt(*victim);
+    }
+    starved_ = nullptr;
+    // A generating slot decodes once a preempted request's replay is back in its cells.
+    auto decoding = [](const Slot& s) {
+        return s.active && s.active->next_token >= 0 &&
+               s.active->replay_done >= s.active->replay.size();
+    };
+    // The pool's cells for every decode token, oldest request first: where the pool is short,
+    // the youngest requests are preempted, the one short of room itself when it is the youngest.
+    std::vector<Slot*> by_age;
+    for (Slot& s : slots_) {
+        if (s.active) by_age.push_back(&s);
+    }
+    std::sort(by_age.begin(), by_age.end(), [](const Slot* x, const Slot* y) {
+        return x->active->submitted < y->active->submitted;
+    });
+    for (Slot* s : by_age) {
+        if (!decoding(*s)) continue;  // preempted meanwhile, or still in its prompt
+        const int64_t need = cache.growth(s->id, cache.length(s->id) + 1);
+        if (!make_room(need, s, true)) {
+            preempt(*s);
+            continue;
+        }
+        step_taken_ += need;
+    }
     // Decode tokens first: every generating slot advances by one, and a drafting slot brings its
     // draft after it, within what the budget leaves beside the other slots' decode tokens. A
     // draft source's drafts are made for all its sequences at once (a draft model's batch).
     int draft_room = params_.batch_size;
-    for (const Slot& s : slots_) draft_room -= s.active && s.active->next_token >= 0 ? 1 : 0;
-    std::vector<std::pair<Slot*, int32_t>> decoding;  // slot and its draft's most tokens
+    for (const Slot& s : slots_) draft_room -= decoding(s) ? 1 : 0;
+    std::vector<std::pair<Slot*, int32_t>> decoders;  // slot and its draft's most tokens
     draft_jobs_.clear();
     for (Slot& s : slots_) {
-        if (!s.active || s.active->next_token < 0) continue;
+        if (!decoding(s)) continue;
         Active& a = *s.active;
-        const int32_t pos = context_.cache().length(s.id);
+        const int32_t pos = cache.length(s.id);
         if (pos >= n_ctx_) {
             finish(s, FinishReason::length);
             continue;
         }
         a.draft.clear();
-        const int32_t len = draft_length(s, std::min(draft_room, n_ctx_ - pos - 1));
+        // A draft takes only cells the pool has free; they are held for it through the step.
+        const auto pool_left =
+            static_cast<int32_t>(std::min<int64_t>(INT32_MAX, cache.pool_room() - step_taken_));
+        const int32_t len = draft_length(s, std::min({draft_room, n_ctx_ - pos - 1, pool_left}));
+        step_taken_ += cache.growth(s.id, pos + 1 + len) - cache.growth(s.id, pos + 1);
         if (len > 0) {
             std::vector<int32_t>& history = histories_[static_cast<size_t>(s.id)];
             history.assign(s.cached.begin(), s.cached.end());
@@ -593,7 +746,7 @@ void Scheduler::step() {
                 draft_room -= static_cast<int>(a.draft.size());
             }
         }
-        decoding.emplace_back(&s, len);
+        decoders.emplace_back(&s, len);
     }
     if (!draft_jobs_.empty()) {
         try {
@@ -611,7 +764,7 @@ void Scheduler::step() {
                 slots_[static_cast<size_t>(j.slot)].active->draft_policy.record(1, 0);
         }
     }
-    for (auto [slot, len] : decoding) {
+    for (auto [slot, len] : decoders) {
         Slot& s = *slot;
         Active& a = *s.active;
         const int32_t pos = context_.cache().length(s.id);
@@ -629,26 +782,43 @@ void Scheduler::step() {
         }
         fed.emplace_back(&s, 1 + a.draft.size());
     }
-    // Then embedding inputs and prompt chunks within what is left of the budget.
+    // Then embedding inputs and prompt chunks (and preempted requests' replays) within what is
+    // left of the budget and of the pool. A prompt short of cells waits for them (its request
+    // is the one that takes them when it is the oldest: see `starved`).
     int budget = params_.batch_size - static_cast<int>(batch_.size());
     add_embedding_inputs(budget);
+    Slot* starved = nullptr;  // the oldest prompt that got no cells
     bool first_chunk = true;
     for (Slot& s : slots_) {
         if (budget <= 0) break;
-        if (!s.active || s.active->next_token >= 0) continue;
+        if (!s.active || decoding(s)) continue;
         Active& a = *s.active;
-        const size_t left = a.request.prompt.size() - a.prompt_done;
-        size_t take = std::min(left, static_cast<size_t>(budget));
+        const bool replay = a.next_token >= 0;
+        const std::vector<int32_t>& tokens = replay ? a.replay : a.request.prompt;
+        const size_t done = replay ? a.replay_done : a.prompt_done;
+        size_t take = std::min(tokens.size() - done, static_cast<size_t>(budget));
         PromptMedia* media = a.request.media.get();
-        const MediaSpan* span = span_at(media, a.prompt_done);
+        const MediaSpan* span = span_at(media, done);
         // A chunk ends at the next checkpoint of a sequence that cannot keep every prefix.
-        if (checkpoints_ && !span) {
+        if (checkpoints_ && !replay && !span) {
             const auto every = static_cast<size_t>(params_.checkpoint_interval);
             take = std::min(take, every - a.prompt_done % every);
         }
         // A picture is a chunk of its own, whole; text stops before it.
-        take = media_take(media, a.prompt_done, take, first_chunk);
+        take = media_take(media, done, take, first_chunk);
         if (take == 0) continue;
+        const int32_t base = cache.length(s.id);
+        if (!make_room(cache.growth(s.id, base + static_cast<int32_t>(take)), &s, false)) {
+            const int64_t room = cache.pool_room() - step_taken_;
+            const int64_t fits = int64_t{cache.held(s.id)} - base + room;
+            const size_t want = take;
+            take = static_cast<size_t>(std::clamp<int64_t>(fits, 0, static_cast<int64_t>(take)));
+            if (span && take < want) take = 0;  // a picture is never split
+            if (take == 0) {
+                if (!starved || a.submitted < starved->active->submitted) starved = &s;
+                continue;
+            }
+        }
         const float* rows = nullptr;
         if (span) {
             try {
@@ -660,13 +830,13 @@ void Scheduler::step() {
             }
         }
         first_chunk = false;
-        const int32_t base = context_.cache().length(s.id);
-        const int32_t shift = rope_shift(media, a.prompt_done);
+        step_taken_ += cache.growth(s.id, base + static_cast<int32_t>(take));
+        const int32_t shift = rope_shift(media, done);
         for (size_t i = 0; i < take; ++i) {
-            const bool last = a.prompt_done + i + 1 == a.request.prompt.size();
+            const bool last = !replay && done + i + 1 == tokens.size();
             if (last) wants_logits.push_back({&s, batch_.size(), 1});
             const int32_t pos = base + static_cast<int32_t>(i);
-            model::BatchToken t{s.id, a.request.prompt[a.prompt_done + i], pos, last};
+            model::BatchToken t{s.id, tokens[done + i], pos, last};
             if (rows) {
                 t.token = 0;
                 t.embd = rows + static_cast<int64_t>(i) * media->row_width;
@@ -684,6 +854,7 @@ void Scheduler::step() {
         fed.emplace_back(&s, take);
         budget -= static_cast<int>(take);
     }
+    starved_ = starved;
     if (batch_.empty()) return;
 
     try {
@@ -716,11 +887,20 @@ void Scheduler::step() {
     for (auto& [slot, n] : fed) {
         Active& a = *slot->active;
         // A picture's tokens are kept as their placeholders, which tell pictures apart.
+        const bool replaying = a.replay_done < a.replay.size();
+        const std::vector<int32_t>& source = replaying ? a.replay : a.request.prompt;
+        const size_t from = replaying ? a.replay_done : a.prompt_done;
         for (size_t i = 0; i < n; ++i) {
             const model::BatchToken& t = batch_[cursor + i];
-            slot->cached.push_back(t.embd ? a.request.prompt[a.prompt_done + i] : t.token);
+            slot->cached.push_back(t.embd ? source[from + i] : t.token);
         }
-        if (a.next_token < 0) {
+        if (replaying) {
+            a.replay_done += n;
+            if (a.replay_done == a.replay.size()) {
+                a.replay.clear();
+                a.replay_done = 0;
+            }
+        } else if (a.next_token < 0) {
             a.prompt_done += n;
             stats_.prompt_tokens += n;
             // A recurrent state can come back to this point for a prompt that continues this
@@ -907,6 +1087,10 @@ void Scheduler::add_embedding_inputs(int& budget) {
             const std::vector<int32_t>& ids = job.request.inputs[job.next_input];
             // An input longer than the budget goes alone, so that it is never left waiting.
             if (!embed_inputs_.empty() && static_cast<int>(ids.size()) > budget) return;
+            // Its cells come from the pool: it waits when the pool is short.
+            const auto cells = static_cast<int64_t>(ids.size());
+            if (!make_room(cells, free[next_free], false)) return;
+            step_taken_ += cells;
             Slot& slot = *free[next_free++];
             keep_prefix(slot);
             context_.cache().clear(slot.id);

@@ -30,7 +30,12 @@ namespace ggufd::scheduler {
 
 struct SchedulerParams {
     int n_slots = config::defaults::kSlots;  // concurrent sequences
-    int n_ctx = 0;                           // tokens per sequence; 0 = the model's, at most 4096
+    // Most tokens of one request; 0: model::default_context_size (the model's training context,
+    // at most what kv_pool_cells holds; without a pool at most 4096).
+    int n_ctx = 0;
+    // The KV pool every slot draws its cells from (full attention layers' cells of all slots at
+    // once); 0: n_slots x n_ctx, each slot its whole context at the same time.
+    int64_t kv_pool_cells = 0;
     int batch_size = config::defaults::kBatchSize;  // token budget of one step
     int max_queue =
         config::defaults::kMaxQueue;     // waiting for a slot before submit() answers queue_full
@@ -106,6 +111,11 @@ class Scheduler final : public Generator, public Embedder {
         DraftPolicy draft_policy;
         std::vector<int32_t> draft;
         int32_t verify_base = 0;
+        std::vector<model::AdapterUse> adapters;  // resolved at submit
+        // A generating request that was preempted: the tokens its cells held, fed again (no
+        // logits) before next_token when it resumes; replay_done of them are in the cells.
+        std::vector<int32_t> replay;
+        size_t replay_done = 0;
         bool first_token_sent = false;
         // Positions minus rotary positions after the prompt (its M-RoPE pictures, media.h).
         int32_t rope_shift = 0;
@@ -144,6 +154,20 @@ class Scheduler final : public Generator, public Embedder {
     void loop();
     void admit(std::deque<Pending>& incoming);
     bool start(Slot& slot, Pending pending);
+    // Gives the slot the longest prefix of the request's tokens (its prompt, or a preempted
+    // request's replay) that the slot or the prefix cache holds; returns its length.
+    int32_t place(Slot& slot, const Active& a);
+    // The KV pool. make_room makes `cells` free beside what this step has taken already
+    // (step_taken_): first the cells slots hold past their length, then idle slots' cells
+    // (saved to the prefix cache first), then, with `may_preempt`, requests younger than
+    // `for_slot`, youngest first. Whether the room is there.
+    bool make_room(int64_t cells, const Slot* for_slot, bool may_preempt);
+    // Takes a slot's request out (its prefix saved to the prefix cache, its cells released); it
+    // waits in preempted_ and resumes when a slot and cells are free (resume_preempted).
+    void preempt(Slot& slot);
+    void resume_preempted();
+    // The active slot submitted last, younger than `than` (any when nullptr).
+    Slot* youngest(const Slot* than);
     void drop_cancelled();
     void step();
     // The most tokens of the draft to verify after the slot's next token (0: none), given room
@@ -214,6 +238,10 @@ class Scheduler final : public Generator, public Embedder {
         std::atomic<int32_t> decoded{0};
     };
     std::unique_ptr<SlotView[]> slot_views_;
+    // Requests preempted when the pool was full, oldest first (the scheduler thread's).
+    std::deque<Active> preempted_;
+    int64_t step_taken_ = 0;   // pool cells this step's batch takes, counted as it is built
+    Slot* starved_ = nullptr;  // the oldest prompt the last step gave no cells
     // The adapters submit() resolves requests against; replaced whole by set_adapters().
     mutable std::mutex adapters_mutex_;
     std::shared_ptr<const std::vector<NamedAdapter>> adapters_;

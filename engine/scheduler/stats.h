@@ -34,9 +34,13 @@ struct SchedulerStats {
     std::atomic<uint64_t> draft_accepted{0};
     std::atomic<int> last_batch_tokens{0};
     // KV-cache cells (one per token and slot) held by slots serving a request, as of the last
-    // step, and all the cells there are (slots x context): the gateways' KV utilisation.
+    // step, and all the cells there are (the KV pool's): the gateways' KV utilisation.
     std::atomic<int64_t> kv_cells_used{0};
     std::atomic<int64_t> kv_cells_capacity{0};
+    // The pool's cells held by any slot (idle slots' reusable prefixes included), and requests
+    // preempted when it was full (each resumed later).
+    std::atomic<int64_t> kv_pool_used{0};
+    std::atomic<uint64_t> preemptions{0};
     // Embeddings and rank scores.
     std::atomic<uint64_t> embedded_inputs{0};
     std::atomic<uint64_t> embedded_tokens{0};

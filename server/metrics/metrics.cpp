@@ -119,6 +119,8 @@ ModelMetrics::ModelMetrics(std::string name, Metrics& owner)
       vllm_cache_queries_(owner.vllm_cache_queries_.Add(model_name_label(name_))),
       vllm_cache_hits_(owner.vllm_cache_hits_.Add(model_name_label(name_))),
       cache_evictions_(owner.cache_evictions_.Add(model_label(name_))),
+      kv_pool_held_(owner.kv_pool_held_.Add(model_label(name_))),
+      preemptions_(owner.preemptions_.Add(model_label(name_))),
       draft_tokens_(owner.draft_tokens_.Add(model_label(name_))),
       draft_accepted_(owner.draft_accepted_.Add(model_label(name_))),
       ttft_(owner.ttft_.add(model_label(name_))),
@@ -131,7 +133,7 @@ struct Metrics::Watch {
     // The scheduler's cumulative counters as of the previous scrape.
     uint64_t prompt = 0, generated = 0, rejected = 0, steps = 0;
     uint64_t embedded_inputs = 0, embedded_tokens = 0;
-    uint64_t cached_slot = 0, cached_ram = 0, cached_disk = 0, evictions = 0;
+    uint64_t cached_slot = 0, cached_ram = 0, cached_disk = 0, evictions = 0, preemptions = 0;
     uint64_t looked_up = 0, cached_all = 0;
     uint64_t draft_tokens = 0, draft_accepted = 0;
 };
@@ -279,6 +281,15 @@ Metrics::Metrics(Options options)
                            .Name("ggufd_prefix_cache_evictions_total")
                            .Help("Prefix cache entries dropped to stay within --cache-ram")
                            .Register(*registry_)),
+      kv_pool_held_(prometheus::BuildGauge()
+                        .Name("ggufd_kv_pool_cells_held")
+                        .Help("KV pool cells held by any slot, idle slots' reusable prompt "
+                              "prefixes included (ggufd_kv_cache_cells_capacity is the pool)")
+                        .Register(*registry_)),
+      preemptions_(prometheus::BuildCounter()
+                       .Name("ggufd_preemptions_total")
+                       .Help("Requests preempted when the KV pool was full (each resumed later)")
+                       .Register(*registry_)),
       draft_tokens_(prometheus::BuildCounter()
                         .Name("ggufd_draft_tokens_total")
                         .Help("Speculative draft tokens verified")
@@ -404,6 +415,9 @@ void Metrics::refresh_watches() {
                     load(stats->cached_tokens_disk));
         advance(m.cache_evictions_, w->evictions,
                 stats->cache_evictions.load(std::memory_order_relaxed));
+        advance(m.preemptions_, w->preemptions, stats->preemptions.load(std::memory_order_relaxed));
+        m.kv_pool_held_.Set(
+            static_cast<double>(stats->kv_pool_used.load(std::memory_order_relaxed)));
         m.cache_ram_bytes_.Set(
             static_cast<double>(stats->cache_ram_bytes.load(std::memory_order_relaxed)));
         m.cache_disk_bytes_.Set(

@@ -180,6 +180,9 @@ class ModelMetrics final : public scheduler::SchedulerObserver {
     prometheus::Counter& vllm_cache_queries_;
     prometheus::Counter& vllm_cache_hits_;
     prometheus::Counter& cache_evictions_;
+    // The KV pool (from the watched scheduler): cells any slot holds, requests preempted.
+    prometheus::Gauge& kv_pool_held_;
+    prometheus::Counter& preemptions_;
     // Speculative decoding (from the watched scheduler): draft tokens verified and kept.
     prometheus::Counter& draft_tokens_;
     prometheus::Counter& draft_accepted_;
@@ -298,6 +301,8 @@ class Metrics {
     prometheus::Family<prometheus::Counter>& vllm_cache_queries_;
     prometheus::Family<prometheus::Counter>& vllm_cache_hits_;
     prometheus::Family<prometheus::Counter>& cache_evictions_;
+    prometheus::Family<prometheus::Gauge>& kv_pool_held_;
+    prometheus::Family<prometheus::Counter>& preemptions_;
     prometheus::Family<prometheus::Counter>& draft_tokens_;
     prometheus::Family<prometheus::Counter>& draft_accepted_;
     prometheus::Gauge& resident_bytes_;

@@ -126,7 +126,7 @@ int main(int argc, char** argv) {
         metrics::ModelMetrics& mm = metrics.for_model(b.name());
         mm.on_load(b.load_seconds(), b.memory_bytes());
         mm.set_total_slots(b.scheduler().n_slots());
-        mm.set_kv_cells(0, int64_t{b.scheduler().n_slots()} * b.scheduler().context_size());
+        mm.set_kv_cells(0, b.scheduler().stats().kv_cells_capacity.load());
         metrics.watch_scheduler(b.name(), std::shared_ptr<const scheduler::SchedulerStats>(
                                               b.shared_from_this(), &b.scheduler().stats()));
         metrics.adapters().set_loaded(b.name(),
@@ -139,6 +139,7 @@ int main(int argc, char** argv) {
         options.name = name;
         options.scheduler = base;
         options.scheduler.observer = &metrics.for_model(name);
+        options.kv_memory_bytes = static_cast<uint64_t>(cfg.kv_memory_mib) << 20;
         // An adapter without a model name belongs to the only --model (config checks there is one).
         for (const config::LoraSpec& l : cfg.loras) {
             if ((l.model.empty() ? cfg.models.front().name : l.model) == name) {
