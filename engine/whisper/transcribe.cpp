@@ -260,10 +260,12 @@ Transcription Transcriber::run(std::span<const float> samples, const TranscribeO
         std::vector<int32_t> toks = r.tokens;
         if (!toks.empty() && toks.back() == sp.eot) toks.pop_back();
         const double t0 = static_cast<double>(seek) * kFrameSeconds;
+        const double window_end = t0 + static_cast<double>(segment_frames) * kFrameSeconds;
+        // A timestamp past the audio (the model sees the padding as 30 s) ends at the audio's end.
         auto make = [&](size_t b, size_t e, double start, double end) {
             Segment s;
-            s.start = start;
-            s.end = end;
+            s.start = std::min(start, window_end);
+            s.end = std::max(s.start, std::min(end, window_end));
             s.tokens.assign(toks.begin() + static_cast<ptrdiff_t>(b),
                             toks.begin() + static_cast<ptrdiff_t>(e));
             for (int32_t t : s.tokens) s.text += m_.token_bytes(t);
@@ -276,7 +278,6 @@ Transcription Transcriber::run(std::span<const float> samples, const TranscribeO
         auto ts_seconds = [&](int32_t t) {
             return t0 + static_cast<double>(t - sp.timestamp_begin) * kTimestampSeconds;
         };
-        const double window_end = t0 + static_cast<double>(segment_frames) * kFrameSeconds;
         if (!options.timestamps) {
             make(0, toks.size(), t0, window_end);
             seek += segment_frames;

@@ -2,10 +2,14 @@
 // spectrogram, the encoder output, the logits of the forced tokens and the greedy transcription
 // of each WAV; the FFT against a plain DFT; audio decoding and its refusals; loading refusals.
 #include <gtest/gtest.h>
+#include <sndfile.h>
+#include <unistd.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <nlohmann/json.hpp>
 #include <numbers>
@@ -99,21 +103,28 @@ TEST_P(WhisperWav, MelEncoderLogitsAndGreedyMatchWhisperCpp) {
     EXPECT_LE(worst_enc, 0.03) << "encoder";
     EXPECT_GE(min_cos, 0.9995) << "encoder";
 
+    std::printf("%s: mel max %.2e, encoder max d/s %.4f, min cos %.6f\n", name.c_str(), mel_max,
+                worst_enc, min_cos);
+
     const std::vector<int32_t> forced = meta["forced_tokens"];
     DecoderCache cache = tr.runner().new_cache();
     const std::vector<float> logits = tr.runner().decode(enc, cache, forced, true);
     const std::vector<float> logits_ref = read_f32(w / (name + ".logits.f32"));
     ASSERT_EQ(logits.size(), logits_ref.size());
+    double worst_logits = 0;
     for (size_t k = 0; k < forced.size(); ++k) {
         const float* o = logits.data() + k * hp.n_vocab;
         const float* r = logits_ref.data() + k * hp.n_vocab;
         const RowStats st = compare(o, r, hp.n_vocab);
+        worst_logits = std::max(worst_logits, st.d / st.s);
         EXPECT_LE(st.d / st.s, 0.03) << "logits row " << k;
         EXPECT_GE(st.cos, 0.9995) << "logits row " << k;
         EXPECT_EQ(std::max_element(o, o + hp.n_vocab) - o,
                   std::max_element(r, r + hp.n_vocab) - r)
             << "argmax row " << k;
     }
+
+    std::printf("%s: logits max d/s %.4f\n", name.c_str(), worst_logits);
 
     // Greedy, whisper_full's way: the prompt, then the suppressions.
     TranscribeOptions opt;
@@ -129,6 +140,208 @@ TEST_P(WhisperWav, MelEncoderLogitsAndGreedyMatchWhisperCpp) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Conformance, WhisperWav, ::testing::Values("tones", "chirp"));
+
+// The tiny model rewritten: without one tensor, with one more, with other keys.
+std::vector<uint8_t> rewritten(const gguf::File& f, const std::string& skip,
+                               const std::function<void(gguf::Writer&)>& edit = {}) {
+    gguf::Writer w;
+    for (const auto& kv : f.metadata().entries()) w.set(kv.key, kv.value);
+    for (const auto& t : f.tensors()) {
+        if (t.name == skip) continue;
+        w.add_tensor(t.name, t.type, std::vector<int64_t>(t.ne.begin(), t.ne.begin() + t.n_dims),
+                     t.bytes());
+    }
+    if (edit) edit(w);
+    return w.to_bytes();
+}
+
+std::string refusal(std::vector<uint8_t> bytes) {
+    try {
+        Model::from_file(gguf::File::from_bytes(std::move(bytes)));
+    } catch (const gguf::Error& e) {
+        return e.what();
+    }
+    return "loaded";
+}
+
+TEST(WhisperModel, RefusesWhatTheLayoutDoesNotHoldByName) {
+    GGUFD_REQUIRE_CONFORMANCE(dir);
+    const gguf::File f = gguf::File::open(dir / "whisper" / "tiny-whisper.gguf");
+    EXPECT_EQ(refusal(rewritten(f, "")), "loaded");
+    EXPECT_NE(refusal(rewritten(f, "dec.blk.1.cross_attn_k.weight"))
+                  .find("tensor 'dec.blk.1.cross_attn_k.weight' is missing"),
+              std::string::npos);
+    const std::vector<float> extra(32, 0.0f);
+    EXPECT_NE(refusal(rewritten(f, "",
+                                [&](gguf::Writer& w) {
+                                    w.add_tensor("dec.blk.0.attn_k.bias", {32}, extra);
+                                }))
+                  .find("tensor 'dec.blk.0.attn_k.bias' is not part of the Whisper layout"),
+              std::string::npos);
+    EXPECT_NE(refusal(rewritten(f, "",
+                                [](gguf::Writer& w) {
+                                    w.set("whisper.encoder.attention.head_count_kv",
+                                          gguf::Value(uint64_t{1}));
+                                }))
+                  .find("'whisper.encoder.attention.head_count_kv' is not supported"),
+              std::string::npos);
+    EXPECT_NE(refusal(rewritten(f, "",
+                                [](gguf::Writer& w) {
+                                    w.set("whisper.decoder.block_count", gguf::Value(uint64_t{4}));
+                                }))
+                  .find("'dec.blk.3.attn_norm.weight' is missing"),
+              std::string::npos);
+    EXPECT_NE(refusal(rewritten(f, "",
+                                [](gguf::Writer& w) {
+                                    w.set("whisper.encoder.embedding_length",
+                                          gguf::Value(uint64_t{64}));
+                                }))
+                  .find("must equal the encoder's"),
+              std::string::npos);
+    EXPECT_NE(refusal(rewritten(f, "",
+                                [](gguf::Writer& w) {
+                                    w.set("whisper.audio.mel_filters",
+                                          gguf::Value(gguf::Array{std::vector<float>(7, 0.0f)}));
+                                }))
+                  .find("mel_filters has 7 values"),
+              std::string::npos);
+}
+
+// A file libsndfile writes, read back through decode_audio.
+std::vector<uint8_t> encoded(int format, int rate, int channels, const std::vector<float>& mono) {
+    const auto path = std::filesystem::temp_directory_path() /
+                      ("ggufd_whisper_" + std::to_string(::getpid()) + "_" +
+                       std::to_string(format) + ".snd");
+    SF_INFO info{};
+    info.samplerate = rate;
+    info.channels = channels;
+    info.format = format;
+    SNDFILE* f = sf_open(path.c_str(), SFM_WRITE, &info);
+    EXPECT_NE(f, nullptr) << sf_strerror(nullptr);
+    if (!f) return {};
+    std::vector<float> frames;
+    for (float v : mono) {
+        for (int c = 0; c < channels; ++c) frames.push_back(c == 0 ? v : 0.5f * v);
+    }
+    sf_writef_float(f, frames.data(), static_cast<sf_count_t>(mono.size()));
+    sf_close(f);
+    std::vector<uint8_t> bytes = read_bytes(path);
+    std::filesystem::remove(path);
+    return bytes;
+}
+
+std::vector<float> tone(int rate, double seconds, double hz) {
+    std::vector<float> v(static_cast<size_t>(rate * seconds));
+    for (size_t i = 0; i < v.size(); ++i) {
+        v[i] = 0.5f * static_cast<float>(std::sin(2 * std::numbers::pi * hz * double(i) / rate));
+    }
+    return v;
+}
+
+TEST(WhisperAudio, DecodesFormatsRatesAndChannelsTo16kHzMono) {
+    struct Case {
+        int format;
+        int rate;
+        int channels;
+    };
+    for (const Case c : {Case{SF_FORMAT_WAV | SF_FORMAT_PCM_16, 44100, 2},
+                         Case{SF_FORMAT_FLAC | SF_FORMAT_PCM_16, 22050, 1},
+                         Case{SF_FORMAT_OGG | SF_FORMAT_VORBIS, 48000, 2},
+                         Case{SF_FORMAT_WAV | SF_FORMAT_FLOAT, 8000, 3}}) {
+        const std::vector<uint8_t> bytes = encoded(c.format, c.rate, c.channels, tone(c.rate, 0.5, 440));
+        const Audio a = decode_audio(bytes);
+        EXPECT_EQ(a.source_rate, c.rate);
+        EXPECT_EQ(a.source_channels, c.channels);
+        EXPECT_NEAR(static_cast<double>(a.samples.size()), 8000.0, 40.0) << c.format;
+        // The mix of the channels (1, 0.5, 0.5 x the tone) keeps a 440 Hz sine's amplitude.
+        const double gain = c.channels == 1 ? 1.0 : (1.0 + 0.5 * (c.channels - 1)) / c.channels;
+        float peak = 0;
+        for (size_t i = 1000; i < 7000; ++i) peak = std::max(peak, std::abs(a.samples[i]));
+        EXPECT_NEAR(peak, 0.5 * gain, 0.03) << c.format;
+        // The sine is still at 440 Hz: about 2 x 440 zero crossings a second.
+        int crossings = 0;
+        for (size_t i = 1001; i < 7000; ++i) {
+            crossings += (a.samples[i - 1] < 0) != (a.samples[i] < 0);
+        }
+        EXPECT_NEAR(crossings, 2 * 440 * 6000 / 16000, 4) << c.format;
+    }
+}
+
+TEST(WhisperAudio, RefusesWhatItCannotTakeWithAClearError) {
+    auto why = [](std::vector<uint8_t> b, AudioLimits lim = {}) {
+        try {
+            decode_audio(b, lim);
+        } catch (const AudioError& e) {
+            return std::string(e.what());
+        }
+        return std::string("decoded");
+    };
+    EXPECT_NE(why({}).find("empty"), std::string::npos);
+    EXPECT_NE(why({'R', 'I', 'F', 'F', 1, 2, 3}).find("could not be decoded"), std::string::npos);
+    const std::vector<uint8_t> wav =
+        encoded(SF_FORMAT_WAV | SF_FORMAT_PCM_16, 16000, 1, tone(16000, 2.0, 300));
+    EXPECT_NE(why(wav, AudioLimits{.max_bytes = 1000}).find("more than the limit of 1000"),
+              std::string::npos);
+    EXPECT_NE(why(wav, AudioLimits{.max_seconds = 1.0}).find("longer than the limit of 1 s"),
+              std::string::npos);
+    EXPECT_EQ(why(wav), "decoded");
+}
+
+// Past 30 s the audio goes window by window; with timestamps each segment has its times, inside
+// the audio and in order.
+TEST(WhisperTranscribe, LongAudioGoesWindowByWindowWithTimestamps) {
+    GGUFD_REQUIRE_CONFORMANCE(dir);
+    const auto model = tiny(dir);
+    const Audio one = decode_audio(read_bytes(dir / "whisper" / "chirp.wav"));
+    std::vector<float> samples;
+    while (samples.size() < 16000 * 33) samples.insert(samples.end(), one.samples.begin(), one.samples.end());
+    kernels::ThreadPool pool(2);
+    Transcriber tr(*model, pool);
+    TranscribeOptions opt;
+    opt.timestamps = true;
+    const Transcription t = tr.run(samples, opt);
+    ASSERT_FALSE(t.segments.empty());
+    double last = 0;
+    for (const Segment& s : t.segments) {
+        EXPECT_GE(s.start, last - 1e-9);
+        EXPECT_GE(s.end, s.start);
+        EXPECT_LE(s.end, t.duration + 0.02);
+        last = s.start;
+    }
+    EXPECT_GT(t.segments.back().end, 30.0) << "the second window was transcribed";
+    const std::string srt = format_srt(t.segments);
+    EXPECT_EQ(srt.rfind("1\n00:00:", 0), 0u) << srt;
+    EXPECT_EQ(format_vtt(t.segments).rfind("WEBVTT\n\n00:00:", 0), 0u);
+
+    // Without timestamps: one segment a window.
+    opt.timestamps = false;
+    const Transcription plain = tr.run(samples, opt);
+    ASSERT_EQ(plain.segments.size(), 2u);
+    EXPECT_DOUBLE_EQ(plain.segments[1].start, 30.0);
+}
+
+TEST(WhisperTranscribe, DetectsALanguageAndTakesAPrompt) {
+    GGUFD_REQUIRE_CONFORMANCE(dir);
+    const auto model = tiny(dir);
+    kernels::ThreadPool pool(2);
+    Transcriber tr(*model, pool);
+    EXPECT_EQ(tr.tokenize(" Hello world."), (std::vector<int32_t>{2425, 1002, 13}));
+    TranscribeOptions opt;
+    opt.prompt = " Hello world.";
+    EXPECT_EQ(tr.prompt_tokens(opt, 0),
+              (std::vector<int32_t>{50361, 2425, 1002, 13, 50258, 50259, 50359, 50363}));
+    const Audio a = decode_audio(read_bytes(dir / "whisper" / "tones.wav"));
+    opt.language = -1;
+    const Transcription t = tr.run(a.samples, opt);
+    EXPECT_EQ(language_index(t.language), [&] {
+        const Mel mel = log_mel(a.samples, model->mel_filters(), model->hparams().n_mels);
+        return tr.detect_language(
+            tr.runner().encode(mel_window(mel, 0, model->hparams().window_frames())));
+    }());
+    EXPECT_EQ(language_index("English"), 0);
+    EXPECT_EQ(language_index("de"), 2);
+    EXPECT_EQ(language_index("xx"), -1);
+}
 
 TEST(WhisperFft, MatchesThePlainDft) {
     for (int64_t n : {400, 25, 16, 50}) {
