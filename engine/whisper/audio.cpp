@@ -4,6 +4,7 @@
 #include <sndfile.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <memory>
 
@@ -93,7 +94,12 @@ Audio decode_audio(std::span<const uint8_t> bytes, const AudioLimits& limits, in
         if (got <= 0) break;
         for (sf_count_t i = 0; i < got; ++i) {
             float s = 0.0f;
-            for (int64_t c = 0; c < ch; ++c) s += chunk[static_cast<size_t>(i * ch + c)];
+            for (int64_t c = 0; c < ch; ++c) {
+                const float v = chunk[static_cast<size_t>(i * ch + c)];
+                // A float file can hold anything; the spectrogram's log needs finite samples.
+                if (!std::isfinite(v)) throw AudioError("the audio holds samples that are not finite");
+                s += v;
+            }
             mono.push_back(ch == 1 ? s : s / static_cast<float>(ch));
         }
         if (static_cast<sf_count_t>(mono.size()) > max_frames) {

@@ -247,6 +247,7 @@ TEST(WhisperAudio, DecodesFormatsRatesAndChannelsTo16kHzMono) {
     for (const Case c : {Case{SF_FORMAT_WAV | SF_FORMAT_PCM_16, 44100, 2},
                          Case{SF_FORMAT_FLAC | SF_FORMAT_PCM_16, 22050, 1},
                          Case{SF_FORMAT_OGG | SF_FORMAT_VORBIS, 48000, 2},
+                         Case{SF_FORMAT_MPEG | SF_FORMAT_MPEG_LAYER_III, 32000, 1},
                          Case{SF_FORMAT_WAV | SF_FORMAT_FLOAT, 8000, 3}}) {
         const std::vector<uint8_t> bytes = encoded(c.format, c.rate, c.channels, tone(c.rate, 0.5, 440));
         const Audio a = decode_audio(bytes);
@@ -285,6 +286,10 @@ TEST(WhisperAudio, RefusesWhatItCannotTakeWithAClearError) {
     EXPECT_NE(why(wav, AudioLimits{.max_seconds = 1.0}).find("longer than the limit of 1 s"),
               std::string::npos);
     EXPECT_EQ(why(wav), "decoded");
+    std::vector<float> nan = tone(16000, 0.1, 300);
+    nan[77] = std::nanf("");
+    EXPECT_NE(why(encoded(SF_FORMAT_WAV | SF_FORMAT_FLOAT, 16000, 1, nan)).find("not finite"),
+              std::string::npos);
 }
 
 // Past 30 s the audio goes window by window; with timestamps each segment has its times, inside
