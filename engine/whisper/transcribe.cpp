@@ -63,7 +63,7 @@ std::string trimmed(const std::string& s) {
 
 }  // namespace
 
-std::vector<int32_t> Transcriber::tokenize(std::string_view text) const {
+std::vector<int32_t> tokenize_text(const Model& m_, std::string_view text) {
     const Specials& sp = m_.specials();
     std::unordered_map<std::string, int32_t> by_bytes;
     size_t longest = 1;
@@ -223,7 +223,8 @@ WindowResult Transcriber::decode_window(const EncoderState& enc, std::span<const
     return r;
 }
 
-Transcription Transcriber::run(std::span<const float> samples, const TranscribeOptions& options) {
+Transcription Transcriber::run(std::span<const float> samples, const TranscribeOptions& options,
+                               const std::function<bool()>& stop) {
     const HParams& hp = m_.hparams();
     const Specials& sp = m_.specials();
     rng_ = options.seed;
@@ -234,7 +235,7 @@ Transcription Transcriber::run(std::span<const float> samples, const TranscribeO
     const int64_t seek_end = mel.n_len_org;
     int language = options.language;
     int64_t seek = 0;
-    while (seek_end - seek >= kMinFrames) {
+    while (seek_end - seek >= kMinFrames && !(stop && stop())) {
         const int64_t segment_frames = std::min(window, seek_end - seek);
         const EncoderState enc = runner_.encode(mel_window(mel, seek, window));
         if (language < 0) language = detect_language(enc);

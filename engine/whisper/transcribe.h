@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -59,11 +60,16 @@ struct WindowResult {
     float temperature = 0.0f;
 };
 
+// Longest-match tokenization over the text tokens, as whisper.cpp tokenizes an initial prompt.
+std::vector<int32_t> tokenize_text(const Model& model, std::string_view text);
+
 class Transcriber {
   public:
     Transcriber(const Model& model, kernels::ThreadPool& pool) : m_(model), runner_(model, pool) {}
 
-    Transcription run(std::span<const float> samples, const TranscribeOptions& options);
+    // `stop` is asked between windows (a client that left); it ends the run with what is done.
+    Transcription run(std::span<const float> samples, const TranscribeOptions& options,
+                      const std::function<bool()>& stop = {});
 
     // The decoder's first tokens for a window (what whisper_full feeds before sampling).
     std::vector<int32_t> prompt_tokens(const TranscribeOptions& options, int language) const;
@@ -74,8 +80,7 @@ class Transcriber {
     // The most likely language of a window (the argmax over the language tokens after
     // <|startoftranscript|>).
     int detect_language(const EncoderState& enc);
-    // Longest-match tokenization, as whisper.cpp tokenizes an initial prompt.
-    std::vector<int32_t> tokenize(std::string_view text) const;
+    std::vector<int32_t> tokenize(std::string_view text) const { return tokenize_text(m_, text); }
 
     Runner& runner() { return runner_; }
 
