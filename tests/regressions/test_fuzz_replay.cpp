@@ -124,6 +124,13 @@ TEST(FuzzReplay, AudioSeedsDecode) {
     EXPECT_EQ(replay(kCorpus / "fuzz_audio", ggufd::fuzz::fuzz_audio_one), n);
 }
 
+TEST(FuzzReplay, MultipartSeeds) {
+    // Two forms with a file (one with a quoted boundary and a preamble), one without its file.
+    const size_t n = files_in(kCorpus / "fuzz_multipart").size();
+    ASSERT_GE(n, 3u);
+    EXPECT_EQ(replay(kCorpus / "fuzz_multipart", ggufd::fuzz::fuzz_multipart_one), n);
+}
+
 TEST(FuzzReplay, FoundInputsStayFixed) {
     replay(kFound / "fuzz_gguf", ggufd::fuzz::fuzz_gguf_one);
     replay(kFound / "fuzz_template", ggufd::fuzz::fuzz_template_one);
@@ -138,6 +145,7 @@ TEST(FuzzReplay, FoundInputsStayFixed) {
     replay(kFound / "fuzz_json_schema", ggufd::fuzz::fuzz_json_schema_one);
     replay(kFound / "fuzz_chat", ggufd::fuzz::fuzz_chat_one);
     replay(kFound / "fuzz_audio", ggufd::fuzz::fuzz_audio_one);
+    replay(kFound / "fuzz_multipart", ggufd::fuzz::fuzz_multipart_one);
 }
 
 }  // namespace

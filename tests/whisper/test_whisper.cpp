@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <functional>
@@ -15,6 +16,7 @@
 #include <numbers>
 
 #include "engine/whisper/audio.h"
+#include "engine/whisper/convert.h"
 #include "engine/whisper/mel.h"
 #include "engine/whisper/model.h"
 #include "engine/whisper/runner.h"
@@ -364,6 +366,60 @@ TEST(WhisperFft, MatchesThePlainDft) {
             EXPECT_NEAR(out[2 * k + 1], im, 1e-3) << n << " " << k;
         }
     }
+}
+
+}  // namespace
+}  // namespace ggufd::whisper
+
+namespace ggufd::whisper {
+namespace {
+
+// FNV-1a over the bytes: enough to pin a file checked once against its sha256.
+uint64_t fnv1a(const std::vector<uint8_t>& bytes) {
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (uint8_t b : bytes) h = (h ^ b) * 0x100000001b3ULL;
+    return h;
+}
+
+// GGUF -> whisper.cpp .bin -> GGUF: the .bin is the one whisper.cpp ran (its sha256 in the
+// conformance README), and the GGUF read back has every key and tensor of the original.
+TEST(WhisperConvert, BinRoundTripsAndIsWhatWhisperCppRan) {
+    GGUFD_REQUIRE_CONFORMANCE(dir);
+    const auto model = Model::load(dir / "whisper" / "tiny-whisper.gguf");
+    const std::vector<uint8_t> bin = gguf_to_bin(*model);
+    // The bytes whose sha256 the conformance README gives (e6ce1e8900c0c58e..., checked with
+    // sha256sum on the file GGUFD_WHISPER_BIN_OUT writes): whisper.cpp's own file, byte for byte.
+    EXPECT_EQ(bin.size(), 4329031u);
+    EXPECT_EQ(fnv1a(bin), 0xba394826294af715ULL);
+    if (const char* out = std::getenv("GGUFD_WHISPER_BIN_OUT")) {
+        std::ofstream(out, std::ios::binary)
+            .write(reinterpret_cast<const char*>(bin.data()), static_cast<std::streamsize>(bin.size()));
+    }
+    std::vector<uint8_t> gguf_bytes = bin_to_gguf(bin, "tiny-whisper-random").to_bytes();
+    const auto reloaded = Model::from_file(gguf::File::from_bytes(std::move(gguf_bytes)));
+    const gguf::File& back = reloaded->file();
+    const gguf::File& orig = model->file();
+    ASSERT_EQ(back.tensors().size(), orig.tensors().size());
+    for (const auto& kv : orig.metadata().entries()) {
+        const gguf::Value* v = back.metadata().find(kv.key);
+        ASSERT_NE(v, nullptr) << kv.key;
+        EXPECT_TRUE(*v == kv.value) << kv.key;
+    }
+    for (const auto& t : orig.tensors()) {
+        const gguf::TensorInfo* u = back.find_tensor(t.name);
+        ASSERT_NE(u, nullptr) << t.name;
+        EXPECT_EQ(u->ne, t.ne) << t.name;
+        EXPECT_EQ(u->type, t.type) << t.name;
+        EXPECT_TRUE(std::equal(t.bytes().begin(), t.bytes().end(), u->bytes().begin(),
+                               u->bytes().end()))
+            << t.name;
+    }
+
+    std::vector<uint8_t> cut(bin.begin(), bin.begin() + static_cast<ptrdiff_t>(bin.size() - 7));
+    EXPECT_THROW(bin_to_gguf(cut, "x"), gguf::Error);
+    std::vector<uint8_t> junk = bin;
+    junk[0] = 'X';
+    EXPECT_THROW(bin_to_gguf(junk, "x"), gguf::Error);
 }
 
 }  // namespace
