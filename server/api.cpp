@@ -369,7 +369,8 @@ void Api::list_models_openai(const HttpRequest&, const std::shared_ptr<ResponseC
                         {"owned_by", "ggufd"}});
         const auto d = registry_.describe(name, false);
         // What a client cannot tell from the id: a speech-to-text model says so.
-        if (d && d->value("transcription", false)) data.back()["capabilities"] = json::array({"transcription"});
+        if (d && d->value("transcription", false))
+            data.back()["capabilities"] = json::array({"transcription"});
         // A loaded model's LoRA adapters are models too ("base:adapter"), as vLLM lists them.
         if (registry_.state(name) != ModelState::loaded) continue;
         if (!d || !d->contains("lora_adapters")) continue;

@@ -155,8 +155,7 @@ void Api::start_transcription(const HttpRequest& request,
             whisper::Service* service = model.speech();
             if (!service) {
                 throw ApiError::bad_request(
-                    fmt::format("The model '{}' does not transcribe audio", model.name()),
-                    "model");
+                    fmt::format("The model '{}' does not transcribe audio", model.name()), "model");
             }
             const whisper::Model& wm = service->model();
             whisper::TranscriptionRequest r;
@@ -169,9 +168,8 @@ void Api::start_transcription(const HttpRequest& request,
                                    form->response_format == TranscriptFormat::srt ||
                                    form->response_format == TranscriptFormat::vtt ||
                                    form->response_format == TranscriptFormat::verbose_json;
-            r.options.language =
-                form->language ? whisper::language_index(*form->language)
-                               : (wm.specials().multilingual() ? -1 : 0);
+            r.options.language = form->language ? whisper::language_index(*form->language)
+                                                : (wm.specials().multilingual() ? -1 : 0);
             if (r.options.translate && !wm.specials().multilingual()) {
                 throw ApiError::bad_request(
                     fmt::format("The model '{}' is English-only: it does not translate",
@@ -182,8 +180,7 @@ void Api::start_transcription(const HttpRequest& request,
                                                           form->response_format, form->translate);
             if (!job->start(*service, std::move(r))) {
                 throw ApiError::unavailable(
-                    fmt::format("The model '{}' has too many transcriptions waiting",
-                                model.name()),
+                    fmt::format("The model '{}' has too many transcriptions waiting", model.name()),
                     "queue_full", options_.retry_after_s);
             }
         });

@@ -75,9 +75,10 @@ TranscriptionForm parse_transcription_form(std::string_view content_type, std::s
                 }
             }
             if (!known) {
-                throw ApiError::bad_request("'response_format' must be one of json, text, srt, vtt, "
-                                            "verbose_json",
-                                            "response_format");
+                throw ApiError::bad_request(
+                    "'response_format' must be one of json, text, srt, vtt, "
+                    "verbose_json",
+                    "response_format");
             }
         } else if (p.name == "temperature") {
             errno = 0;

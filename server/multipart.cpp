@@ -8,8 +8,7 @@ namespace ggufd::server {
 namespace {
 
 bool iequals(std::string_view a, std::string_view b) {
-    return a.size() == b.size() &&
-           std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+    return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
                return std::tolower(static_cast<unsigned char>(x)) ==
                       std::tolower(static_cast<unsigned char>(y));
            });
@@ -60,8 +59,9 @@ std::string multipart_boundary(std::string_view content_type) {
     }
     const std::optional<std::string> b = header_param(content_type, "boundary");
     if (!b || b->empty() || b->size() > 70) {
-        throw MultipartError("the multipart/form-data Content-Type needs a boundary of 1 to 70 "
-                             "characters");
+        throw MultipartError(
+            "the multipart/form-data Content-Type needs a boundary of 1 to 70 "
+            "characters");
     }
     return *b;
 }

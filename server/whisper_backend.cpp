@@ -44,8 +44,7 @@ std::shared_ptr<WhisperBackend> WhisperBackend::load(const std::filesystem::path
                                                      const WhisperBackendOptions& options) {
     const auto t0 = std::chrono::steady_clock::now();
     auto model = whisper::Model::load(path);
-    const double s =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return from_model(std::move(model), options, s);
 }
 
@@ -70,10 +69,14 @@ nlohmann::json WhisperBackend::describe(bool full) const {
     d["id"] = name_;
     d["context_length"] = hp.n_text_ctx;
     d["context_length_trained"] = hp.n_text_ctx;
-    d["hyperparameters"] = {{"n_audio_ctx", hp.n_audio_ctx}, {"n_text_ctx", hp.n_text_ctx},
-                            {"n_state", hp.n_state},         {"n_head", hp.n_head},
-                            {"n_ff", hp.n_ff},               {"n_enc_layer", hp.n_enc_layer},
-                            {"n_dec_layer", hp.n_dec_layer}, {"n_mels", hp.n_mels}};
+    d["hyperparameters"] = {{"n_audio_ctx", hp.n_audio_ctx},
+                            {"n_text_ctx", hp.n_text_ctx},
+                            {"n_state", hp.n_state},
+                            {"n_head", hp.n_head},
+                            {"n_ff", hp.n_ff},
+                            {"n_enc_layer", hp.n_enc_layer},
+                            {"n_dec_layer", hp.n_dec_layer},
+                            {"n_mels", hp.n_mels}};
     d["vocab_size"] = hp.n_vocab;
     d["load_seconds"] = load_seconds_;
     d["generation"] = false;
@@ -102,6 +105,8 @@ jinja::Rendered WhisperBackend::render_chat(const nlohmann::ordered_json&,
         name_));
 }
 
-uint64_t WhisperBackend::memory_bytes() const { return model_->file().file_size(); }
+uint64_t WhisperBackend::memory_bytes() const {
+    return model_->file().file_size();
+}
 
 }  // namespace ggufd::server

@@ -39,8 +39,12 @@ sf_count_t mem_read(void* ptr, sf_count_t count, void* user) {
     m->at += n;
     return n;
 }
-sf_count_t mem_write(const void*, sf_count_t, void*) { return 0; }
-sf_count_t mem_tell(void* user) { return static_cast<Memory*>(user)->at; }
+sf_count_t mem_write(const void*, sf_count_t, void*) {
+    return 0;
+}
+sf_count_t mem_tell(void* user) {
+    return static_cast<Memory*>(user)->at;
+}
 
 struct SndCloser {
     void operator()(SNDFILE* f) const { sf_close(f); }
@@ -68,9 +72,8 @@ Audio decode_audio(std::span<const uint8_t> bytes, const AudioLimits& limits, in
                          sf_strerror(nullptr));
     }
     if (info.channels <= 0 || info.channels > limits.max_channels) {
-        throw AudioError("the audio has " + std::to_string(info.channels) +
-                         " channels; at most " + std::to_string(limits.max_channels) +
-                         " are taken");
+        throw AudioError("the audio has " + std::to_string(info.channels) + " channels; at most " +
+                         std::to_string(limits.max_channels) + " are taken");
     }
     if (info.samplerate < 1000 || info.samplerate > 384000) {
         throw AudioError("the audio's sample rate " + std::to_string(info.samplerate) +
@@ -97,7 +100,8 @@ Audio decode_audio(std::span<const uint8_t> bytes, const AudioLimits& limits, in
             for (int64_t c = 0; c < ch; ++c) {
                 const float v = chunk[static_cast<size_t>(i * ch + c)];
                 // A float file can hold anything; the spectrogram's log needs finite samples.
-                if (!std::isfinite(v)) throw AudioError("the audio holds samples that are not finite");
+                if (!std::isfinite(v))
+                    throw AudioError("the audio holds samples that are not finite");
                 s += v;
             }
             mono.push_back(ch == 1 ? s : s / static_cast<float>(ch));

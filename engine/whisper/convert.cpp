@@ -14,8 +14,8 @@ namespace ggufd::whisper {
 namespace {
 
 constexpr uint32_t kMagic = 0x67676d6c;  // "ggml"
-constexpr int32_t kQuantVersion = 2;      // whisper.cpp's ftype of a quantised file: + 1000 x this
-constexpr int32_t kTimestamps = 1501;     // <|0.00|> .. <|30.00|>
+constexpr int32_t kQuantVersion = 2;     // whisper.cpp's ftype of a quantised file: + 1000 x this
+constexpr int32_t kTimestamps = 1501;    // <|0.00|> .. <|30.00|>
 
 // One name in each naming: GGUF's (T5-style) and whisper.cpp's (PyTorch's). Block parts keep
 // their index; `to_bin` chooses the direction. Empty when the name is not Whisper's.
@@ -30,20 +30,26 @@ std::string rename(const std::string& name, bool to_bin) {
         {"dec.output_norm.", "decoder.ln."},
     };
     static const std::pair<const char*, const char*> kBlock[] = {
-        {"attn_norm.", "attn_ln."},       {"attn_q.", "attn.query."},
-        {"attn_k.", "attn.key."},         {"attn_v.", "attn.value."},
-        {"attn_o.", "attn.out."},         {"cross_attn_norm.", "cross_attn_ln."},
-        {"cross_attn_q.", "cross_attn.query."}, {"cross_attn_k.", "cross_attn.key."},
-        {"cross_attn_v.", "cross_attn.value."}, {"cross_attn_o.", "cross_attn.out."},
-        {"ffn_norm.", "mlp_ln."},         {"ffn_up.", "mlp.0."},
+        {"attn_norm.", "attn_ln."},
+        {"attn_q.", "attn.query."},
+        {"attn_k.", "attn.key."},
+        {"attn_v.", "attn.value."},
+        {"attn_o.", "attn.out."},
+        {"cross_attn_norm.", "cross_attn_ln."},
+        {"cross_attn_q.", "cross_attn.query."},
+        {"cross_attn_k.", "cross_attn.key."},
+        {"cross_attn_v.", "cross_attn.value."},
+        {"cross_attn_o.", "cross_attn.out."},
+        {"ffn_norm.", "mlp_ln."},
+        {"ffn_up.", "mlp.0."},
         {"ffn_down.", "mlp.2."},
     };
     for (const auto& [g, b] : kWhole) {
         const std::string from = to_bin ? g : b, to = to_bin ? b : g;
         if (name.starts_with(from)) return to + name.substr(from.size());
     }
-    for (const auto& [gp, bp] : {std::pair{"enc.blk.", "encoder.blocks."},
-                                 std::pair{"dec.blk.", "decoder.blocks."}}) {
+    for (const auto& [gp, bp] :
+         {std::pair{"enc.blk.", "encoder.blocks."}, std::pair{"dec.blk.", "decoder.blocks."}}) {
         const std::string from = to_bin ? gp : bp, to = to_bin ? bp : gp;
         if (!name.starts_with(from)) continue;
         const size_t dot = name.find('.', from.size());
@@ -118,11 +124,11 @@ gguf::Writer bin_to_gguf(std::span<const uint8_t> bin, const std::string& name) 
     int32_t hp[11];
     for (int32_t& v : hp) {
         v = r.i32("the hyperparameters");
-        if (v < 0 || v > (1 << 24)) throw gguf::Error("whisper .bin: a hyperparameter is out of range");
+        if (v < 0 || v > (1 << 24))
+            throw gguf::Error("whisper .bin: a hyperparameter is out of range");
     }
     const auto [n_vocab, n_audio_ctx, n_audio_state, n_audio_head, n_audio_layer, n_text_ctx,
-                n_text_state, n_text_head, n_text_layer, n_mels, ftype] =
-        std::to_array(hp);
+                n_text_state, n_text_head, n_text_layer, n_mels, ftype] = std::to_array(hp);
     const int32_t n_mel = r.i32("the mel filters"), n_bins = r.i32("the mel filters");
     if (n_mel != n_mels || n_bins <= 0 || n_bins > 4096) {
         throw gguf::Error("whisper .bin: the mel filter bank's size does not match n_mels");
@@ -248,7 +254,8 @@ std::vector<uint8_t> gguf_to_bin(const Model& model) {
         std::string raw;
         for (uint32_t cp : text::decode_lenient(tokens[i])) {
             const int b = tokenizer::unicode::code_point_to_byte(cp);
-            if (b < 0) throw gguf::Error("whisper: token " + std::to_string(i) + " is not byte-level");
+            if (b < 0)
+                throw gguf::Error("whisper: token " + std::to_string(i) + " is not byte-level");
             raw += static_cast<char>(b);
         }
         put_i32(out, static_cast<int32_t>(raw.size()));

@@ -19,7 +19,8 @@ struct Twiddles {
     std::vector<float> c, s;
     explicit Twiddles(int64_t size) : n(size), c(size), s(size) {
         for (int64_t k = 0; k < n; ++k) {
-            const double a = 2.0 * std::numbers::pi * static_cast<double>(k) / static_cast<double>(n);
+            const double a =
+                2.0 * std::numbers::pi * static_cast<double>(k) / static_cast<double>(n);
             c[k] = static_cast<float>(std::cos(a));
             s[k] = static_cast<float>(std::sin(a));
         }
@@ -127,7 +128,8 @@ Mel log_mel(std::span<const float> samples, std::span<const float> filters, int6
         }
         fft(frame.data(), 1, kNfft, spectrum.data(), tw, scratch, 0);
         for (int64_t k = 0; k < n_bins; ++k) {
-            power[k] = spectrum[2 * k] * spectrum[2 * k] + spectrum[2 * k + 1] * spectrum[2 * k + 1];
+            power[k] =
+                spectrum[2 * k] * spectrum[2 * k] + spectrum[2 * k + 1] * spectrum[2 * k + 1];
         }
         for (int64_t m = 0; m < n_mels; ++m) {
             double sum = 0.0;

@@ -11,8 +11,8 @@ namespace ggufd::whisper {
 
 struct Mel {
     int64_t n_mels = 0;
-    int64_t n_len = 0;      // frames computed: the audio and 30 s of silence after it
-    int64_t n_len_org = 0;  // frames of the audio itself (whisper_full's end of input)
+    int64_t n_len = 0;        // frames computed: the audio and 30 s of silence after it
+    int64_t n_len_org = 0;    // frames of the audio itself (whisper_full's end of input)
     std::vector<float> data;  // [n_mels][n_len], row = mel bin
     float floor = 0.0f;       // the value of silence (a frame that sees only the padding)
     float at(int64_t mel, int64_t frame) const { return data[mel * n_len + frame]; }

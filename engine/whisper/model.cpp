@@ -190,24 +190,24 @@ int32_t find_token(const tokenizer::Vocab& v, std::string_view text) {
 
 const std::vector<std::string>& language_codes() {
     static const std::vector<std::string> codes = {
-        "en", "zh", "de", "es", "ru", "ko", "fr", "ja", "pt", "tr", "pl", "ca", "nl", "ar", "sv",
-        "it", "id", "hi", "fi", "vi", "he", "uk", "el", "ms", "cs", "ro", "da", "hu", "ta", "no",
-        "th", "ur", "hr", "bg", "lt", "la", "mi", "ml", "cy", "sk", "te", "fa", "lv", "bn", "sr",
-        "az", "sl", "kn", "et", "mk", "br", "eu", "is", "hy", "ne", "mn", "bs", "kk", "sq", "sw",
-        "gl", "mr", "pa", "si", "km", "sn", "yo", "so", "af", "oc", "ka", "be", "tg", "sd", "gu",
-        "am", "yi", "lo", "uz", "fo", "ht", "ps", "tk", "nn", "mt", "sa", "lb", "my", "bo", "tl",
+        "en", "zh", "de", "es",  "ru", "ko", "fr", "ja", "pt", "tr", "pl", "ca", "nl", "ar", "sv",
+        "it", "id", "hi", "fi",  "vi", "he", "uk", "el", "ms", "cs", "ro", "da", "hu", "ta", "no",
+        "th", "ur", "hr", "bg",  "lt", "la", "mi", "ml", "cy", "sk", "te", "fa", "lv", "bn", "sr",
+        "az", "sl", "kn", "et",  "mk", "br", "eu", "is", "hy", "ne", "mn", "bs", "kk", "sq", "sw",
+        "gl", "mr", "pa", "si",  "km", "sn", "yo", "so", "af", "oc", "ka", "be", "tg", "sd", "gu",
+        "am", "yi", "lo", "uz",  "fo", "ht", "ps", "tk", "nn", "mt", "sa", "lb", "my", "bo", "tl",
         "mg", "as", "tt", "haw", "ln", "ha", "ba", "jw", "su", "yue"};
     return codes;
 }
 
 int language_index(std::string_view code) {
     static const std::vector<std::pair<std::string_view, std::string_view>> names = {
-        {"english", "en"},  {"chinese", "zh"},    {"german", "de"},  {"spanish", "es"},
-        {"russian", "ru"},  {"korean", "ko"},     {"french", "fr"},  {"japanese", "ja"},
-        {"portuguese", "pt"}, {"turkish", "tr"},  {"polish", "pl"},  {"dutch", "nl"},
-        {"arabic", "ar"},   {"swedish", "sv"},    {"italian", "it"}, {"hindi", "hi"},
-        {"ukrainian", "uk"}, {"greek", "el"},     {"czech", "cs"},   {"danish", "da"},
-        {"finnish", "fi"},  {"vietnamese", "vi"}, {"hebrew", "he"},  {"indonesian", "id"}};
+        {"english", "en"},    {"chinese", "zh"},    {"german", "de"},  {"spanish", "es"},
+        {"russian", "ru"},    {"korean", "ko"},     {"french", "fr"},  {"japanese", "ja"},
+        {"portuguese", "pt"}, {"turkish", "tr"},    {"polish", "pl"},  {"dutch", "nl"},
+        {"arabic", "ar"},     {"swedish", "sv"},    {"italian", "it"}, {"hindi", "hi"},
+        {"ukrainian", "uk"},  {"greek", "el"},      {"czech", "cs"},   {"danish", "da"},
+        {"finnish", "fi"},    {"vietnamese", "vi"}, {"hebrew", "he"},  {"indonesian", "id"}};
     std::string lower(code);
     std::transform(lower.begin(), lower.end(), lower.begin(),
                    [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
@@ -221,7 +221,9 @@ int language_index(std::string_view code) {
     return -1;
 }
 
-bool is_whisper(const gguf::File& file) { return file.architecture() == kArch; }
+bool is_whisper(const gguf::File& file) {
+    return file.architecture() == kArch;
+}
 
 std::shared_ptr<const Model> Model::load(const std::filesystem::path& path) {
     return from_file(gguf::File::open(path));

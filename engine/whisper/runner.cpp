@@ -50,8 +50,8 @@ void Runner::attend(const float* q, const int32_t* q_pos, int64_t n_q, const uin
     kernels::attention(q, q_pos, n_q, kv, vv, cells, params, out, &pool_);
 }
 
-void Runner::feed_forward(const Norm& nm, const Linear& up, const Linear& down, float eps,
-                          float* x, int64_t n) {
+void Runner::feed_forward(const Norm& nm, const Linear& up, const Linear& down, float eps, float* x,
+                          int64_t n) {
     const HParams& hp = m_.hparams();
     std::vector<float> h(static_cast<size_t>(n * hp.n_state));
     std::vector<float> u(static_cast<size_t>(n * hp.n_ff));
@@ -180,8 +180,10 @@ std::vector<float> Runner::decode(const EncoderState& enc, DecoderCache& cache,
         linear(L.attn.q, h.data(), m, q.data());
         linear(L.attn.k, h.data(), m, kf.data());
         linear(L.attn.v, h.data(), m, vf.data());
-        kernels::f32_to_f16(kf.data(), cache.k[il].data() + cache.n * n, static_cast<int64_t>(size));
-        kernels::f32_to_f16(vf.data(), cache.v[il].data() + cache.n * n, static_cast<int64_t>(size));
+        kernels::f32_to_f16(kf.data(), cache.k[il].data() + cache.n * n,
+                            static_cast<int64_t>(size));
+        kernels::f32_to_f16(vf.data(), cache.v[il].data() + cache.n * n,
+                            static_cast<int64_t>(size));
         attend(q.data(), pos.data(), m, cache.k[il].data(), cache.v[il].data(), n_kv, true,
                a.data());
         linear(L.attn.o, a.data(), m, h.data());

@@ -45,9 +45,7 @@ class Runner {
 
   private:
     void linear(const Matrix& w, const Vector& b, const float* x, int64_t n, float* y);
-    void linear(const Linear& l, const float* x, int64_t n, float* y) {
-        linear(l.w, l.b, x, n, y);
-    }
+    void linear(const Linear& l, const float* x, int64_t n, float* y) { linear(l.w, l.b, x, n, y); }
     void norm(const Norm& nm, float eps, const float* x, float* y, int64_t n);
     void attend(const float* q, const int32_t* q_pos, int64_t n_q, const uint16_t* k,
                 const uint16_t* v, int64_t n_kv, bool causal, float* out);

@@ -61,9 +61,8 @@ void Service::loop() {
         }
         r.audio = {};
         try {
-            Transcription t = transcriber.run(audio.samples, r.options, [&] {
-                return r.sink->cancelled();
-            });
+            Transcription t =
+                transcriber.run(audio.samples, r.options, [&] { return r.sink->cancelled(); });
             r.sink->on_finish(std::move(t), {}, false);
         } catch (const std::exception& e) {
             r.sink->on_finish({}, e.what(), false);

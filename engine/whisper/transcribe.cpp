@@ -187,8 +187,8 @@ WindowResult Transcriber::decode_window(const EncoderState& enc, std::span<const
         const double lse = log_sum_exp(logits, 0, hp.n_vocab);
         r.no_speech_prob = std::exp(static_cast<double>(logits[sp.no_speech]) - lse);
     }
-    const int64_t max_tokens =
-        std::min<int64_t>(hp.n_text_ctx / 2 - 4, hp.n_text_ctx - static_cast<int64_t>(prompt.size()));
+    const int64_t max_tokens = std::min<int64_t>(
+        hp.n_text_ctx / 2 - 4, hp.n_text_ctx - static_cast<int64_t>(prompt.size()));
     std::vector<float> probs;
     while (static_cast<int64_t>(r.tokens.size()) < max_tokens) {
         suppress(logits, r.tokens, options, max_initial_seconds);
@@ -246,7 +246,8 @@ Transcription Transcriber::run(std::span<const float> samples, const TranscribeO
             r = decode_window(enc, prompt, options, t);
             if (options.temperature <= 0.0f || t + 0.2f > 1.0f + 1e-6f) break;
             const size_t n = r.tokens.size();
-            const bool repetitive = n > 32 && entropy_of_last(r.tokens, 32) < options.entropy_threshold;
+            const bool repetitive =
+                n > 32 && entropy_of_last(r.tokens, 32) < options.entropy_threshold;
             const double avg = r.sum_logprob / static_cast<double>(std::max<size_t>(1, n));
             const bool improbable = avg < options.logprob_threshold;
             if (!repetitive && !improbable) break;

@@ -20,10 +20,10 @@
 namespace ggufd::whisper {
 
 struct TranscribeOptions {
-    int language = 0;        // index into language_codes(); -1: detect it from the first window
-    bool translate = false;  // task <|translate|> (into English) instead of <|transcribe|>
+    int language = 0;         // index into language_codes(); -1: detect it from the first window
+    bool translate = false;   // task <|translate|> (into English) instead of <|transcribe|>
     bool timestamps = false;  // timestamp tokens: segments with times (srt, vtt, verbose_json)
-    std::string prompt;      // text of a previous transcript, to steer spelling and style
+    std::string prompt;       // text of a previous transcript, to steer spelling and style
     // 0: plain greedy decoding, no fallback. Above 0: sampled at this temperature, and a window
     // whose text is too repetitive (entropy) or improbable (average log-probability) is decoded
     // again at +0.2 up to 1.0.

@@ -19,8 +19,7 @@ namespace {
 
 using testing::Client;
 
-std::string part(const std::string& name, const std::string& value,
-                 const std::string& extra = {}) {
+std::string part(const std::string& name, const std::string& value, const std::string& extra = {}) {
     return "--XyZ\r\nContent-Disposition: form-data; name=\"" + name + "\"" + extra + "\r\n\r\n" +
            value + "\r\n";
 }
@@ -28,10 +27,11 @@ std::string part(const std::string& name, const std::string& value,
 TEST(Multipart, ParsesPartsWithNamesFilenamesAndTypes) {
     EXPECT_EQ(multipart_boundary("multipart/form-data; boundary=XyZ"), "XyZ");
     EXPECT_EQ(multipart_boundary("Multipart/Form-Data;boundary=\"a b\"; charset=x"), "a b");
-    const std::string body = "preamble\r\n" + part("model", "m1") +
-                             "--XyZ\r\nContent-Disposition: form-data; name=\"file\"; "
-                             "filename=\"a.wav\"\r\nContent-Type: audio/wav\r\n\r\nRIFF\r\n--x\r\n" +
-                             part("empty", "") + "--XyZ--\r\n";
+    const std::string body =
+        "preamble\r\n" + part("model", "m1") +
+        "--XyZ\r\nContent-Disposition: form-data; name=\"file\"; "
+        "filename=\"a.wav\"\r\nContent-Type: audio/wav\r\n\r\nRIFF\r\n--x\r\n" +
+        part("empty", "") + "--XyZ--\r\n";
     const auto parts = parse_multipart(body, "XyZ");
     ASSERT_EQ(parts.size(), 3u);
     EXPECT_EQ(parts[0].name, "model");
@@ -54,24 +54,24 @@ TEST(Multipart, RefusesMalformedBodiesWithAReason) {
         return std::string("parsed");
     };
     const std::string ct = "multipart/form-data; boundary=XyZ";
-    EXPECT_NE(why("application/json", "{}").find("must be multipart/form-data"),
-              std::string::npos);
+    EXPECT_NE(why("application/json", "{}").find("must be multipart/form-data"), std::string::npos);
     EXPECT_NE(why("multipart/form-data", "").find("needs a boundary"), std::string::npos);
     EXPECT_NE(why(ct, "no parts").find("no part"), std::string::npos);
     EXPECT_NE(why(ct, part("a", "1")).find("ends inside a part"), std::string::npos);
     EXPECT_NE(why(ct, "--XyZ\r\nX: y\r\n\r\n1\r\n--XyZ--").find("no Content-Disposition"),
               std::string::npos);
-    EXPECT_NE(why(ct, "--XyZ\r\nContent-Disposition: form-data\r\n\r\n1\r\n--XyZ--")
-                  .find("has no name"),
-              std::string::npos);
+    EXPECT_NE(
+        why(ct, "--XyZ\r\nContent-Disposition: form-data\r\n\r\n1\r\n--XyZ--").find("has no name"),
+        std::string::npos);
     EXPECT_NE(why(ct, "--XyZ\r\nContent-Disposition: form-data; name=\"a\r\n\r\n1\r\n--XyZ--")
                   .find("unterminated"),
               std::string::npos);
     EXPECT_NE(why(ct, part("a", "1") + part("b", "2") + "--XyZ--", {.max_parts = 1})
                   .find("more than 1 parts"),
               std::string::npos);
-    EXPECT_NE(why(ct, "--XyZ\r\nContent-Disposition: form-data; name=\"a\"; x=\"" +
-                          std::string(200, 'a') + "\"\r\n\r\n1\r\n--XyZ--",
+    EXPECT_NE(why(ct,
+                  "--XyZ\r\nContent-Disposition: form-data; name=\"a\"; x=\"" +
+                      std::string(200, 'a') + "\"\r\n\r\n1\r\n--XyZ--",
                   {.max_header_bytes = 100})
                   .find("exceed 100 bytes"),
               std::string::npos);
@@ -114,8 +114,7 @@ TEST(TranscriptionForm, ReadsEachFieldAndNamesTheOneAtFault) {
     EXPECT_EQ(param(file + part("temperature", "nan")), "temperature");
     EXPECT_EQ(param(file + part("response_format", "xml")), "response_format");
     EXPECT_EQ(param(file + part("language", "klingon")), "language");
-    EXPECT_EQ(param(file + part("timestamp_granularities[]", "word")),
-              "timestamp_granularities[]");
+    EXPECT_EQ(param(file + part("timestamp_granularities[]", "word")), "timestamp_granularities[]");
     EXPECT_EQ(param(file + part("prompt", std::string(70000, 'a'))), "prompt");
     EXPECT_EQ(param(file), "accepted");
 }
@@ -163,19 +162,21 @@ class AudioServing : public ::testing::Test {
 
 TEST_F(AudioServing, TranscribesAsWhisperCppInEveryFormat) {
     for (const char* name : {"tones", "chirp"}) {
-        const auto meta = nlohmann::json::parse(read_file(dir_ / "whisper" / (std::string(name) + ".json")));
+        const auto meta =
+            nlohmann::json::parse(read_file(dir_ / "whisper" / (std::string(name) + ".json")));
         const auto r = transcribe(std::string(name) + ".wav", part("language", "en"));
         ASSERT_EQ(r.result_int(), 200) << r.body();
         EXPECT_EQ(nlohmann::json::parse(r.body())["text"], meta["text"]) << name;
         // No language given: detected from the audio.
         EXPECT_EQ(transcribe(std::string(name) + ".wav", "").result_int(), 200);
     }
-    const auto text = transcribe("tones.wav", part("language", "en") + part("response_format", "text"));
+    const auto text =
+        transcribe("tones.wav", part("language", "en") + part("response_format", "text"));
     EXPECT_EQ(text.result_int(), 200);
     EXPECT_EQ(text[boost::beast::http::field::content_type], "text/plain; charset=utf-8");
     EXPECT_FALSE(text.body().empty());
-    const auto verbose = transcribe("chirp.wav", part("response_format", "verbose_json") +
-                                                     part("language", "en"));
+    const auto verbose =
+        transcribe("chirp.wav", part("response_format", "verbose_json") + part("language", "en"));
     ASSERT_EQ(verbose.result_int(), 200) << verbose.body();
     const auto v = nlohmann::json::parse(verbose.body());
     EXPECT_EQ(v["task"], "transcribe");
@@ -187,8 +188,8 @@ TEST_F(AudioServing, TranscribesAsWhisperCppInEveryFormat) {
     EXPECT_EQ(srt.body().rfind("1\n00:00:", 0), 0u) << srt.body();
     const auto vtt = transcribe("chirp.wav", part("response_format", "vtt"));
     EXPECT_EQ(vtt.body().rfind("WEBVTT\n\n", 0), 0u) << vtt.body();
-    const auto tr = transcribe("tones.wav", part("response_format", "verbose_json"),
-                               "/v1/audio/translations");
+    const auto tr =
+        transcribe("tones.wav", part("response_format", "verbose_json"), "/v1/audio/translations");
     ASSERT_EQ(tr.result_int(), 200) << tr.body();
     EXPECT_EQ(nlohmann::json::parse(tr.body())["task"], "translate");
 }
@@ -197,9 +198,9 @@ TEST_F(AudioServing, ListsTheModelAsTranscribingAndRefusesWhatItCannotDo) {
     Client c(server_->port());
     const auto models = nlohmann::json::parse(c.get("/v1/models").body());
     EXPECT_EQ(models["data"][0]["capabilities"], nlohmann::json::array({"transcription"}));
-    const auto chat = c.post("/v1/chat/completions",
-                             {{"model", "whisper"},
-                              {"messages", {{{"role", "user"}, {"content", "hi"}}}}});
+    const auto chat =
+        c.post("/v1/chat/completions",
+               {{"model", "whisper"}, {"messages", {{{"role", "user"}, {"content", "hi"}}}}});
     EXPECT_EQ(chat.result_int(), 400);
     EXPECT_NE(chat.body().find("transcribes audio"), std::string::npos) << chat.body();
 

@@ -121,8 +121,7 @@ TEST_P(WhisperWav, MelEncoderLogitsAndGreedyMatchWhisperCpp) {
         worst_logits = std::max(worst_logits, st.d / st.s);
         EXPECT_LE(st.d / st.s, 0.03) << "logits row " << k;
         EXPECT_GE(st.cos, 0.9995) << "logits row " << k;
-        EXPECT_EQ(std::max_element(o, o + hp.n_vocab) - o,
-                  std::max_element(r, r + hp.n_vocab) - r)
+        EXPECT_EQ(std::max_element(o, o + hp.n_vocab) - o, std::max_element(r, r + hp.n_vocab) - r)
             << "argmax row " << k;
     }
 
@@ -211,9 +210,9 @@ TEST(WhisperModel, RefusesWhatTheLayoutDoesNotHoldByName) {
 
 // A file libsndfile writes, read back through decode_audio.
 std::vector<uint8_t> encoded(int format, int rate, int channels, const std::vector<float>& mono) {
-    const auto path = std::filesystem::temp_directory_path() /
-                      ("ggufd_whisper_" + std::to_string(::getpid()) + "_" +
-                       std::to_string(format) + ".snd");
+    const auto path =
+        std::filesystem::temp_directory_path() /
+        ("ggufd_whisper_" + std::to_string(::getpid()) + "_" + std::to_string(format) + ".snd");
     SF_INFO info{};
     info.samplerate = rate;
     info.channels = channels;
@@ -251,7 +250,8 @@ TEST(WhisperAudio, DecodesFormatsRatesAndChannelsTo16kHzMono) {
                          Case{SF_FORMAT_OGG | SF_FORMAT_VORBIS, 48000, 2},
                          Case{SF_FORMAT_MPEG | SF_FORMAT_MPEG_LAYER_III, 32000, 1},
                          Case{SF_FORMAT_WAV | SF_FORMAT_FLOAT, 8000, 3}}) {
-        const std::vector<uint8_t> bytes = encoded(c.format, c.rate, c.channels, tone(c.rate, 0.5, 440));
+        const std::vector<uint8_t> bytes =
+            encoded(c.format, c.rate, c.channels, tone(c.rate, 0.5, 440));
         const Audio a = decode_audio(bytes);
         EXPECT_EQ(a.source_rate, c.rate);
         EXPECT_EQ(a.source_channels, c.channels);
@@ -301,7 +301,8 @@ TEST(WhisperTranscribe, LongAudioGoesWindowByWindowWithTimestamps) {
     const auto model = tiny(dir);
     const Audio one = decode_audio(read_bytes(dir / "whisper" / "chirp.wav"));
     std::vector<float> samples;
-    while (samples.size() < 16000 * 33) samples.insert(samples.end(), one.samples.begin(), one.samples.end());
+    while (samples.size() < 16000 * 33)
+        samples.insert(samples.end(), one.samples.begin(), one.samples.end());
     kernels::ThreadPool pool(2);
     Transcriber tr(*model, pool);
     TranscribeOptions opt;
@@ -393,7 +394,8 @@ TEST(WhisperConvert, BinRoundTripsAndIsWhatWhisperCppRan) {
     EXPECT_EQ(fnv1a(bin), 0xba394826294af715ULL);
     if (const char* out = std::getenv("GGUFD_WHISPER_BIN_OUT")) {
         std::ofstream(out, std::ios::binary)
-            .write(reinterpret_cast<const char*>(bin.data()), static_cast<std::streamsize>(bin.size()));
+            .write(reinterpret_cast<const char*>(bin.data()),
+                   static_cast<std::streamsize>(bin.size()));
     }
     std::vector<uint8_t> gguf_bytes = bin_to_gguf(bin, "tiny-whisper-random").to_bytes();
     const auto reloaded = Model::from_file(gguf::File::from_bytes(std::move(gguf_bytes)));
@@ -410,8 +412,8 @@ TEST(WhisperConvert, BinRoundTripsAndIsWhatWhisperCppRan) {
         ASSERT_NE(u, nullptr) << t.name;
         EXPECT_EQ(u->ne, t.ne) << t.name;
         EXPECT_EQ(u->type, t.type) << t.name;
-        EXPECT_TRUE(std::equal(t.bytes().begin(), t.bytes().end(), u->bytes().begin(),
-                               u->bytes().end()))
+        EXPECT_TRUE(
+            std::equal(t.bytes().begin(), t.bytes().end(), u->bytes().begin(), u->bytes().end()))
             << t.name;
     }
 

@@ -19,9 +19,9 @@
 #include "engine/kernels/cpu_features.h"
 #include "engine/model/arch.h"
 #include "server/engine_backend.h"
-#include "server/whisper_backend.h"
 #include "server/metrics/metrics.h"
 #include "server/server.h"
+#include "server/whisper_backend.h"
 
 namespace {
 
