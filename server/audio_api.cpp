@@ -14,6 +14,7 @@
 #include "server/audio_request.h"
 #include "server/job_sink.h"
 #include "server/responses.h"
+#include "server/whisper_backend.h"
 
 namespace ggufd::server {
 
@@ -152,12 +153,13 @@ void Api::start_transcription(const HttpRequest& request,
                      std::shared_ptr<ModelLease> lease) {
             ModelBackend& model = lease->model();
             use_model(*lease, *to);
-            whisper::Service* service = model.speech();
-            if (!service) {
+            auto* whisper_model = dynamic_cast<WhisperBackend*>(&model);
+            if (!whisper_model) {
                 throw ApiError::bad_request(
                     fmt::format("The model '{}' does not transcribe audio", model.name()), "model");
             }
-            const whisper::Model& wm = service->model();
+            whisper::Service& service = whisper_model->speech();
+            const whisper::Model& wm = service.model();
             whisper::TranscriptionRequest r;
             r.audio = std::move(form->file);
             r.limits.max_bytes = std::max<size_t>(r.audio.size(), 1);
@@ -178,7 +180,7 @@ void Api::start_transcription(const HttpRequest& request,
             }
             auto job = std::make_shared<TranscriptionJob>(to, std::move(lease),
                                                           form->response_format, form->translate);
-            if (!job->start(*service, std::move(r))) {
+            if (!job->start(service, std::move(r))) {
                 throw ApiError::unavailable(
                     fmt::format("The model '{}' has too many transcriptions waiting", model.name()),
                     "queue_full", options_.retry_after_s);

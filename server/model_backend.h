@@ -19,7 +19,6 @@
 #include "engine/scheduler/embedding.h"
 #include "engine/scheduler/generation.h"
 #include "engine/tokenizer/vocab.h"
-#include "engine/whisper/service.h"
 #include "jinja/chat_template.h"
 
 namespace ggufd::server {
@@ -122,11 +121,6 @@ class ModelBackend {
     virtual std::vector<int32_t> rerank_pair(const std::string&, const std::string&) const {
         throw std::logic_error("this model does not rerank");
     }
-
-    // --- speech to text ---
-    // The model's transcription worker (Whisper models, whisper_backend.h); nullptr when it does
-    // not transcribe (the default).
-    virtual whisper::Service* speech() { return nullptr; }
 };
 
 }  // namespace ggufd::server

@@ -39,7 +39,8 @@ class WhisperBackend final : public ModelBackend {
                                 const nlohmann::ordered_json& extra_context) const override;
     uint64_t memory_bytes() const override;
     scheduler::Generator& generator() override { return *no_generation_; }
-    whisper::Service* speech() override { return service_.get(); }
+    // The transcription worker (audio_api.cpp finds a Whisper model by its backend's type).
+    whisper::Service& speech() { return *service_; }
 
     const whisper::Model& model() const { return *model_; }
     double load_seconds() const { return load_seconds_; }

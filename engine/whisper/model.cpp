@@ -168,6 +168,8 @@ std::unique_ptr<tokenizer::Tokenizer> make_tokenizer(const gguf::File& f) {
     for (const auto& kv : f.metadata().entries()) {
         if (kv.key.starts_with("tokenizer.")) md.add(kv.key, kv.value);
     }
+    // Whisper's text splits as GPT-2's (only prompts are ever tokenized, by longest match).
+    if (!md.contains("tokenizer.ggml.pre")) md.add("tokenizer.ggml.pre", gguf::Value("gpt2"));
     if (!md.contains("tokenizer.ggml.merges")) {
         md.add("tokenizer.ggml.merges", gguf::Value(gguf::Array{std::vector<std::string>{}}));
     }

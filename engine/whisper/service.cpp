@@ -10,6 +10,7 @@ Service::Service(std::shared_ptr<const Model> model, int n_threads, size_t max_q
 }
 
 Service::~Service() {
+    stopping_.store(true);
     {
         std::lock_guard lock(mu_);
         stop_ = true;

@@ -4,6 +4,7 @@
 // threads must not do.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -42,7 +43,9 @@ class Service {
     // n_threads: the pool's size (0: the physical cores); max_queue: waiting requests beyond the
     // one running, refused past it.
     Service(std::shared_ptr<const Model> model, int n_threads, size_t max_queue);
-    ~Service();  // finishes the running request, fails the queued ones, joins the thread
+    // Stops the running request at its next window (answered with what is done), fails the queued
+    // ones, joins the thread.
+    ~Service();
     Service(const Service&) = delete;
     Service& operator=(const Service&) = delete;
 
@@ -61,6 +64,7 @@ class Service {
     std::condition_variable cv_;
     std::deque<TranscriptionRequest> queue_;
     bool stop_ = false;
+    std::atomic<bool> stopping_{false};  // read between windows, so a long file ends at unload
     std::thread thread_;
 };
 
