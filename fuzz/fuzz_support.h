@@ -75,6 +75,8 @@ bool fuzz_grammar_one(const uint8_t* data, size_t size);
 bool fuzz_json_schema_one(const uint8_t* data, size_t size);
 bool fuzz_chat_one(const uint8_t* data, size_t size);
 bool fuzz_image_one(const uint8_t* data, size_t size);
+bool fuzz_audio_one(const uint8_t* data, size_t size);
+bool fuzz_multipart_one(const uint8_t* data, size_t size);
 
 }  // namespace ggufd::fuzz
 

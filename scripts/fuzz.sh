@@ -29,7 +29,7 @@ shift || true
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
     targets=(fuzz_gguf fuzz_model fuzz_lora fuzz_template fuzz_tokenizer fuzz_json_request fuzz_http_request
-        fuzz_grammar fuzz_json_schema fuzz_chat fuzz_image)
+        fuzz_grammar fuzz_json_schema fuzz_chat fuzz_image fuzz_audio fuzz_multipart)
 fi
 if [ -z "$seconds" ] && [ -n "${GGUFD_FUZZ_BUDGET:-}" ]; then
     seconds=$((GGUFD_FUZZ_BUDGET / ${#targets[@]}))

@@ -12,6 +12,7 @@ packages=(
   clang lld libclang-rt-14-dev clang-format
   libicu-dev
   libpng-dev libjpeg62-turbo-dev libwebp-dev libgif-dev
+  libsndfile1-dev libsamplerate0-dev
   wamerican
   curl python3 python3-jsonschema python3-jinja2
 )

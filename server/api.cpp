@@ -136,6 +136,7 @@ Api::Api(ModelRegistry& registry, ApiOptions options)
     add_props_routes();
     add_lora_routes();
     add_webui_routes();
+    add_audio_routes();
 }
 
 const Api::Route* Api::match(const std::string& method, const std::string& path,
@@ -360,12 +361,15 @@ void Api::list_models_openai(const HttpRequest&, const std::shared_ptr<ResponseC
                         {"object", "model"},
                         {"created", registry_.created(name)},
                         {"owned_by", "ggufd"}});
-        // A model with a projector takes images, as clients (Open WebUI) ask.
-        if (const auto v = registry_.describe(name, false); v && v->value("vision", false))
+        const auto d = registry_.describe(name, false);
+        // What a client cannot tell from the id: a speech-to-text model says so, and a model
+        // with a projector takes images, as clients (Open WebUI) ask.
+        if (d && d->value("transcription", false))
+            data.back()["capabilities"] = json::array({"transcription"});
+        else if (d && d->value("vision", false))
             data.back()["capabilities"] = {"completion", "vision"};
         // A loaded model's LoRA adapters are models too ("base:adapter"), as vLLM lists them.
         if (registry_.state(name) != ModelState::loaded) continue;
-        const auto d = registry_.describe(name, false);
         if (!d || !d->contains("lora_adapters")) continue;
         for (const json& a : (*d)["lora_adapters"]) {
             data.push_back({{"id", name + ":" + a.value("name", "")},

@@ -235,6 +235,12 @@ class Api {
     void anthropic_count_tokens(const HttpRequest&, const std::shared_ptr<ResponseChannel>&,
                                 ModelRequest<ChatRequest>);
 
+    // Speech to text: OpenAI's /v1/audio/transcriptions and /translations (audio_api.cpp).
+    void add_audio_routes();
+    HandlerFn audio_transcriptions, audio_translations;
+    void start_transcription(const HttpRequest&, const std::shared_ptr<ResponseChannel>&,
+                             bool translate);
+
     // The chat page and Ollama's "Ollama is running" at / (webui_routes.cpp).
     void add_webui_routes();
     HandlerFn root, webui_file;

@@ -17,6 +17,7 @@
 #include "engine/vision/media.h"
 #include "gguf/inspect.h"
 #include "gguf/naming.h"
+#include "server/whisper_backend.h"
 
 namespace ggufd::server {
 namespace {
@@ -442,6 +443,12 @@ ModelLoader::Header EngineLoader::inspect(const std::string& name,
     Header h;
     h.description = describe_file(f);
     h.description["id"] = name;
+    if (whisper::is_whisper(f)) {  // speech to text: whisper_backend.h
+        h.description["generation"] = false;
+        h.description["transcription"] = true;
+        h.bytes = mapped_bytes(f);
+        return h;
+    }
     const nlohmann::ordered_json support = model::describe_support(f);
     if (support.contains("supported") && !support["supported"].get<bool>()) {
         throw std::runtime_error(support.value("reason", std::string("not supported")));
@@ -456,6 +463,9 @@ ModelLoader::Header EngineLoader::inspect(const std::string& name,
 std::shared_ptr<ModelBackend> EngineLoader::load(const std::string& name,
                                                  const std::filesystem::path& path) {
     EngineBackendOptions options = options_for_(name);
+    if (is_whisper_file(path)) {
+        return WhisperBackend::load(path, {.name = name, .n_threads = options.scheduler.n_threads});
+    }
     if (options.mmproj.empty()) {
         if (auto paired = mmproj_for(path)) options.mmproj = paired->string();
     }

@@ -7,7 +7,8 @@
 # (openai), anthropic_test.mjs (@anthropic-ai/sdk), families_test.mjs, embeddings_test.mjs,
 # infill_test.mjs (openai's `suffix`, llama.vscode's /infill), ollama_test.mjs (ollama) and
 # responses_test.mjs (openai's Responses API), vision_test.mjs (openai with an image, to the
-# conformance folder's tiny Qwen2.5-VL and its projector). Then forced_test.mjs against the same model with
+# conformance folder's tiny Qwen2.5-VL and its projector), audio_test.mjs (openai's
+# audio.transcriptions against the conformance folder's Whisper model). Then forced_test.mjs against the same model with
 # every template of both folders, and the built-in demo.
 # Usage: run.sh BIN_DIR CONFORMANCE_DIR. Exits 77 (skipped) when Node.js is missing, except under
 # CI, where .ci/run installs it.
@@ -29,7 +30,7 @@ mkdir -p "$work"
 cp "$here/package.json" "$here/client_test.mjs" "$here/tools_test.mjs" "$here/families_test.mjs" \
   "$here/tool_support.mjs" "$here/embeddings_test.mjs" "$here/forced_test.mjs" \
   "$here/infill_test.mjs" "$here/anthropic_test.mjs" "$here/ollama_test.mjs" \
-  "$here/responses_test.mjs" "$here/vision_test.mjs" "$work/"
+  "$here/responses_test.mjs" "$here/vision_test.mjs" "$here/audio_test.mjs" "$work/"
 (cd "$work" && npm install --no-audit --no-fund --loglevel=error >/dev/null)
 
 # One model per family: NAME TEMPLATE FAMILY (the family its template is detected as).
@@ -78,6 +79,7 @@ port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); pr
   --model "thinker=$work/agent.gguf" --chat-template-file "thinker=$here/thinking.jinja" \
   --model "embed=$conf/embeddings/bert-mean.gguf" --model "rank=$conf/embeddings/bert-rank.gguf" \
   --model "vision=$conf/vision/qwen25vl-text.gguf" --mmproj "vision=$conf/vision/qwen25vl-mmproj.gguf" \
+  --model "whisper=$conf/whisper/tiny-whisper.gguf" \
   "${family_flags[@]}" --threads 1 >"$work/ggufd.log" 2>&1 &
 pid=$!
 trap 'kill $pid 2>/dev/null || true' EXIT
@@ -95,6 +97,7 @@ node "$work/infill_test.mjs" "http://127.0.0.1:$port/v1" agent stories
 node "$work/ollama_test.mjs" "http://127.0.0.1:$port" stories agent thinker embed
 node "$work/responses_test.mjs" "http://127.0.0.1:$port/v1" stories agent thinker
 node "$work/vision_test.mjs" "http://127.0.0.1:$port/v1" vision stories "$conf/vision/img-a.png"
+node "$work/audio_test.mjs" "http://127.0.0.1:$port/v1" whisper "$conf/whisper"
 kill -TERM $pid
 wait $pid
 

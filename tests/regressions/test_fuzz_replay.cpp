@@ -117,6 +117,20 @@ TEST(FuzzReplay, ImageSeedsDecode) {
     EXPECT_EQ(replay(kCorpus / "fuzz_image", ggufd::fuzz::fuzz_image_one), n);
 }
 
+TEST(FuzzReplay, AudioSeedsDecode) {
+    // WAV (PCM and float), FLAC, OGG/Vorbis and MP3, at several rates and channel counts.
+    const size_t n = files_in(kCorpus / "fuzz_audio").size();
+    ASSERT_GE(n, 5u);
+    EXPECT_EQ(replay(kCorpus / "fuzz_audio", ggufd::fuzz::fuzz_audio_one), n);
+}
+
+TEST(FuzzReplay, MultipartSeeds) {
+    // Two forms with a file (one with a quoted boundary and a preamble), one without its file.
+    const size_t n = files_in(kCorpus / "fuzz_multipart").size();
+    ASSERT_GE(n, 3u);
+    EXPECT_EQ(replay(kCorpus / "fuzz_multipart", ggufd::fuzz::fuzz_multipart_one), n);
+}
+
 TEST(FuzzReplay, FoundInputsStayFixed) {
     replay(kFound / "fuzz_gguf", ggufd::fuzz::fuzz_gguf_one);
     replay(kFound / "fuzz_template", ggufd::fuzz::fuzz_template_one);
@@ -131,6 +145,8 @@ TEST(FuzzReplay, FoundInputsStayFixed) {
     replay(kFound / "fuzz_grammar", ggufd::fuzz::fuzz_grammar_one);
     replay(kFound / "fuzz_json_schema", ggufd::fuzz::fuzz_json_schema_one);
     replay(kFound / "fuzz_chat", ggufd::fuzz::fuzz_chat_one);
+    replay(kFound / "fuzz_audio", ggufd::fuzz::fuzz_audio_one);
+    replay(kFound / "fuzz_multipart", ggufd::fuzz::fuzz_multipart_one);
 }
 
 }  // namespace

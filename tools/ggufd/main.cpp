@@ -21,6 +21,7 @@
 #include "server/engine_backend.h"
 #include "server/metrics/metrics.h"
 #include "server/server.h"
+#include "server/whisper_backend.h"
 
 namespace {
 
@@ -206,6 +207,16 @@ int main(int argc, char** argv) {
     for (const config::ModelSpec& spec : cfg.models) {
         std::string error;
         try {
+            if (server::is_whisper_file(spec.path)) {  // speech to text
+                auto whisper = server::WhisperBackend::load(
+                    spec.path,
+                    {.name = spec.name, .n_threads = options_for(spec.name).scheduler.n_threads});
+                spdlog::info("model '{}' loaded from {} in {:.3f} s (whisper: transcribes audio)",
+                             spec.name, spec.path, whisper->load_seconds());
+                registry.add(std::move(whisper), spec.path);
+                ++pinned;
+                continue;
+            }
             auto backend = server::EngineBackend::load(spec.path, options_for(spec.name));
             spdlog::info(
                 "model '{}' loaded from {} in {:.3f} s ({}, {} slots of {} tokens, tool parser {})",
