@@ -65,6 +65,10 @@ const Family kQwen25{"qwen25vl",
                      "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content "
                      "}}<|im_end|>\n{% endfor %}<|im_start|>assistant\n"};
 const Family kQwen3{"qwen3vl", kQwen25.tmpl};
+// SmolVLM (idefics3): each picture is its tiles and an overview, laid out with their own markers.
+const Family kSmol{"smolvlm",
+                   "{% for m in messages %}<|im_start|>{{ m.role | capitalize }}: {{ m.content "
+                   "}}<end_of_utterance>\n{% endfor %}Assistant:"};
 
 class VisionServing : public testing::ServingTest {
   protected:
@@ -73,7 +77,7 @@ class VisionServing : public testing::ServingTest {
         dir_ = conf / "vision";
         img_a_ = read_bytes(dir_ / "img-a.png");
         img_b_ = read_bytes(dir_ / "img-b.png");
-        for (const Family& f : {kGemma3, kQwen25, kQwen3}) {
+        for (const Family& f : {kGemma3, kQwen25, kQwen3, kSmol}) {
             EngineBackendOptions o;
             o.name = f.name;
             o.scheduler.n_slots = 1;
@@ -142,7 +146,8 @@ class VisionServing : public testing::ServingTest {
                                  "\nWhat is the difference?";
         const std::string prompt =
             fam == "gemma3" ? "<start_of_turn>user\n" + body + "<end_of_turn>\n<start_of_turn>model"
-                            : "<|im_start|>user\n" + body + "<|im_end|>\n<|im_start|>assistant";
+            : fam == "smolvlm" ? "<|im_start|>User: " + body + "<end_of_utterance>\nAssistant:"
+                               : "<|im_start|>user\n" + body + "<|im_end|>\n<|im_start|>assistant";
         kernels::ThreadPool pool(2);
         std::vector<vision::EncodedImage> images;
         for (const std::string* bytes : {&img_a_, &img_b_}) {
@@ -186,7 +191,7 @@ class VisionServing : public testing::ServingTest {
 };
 
 TEST_F(VisionServing, ChatWithImagesGivesTheLogitsPathsFirstToken) {
-    for (const Family& f : {kGemma3, kQwen25, kQwen3}) {
+    for (const Family& f : {kGemma3, kQwen25, kQwen3, kSmol}) {
         SCOPED_TRACE(f.name);
         const auto [want, want2] = reference(f);
         Client c(port_);
