@@ -20,11 +20,11 @@ struct ServerOptions {
     std::string host = "127.0.0.1";
     uint16_t port = 8080;  // 0 = any free port; read it back with Server::port()
     int io_threads = 2;
-    size_t header_limit = 16 * 1024;                 // bytes of request line + headers (431 beyond)
+    size_t header_limit = 16 * 1024;  // bytes of request line + headers (431 beyond)
     // Bytes of body (413 beyond): room for a few pictures sent inline as base64 (4/3 of their
     // size; OpenAI takes pictures up to 20 MB).
     size_t body_limit = 32 * 1024 * 1024;
-    std::chrono::milliseconds idle_timeout{60'000};  // keep-alive wait for the next request
+    std::chrono::milliseconds idle_timeout{60'000};    // keep-alive wait for the next request
     std::chrono::milliseconds header_timeout{10'000};  // first byte to end of headers
     std::chrono::milliseconds body_timeout{60'000};    // end of headers to end of body
     std::chrono::milliseconds write_timeout{30'000};   // one write (a response or a batch of

@@ -103,7 +103,7 @@ struct RandomProjectorSpec {
     uint32_t patch_size = 0;
     uint32_t preproc_image_size = 0;  // idefics3: the tiles' canvas
     uint32_t wa_pattern = 0;          // qwen2.5vl: every n-th block attends to the whole image
-    std::vector<uint32_t> deepstack_layers = {};  // qwen3vl: blocks feeding deepstack mergers
+    std::vector<uint32_t> deepstack_layers = {};    // qwen3vl: blocks feeding deepstack mergers
     gguf::TensorType type = gguf::TensorType::F16;  // of the matrices; vectors stay F32
     uint64_t seed = 11;
 };
