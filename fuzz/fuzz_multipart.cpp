@@ -32,10 +32,17 @@ bool fuzz_multipart_one(const uint8_t* data, size_t size) {
         parsed = true;
     } catch (const server::MultipartError&) {
     }
+    // The form reads its body with the default limits, larger than the ones above.
+    bool parsed_by_default = false;
+    try {
+        server::parse_multipart(body, server::multipart_boundary(content_type));
+        parsed_by_default = true;
+    } catch (const server::MultipartError&) {
+    }
     try {
         const server::TranscriptionForm f =
             server::parse_transcription_form(content_type, body, false);
-        check(parsed, "a form parses only from a body that parses");
+        check(parsed_by_default, "a form parses only from a body that parses");
         check(!f.file.empty(), "a form has its file");
         check(f.temperature >= 0.0f && f.temperature <= 1.0f, "the temperature is in range");
     } catch (const server::ApiError& e) {

@@ -78,6 +78,8 @@ max_len() {
 }
 
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
+# Leaks inside Debian's libraries (scripts/lsan.supp says which and why).
+export LSAN_OPTIONS="suppressions=$PWD/scripts/lsan.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
 mkdir -p "$build/logs"
 
 # run_target <target>: one bounded libFuzzer run; writes its one-line result to logs/<t>.result.

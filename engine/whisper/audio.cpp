@@ -99,9 +99,12 @@ Audio decode_audio(std::span<const uint8_t> bytes, const AudioLimits& limits, in
             float s = 0.0f;
             for (int64_t c = 0; c < ch; ++c) {
                 const float v = chunk[static_cast<size_t>(i * ch + c)];
-                // A float file can hold anything; the spectrogram's log needs finite samples.
-                if (!std::isfinite(v))
-                    throw AudioError("the audio holds samples that are not finite");
+                // A float file can hold anything; the spectrogram's power must stay finite (full
+                // scale is 1: a million times it is no recording, and its square overflows).
+                if (!std::isfinite(v) || std::abs(v) > 1e6f)
+                    throw AudioError(
+                        "the audio holds samples that are not finite or beyond "
+                        "a million times full scale");
                 s += v;
             }
             mono.push_back(ch == 1 ? s : s / static_cast<float>(ch));
@@ -130,6 +133,9 @@ Audio decode_audio(std::span<const uint8_t> bytes, const AudioLimits& limits, in
     const int err = src_simple(&src, SRC_SINC_MEDIUM_QUALITY, 1);
     if (err != 0) throw AudioError(std::string("resampling failed: ") + src_strerror(err));
     out.samples.resize(static_cast<size_t>(src.output_frames_gen));
+    // A few samples at a high rate resample to none.
+    if (out.samples.empty())
+        throw AudioError("the audio is too short to hold one sample at 16 kHz");
     return out;
 }
 

@@ -145,7 +145,9 @@ TEST(FuzzReplay, FoundInputsStayFixed) {
     replay(kFound / "fuzz_grammar", ggufd::fuzz::fuzz_grammar_one);
     replay(kFound / "fuzz_json_schema", ggufd::fuzz::fuzz_json_schema_one);
     replay(kFound / "fuzz_chat", ggufd::fuzz::fuzz_chat_one);
-    replay(kFound / "fuzz_audio", ggufd::fuzz::fuzz_audio_one);
+    // A Vorbis file cut short: refused (libsndfile leaks inside its failure path; lsan.supp).
+    EXPECT_EQ(replay(kFound / "fuzz_audio", ggufd::fuzz::fuzz_audio_one), 0u);
+    // A part's headers over the fuzz harness's tighter limit but within the form's.
     replay(kFound / "fuzz_multipart", ggufd::fuzz::fuzz_multipart_one);
 }
 
