@@ -107,7 +107,7 @@ std::vector<std::string> special_names(int32_t n_lang) {
         s.emplace_back(n);
     }
     for (int32_t i = 0; i < kTimestamps; ++i) {
-        char buf[16];
+        char buf[32];  // room for any int, which GCC's format check assumes
         std::snprintf(buf, sizeof buf, "<|%d.%02d|>", i * 2 / 100, i * 2 % 100);
         s.emplace_back(buf);
     }
